@@ -1,0 +1,599 @@
+//! HTTP/1.x framing: where a request head ends, how long its body is, and
+//! whether the connection stays open; a streaming decoder for chunked
+//! bodies. Only what a load generator and a fixed-reply server need: header
+//! values other than Content-Length, Transfer-Encoding and Connection are
+//! checked for shape and skipped.
+
+use thiserror::Error;
+
+/// Longest request or response head accepted (nginx's large buffers are
+/// 4 x 8 KiB; this is generous).
+pub const MAX_HEAD: usize = 64 * 1024;
+
+/// Why a head is malformed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum HttpError {
+    #[error("malformed request line")]
+    RequestLine,
+    #[error("malformed status line")]
+    StatusLine,
+    #[error("unsupported HTTP version")]
+    Version,
+    #[error("malformed header line")]
+    Header,
+    #[error("invalid or conflicting Content-Length")]
+    ContentLength,
+    #[error("unsupported Transfer-Encoding")]
+    TransferEncoding,
+    #[error("head longer than 64 KiB")]
+    HeadTooLarge,
+    #[error("malformed chunked body")]
+    Chunked,
+}
+
+/// How the body that follows a head is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// Exactly this many bytes (0 for none).
+    Length(u64),
+    /// Chunked transfer coding: use [`ChunkedDecoder`].
+    Chunked,
+    /// Until the peer closes (responses without a length only).
+    UntilClose,
+}
+
+/// A complete request head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestHead {
+    /// Bytes of the head, the empty line included.
+    pub head_len: usize,
+    pub body: Body,
+    /// The client asked to close after this request (or speaks HTTP/1.0
+    /// without keep-alive).
+    pub close: bool,
+    /// HTTP/1.0 with `Connection: keep-alive`: the reply must say so too.
+    pub keep_alive_1_0: bool,
+    /// A HEAD request: the reply has no body.
+    pub head_method: bool,
+}
+
+/// A complete response head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseHead {
+    pub head_len: usize,
+    pub status: u16,
+    pub body: Body,
+    pub close: bool,
+}
+
+/// Finds the end of the head: the offset just past the empty line.
+/// Lines may end in CRLF or a bare LF (RFC 9112 2.2 allows accepting it).
+fn head_end(buf: &[u8]) -> Result<Option<usize>, HttpError> {
+    let mut line_start = 0;
+    let limit = buf.len().min(MAX_HEAD);
+    let mut i = 0;
+    while i < limit {
+        if buf[i] == b'\n' {
+            let line = &buf[line_start..i];
+            if line.is_empty() || line == b"\r" {
+                if line_start == 0 {
+                    // Leading empty lines before a request are allowed
+                    // (RFC 9112 2.2); treat as part of the head.
+                    line_start = i + 1;
+                    i += 1;
+                    continue;
+                }
+                return Ok(Some(i + 1));
+            }
+            line_start = i + 1;
+        }
+        i += 1;
+    }
+    if buf.len() >= MAX_HEAD {
+        Err(HttpError::HeadTooLarge)
+    } else {
+        Ok(None)
+    }
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+fn trim(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 19 || !s.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    s.iter()
+        .try_fold(0u64, |acc, &d| acc.checked_mul(10)?.checked_add(u64::from(d - b'0')))
+}
+
+/// Lines of a head (without line endings), skipping leading empty lines.
+fn lines(head: &[u8]) -> impl Iterator<Item = &[u8]> {
+    head.split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .skip_while(|l| l.is_empty())
+        .take_while(|l| !l.is_empty())
+}
+
+/// What the framing headers say.
+#[derive(Default)]
+struct Framing {
+    content_length: Option<u64>,
+    chunked: bool,
+    close: bool,
+    keep_alive: bool,
+}
+
+fn framing<'a>(headers: impl Iterator<Item = &'a [u8]>) -> Result<Framing, HttpError> {
+    let mut f = Framing::default();
+    for line in headers {
+        let colon = line
+            .iter()
+            .position(|&b| b == b':')
+            .ok_or(HttpError::Header)?;
+        let (name, value) = (&line[..colon], trim(&line[colon + 1..]));
+        if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
+            return Err(HttpError::Header);
+        }
+        if value.iter().any(|&b| b < 0x20 && b != b'\t' || b == 0x7f) {
+            return Err(HttpError::Header);
+        }
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let n = parse_u64(value).ok_or(HttpError::ContentLength)?;
+            if f.content_length.is_some_and(|old| old != n) {
+                return Err(HttpError::ContentLength);
+            }
+            f.content_length = Some(n);
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            let last = value.rsplit(|&b| b == b',').next().map(trim);
+            if !last.is_some_and(|c| c.eq_ignore_ascii_case(b"chunked")) {
+                return Err(HttpError::TransferEncoding);
+            }
+            f.chunked = true;
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            for token in value.split(|&b| b == b',').map(trim) {
+                if token.eq_ignore_ascii_case(b"close") {
+                    f.close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    f.keep_alive = true;
+                }
+            }
+        }
+    }
+    if f.chunked && f.content_length.is_some() {
+        // Both framings at once is how requests get smuggled: refuse.
+        return Err(HttpError::ContentLength);
+    }
+    Ok(f)
+}
+
+/// Minor version of "HTTP/1.x".
+fn version(v: &[u8]) -> Result<u8, HttpError> {
+    match v {
+        b"HTTP/1.1" => Ok(1),
+        b"HTTP/1.0" => Ok(0),
+        _ => Err(HttpError::Version),
+    }
+}
+
+/// Parses the request head at the front of `buf`; `Ok(None)` until the
+/// empty line that ends it has arrived.
+pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead>, HttpError> {
+    let Some(head_len) = head_end(buf)? else {
+        return Ok(None);
+    };
+    let mut lines = lines(&buf[..head_len]);
+    let request_line = lines.next().ok_or(HttpError::RequestLine)?;
+    let mut parts = request_line.split(|&b| b == b' ');
+    let (Some(method), Some(target), Some(ver), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(HttpError::RequestLine);
+    };
+    if method.is_empty()
+        || !method.iter().all(|&b| is_tchar(b))
+        || target.is_empty()
+        || target.iter().any(|&b| b <= 0x20 || b == 0x7f)
+    {
+        return Err(HttpError::RequestLine);
+    }
+    let minor = version(ver)?;
+    let f = framing(lines)?;
+    let body = if f.chunked {
+        Body::Chunked
+    } else {
+        Body::Length(f.content_length.unwrap_or(0))
+    };
+    let keep_alive_1_0 = minor == 0 && f.keep_alive && !f.close;
+    Ok(Some(RequestHead {
+        head_len,
+        body,
+        close: f.close || (minor == 0 && !f.keep_alive),
+        keep_alive_1_0,
+        head_method: method == b"HEAD",
+    }))
+}
+
+/// Parses the response head at the front of `buf`. `head_request` says
+/// whether it answers a HEAD request (then there is no body).
+pub fn parse_response_head(
+    buf: &[u8],
+    head_request: bool,
+) -> Result<Option<ResponseHead>, HttpError> {
+    let Some(head_len) = head_end(buf)? else {
+        return Ok(None);
+    };
+    let mut lines = lines(&buf[..head_len]);
+    let status_line = lines.next().ok_or(HttpError::StatusLine)?;
+    let mut parts = status_line.splitn(3, |&b| b == b' ');
+    let (Some(ver), Some(code)) = (parts.next(), parts.next()) else {
+        return Err(HttpError::StatusLine);
+    };
+    let minor = version(ver)?;
+    let status = match code {
+        [a, b, c] if code.iter().all(u8::is_ascii_digit) => {
+            u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0')
+        }
+        _ => return Err(HttpError::StatusLine),
+    };
+    let f = framing(lines)?;
+    let no_body = head_request || (100..200).contains(&status) || status == 204 || status == 304;
+    let body = if no_body {
+        Body::Length(0)
+    } else if f.chunked {
+        Body::Chunked
+    } else if let Some(n) = f.content_length {
+        Body::Length(n)
+    } else {
+        Body::UntilClose
+    };
+    Ok(Some(ResponseHead {
+        head_len,
+        status,
+        body,
+        close: f.close || (minor == 0 && !f.keep_alive) || body == Body::UntilClose,
+    }))
+}
+
+/// Streaming decoder for a chunked body: feed bytes as they arrive, it says
+/// how many belong to the body and when the body (trailers included) ends.
+/// Keeps only a few bytes of state, so bodies of any size pass through
+/// without being buffered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChunkedDecoder {
+    state: ChunkState,
+    /// Chunk size being read, or data bytes left in the current chunk.
+    n: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum ChunkState {
+    /// Reading hex digits of a chunk size.
+    #[default]
+    Size,
+    /// Skipping a chunk extension up to the line end.
+    Ext,
+    /// Inside chunk data.
+    Data,
+    /// Expecting the CRLF after chunk data.
+    DataEnd,
+    /// At the start of a trailer line (an empty one ends the body).
+    TrailerStart,
+    /// Inside a trailer line.
+    Trailer,
+    Done,
+}
+
+impl ChunkedDecoder {
+    /// Consumes body bytes from the front of `buf`. Returns how many were
+    /// used and whether the body is complete; bytes after the end are left
+    /// for the next message.
+    pub fn feed(&mut self, buf: &[u8]) -> Result<(usize, bool), HttpError> {
+        let mut i = 0;
+        while i < buf.len() {
+            let b = buf[i];
+            match self.state {
+                ChunkState::Size => match b {
+                    b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
+                        let digit = (b as char).to_digit(16).unwrap_or(0) as u64;
+                        self.n = self
+                            .n
+                            .checked_mul(16)
+                            .and_then(|n| n.checked_add(digit))
+                            .ok_or(HttpError::Chunked)?;
+                    }
+                    b';' | b' ' | b'\t' => self.state = ChunkState::Ext,
+                    b'\r' => {}
+                    b'\n' => self.end_size_line(),
+                    _ => return Err(HttpError::Chunked),
+                },
+                ChunkState::Ext => {
+                    if b == b'\n' {
+                        self.end_size_line();
+                    }
+                }
+                ChunkState::Data => {
+                    let take = (self.n).min((buf.len() - i) as u64) as usize;
+                    self.n -= take as u64;
+                    i += take;
+                    if self.n == 0 {
+                        self.state = ChunkState::DataEnd;
+                    }
+                    continue;
+                }
+                ChunkState::DataEnd => match b {
+                    b'\r' => {}
+                    b'\n' => self.state = ChunkState::Size,
+                    _ => return Err(HttpError::Chunked),
+                },
+                ChunkState::TrailerStart => match b {
+                    b'\r' => {}
+                    b'\n' => {
+                        self.state = ChunkState::Done;
+                        return Ok((i + 1, true));
+                    }
+                    _ => self.state = ChunkState::Trailer,
+                },
+                ChunkState::Trailer => {
+                    if b == b'\n' {
+                        self.state = ChunkState::TrailerStart;
+                    }
+                }
+                ChunkState::Done => return Ok((i, true)),
+            }
+            i += 1;
+        }
+        Ok((i, self.state == ChunkState::Done))
+    }
+
+    fn end_size_line(&mut self) {
+        self.state = if self.n == 0 {
+            ChunkState::TrailerStart
+        } else {
+            ChunkState::Data
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn req(s: &str) -> Result<Option<RequestHead>, HttpError> {
+        parse_request_head(s.as_bytes())
+    }
+
+    #[test]
+    fn simple_get() {
+        let h = req("GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap().unwrap();
+        assert_eq!(h.head_len, 27);
+        assert_eq!(h.body, Body::Length(0));
+        assert!(!h.close);
+    }
+
+    #[test]
+    fn incomplete_head_is_none() {
+        let full = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        for cut in 0..full.len() {
+            assert_eq!(req(&full[..cut]), Ok(None), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn connection_close_and_http10() {
+        assert!(req("GET / HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap().unwrap().close);
+        assert!(req("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap().close);
+        let ka = req("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").unwrap().unwrap();
+        assert!(!ka.close && ka.keep_alive_1_0);
+    }
+
+    #[test]
+    fn content_length_body() {
+        let h = req("POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello").unwrap().unwrap();
+        assert_eq!(h.body, Body::Length(5));
+    }
+
+    #[test]
+    fn malformed_requests() {
+        assert_eq!(req("GARBAGE\r\n\r\n"), Err(HttpError::RequestLine));
+        assert_eq!(req("GET / HTTP/2.0\r\n\r\n"), Err(HttpError::Version));
+        assert_eq!(req("GET / HTTP/1.1\r\nNoColon\r\n\r\n"), Err(HttpError::Header));
+        assert_eq!(
+            req("GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n"),
+            Err(HttpError::ContentLength)
+        );
+        assert_eq!(
+            req("GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+            Err(HttpError::ContentLength)
+        );
+        assert_eq!(
+            req("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n"),
+            Err(HttpError::ContentLength)
+        );
+        assert_eq!(
+            req("GET / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"),
+            Err(HttpError::TransferEncoding)
+        );
+    }
+
+    #[test]
+    fn head_too_large() {
+        let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        big.resize(MAX_HEAD + 10, b'a');
+        assert_eq!(parse_request_head(&big), Err(HttpError::HeadTooLarge));
+    }
+
+    #[test]
+    fn response_heads() {
+        let r = parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nAA", false)
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.status, r.body, r.close), (200, Body::Length(2), false));
+        let r = parse_response_head(b"HTTP/1.1 204 No Content\r\n\r\n", false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.body, Body::Length(0));
+        let r = parse_response_head(b"HTTP/1.0 200 OK\r\n\r\n", false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.body, Body::UntilClose);
+        assert!(r.close);
+        let r = parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.body, Body::Length(0));
+    }
+
+    const CHUNKED: &[u8] = b"4\r\nWiki\r\n5;ext=1\r\npedia\r\n0\r\nX-Trailer: y\r\n\r\nNEXT";
+
+    #[test]
+    fn chunked_split_at_every_point() {
+        let body_len = CHUNKED.len() - 4;
+        for split in 0..=CHUNKED.len() {
+            let mut d = ChunkedDecoder::default();
+            let (a, done_a) = d.feed(&CHUNKED[..split]).unwrap();
+            let total = if done_a {
+                a
+            } else {
+                assert_eq!(a, split);
+                let (b, done_b) = d.feed(&CHUNKED[split..]).unwrap();
+                assert!(done_b, "split at {split}");
+                a + b
+            };
+            assert_eq!(total, body_len, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn chunked_rejects_garbage() {
+        let mut d = ChunkedDecoder::default();
+        assert_eq!(d.feed(b"zz\r\n"), Err(HttpError::Chunked));
+        let mut d = ChunkedDecoder::default();
+        assert_eq!(d.feed(b"ffffffffffffffffff\r\n"), Err(HttpError::Chunked));
+    }
+
+    /// httparse as an independent oracle: whenever it finds a complete
+    /// request, we find the same head length.
+    fn agree_with_httparse(bytes: &[u8]) {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut theirs = httparse::Request::new(&mut headers);
+        let ours = parse_request_head(bytes);
+        if let Ok(httparse::Status::Complete(n)) = theirs.parse(bytes) {
+            if let Ok(Some(h)) = ours {
+                assert_eq!(h.head_len, n);
+            }
+        }
+        if let Ok(Some(h)) = ours {
+            // A head we accept, httparse accepts too, with the same length.
+            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut theirs = httparse::Request::new(&mut headers);
+            assert_eq!(
+                theirs.parse(bytes).ok(),
+                Some(httparse::Status::Complete(h.head_len)),
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+
+    #[test]
+    fn httparse_agrees_on_examples() {
+        for r in [
+            "GET / HTTP/1.1\r\nHost: example.com\r\nUser-Agent: throng\r\n\r\n",
+            "POST /submit?a=b HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc",
+            "GET / HTTP/1.1\nHost: x\n\n",
+            "\r\nGET / HTTP/1.1\r\n\r\n",
+        ] {
+            agree_with_httparse(r.as_bytes());
+            assert!(parse_request_head(r.as_bytes()).unwrap().is_some());
+        }
+    }
+
+    fn request_strategy() -> impl Strategy<Value = Vec<u8>> {
+        (
+            prop_oneof![Just("GET"), Just("POST"), Just("HEAD"), Just("PUT")],
+            "/[a-z0-9/?=&]{0,20}",
+            prop_oneof![Just("HTTP/1.1"), Just("HTTP/1.0")],
+            proptest::collection::vec(("[A-Za-z-]{1,12}", "[ -~]{0,20}"), 0..5),
+            proptest::option::of(0u64..50),
+        )
+            .prop_map(|(m, target, v, headers, cl)| {
+                let mut s = format!("{m} {target} {v}\r\n");
+                for (n, val) in headers {
+                    if !n.eq_ignore_ascii_case("content-length")
+                        && !n.eq_ignore_ascii_case("transfer-encoding")
+                    {
+                        s.push_str(&format!("{n}: {}\r\n", val.trim()));
+                    }
+                }
+                let body = cl.unwrap_or(0) as usize;
+                if let Some(cl) = cl {
+                    s.push_str(&format!("Content-Length: {cl}\r\n"));
+                }
+                s.push_str("\r\n");
+                s.push_str(&"b".repeat(body));
+                s.into_bytes()
+            })
+    }
+
+    /// Splits a pipelined stream of requests (all with Content-Length bodies)
+    /// the way the server does, feeding it in two parts.
+    fn frame_pipeline(stream: &[u8], split: usize) -> Vec<usize> {
+        let mut pending = Vec::new();
+        let mut lens = Vec::new();
+        for part in [&stream[..split], &stream[split..]] {
+            pending.extend_from_slice(part);
+            while let Some(h) = parse_request_head(&pending).unwrap() {
+                let Body::Length(n) = h.body else {
+                    panic!("chunked in test stream")
+                };
+                let total = h.head_len + n as usize;
+                if pending.len() < total {
+                    break;
+                }
+                lens.push(total);
+                pending.drain(..total);
+            }
+        }
+        assert!(pending.is_empty());
+        lens
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = parse_request_head(&bytes);
+            let _ = parse_response_head(&bytes, false);
+            let _ = ChunkedDecoder::default().feed(&bytes);
+            agree_with_httparse(&bytes);
+        }
+
+        #[test]
+        fn generated_requests_agree_with_httparse(r in request_strategy()) {
+            prop_assert!(parse_request_head(&r).unwrap().is_some());
+            agree_with_httparse(&r);
+        }
+
+        #[test]
+        fn any_split_of_a_pipeline_frames_the_same(
+            reqs in proptest::collection::vec(request_strategy(), 1..4),
+            split in any::<prop::sample::Index>(),
+        ) {
+            let stream: Vec<u8> = reqs.concat();
+            let expected: Vec<usize> = reqs.iter().map(Vec::len).collect();
+            prop_assert_eq!(frame_pipeline(&stream, split.index(stream.len() + 1)), expected);
+        }
+    }
+}
