@@ -1,1 +1,42 @@
-//! placeholder
+//! throng: find the limits of TCP servers under a huge number of clients.
+//!
+//! The module map, top to bottom (data flows down, never back up):
+//!
+//! - [`cli`]: flags and units (10k, 2.5s, 64KiB); parsing only.
+//! - [`server`]: the reference server: a mio loop per worker, SO_REUSEPORT
+//!   listeners, responders built on the pure codecs of `crates/wire`.
+//! - [`sys`]: what the OS allows: fd limits, sysctls, kernel counters.
+//!
+//! [`run`] is the whole program; `main` only maps its result to an exit code
+//! with [`exit_code`].
+
+pub mod cli;
+pub mod server;
+pub mod sys;
+
+use std::process::ExitCode;
+
+/// A mistake in how throng was called: a bad flag value, a busy port, an
+/// impossible plan. Exits with code 2; the message says what to change.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Exit codes, in one place: 0 success, 1 failure at run time, 2 bad usage.
+pub fn exit_code(err: &anyhow::Error) -> ExitCode {
+    if err.downcast_ref::<UsageError>().is_some() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// Runs one command line.
+pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
+    match cli.command {
+        cli::Command::Server(args) => {
+            let cfg = server::ServerConfig::from_args(&args)?;
+            server::run(&cfg)
+        }
+    }
+}

@@ -1,1 +1,14 @@
-fn main() {}
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = throng::cli::Cli::parse();
+    match throng::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("throng: {err:#}");
+            throng::exit_code(&err)
+        }
+    }
+}

@@ -197,9 +197,7 @@ pub fn parse_question(msg: &[u8]) -> Result<Question<'_>, DnsError> {
         return Err(DnsError::QuestionCount(header.qdcount));
     }
     let name_end = name_end(msg, HEADER_LEN)?;
-    let fixed = msg
-        .get(name_end..name_end + 4)
-        .ok_or(DnsError::Truncated)?;
+    let fixed = msg.get(name_end..name_end + 4).ok_or(DnsError::Truncated)?;
     Ok(Question {
         name: &msg[HEADER_LEN..name_end],
         qtype: u16::from_be_bytes([fixed[0], fixed[1]]),
@@ -257,12 +255,7 @@ pub fn build_query(id: u16, name: &str, qtype: u16, out: &mut Vec<u8>) -> Result
 }
 
 /// Appends a query as a TCP frame (length prefix filled in afterwards).
-pub fn build_tcp_query(
-    id: u16,
-    name: &str,
-    qtype: u16,
-    out: &mut Vec<u8>,
-) -> Result<(), DnsError> {
+pub fn build_tcp_query(id: u16, name: &str, qtype: u16, out: &mut Vec<u8>) -> Result<(), DnsError> {
     let start = out.len();
     out.extend_from_slice(&[0, 0]);
     if let Err(e) = build_query(id, name, qtype, out) {
@@ -283,6 +276,17 @@ pub struct Answerer {
     pub ttl: u32,
 }
 
+/// The transport a message came over; it changes how a response that was
+/// sent to the server is treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Over TCP a misdirected response gets FORMERR: the peer is a client.
+    Tcp,
+    /// Over UDP it is dropped: answering responses invites reply loops
+    /// between two servers (and reflection).
+    Udp,
+}
+
 /// What [`Answerer::respond`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -290,21 +294,29 @@ pub enum Outcome {
     Answered,
     /// A FORMERR or NOTIMP reply was appended.
     Rejected(u8),
-    /// Nothing was appended: the message is a response (answering responses
-    /// invites reply loops between two servers).
+    /// Nothing was appended: a response arrived over UDP.
     Ignored,
 }
 
 impl Answerer {
     /// Appends the reply to `query`. Errors only when not even the header
     /// can be read; the caller then drops the datagram or the connection.
-    pub fn respond(&self, query: &[u8], out: &mut Vec<u8>) -> Result<Outcome, DnsError> {
+    pub fn respond(
+        &self,
+        query: &[u8],
+        transport: Transport,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, DnsError> {
         let h = Header::parse(query)?;
-        if h.is_response() {
-            return Ok(Outcome::Ignored);
-        }
         let opcode_bits = h.flags & 0x7800;
         let reply_flags = FLAG_QR | opcode_bits | (h.flags & FLAG_RD);
+        if h.is_response() {
+            if transport == Transport::Udp {
+                return Ok(Outcome::Ignored);
+            }
+            reject(h.id, reply_flags, rcode::FORMERR, out);
+            return Ok(Outcome::Rejected(rcode::FORMERR));
+        }
         if h.opcode() != 0 {
             reject(h.id, reply_flags, rcode::NOTIMP, out);
             return Ok(Outcome::Rejected(rcode::NOTIMP));
@@ -445,7 +457,7 @@ mod tests {
 
     fn reply(q: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        ANSWERER.respond(q, &mut out).unwrap();
+        ANSWERER.respond(q, Transport::Tcp, &mut out).unwrap();
         out
     }
 
@@ -498,12 +510,20 @@ mod tests {
     }
 
     #[test]
-    fn response_is_ignored() {
+    fn response_is_formerr_over_tcp_and_dropped_over_udp() {
         let q = query(1, "example.com", rtype::A);
         let r = reply(&q);
         let mut out = Vec::new();
-        assert_eq!(ANSWERER.respond(&r, &mut out), Ok(Outcome::Ignored));
+        assert_eq!(
+            ANSWERER.respond(&r, Transport::Udp, &mut out),
+            Ok(Outcome::Ignored)
+        );
         assert!(out.is_empty());
+        assert_eq!(
+            ANSWERER.respond(&r, Transport::Tcp, &mut out),
+            Ok(Outcome::Rejected(rcode::FORMERR))
+        );
+        assert_eq!(Message::from_bytes(&out).unwrap().id, 1);
     }
 
     #[test]
@@ -512,7 +532,7 @@ mod tests {
         q[12] = 0xc0; // compression pointer as first label
         let mut out = Vec::new();
         assert_eq!(
-            ANSWERER.respond(&q, &mut out),
+            ANSWERER.respond(&q, Transport::Tcp, &mut out),
             Ok(Outcome::Rejected(rcode::FORMERR))
         );
         let m = Message::from_bytes(&out).unwrap();
@@ -526,7 +546,7 @@ mod tests {
         q[5] = 2;
         let mut out = Vec::new();
         assert_eq!(
-            ANSWERER.respond(&q, &mut out),
+            ANSWERER.respond(&q, Transport::Tcp, &mut out),
             Ok(Outcome::Rejected(rcode::FORMERR))
         );
     }
@@ -537,7 +557,7 @@ mod tests {
         for cut in HEADER_LEN..q.len() {
             let mut out = Vec::new();
             assert_eq!(
-                ANSWERER.respond(&q[..cut], &mut out),
+                ANSWERER.respond(&q[..cut], Transport::Tcp, &mut out),
                 Ok(Outcome::Rejected(rcode::FORMERR)),
                 "cut at {cut}"
             );
@@ -550,7 +570,7 @@ mod tests {
         q[2] |= 4 << 3; // NOTIFY
         let mut out = Vec::new();
         assert_eq!(
-            ANSWERER.respond(&q, &mut out),
+            ANSWERER.respond(&q, Transport::Tcp, &mut out),
             Ok(Outcome::Rejected(rcode::NOTIMP))
         );
         let m = Message::from_bytes(&out).unwrap();
@@ -562,7 +582,7 @@ mod tests {
         for len in 0..HEADER_LEN {
             let mut out = Vec::new();
             assert_eq!(
-                ANSWERER.respond(&vec![0; len], &mut out),
+                ANSWERER.respond(&vec![0; len], Transport::Tcp, &mut out),
                 Err(DnsError::ShortHeader)
             );
             assert!(out.is_empty());
@@ -632,7 +652,7 @@ mod tests {
             #[test]
             fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
                 let mut out = Vec::new();
-                let _ = ANSWERER.respond(&bytes, &mut out);
+                let _ = ANSWERER.respond(&bytes, Transport::Tcp, &mut out);
                 let _ = parse_question(&bytes);
                 let _ = response_info(&bytes);
                 let _ = tcp_frame(&bytes);

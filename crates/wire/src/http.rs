@@ -114,8 +114,9 @@ fn parse_u64(s: &[u8]) -> Option<u64> {
     if s.is_empty() || s.len() > 19 || !s.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    s.iter()
-        .try_fold(0u64, |acc, &d| acc.checked_mul(10)?.checked_add(u64::from(d - b'0')))
+    s.iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
 }
 
 /// Lines of a head (without line endings), skipping leading empty lines.
@@ -393,15 +394,24 @@ mod tests {
 
     #[test]
     fn connection_close_and_http10() {
-        assert!(req("GET / HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap().unwrap().close);
+        assert!(
+            req("GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+                .unwrap()
+                .unwrap()
+                .close
+        );
         assert!(req("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap().close);
-        let ka = req("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").unwrap().unwrap();
+        let ka = req("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
+            .unwrap()
+            .unwrap();
         assert!(!ka.close && ka.keep_alive_1_0);
     }
 
     #[test]
     fn content_length_body() {
-        let h = req("POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello").unwrap().unwrap();
+        let h = req("POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello")
+            .unwrap()
+            .unwrap();
         assert_eq!(h.body, Body::Length(5));
     }
 
@@ -409,7 +419,10 @@ mod tests {
     fn malformed_requests() {
         assert_eq!(req("GARBAGE\r\n\r\n"), Err(HttpError::RequestLine));
         assert_eq!(req("GET / HTTP/2.0\r\n\r\n"), Err(HttpError::Version));
-        assert_eq!(req("GET / HTTP/1.1\r\nNoColon\r\n\r\n"), Err(HttpError::Header));
+        assert_eq!(
+            req("GET / HTTP/1.1\r\nNoColon\r\n\r\n"),
+            Err(HttpError::Header)
+        );
         assert_eq!(
             req("GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n"),
             Err(HttpError::ContentLength)

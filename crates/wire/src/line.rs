@@ -41,9 +41,9 @@ pub fn parse_pong(line: &[u8]) -> Option<u64> {
     if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    digits
-        .iter()
-        .try_fold(0u64, |acc, &d| acc.checked_mul(10)?.checked_add(u64::from(d - b'0')))
+    digits.iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
 }
 
 fn push_decimal(mut v: u64, out: &mut Vec<u8>) {

@@ -1,0 +1,270 @@
+//! Command-line flags (clap derive) and the unit parsers behind them.
+//!
+//! This module only parses: it turns flags into plain values and leaves
+//! checks that need more than one flag, and every syscall, to the code that
+//! builds a scenario or a server configuration from them.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::{Deserialize, Serialize};
+
+/// Find the limits of TCP servers under a huge number of clients.
+#[derive(Debug, Parser)]
+#[command(name = "throng", version, propagate_version = true)]
+#[command(
+    after_help = "Numbers take k/m/g suffixes (10k = 10,000), sizes B/KiB/MiB/GiB \
+(64KiB), durations us/ms/s/m/h (2.5s)."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the reference server: echo, pong, http, dns, discard or fixed replies.
+    Server(ServerArgs),
+}
+
+/// What the reference server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Every byte received is sent back.
+    Echo,
+    /// Line protocol: `ping<rest>` is answered `pong<rest>`, other lines `error`.
+    Pong,
+    /// HTTP/1.1: a fixed keep-alive `200 OK` for every request.
+    Http,
+    /// DNS over TCP (and UDP with --udp): one A record for A queries.
+    Dns,
+    /// Reads and drops everything.
+    Discard,
+    /// Sends --reply for every received chunk that starts with --on.
+    Fixed,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Echo => "echo",
+            Mode::Pong => "pong",
+            Mode::Http => "http",
+            Mode::Dns => "dns",
+            Mode::Discard => "discard",
+            Mode::Fixed => "fixed",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// Address to listen on, repeatable. Port 0 picks a free port; the bound
+    /// addresses are printed at start.
+    /// [default: [::]:4242 (dual-stack), or 0.0.0.0:4242 where IPv6 is off]
+    #[arg(short, long, value_name = "ADDR:PORT", value_parser = parse_listen)]
+    pub listen: Vec<SocketAddr>,
+
+    /// What to answer.
+    #[arg(short, long, value_enum, default_value_t = Mode::Echo)]
+    pub mode: Mode,
+
+    /// Also serve the mode over UDP on the same port(s) (echo, pong, dns, discard).
+    #[arg(long)]
+    pub udp: bool,
+
+    /// Event-loop threads, each with its own SO_REUSEPORT listener
+    /// [default: all cores].
+    #[arg(short, long, value_name = "N", value_parser = parse_positive_count)]
+    pub workers: Option<u64>,
+
+    /// Listen backlog (accept queue length) asked of the kernel, which clamps
+    /// it to net.core.somaxconn.
+    #[arg(long, value_name = "N", default_value = "65535", value_parser = parse_positive_count)]
+    pub backlog: u64,
+
+    /// Unsent reply bytes one connection may hold before the server stops
+    /// reading from it until its output drains.
+    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = parse_size)]
+    pub max_pending: u64,
+
+    /// http mode: body size of the 200 reply, in bytes of 'A'.
+    #[arg(long, value_name = "SIZE", default_value = "2", value_parser = parse_size)]
+    pub body_size: u64,
+
+    /// dns mode: the address given in every A answer.
+    #[arg(long, value_name = "IPV4", default_value = "192.0.2.1")]
+    pub dns_answer: Ipv4Addr,
+
+    /// dns mode: TTL of the A answer.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub dns_ttl: Duration,
+
+    /// fixed mode: the reply, with escapes \r \n \t \0 \\ \xNN.
+    #[arg(long, value_name = "STRING")]
+    pub reply: Option<String>,
+
+    /// fixed mode: answer only chunks starting with this prefix (same escapes)
+    /// [default: every chunk].
+    #[arg(long = "on", value_name = "PREFIX")]
+    pub on_prefix: Option<String>,
+
+    /// Print a stats line every second on stderr even when it is not a
+    /// terminal (it is printed on a terminal anyway).
+    #[arg(long)]
+    pub stats: bool,
+
+    /// Append the per-second stats as one JSON object per line to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub stats_json: Option<PathBuf>,
+}
+
+/// `[::]:53`, `127.0.0.1:0`; a bare port means all addresses.
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)));
+    }
+    s.parse().map_err(|_| {
+        format!("'{s}' is not ADDR:PORT; examples: 127.0.0.1:4242, [::1]:0, 0.0.0.0:53")
+    })
+}
+
+/// Splits "2.5k" into (2.5, "k").
+fn split_number(s: &str) -> Option<(f64, &str)> {
+    let s = s.trim();
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
+        .unwrap_or(s.len());
+    let digits: String = s[..end].chars().filter(|&c| c != '_').collect();
+    let value: f64 = digits.parse().ok()?;
+    value.is_finite().then_some((value, s[end..].trim()))
+}
+
+/// A count: `1000`, `10k`, `2.5m`, `1g`.
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    let err = || format!("'{s}' is not a count; examples: 1000, 10k, 2.5m");
+    let (value, suffix) = split_number(s).ok_or_else(err)?;
+    let scale = match suffix.to_ascii_lowercase().as_str() {
+        "" => 1.0,
+        "k" => 1e3,
+        "m" => 1e6,
+        "g" => 1e9,
+        _ => return Err(err()),
+    };
+    let n = value * scale;
+    if n.fract() != 0.0 || n > u64::MAX as f64 {
+        return Err(format!(
+            "'{s}' is not a whole count; examples: 1000, 10k, 2.5m"
+        ));
+    }
+    Ok(n as u64)
+}
+
+/// A count of at least 1.
+pub fn parse_positive_count(s: &str) -> Result<u64, String> {
+    match parse_count(s)? {
+        0 => Err(format!("'{s}' must be at least 1")),
+        n => Ok(n),
+    }
+}
+
+/// A size in bytes: `512`, `64KiB`, `1.5MiB`, `10kB` (decimal), `1GiB`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let err = || format!("'{s}' is not a size; examples: 512, 64KiB, 1MiB, 10kB");
+    let (value, suffix) = split_number(s).ok_or_else(err)?;
+    let scale = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "m" | "mb" => 1e6,
+        "g" | "gb" => 1e9,
+        "ki" | "kib" => 1024.0,
+        "mi" | "mib" => 1024.0 * 1024.0,
+        "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(err()),
+    };
+    let n = (value * scale).round();
+    if n > u64::MAX as f64 {
+        return Err(err());
+    }
+    Ok(n as u64)
+}
+
+/// A duration: `250ms`, `2.5s`, `10m`, `1h`, `500us`; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let err = || format!("'{s}' is not a duration; examples: 250ms, 2.5s, 10m, 1h");
+    let (value, suffix) = split_number(s).ok_or_else(err)?;
+    let secs = match suffix {
+        "us" | "µs" => value / 1e6,
+        "ms" => value / 1e3,
+        "" | "s" => value,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(err()),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| err())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn count_suffixes() {
+        assert_eq!(parse_count("1000"), Ok(1000));
+        assert_eq!(parse_count("10k"), Ok(10_000));
+        assert_eq!(parse_count("10K"), Ok(10_000));
+        assert_eq!(parse_count("2.5m"), Ok(2_500_000));
+        assert_eq!(parse_count("1_000"), Ok(1000));
+    }
+
+    #[test]
+    fn count_rejects_junk() {
+        for bad in ["", "k", "10x", "1.5", "-3", "ten"] {
+            let e = parse_count(bad).unwrap_err();
+            assert!(e.contains("10k"), "{bad}: {e}");
+        }
+        assert!(parse_positive_count("0").is_err());
+    }
+
+    #[test]
+    fn size_units() {
+        assert_eq!(parse_size("512"), Ok(512));
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("10kB"), Ok(10_000));
+        assert!(parse_size("12parsecs").unwrap_err().contains("64KiB"));
+    }
+
+    #[test]
+    fn duration_units() {
+        assert_eq!(parse_duration("2.5s"), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
+        assert!(parse_duration("5 fortnights").unwrap_err().contains("2.5s"));
+    }
+
+    #[test]
+    fn listen_forms() {
+        assert_eq!(
+            parse_listen("127.0.0.1:0"),
+            Ok("127.0.0.1:0".parse().unwrap())
+        );
+        assert_eq!(parse_listen("[::1]:53"), Ok("[::1]:53".parse().unwrap()));
+        assert_eq!(parse_listen("53"), Ok("[::]:53".parse().unwrap()));
+        assert!(parse_listen("localhost")
+            .unwrap_err()
+            .contains("127.0.0.1:4242"));
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,576 @@
+//! The reference server: one worker thread per core, each with its own
+//! SO_REUSEPORT listener(s) and event loop, answering with the same codecs
+//! (crates/wire) the client uses. This module binds the sockets, starts the
+//! workers, prints the start-up banner, the per-second stats and the final
+//! summary; the workers do the serving.
+
+mod responder;
+pub mod stats;
+mod worker;
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, IsTerminal, Write};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use mio::{Poll, Waker};
+use serde::{Deserialize, Serialize};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::cli::{Mode, ServerArgs};
+use crate::sys::{limits, proc};
+use crate::UsageError;
+pub use responder::Responder;
+use stats::{human, human_bytes, Shared, Totals, WorkerStats};
+
+/// The port the server listens on when no --listen is given.
+pub const DEFAULT_PORT: u16 = 4242;
+/// Largest --body-size accepted (each reply is built once, in memory).
+const MAX_BODY: u64 = 64 << 20;
+/// Fds a worker needs besides connections: epoll, waker, reserve.
+const FDS_PER_WORKER: u64 = 3;
+
+/// A validated server configuration: plain data, no clap types.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerConfig {
+    /// Addresses to listen on; empty means the default (dual-stack
+    /// `[::]:4242`, or `0.0.0.0:4242` where IPv6 is off).
+    pub listen: Vec<SocketAddr>,
+    pub mode: Mode,
+    pub udp: bool,
+    pub workers: usize,
+    pub backlog: u32,
+    pub max_pending: usize,
+    pub body_size: usize,
+    pub dns_answer: Ipv4Addr,
+    pub dns_ttl: u32,
+    pub reply: Vec<u8>,
+    pub on_prefix: Vec<u8>,
+    pub stats: bool,
+    pub stats_json: Option<PathBuf>,
+}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    UsageError(msg.into()).into()
+}
+
+impl ServerConfig {
+    /// Checks the flags that depend on each other and turns them into a
+    /// configuration. Errors are usage errors (exit code 2).
+    pub fn from_args(a: &ServerArgs) -> Result<ServerConfig> {
+        let fixed = a.mode == Mode::Fixed;
+        if !fixed && a.reply.is_some() {
+            return Err(usage(
+                "--reply only applies to --mode fixed; add --mode fixed",
+            ));
+        }
+        if !fixed && a.on_prefix.is_some() {
+            return Err(usage("--on only applies to --mode fixed; add --mode fixed"));
+        }
+        let reply = match &a.reply {
+            Some(r) => wire::escape::unescape(r).map_err(|e| usage(format!("--reply: {e}")))?,
+            None if fixed => {
+                return Err(usage(
+                    "--mode fixed needs --reply STRING, e.g. --reply 'OK\\n'",
+                ))
+            }
+            None => Vec::new(),
+        };
+        let on_prefix = match &a.on_prefix {
+            Some(p) => wire::escape::unescape(p).map_err(|e| usage(format!("--on: {e}")))?,
+            None => Vec::new(),
+        };
+        if a.udp && matches!(a.mode, Mode::Http | Mode::Fixed) {
+            return Err(usage(format!(
+                "--udp works with --mode echo, pong, dns or discard, not {} \
+                 (its replies can be larger than the request)",
+                a.mode.name()
+            )));
+        }
+        if a.max_pending == 0 {
+            return Err(usage("--max-pending must be at least 1 byte, e.g. 64KiB"));
+        }
+        if a.body_size > MAX_BODY {
+            return Err(usage("--body-size is at most 64MiB"));
+        }
+        let workers = match a.workers {
+            Some(n) => n as usize,
+            None => thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        Ok(ServerConfig {
+            listen: a.listen.clone(),
+            mode: a.mode,
+            udp: a.udp,
+            workers,
+            backlog: a.backlog.min(i32::MAX as u64) as u32,
+            max_pending: a.max_pending as usize,
+            body_size: a.body_size as usize,
+            dns_answer: a.dns_answer,
+            dns_ttl: a.dns_ttl.as_secs().min(u32::MAX as u64) as u32,
+            reply,
+            on_prefix,
+            stats: a.stats,
+            stats_json: a.stats_json.clone(),
+        })
+    }
+
+    fn responder(&self) -> Responder {
+        Responder::new(
+            self.mode,
+            wire::dns::Answerer {
+                a: self.dns_answer.octets(),
+                ttl: self.dns_ttl,
+            },
+            self.body_size,
+            self.reply.clone(),
+            self.on_prefix.clone(),
+        )
+    }
+}
+
+/// The sockets of every worker, bound before any worker starts.
+struct Bound {
+    /// Addresses actually bound (port 0 resolved), one per --listen.
+    addrs: Vec<SocketAddr>,
+    /// For each worker: its TCP listeners and UDP sockets.
+    per_worker: Vec<(Vec<mio::net::TcpListener>, Vec<mio::net::UdpSocket>)>,
+}
+
+/// Explains a bind error in the user's terms.
+fn bind_error(addr: SocketAddr, e: io::Error, udp: bool) -> anyhow::Error {
+    let proto = if udp { "udp" } else { "tcp" };
+    let port = addr.port();
+    match e.raw_os_error() {
+        Some(libc::EADDRINUSE) => {
+            let ss = if udp { "ss -lunp" } else { "ss -ltnp" };
+            usage(format!(
+                "cannot listen on {addr} ({proto}): the port is already in use; \
+                 see who holds it: {ss} 'sport = :{port}'"
+            ))
+        }
+        Some(libc::EACCES) => usage(format!(
+            "cannot listen on {addr}: port {port} is privileged; run as root \
+             (or with CAP_NET_BIND_SERVICE), or use a port from 1024 up"
+        )),
+        Some(libc::EADDRNOTAVAIL) => usage(format!(
+            "cannot listen on {addr}: no interface has the address {} \
+             (`ip -br addr` lists them)",
+            addr.ip()
+        )),
+        _ => anyhow::Error::new(e).context(format!("cannot listen on {addr} ({proto})")),
+    }
+}
+
+fn new_socket(addr: SocketAddr, ty: Type, proto: Protocol) -> io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(addr), ty, Some(proto))?;
+    if addr.is_ipv6() && addr.ip().is_unspecified() {
+        // `[::]` takes IPv4 too (dual-stack), whatever net.ipv6.bindv6only says.
+        s.set_only_v6(false)?;
+    }
+    s.set_reuse_address(true)?;
+    Ok(s)
+}
+
+/// A TCP listener bound to `addr`, sharing the port with the other workers.
+fn tcp_listener(addr: SocketAddr, backlog: u32) -> io::Result<Socket> {
+    let s = new_socket(addr, Type::STREAM, Protocol::TCP)?;
+    s.set_reuse_port(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&SockAddr::from(addr))?;
+    s.listen(backlog as i32)?;
+    Ok(s)
+}
+
+fn udp_socket(addr: SocketAddr) -> io::Result<Socket> {
+    let s = new_socket(addr, Type::DGRAM, Protocol::UDP)?;
+    s.set_reuse_port(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&SockAddr::from(addr))?;
+    Ok(s)
+}
+
+/// SO_REUSEPORT lets any socket of the same user join a port. So that a
+/// second server does not silently share (and split) a port that is in use,
+/// first bind a plain socket: it fails if anything listens there.
+fn check_port_free(addr: SocketAddr, udp: bool) -> io::Result<()> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    let (ty, proto) = if udp {
+        (Type::DGRAM, Protocol::UDP)
+    } else {
+        (Type::STREAM, Protocol::TCP)
+    };
+    let probe = new_socket(addr, ty, proto)?;
+    probe.bind(&SockAddr::from(addr))
+}
+
+/// Binds one address for every worker: the first bind resolves port 0, the
+/// others join that port.
+fn bind_addr(cfg: &ServerConfig, addr: SocketAddr, bound: &mut Bound) -> Result<SocketAddr> {
+    check_port_free(addr, false).map_err(|e| bind_error(addr, e, false))?;
+    if cfg.udp {
+        check_port_free(addr, true).map_err(|e| bind_error(addr, e, true))?;
+    }
+    let first = tcp_listener(addr, cfg.backlog).map_err(|e| bind_error(addr, e, false))?;
+    let actual = first
+        .local_addr()?
+        .as_socket()
+        .context("listener has no socket address")?;
+    let mut tcp = vec![first];
+    for _ in 1..cfg.workers {
+        tcp.push(tcp_listener(actual, cfg.backlog).map_err(|e| bind_error(actual, e, false))?);
+    }
+    for (w, s) in tcp.into_iter().enumerate() {
+        let std: std::net::TcpListener = s.into();
+        bound.per_worker[w]
+            .0
+            .push(mio::net::TcpListener::from_std(std));
+    }
+    if cfg.udp {
+        for w in 0..cfg.workers {
+            let s = udp_socket(actual).map_err(|e| bind_error(actual, e, true))?;
+            let std: std::net::UdpSocket = s.into();
+            bound.per_worker[w]
+                .1
+                .push(mio::net::UdpSocket::from_std(std));
+        }
+    }
+    Ok(actual)
+}
+
+fn bind(cfg: &ServerConfig) -> Result<Bound> {
+    let mut bound = Bound {
+        addrs: Vec::new(),
+        per_worker: (0..cfg.workers).map(|_| (Vec::new(), Vec::new())).collect(),
+    };
+    if cfg.listen.is_empty() {
+        let v6 = SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, DEFAULT_PORT));
+        let addr = match bind_addr(cfg, v6, &mut bound) {
+            Ok(a) => a,
+            Err(e) if ipv6_unavailable(&e) => {
+                bound
+                    .per_worker
+                    .iter_mut()
+                    .for_each(|w| *w = (Vec::new(), Vec::new()));
+                let v4 = SocketAddr::from((Ipv4Addr::UNSPECIFIED, DEFAULT_PORT));
+                bind_addr(cfg, v4, &mut bound)?
+            }
+            Err(e) => return Err(e),
+        };
+        bound.addrs.push(addr);
+    } else {
+        for &addr in &cfg.listen {
+            let actual = bind_addr(cfg, addr, &mut bound)?;
+            bound.addrs.push(actual);
+        }
+    }
+    Ok(bound)
+}
+
+/// IPv6 is off on this host (module not loaded, or disabled).
+fn ipv6_unavailable(e: &anyhow::Error) -> bool {
+    let errno = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<io::Error>())
+        .and_then(io::Error::raw_os_error);
+    matches!(
+        errno,
+        Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL | libc::EPROTONOSUPPORT)
+    ) || e
+        .downcast_ref::<UsageError>()
+        .is_some_and(|u| u.0.contains("no interface has the address"))
+}
+
+/// One second of stats, as printed and as written to --stats-json.
+#[derive(Debug, Serialize)]
+struct Second {
+    t: u64,
+    unix_s: u64,
+    connections: i64,
+    peak_connections: i64,
+    accepted_per_s: u64,
+    closed_per_s: u64,
+    requests_per_s: u64,
+    bytes_in_per_s: u64,
+    bytes_out_per_s: u64,
+    errors: u64,
+    listen_overflows: u64,
+    listen_drops: u64,
+}
+
+impl Second {
+    fn line(&self) -> String {
+        format!(
+            "{:>4}s  conns {} (peak {})  accepted {}/s  closed {}/s  requests {}/s  in {}/s  out {}/s  errors {}  listen overflows +{} drops +{}",
+            self.t,
+            self.connections,
+            self.peak_connections,
+            human(self.accepted_per_s as f64),
+            human(self.closed_per_s as f64),
+            human(self.requests_per_s as f64),
+            human_bytes(self.bytes_in_per_s as f64),
+            human_bytes(self.bytes_out_per_s as f64),
+            self.errors,
+            self.listen_overflows,
+            self.listen_drops,
+        )
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Prints the lines of the start-up banner that are about limits.
+fn limits_banner(cfg: &ServerConfig, fd: &limits::FdLimit) -> Vec<String> {
+    let reserved = limits::fds_in_use() as u64 + FDS_PER_WORKER * cfg.workers as u64;
+    let max_conns = fd.soft.saturating_sub(reserved);
+    let mut lines = Vec::new();
+    let mut l = format!(
+        "{}: at most {max_conns} connections in this process",
+        fd.describe()
+    );
+    if fd.hard_is_cap {
+        l.push_str(" (hard limit is the cap here; more connections need more server processes)");
+    }
+    lines.push(l);
+    let somaxconn = proc::sysctl_u64("net.core.somaxconn");
+    let effective = somaxconn.map_or(cfg.backlog as u64, |m| m.min(cfg.backlog as u64));
+    let mut l = format!("listen backlog {effective}");
+    if let Some(m) = somaxconn.filter(|&m| m < cfg.backlog as u64) {
+        l.push_str(&format!(
+            " (asked {}; the kernel clamps it to net.core.somaxconn = {m}; \
+             raise it: sysctl -w net.core.somaxconn={})",
+            cfg.backlog, cfg.backlog
+        ));
+    }
+    lines.push(l);
+    lines
+}
+
+/// Runs the server until SIGINT or SIGTERM, then prints the summary.
+pub fn run(cfg: &ServerConfig) -> Result<()> {
+    let mut stats_json = match &cfg.stats_json {
+        Some(p) => Some(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| usage(format!("--stats-json {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let fd = limits::raise_nofile().context("reading RLIMIT_NOFILE")?;
+    let bound = bind(cfg)?;
+    let shared = Arc::new(Shared::default());
+    let responder = Arc::new(cfg.responder());
+
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
+        "throng server: {} mode, {} worker{}",
+        cfg.mode.name(),
+        cfg.workers,
+        if cfg.workers == 1 { "" } else { "s" }
+    )?;
+    for a in &bound.addrs {
+        writeln!(out, "listening on {a} (tcp)")?;
+        if cfg.udp {
+            writeln!(out, "listening on {a} (udp)")?;
+        }
+    }
+    for l in limits_banner(cfg, &fd) {
+        writeln!(out, "{l}")?;
+    }
+    out.flush()?;
+    drop(out);
+
+    // Signals first, so a SIGTERM that arrives while workers start is kept.
+    let (tx, rx) = mpsc::channel();
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .context("installing signal handlers")?;
+    let signal_handle = signals.handle();
+    thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if signals.forever().next().is_some() {
+                let _ = tx.send(());
+            }
+        })?;
+
+    let mut workers = Vec::new();
+    let mut wakers = Vec::new();
+    let mut worker_stats = Vec::new();
+    for (i, (listeners, udp)) in bound.per_worker.into_iter().enumerate() {
+        let poll = Poll::new()?;
+        wakers.push(Waker::new(poll.registry(), worker::WAKER)?);
+        let stats = Arc::new(WorkerStats::default());
+        worker_stats.push(stats.clone());
+        let w = worker::Worker::new(worker::Setup {
+            poll,
+            listeners,
+            udp,
+            responder: responder.clone(),
+            stats,
+            shared: shared.clone(),
+            max_pending: cfg.max_pending,
+        })?;
+        workers.push(
+            thread::Builder::new()
+                .name(format!("worker-{i}"))
+                .spawn(move || w.run())?,
+        );
+    }
+
+    let started = Instant::now();
+    let show = cfg.stats || io::stderr().is_terminal();
+    let listen0 = proc::listen_counters().unwrap_or_default();
+    let mut last = (Totals::default(), listen0);
+    let mut tick = 1;
+    loop {
+        let due = started + Duration::from_secs(tick);
+        match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            _ => break,
+        }
+        if workers.iter().any(|w| w.is_finished()) {
+            break;
+        }
+        let totals = Totals::sum(worker_stats.iter().map(|s| &**s));
+        let listen = proc::listen_counters().unwrap_or(last.1);
+        let sec = Second {
+            t: tick,
+            unix_s: unix_now(),
+            connections: shared.current.load(Relaxed),
+            peak_connections: shared.peak.load(Relaxed),
+            accepted_per_s: totals.accepted - last.0.accepted,
+            closed_per_s: totals.closed - last.0.closed,
+            requests_per_s: totals.requests - last.0.requests,
+            bytes_in_per_s: totals.bytes_in - last.0.bytes_in,
+            bytes_out_per_s: totals.bytes_out - last.0.bytes_out,
+            errors: totals.errors() - last.0.errors(),
+            listen_overflows: listen.0.saturating_sub(last.1 .0),
+            listen_drops: listen.1.saturating_sub(last.1 .1),
+        };
+        if show {
+            eprintln!("{}", sec.line());
+        }
+        if let Some(f) = stats_json.as_mut() {
+            write_json_line(f, &sec)?;
+        }
+        last = (totals, listen);
+        tick += 1;
+    }
+
+    shared.stop.store(true, Relaxed);
+    for w in &wakers {
+        w.wake()?;
+    }
+    signal_handle.close();
+    let mut failure = None;
+    for w in workers {
+        match w.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failure = Some(anyhow::Error::new(e).context("worker failed")),
+            Err(_) => failure = Some(anyhow::anyhow!("a worker thread panicked")),
+        }
+    }
+    let totals = Totals::sum(worker_stats.iter().map(|s| &**s));
+    let listen = proc::listen_counters().unwrap_or(listen0);
+    print_summary(
+        &totals,
+        shared.peak.load(Relaxed),
+        started.elapsed(),
+        (listen.0 - listen0.0, listen.1 - listen0.1),
+    )?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn write_json_line(f: &mut File, sec: &Second) -> Result<()> {
+    let mut line = serde_json::to_vec(sec)?;
+    line.push(b'\n');
+    f.write_all(&line).context("writing --stats-json")
+}
+
+fn print_summary(t: &Totals, peak: i64, uptime: Duration, listen: (u64, u64)) -> Result<()> {
+    let secs = uptime.as_secs_f64().max(1e-9);
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
+        "throng server: stopped after {:.1}s",
+        uptime.as_secs_f64()
+    )?;
+    writeln!(
+        out,
+        "  connections  accepted {}, closed {}, peak {}",
+        t.accepted, t.closed, peak
+    )?;
+    writeln!(
+        out,
+        "  requests     {} ({}/s)",
+        t.requests,
+        human(t.requests as f64 / secs)
+    )?;
+    writeln!(
+        out,
+        "  bytes        in {}, out {}",
+        human_bytes(t.bytes_in as f64),
+        human_bytes(t.bytes_out as f64)
+    )?;
+    let mut errors = Vec::new();
+    for (n, what) in [
+        (t.bad_input, "malformed input"),
+        (t.conn_errors, "connection errors (reset, ...)"),
+        (t.accept_no_fds, "refused: out of fds"),
+        (t.udp_dropped, "UDP replies dropped"),
+    ] {
+        if n > 0 {
+            errors.push(format!("{what} {n}"));
+        }
+    }
+    for &(errno, n) in &t.accept_errno {
+        errors.push(format!(
+            "accept: {} {n}",
+            io::Error::from_raw_os_error(errno)
+        ));
+    }
+    if errors.is_empty() {
+        errors.push("none".into());
+    }
+    writeln!(out, "  errors       {}", errors.join(", "))?;
+    writeln!(
+        out,
+        "  listen queue overflows +{}, drops +{} (this network namespace, all listeners)",
+        listen.0, listen.1
+    )?;
+    if t.accept_no_fds > 0 {
+        writeln!(
+            out,
+            "  hint: connections were refused because this process ran out of file \
+             descriptors; raise the limit (ulimit -n) or run more server processes"
+        )?;
+    }
+    if listen.0 > 0 {
+        writeln!(
+            out,
+            "  hint: the accept queue overflowed; raise --backlog and net.core.somaxconn \
+             (sysctl -w net.core.somaxconn=65535)"
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}

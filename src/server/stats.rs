@@ -1,0 +1,189 @@
+//! Server counters: one block of relaxed atomics per worker, written only by
+//! that worker (no contention, no lock), read once a second by the main
+//! thread for the stats line and at the end for the summary.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+
+use serde::Serialize;
+
+/// Linux errno values are below this.
+pub const MAX_ERRNO: usize = 134;
+
+/// Counters of one worker. Aligned so two workers never share a cache line.
+#[repr(align(128))]
+pub struct WorkerStats {
+    pub accepted: AtomicU64,
+    pub closed: AtomicU64,
+    /// Messages answered (echo, discard, fixed: chunks; pong: lines; http:
+    /// requests; dns: queries), TCP and UDP.
+    pub requests: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    /// Malformed input: an HTTP 400, a DNS frame that cannot be parsed, an
+    /// overlong line.
+    pub bad_input: AtomicU64,
+    /// Connections that ended with a read or write error (reset, ...).
+    pub conn_errors: AtomicU64,
+    /// Connections refused because the process ran out of fds.
+    pub accept_no_fds: AtomicU64,
+    /// UDP replies the socket could not take (send buffer full).
+    pub udp_dropped: AtomicU64,
+    /// Other accept errors, by errno.
+    pub accept_errno: [AtomicU64; MAX_ERRNO],
+}
+
+impl Default for WorkerStats {
+    fn default() -> Self {
+        WorkerStats {
+            accepted: AtomicU64::new(0),
+            closed: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            bad_input: AtomicU64::new(0),
+            conn_errors: AtomicU64::new(0),
+            accept_no_fds: AtomicU64::new(0),
+            udp_dropped: AtomicU64::new(0),
+            accept_errno: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+/// Adds to a counter that only the calling worker writes.
+#[inline]
+pub fn bump(c: &AtomicU64, n: u64) {
+    // A plain load + store: the worker is the only writer, so no
+    // read-modify-write (locked) instruction is needed.
+    c.store(c.load(Relaxed) + n, Relaxed);
+}
+
+/// State shared by all workers and the main thread.
+#[derive(Default)]
+pub struct Shared {
+    pub stop: AtomicBool,
+    /// Connections open now, over all workers.
+    pub current: AtomicI64,
+    /// The most ever open at once.
+    pub peak: AtomicI64,
+}
+
+impl Shared {
+    pub fn opened(&self) {
+        let now = self.current.fetch_add(1, Relaxed) + 1;
+        self.peak.fetch_max(now, Relaxed);
+    }
+
+    pub fn closed(&self) {
+        self.current.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A plain copy of the counters, summed over workers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub accepted: u64,
+    pub closed: u64,
+    pub requests: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub bad_input: u64,
+    pub conn_errors: u64,
+    pub accept_no_fds: u64,
+    pub udp_dropped: u64,
+    #[serde(skip)]
+    pub accept_errno: Vec<(i32, u64)>,
+}
+
+impl Totals {
+    pub fn sum<'a>(workers: impl IntoIterator<Item = &'a WorkerStats>) -> Totals {
+        let mut t = Totals::default();
+        let mut errno = [0u64; MAX_ERRNO];
+        for w in workers {
+            t.accepted += w.accepted.load(Relaxed);
+            t.closed += w.closed.load(Relaxed);
+            t.requests += w.requests.load(Relaxed);
+            t.bytes_in += w.bytes_in.load(Relaxed);
+            t.bytes_out += w.bytes_out.load(Relaxed);
+            t.bad_input += w.bad_input.load(Relaxed);
+            t.conn_errors += w.conn_errors.load(Relaxed);
+            t.accept_no_fds += w.accept_no_fds.load(Relaxed);
+            t.udp_dropped += w.udp_dropped.load(Relaxed);
+            for (sum, c) in errno.iter_mut().zip(&w.accept_errno) {
+                *sum += c.load(Relaxed);
+            }
+        }
+        t.accept_errno = errno
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(e, &n)| (e as i32, n))
+            .collect();
+        t
+    }
+
+    /// Every error counted, whatever its kind.
+    pub fn errors(&self) -> u64 {
+        self.bad_input
+            + self.conn_errors
+            + self.accept_no_fds
+            + self.udp_dropped
+            + self.accept_errno.iter().map(|(_, n)| n).sum::<u64>()
+    }
+}
+
+/// "1.2k", "3.4M": short human numbers for the stats line.
+pub fn human(n: f64) -> String {
+    match n {
+        n if n >= 1e9 => format!("{:.1}G", n / 1e9),
+        n if n >= 1e6 => format!("{:.1}M", n / 1e6),
+        n if n >= 1e4 => format!("{:.1}k", n / 1e3),
+        n => format!("{n:.0}"),
+    }
+}
+
+/// "12.3 MB": bytes in decimal units, as network tools print them.
+pub fn human_bytes(n: f64) -> String {
+    match n {
+        n if n >= 1e9 => format!("{:.2} GB", n / 1e9),
+        n if n >= 1e6 => format!("{:.1} MB", n / 1e6),
+        n if n >= 1e3 => format!("{:.1} kB", n / 1e3),
+        n => format!("{n:.0} B"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_workers() {
+        let a = WorkerStats::default();
+        let b = WorkerStats::default();
+        bump(&a.requests, 3);
+        bump(&b.requests, 4);
+        bump(&b.accept_errno[libc::ECONNABORTED as usize], 2);
+        let t = Totals::sum([&a, &b]);
+        assert_eq!(t.requests, 7);
+        assert_eq!(t.accept_errno, vec![(libc::ECONNABORTED, 2)]);
+        assert_eq!(t.errors(), 2);
+    }
+
+    #[test]
+    fn peak_follows_current() {
+        let s = Shared::default();
+        s.opened();
+        s.opened();
+        s.closed();
+        s.opened();
+        assert_eq!(s.current.load(Relaxed), 2);
+        assert_eq!(s.peak.load(Relaxed), 2);
+    }
+
+    #[test]
+    fn human_numbers() {
+        assert_eq!(human(999.0), "999");
+        assert_eq!(human(12_345.0), "12.3k");
+        assert_eq!(human(2_500_000.0), "2.5M");
+        assert_eq!(human_bytes(1_500_000.0), "1.5 MB");
+    }
+}

@@ -1,0 +1,452 @@
+//! One server worker: a mio (epoll, edge-triggered) loop on its own thread,
+//! with its own SO_REUSEPORT listeners and UDP sockets and its connections in
+//! a slab. A connection lives on one worker for its whole life; nothing here
+//! takes a lock or allocates per message.
+//!
+//! Memory discipline: reads go through one per-worker scratch buffer; a
+//! connection keeps bytes only while a partial frame or an unsent reply
+//! exists, and frees them as soon as they are gone. A peer that sends but
+//! never reads is not read from once `max_pending` reply bytes wait for it.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mio::net::{TcpListener, TcpStream, UdpSocket};
+use mio::{Events, Interest, Poll, Token};
+use slab::Slab;
+
+use super::responder::{Action, Responder, Session};
+use super::stats::{bump, Shared, WorkerStats, MAX_ERRNO};
+
+/// Size of the per-worker read buffer.
+const SCRATCH: usize = 64 * 1024;
+/// The waker's token; listeners and UDP sockets count down from below it,
+/// connections count up from 0 (their slab keys).
+pub const WAKER: Token = Token(usize::MAX);
+const MAX_SOCKETS: usize = 1 << 16;
+/// How long accepting pauses when the process is out of fds and no reserve
+/// fd is left to shed a connection with.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+fn listener_token(i: usize) -> Token {
+    Token(usize::MAX - 1 - i)
+}
+
+fn udp_token(i: usize) -> Token {
+    Token(usize::MAX - 1 - MAX_SOCKETS - i)
+}
+
+enum Source {
+    Conn(usize),
+    Listener(usize),
+    Udp(usize),
+    Waker,
+}
+
+fn source(t: Token) -> Source {
+    match usize::MAX - t.0 {
+        0 => Source::Waker,
+        d if d <= MAX_SOCKETS => Source::Listener(d - 1),
+        d if d <= 2 * MAX_SOCKETS => Source::Udp(d - 1 - MAX_SOCKETS),
+        _ => Source::Conn(t.0),
+    }
+}
+
+/// One accepted connection: a few dozen bytes while idle.
+struct Conn {
+    stream: TcpStream,
+    /// Partial frame from earlier reads (empty, unallocated when none).
+    pending_in: Vec<u8>,
+    /// Reply bytes the socket did not take yet.
+    pending_out: Vec<u8>,
+    session: Session,
+    /// Reading stopped because `pending_out` reached `max_pending`.
+    read_blocked: bool,
+    /// Close once `pending_out` is flushed.
+    closing: bool,
+}
+
+/// What a worker is given by the server at start.
+pub struct Setup {
+    pub poll: Poll,
+    pub listeners: Vec<TcpListener>,
+    pub udp: Vec<UdpSocket>,
+    pub responder: Arc<Responder>,
+    pub stats: Arc<WorkerStats>,
+    pub shared: Arc<Shared>,
+    pub max_pending: usize,
+}
+
+/// The per-worker buffers and counters a connection is served with.
+struct Io {
+    scratch: Vec<u8>,
+    out: Vec<u8>,
+    responder: Arc<Responder>,
+    stats: Arc<WorkerStats>,
+    max_pending: usize,
+}
+
+pub struct Worker {
+    poll: Poll,
+    listeners: Vec<TcpListener>,
+    udp: Vec<UdpSocket>,
+    conns: Slab<Conn>,
+    io: Io,
+    shared: Arc<Shared>,
+    /// An fd held in reserve: when accept fails for lack of fds, closing it
+    /// lets the worker accept and immediately close one connection, so the
+    /// client learns at once instead of waiting in the accept queue.
+    reserve: Option<File>,
+    accept_paused: bool,
+}
+
+enum Next {
+    Keep,
+    Close,
+    Failed,
+}
+
+impl Worker {
+    pub fn new(setup: Setup) -> io::Result<Worker> {
+        let Setup {
+            poll,
+            mut listeners,
+            mut udp,
+            responder,
+            stats,
+            shared,
+            max_pending,
+        } = setup;
+        for (i, l) in listeners.iter_mut().enumerate() {
+            poll.registry()
+                .register(l, listener_token(i), Interest::READABLE)?;
+        }
+        for (i, u) in udp.iter_mut().enumerate() {
+            poll.registry()
+                .register(u, udp_token(i), Interest::READABLE)?;
+        }
+        Ok(Worker {
+            poll,
+            listeners,
+            udp,
+            conns: Slab::new(),
+            io: Io {
+                scratch: vec![0; SCRATCH],
+                out: Vec::new(),
+                responder,
+                stats,
+                max_pending,
+            },
+            shared,
+            reserve: File::open("/dev/null").ok(),
+            accept_paused: false,
+        })
+    }
+
+    /// Serves until the shared stop flag is set (and the waker fires).
+    pub fn run(mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            let timeout = self.accept_paused.then_some(ACCEPT_PAUSE);
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if self.shared.stop.load(Relaxed) {
+                break;
+            }
+            if self.accept_paused && events.is_empty() {
+                self.resume_accepting();
+            }
+            for ev in events.iter() {
+                match source(ev.token()) {
+                    Source::Waker => {}
+                    Source::Listener(i) => self.accept(i),
+                    Source::Udp(i) => self.serve_udp(i),
+                    Source::Conn(key) => {
+                        let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+                        self.serve_conn(key, readable);
+                    }
+                }
+            }
+        }
+        let open = self.conns.len() as u64;
+        bump(&self.io.stats.closed, open);
+        for _ in 0..open {
+            self.shared.closed();
+        }
+        Ok(())
+    }
+
+    fn resume_accepting(&mut self) {
+        self.accept_paused = false;
+        for i in 0..self.listeners.len() {
+            self.accept(i);
+        }
+    }
+
+    /// Accepts until the queue is empty (edge-triggered).
+    fn accept(&mut self, i: usize) {
+        if self.accept_paused {
+            return;
+        }
+        loop {
+            match self.listeners[i].accept() {
+                Ok((stream, _)) => self.add(stream),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    bump(&self.io.stats.accept_no_fds, 1);
+                    if !self.shed(i) {
+                        self.accept_paused = true;
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let errno = e.raw_os_error().unwrap_or(0) as usize;
+                    bump(&self.io.stats.accept_errno[errno.min(MAX_ERRNO - 1)], 1);
+                    // Errors about one connection (aborted, protocol, a
+                    // firewall's EPERM) leave the queue usable; anything
+                    // else (ENOBUFS, ENOMEM) pauses instead of spinning.
+                    let per_connection = matches!(
+                        e.raw_os_error(),
+                        Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM | libc::ETIMEDOUT)
+                    );
+                    if !per_connection {
+                        self.accept_paused = true;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Out of fds: frees the reserve fd to accept one connection and close
+    /// it at once. False when there is no reserve to use.
+    fn shed(&mut self, i: usize) -> bool {
+        if self.reserve.take().is_none() {
+            return false;
+        }
+        let shed = match self.listeners[i].accept() {
+            Ok((stream, _)) => {
+                drop(stream);
+                true
+            }
+            Err(_) => false,
+        };
+        self.reserve = File::open("/dev/null").ok();
+        shed && self.reserve.is_some()
+    }
+
+    fn add(&mut self, mut stream: TcpStream) {
+        // Replies are written whole; Nagle would only delay them.
+        let _ = stream.set_nodelay(true);
+        let entry = self.conns.vacant_entry();
+        let key = entry.key();
+        if let Err(e) = self.poll.registry().register(
+            &mut stream,
+            Token(key),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            let errno = e.raw_os_error().unwrap_or(0) as usize;
+            bump(&self.io.stats.accept_errno[errno.min(MAX_ERRNO - 1)], 1);
+            return;
+        }
+        entry.insert(Conn {
+            stream,
+            pending_in: Vec::new(),
+            pending_out: Vec::new(),
+            session: Session::default(),
+            read_blocked: false,
+            closing: false,
+        });
+        bump(&self.io.stats.accepted, 1);
+        self.shared.opened();
+    }
+
+    fn serve_conn(&mut self, key: usize, readable: bool) {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        match serve(conn, &mut self.io, readable) {
+            Next::Keep => return,
+            Next::Close => {}
+            Next::Failed => bump(&self.io.stats.conn_errors, 1),
+        }
+        // Dropping the stream closes it, which also removes it from epoll.
+        drop(self.conns.remove(key));
+        bump(&self.io.stats.closed, 1);
+        self.shared.closed();
+        if self.accept_paused {
+            self.resume_accepting();
+        }
+    }
+
+    fn serve_udp(&mut self, i: usize) {
+        let Io {
+            scratch,
+            out,
+            responder,
+            stats,
+            ..
+        } = &mut self.io;
+        let sock = &self.udp[i];
+        loop {
+            let (n, peer) = match sock.recv_from(scratch) {
+                Ok(r) => r,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    bump(&stats.conn_errors, 1);
+                    return;
+                }
+            };
+            bump(&stats.bytes_in, n as u64);
+            out.clear();
+            let (answered, bad) = responder.udp(&scratch[..n], out);
+            bump(&stats.requests, answered);
+            bump(&stats.bad_input, bad);
+            if out.is_empty() {
+                continue;
+            }
+            match sock.send_to(out, peer) {
+                Ok(m) => bump(&stats.bytes_out, m as u64),
+                Err(_) => bump(&stats.udp_dropped, 1),
+            }
+        }
+    }
+}
+
+/// Serves one readiness event of a connection.
+fn serve(conn: &mut Conn, io: &mut Io, mut readable: bool) -> Next {
+    if !conn.pending_out.is_empty() && flush(conn, &io.stats).is_err() {
+        return Next::Failed;
+    }
+    if conn.read_blocked && conn.pending_out.is_empty() {
+        // Output drained: read again what the peer sent meanwhile (no new
+        // edge will announce it).
+        conn.read_blocked = false;
+        readable = true;
+    }
+    if readable && !conn.read_blocked && !conn.closing {
+        match read(conn, io) {
+            Ok(Action::Continue) => {}
+            Ok(Action::CloseAfterReply) => conn.closing = true,
+            Ok(Action::Abort) => return Next::Close,
+            Err(_) => return Next::Failed,
+        }
+    }
+    if conn.closing && conn.pending_out.is_empty() {
+        return Next::Close;
+    }
+    Next::Keep
+}
+
+/// Reads until the socket is drained, the peer closes, or output backs up.
+fn read(conn: &mut Conn, io: &mut Io) -> io::Result<Action> {
+    loop {
+        let room = io.max_pending.saturating_sub(conn.pending_out.len());
+        if room == 0 {
+            conn.read_blocked = true;
+            return Ok(Action::Continue);
+        }
+        let want = room.min(io.scratch.len());
+        let n = match conn.stream.read(&mut io.scratch[..want]) {
+            Ok(0) => {
+                // Peer closed its side: finish sending, then close.
+                conn.closing = true;
+                conn.pending_in = Vec::new();
+                return Ok(Action::Continue);
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Action::Continue),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        bump(&io.stats.bytes_in, n as u64);
+        io.out.clear();
+        let p = io.responder.tcp(
+            &mut conn.session,
+            &mut conn.pending_in,
+            &io.scratch[..n],
+            &mut io.out,
+        );
+        bump(&io.stats.requests, p.requests);
+        bump(&io.stats.bad_input, p.bad);
+        if p.action == Action::Abort {
+            return Ok(Action::Abort);
+        }
+        send(conn, &io.out, &io.stats)?;
+        if p.action == Action::CloseAfterReply {
+            conn.pending_in = Vec::new();
+            return Ok(Action::CloseAfterReply);
+        }
+    }
+}
+
+/// Writes `data` after whatever is already pending; keeps what the socket
+/// does not take.
+fn send(conn: &mut Conn, data: &[u8], stats: &WorkerStats) -> io::Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    if !conn.pending_out.is_empty() {
+        conn.pending_out.extend_from_slice(data);
+        return Ok(());
+    }
+    let written = write_some(&mut conn.stream, data, stats)?;
+    if written < data.len() {
+        conn.pending_out.extend_from_slice(&data[written..]);
+    }
+    Ok(())
+}
+
+/// Writes pending output; frees the buffer once it is all sent.
+fn flush(conn: &mut Conn, stats: &WorkerStats) -> io::Result<()> {
+    let written = write_some(&mut conn.stream, &conn.pending_out, stats)?;
+    if written == conn.pending_out.len() {
+        conn.pending_out = Vec::new();
+    } else {
+        conn.pending_out.drain(..written);
+    }
+    Ok(())
+}
+
+/// Writes until done or the socket is full; returns bytes written.
+fn write_some(stream: &mut TcpStream, data: &[u8], stats: &WorkerStats) -> io::Result<usize> {
+    let mut off = 0;
+    while off < data.len() {
+        match stream.write(&data[off..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                off += n;
+                bump(&stats.bytes_out, n as u64);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(off)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip() {
+        assert!(matches!(source(WAKER), Source::Waker));
+        assert!(matches!(source(listener_token(0)), Source::Listener(0)));
+        assert!(matches!(source(listener_token(7)), Source::Listener(7)));
+        assert!(matches!(source(udp_token(0)), Source::Udp(0)));
+        assert!(matches!(source(udp_token(3)), Source::Udp(3)));
+        assert!(matches!(source(Token(0)), Source::Conn(0)));
+        assert!(matches!(source(Token(1_000_000)), Source::Conn(1_000_000)));
+    }
+}

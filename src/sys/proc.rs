@@ -1,0 +1,101 @@
+//! Readers for /proc: sysctls, TCP counters, process memory.
+
+use std::fs;
+
+/// A sysctl by its dotted name (`net.core.somaxconn`), as text.
+pub fn sysctl(name: &str) -> Option<String> {
+    let path = format!("/proc/sys/{}", name.replace('.', "/"));
+    fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
+/// A numeric sysctl.
+pub fn sysctl_u64(name: &str) -> Option<u64> {
+    sysctl(name)?.split_whitespace().next()?.parse().ok()
+}
+
+/// Counters of one group (`TcpExt`, `IpExt`) of /proc/net/netstat: the file
+/// has a line of names followed by a line of values for each group.
+pub fn netstat(group: &str, names: &[&str]) -> Option<Vec<u64>> {
+    let text = fs::read_to_string("/proc/net/netstat").ok()?;
+    let prefix = format!("{group}:");
+    let mut lines = text.lines().filter(|l| l.starts_with(&prefix));
+    let header: Vec<&str> = lines.next()?.split_whitespace().skip(1).collect();
+    let values: Vec<u64> = lines
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    names
+        .iter()
+        .map(|n| {
+            header
+                .iter()
+                .position(|h| h == n)
+                .and_then(|i| values.get(i).copied())
+        })
+        .collect()
+}
+
+/// The kernel's accept-queue counters: (ListenOverflows, ListenDrops).
+pub fn listen_counters() -> Option<(u64, u64)> {
+    let v = netstat("TcpExt", &["ListenOverflows", "ListenDrops"])?;
+    Some((v[0], v[1]))
+}
+
+/// A field of /proc/self/status in kB (`VmRSS`, `VmHWM`).
+pub fn self_status_kb(field: &str) -> Option<u64> {
+    let text = fs::read_to_string("/proc/self/status").ok()?;
+    status_kb(&text, field)
+}
+
+/// A `kB` field of a /proc/PID/status text.
+pub fn status_kb(status: &str, field: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Whether this process has a capability in its effective set.
+pub fn has_capability(bit: u32) -> bool {
+    let Ok(text) = fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    text.lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1u64 << bit) != 0)
+}
+
+/// CAP_SYS_RESOURCE: needed to raise a hard rlimit.
+pub const CAP_SYS_RESOURCE: u32 = 24;
+/// CAP_NET_BIND_SERVICE: needed to bind ports below 1024.
+pub const CAP_NET_BIND_SERVICE: u32 = 10;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_somaxconn() {
+        assert!(sysctl_u64("net.core.somaxconn").is_some_and(|v| v > 0));
+    }
+
+    #[test]
+    fn reads_listen_counters() {
+        assert!(listen_counters().is_some());
+    }
+
+    #[test]
+    fn status_fields() {
+        let text = "Name:\tx\nVmRSS:\t  1234 kB\nVmHWM:\t 99 kB\n";
+        assert_eq!(status_kb(text, "VmRSS"), Some(1234));
+        assert_eq!(status_kb(text, "VmHWM"), Some(99));
+        assert_eq!(status_kb(text, "VmSwap"), None);
+        assert!(self_status_kb("VmRSS").is_some());
+    }
+}
