@@ -1,0 +1,156 @@
+//! Helpers shared by the integration tests: run the built binary, read the
+//! address it bound from its banner, stop it with a signal.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_throng");
+
+/// A `throng server` child process.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub banner: Vec<String>,
+    stdout: BufReader<ChildStdout>,
+    pub stderr: Option<BufReader<ChildStderr>>,
+}
+
+/// Starts `throng server --listen 127.0.0.1:0 <args>` and waits for its
+/// banner (the readiness signal: it is printed once every socket is bound).
+pub fn server(args: &[&str]) -> Server {
+    server_with(Command::new(BIN).arg("server"), args)
+}
+
+/// Same, through a prepared command (for `sh -c 'ulimit ...; exec ...'`).
+pub fn server_with(cmd: &mut Command, args: &[&str]) -> Server {
+    let mut cmd_args = vec!["--listen", "127.0.0.1:0"];
+    if !args.iter().any(|a| *a == "--workers" || *a == "-w") {
+        cmd_args.extend(["--workers", "2"]);
+    }
+    cmd_args.extend(args);
+    let mut child = cmd
+        .args(&cmd_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn throng server");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut banner = Vec::new();
+    let mut addr = None;
+    loop {
+        let mut line = String::new();
+        if stdout.read_line(&mut line).unwrap() == 0 {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("server exited before its banner: {banner:?}\n{err}");
+        }
+        let line = line.trim_end().to_string();
+        if let Some(rest) = line.strip_prefix("listening on ") {
+            if addr.is_none() {
+                addr = Some(rest.split(' ').next().unwrap().parse().unwrap());
+            }
+        }
+        let last = line.starts_with("listen backlog");
+        banner.push(line);
+        if last {
+            break;
+        }
+    }
+    let stderr = Some(BufReader::new(child.stderr.take().unwrap()));
+    Server {
+        child,
+        addr: addr.expect("no 'listening on' line"),
+        banner,
+        stdout,
+        stderr,
+    }
+}
+
+impl Server {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends SIGTERM and returns the exit status and the rest of stdout
+    /// (the final summary).
+    pub fn stop(mut self) -> (ExitStatus, String) {
+        signal(self.pid(), libc::SIGTERM);
+        let mut rest = String::new();
+        self.stdout.read_to_string(&mut rest).unwrap();
+        let status = self.child.wait().unwrap();
+        (status, rest)
+    }
+
+    /// VmRSS of the server, in kB.
+    pub fn rss_kb(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    }
+
+    /// User + system CPU time of the server, in clock ticks.
+    pub fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap();
+        // Fields after the command name (which may hold spaces) in parens.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill() with a pid we spawned; no memory is involved.
+    let rc = unsafe { libc::kill(pid, sig) };
+    assert_eq!(rc, 0, "kill({pid}, {sig})");
+}
+
+/// Raises this test process's soft fd limit to its hard limit.
+pub fn raise_fd_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the rlimit we own.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
+        r.rlim_cur = r.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+    }
+    r.rlim_cur
+}
+
+/// Runs `throng <args>` to completion: (exit code, stdout, stderr).
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run throng");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
