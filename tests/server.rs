@@ -514,3 +514,56 @@ fn out_of_fds_refuses_without_spinning_and_recovers() {
     assert!(status.success());
     assert!(summary.contains("refused: out of fds"), "{summary}");
 }
+
+#[test]
+fn privileged_port_without_root_exits_2() {
+    let Ok(setpriv) = which("setpriv") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "setpriv (util-linux) is missing in CI"
+        );
+        eprintln!("SKIPPED privileged_port_without_root_exits_2: setpriv not found");
+        return;
+    };
+    let out = Command::new(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+        .args(["server", "--listen", "127.0.0.1:80"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("privileged"), "{err}");
+}
+
+fn which(name: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
+
+#[test]
+fn unspecified_ipv6_listener_is_dual_stack() {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("server");
+    // server_with adds --listen 127.0.0.1:0 first; this one is the second.
+    let srv = server_with(&mut cmd, &["--listen", "[::]:0"]);
+    let v6_port = srv
+        .banner
+        .iter()
+        .filter_map(|l| l.strip_prefix("listening on [::]:"))
+        .find_map(|l| l.split(' ').next()?.parse::<u16>().ok())
+        .expect("a [::] listener in the banner");
+    for addr in [format!("127.0.0.1:{v6_port}"), format!("[::1]:{v6_port}")] {
+        let Ok(mut c) = TcpStream::connect(&addr) else {
+            assert!(addr.starts_with('['), "IPv4 through [::] failed");
+            eprintln!("SKIPPED {addr}: no IPv6 loopback here");
+            continue;
+        };
+        c.write_all(b"both").unwrap();
+        assert_eq!(read_exact(&mut c, 4), b"both");
+    }
+    assert!(srv.stop().0.success());
+}

@@ -154,8 +154,9 @@ fn bind_error(addr: SocketAddr, e: io::Error, udp: bool) -> anyhow::Error {
             ))
         }
         Some(libc::EACCES) => usage(format!(
-            "cannot listen on {addr}: port {port} is privileged; run as root \
-             (or with CAP_NET_BIND_SERVICE), or use a port from 1024 up"
+            "cannot listen on {addr}: port {port} is privileged (below \
+             net.ipv4.ip_unprivileged_port_start); run as root or with \
+             CAP_NET_BIND_SERVICE, or use a port from 1024 up"
         )),
         Some(libc::EADDRNOTAVAIL) => usage(format!(
             "cannot listen on {addr}: no interface has the address {} \
@@ -463,11 +464,17 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
             listen_overflows: listen.0.saturating_sub(last.1 .0),
             listen_drops: listen.1.saturating_sub(last.1 .1),
         };
+        // JSON first: a reader that sees the line on stderr finds the file
+        // already written.
+        if let Some(f) = stats_json.as_mut() {
+            if let Err(e) = write_json_line(f, &sec) {
+                // Keep serving and keep the summary: only the file is lost.
+                eprintln!("throng: {e:#}; no more --stats-json lines");
+                stats_json = None;
+            }
+        }
         if show {
             eprintln!("{}", sec.line());
-        }
-        if let Some(f) = stats_json.as_mut() {
-            write_json_line(f, &sec)?;
         }
         last = (totals, listen);
         tick += 1;
