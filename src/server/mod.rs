@@ -13,7 +13,7 @@ use std::io::{self, IsTerminal, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -357,59 +357,58 @@ fn limits_banner(cfg: &ServerConfig, fd: &limits::FdLimit) -> Vec<String> {
     lines
 }
 
-/// Runs the server until SIGINT or SIGTERM, then prints the summary.
-pub fn run(cfg: &ServerConfig) -> Result<()> {
-    let mut stats_json = match &cfg.stats_json {
-        Some(p) => Some(
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| usage(format!("--stats-json {}: {e}", p.display())))?,
-        ),
-        None => None,
-    };
+/// A server whose workers are running.
+pub struct Running {
+    /// Addresses actually bound, one per --listen.
+    pub addrs: Vec<SocketAddr>,
+    /// Start-up lines about limits (fds, backlog).
+    pub limits: Vec<String>,
+    pub shared: Arc<Shared>,
+    worker_stats: Vec<Arc<WorkerStats>>,
+    wakers: Vec<Waker>,
+    workers: Vec<thread::JoinHandle<io::Result<()>>>,
+}
+
+impl Running {
+    /// Counters summed over workers, now.
+    pub fn totals(&self) -> Totals {
+        Totals::sum(self.worker_stats.iter().map(|s| &**s))
+    }
+
+    /// True when a worker stopped on its own (an error).
+    pub fn worker_exited(&self) -> bool {
+        self.workers.iter().any(|w| w.is_finished())
+    }
+
+    /// Stops the workers, closes every connection, returns the totals.
+    pub fn stop(self) -> Result<Totals> {
+        self.shared.stop.store(true, Relaxed);
+        for w in &self.wakers {
+            w.wake()?;
+        }
+        let mut failure = None;
+        for w in self.workers {
+            match w.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failure = Some(anyhow::Error::new(e).context("worker failed")),
+                Err(_) => failure = Some(anyhow::anyhow!("a worker thread panicked")),
+            }
+        }
+        let totals = Totals::sum(self.worker_stats.iter().map(|s| &**s));
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(totals),
+        }
+    }
+}
+
+/// Raises the fd limit, binds every socket, starts the workers.
+pub fn start(cfg: &ServerConfig) -> Result<Running> {
     let fd = limits::raise_nofile().context("reading RLIMIT_NOFILE")?;
     let bound = bind(cfg)?;
     let shared = Arc::new(Shared::default());
     let responder = Arc::new(cfg.responder());
-
-    let mut out = io::stdout().lock();
-    writeln!(
-        out,
-        "throng server: {} mode, {} worker{}",
-        cfg.mode.name(),
-        cfg.workers,
-        if cfg.workers == 1 { "" } else { "s" }
-    )?;
-    for a in &bound.addrs {
-        writeln!(out, "listening on {a} (tcp)")?;
-        if cfg.udp {
-            writeln!(out, "listening on {a} (udp)")?;
-        }
-    }
-    for l in limits_banner(cfg, &fd) {
-        writeln!(out, "{l}")?;
-    }
-    out.flush()?;
-    drop(out);
-
-    // Signals first, so a SIGTERM that arrives while workers start is kept.
-    let (tx, rx) = mpsc::channel();
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-    ])
-    .context("installing signal handlers")?;
-    let signal_handle = signals.handle();
-    thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            if signals.forever().next().is_some() {
-                let _ = tx.send(());
-            }
-        })?;
-
+    let limits = limits_banner(cfg, &fd);
     let mut workers = Vec::new();
     let mut wakers = Vec::new();
     let mut worker_stats = Vec::new();
@@ -429,10 +428,55 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         })?;
         workers.push(
             thread::Builder::new()
-                .name(format!("worker-{i}"))
+                .name(format!("server-{i}"))
                 .spawn(move || w.run())?,
         );
     }
+    Ok(Running {
+        addrs: bound.addrs,
+        limits,
+        shared,
+        worker_stats,
+        wakers,
+        workers,
+    })
+}
+
+/// Runs the server until SIGINT or SIGTERM, then prints the summary.
+pub fn run(cfg: &ServerConfig) -> Result<()> {
+    let mut stats_json = match &cfg.stats_json {
+        Some(p) => Some(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| usage(format!("--stats-json {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    // Signals first, so a SIGTERM that arrives while workers start is kept.
+    let signals = crate::sys::signals::Stop::install()?;
+    let server = start(cfg)?;
+
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
+        "throng server: {} mode, {} worker{}",
+        cfg.mode.name(),
+        cfg.workers,
+        if cfg.workers == 1 { "" } else { "s" }
+    )?;
+    for a in &server.addrs {
+        writeln!(out, "listening on {a} (tcp)")?;
+        if cfg.udp {
+            writeln!(out, "listening on {a} (udp)")?;
+        }
+    }
+    for l in &server.limits {
+        writeln!(out, "{l}")?;
+    }
+    out.flush()?;
+    drop(out);
 
     let started = Instant::now();
     let show = cfg.stats || io::stderr().is_terminal();
@@ -441,20 +485,16 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     let mut tick = 1;
     loop {
         let due = started + Duration::from_secs(tick);
-        match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            _ => break,
-        }
-        if workers.iter().any(|w| w.is_finished()) {
+        if signals.wait_until(due) || server.worker_exited() {
             break;
         }
-        let totals = Totals::sum(worker_stats.iter().map(|s| &**s));
+        let totals = server.totals();
         let listen = proc::listen_counters().unwrap_or(last.1);
         let sec = Second {
             t: tick,
             unix_s: unix_now(),
-            connections: shared.current.load(Relaxed),
-            peak_connections: shared.peak.load(Relaxed),
+            connections: server.shared.current.load(Relaxed),
+            peak_connections: server.shared.peak.load(Relaxed),
             accepted_per_s: totals.accepted - last.0.accepted,
             closed_per_s: totals.closed - last.0.closed,
             requests_per_s: totals.requests - last.0.requests,
@@ -480,31 +520,20 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         tick += 1;
     }
 
-    shared.stop.store(true, Relaxed);
-    for w in &wakers {
-        w.wake()?;
-    }
-    signal_handle.close();
-    let mut failure = None;
-    for w in workers {
-        match w.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => failure = Some(anyhow::Error::new(e).context("worker failed")),
-            Err(_) => failure = Some(anyhow::anyhow!("a worker thread panicked")),
-        }
-    }
-    let totals = Totals::sum(worker_stats.iter().map(|s| &**s));
+    let peak = server.shared.peak.load(Relaxed);
+    let result = server.stop();
+    let totals = match &result {
+        Ok(t) => t.clone(),
+        Err(_) => last.0.clone(),
+    };
     let listen = proc::listen_counters().unwrap_or(listen0);
     print_summary(
         &totals,
-        shared.peak.load(Relaxed),
+        peak,
         started.elapsed(),
         (listen.0 - listen0.0, listen.1 - listen0.1),
     )?;
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    result.map(|_| ())
 }
 
 fn write_json_line(f: &mut File, sec: &Second) -> Result<()> {

@@ -4,3 +4,4 @@
 
 pub mod limits;
 pub mod proc;
+pub mod signals;

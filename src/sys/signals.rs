@@ -1,0 +1,88 @@
+//! SIGINT and SIGTERM as a value to wait on: the main thread waits for "a
+//! signal came, or this instant passed" without sleeping in a loop and
+//! without a signal handler of our own (signal-hook runs it on a thread).
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+/// A request to stop: SIGINT, SIGTERM, or anything else sent on its channel
+/// (Enter on stdin for `--pause`).
+pub struct Stop {
+    rx: mpsc::Receiver<Reason>,
+    tx: mpsc::Sender<Reason>,
+    handle: signal_hook::iterator::Handle,
+}
+
+/// Why the wait ended early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    Signal,
+    Enter,
+}
+
+impl Stop {
+    /// Installs the handlers; from now on SIGINT/SIGTERM no longer kill the
+    /// process but end the next wait.
+    pub fn install() -> Result<Stop> {
+        let (tx, rx) = mpsc::channel();
+        let mut signals = Signals::new([SIGINT, SIGTERM]).context("installing signal handlers")?;
+        let handle = signals.handle();
+        let sig_tx = tx.clone();
+        thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                for _ in signals.forever() {
+                    if sig_tx.send(Reason::Signal).is_err() {
+                        break;
+                    }
+                }
+            })?;
+        Ok(Stop { rx, tx, handle })
+    }
+
+    /// Waits until `deadline`; true when a stop request came first.
+    pub fn wait_until(&self, deadline: Instant) -> bool {
+        self.wait_reason(Some(deadline)).is_some()
+    }
+
+    /// Waits until `deadline` (forever with None); the reason when a stop
+    /// request came first.
+    pub fn wait_reason(&self, deadline: Option<Instant>) -> Option<Reason> {
+        let got = match deadline {
+            Some(d) => self
+                .rx
+                .recv_timeout(d.saturating_duration_since(Instant::now())),
+            None => self
+                .rx
+                .recv()
+                .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+        };
+        match got {
+            Ok(r) => Some(r),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => Some(Reason::Signal),
+        }
+    }
+
+    /// Ends waits on Enter too (for `--pause`).
+    pub fn on_enter(&self) -> Result<()> {
+        let tx = self.tx.clone();
+        thread::Builder::new().name("stdin".into()).spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::stdin().read_line(&mut line);
+            let _ = tx.send(Reason::Enter);
+        })?;
+        Ok(())
+    }
+}
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        self.handle.close();
+    }
+}
