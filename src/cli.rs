@@ -25,6 +25,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Open, hold and account for many TCP connections to a server (with no
+    /// target: to an embedded echo server).
+    Client(ClientArgs),
     /// Run the reference server: echo, pong, http, dns, discard or fixed replies.
     Server(ServerArgs),
 }
@@ -120,6 +123,133 @@ pub struct ServerArgs {
     /// Append the per-second stats as one JSON object per line to FILE.
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
+}
+
+/// How connections are opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnectMode {
+    /// Up to --max-inflight-connects non-blocking connects at once.
+    Async,
+    /// One connection at a time, each completed before the next starts.
+    Sync,
+}
+
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// Servers to connect to, as HOST:PORT (names resolved once at start;
+    /// IPv6 as [::1]:53). Connections are spread round-robin over them.
+    /// With none, an embedded echo server is started on 127.0.0.1.
+    #[arg(value_name = "HOST:PORT")]
+    pub targets: Vec<String>,
+
+    /// Connections to open and hold.
+    #[arg(short, long, value_name = "N", default_value = "1000", value_parser = parse_count)]
+    pub connections: u64,
+
+    /// New connections per second, spread evenly over time [default: 10k/s].
+    #[arg(long, value_name = "RATE", value_parser = parse_rate, conflicts_with_all = ["batch_size", "batch_delay"])]
+    pub connect_rate: Option<f64>,
+
+    /// Open connections in batches of N attempts at once (with --batch-delay).
+    #[arg(long, value_name = "N", value_parser = parse_positive_count, requires = "batch_delay")]
+    pub batch_size: Option<u64>,
+
+    /// Pause between two batches.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "batch_size")]
+    pub batch_delay: Option<Duration>,
+
+    /// async: many non-blocking connects in flight; sync: one at a time.
+    #[arg(long, value_enum, default_value_t = ConnectMode::Async)]
+    pub connect_mode: ConnectMode,
+
+    /// Most connects in flight at once (async mode).
+    #[arg(long, value_name = "N", default_value = "1024", value_parser = parse_positive_count)]
+    pub max_inflight_connects: u64,
+
+    /// Give up on a connect (and on the verification probe) after this long.
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+
+    /// Source address(es) to connect from, IP or IP/prefix, repeatable
+    /// [default: chosen so that no source carries more than half the
+    /// ephemeral port range to one target].
+    #[arg(long = "source-ip", value_name = "IP[/PREFIX]")]
+    pub source_ip: Vec<String>,
+
+    /// How long to hold the connections once the ramp has ended.
+    #[arg(short = 'T', long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+
+    /// Hold the connections until Ctrl-C or SIGTERM (instead of --duration).
+    #[arg(long, conflicts_with = "pause")]
+    pub hold: bool,
+
+    /// After the ramp, wait for Enter on stdin before closing (multi-host
+    /// max-connection tests).
+    #[arg(long)]
+    pub pause: bool,
+
+    /// Close each connection this long after it opened.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub lifetime: Option<Duration>,
+
+    /// With --lifetime: open a new connection in place of each one closed
+    /// (connection churn).
+    #[arg(long, requires = "lifetime")]
+    pub reconnect: bool,
+
+    /// Create and bind every socket before the ramp, so the ramp makes only
+    /// connect calls.
+    #[arg(long)]
+    pub preallocate: bool,
+
+    /// Event-loop threads [default: all cores].
+    #[arg(short, long, value_name = "N", value_parser = parse_positive_count)]
+    pub workers: Option<u64>,
+
+    /// Send one small probe (a DNS query, which echo and DNS servers both
+    /// answer) on each new connection to verify the server accepted it.
+    #[arg(long, overrides_with = "no_verify", default_value_t = true)]
+    pub verify: bool,
+
+    /// Do not send the probe (for servers that must not get data).
+    #[arg(long = "no-verify")]
+    pub no_verify: bool,
+
+    /// Exit with code 1 when more connections than this failed.
+    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_count)]
+    pub max_failures: u64,
+
+    /// Write the whole result as JSON to FILE (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// No live view (the summary is still printed).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Run even when the preflight finds the plan impossible.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// A rate: `2000`, `10k`, `10k/s`, `2.5k/s`.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let body = s.trim().strip_suffix("/s").unwrap_or(s.trim());
+    let err = || format!("'{s}' is not a rate; examples: 500, 10k, 2.5k/s");
+    let (value, suffix) = split_number(body).ok_or_else(err)?;
+    let scale = match suffix.to_ascii_lowercase().as_str() {
+        "" => 1.0,
+        "k" => 1e3,
+        "m" => 1e6,
+        _ => return Err(err()),
+    };
+    let r = value * scale;
+    if r <= 0.0 {
+        return Err(format!("'{s}' must be above 0; examples: 500, 10k, 2.5k/s"));
+    }
+    Ok(r)
 }
 
 /// `[::]:53`, `127.0.0.1:0`; a bare port means all addresses.
@@ -247,6 +377,15 @@ mod tests {
         assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
         assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
         assert!(parse_duration("5 fortnights").unwrap_err().contains("2.5s"));
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("2000"), Ok(2000.0));
+        assert_eq!(parse_rate("10k/s"), Ok(10_000.0));
+        assert_eq!(parse_rate("2.5k"), Ok(2500.0));
+        assert!(parse_rate("0").is_err());
+        assert!(parse_rate("fast").unwrap_err().contains("10k"));
     }
 
     #[test]

@@ -3,6 +3,12 @@
 //! The module map, top to bottom (data flows down, never back up):
 //!
 //! - [`cli`]: flags and units (10k, 2.5s, 64KiB); parsing only.
+//! - [`client`]: `throng client` from flags to report: targets, sources,
+//!   preflight, then [`engine`] runs the [`scenario`].
+//! - [`scenario`]: what a client run does, as plain serde data.
+//! - [`engine`]: the client's data plane: a mio loop per worker.
+//! - [`metrics`]: per-worker counters and HDR histograms, merged after.
+//! - [`report`]: live view, summary, JSON result.
 //! - [`server`]: the reference server: a mio loop per worker, SO_REUSEPORT
 //!   listeners, responders built on the pure codecs of `crates/wire`.
 //! - [`sys`]: what the OS allows: fd limits, sysctls, kernel counters.
@@ -11,6 +17,11 @@
 //! with [`exit_code`].
 
 pub mod cli;
+pub mod client;
+pub mod engine;
+pub mod metrics;
+pub mod report;
+pub mod scenario;
 pub mod server;
 pub mod sys;
 
@@ -31,12 +42,13 @@ pub fn exit_code(err: &anyhow::Error) -> ExitCode {
     }
 }
 
-/// Runs one command line.
-pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
+/// Runs one command line; the exit code when it ran to its end.
+pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        cli::Command::Client(args) => client::run(&args),
         cli::Command::Server(args) => {
             let cfg = server::ServerConfig::from_args(&args)?;
-            server::run(&cfg)
+            server::run(&cfg).map(|()| ExitCode::SUCCESS)
         }
     }
 }

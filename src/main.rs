@@ -5,7 +5,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = throng::cli::Cli::parse();
     match throng::run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(err) => {
             eprintln!("throng: {err:#}");
             throng::exit_code(&err)

@@ -2,12 +2,11 @@
 //! that worker (no contention, no lock), read once a second by the main
 //! thread for the stats line and at the end for the summary.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::Serialize;
 
-/// Linux errno values are below this.
-pub const MAX_ERRNO: usize = 134;
+pub use crate::metrics::MAX_ERRNO;
 
 /// Counters of one worker. Aligned so two workers never share a cache line.
 #[repr(align(128))]
@@ -49,34 +48,7 @@ impl Default for WorkerStats {
     }
 }
 
-/// Adds to a counter that only the calling worker writes.
-#[inline]
-pub fn bump(c: &AtomicU64, n: u64) {
-    // A plain load + store: the worker is the only writer, so no
-    // read-modify-write (locked) instruction is needed.
-    c.store(c.load(Relaxed) + n, Relaxed);
-}
-
-/// State shared by all workers and the main thread.
-#[derive(Default)]
-pub struct Shared {
-    pub stop: AtomicBool,
-    /// Connections open now, over all workers.
-    pub current: AtomicI64,
-    /// The most ever open at once.
-    pub peak: AtomicI64,
-}
-
-impl Shared {
-    pub fn opened(&self) {
-        let now = self.current.fetch_add(1, Relaxed) + 1;
-        self.peak.fetch_max(now, Relaxed);
-    }
-
-    pub fn closed(&self) {
-        self.current.fetch_sub(1, Relaxed);
-    }
-}
+pub use crate::metrics::{bump, Shared};
 
 /// A plain copy of the counters, summed over workers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -5,3 +5,4 @@
 pub mod limits;
 pub mod proc;
 pub mod signals;
+pub mod sources;

@@ -23,6 +23,8 @@ pub struct Stop {
 pub enum Reason {
     Signal,
     Enter,
+    /// A client worker has resolved every attempt of its ramp.
+    RampDone,
 }
 
 impl Stop {
@@ -67,6 +69,11 @@ impl Stop {
             Err(mpsc::RecvTimeoutError::Timeout) => None,
             Err(mpsc::RecvTimeoutError::Disconnected) => Some(Reason::Signal),
         }
+    }
+
+    /// A sender for other threads' events (client workers' RampDone).
+    pub fn sender(&self) -> mpsc::Sender<Reason> {
+        self.tx.clone()
     }
 
     /// Ends waits on Enter too (for `--pause`).

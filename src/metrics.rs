@@ -1,0 +1,356 @@
+//! Counters and histograms of a client run.
+//!
+//! Each worker owns one [`ConnCounters`] (relaxed atomics only it writes,
+//! read once a second for the live view) and its own HDR histogram (merged
+//! after the workers join). Nothing here is shared on the hot path except
+//! the open-connection gauge, touched once per open and close.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+
+use base64::Engine;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Linux errno values are below this.
+pub const MAX_ERRNO: usize = 134;
+
+/// Adds to a counter that only the calling thread writes: a plain load and
+/// store, no locked read-modify-write.
+#[inline]
+pub fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed) + n, Relaxed);
+}
+
+/// State shared by all workers of a side and the main thread.
+#[derive(Default)]
+pub struct Shared {
+    pub stop: AtomicBool,
+    /// Connections open now, over all workers.
+    pub current: AtomicI64,
+    /// The most ever open at once.
+    pub peak: AtomicI64,
+}
+
+impl Shared {
+    pub fn opened(&self) {
+        let now = self.current.fetch_add(1, Relaxed) + 1;
+        self.peak.fetch_max(now, Relaxed);
+    }
+
+    pub fn closed(&self) {
+        self.current.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Where a connection attempt ended, when it did not end well.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Bucket {
+    /// ECONNREFUSED: nothing listening, or the server refused.
+    Refused,
+    /// No SYN-ACK within --connect-timeout (or ETIMEDOUT).
+    TimedOut,
+    /// EADDRNOTAVAIL / EADDRINUSE: no ephemeral port left.
+    NoFreePort,
+    /// EMFILE / ENFILE: this process is out of fds.
+    OutOfFds,
+    /// ENETUNREACH / EHOSTUNREACH.
+    Unreachable,
+    /// Any other errno while connecting.
+    Other,
+    /// Established, then the server closed it (EOF).
+    ClosedByPeer,
+    /// Established, then reset (ECONNRESET / EPIPE) after data flowed.
+    Reset,
+    /// Established as seen by the client, never accepted by the server: the
+    /// first data got a reset.
+    HalfOpen,
+}
+
+impl Bucket {
+    pub const ALL: [Bucket; 9] = [
+        Bucket::Refused,
+        Bucket::TimedOut,
+        Bucket::NoFreePort,
+        Bucket::OutOfFds,
+        Bucket::Unreachable,
+        Bucket::Other,
+        Bucket::ClosedByPeer,
+        Bucket::Reset,
+        Bucket::HalfOpen,
+    ];
+
+    /// The key in JSON (`connections.failed.<key>`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Bucket::Refused => "refused",
+            Bucket::TimedOut => "timed_out",
+            Bucket::NoFreePort => "no_free_port",
+            Bucket::OutOfFds => "out_of_fds",
+            Bucket::Unreachable => "unreachable",
+            Bucket::Other => "other",
+            Bucket::ClosedByPeer => "closed_by_peer",
+            Bucket::Reset => "reset",
+            Bucket::HalfOpen => "half_open",
+        }
+    }
+
+    /// The bucket of a connect-phase errno.
+    pub fn of_connect_errno(errno: i32) -> Bucket {
+        match errno {
+            libc::ECONNREFUSED => Bucket::Refused,
+            libc::ETIMEDOUT => Bucket::TimedOut,
+            libc::EADDRNOTAVAIL | libc::EADDRINUSE => Bucket::NoFreePort,
+            libc::EMFILE | libc::ENFILE => Bucket::OutOfFds,
+            libc::ENETUNREACH | libc::EHOSTUNREACH | libc::ENETDOWN | libc::EHOSTDOWN => {
+                Bucket::Unreachable
+            }
+            _ => Bucket::Other,
+        }
+    }
+
+    /// What it means and what to do, in plain words.
+    pub fn hint(self) -> &'static str {
+        match self {
+            Bucket::Refused => {
+                "the target refused: nothing listens on that address and port (check it with \
+                 `ss -ltn` on the server)"
+            }
+            Bucket::TimedOut => {
+                "SYNs went unanswered: the server's SYN or accept queue is full (raise its \
+                 listen backlog, net.core.somaxconn and net.ipv4.tcp_max_syn_backlog), it is \
+                 overloaded, or a firewall drops them"
+            }
+            Bucket::NoFreePort => {
+                "ephemeral ports ran out: add source addresses (--source-ip 127.0.0.2/24 on \
+                 loopback) or widen net.ipv4.ip_local_port_range (sysctl -w \
+                 net.ipv4.ip_local_port_range=\"1024 65535\")"
+            }
+            Bucket::OutOfFds => {
+                "this process ran out of file descriptors: raise `ulimit -n`; past the hard \
+                 limit, run fewer connections per process"
+            }
+            Bucket::Unreachable => "no route to the target: check the address and `ip route get`",
+            Bucket::Other => "see the errno list below",
+            Bucket::ClosedByPeer => {
+                "the server closed established connections: an idle timeout or a connection \
+                 limit on its side"
+            }
+            Bucket::Reset => {
+                "the server reset established connections: a crash, a restart or a limit"
+            }
+            Bucket::HalfOpen => {
+                "connect() succeeded but the server never accepted: its accept queue overflowed \
+                 and it dropped the connection (the client only learns when it sends data). On \
+                 the server raise the listen backlog, net.core.somaxconn and \
+                 net.ipv4.tcp_max_syn_backlog, or accept faster"
+            }
+        }
+    }
+}
+
+/// Live counters of one client worker.
+#[repr(align(128))]
+pub struct ConnCounters {
+    pub attempted: AtomicU64,
+    pub established: AtomicU64,
+    pub verified: AtomicU64,
+    /// Established, but the probe got no answer within --connect-timeout.
+    pub unverified: AtomicU64,
+    /// Closed by us: at the end of the run, or at the end of --lifetime.
+    pub closed: AtomicU64,
+    pub failed: [AtomicU64; 9],
+    pub other_errno: [AtomicU64; MAX_ERRNO],
+    /// Initial attempts not resolved yet (connecting).
+    pub ramp_left: AtomicU64,
+}
+
+impl Default for ConnCounters {
+    fn default() -> Self {
+        ConnCounters {
+            attempted: AtomicU64::new(0),
+            established: AtomicU64::new(0),
+            verified: AtomicU64::new(0),
+            unverified: AtomicU64::new(0),
+            closed: AtomicU64::new(0),
+            failed: std::array::from_fn(|_| AtomicU64::new(0)),
+            other_errno: std::array::from_fn(|_| AtomicU64::new(0)),
+            ramp_left: AtomicU64::new(0),
+        }
+    }
+}
+
+impl ConnCounters {
+    pub fn fail(&self, b: Bucket) {
+        bump(&self.failed[b as usize], 1);
+    }
+
+    pub fn fail_errno(&self, b: Bucket, errno: i32) {
+        self.fail(b);
+        if b == Bucket::Other {
+            bump(
+                &self.other_errno[(errno.max(0) as usize).min(MAX_ERRNO - 1)],
+                1,
+            );
+        }
+    }
+}
+
+/// A plain copy of client counters summed over workers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnTotals {
+    pub attempted: u64,
+    pub established: u64,
+    pub verified: u64,
+    pub unverified: u64,
+    pub closed: u64,
+    pub failed: [u64; 9],
+    pub other_errno: BTreeMap<i32, u64>,
+}
+
+impl ConnTotals {
+    pub fn sum<'a>(workers: impl IntoIterator<Item = &'a ConnCounters>) -> ConnTotals {
+        let mut t = ConnTotals::default();
+        for w in workers {
+            t.attempted += w.attempted.load(Relaxed);
+            t.established += w.established.load(Relaxed);
+            t.verified += w.verified.load(Relaxed);
+            t.unverified += w.unverified.load(Relaxed);
+            t.closed += w.closed.load(Relaxed);
+            for (sum, c) in t.failed.iter_mut().zip(&w.failed) {
+                *sum += c.load(Relaxed);
+            }
+            for (e, c) in w.other_errno.iter().enumerate() {
+                let n = c.load(Relaxed);
+                if n > 0 {
+                    *t.other_errno.entry(e as i32).or_default() += n;
+                }
+            }
+        }
+        t
+    }
+
+    pub fn failed_total(&self) -> u64 {
+        self.failed.iter().sum()
+    }
+}
+
+/// A histogram of microseconds from 1 µs to one hour, 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Percentiles of a latency histogram, in microseconds, plus the histogram
+/// itself (HdrHistogram V2 compressed, base64) so results merge exactly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub hdr: String,
+}
+
+impl Percentiles {
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        Percentiles {
+            count: h.len(),
+            p50: h.value_at_quantile(0.50),
+            p90: h.value_at_quantile(0.90),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+            mean: h.mean(),
+            hdr: encode_histogram(h),
+        }
+    }
+}
+
+/// HdrHistogram V2 compressed encoding, base64.
+pub fn encode_histogram(h: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut bytes)
+        .expect("serializing to memory");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The inverse of [`encode_histogram`].
+pub fn decode_histogram(s: &str) -> anyhow::Result<Histogram<u64>> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(s)?;
+    let h = hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| anyhow::anyhow!("bad HDR histogram: {e:?}"))?;
+    Ok(h)
+}
+
+/// "85 µs", "1.2 ms", "3.40 s".
+pub fn human_us(us: u64) -> String {
+    match us {
+        u if u >= 1_000_000 => format!("{:.2} s", u as f64 / 1e6),
+        u if u >= 1_000 => format!("{:.1} ms", u as f64 / 1e3),
+        u => format!("{u} µs"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_round_trips() {
+        let mut h = new_histogram();
+        for v in [10, 100, 1000, 10_000] {
+            h.record(v).unwrap();
+        }
+        let back = decode_histogram(&encode_histogram(&h)).unwrap();
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.max(), h.max());
+        let p = Percentiles::of(&h);
+        assert_eq!(p.count, 4);
+        assert!(p.p50 >= 100 && p.p50 <= 1001);
+    }
+
+    #[test]
+    fn buckets_by_errno() {
+        assert_eq!(
+            Bucket::of_connect_errno(libc::ECONNREFUSED),
+            Bucket::Refused
+        );
+        assert_eq!(
+            Bucket::of_connect_errno(libc::EADDRNOTAVAIL),
+            Bucket::NoFreePort
+        );
+        assert_eq!(Bucket::of_connect_errno(libc::EMFILE), Bucket::OutOfFds);
+        assert_eq!(
+            Bucket::of_connect_errno(libc::EHOSTUNREACH),
+            Bucket::Unreachable
+        );
+        assert_eq!(Bucket::of_connect_errno(libc::EPERM), Bucket::Other);
+        for (i, b) in Bucket::ALL.iter().enumerate() {
+            assert_eq!(*b as usize, i);
+        }
+    }
+
+    #[test]
+    fn sums_and_other_errnos() {
+        let a = ConnCounters::default();
+        let b = ConnCounters::default();
+        a.fail_errno(Bucket::Other, libc::EPERM);
+        b.fail(Bucket::HalfOpen);
+        let t = ConnTotals::sum([&a, &b]);
+        assert_eq!(t.failed_total(), 2);
+        assert_eq!(t.other_errno.get(&libc::EPERM), Some(&1));
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human_us(85), "85 µs");
+        assert_eq!(human_us(1234), "1.2 ms");
+        assert_eq!(human_us(3_400_000), "3.40 s");
+    }
+}

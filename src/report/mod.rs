@@ -1,0 +1,222 @@
+//! What a person and a script see of a client run: the live view while it
+//! runs, the summary at the end, the JSON result. Reads snapshots only; it
+//! never holds anything a worker waits on.
+
+pub mod json;
+
+use std::io::{self, IsTerminal, Write};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::engine::{Live, Outcome, Sample};
+use crate::metrics::{human_us, Bucket, ConnTotals};
+use crate::scenario::{End, Scenario};
+
+/// The live view: a progress bar on a terminal, one plain line per second
+/// otherwise, nothing when quiet.
+pub enum LiveView {
+    Bar(ProgressBar),
+    Lines,
+    Quiet,
+}
+
+impl LiveView {
+    pub fn new(quiet: bool, target: u64) -> LiveView {
+        if quiet {
+            return LiveView::Quiet;
+        }
+        if !io::stderr().is_terminal() {
+            return LiveView::Lines;
+        }
+        let bar = ProgressBar::with_draw_target(Some(target), ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} established  {msg}")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        LiveView::Bar(bar)
+    }
+}
+
+impl Live for LiveView {
+    fn second(&mut self, s: &Sample, target: u64) {
+        match self {
+            LiveView::Bar(bar) => {
+                bar.set_position(s.established.min(target));
+                bar.set_message(format!(
+                    "{}/s  open {}  failed {}",
+                    s.established_per_s, s.connections, s.failed
+                ));
+            }
+            LiveView::Lines => eprintln!(
+                "{:>4}s  open {}  established {} (+{}/s)  verified {}  failed {}",
+                s.t, s.connections, s.established, s.established_per_s, s.verified, s.failed
+            ),
+            LiveView::Quiet => {}
+        }
+    }
+
+    fn ramp_done(&mut self, after: Duration, t: &ConnTotals, end: &End) {
+        let hold = match end {
+            End::Duration { seconds } => format!("holding for {seconds}s"),
+            End::Hold => "holding until Ctrl-C".to_string(),
+            End::Pause => "holding; press Enter to close".to_string(),
+        };
+        let line = format!(
+            "ramp done in {:.2}s: {} established, {} failed; {hold}",
+            after.as_secs_f64(),
+            t.established,
+            t.failed_total()
+        );
+        match self {
+            LiveView::Bar(bar) => {
+                bar.set_position(t.established);
+                bar.println(line);
+            }
+            LiveView::Lines => eprintln!("{line}"),
+            // --pause must say it waits even when quiet.
+            LiveView::Quiet if *end == End::Pause => eprintln!("{line}"),
+            LiveView::Quiet => {}
+        }
+    }
+
+    fn finish(&mut self) {
+        if let LiveView::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// The preflight paragraph: what is about to happen.
+pub fn plan_paragraph(sc: &Scenario, ports_per_source: u64) -> String {
+    let targets = if sc.embedded_server {
+        format!("{} (embedded echo server)", sc.targets[0])
+    } else {
+        sc.targets
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let sources = if sc.sources.is_empty() {
+        format!("one source address ({ports_per_source} ports)")
+    } else {
+        let list: Vec<String> = sc.sources.iter().take(4).map(ToString::to_string).collect();
+        let more = if sc.sources.len() > 4 { ", ..." } else { "" };
+        format!(
+            "{} source addresses ({}{more}; {ports_per_source} ports each)",
+            sc.sources.len(),
+            list.join(", ")
+        )
+    };
+    let ramp = match sc.ramp {
+        crate::scenario::Ramp::Rate { per_second } => format!("{per_second}/s"),
+        crate::scenario::Ramp::Batch { size, delay_s } => {
+            format!("batches of {size} every {delay_s}s")
+        }
+    };
+    let hold = match sc.end {
+        End::Duration { seconds } => format!("then hold {seconds} s"),
+        End::Hold => "then hold until Ctrl-C".into(),
+        End::Pause => "then hold until Enter".into(),
+    };
+    let mode = match sc.connect_mode {
+        crate::cli::ConnectMode::Async => {
+            format!("async, up to {} in flight", sc.max_inflight_connects)
+        }
+        crate::cli::ConnectMode::Sync => "sync, one at a time".into(),
+    };
+    let mut p = format!(
+        "{} connections to {targets} from {sources}, {ramp} ({mode}, {} worker{}): ramp ≈ {:.1} s, {hold}",
+        sc.connections,
+        sc.workers,
+        if sc.workers == 1 { "" } else { "s" },
+        sc.ramp_time().as_secs_f64()
+    );
+    if let Some(l) = sc.lifetime_s {
+        p.push_str(&format!(
+            "; each connection lives {l} s{}",
+            if sc.reconnect { " and is replaced" } else { "" }
+        ));
+    }
+    if !sc.verify {
+        p.push_str("; no verification probe");
+    }
+    p.push('.');
+    p
+}
+
+/// The human summary of a run.
+pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()> {
+    let t = &o.totals;
+    let status = if o.interrupted { " (interrupted)" } else { "" };
+    writeln!(
+        out,
+        "throng client: {:.1}s{status}",
+        o.elapsed.as_secs_f64()
+    )?;
+    writeln!(out, "  target        {} connections", sc.connections)?;
+    writeln!(out, "  attempted     {}", t.attempted)?;
+    let unverified = if sc.verify {
+        format!(" (verified {}, unverified {})", t.verified, t.unverified)
+    } else {
+        " (not verified: --no-verify)".into()
+    };
+    writeln!(out, "  established   {}{unverified}", t.established)?;
+    writeln!(out, "  failed        {}", t.failed_total())?;
+    for b in Bucket::ALL {
+        let n = t.failed[b as usize];
+        if n > 0 {
+            writeln!(out, "    {:<15}{n}", b.key())?;
+        }
+    }
+    for (errno, n) in &t.other_errno {
+        writeln!(
+            out,
+            "      errno {errno} ({}): {n}",
+            io::Error::from_raw_os_error(*errno)
+        )?;
+    }
+    writeln!(out, "  peak open     {}", o.peak)?;
+    match o.ramp_time {
+        Some(r) => {
+            let rate = t.established as f64 / r.as_secs_f64().max(1e-9);
+            writeln!(
+                out,
+                "  ramp          {:.2} s, {:.0} connections/s established (asked {:.0}/s)",
+                r.as_secs_f64(),
+                rate,
+                sc.ramp.rate()
+            )?;
+        }
+        None => writeln!(out, "  ramp          not finished")?,
+    }
+    let h = &o.connect_time;
+    if !h.is_empty() {
+        writeln!(
+            out,
+            "  connect time  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            human_us(h.value_at_quantile(0.5)),
+            human_us(h.value_at_quantile(0.9)),
+            human_us(h.value_at_quantile(0.99)),
+            human_us(h.value_at_quantile(0.999)),
+            human_us(h.max())
+        )?;
+    }
+    writeln!(out, "  closed        {} by throng", t.closed)?;
+    for b in Bucket::ALL {
+        if t.failed[b as usize] > 0 {
+            writeln!(out, "  hint ({}): {}", b.key(), b.hint())?;
+        }
+    }
+    if t.unverified > 0 {
+        writeln!(
+            out,
+            "  hint (unverified): some connections never answered the probe within --connect-timeout: \
+             the server may not have accepted them yet (a full accept queue), or it does not answer \
+             a DNS query; --no-verify skips the probe"
+        )?;
+    }
+    Ok(())
+}

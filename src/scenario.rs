@@ -1,0 +1,235 @@
+//! What a client run does, as plain data: targets, connections, ramp, how
+//! the run ends, source addresses. Built once from the flags (after names
+//! are resolved and sources planned), checked, then handed to the engine and
+//! written into the JSON result as "the scenario as run".
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{ClientArgs, ConnectMode};
+use crate::UsageError;
+
+/// Default --connect-rate.
+pub const DEFAULT_CONNECT_RATE: f64 = 10_000.0;
+
+/// How connection attempts are spread over time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Ramp {
+    /// Evenly spaced: attempt i at i / per_second.
+    Rate { per_second: f64 },
+    /// `size` attempts at once every `delay_s`.
+    Batch { size: u64, delay_s: f64 },
+}
+
+impl Ramp {
+    /// When attempt `i` (0-based, over all workers) is due, from the start.
+    pub fn due(&self, i: u64) -> Duration {
+        let secs = match *self {
+            Ramp::Rate { per_second } => i as f64 / per_second,
+            Ramp::Batch { size, delay_s } => (i / size) as f64 * delay_s,
+        };
+        Duration::from_secs_f64(secs)
+    }
+
+    /// Connections per second this ramp aims at.
+    pub fn rate(&self) -> f64 {
+        match *self {
+            Ramp::Rate { per_second } => per_second,
+            Ramp::Batch { size, delay_s } => size as f64 / delay_s.max(1e-9),
+        }
+    }
+}
+
+/// How the hold phase ends.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum End {
+    /// This long after the ramp ends.
+    Duration { seconds: f64 },
+    /// At SIGINT/SIGTERM.
+    Hold,
+    /// At Enter on stdin (or its end).
+    Pause,
+}
+
+/// A client run, validated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scenario {
+    /// Resolved targets; connection i goes to `targets[i % len]`.
+    pub targets: Vec<SocketAddr>,
+    /// The targets as given (empty with the embedded server).
+    pub target_names: Vec<String>,
+    pub embedded_server: bool,
+    pub connections: u64,
+    pub ramp: Ramp,
+    pub connect_mode: ConnectMode,
+    pub max_inflight_connects: u64,
+    pub connect_timeout_s: f64,
+    /// Source addresses in use order; empty: the kernel chooses.
+    pub sources: Vec<IpAddr>,
+    pub end: End,
+    pub lifetime_s: Option<f64>,
+    pub reconnect: bool,
+    pub preallocate: bool,
+    pub workers: usize,
+    pub verify: bool,
+    pub max_failures: u64,
+}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    UsageError(msg.into()).into()
+}
+
+/// Resolves each HOST:PORT once.
+pub fn resolve(targets: &[String]) -> anyhow::Result<Vec<SocketAddr>> {
+    targets
+        .iter()
+        .map(|t| {
+            let mut addrs = t.to_socket_addrs().map_err(|e| {
+                usage(format!(
+                    "cannot resolve target '{t}': {e}; give HOST:PORT, e.g. 127.0.0.1:4242 or [::1]:53"
+                ))
+            })?;
+            addrs
+                .next()
+                .ok_or_else(|| usage(format!("target '{t}' resolved to no address")))
+        })
+        .collect()
+}
+
+impl Scenario {
+    /// Builds the scenario from flags, resolved targets and the chosen
+    /// source addresses.
+    pub fn new(
+        a: &ClientArgs,
+        targets: Vec<SocketAddr>,
+        embedded_server: bool,
+        sources: Vec<IpAddr>,
+    ) -> anyhow::Result<Scenario> {
+        if a.connections == 0 {
+            return Err(usage("--connections must be at least 1, e.g. -c 10k"));
+        }
+        let ramp = match (a.batch_size, a.batch_delay) {
+            (Some(size), Some(delay)) => {
+                if delay.is_zero() {
+                    return Err(usage("--batch-delay must be above 0, e.g. 100ms"));
+                }
+                Ramp::Batch {
+                    size,
+                    delay_s: delay.as_secs_f64(),
+                }
+            }
+            _ => Ramp::Rate {
+                per_second: a.connect_rate.unwrap_or(DEFAULT_CONNECT_RATE),
+            },
+        };
+        if a.connect_timeout.is_zero() {
+            return Err(usage("--connect-timeout must be above 0, e.g. 3s"));
+        }
+        if a.lifetime.is_some_and(|l| l.is_zero()) {
+            return Err(usage("--lifetime must be above 0, e.g. 30s"));
+        }
+        let end = if a.hold {
+            End::Hold
+        } else if a.pause {
+            End::Pause
+        } else {
+            End::Duration {
+                seconds: a.duration.as_secs_f64(),
+            }
+        };
+        let workers = match (a.connect_mode, a.workers) {
+            // One connection at a time: one loop is all it can use.
+            (ConnectMode::Sync, _) => 1,
+            (_, Some(n)) => n as usize,
+            (_, None) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let workers = workers.min(a.connections as usize).max(1);
+        Ok(Scenario {
+            targets,
+            target_names: a.targets.clone(),
+            embedded_server,
+            connections: a.connections,
+            ramp,
+            connect_mode: a.connect_mode,
+            max_inflight_connects: match a.connect_mode {
+                ConnectMode::Sync => 1,
+                ConnectMode::Async => a.max_inflight_connects,
+            },
+            connect_timeout_s: a.connect_timeout.as_secs_f64(),
+            sources,
+            end,
+            lifetime_s: a.lifetime.map(|l| l.as_secs_f64()),
+            reconnect: a.reconnect,
+            preallocate: a.preallocate,
+            workers,
+            verify: a.verify && !a.no_verify,
+            max_failures: a.max_failures,
+        })
+    }
+
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.connect_timeout_s)
+    }
+
+    pub fn lifetime(&self) -> Option<Duration> {
+        self.lifetime_s.map(Duration::from_secs_f64)
+    }
+
+    /// Target and source of connection `i`: targets round-robin, then
+    /// sources round-robin within each target, so every (source, target)
+    /// pair carries an equal share.
+    pub fn endpoints(&self, i: u64) -> (SocketAddr, Option<IpAddr>) {
+        let t = self.targets.len() as u64;
+        let target = self.targets[(i % t) as usize];
+        let source = (!self.sources.is_empty()).then(|| {
+            let family: Vec<&IpAddr> = self
+                .sources
+                .iter()
+                .filter(|s| s.is_ipv4() == target.is_ipv4())
+                .collect();
+            if family.is_empty() {
+                None
+            } else {
+                Some(*family[((i / t) % family.len() as u64) as usize])
+            }
+        });
+        (target, source.flatten())
+    }
+
+    /// Connections to the busiest target.
+    pub fn per_target(&self) -> u64 {
+        self.connections.div_ceil(self.targets.len() as u64)
+    }
+
+    /// The time the ramp should take, from the schedule.
+    pub fn ramp_time(&self) -> Duration {
+        self.ramp.due(self.connections.saturating_sub(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_ramp_is_even() {
+        let r = Ramp::Rate { per_second: 2000.0 };
+        assert_eq!(r.due(0), Duration::ZERO);
+        assert_eq!(r.due(1000), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn batch_ramp_steps() {
+        let r = Ramp::Batch {
+            size: 100,
+            delay_s: 0.5,
+        };
+        assert_eq!(r.due(99), Duration::ZERO);
+        assert_eq!(r.due(100), Duration::from_millis(500));
+        assert_eq!(r.rate(), 200.0);
+    }
+}
