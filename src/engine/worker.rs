@@ -217,25 +217,28 @@ impl Worker {
                     break;
                 }
                 self.next += 1;
-                self.attempt(seq, true, now);
+                self.attempt(seq, true);
             } else if self.reconnects_owed > 0 {
                 self.reconnects_owed -= 1;
                 let seq = self.sc.connections + self.reconnects_made * self.nworkers + self.id;
                 self.reconnects_made += 1;
-                self.attempt(seq, false, now);
+                self.attempt(seq, false);
             } else {
                 break;
             }
         }
     }
 
-    fn attempt(&mut self, seq: u64, initial: bool, now: Instant) {
+    fn attempt(&mut self, seq: u64, initial: bool) {
         bump(&self.counters.attempted, 1);
         let (target, source) = self.sc.endpoints(seq);
         let sock = match self.prealloc.pop_front() {
             Some(s) if initial => Ok(s),
             _ => connector::prepare(target, source),
         };
+        // Connect time counts from just before connect(), not from when
+        // the attempt was due (the schedule's lag is the ramp's business).
+        let now = Instant::now();
         let started = sock.and_then(|s| connector::start(&s, target).map(|()| s));
         let sock = match started {
             Ok(s) => s,
@@ -273,8 +276,8 @@ impl Worker {
             .push_back((key, seq, now + self.sc.connect_timeout()));
     }
 
-    /// An initial attempt ended (either way): the ramp is one step closer
-    /// to done.
+    /// An initial attempt ended: failed, or established (and, with the
+    /// probe, verified or not in time). The ramp is one step closer to done.
     fn resolved(&mut self, initial: bool) {
         if !initial {
             return;
@@ -304,6 +307,7 @@ impl Worker {
                 self.counters
                     .fail_errno(Bucket::of_connect_errno(errno), errno);
                 self.conns.remove(key);
+                self.resolved(initial);
             }
             Ok(()) => {
                 let now = Instant::now();
@@ -330,13 +334,15 @@ impl Worker {
                         .push_back((key, conn.seq, now + self.sc.connect_timeout()));
                     // A few dozen bytes into an empty socket buffer: written
                     // whole or failed; a failure shows up at the next read.
+                    // The attempt is resolved when the probe is answered or
+                    // times out.
                     let _ = conn.stream.write(&self.out);
                 } else {
                     conn.state = State::Held;
+                    self.resolved(initial);
                 }
             }
         }
-        self.resolved(initial);
     }
 
     fn on_readable(&mut self, key: usize) {
@@ -352,6 +358,8 @@ impl Worker {
                         // response, the probe echoed back, anything else).
                         bump(&self.counters.verified, 1);
                         conn.state = State::Held;
+                        let initial = conn.initial;
+                        self.resolved(initial);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -373,7 +381,10 @@ impl Worker {
 
     /// An established connection ended by the server's doing.
     fn lost(&mut self, key: usize, bucket: Bucket) {
-        self.conns.remove(key);
+        let c = self.conns.remove(key);
+        if c.state == State::Probing {
+            self.resolved(c.initial);
+        }
         self.shared.closed();
         self.counters.fail(bucket);
         if self.sc.reconnect {
@@ -408,6 +419,8 @@ impl Worker {
                     // Established but unverified: kept, not failed.
                     c.state = State::Held;
                     bump(&self.counters.unverified, 1);
+                    let initial = c.initial;
+                    self.resolved(initial);
                 }
             }
         }

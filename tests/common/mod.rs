@@ -154,3 +154,55 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Runs `f` on a thread inside a new, private network namespace with its
+/// loopback up, so the test may set `net.*` sysctls there without touching
+/// the host. Processes spawned from `f` inherit the namespace. Returns None
+/// (after saying so loudly) where namespaces cannot be made; in CI that is
+/// a failure.
+pub fn in_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    std::thread::spawn(move || {
+        // SAFETY: unshare affects only this thread's namespaces.
+        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+            let e = std::io::Error::last_os_error();
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "unshare(CLONE_NEWNET): {e}"
+            );
+            eprintln!("SKIPPED: cannot create a network namespace here: {e}");
+            return None;
+        }
+        let up = Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .expect("`ip` (iproute2) is needed to bring loopback up");
+        assert!(up.success());
+        Some(f())
+    })
+    .join()
+    .unwrap()
+}
+
+/// Sets a sysctl of the calling thread's network namespace.
+pub fn set_sysctl(name: &str, value: &str) {
+    let path = format!("/proc/sys/{}", name.replace('.', "/"));
+    std::fs::write(&path, value).unwrap_or_else(|e| panic!("{path}: {e}"));
+}
+
+/// Runs a command to completion: (exit code, stdout, stderr).
+pub fn output(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.stdin(Stdio::null()).output().expect("run command");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("throng-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -1,0 +1,445 @@
+//! `throng client` end to end: the built binary against `throng server` and
+//! against purpose-built misbehaving listeners, all on loopback; tests that
+//! change sysctls run in a private network namespace.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::Duration;
+
+use common::{in_netns, output, server, set_sysctl, temp_dir, BIN};
+use serde_json::Value;
+
+/// Runs `throng client <args> --json F -q`; returns (code, stdout, stderr, json).
+fn client(name: &str, args: &[&str]) -> (i32, String, String, Value) {
+    let dir = temp_dir(name);
+    let json = dir.join("result.json");
+    let (code, out, err) = output(Command::new(BIN).arg("client").args(args).args([
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let v = std::fs::read_to_string(&json)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    let _ = std::fs::remove_dir_all(&dir);
+    (code, out, err, v)
+}
+
+fn failed(v: &Value, bucket: &str) -> u64 {
+    v["connections"]["failed"][bucket].as_u64().unwrap()
+}
+
+fn conns(v: &Value, key: &str) -> u64 {
+    v["connections"][key].as_u64().unwrap()
+}
+
+fn hold_and_close(n: &str, expect: u64) {
+    common::raise_fd_limit();
+    let srv = server(&[]);
+    let target = srv.addr.to_string();
+    let (code, out, err, v) = client(
+        &format!("hold{n}"),
+        &[&target, "-c", n, "--connect-rate", "10k", "-T", "1s"],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(conns(&v, "established"), expect, "{out}");
+    assert_eq!(conns(&v, "verified"), expect, "{out}");
+    assert_eq!(v["connections"]["peak"].as_u64(), Some(expect));
+    assert_eq!(conns(&v, "closed"), expect);
+    let (status, summary) = srv.stop();
+    assert!(status.success());
+    // The server saw every connection arrive and leave cleanly.
+    assert!(
+        summary.contains(&format!(
+            "accepted {expect}, closed {expect}, peak {expect}"
+        )),
+        "{summary}"
+    );
+    assert!(summary.contains("errors       none"), "{summary}");
+}
+
+#[test]
+fn holds_5000_connections_then_closes_cleanly() {
+    hold_and_close("5000", 5000);
+}
+
+#[test]
+fn holds_15000_connections_then_closes_cleanly() {
+    // More than half the default port range to one destination: a second
+    // loopback source address comes in on its own.
+    hold_and_close("15k", 15_000);
+}
+
+#[test]
+fn json_has_the_documented_keys() {
+    let srv = server(&[]);
+    let (code, _, _, v) = client("keys", &[&srv.addr.to_string(), "-c", "100", "-T", "0s"]);
+    assert_eq!(code, 0);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["interrupted"], false);
+    assert!(v["scenario"]["targets"].is_array());
+    assert!(v["environment"]["kernel"].is_string());
+    let c = &v["connections"];
+    for k in ["target", "attempted", "established", "verified", "peak"] {
+        assert!(c[k].is_u64(), "connections.{k}");
+    }
+    for b in [
+        "refused",
+        "timed_out",
+        "no_free_port",
+        "out_of_fds",
+        "unreachable",
+        "other",
+        "closed_by_peer",
+        "reset",
+        "half_open",
+    ] {
+        assert!(c["failed"][b].is_u64(), "connections.failed.{b}");
+    }
+    let ct = &c["connect_time_us"];
+    for k in ["p50", "p90", "p99", "p999", "max", "mean", "hdr"] {
+        assert!(!ct[k].is_null(), "connect_time_us.{k}");
+    }
+    let h = throng::metrics::decode_histogram(ct["hdr"].as_str().unwrap()).unwrap();
+    assert_eq!(h.len(), 100);
+    let ps = v["per_second"].as_array().unwrap();
+    assert!(ps
+        .iter()
+        .all(|s| s["t"].is_u64() && s["connections"].is_i64()));
+    drop(srv);
+}
+
+#[test]
+fn connect_rate_is_honoured_at_2000_per_second() {
+    let srv = server(&[]);
+    let (code, out, _, v) = client(
+        "rate",
+        &[
+            &srv.addr.to_string(),
+            "-c",
+            "4000",
+            "--connect-rate",
+            "2000",
+            "-T",
+            "0s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let ramp = v["connections"]["ramp_s"].as_f64().unwrap();
+    let rate = v["connections"]["connect_rate"].as_f64().unwrap();
+    // 4000 at 2000/s: the last attempt is due at 2.0 s.
+    assert!((1.8..=2.2).contains(&ramp), "ramp took {ramp} s");
+    assert!((1800.0..=2200.0).contains(&rate), "rate {rate}/s");
+    // Spread evenly, not in bursts: every full second saw about 2000.
+    let ps = v["per_second"].as_array().unwrap();
+    let first = ps[0]["established_per_s"].as_u64().unwrap();
+    assert!((1800..=2200).contains(&first), "first second: {first}");
+}
+
+#[test]
+fn batch_mode_opens_in_steps() {
+    let srv = server(&[]);
+    let (code, out, _, v) = client(
+        "batch",
+        &[
+            &srv.addr.to_string(),
+            "-c",
+            "2000",
+            "--batch-size",
+            "500",
+            "--batch-delay",
+            "400ms",
+            "-T",
+            "0s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(conns(&v, "established"), 2000);
+    // Four batches at 0, 0.4, 0.8 and 1.2 s.
+    let ramp = v["connections"]["ramp_s"].as_f64().unwrap();
+    assert!((1.2..2.0).contains(&ramp), "ramp {ramp}");
+    assert_eq!(v["scenario"]["ramp"]["kind"], "batch");
+}
+
+#[test]
+fn sync_mode_connects_one_at_a_time() {
+    let srv = server(&[]);
+    let (code, out, _, v) = client(
+        "sync",
+        &[
+            &srv.addr.to_string(),
+            "-c",
+            "300",
+            "--connect-mode",
+            "sync",
+            "-T",
+            "0s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(conns(&v, "established"), 300);
+    assert_eq!(v["scenario"]["max_inflight_connects"], 1);
+    assert_eq!(v["scenario"]["workers"], 1);
+}
+
+#[test]
+fn refused_port_is_counted_and_exits_1() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (code, out, _, v) = client(
+        "refused",
+        &[&format!("127.0.0.1:{port}"), "-c", "50", "-T", "0s"],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(failed(&v, "refused"), 50);
+    assert_eq!(conns(&v, "established"), 0);
+    assert!(out.contains("hint (refused)"), "{out}");
+    // --max-failures lets a run with known failures pass.
+    let (code, _, _, _) = client(
+        "refused-ok",
+        &[
+            &format!("127.0.0.1:{port}"),
+            "-c",
+            "50",
+            "-T",
+            "0s",
+            "--max-failures",
+            "50",
+        ],
+    );
+    assert_eq!(code, 0);
+}
+
+/// A listener with backlog 1 that never accepts: the kernel queues two
+/// connections (established for the client, never accepted) and drops the
+/// SYNs of the rest.
+#[test]
+fn never_accepting_listener_gives_timeouts_and_unverified() {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    sock.listen(1).unwrap();
+    let addr = sock.local_addr().unwrap().as_socket().unwrap();
+    let (code, out, _, v) = client(
+        "backlog1",
+        &[
+            &addr.to_string(),
+            "-c",
+            "40",
+            "--connect-timeout",
+            "1s",
+            "-T",
+            "0s",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(failed(&v, "timed_out") > 0, "{out}");
+    let est = conns(&v, "established");
+    assert!(est >= 1, "{out}");
+    assert_eq!(conns(&v, "verified"), 0, "{out}");
+    assert_eq!(conns(&v, "unverified"), est, "{out}");
+    assert!(
+        out.contains("hint (timed_out)") && out.contains("hint (unverified)"),
+        "{out}"
+    );
+    drop(sock);
+}
+
+/// Accepts every connection and answers its first data with a reset
+/// (SO_LINGER 0): on the wire, what an overflowing accept queue with
+/// tcp_abort_on_overflow looks like to the client.
+fn reset_server(answer_first: bool) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            thread::spawn(move || {
+                let mut buf = [0u8; 512];
+                if let Ok(n) = s.read(&mut buf) {
+                    if answer_first && n > 0 {
+                        // Delivered in order before the reset, and readable
+                        // by the client ahead of the error.
+                        let _ = s.write_all(&buf[..n]);
+                    }
+                }
+                let sock = socket2::Socket::from(s);
+                let _ = sock.set_linger(Some(Duration::ZERO));
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn reset_at_first_data_is_half_open() {
+    let addr = reset_server(false);
+    let (code, out, _, v) = client("halfopen", &[&addr.to_string(), "-c", "30", "-T", "1s"]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(failed(&v, "half_open"), 30, "{out}");
+    assert!(out.contains("never accepted"), "{out}");
+    assert!(out.contains("somaxconn"), "{out}");
+}
+
+#[test]
+fn server_that_resets_every_connection() {
+    let addr = reset_server(true);
+    let (code, out, _, v) = client(
+        "reset",
+        &[
+            &addr.to_string(),
+            "-c",
+            "30",
+            "-T",
+            "1s",
+            "--connect-rate",
+            "1000",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(conns(&v, "verified"), 30, "{out}");
+    assert_eq!(
+        failed(&v, "reset") + failed(&v, "closed_by_peer"),
+        30,
+        "{out}"
+    );
+}
+
+#[test]
+fn more_connections_than_one_source_has_ports_brings_in_a_second() {
+    in_netns(|| {
+        // 1000 ports per (source, destination): 1500 connections need a
+        // second and third source address to stay under half the range.
+        set_sysctl("net.ipv4.ip_local_port_range", "40000 40999");
+        let srv = server(&[]);
+        let (code, out, _, v) = client("ports", &[&srv.addr.to_string(), "-c", "1500", "-T", "0s"]);
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(conns(&v, "established"), 1500, "{out}");
+        let sources = v["scenario"]["sources"].as_array().unwrap();
+        assert!(sources.len() >= 2, "{out}");
+        assert_eq!(sources[1], "127.0.0.2");
+        assert!(out.contains("127.0.0.2"), "{out}");
+        drop(srv);
+    });
+}
+
+#[test]
+fn one_source_that_cannot_fit_is_an_impossible_plan() {
+    in_netns(|| {
+        set_sysctl("net.ipv4.ip_local_port_range", "40000 40099");
+        let srv = server(&[]);
+        let (code, _, err, v) = client(
+            "noports",
+            &[
+                &srv.addr.to_string(),
+                "-c",
+                "500",
+                "--source-ip",
+                "127.0.0.1",
+                "-T",
+                "0s",
+            ],
+        );
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("ip_local_port_range"), "{err}");
+        assert!(err.contains("--source-ip"), "{err}");
+        assert!(v.is_null(), "no run, no result");
+        drop(srv);
+    });
+}
+
+#[test]
+fn embedded_server_when_no_target() {
+    let (code, out, err, v) = client("embedded", &["-c", "500", "-T", "0s"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("embedded echo server"), "{out}");
+    assert_eq!(conns(&v, "verified"), 500);
+    assert_eq!(v["scenario"]["embedded_server"], true);
+}
+
+#[test]
+fn impossible_plan_exits_2_with_the_fix() {
+    // More fds than one process may hold (the embedded server doubles them).
+    let (code, _, err, _) = client("fds", &["-c", "1m", "-T", "0s"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("file descriptors"), "{err}");
+    assert!(err.contains("-c "), "{err}");
+}
+
+#[test]
+fn sigint_writes_an_interrupted_result() {
+    let srv = server(&[]);
+    let dir = temp_dir("sigint");
+    let json = dir.join("r.json");
+    let mut child = Command::new(BIN)
+        .args(["client", &srv.addr.to_string(), "-c", "200", "-T", "60s"])
+        .args(["--json", json.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Not a terminal: the live view prints plain lines; wait for the ramp.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ramp done") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "client ended early");
+    }
+    common::signal(child.id() as i32, libc::SIGINT);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["interrupted"], true);
+    assert_eq!(conns(&v, "established"), 200);
+    assert_eq!(conns(&v, "closed"), 200);
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(srv);
+}
+
+#[test]
+fn lifetime_with_reconnect_churns_connections() {
+    let srv = server(&[]);
+    let (code, out, _, v) = client(
+        "churn",
+        &[
+            &srv.addr.to_string(),
+            "-c",
+            "50",
+            "--lifetime",
+            "300ms",
+            "--reconnect",
+            "-T",
+            "1s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    // Each of the 50 slots reopened about three times in the second of hold.
+    assert!(conns(&v, "attempted") >= 150, "{out}");
+    assert_eq!(conns(&v, "attempted"), conns(&v, "established"));
+    assert_eq!(v["connections"]["peak"].as_u64(), Some(50));
+    drop(srv);
+}
+
+#[test]
+fn bad_client_usage_exits_2() {
+    for (args, needle) in [
+        (vec!["client", "-c", "ten"], "--connections"),
+        (vec!["client", "--connect-rate", "fast"], "10k"),
+        (vec!["client", "--batch-size", "10"], "--batch-delay"),
+        (vec!["client", "--source-ip", "300.1.1.1"], "--source-ip"),
+        (vec!["client", "no-such-host.invalid:1"], "cannot resolve"),
+        (vec!["client", "--reconnect"], "--lifetime"),
+    ] {
+        let (code, _, err) = common::run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
