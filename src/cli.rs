@@ -199,6 +199,13 @@ pub struct ClientArgs {
     #[arg(long, requires = "lifetime")]
     pub reconnect: bool,
 
+    /// The number of open connections over time, as comma-separated phases
+    /// DURATION@N (hold N) or DURATION@A..B (go linearly from A to B), e.g.
+    /// 30s@10k,60s@10k..100k,30s@20k. Rises are opened at --connect-rate;
+    /// falls close the oldest connections. Replaces -c and -T.
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["hold", "pause", "batch_size"])]
+    pub connections_schedule: Option<String>,
+
     /// Create and bind every socket before the ramp, so the ramp makes only
     /// connect calls.
     #[arg(long)]

@@ -55,6 +55,62 @@ pub enum End {
     Pause,
 }
 
+/// One phase of a schedule: over `seconds`, go linearly from `from` to `to`
+/// (equal for a plateau).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    pub seconds: f64,
+    pub from: f64,
+    pub to: f64,
+}
+
+/// Parses `30s@10k,20s@10k..50k` (the same syntax for connection counts
+/// and, later, query rates).
+pub fn parse_phases(spec: &str) -> Result<Vec<Phase>, String> {
+    let example = "e.g. 30s@10k,60s@10k..100k,30s@20k";
+    let mut phases = Vec::new();
+    for part in spec.split([',', ' ']).filter(|p| !p.is_empty()) {
+        let (dur, level) = part.split_once('@').ok_or_else(|| {
+            format!("phase '{part}' needs DURATION@N or DURATION@A..B; {example}")
+        })?;
+        let d = crate::cli::parse_duration(dur).map_err(|e| format!("phase '{part}': {e}"))?;
+        let count = |s: &str| {
+            crate::cli::parse_count(s)
+                .map(|n| n as f64)
+                .map_err(|e| format!("phase '{part}': {e}"))
+        };
+        let (from, to) = match level.split_once("..") {
+            Some((a, b)) => (count(a)?, count(b)?),
+            None => (count(level)?, count(level)?),
+        };
+        if d.is_zero() {
+            return Err(format!("phase '{part}' lasts 0 s; {example}"));
+        }
+        phases.push(Phase {
+            seconds: d.as_secs_f64(),
+            from,
+            to,
+        });
+    }
+    if phases.is_empty() {
+        return Err(format!("an empty schedule; {example}"));
+    }
+    Ok(phases)
+}
+
+/// The level a schedule asks for `t` seconds after its start (the last
+/// phase's end level after it).
+pub fn level_at(phases: &[Phase], t: f64) -> f64 {
+    let mut start = 0.0;
+    for p in phases {
+        if t < start + p.seconds {
+            return p.from + (p.to - p.from) * (t - start) / p.seconds;
+        }
+        start += p.seconds;
+    }
+    phases.last().map_or(0.0, |p| p.to)
+}
+
 /// A client run, validated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
@@ -74,6 +130,9 @@ pub struct Scenario {
     pub lifetime_s: Option<f64>,
     pub reconnect: bool,
     pub preallocate: bool,
+    /// --connections-schedule: open connections over time (then
+    /// `connections` is its highest level and the run lasts its phases).
+    pub connections_schedule: Option<Vec<Phase>>,
     pub workers: usize,
     pub verify: bool,
     pub max_failures: u64,
@@ -109,7 +168,21 @@ impl Scenario {
         embedded_server: bool,
         sources: Vec<IpAddr>,
     ) -> anyhow::Result<Scenario> {
-        if a.connections == 0 {
+        let schedule = match &a.connections_schedule {
+            Some(spec) => Some(
+                parse_phases(spec).map_err(|e| usage(format!("--connections-schedule: {e}")))?,
+            ),
+            None => None,
+        };
+        let connections = match &schedule {
+            Some(p) => p
+                .iter()
+                .map(|p| p.from.max(p.to))
+                .fold(0.0, f64::max)
+                .ceil() as u64,
+            None => a.connections,
+        };
+        if connections == 0 {
             return Err(usage("--connections must be at least 1, e.g. -c 10k"));
         }
         let ramp = match (a.batch_size, a.batch_delay) {
@@ -147,12 +220,12 @@ impl Scenario {
             (_, Some(n)) => n as usize,
             (_, None) => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
-        let workers = workers.min(a.connections as usize).max(1);
+        let workers = workers.min(connections as usize).max(1);
         Ok(Scenario {
             targets,
             target_names: a.targets.clone(),
             embedded_server,
-            connections: a.connections,
+            connections,
             ramp,
             connect_mode: a.connect_mode,
             max_inflight_connects: match a.connect_mode {
@@ -164,7 +237,8 @@ impl Scenario {
             end,
             lifetime_s: a.lifetime.map(|l| l.as_secs_f64()),
             reconnect: a.reconnect,
-            preallocate: a.preallocate,
+            preallocate: a.preallocate && schedule.is_none(),
+            connections_schedule: schedule,
             workers,
             verify: a.verify && !a.no_verify,
             max_failures: a.max_failures,
@@ -205,6 +279,13 @@ impl Scenario {
         self.connections.div_ceil(self.targets.len() as u64)
     }
 
+    /// Total seconds of --connections-schedule.
+    pub fn schedule_seconds(&self) -> Option<f64> {
+        self.connections_schedule
+            .as_ref()
+            .map(|p| p.iter().map(|p| p.seconds).sum())
+    }
+
     /// The time the ramp should take, from the schedule.
     pub fn ramp_time(&self) -> Duration {
         self.ramp.due(self.connections.saturating_sub(1))
@@ -220,6 +301,20 @@ mod tests {
         let r = Ramp::Rate { per_second: 2000.0 };
         assert_eq!(r.due(0), Duration::ZERO);
         assert_eq!(r.due(1000), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn phases_parse_and_interpolate() {
+        let p = parse_phases("30s@10k,60s@10k..100k,30s@20k").unwrap();
+        assert_eq!(p.len(), 3);
+        assert_eq!(p[1].to, 100_000.0);
+        assert_eq!(level_at(&p, 0.0), 10_000.0);
+        assert_eq!(level_at(&p, 60.0), 55_000.0);
+        assert_eq!(level_at(&p, 100.0), 20_000.0);
+        assert_eq!(level_at(&p, 1000.0), 20_000.0);
+        assert!(parse_phases("30s").unwrap_err().contains("DURATION@N"));
+        assert!(parse_phases("0s@5").is_err());
+        assert!(parse_phases("").is_err());
     }
 
     #[test]

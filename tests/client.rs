@@ -443,3 +443,158 @@ fn bad_client_usage_exits_2() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+fn ip(args: &str) {
+    let st = Command::new("ip").args(args.split(' ')).status().unwrap();
+    assert!(st.success(), "ip {args}");
+}
+
+#[test]
+fn non_loopback_target_uses_the_interface_addresses_or_names_the_fix() {
+    in_netns(|| {
+        ip("link add v0 type veth peer name v1");
+        ip("addr add 198.18.0.1/24 dev v0");
+        ip("link set v0 up");
+        ip("link set v1 up");
+        set_sysctl("net.ipv4.ip_local_port_range", "40000 40999");
+        let srv = server(&["--listen", "198.18.0.1:0"]);
+        let target = srv
+            .banner
+            .iter()
+            .find_map(|l| l.strip_prefix("listening on 198.18.0.1:"))
+            .map(|p| format!("198.18.0.1:{}", p.split(' ').next().unwrap()))
+            .unwrap();
+        // 1200 connections need 3 sources at 500 each; v0 has one address.
+        let (code, _, err, _) = client("alias-missing", &[&target, "-c", "1200", "-T", "0s"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("ip addr add"), "{err}");
+        assert!(err.contains("dev v0"), "{err}");
+        ip("addr add 198.18.0.2/24 dev v0");
+        ip("addr add 198.18.0.3/24 dev v0");
+        let (code, out, err, v) = client("alias-ok", &[&target, "-c", "1200", "-T", "0s"]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert_eq!(conns(&v, "verified"), 1200);
+        let sources: Vec<&str> = v["scenario"]["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        assert_eq!(sources, ["198.18.0.1", "198.18.0.2", "198.18.0.3"]);
+        drop(srv);
+    });
+}
+
+#[test]
+fn hold_ends_at_sigterm_without_being_interrupted() {
+    let srv = server(&[]);
+    let dir = temp_dir("hold");
+    let json = dir.join("r.json");
+    let mut child = Command::new(BIN)
+        .args(["client", &srv.addr.to_string(), "-c", "100", "--hold"])
+        .args(["--json", json.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("holding until Ctrl-C") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "client ended early");
+    }
+    common::signal(child.id() as i32, libc::SIGTERM);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["interrupted"], false);
+    assert_eq!(conns(&v, "closed"), 100);
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(srv);
+}
+
+#[test]
+fn pause_waits_for_enter() {
+    let srv = server(&[]);
+    let mut child = Command::new(BIN)
+        .args(["client", &srv.addr.to_string(), "-c", "100", "--pause"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("press Enter") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "client ended early");
+    }
+    // Still holding: nothing has been closed.
+    assert!(child.try_wait().unwrap().is_none());
+    child.stdin.take().unwrap().write_all(b"\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("closed        100 by throng"), "{text}");
+    drop(srv);
+}
+
+#[test]
+fn preallocate_and_ipv6() {
+    let srv = server(&["--listen", "[::1]:0"]);
+    let v6 = srv
+        .banner
+        .iter()
+        .find_map(|l| l.strip_prefix("listening on [::1]:"))
+        .map(|p| format!("[::1]:{}", p.split(' ').next().unwrap()))
+        .unwrap();
+    let (code, out, err, v) = client(
+        "prealloc",
+        &[
+            &v6,
+            &srv.addr.to_string(),
+            "-c",
+            "400",
+            "--preallocate",
+            "-T",
+            "0s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(conns(&v, "verified"), 400);
+    assert_eq!(v["scenario"]["preallocate"], true);
+    assert_eq!(v["scenario"]["targets"][0], v6.as_str());
+    drop(srv);
+}
+
+#[test]
+fn connections_schedule_grows_and_shrinks() {
+    let srv = server(&[]);
+    let (code, out, err, v) = client(
+        "schedule",
+        &[
+            &srv.addr.to_string(),
+            "--connections-schedule",
+            "1s@200,1s@200..600,1s@100",
+            "--connect-rate",
+            "5k",
+        ],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let open: Vec<i64> = v["per_second"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["connections"].as_i64().unwrap())
+        .collect();
+    assert!(open.len() >= 3, "{open:?}");
+    assert!((190..=210).contains(&open[0]), "{open:?}");
+    assert!((560..=600).contains(&open[1]), "{open:?}");
+    assert!((95..=105).contains(&open[2]), "{open:?}");
+    assert_eq!(
+        v["connections"]["peak"].as_i64().map(|p| p >= 560),
+        Some(true)
+    );
+    assert_eq!(conns(&v, "established"), conns(&v, "attempted"));
+    drop(srv);
+}

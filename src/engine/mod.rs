@@ -136,6 +136,11 @@ pub fn run(sc: Arc<Scenario>, stop: &Stop, live: &mut dyn Live) -> Result<Outcom
                 ramp_workers += 1;
                 if ramp_workers == sc.workers {
                     let now = Instant::now();
+                    if let Some(total) = sc.schedule_seconds() {
+                        // No ramp of fixed attempts: the schedule runs its course.
+                        end_at = Some(start + Duration::from_secs_f64(total));
+                        continue;
+                    }
                     ramp_time = Some(now - start);
                     live.ramp_done(now - start, &totals(&counters), &sc.end);
                     end_at = match sc.end {

@@ -87,6 +87,12 @@ pub struct Worker {
     connect_q: VecDeque<(usize, u64, Instant)>,
     probe_q: VecDeque<(usize, u64, Instant)>,
     life_q: VecDeque<(usize, u64, Instant)>,
+    /// --connections-schedule: established connections, oldest first.
+    open_q: VecDeque<(usize, u64)>,
+    /// --connections-schedule: attempts made, and the pacing bucket.
+    sched_made: u64,
+    tokens: f64,
+    refilled: Instant,
     /// Sockets created and bound ahead (--preallocate), in attempt order.
     prealloc: VecDeque<Socket>,
     scratch: Vec<u8>,
@@ -107,7 +113,12 @@ impl Worker {
         let w = s.scenario.workers as u64;
         let id = s.id as u64;
         let n = s.scenario.connections;
-        let initial_total = n / w + u64::from(id < n % w);
+        let initial_total = if s.scenario.connections_schedule.is_some() {
+            // The schedule decides; there is no ramp of fixed attempts.
+            0
+        } else {
+            n / w + u64::from(id < n % w)
+        };
         let max_inflight = s.scenario.max_inflight_connects.div_ceil(w).max(1);
         s.counters.ramp_left.store(initial_total, Relaxed);
         Worker {
@@ -130,6 +141,10 @@ impl Worker {
             connect_q: VecDeque::new(),
             probe_q: VecDeque::new(),
             life_q: VecDeque::new(),
+            open_q: VecDeque::new(),
+            sched_made: 0,
+            tokens: 1.0,
+            refilled: s.start,
             prealloc: VecDeque::new(),
             scratch: vec![0; 16 * 1024],
             out: Vec::with_capacity(64),
@@ -159,6 +174,9 @@ impl Worker {
         }
         loop {
             let now = Instant::now();
+            if self.sc.connections_schedule.is_some() {
+                self.follow_schedule(now);
+            }
             self.start_due(now);
             self.expire(now);
             let timeout = self
@@ -206,6 +224,42 @@ impl Worker {
         Ok(Finished {
             connect_time: self.connect_time,
         })
+    }
+
+    /// --connections-schedule: opens connections (paced by the ramp's rate)
+    /// while this worker holds fewer than its share of the level the
+    /// schedule asks for now, and closes its oldest while it holds more.
+    fn follow_schedule(&mut self, now: Instant) {
+        let Some(phases) = self.sc.connections_schedule.as_ref() else {
+            return;
+        };
+        let t = now.saturating_duration_since(self.start).as_secs_f64();
+        let total = crate::scenario::level_at(phases, t).round() as u64;
+        let mine = total / self.nworkers + u64::from(self.id < total % self.nworkers);
+        let rate = self.sc.ramp.rate() / self.nworkers as f64;
+        let burst = (rate * 0.01).max(1.0);
+        let dt = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + dt * rate).min(burst);
+        self.refilled = now;
+        while (self.conns.len() as u64) < mine
+            && self.tokens >= 1.0
+            && self.inflight < self.max_inflight
+        {
+            self.tokens -= 1.0;
+            let seq = self.sched_made * self.nworkers + self.id;
+            self.sched_made += 1;
+            self.attempt(seq, false);
+        }
+        while (self.conns.len() as u64) > mine {
+            let Some((key, seq)) = self.open_q.pop_front() else {
+                break;
+            };
+            if self.conns.get(key).is_some_and(|c| c.seq == seq) {
+                self.conns.remove(key);
+                self.shared.closed();
+                bump(&self.counters.closed, 1);
+            }
+        }
     }
 
     /// Starts every attempt that is due, within the in-flight cap.
@@ -316,6 +370,9 @@ impl Worker {
                 bump(&self.counters.established, 1);
                 self.shared.opened();
                 conn.since = now;
+                if self.sc.connections_schedule.is_some() {
+                    self.open_q.push_back((key, conn.seq));
+                }
                 if let Some(life) = self.sc.lifetime() {
                     self.life_q.push_back((key, conn.seq, now + life));
                 }
@@ -455,6 +512,10 @@ impl Worker {
             if let Some(&(_, _, at)) = q.front() {
                 consider(at);
             }
+        }
+        if self.sc.connections_schedule.is_some() {
+            // The level moves continuously: look again every 10 ms.
+            consider(Instant::now() + Duration::from_millis(10));
         }
         // Round up so a wake-up never comes a hair early and spins.
         t.map(|t| t + Duration::from_micros(50))

@@ -127,6 +127,26 @@ pub fn plan_paragraph(sc: &Scenario, ports_per_source: u64) -> String {
         }
         crate::cli::ConnectMode::Sync => "sync, one at a time".into(),
     };
+    if let (Some(phases), Some(total)) = (&sc.connections_schedule, sc.schedule_seconds()) {
+        let steps: Vec<String> = phases
+            .iter()
+            .map(|p| {
+                if p.from == p.to {
+                    format!("{}s@{}", p.seconds, p.from)
+                } else {
+                    format!("{}s@{}..{}", p.seconds, p.from, p.to)
+                }
+            })
+            .collect();
+        return format!(
+            "Up to {} connections to {targets} from {sources}, following {} for {total} s \
+             (opening at up to {ramp}, closing the oldest first; {mode}, {} worker{}).",
+            sc.connections,
+            steps.join(","),
+            sc.workers,
+            if sc.workers == 1 { "" } else { "s" },
+        );
+    }
     let mut p = format!(
         "{} connections to {targets} from {sources}, {ramp} ({mode}, {} worker{}): ramp ≈ {:.1} s, {hold}",
         sc.connections,
@@ -190,6 +210,11 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
                 sc.ramp.rate()
             )?;
         }
+        None if sc.connections_schedule.is_some() => writeln!(
+            out,
+            "  schedule      {:.1} s",
+            sc.schedule_seconds().unwrap_or(0.0)
+        )?,
         None => writeln!(out, "  ramp          not finished")?,
     }
     let h = &o.connect_time;
