@@ -29,6 +29,37 @@ fn client(name: &str, args: &[&str]) -> (i32, String, String, Value) {
     (code, out, err, v)
 }
 
+/// Starts `throng client <args>` with piped stdio and returns it with its
+/// stderr, once a stderr line containing `ready` has appeared (the live
+/// view prints plain lines when stderr is not a terminal).
+fn spawn_client(
+    args: &[&str],
+    ready: &str,
+) -> (std::process::Child, BufReader<std::process::ChildStderr>) {
+    let mut child = Command::new(BIN)
+        .arg("client")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains(ready) {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "client ended before '{ready}'"
+        );
+    }
+    (child, err)
+}
+
+fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 fn failed(v: &Value, bucket: &str) -> u64 {
     v["connections"]["failed"][bucket].as_u64().unwrap()
 }
@@ -378,25 +409,21 @@ fn sigint_writes_an_interrupted_result() {
     let srv = server(&[]);
     let dir = temp_dir("sigint");
     let json = dir.join("r.json");
-    let mut child = Command::new(BIN)
-        .args(["client", &srv.addr.to_string(), "-c", "200", "-T", "60s"])
-        .args(["--json", json.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Not a terminal: the live view prints plain lines; wait for the ramp.
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("ramp done") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "client ended early");
-    }
+    let (mut child, _err) = spawn_client(
+        &[
+            &srv.addr.to_string(),
+            "-c",
+            "200",
+            "-T",
+            "60s",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        "ramp done",
+    );
     common::signal(child.id() as i32, libc::SIGINT);
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let v = read_json(&json);
     assert_eq!(v["interrupted"], true);
     assert_eq!(conns(&v, "established"), 200);
     assert_eq!(conns(&v, "closed"), 200);
@@ -490,23 +517,20 @@ fn hold_ends_at_sigterm_without_being_interrupted() {
     let srv = server(&[]);
     let dir = temp_dir("hold");
     let json = dir.join("r.json");
-    let mut child = Command::new(BIN)
-        .args(["client", &srv.addr.to_string(), "-c", "100", "--hold"])
-        .args(["--json", json.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("holding until Ctrl-C") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "client ended early");
-    }
+    let (mut child, _err) = spawn_client(
+        &[
+            &srv.addr.to_string(),
+            "-c",
+            "100",
+            "--hold",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        "holding until Ctrl-C",
+    );
     common::signal(child.id() as i32, libc::SIGTERM);
     assert_eq!(child.wait().unwrap().code(), Some(0));
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v = read_json(&json);
     assert_eq!(v["interrupted"], false);
     assert_eq!(conns(&v, "closed"), 100);
     let _ = std::fs::remove_dir_all(&dir);
@@ -516,19 +540,10 @@ fn hold_ends_at_sigterm_without_being_interrupted() {
 #[test]
 fn pause_waits_for_enter() {
     let srv = server(&[]);
-    let mut child = Command::new(BIN)
-        .args(["client", &srv.addr.to_string(), "-c", "100", "--pause"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("press Enter") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "client ended early");
-    }
+    let (mut child, _err) = spawn_client(
+        &[&srv.addr.to_string(), "-c", "100", "--pause"],
+        "press Enter",
+    );
     // Still holding: nothing has been closed.
     assert!(child.try_wait().unwrap().is_none());
     child.stdin.take().unwrap().write_all(b"\n").unwrap();
