@@ -135,6 +135,40 @@ pub enum ConnectMode {
     Sync,
 }
 
+/// What queries are made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    /// DNS over TCP: a query for --qname/--qtype, matched by ID.
+    Dns,
+    /// --size byte messages (magic, sequence, timestamp, pattern), echoed back.
+    Echo,
+    /// `ping <seq>` lines answered `pong <seq>` (throng server --mode pong).
+    Ping,
+    /// HTTP/1.1 requests (--http-request), responses framed by length or chunks.
+    Http,
+    /// --message bytes; each --marker in the reply completes the oldest query.
+    Raw,
+}
+
+/// How queries are spread over connections (open loop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Spread {
+    Random,
+    RoundRobin,
+}
+
+/// Inter-arrival times of the open-loop query stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrivals {
+    /// Exponential gaps (a Poisson process), seeded by --seed.
+    Poisson,
+    /// Equal gaps.
+    Constant,
+}
+
 #[derive(Debug, Args)]
 pub struct ClientArgs {
     /// Servers to connect to, as HOST:PORT (names resolved once at start;
@@ -227,6 +261,119 @@ pub struct ClientArgs {
     /// Exit with code 1 when more connections than this failed.
     #[arg(long, value_name = "N", default_value = "0", value_parser = parse_count)]
     pub max_failures: u64,
+
+    /// Queries per second in total, spread over all connections (open loop:
+    /// sent on schedule whether or not answers come back).
+    #[arg(short, long, value_name = "RATE", value_parser = parse_rate, help_heading = "Traffic")]
+    pub rate: Option<f64>,
+
+    /// Each connection sends one query every DURATION (first sends staggered
+    /// over one interval).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Traffic",
+          conflicts_with_all = ["rate", "closed_loop"])]
+    pub interval: Option<Duration>,
+
+    /// Query rate over time as phases, e.g. 30s@10k,20s@10k..50k (replaces -r and -T).
+    #[arg(long, value_name = "SPEC", help_heading = "Traffic", conflicts_with_all = ["rate", "interval", "closed_loop"])]
+    pub schedule: Option<String>,
+
+    /// Read --schedule phases from FILE ('-' for stdin), one or more per line.
+    #[arg(long, value_name = "FILE", help_heading = "Traffic", conflicts_with_all = ["rate", "interval", "closed_loop", "schedule"])]
+    pub schedule_file: Option<PathBuf>,
+
+    /// Closed loop: each connection sends its next query as soon as one of
+    /// its --window outstanding queries is answered or times out (after --think).
+    #[arg(long, help_heading = "Traffic")]
+    pub closed_loop: bool,
+
+    /// Closed loop: pause between an answer and the next query.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Traffic", requires = "closed_loop")]
+    pub think: Option<Duration>,
+
+    /// Most queries outstanding per connection [default: unlimited; 1 with --closed-loop].
+    #[arg(long, value_name = "K", value_parser = parse_positive_count, help_heading = "Traffic")]
+    pub window: Option<u64>,
+
+    /// How open-loop queries are spread over connections.
+    #[arg(long, value_enum, default_value_t = Spread::Random, help_heading = "Traffic")]
+    pub spread: Spread,
+
+    /// Inter-arrival times of open-loop queries.
+    #[arg(long, value_enum, default_value_t = Arrivals::Poisson, help_heading = "Traffic")]
+    pub arrivals: Arrivals,
+
+    /// Seed of every random choice (arrivals, spread, {rand} names), so runs repeat.
+    #[arg(long, value_name = "N", default_value = "42", value_parser = parse_count, help_heading = "Traffic")]
+    pub seed: u64,
+
+    /// Each connection sends N queries, then stops (and closes, unless --hold).
+    #[arg(long, value_name = "N", value_parser = parse_positive_count, help_heading = "Traffic")]
+    pub messages: Option<u64>,
+
+    /// Close a connection after N queries and open a fresh one in its place.
+    #[arg(long, value_name = "N", value_parser = parse_positive_count, help_heading = "Traffic")]
+    pub max_queries_per_conn: Option<u64>,
+
+    /// An unanswered query counts as timed out after this long.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration, help_heading = "Traffic")]
+    pub timeout: Duration,
+
+    /// Close a connection whose query timed out (and replace it with --reconnect).
+    #[arg(long, help_heading = "Traffic")]
+    pub close_on_timeout: bool,
+
+    /// Read commands from stdin while running: `rate R`, `stop`.
+    #[arg(long, value_name = "-", help_heading = "Traffic")]
+    pub control: Option<String>,
+
+    /// One CSV line per query to FILE: type,timestamp,connection_id,query_id,
+    /// intended_us,sent_us,rtt_us,status.
+    #[arg(short = 'R', long, value_name = "FILE", help_heading = "Traffic")]
+    pub rtt_log: Option<PathBuf>,
+
+    /// What queries are made of.
+    #[arg(long, value_enum, default_value_t = Proto::Dns, help_heading = "Protocol")]
+    pub proto: Proto,
+
+    /// dns: the record type asked for (A, AAAA, MX, TYPE65, ...).
+    #[arg(long, value_name = "TYPE", default_value = "A", help_heading = "Protocol")]
+    pub qtype: String,
+
+    /// dns: the name asked for; {rand} becomes random labels (to defeat caches).
+    #[arg(long, value_name = "NAME", default_value = "example.com", help_heading = "Protocol")]
+    pub qname: String,
+
+    /// dns: cycle through the names in FILE, one per line.
+    #[arg(long, value_name = "FILE", help_heading = "Protocol")]
+    pub qnames: Option<PathBuf>,
+
+    /// echo: message size in bytes (at least 20: magic, sequence, timestamp).
+    #[arg(long, value_name = "SIZE", default_value = "64", value_parser = parse_size, help_heading = "Protocol")]
+    pub size: u64,
+
+    /// echo: check every echoed byte; mismatches count as errors.
+    #[arg(long, help_heading = "Protocol")]
+    pub validate: bool,
+
+    /// http: the request, with escapes \r \n \t \xNN [default: GET / HTTP/1.1 with a Host header].
+    #[arg(long, value_name = "STRING", help_heading = "Protocol")]
+    pub http_request: Option<String>,
+
+    /// raw: the message (escapes \r \n \t \xNN).
+    #[arg(short = 'm', long, value_name = "STRING", help_heading = "Protocol")]
+    pub message: Option<String>,
+
+    /// raw: the message, read from FILE.
+    #[arg(long, value_name = "FILE", help_heading = "Protocol", conflicts_with = "message")]
+    pub message_file: Option<PathBuf>,
+
+    /// raw: sent once on each connection before its first message.
+    #[arg(long, value_name = "STRING", help_heading = "Protocol")]
+    pub first_message: Option<String>,
+
+    /// raw: each occurrence in the incoming bytes completes the oldest outstanding message.
+    #[arg(long, value_name = "STRING", help_heading = "Protocol")]
+    pub marker: Option<String>,
 
     /// Write the whole result as JSON to FILE (atomically).
     #[arg(long, value_name = "FILE")]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{ClientArgs, ConnectMode};
+use crate::cli::{Arrivals, ClientArgs, ConnectMode, Proto, Spread};
 use crate::UsageError;
 
 /// Default --connect-rate.
@@ -111,6 +111,251 @@ pub fn level_at(phases: &[Phase], t: f64) -> f64 {
     phases.last().map_or(0.0, |p| p.to)
 }
 
+/// What one query is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Query {
+    Dns { qtype: u16, names: Vec<String> },
+    Echo { size: usize, validate: bool },
+    Ping,
+    Http { request: String },
+    Raw {
+        message: String,
+        first_message: Option<String>,
+        marker: Option<String>,
+    },
+}
+
+/// When queries are sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Model {
+    /// A total rate (or a schedule of rates) over all connections.
+    OpenLoop {
+        phases: Vec<Phase>,
+        arrivals: Arrivals,
+        spread: Spread,
+    },
+    /// Each connection every `every_s`.
+    Interval { every_s: f64 },
+    /// Next query when one is answered, after `think_s`.
+    ClosedLoop { think_s: f64 },
+}
+
+/// The query traffic of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Traffic {
+    pub proto: Proto,
+    pub query: Query,
+    pub model: Model,
+    /// Most outstanding per connection (None: unlimited).
+    pub window: Option<u64>,
+    pub messages: Option<u64>,
+    pub max_queries_per_conn: Option<u64>,
+    pub timeout_s: f64,
+    pub close_on_timeout: bool,
+    pub seed: u64,
+}
+
+impl Traffic {
+    /// Seconds the traffic lasts by its own schedule, if it has one.
+    pub fn schedule_seconds(&self) -> Option<f64> {
+        match &self.model {
+            Model::OpenLoop { phases, .. } if phases.len() > 1 || phases[0].from != phases[0].to => {
+                Some(phases.iter().map(|p| p.seconds).sum())
+            }
+            _ => None,
+        }
+    }
+
+    /// The rate asked for `t` seconds into the traffic (open loop).
+    pub fn rate_at(&self, t: f64, connections: u64) -> f64 {
+        match &self.model {
+            Model::OpenLoop { phases, .. } => level_at(phases, t),
+            Model::Interval { every_s } => connections as f64 / every_s,
+            Model::ClosedLoop { .. } => 0.0,
+        }
+    }
+}
+
+/// Encodes a raw byte string as it was typed (escapes kept), for JSON.
+fn escaped(bytes: &[u8]) -> String {
+    bytes.escape_ascii().to_string()
+}
+
+fn traffic_from(a: &ClientArgs) -> anyhow::Result<Option<Traffic>> {
+    let schedule = match (&a.schedule, &a.schedule_file) {
+        (Some(s), _) => Some(parse_phases(s).map_err(|e| usage(format!("--schedule: {e}")))?),
+        (None, Some(f)) => {
+            let text = if f.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())
+            } else {
+                std::fs::read_to_string(f)
+            }
+            .map_err(|e| usage(format!("--schedule-file {}: {e}", f.display())))?;
+            let spec: Vec<&str> = text
+                .lines()
+                .map(|l| l.split('#').next().unwrap_or("").trim())
+                .filter(|l| !l.is_empty())
+                .collect();
+            Some(
+                parse_phases(&spec.join(","))
+                    .map_err(|e| usage(format!("--schedule-file {}: {e}", f.display())))?,
+            )
+        }
+        (None, None) => None,
+    };
+    let model = if let Some(phases) = schedule {
+        Model::OpenLoop {
+            phases,
+            arrivals: a.arrivals,
+            spread: a.spread,
+        }
+    } else if let Some(r) = a.rate {
+        Model::OpenLoop {
+            phases: vec![Phase {
+                seconds: a.duration.as_secs_f64().max(1e-9),
+                from: r,
+                to: r,
+            }],
+            arrivals: a.arrivals,
+            spread: a.spread,
+        }
+    } else if let Some(i) = a.interval {
+        if i.is_zero() {
+            return Err(usage("--interval must be above 0, e.g. 5s"));
+        }
+        Model::Interval {
+            every_s: i.as_secs_f64(),
+        }
+    } else if a.closed_loop {
+        Model::ClosedLoop {
+            think_s: a.think.unwrap_or_default().as_secs_f64(),
+        }
+    } else {
+        return Ok(None);
+    };
+    let query = match a.proto {
+        Proto::Dns => {
+            let qtype = wire::dns::rtype_from_name(&a.qtype).ok_or_else(|| {
+                usage(format!("--qtype '{}' is not a record type; e.g. A, AAAA, MX, TYPE65", a.qtype))
+            })?;
+            let names = match &a.qnames {
+                Some(f) => {
+                    let text = std::fs::read_to_string(f)
+                        .map_err(|e| usage(format!("--qnames {}: {e}", f.display())))?;
+                    let names: Vec<String> = text
+                        .lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                        .map(String::from)
+                        .collect();
+                    if names.is_empty() {
+                        return Err(usage(format!("--qnames {}: no names in the file", f.display())));
+                    }
+                    names
+                }
+                None => vec![a.qname.clone()],
+            };
+            for n in &names {
+                let probe = n.replace("{rand}", "abcdefgh");
+                wire::dns::encode_name(&probe, &mut Vec::new())
+                    .map_err(|e| usage(format!("query name '{n}': {e}")))?;
+            }
+            Query::Dns { qtype, names }
+        }
+        Proto::Echo => {
+            if a.size < crate::engine::ECHO_HEADER as u64 || a.size > 1 << 20 {
+                return Err(usage(format!(
+                    "--size must be {}..=1MiB for echo (magic, sequence and timestamp need {} bytes)",
+                    crate::engine::ECHO_HEADER,
+                    crate::engine::ECHO_HEADER
+                )));
+            }
+            Query::Echo {
+                size: a.size as usize,
+                validate: a.validate,
+            }
+        }
+        Proto::Ping => Query::Ping,
+        Proto::Http => {
+            let request = match &a.http_request {
+                Some(r) => {
+                    let bytes = wire::escape::unescape(r)
+                        .map_err(|e| usage(format!("--http-request: {e}")))?;
+                    match wire::http::parse_request_head(&bytes) {
+                        Ok(Some(h)) if h.head_len == bytes.len() || h.body != wire::http::Body::Length(0) => {}
+                        _ => {
+                            return Err(usage(
+                                "--http-request is not one complete HTTP/1.1 request; e.g.                                  'GET /index.html HTTP/1.1\r\nHost: example\r\n\r\n'",
+                            ))
+                        }
+                    }
+                    escaped(&bytes)
+                }
+                None => String::new(),
+            };
+            Query::Http { request }
+        }
+        Proto::Raw => {
+            let message = match (&a.message, &a.message_file) {
+                (Some(m), _) => wire::escape::unescape(m).map_err(|e| usage(format!("--message: {e}")))?,
+                (None, Some(f)) => std::fs::read(f)
+                    .map_err(|e| usage(format!("--message-file {}: {e}", f.display())))?,
+                (None, None) => return Err(usage("--proto raw needs --message STRING or --message-file FILE")),
+            };
+            if message.is_empty() {
+                return Err(usage("--message is empty"));
+            }
+            let unesc = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<String>> {
+                v.as_ref()
+                    .map(|s| {
+                        wire::escape::unescape(s)
+                            .map(|b| escaped(&b))
+                            .map_err(|e| usage(format!("{flag}: {e}")))
+                    })
+                    .transpose()
+            };
+            let marker = unesc("--marker", &a.marker)?;
+            if marker.as_deref() == Some("") {
+                return Err(usage("--marker is empty"));
+            }
+            Query::Raw {
+                message: escaped(&message),
+                first_message: unesc("--first-message", &a.first_message)?,
+                marker,
+            }
+        }
+    };
+    if a.validate && a.proto != Proto::Echo {
+        return Err(usage("--validate only applies to --proto echo"));
+    }
+    if a.timeout.is_zero() {
+        return Err(usage("--timeout must be above 0, e.g. 5s"));
+    }
+    let window = match (a.window, &model) {
+        (Some(k), _) => Some(k),
+        (None, Model::ClosedLoop { .. }) => Some(1),
+        (None, _) => None,
+    };
+    Ok(Some(Traffic {
+        proto: a.proto,
+        query,
+        model,
+        window,
+        messages: a.messages,
+        max_queries_per_conn: a.max_queries_per_conn,
+        timeout_s: a.timeout.as_secs_f64(),
+        close_on_timeout: a.close_on_timeout,
+        seed: a.seed,
+    }))
+}
+
+/// Turns the escaped form kept in a [`Query`] back into bytes.
+pub fn unescaped(s: &str) -> Vec<u8> {
+    wire::escape::unescape(s).unwrap_or_else(|_| s.as_bytes().to_vec())
+}
+
 /// A client run, validated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
@@ -133,6 +378,8 @@ pub struct Scenario {
     /// --connections-schedule: open connections over time (then
     /// `connections` is its highest level and the run lasts its phases).
     pub connections_schedule: Option<Vec<Phase>>,
+    /// Queries over the connections; None: connections only.
+    pub traffic: Option<Traffic>,
     pub workers: usize,
     pub verify: bool,
     pub max_failures: u64,
@@ -205,13 +452,17 @@ impl Scenario {
         if a.lifetime.is_some_and(|l| l.is_zero()) {
             return Err(usage("--lifetime must be above 0, e.g. 30s"));
         }
+        let traffic = traffic_from(a)?;
         let end = if a.hold {
             End::Hold
         } else if a.pause {
             End::Pause
         } else {
             End::Duration {
-                seconds: a.duration.as_secs_f64(),
+                seconds: traffic
+                    .as_ref()
+                    .and_then(Traffic::schedule_seconds)
+                    .unwrap_or(a.duration.as_secs_f64()),
             }
         };
         let workers = match (a.connect_mode, a.workers) {
@@ -239,6 +490,7 @@ impl Scenario {
             reconnect: a.reconnect,
             preallocate: a.preallocate && schedule.is_none(),
             connections_schedule: schedule,
+            traffic,
             workers,
             verify: a.verify && !a.no_verify,
             max_failures: a.max_failures,
