@@ -27,7 +27,7 @@ pub struct Cli {
 pub enum Command {
     /// Open, hold and account for many TCP connections to a server (with no
     /// target: to an embedded echo server).
-    Client(ClientArgs),
+    Client(Box<ClientArgs>),
     /// Run the reference server: echo, pong, http, dns, discard or fixed replies.
     Server(ServerArgs),
 }
@@ -336,11 +336,21 @@ pub struct ClientArgs {
     pub proto: Proto,
 
     /// dns: the record type asked for (A, AAAA, MX, TYPE65, ...).
-    #[arg(long, value_name = "TYPE", default_value = "A", help_heading = "Protocol")]
+    #[arg(
+        long,
+        value_name = "TYPE",
+        default_value = "A",
+        help_heading = "Protocol"
+    )]
     pub qtype: String,
 
     /// dns: the name asked for; {rand} becomes random labels (to defeat caches).
-    #[arg(long, value_name = "NAME", default_value = "example.com", help_heading = "Protocol")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "example.com",
+        help_heading = "Protocol"
+    )]
     pub qname: String,
 
     /// dns: cycle through the names in FILE, one per line.
@@ -364,7 +374,12 @@ pub struct ClientArgs {
     pub message: Option<String>,
 
     /// raw: the message, read from FILE.
-    #[arg(long, value_name = "FILE", help_heading = "Protocol", conflicts_with = "message")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Protocol",
+        conflicts_with = "message"
+    )]
     pub message_file: Option<PathBuf>,
 
     /// raw: sent once on each connection before its first message.

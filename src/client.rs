@@ -149,6 +149,19 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
             sources::expand(spec, MAX_SOURCES).map_err(|e| usage(format!("--source-ip {e}")))?,
         );
     }
+    if a.control.as_deref().is_some_and(|c| c != "-") {
+        return Err(usage("--control takes '-' (commands on stdin)"));
+    }
+    if a.control.is_some() && a.pause {
+        return Err(usage("--control and --pause both read stdin; use one"));
+    }
+    let rtt_log = match &a.rtt_log {
+        Some(p) => Some(
+            std::fs::File::create(p)
+                .map_err(|e| usage(format!("--rtt-log {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
     let stop = Stop::install()?;
     let fd = limits::raise_nofile()?;
     let started_unix_s = SystemTime::now()
@@ -212,8 +225,11 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     if sc.end == scenario::End::Pause {
         stop.on_enter()?;
     }
+    if a.control.is_some() {
+        stop.on_control()?;
+    }
     let mut live = LiveView::new(a.quiet, sc.connections);
-    let outcome = crate::engine::run(sc.clone(), &stop, &mut live)?;
+    let outcome = crate::engine::run(sc.clone(), &stop, &mut live, rtt_log)?;
     if let Some(srv) = embedded {
         srv.stop()?;
     }

@@ -27,6 +27,12 @@ pub fn bump(c: &AtomicU64, n: u64) {
 #[derive(Default)]
 pub struct Shared {
     pub stop: AtomicBool,
+    /// Client: when the query traffic starts, in ns since the run's start,
+    /// plus one (0: not yet).
+    pub traffic_at: AtomicU64,
+    /// Client: a rate set on --control (f64 bits), and how many times one was.
+    pub rate_override: AtomicU64,
+    pub rate_gen: AtomicU64,
     /// Connections open now, over all workers.
     pub current: AtomicI64,
     /// The most ever open at once.
@@ -233,6 +239,172 @@ impl ConnTotals {
 
     pub fn failed_total(&self) -> u64 {
         self.failed.iter().sum()
+    }
+}
+
+/// Why a query ended in error (`queries.errors.<cause>`).
+pub const ERROR_CAUSES: [&str; 5] = [
+    "malformed",
+    "unmatched",
+    "mismatch",
+    "conn_lost",
+    "no_connection",
+];
+pub const E_MALFORMED: usize = 0;
+pub const E_UNMATCHED: usize = 1;
+pub const E_MISMATCH: usize = 2;
+pub const E_CONN_LOST: usize = 3;
+pub const E_NO_CONNECTION: usize = 4;
+
+/// Live query counters of one client worker.
+#[repr(align(128))]
+#[derive(Default)]
+pub struct QueryCounters {
+    pub sent: AtomicU64,
+    pub answered: AtomicU64,
+    pub timed_out: AtomicU64,
+    pub errors: [AtomicU64; 5],
+    pub bytes_out: AtomicU64,
+    pub bytes_in: AtomicU64,
+    /// Queries sent more than 1 ms after their intended time.
+    pub sent_late: AtomicU64,
+    /// Connections closed after --max-queries-per-conn queries.
+    pub recycled: AtomicU64,
+}
+
+/// Query counters summed over workers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueryTotals {
+    pub sent: u64,
+    pub answered: u64,
+    pub timed_out: u64,
+    pub errors: [u64; 5],
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+    pub sent_late: u64,
+    pub recycled: u64,
+}
+
+impl QueryTotals {
+    pub fn sum<'a>(workers: impl IntoIterator<Item = &'a QueryCounters>) -> QueryTotals {
+        let mut t = QueryTotals::default();
+        for w in workers {
+            t.sent += w.sent.load(Relaxed);
+            t.answered += w.answered.load(Relaxed);
+            t.timed_out += w.timed_out.load(Relaxed);
+            for (sum, c) in t.errors.iter_mut().zip(&w.errors) {
+                *sum += c.load(Relaxed);
+            }
+            t.bytes_out += w.bytes_out.load(Relaxed);
+            t.bytes_in += w.bytes_in.load(Relaxed);
+            t.sent_late += w.sent_late.load(Relaxed);
+            t.recycled += w.recycled.load(Relaxed);
+        }
+        t
+    }
+
+    pub fn errors_total(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+}
+
+/// Response statuses counted by a worker (fixed arrays: no allocation
+/// while running).
+#[derive(Debug, Clone)]
+pub struct StatusCounts {
+    pub rcodes: [u64; 16],
+    pub echoed: u64,
+    pub http: Vec<u64>,
+    pub ok: u64,
+    pub mismatch: u64,
+}
+
+impl Default for StatusCounts {
+    fn default() -> Self {
+        StatusCounts {
+            rcodes: [0; 16],
+            echoed: 0,
+            http: vec![0; 600],
+            ok: 0,
+            mismatch: 0,
+        }
+    }
+}
+
+impl StatusCounts {
+    pub fn add(&mut self, o: &StatusCounts) {
+        for (a, b) in self.rcodes.iter_mut().zip(&o.rcodes) {
+            *a += b;
+        }
+        for (a, b) in self.http.iter_mut().zip(&o.http) {
+            *a += b;
+        }
+        self.echoed += o.echoed;
+        self.ok += o.ok;
+        self.mismatch += o.mismatch;
+    }
+
+    /// DNS RCODE counts by name (`dns.rcodes.<NAME>`), echoed included.
+    pub fn rcode_map(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for (code, &n) in self.rcodes.iter().enumerate() {
+            if n > 0 {
+                let name = wire::dns::rcode_name(code as u8);
+                let key = if name == "other" {
+                    format!("RCODE{code}")
+                } else {
+                    name.to_string()
+                };
+                *m.entry(key).or_default() += n;
+            }
+        }
+        if self.echoed > 0 {
+            m.insert("echoed".into(), self.echoed);
+        }
+        m
+    }
+
+    /// HTTP status counts by code.
+    pub fn http_map(&self) -> BTreeMap<String, u64> {
+        self.http
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(c, &n)| (c.to_string(), n))
+            .collect()
+    }
+}
+
+/// Latency percentiles with the shape the JSON promises for
+/// `latency.*`: p50..p99.99, max, mean, stdev and the histogram.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub count: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub p9999: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub stdev: f64,
+    pub hdr: String,
+}
+
+impl Latency {
+    pub fn of(h: &Histogram<u64>) -> Latency {
+        Latency {
+            count: h.len(),
+            p50: h.value_at_quantile(0.50),
+            p90: h.value_at_quantile(0.90),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            p9999: h.value_at_quantile(0.9999),
+            max: h.max(),
+            mean: h.mean(),
+            stdev: h.stdev(),
+            hdr: encode_histogram(h),
+        }
     }
 }
 

@@ -115,10 +115,18 @@ pub fn level_at(phases: &[Phase], t: f64) -> f64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Query {
-    Dns { qtype: u16, names: Vec<String> },
-    Echo { size: usize, validate: bool },
+    Dns {
+        qtype: u16,
+        names: Vec<String>,
+    },
+    Echo {
+        size: usize,
+        validate: bool,
+    },
     Ping,
-    Http { request: String },
+    Http {
+        request: String,
+    },
     Raw {
         message: String,
         first_message: Option<String>,
@@ -161,7 +169,9 @@ impl Traffic {
     /// Seconds the traffic lasts by its own schedule, if it has one.
     pub fn schedule_seconds(&self) -> Option<f64> {
         match &self.model {
-            Model::OpenLoop { phases, .. } if phases.len() > 1 || phases[0].from != phases[0].to => {
+            Model::OpenLoop { phases, .. }
+                if phases.len() > 1 || phases[0].from != phases[0].to =>
+            {
                 Some(phases.iter().map(|p| p.seconds).sum())
             }
             _ => None,
@@ -178,9 +188,9 @@ impl Traffic {
     }
 }
 
-/// Encodes a raw byte string as it was typed (escapes kept), for JSON.
+/// A byte string in the escaped form a user types, for JSON.
 fn escaped(bytes: &[u8]) -> String {
-    bytes.escape_ascii().to_string()
+    wire::escape::escape(bytes)
 }
 
 fn traffic_from(a: &ClientArgs) -> anyhow::Result<Option<Traffic>> {
@@ -238,7 +248,10 @@ fn traffic_from(a: &ClientArgs) -> anyhow::Result<Option<Traffic>> {
     let query = match a.proto {
         Proto::Dns => {
             let qtype = wire::dns::rtype_from_name(&a.qtype).ok_or_else(|| {
-                usage(format!("--qtype '{}' is not a record type; e.g. A, AAAA, MX, TYPE65", a.qtype))
+                usage(format!(
+                    "--qtype '{}' is not a record type; e.g. A, AAAA, MX, TYPE65",
+                    a.qtype
+                ))
             })?;
             let names = match &a.qnames {
                 Some(f) => {
@@ -251,7 +264,10 @@ fn traffic_from(a: &ClientArgs) -> anyhow::Result<Option<Traffic>> {
                         .map(String::from)
                         .collect();
                     if names.is_empty() {
-                        return Err(usage(format!("--qnames {}: no names in the file", f.display())));
+                        return Err(usage(format!(
+                            "--qnames {}: no names in the file",
+                            f.display()
+                        )));
                     }
                     names
                 }
@@ -299,10 +315,16 @@ fn traffic_from(a: &ClientArgs) -> anyhow::Result<Option<Traffic>> {
         }
         Proto::Raw => {
             let message = match (&a.message, &a.message_file) {
-                (Some(m), _) => wire::escape::unescape(m).map_err(|e| usage(format!("--message: {e}")))?,
+                (Some(m), _) => {
+                    wire::escape::unescape(m).map_err(|e| usage(format!("--message: {e}")))?
+                }
                 (None, Some(f)) => std::fs::read(f)
                     .map_err(|e| usage(format!("--message-file {}: {e}", f.display())))?,
-                (None, None) => return Err(usage("--proto raw needs --message STRING or --message-file FILE")),
+                (None, None) => {
+                    return Err(usage(
+                        "--proto raw needs --message STRING or --message-file FILE",
+                    ))
+                }
             };
             if message.is_empty() {
                 return Err(usage("--message is empty"));

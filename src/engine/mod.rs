@@ -1,14 +1,22 @@
 //! The client's data plane: one worker thread per core, each a mio loop over
-//! its own connections; this module starts them, follows the run's phases
-//! (ramp, hold, end) from the main thread, samples counters once a second
-//! for the live view, and merges the workers' histograms at the end.
-//! The main thread never touches a connection; workers never wait on it.
+//! its own connections and its share of the queries; this module starts
+//! them, follows the run's phases (ramp, traffic, end) from the main
+//! thread, gathers each worker's per-second report for the live view, and
+//! merges the workers' histograms at the end. The main thread never touches
+//! a connection; workers never wait on it.
 
 mod connector;
+mod pacer;
+mod proto;
 mod worker;
 
+pub use proto::ECHO_HEADER;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -17,9 +25,43 @@ use hdrhistogram::Histogram;
 use mio::{Poll, Waker};
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::{new_histogram, ConnCounters, ConnTotals, Shared};
+use crate::metrics::{
+    new_histogram, ConnCounters, ConnTotals, QueryCounters, QueryTotals, Shared, StatusCounts,
+};
 use crate::scenario::{End, Scenario};
 use crate::sys::signals::{Reason, Stop};
+
+/// What one worker measured in one second (since the run's start).
+pub struct SecondReport {
+    pub idx: u64,
+    pub sent: u64,
+    pub answered: u64,
+    pub timed_out: u64,
+    pub errors: u64,
+    /// Response times of the queries answered in this second.
+    pub hist: Histogram<u64>,
+}
+
+impl SecondReport {
+    pub fn new(idx: u64) -> SecondReport {
+        SecondReport {
+            idx,
+            sent: 0,
+            answered: 0,
+            timed_out: 0,
+            errors: 0,
+            hist: Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds"),
+        }
+    }
+
+    fn add(&mut self, o: &SecondReport) {
+        self.sent += o.sent;
+        self.answered += o.answered;
+        self.timed_out += o.timed_out;
+        self.errors += o.errors;
+        let _ = self.hist.add(&o.hist);
+    }
+}
 
 /// One second of a run, as the live view shows it and the JSON keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,6 +78,30 @@ pub struct Sample {
     pub failed: u64,
     /// Established during this second.
     pub established_per_s: u64,
+    /// Query rate asked for in this second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_out: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_us: Option<u64>,
+}
+
+/// A command received on --control, with when it applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlEvent {
+    /// Seconds since the start.
+    pub t: f64,
+    pub command: String,
+    pub applied: bool,
 }
 
 /// Receives the live view's updates.
@@ -44,8 +110,26 @@ pub trait Live {
     fn second(&mut self, s: &Sample, target: u64);
     /// When the ramp is over (all initial attempts resolved).
     fn ramp_done(&mut self, after: Duration, totals: &ConnTotals, hold: &End);
+    /// A line worth showing as it happens (--control commands).
+    fn note(&mut self, line: &str);
     /// Before the summary.
     fn finish(&mut self);
+}
+
+/// What the query traffic measured.
+pub struct QueryOutcome {
+    pub totals: QueryTotals,
+    pub response_time: Histogram<u64>,
+    pub service_time: Histogram<u64>,
+    pub send_lag: Histogram<u64>,
+    pub loop_lag: Histogram<u64>,
+    pub statuses: StatusCounts,
+    pub in_flight: u64,
+    /// Seconds from the traffic start to the end.
+    pub seconds: f64,
+    /// Queries the schedule asked for over that time.
+    pub target_queries: f64,
+    pub controls: Vec<ControlEvent>,
 }
 
 /// Everything a run measured.
@@ -59,6 +143,7 @@ pub struct Outcome {
     /// From the start to the last initial attempt resolved.
     pub ramp_time: Option<Duration>,
     pub elapsed: Duration,
+    pub queries: Option<QueryOutcome>,
 }
 
 fn unix_now() -> u64 {
@@ -67,28 +152,69 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Where the RTT log goes: a writer thread fed with chunks of lines.
+struct RttWriter {
+    tx: mpsc::Sender<Vec<u8>>,
+    thread: thread::JoinHandle<std::io::Result<()>>,
+}
+
+fn rtt_writer(file: File) -> RttWriter {
+    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    let thread = thread::spawn(move || {
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        w.write_all(b"type,timestamp,connection_id,query_id,intended_us,sent_us,rtt_us,status\n")?;
+        for chunk in rx {
+            w.write_all(&chunk)?;
+        }
+        w.flush()
+    });
+    RttWriter { tx, thread }
+}
+
 /// Runs the scenario to its end (or a signal) and returns what it measured.
-pub fn run(sc: Arc<Scenario>, stop: &Stop, live: &mut dyn Live) -> Result<Outcome> {
+pub fn run(
+    sc: Arc<Scenario>,
+    stop: &Stop,
+    live: &mut dyn Live,
+    rtt_log: Option<File>,
+) -> Result<Outcome> {
     let shared = Arc::new(Shared::default());
     let mut counters = Vec::new();
+    let mut qcounters = Vec::new();
     let mut wakers = Vec::new();
     let mut workers = Vec::new();
     let mut handles = Vec::new();
+    let (rep_tx, rep_rx) = mpsc::channel();
     let start = Instant::now();
+    let epoch_unix_us = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    let writer = rtt_log.map(rtt_writer);
+    let hosts: Vec<String> = if sc.target_names.is_empty() {
+        sc.targets.iter().map(ToString::to_string).collect()
+    } else {
+        sc.target_names.clone()
+    };
     for id in 0..sc.workers {
         let poll = Poll::new()?;
         wakers.push(Waker::new(poll.registry(), worker::WAKER)?);
         let c = Arc::new(ConnCounters::default());
         counters.push(c.clone());
+        let q = Arc::new(QueryCounters::default());
+        qcounters.push(q.clone());
         let mut w = worker::Worker::new(worker::Setup {
             id,
             scenario: sc.clone(),
             poll,
             counters: c,
+            queries: q,
             shared: shared.clone(),
             start,
             notify: stop.sender(),
-        });
+            reports: rep_tx.clone(),
+            rtt_log: writer.as_ref().map(|w| (w.tx.clone(), epoch_unix_us)),
+            hosts: hosts.clone(),
+        })?;
         if sc.preallocate {
             w.preallocate().map_err(|errno| {
                 anyhow::Error::new(std::io::Error::from_raw_os_error(errno))
@@ -97,6 +223,7 @@ pub fn run(sc: Arc<Scenario>, stop: &Stop, live: &mut dyn Live) -> Result<Outcom
         }
         workers.push(w);
     }
+    drop(rep_tx);
     // With --preallocate the sockets took time to make: the schedule starts now.
     let start = Instant::now();
     for (id, mut w) in workers.into_iter().enumerate() {
@@ -109,14 +236,19 @@ pub fn run(sc: Arc<Scenario>, stop: &Stop, live: &mut dyn Live) -> Result<Outcom
     }
 
     let totals = |counters: &[Arc<ConnCounters>]| ConnTotals::sum(counters.iter().map(|c| &**c));
+    let qtotals = |q: &[Arc<QueryCounters>]| QueryTotals::sum(q.iter().map(|c| &**c));
+    let mut reports: BTreeMap<u64, SecondReport> = BTreeMap::new();
     let mut per_second = Vec::new();
     let mut tick = 1u64;
     let mut ramp_workers = 0;
     let mut ramp_time = None;
+    let mut traffic_start: Option<Instant> = None;
     let mut end_at: Option<Instant> = None;
     let mut enter_seen = false;
     let mut interrupted = false;
     let mut last_established = 0;
+    let mut last_q = QueryTotals::default();
+    let mut controls = Vec::new();
     loop {
         let next_tick = start + Duration::from_secs(tick);
         let wake = end_at.map_or(next_tick, |e| e.min(next_tick));
@@ -132,6 +264,26 @@ pub fn run(sc: Arc<Scenario>, stop: &Stop, live: &mut dyn Live) -> Result<Outcom
                     break;
                 }
             }
+            Some(Reason::Control(line)) => {
+                let t = start.elapsed().as_secs_f64();
+                let applied = control(&line, &shared, &wakers);
+                live.note(&format!(
+                    "{t:>7.2}s  control: {line}{}",
+                    if applied {
+                        ""
+                    } else {
+                        " (not understood: rate R | stop)"
+                    }
+                ));
+                controls.push(ControlEvent {
+                    t,
+                    command: line.clone(),
+                    applied,
+                });
+                if applied && line.trim() == "stop" {
+                    break;
+                }
+            }
             Some(Reason::RampDone) => {
                 ramp_workers += 1;
                 if ramp_workers == sc.workers {
@@ -139,10 +291,12 @@ pub fn run(sc: Arc<Scenario>, stop: &Stop, live: &mut dyn Live) -> Result<Outcom
                     if let Some(total) = sc.schedule_seconds() {
                         // No ramp of fixed attempts: the schedule runs its course.
                         end_at = Some(start + Duration::from_secs_f64(total));
+                        start_traffic(&sc, &shared, &wakers, start, now, &mut traffic_start);
                         continue;
                     }
                     ramp_time = Some(now - start);
                     live.ramp_done(now - start, &totals(&counters), &sc.end);
+                    start_traffic(&sc, &shared, &wakers, start, now, &mut traffic_start);
                     end_at = match sc.end {
                         End::Duration { seconds } => Some(now + Duration::from_secs_f64(seconds)),
                         End::Pause if enter_seen => Some(now),
@@ -152,10 +306,14 @@ pub fn run(sc: Arc<Scenario>, stop: &Stop, live: &mut dyn Live) -> Result<Outcom
             }
             None => {}
         }
+        while let Ok(r) = rep_rx.try_recv() {
+            merge_report(&mut reports, r);
+        }
         let now = Instant::now();
         if now >= next_tick {
             let t = totals(&counters);
-            let s = Sample {
+            let q = qtotals(&qcounters);
+            let mut s = Sample {
                 t: tick,
                 unix_s: unix_now(),
                 connections: shared.current.load(Relaxed),
@@ -164,8 +322,29 @@ pub fn run(sc: Arc<Scenario>, stop: &Stop, live: &mut dyn Live) -> Result<Outcom
                 verified: t.verified,
                 failed: t.failed_total(),
                 established_per_s: t.established - last_established,
+                target: None,
+                sent: None,
+                answered: None,
+                timed_out: None,
+                errors: None,
+                p50_us: None,
+                p99_us: None,
             };
+            if sc.traffic.is_some() && traffic_start.is_some() {
+                // Live figures: counters now; latency of the last second
+                // every worker has reported.
+                s.sent = Some(q.sent - last_q.sent);
+                s.answered = Some(q.answered - last_q.answered);
+                s.timed_out = Some(q.timed_out - last_q.timed_out);
+                s.errors = Some(q.errors_total() - last_q.errors_total());
+                if let Some(r) = reports.get(&(tick - 1)).filter(|r| !r.hist.is_empty()) {
+                    s.p50_us = Some(r.hist.value_at_quantile(0.5));
+                    s.p99_us = Some(r.hist.value_at_quantile(0.99));
+                }
+                s.target = target_at(&sc, start, traffic_start, tick);
+            }
             last_established = t.established;
+            last_q = q;
             live.second(&s, sc.connections);
             per_second.push(s);
             tick += 1;
@@ -179,15 +358,67 @@ pub fn run(sc: Arc<Scenario>, stop: &Stop, live: &mut dyn Live) -> Result<Outcom
     for w in &wakers {
         w.wake()?;
     }
+    let end = Instant::now();
     let mut connect_time = new_histogram();
+    let mut response_time = new_histogram();
+    let mut service_time = new_histogram();
+    let mut send_lag = new_histogram();
+    let mut loop_lag = new_histogram();
+    let mut statuses = StatusCounts::default();
+    let mut in_flight = 0;
     for h in handles {
-        let finished = h
+        let f = h
             .join()
             .map_err(|_| anyhow::anyhow!("a client worker panicked"))?
             .context("client worker failed")?;
-        connect_time.add(&finished.connect_time)?;
+        connect_time.add(&f.connect_time)?;
+        response_time.add(&f.response_time)?;
+        service_time.add(&f.service_time)?;
+        send_lag.add(&f.send_lag)?;
+        loop_lag.add(&f.loop_lag)?;
+        statuses.add(&f.statuses);
+        in_flight += f.in_flight;
+    }
+    if let Some(w) = writer {
+        drop(w.tx);
+        w.thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the RTT log writer panicked"))?
+            .context("writing --rtt-log")?;
+    }
+    while let Ok(r) = rep_rx.try_recv() {
+        merge_report(&mut reports, r);
+    }
+    // The exact per-second figures, now that every report is in.
+    if sc.traffic.is_some() {
+        for s in &mut per_second {
+            if let Some(r) = reports.get(&(s.t - 1)) {
+                s.sent = Some(r.sent);
+                s.answered = Some(r.answered);
+                s.timed_out = Some(r.timed_out);
+                s.errors = Some(r.errors);
+                let has = !r.hist.is_empty();
+                s.p50_us = has.then(|| r.hist.value_at_quantile(0.5));
+                s.p99_us = has.then(|| r.hist.value_at_quantile(0.99));
+            }
+        }
     }
     live.finish();
+    let queries = sc.traffic.as_ref().zip(traffic_start).map(|(t, ts)| {
+        let seconds = end.saturating_duration_since(ts).as_secs_f64();
+        QueryOutcome {
+            totals: qtotals(&qcounters),
+            response_time,
+            service_time,
+            send_lag,
+            loop_lag,
+            statuses,
+            in_flight,
+            seconds,
+            target_queries: target_queries(t, sc.connections, seconds),
+            controls,
+        }
+    });
     Ok(Outcome {
         totals: totals(&counters),
         connect_time,
@@ -196,5 +427,76 @@ pub fn run(sc: Arc<Scenario>, stop: &Stop, live: &mut dyn Live) -> Result<Outcom
         interrupted,
         ramp_time,
         elapsed: start.elapsed(),
+        queries,
     })
+}
+
+fn merge_report(reports: &mut BTreeMap<u64, SecondReport>, r: SecondReport) {
+    match reports.get_mut(&r.idx) {
+        Some(agg) => agg.add(&r),
+        None => {
+            reports.insert(r.idx, r);
+        }
+    }
+}
+
+/// Lets the workers start their traffic from `now`.
+fn start_traffic(
+    sc: &Scenario,
+    shared: &Shared,
+    wakers: &[Waker],
+    start: Instant,
+    now: Instant,
+    traffic_start: &mut Option<Instant>,
+) {
+    if sc.traffic.is_none() || traffic_start.is_some() {
+        return;
+    }
+    *traffic_start = Some(now);
+    let ns = now.duration_since(start).as_nanos() as u64;
+    shared.traffic_at.store(ns + 1, Relaxed);
+    for w in wakers {
+        let _ = w.wake();
+    }
+}
+
+/// The rate asked for during second `tick` (which ends `tick` s after start).
+fn target_at(sc: &Scenario, start: Instant, ts: Option<Instant>, tick: u64) -> Option<f64> {
+    let t = sc.traffic.as_ref()?;
+    let ts = ts?;
+    let mid = (start + Duration::from_millis(tick * 1000 - 500)).checked_duration_since(ts)?;
+    match t.model {
+        crate::scenario::Model::ClosedLoop { .. } => None,
+        _ => Some(t.rate_at(mid.as_secs_f64(), sc.connections)),
+    }
+}
+
+/// Queries a schedule asks for in its first `seconds` (open loop and
+/// intervals; closed loop has no target).
+fn target_queries(t: &crate::scenario::Traffic, connections: u64, seconds: f64) -> f64 {
+    let steps = (seconds * 100.0).ceil().max(1.0) as u64;
+    let dt = seconds / steps as f64;
+    (0..steps)
+        .map(|i| t.rate_at((i as f64 + 0.5) * dt, connections) * dt)
+        .sum()
+}
+
+/// Applies one --control line; false when it is not understood.
+fn control(line: &str, shared: &Shared, wakers: &[Waker]) -> bool {
+    let mut words = line.split_whitespace();
+    match (words.next(), words.next(), words.next()) {
+        (Some("stop"), None, None) => true,
+        (Some("rate"), Some(r), None) => match crate::cli::parse_rate(r) {
+            Ok(rate) => {
+                shared.rate_override.store(rate.to_bits(), Relaxed);
+                shared.rate_gen.fetch_add(1, Relaxed);
+                for w in wakers {
+                    let _ = w.wake();
+                }
+                true
+            }
+            Err(_) => false,
+        },
+        _ => false,
+    }
 }

@@ -1,16 +1,22 @@
 //! One client worker: a mio loop that opens its share of the connections on
-//! an absolute schedule, verifies each with a probe, holds them, and puts
-//! every attempt in exactly one bucket.
+//! an absolute schedule, verifies each, holds them, sends its share of the
+//! queries and measures every response; every connection attempt ends in
+//! exactly one bucket.
 //!
-//! Worker `w` of `W` owns attempts w, w+W, w+2W, ... Attempt i is due at
-//! `start + ramp.due(i)`, so the workers together follow the scenario's ramp
-//! without talking to each other. Timeouts (connect, probe, lifetime) are
-//! constant per run, so each kind is a FIFO of deadlines in start order:
-//! O(1) per connection, no timer wheel. Entries of connections that moved on
-//! are skipped lazily (they carry the attempt number).
+//! Worker `w` of `W` owns connection attempts w, w+W, w+2W, ... Attempt i
+//! is due at `start + ramp.due(i)`, so the workers together follow the
+//! scenario's ramp without talking to each other; likewise each runs its own
+//! arrival process for 1/W of the query rate. Timeouts (connect, probe,
+//! query, lifetime) and intervals are constant per run, so each kind is a
+//! FIFO of deadlines in start order: O(1) per event, no timer wheel. Entries
+//! of connections that moved on are skipped lazily (they carry the attempt
+//! number).
+//!
+//! Times inside the worker are u64 nanoseconds since the run's start.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -18,15 +24,30 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
 use slab::Slab;
 use socket2::Socket;
 
-use super::connector;
-use crate::metrics::{bump, new_histogram, Bucket, ConnCounters, Shared};
-use crate::scenario::Scenario;
+use super::pacer::Pacer;
+use super::proto::{Codec, Frame, Status};
+use super::{connector, SecondReport};
+use crate::cli::Spread;
+use crate::metrics::{
+    bump, new_histogram, Bucket, ConnCounters, QueryCounters, Shared, StatusCounts, E_CONN_LOST,
+    E_MALFORMED, E_MISMATCH, E_NO_CONNECTION, E_UNMATCHED,
+};
+use crate::scenario::{Model, Query, Scenario};
 use crate::sys::signals::Reason;
+use crate::sys::timer::Timer;
 
 pub const WAKER: Token = Token(usize::MAX);
+const TIMER: Token = Token(usize::MAX - 1);
+const NOT_ACTIVE: u32 = u32::MAX;
+/// A query sent later than this after its intended time counts as late.
+const LATE_NS: u64 = 1_000_000;
+/// The RTT log is handed to its writer in chunks of this size.
+const LOG_CHUNK: usize = 64 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -37,7 +58,17 @@ enum State {
     Held,
 }
 
-/// One connection: a few dozen bytes, no buffer.
+/// A query waiting for its response.
+#[derive(Debug, Clone, Copy)]
+struct Outstanding {
+    key: u64,
+    intended: u64,
+    sent: u64,
+    timed_out: bool,
+}
+
+/// One connection. Idle, it holds no buffer: the deques and vectors
+/// allocate only while queries, partial frames or unsent bytes exist.
 struct Conn {
     stream: TcpStream,
     state: State,
@@ -47,8 +78,28 @@ struct Conn {
     since: Instant,
     /// Some bytes came back from the server.
     got_data: bool,
-    /// One of the ramp's attempts (not a --reconnect replacement).
+    /// One of the ramp's attempts (not a replacement).
     initial: bool,
+    target: u32,
+    active_pos: u32,
+    /// Queries encoded on this connection (their numbers).
+    queries: u64,
+    /// Queries answered or timed out.
+    done: u64,
+    /// Timed-out queries still in `outstanding` (a late answer is absorbed).
+    ghosts: u32,
+    pending_in: Vec<u8>,
+    pending_out: Vec<u8>,
+    outstanding: VecDeque<Outstanding>,
+    /// Intended times of due queries not sent yet (window full or socket
+    /// busy): they keep their place and their intended time.
+    waiting: VecDeque<u64>,
+}
+
+impl Conn {
+    fn live(&self) -> u64 {
+        self.outstanding.len() as u64 - u64::from(self.ghosts)
+    }
 }
 
 /// What a worker gets at start.
@@ -57,29 +108,87 @@ pub struct Setup {
     pub scenario: Arc<Scenario>,
     pub poll: Poll,
     pub counters: Arc<ConnCounters>,
+    pub queries: Arc<QueryCounters>,
     pub shared: Arc<Shared>,
     pub start: Instant,
     pub notify: mpsc::Sender<Reason>,
+    pub reports: mpsc::Sender<SecondReport>,
+    pub rtt_log: Option<(mpsc::Sender<Vec<u8>>, u64)>,
+    /// Targets as given, for HTTP Host headers.
+    pub hosts: Vec<String>,
+}
+
+/// What a worker hands back when it stops.
+pub struct Finished {
+    pub connect_time: Histogram<u64>,
+    pub response_time: Histogram<u64>,
+    pub service_time: Histogram<u64>,
+    pub send_lag: Histogram<u64>,
+    /// How late the loop itself noticed due queries.
+    pub loop_lag: Histogram<u64>,
+    pub statuses: StatusCounts,
+    /// Queries still unanswered when the run ended.
+    pub in_flight: u64,
+}
+
+/// The query side of a worker, present when the scenario has traffic.
+struct Traffic {
+    codec: Codec,
+    window: u64,
+    timeout_ns: u64,
+    /// When traffic started (ns), once it has.
+    started: Option<u64>,
+    pacer: Option<Pacer>,
+    spread: Spread,
+    rr: usize,
+    rng: Pcg64Mcg,
+    active: Vec<usize>,
+    interval_q: VecDeque<(usize, u64, u64)>,
+    think_q: VecDeque<(usize, u64, u64)>,
+    timeout_q: VecDeque<(usize, u64, u64, u64)>,
+    response_time: Histogram<u64>,
+    service_time: Histogram<u64>,
+    send_lag: Histogram<u64>,
+    loop_lag: Histogram<u64>,
+    statuses: StatusCounts,
+    /// The current second (since the run's start) and its figures.
+    sec: u64,
+    sec_report: SecondReport,
+    reports: mpsc::Sender<SecondReport>,
+    log: Option<RttLog>,
+    /// The --control rate generation applied.
+    rate_gen: u64,
+}
+
+struct RttLog {
+    tx: mpsc::Sender<Vec<u8>>,
+    buf: Vec<u8>,
+    /// Unix time of the run's start, in µs.
+    epoch_unix_us: u64,
+    proto: &'static str,
 }
 
 pub struct Worker {
+    /// Precise wake-ups (epoll's own timeout is in whole milliseconds).
+    timer: Timer,
+    armed: Option<Instant>,
     id: u64,
     nworkers: u64,
     sc: Arc<Scenario>,
     poll: Poll,
     conns: Slab<Conn>,
     counters: Arc<ConnCounters>,
+    q: Arc<QueryCounters>,
     shared: Arc<Shared>,
     start: Instant,
     notify: mpsc::Sender<Reason>,
     connect_time: Histogram<u64>,
-    /// Local index of the next initial attempt.
+    /// The codec probes are built with when there is no traffic.
+    probe_codec: Codec,
+    traffic: Option<Traffic>,
     next: u64,
-    /// Initial attempts this worker owns.
     initial_total: u64,
-    /// Replacements owed by --reconnect.
     reconnects_owed: u64,
-    /// Replacements made so far (for their attempt numbers).
     reconnects_made: u64,
     inflight: u64,
     max_inflight: u64,
@@ -87,29 +196,25 @@ pub struct Worker {
     connect_q: VecDeque<(usize, u64, Instant)>,
     probe_q: VecDeque<(usize, u64, Instant)>,
     life_q: VecDeque<(usize, u64, Instant)>,
-    /// --connections-schedule: established connections, oldest first.
     open_q: VecDeque<(usize, u64)>,
-    /// --connections-schedule: attempts made, and the pacing bucket.
     sched_made: u64,
     tokens: f64,
     refilled: Instant,
-    /// Sockets created and bound ahead (--preallocate), in attempt order.
     prealloc: VecDeque<Socket>,
     scratch: Vec<u8>,
     out: Vec<u8>,
-}
-
-/// What a worker hands back when it stops.
-pub struct Finished {
-    pub connect_time: Histogram<u64>,
 }
 
 fn errno_of(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
 
+fn us(ns: u64) -> u64 {
+    (ns / 1000).max(1)
+}
+
 impl Worker {
-    pub fn new(s: Setup) -> Worker {
+    pub fn new(s: Setup) -> io::Result<Worker> {
         let w = s.scenario.workers as u64;
         let id = s.id as u64;
         let n = s.scenario.connections;
@@ -121,16 +226,81 @@ impl Worker {
         };
         let max_inflight = s.scenario.max_inflight_connects.div_ceil(w).max(1);
         s.counters.ramp_left.store(initial_total, Relaxed);
-        Worker {
+        let traffic = s.scenario.traffic.as_ref().map(|t| {
+            let pacer = match &t.model {
+                Model::OpenLoop {
+                    phases, arrivals, ..
+                } => Some(Pacer::new(
+                    phases.clone(),
+                    1.0 / w as f64,
+                    *arrivals,
+                    t.seed.wrapping_add(id.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+                )),
+                _ => None,
+            };
+            let spread = match &t.model {
+                Model::OpenLoop { spread, .. } => *spread,
+                _ => Spread::RoundRobin,
+            };
+            let highest = ((t.timeout_s * 2e6) as u64).max(1000);
+            let hist = || Histogram::new_with_bounds(1, highest, 3).expect("valid bounds");
+            Traffic {
+                codec: Codec::new(&t.query, &s.hosts),
+                window: t.window.unwrap_or(u64::MAX),
+                timeout_ns: (t.timeout_s * 1e9) as u64,
+                started: None,
+                pacer,
+                spread,
+                rr: 0,
+                rng: Pcg64Mcg::seed_from_u64(t.seed ^ (id + 1)),
+                active: Vec::new(),
+                interval_q: VecDeque::new(),
+                think_q: VecDeque::new(),
+                timeout_q: VecDeque::new(),
+                response_time: hist(),
+                service_time: hist(),
+                send_lag: new_histogram(),
+                loop_lag: new_histogram(),
+                statuses: StatusCounts::default(),
+                sec: 0,
+                sec_report: SecondReport::new(0),
+                reports: s.reports.clone(),
+                log: s.rtt_log.as_ref().map(|(tx, epoch)| RttLog {
+                    tx: tx.clone(),
+                    buf: Vec::with_capacity(LOG_CHUNK + 256),
+                    epoch_unix_us: *epoch,
+                    proto: proto_name(&t.query),
+                }),
+                rate_gen: 0,
+            }
+        });
+        let timer = Timer::new()?;
+        s.poll.registry().register(
+            &mut mio::unix::SourceFd(&timer.as_raw_fd()),
+            TIMER,
+            Interest::READABLE,
+        )?;
+        Ok(Worker {
+            timer,
+            armed: None,
             id,
             nworkers: w,
             poll: s.poll,
             conns: Slab::new(),
             counters: s.counters,
+            q: s.queries,
             shared: s.shared,
             start: s.start,
             notify: s.notify,
             connect_time: new_histogram(),
+            probe_codec: Codec::new(
+                &Query::Dns {
+                    qtype: wire::dns::rtype::A,
+                    names: vec!["throng.probe".into()],
+                },
+                &s.hosts,
+            ),
+            traffic,
             next: 0,
             initial_total,
             reconnects_owed: 0,
@@ -146,14 +316,13 @@ impl Worker {
             tokens: 1.0,
             refilled: s.start,
             prealloc: VecDeque::new(),
-            scratch: vec![0; 16 * 1024],
-            out: Vec::with_capacity(64),
+            scratch: vec![0; 64 * 1024],
+            out: Vec::with_capacity(4096),
             sc: s.scenario,
-        }
+        })
     }
 
     /// Creates and binds every socket this worker will connect (--preallocate).
-    /// Failures are kept as `None` and counted when their turn comes.
     pub fn preallocate(&mut self) -> Result<(), i32> {
         for j in 0..self.initial_total {
             let (target, source) = self.sc.endpoints(j * self.nworkers + self.id);
@@ -165,6 +334,15 @@ impl Worker {
     /// The instant the schedule counts from.
     pub fn set_start(&mut self, start: Instant) {
         self.start = start;
+        self.refilled = start;
+    }
+
+    fn ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.start).as_nanos() as u64
+    }
+
+    fn at(&self, ns: u64) -> Instant {
+        self.start + Duration::from_nanos(ns)
     }
 
     pub fn run(mut self) -> io::Result<Finished> {
@@ -179,9 +357,22 @@ impl Worker {
             }
             self.start_due(now);
             self.expire(now);
-            let timeout = self
-                .next_wakeup()
-                .map(|t| t.saturating_duration_since(Instant::now()));
+            self.traffic_due(now);
+            let timeout = match self.next_wakeup() {
+                None => None,
+                Some(at) => {
+                    let wait = at.saturating_duration_since(Instant::now());
+                    if wait.is_zero() {
+                        Some(Duration::ZERO)
+                    } else {
+                        if self.armed != Some(at) {
+                            self.timer.arm(wait)?;
+                            self.armed = Some(at);
+                        }
+                        None
+                    }
+                }
+            };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     return Err(e);
@@ -192,6 +383,11 @@ impl Worker {
             }
             for ev in events.iter() {
                 if ev.token() == WAKER {
+                    continue;
+                }
+                if ev.token() == TIMER {
+                    self.timer.clear();
+                    self.armed = None;
                     continue;
                 }
                 let key = ev.token().0;
@@ -205,26 +401,65 @@ impl Worker {
                         }
                     }
                     State::Probing | State::Held => {
-                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                        if ev.is_writable() && !conn.pending_out.is_empty() {
+                            self.on_writable(key);
+                        }
+                        if self.conns.contains(key)
+                            && (ev.is_readable() || ev.is_read_closed() || ev.is_error())
+                        {
                             self.on_readable(key);
                         }
                     }
                 }
             }
         }
+        self.finish()
+    }
+
+    fn finish(mut self) -> io::Result<Finished> {
         // The end of the run: close everything we hold, cleanly (FIN).
         let mut held = 0;
+        let mut in_flight = 0;
         for c in self.conns.drain() {
             if c.state != State::Connecting {
                 held += 1;
+                in_flight += c.live();
                 self.shared.closed();
             }
         }
         bump(&self.counters.closed, held);
-        Ok(Finished {
-            connect_time: self.connect_time,
-        })
+        let now = self.ns(Instant::now());
+        match self.traffic.take() {
+            Some(mut t) => {
+                let last = std::mem::replace(&mut t.sec_report, SecondReport::new(0));
+                let _ = t.reports.send(last);
+                if let Some(log) = t.log.as_mut() {
+                    let _ = log.tx.send(std::mem::take(&mut log.buf));
+                }
+                let _ = now;
+                Ok(Finished {
+                    connect_time: self.connect_time,
+                    response_time: t.response_time,
+                    service_time: t.service_time,
+                    send_lag: t.send_lag,
+                    loop_lag: t.loop_lag,
+                    statuses: t.statuses,
+                    in_flight,
+                })
+            }
+            None => Ok(Finished {
+                connect_time: self.connect_time,
+                response_time: new_histogram(),
+                service_time: new_histogram(),
+                send_lag: new_histogram(),
+                loop_lag: new_histogram(),
+                statuses: StatusCounts::default(),
+                in_flight: 0,
+            }),
+        }
     }
+
+    // ---- connections -------------------------------------------------
 
     /// --connections-schedule: opens connections (paced by the ramp's rate)
     /// while this worker holds fewer than its share of the level the
@@ -255,9 +490,7 @@ impl Worker {
                 break;
             };
             if self.conns.get(key).is_some_and(|c| c.seq == seq) {
-                self.conns.remove(key);
-                self.shared.closed();
-                bump(&self.counters.closed, 1);
+                self.close(key);
             }
         }
     }
@@ -324,6 +557,15 @@ impl Worker {
             since: now,
             got_data: false,
             initial,
+            target: (seq % self.sc.targets.len() as u64) as u32,
+            active_pos: NOT_ACTIVE,
+            queries: 0,
+            done: 0,
+            ghosts: 0,
+            pending_in: Vec::new(),
+            pending_out: Vec::new(),
+            outstanding: VecDeque::new(),
+            waiting: VecDeque::new(),
         });
         self.inflight += 1;
         self.connect_q
@@ -356,71 +598,108 @@ impl Worker {
         };
         let initial = conn.initial;
         self.inflight -= 1;
-        match result {
-            Err(errno) => {
-                self.counters
-                    .fail_errno(Bucket::of_connect_errno(errno), errno);
-                self.conns.remove(key);
-                self.resolved(initial);
-            }
+        let errno = match result {
+            Err(errno) => errno,
             Ok(()) => {
-                let now = Instant::now();
-                let us = now.duration_since(conn.since).as_micros() as u64;
-                self.connect_time.saturating_record(us.max(1));
-                bump(&self.counters.established, 1);
-                self.shared.opened();
-                conn.since = now;
-                if self.sc.connections_schedule.is_some() {
-                    self.open_q.push_back((key, conn.seq));
-                }
-                if let Some(life) = self.sc.lifetime() {
-                    self.life_q.push_back((key, conn.seq, now + life));
-                }
-                if self.sc.verify {
-                    self.out.clear();
-                    let id = conn.seq as u16;
-                    wire::dns::build_tcp_query(
-                        id,
-                        "throng.probe",
-                        wire::dns::rtype::A,
-                        &mut self.out,
-                    )
-                    .expect("a valid probe name");
-                    conn.state = State::Probing;
-                    self.probe_q
-                        .push_back((key, conn.seq, now + self.sc.connect_timeout()));
-                    // A few dozen bytes into an empty socket buffer: written
-                    // whole or failed; a failure shows up at the next read.
-                    // The attempt is resolved when the probe is answered or
-                    // times out.
-                    let _ = conn.stream.write(&self.out);
-                } else {
-                    conn.state = State::Held;
-                    self.resolved(initial);
+                self.established(key);
+                return;
+            }
+        };
+        self.counters
+            .fail_errno(Bucket::of_connect_errno(errno), errno);
+        self.conns.remove(key);
+        self.resolved(initial);
+    }
+
+    fn established(&mut self, key: usize) {
+        let now = Instant::now();
+        let conn = &mut self.conns[key];
+        let us = now.duration_since(conn.since).as_micros() as u64;
+        self.connect_time.saturating_record(us.max(1));
+        bump(&self.counters.established, 1);
+        self.shared.opened();
+        conn.since = now;
+        if self.sc.connections_schedule.is_some() {
+            self.open_q.push_back((key, conn.seq));
+        }
+        if let Some(life) = self.sc.lifetime() {
+            self.life_q.push_back((key, conn.seq, now + life));
+        }
+        let codec = self
+            .traffic
+            .as_ref()
+            .map_or(&self.probe_codec, |t| &t.codec);
+        self.out.clear();
+        if let Some(first) = codec.first_message() {
+            self.out.extend_from_slice(first);
+        }
+        if self.sc.verify {
+            // The probe: one query of the run's protocol (a DNS query when
+            // there is no traffic, which echo and DNS servers both answer).
+            let mut rng = Pcg64Mcg::seed_from_u64(conn.seq);
+            codec.encode(u64::MAX, conn.target as usize, 0, &mut rng, &mut self.out);
+            conn.state = State::Probing;
+            self.probe_q
+                .push_back((key, conn.seq, now + self.sc.connect_timeout()));
+        }
+        let out = std::mem::take(&mut self.out);
+        let ok = self.write(key, &out);
+        self.out = out;
+        if !ok {
+            self.lost(key, Bucket::Reset);
+            return;
+        }
+        if !self.sc.verify {
+            let initial = self.conns[key].initial;
+            self.held(key);
+            self.resolved(initial);
+        }
+    }
+
+    /// The connection is ready for traffic.
+    fn held(&mut self, key: usize) {
+        let conn = &mut self.conns[key];
+        conn.state = State::Held;
+        conn.pending_in = Vec::new();
+        if let Some(t) = self.traffic.as_mut() {
+            conn.active_pos = t.active.len() as u32;
+            t.active.push(key);
+            if let Some(started) = t.started {
+                // Joining a run in progress (a replacement connection).
+                let now = self.start.elapsed().as_nanos() as u64;
+                let seq = conn.seq;
+                match self.sc.traffic.as_ref().map(|t| &t.model) {
+                    Some(Model::Interval { every_s }) => {
+                        let due = now.max(started) + (every_s * 1e9) as u64;
+                        t.interval_q.push_back((key, seq, due));
+                    }
+                    Some(Model::ClosedLoop { .. }) => {
+                        for _ in 0..t.window.min(1 << 16) {
+                            t.think_q.push_back((key, seq, now));
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
     }
 
     fn on_readable(&mut self, key: usize) {
+        // Out of `self` while in use, so that framing can call back into
+        // the worker; put back before returning (no allocation either way).
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.read_all(key, &mut scratch);
+        self.scratch = scratch;
+    }
+
+    fn read_all(&mut self, key: usize, scratch: &mut [u8]) {
         loop {
             let conn = &mut self.conns[key];
-            match conn.stream.read(&mut self.scratch) {
+            let n = match conn.stream.read(scratch) {
                 Ok(0) => return self.lost(key, Bucket::ClosedByPeer),
-                Ok(_) => {
-                    conn.got_data = true;
-                    if conn.state == State::Probing {
-                        // Only a server that accepted the connection can
-                        // answer: any byte verifies it (a DNS server's
-                        // response, the probe echoed back, anything else).
-                        bump(&self.counters.verified, 1);
-                        conn.state = State::Held;
-                        let initial = conn.initial;
-                        self.resolved(initial);
-                    }
-                }
+                Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => {
                     // A reset before any byte came back, after we sent the
                     // probe: the server never accepted this connection.
@@ -432,24 +711,139 @@ impl Worker {
                     };
                     return self.lost(key, bucket);
                 }
+            };
+            conn.got_data = true;
+            bump(&self.q.bytes_in, n as u64);
+            if !self.on_bytes(key, &scratch[..n]) {
+                return;
             }
         }
     }
 
+    /// Frames bytes just read. False when the connection is gone.
+    fn on_bytes(&mut self, key: usize, data: &[u8]) -> bool {
+        let conn = &mut self.conns[key];
+        let mut buf = std::mem::take(&mut conn.pending_in);
+        let input: &[u8] = if buf.is_empty() {
+            data
+        } else {
+            buf.extend_from_slice(data);
+            &buf
+        };
+        let mut used = 0;
+        let mut alive = true;
+        while used < input.len() {
+            let conn = &self.conns[key];
+            let codec = match (&self.traffic, conn.state) {
+                (Some(t), _) => &t.codec,
+                (None, _) => &self.probe_codec,
+            };
+            match codec.decode(&input[used..]) {
+                Frame::Incomplete => break,
+                Frame::Response {
+                    len,
+                    key: qkey,
+                    status,
+                } => {
+                    used += len;
+                    if conn.state == State::Probing {
+                        self.verified(key);
+                    } else if self.traffic.is_some() {
+                        self.answered(key, qkey, status);
+                    }
+                }
+                Frame::Malformed => {
+                    if conn.state == State::Probing {
+                        // The server answered, in its own language: it
+                        // accepted the connection.
+                        self.verified(key);
+                        used = input.len();
+                    } else if self.traffic.is_some() {
+                        bump(&self.q.errors[E_MALFORMED], 1);
+                        self.lost_traffic(key);
+                        alive = false;
+                        break;
+                    } else {
+                        used = input.len();
+                    }
+                }
+            }
+            if !self.conns.contains(key) {
+                alive = false;
+                break;
+            }
+        }
+        if alive {
+            let rest = &input[used..];
+            let conn = &mut self.conns[key];
+            if !rest.is_empty() {
+                if buf.is_empty() {
+                    conn.pending_in.extend_from_slice(rest);
+                } else {
+                    buf.drain(..used);
+                    conn.pending_in = buf;
+                }
+            }
+            self.after_progress(key);
+        }
+        alive
+    }
+
+    fn verified(&mut self, key: usize) {
+        bump(&self.counters.verified, 1);
+        let initial = self.conns[key].initial;
+        self.held(key);
+        self.resolved(initial);
+    }
+
     /// An established connection ended by the server's doing.
     fn lost(&mut self, key: usize, bucket: Bucket) {
-        let c = self.conns.remove(key);
+        let c = &self.conns[key];
         if c.state == State::Probing {
-            self.resolved(c.initial);
+            let initial = c.initial;
+            self.resolved(initial);
         }
-        self.shared.closed();
         self.counters.fail(bucket);
+        self.drop_conn(key);
         if self.sc.reconnect {
             self.reconnects_owed += 1;
         }
     }
 
-    /// Connect timeouts, probe timeouts, lifetimes.
+    /// The traffic on a connection broke (bytes that cannot be framed).
+    fn lost_traffic(&mut self, key: usize) {
+        self.counters.fail(Bucket::Reset);
+        self.drop_conn(key);
+        if self.sc.reconnect {
+            self.reconnects_owed += 1;
+        }
+    }
+
+    /// Closes a connection by our own choice (lifetime, schedule, recycling).
+    fn close(&mut self, key: usize) {
+        bump(&self.counters.closed, 1);
+        self.drop_conn(key);
+    }
+
+    fn drop_conn(&mut self, key: usize) {
+        let c = self.conns.remove(key);
+        if c.state != State::Connecting {
+            self.shared.closed();
+        }
+        let live = c.live();
+        if live > 0 {
+            bump(&self.q.errors[E_CONN_LOST], live);
+        }
+        if let Some(t) = self.traffic.as_mut() {
+            if c.active_pos != NOT_ACTIVE {
+                remove_active(t, &mut self.conns, c.active_pos);
+            }
+        }
+    }
+
+    // ---- timers --------------------------------------------------------
+
+    /// Connect timeouts, probe timeouts, lifetimes, query timeouts.
     fn expire(&mut self, now: Instant) {
         while let Some(&(key, seq, at)) = self.connect_q.front() {
             if at > now {
@@ -471,14 +865,16 @@ impl Worker {
                 break;
             }
             self.probe_q.pop_front();
-            if let Some(c) = self.conns.get_mut(key) {
-                if c.seq == seq && c.state == State::Probing {
-                    // Established but unverified: kept, not failed.
-                    c.state = State::Held;
-                    bump(&self.counters.unverified, 1);
-                    let initial = c.initial;
-                    self.resolved(initial);
-                }
+            if self
+                .conns
+                .get(key)
+                .is_some_and(|c| c.seq == seq && c.state == State::Probing)
+            {
+                // Established but unverified: kept, not failed.
+                bump(&self.counters.unverified, 1);
+                let initial = self.conns[key].initial;
+                self.held(key);
+                self.resolved(initial);
             }
         }
         while let Some(&(key, seq, at)) = self.life_q.front() {
@@ -487,13 +883,47 @@ impl Worker {
             }
             self.life_q.pop_front();
             if self.conns.get(key).is_some_and(|c| c.seq == seq) {
-                self.conns.remove(key);
-                self.shared.closed();
-                bump(&self.counters.closed, 1);
+                self.close(key);
                 if self.sc.reconnect {
                     self.reconnects_owed += 1;
                 }
             }
+        }
+        let now_ns = self.ns(now);
+        while let Some(t) = self.traffic.as_mut() {
+            let Some(&(key, seq, qkey, at)) = t.timeout_q.front() else {
+                break;
+            };
+            if at > now_ns {
+                break;
+            }
+            t.timeout_q.pop_front();
+            let Some(c) = self.conns.get_mut(key).filter(|c| c.seq == seq) else {
+                continue;
+            };
+            let Some(o) = c
+                .outstanding
+                .iter_mut()
+                .find(|o| o.key == qkey && !o.timed_out)
+            else {
+                continue;
+            };
+            o.timed_out = true;
+            let o = *o;
+            c.ghosts += 1;
+            c.done += 1;
+            bump(&self.q.timed_out, 1);
+            let conn_seq = c.seq;
+            log_line(t, conn_seq, &o, now_ns, None, "timeout");
+            t.sec_report.timed_out += 1;
+            if self.sc.traffic.as_ref().is_some_and(|t| t.close_on_timeout) {
+                self.close(key);
+                if self.sc.reconnect {
+                    self.reconnects_owed += 1;
+                }
+                continue;
+            }
+            self.completed(key, now_ns);
         }
     }
 
@@ -517,7 +947,465 @@ impl Worker {
             // The level moves continuously: look again every 10 ms.
             consider(Instant::now() + Duration::from_millis(10));
         }
-        // Round up so a wake-up never comes a hair early and spins.
-        t.map(|t| t + Duration::from_micros(50))
+        if let Some(tr) = &self.traffic {
+            if let Some(started) = tr.started {
+                if let Some(p) = &tr.pacer {
+                    consider(self.at(started + (p.peek() * 1e9) as u64));
+                }
+                for q in [&tr.interval_q, &tr.think_q] {
+                    if let Some(&(_, _, at)) = q.front() {
+                        consider(self.at(at));
+                    }
+                }
+                if let Some(&(_, _, _, at)) = tr.timeout_q.front() {
+                    consider(self.at(at));
+                }
+                // The per-second report.
+                consider(self.at((tr.sec + 1) * 1_000_000_000));
+            } else if self.shared.traffic_at.load(Relaxed) > 0 {
+                consider(Instant::now());
+            }
+        }
+        t
+    }
+
+    // ---- traffic -------------------------------------------------------
+
+    /// Sends every query that is due.
+    fn traffic_due(&mut self, now: Instant) {
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        let now_ns = now.saturating_duration_since(self.start).as_nanos() as u64;
+        let started = match t.started {
+            Some(s) => s,
+            None => {
+                let at = self.shared.traffic_at.load(Relaxed);
+                if at == 0 {
+                    return;
+                }
+                let s = at - 1;
+                t.started = Some(s);
+                t.sec = now_ns / 1_000_000_000;
+                t.sec_report = SecondReport::new(t.sec);
+                self.begin_traffic(s);
+                s
+            }
+        };
+        self.roll_second(now_ns);
+        let gen = self.shared.rate_gen.load(Relaxed);
+        if let Some(t) = self.traffic.as_mut().filter(|t| t.rate_gen != gen) {
+            t.rate_gen = gen;
+            let rate = f64::from_bits(self.shared.rate_override.load(Relaxed));
+            if let Some(p) = t.pacer.as_mut() {
+                p.set_rate(rate);
+            }
+        }
+        // Open loop: this worker's arrivals up to now.
+        loop {
+            let Some(t) = self.traffic.as_mut() else {
+                return;
+            };
+            let Some(p) = t.pacer.as_mut() else {
+                break;
+            };
+            let due = started + (p.peek() * 1e9) as u64;
+            if due > now_ns {
+                break;
+            }
+            let Some(at) = p.take() else {
+                continue;
+            };
+            let intended = started + (at * 1e9) as u64;
+            t.loop_lag
+                .saturating_record(us(now_ns.saturating_sub(intended)));
+            if t.active.is_empty() {
+                bump(&self.q.errors[E_NO_CONNECTION], 1);
+                t.sec_report.errors += 1;
+                continue;
+            }
+            let pick = match t.spread {
+                Spread::Random => t.rng.random_range(0..t.active.len()),
+                Spread::RoundRobin => {
+                    t.rr = (t.rr + 1) % t.active.len();
+                    t.rr
+                }
+            };
+            let key = t.active[pick];
+            self.query(key, intended);
+        }
+        // Per-connection intervals and closed-loop think times.
+        for think in [false, true] {
+            loop {
+                let Some(t) = self.traffic.as_mut() else {
+                    return;
+                };
+                let q = if think {
+                    &mut t.think_q
+                } else {
+                    &mut t.interval_q
+                };
+                let Some(&(key, seq, due)) = q.front() else {
+                    break;
+                };
+                if due > now_ns {
+                    break;
+                }
+                q.pop_front();
+                if !self.conns.get(key).is_some_and(|c| c.seq == seq) {
+                    continue;
+                }
+                if !think {
+                    t.loop_lag.saturating_record(us(now_ns.saturating_sub(due)));
+                    if let Some(Model::Interval { every_s }) =
+                        self.sc.traffic.as_ref().map(|t| &t.model)
+                    {
+                        t.interval_q
+                            .push_back((key, seq, due + (every_s * 1e9) as u64));
+                    }
+                }
+                self.query(key, due);
+            }
+        }
+    }
+
+    /// Traffic starts now: interval connections get their staggered first
+    /// sends, closed-loop connections their first window of queries.
+    fn begin_traffic(&mut self, started: u64) {
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        let model = self.sc.traffic.as_ref().map(|t| t.model.clone());
+        let n = t.active.len() as u64;
+        for (i, &key) in t.active.iter().enumerate() {
+            let seq = self.conns[key].seq;
+            match &model {
+                Some(Model::Interval { every_s }) => {
+                    let every = (every_s * 1e9) as u64;
+                    // Connection i of n starts i/n of the way into the first
+                    // interval, so connections do not fire in lock-step.
+                    t.interval_q
+                        .push_back((key, seq, started + every * i as u64 / n.max(1)));
+                }
+                Some(Model::ClosedLoop { .. }) => {
+                    for _ in 0..t.window.min(1 << 16) {
+                        t.think_q.push_back((key, seq, started));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Sends one report per second that has ended.
+    fn roll_second(&mut self, now_ns: u64) {
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        let sec = now_ns / 1_000_000_000;
+        while t.sec < sec {
+            let next = SecondReport::new(t.sec + 1);
+            let done = std::mem::replace(&mut t.sec_report, next);
+            let _ = t.reports.send(done);
+            t.sec += 1;
+        }
+    }
+
+    /// A query is due on `key` at `intended`: send it, or queue it behind the
+    /// window or a busy socket, keeping its intended time.
+    fn query(&mut self, key: usize, intended: u64) {
+        let limit = self.sc.traffic.as_ref().and_then(|t| t.messages);
+        let recycle = self
+            .sc
+            .traffic
+            .as_ref()
+            .and_then(|t| t.max_queries_per_conn);
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        let conn = &mut self.conns[key];
+        let cap = [limit, recycle].into_iter().flatten().min();
+        if cap.is_some_and(|c| conn.queries + conn.waiting.len() as u64 >= c) {
+            return;
+        }
+        if conn.live() >= t.window || !conn.pending_out.is_empty() || !conn.waiting.is_empty() {
+            conn.waiting.push_back(intended);
+            return;
+        }
+        self.send_now(key, intended);
+    }
+
+    /// Encodes and writes one query.
+    fn send_now(&mut self, key: usize, intended: u64) {
+        let now = self.ns(Instant::now());
+        let limit = self.sc.traffic.as_ref().and_then(|t| t.messages);
+        let recycle = self
+            .sc
+            .traffic
+            .as_ref()
+            .and_then(|t| t.max_queries_per_conn);
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        let conn = &mut self.conns[key];
+        self.out.clear();
+        let n = conn.queries;
+        let qkey = t
+            .codec
+            .encode(n, conn.target as usize, now, &mut t.rng, &mut self.out);
+        conn.queries += 1;
+        let lag = now.saturating_sub(intended);
+        t.send_lag.saturating_record(us(lag));
+        if lag > LATE_NS {
+            bump(&self.q.sent_late, 1);
+        }
+        conn.outstanding.push_back(Outstanding {
+            key: qkey,
+            intended,
+            sent: now,
+            timed_out: false,
+        });
+        t.timeout_q
+            .push_back((key, conn.seq, qkey, now + t.timeout_ns));
+        t.sec_report.sent += 1;
+        bump(&self.q.sent, 1);
+        let cap = [limit, recycle].into_iter().flatten().min();
+        let retire = (cap.is_some_and(|c| conn.queries >= c) && conn.active_pos != NOT_ACTIVE)
+            .then_some(conn.active_pos);
+        if let Some(pos) = retire {
+            // No more queries on this one: out of the open-loop choice.
+            remove_active(t, &mut self.conns, pos);
+        }
+        let out = std::mem::take(&mut self.out);
+        let ok = self.write(key, &out);
+        self.out = out;
+        if !ok {
+            self.lost(key, Bucket::Reset);
+        }
+    }
+
+    /// A response arrived for `qkey` (or the oldest query).
+    fn answered(&mut self, key: usize, qkey: Option<u64>, status: Status) {
+        let now = self.ns(Instant::now());
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        let conn = &mut self.conns[key];
+        let idx = match qkey {
+            Some(k) => conn.outstanding.iter().position(|o| o.key == k),
+            None => (!conn.outstanding.is_empty()).then_some(0),
+        };
+        let Some(o) = idx.and_then(|i| conn.outstanding.remove(i)) else {
+            bump(&self.q.errors[E_UNMATCHED], 1);
+            t.sec_report.errors += 1;
+            return;
+        };
+        if o.timed_out {
+            // Its timeout was counted; the late answer is only absorbed.
+            conn.ghosts -= 1;
+            return;
+        }
+        conn.done += 1;
+        let response = us(now.saturating_sub(o.intended));
+        let service = us(now.saturating_sub(o.sent));
+        t.response_time.saturating_record(response);
+        t.service_time.saturating_record(service);
+        t.sec_report.hist.saturating_record(response);
+        t.sec_report.answered += 1;
+        bump(&self.q.answered, 1);
+        let label = match status {
+            Status::Ok => {
+                t.statuses.ok += 1;
+                "ok"
+            }
+            Status::Rcode(r) => {
+                t.statuses.rcodes[usize::from(r & 15)] += 1;
+                wire::dns::rcode_name(r)
+            }
+            Status::Echoed => {
+                t.statuses.echoed += 1;
+                "echoed"
+            }
+            Status::Http(code) => {
+                t.statuses.http[usize::from(code).min(599)] += 1;
+                "http"
+            }
+            Status::Mismatch => {
+                t.statuses.mismatch += 1;
+                bump(&self.q.errors[E_MISMATCH], 1);
+                t.sec_report.errors += 1;
+                "mismatch"
+            }
+        };
+        let conn_seq = conn.seq;
+        if t.log.is_some() {
+            let code;
+            let label = if let Status::Http(c) = status {
+                code = c.to_string();
+                code.as_str()
+            } else {
+                label
+            };
+            log_line(t, conn_seq, &o, now, Some(now), label);
+        }
+        self.completed(key, now);
+    }
+
+    /// One query of `key` is done (answered or timed out): closed loop
+    /// sends the next; a finished connection closes.
+    fn completed(&mut self, key: usize, now: u64) {
+        let Some(tr) = self.sc.traffic.as_ref() else {
+            return;
+        };
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        let conn = &self.conns[key];
+        let cap = [tr.messages, tr.max_queries_per_conn]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Model::ClosedLoop { think_s } = tr.model {
+            if t.started.is_some() && !cap.is_some_and(|c| conn.queries >= c) {
+                t.think_q
+                    .push_back((key, conn.seq, now + (think_s * 1e9) as u64));
+            }
+        }
+        if let Some(n) = tr.max_queries_per_conn {
+            if conn.done >= n && conn.live() == 0 {
+                bump(&self.q.recycled, 1);
+                self.close(key);
+                self.reconnects_owed += 1;
+                return;
+            }
+        }
+        if let Some(n) = tr.messages {
+            let hold = self.sc.end == crate::scenario::End::Hold;
+            if conn.done >= n && conn.live() == 0 && !hold {
+                self.close(key);
+            }
+        }
+    }
+
+    /// After a response or a flush: send what waited.
+    fn after_progress(&mut self, key: usize) {
+        while let Some(c) = self.conns.get_mut(key) {
+            let Some(t) = self.traffic.as_ref() else {
+                return;
+            };
+            if c.waiting.is_empty() || c.live() >= t.window || !c.pending_out.is_empty() {
+                return;
+            }
+            let intended = c.waiting.pop_front().expect("not empty");
+            self.send_now(key, intended);
+        }
+    }
+
+    fn on_writable(&mut self, key: usize) {
+        let conn = &mut self.conns[key];
+        let data = std::mem::take(&mut conn.pending_out);
+        match write_some(&mut conn.stream, &data) {
+            Ok(n) => {
+                bump(&self.q.bytes_out, n as u64);
+                if n < data.len() {
+                    conn.pending_out = data[n..].to_vec();
+                }
+                self.after_progress(key);
+            }
+            Err(_) => self.lost(key, Bucket::Reset),
+        }
+    }
+
+    /// Writes behind anything pending; keeps what the socket does not take.
+    /// False on a write error.
+    fn write(&mut self, key: usize, data: &[u8]) -> bool {
+        if data.is_empty() {
+            return true;
+        }
+        let conn = &mut self.conns[key];
+        if !conn.pending_out.is_empty() {
+            conn.pending_out.extend_from_slice(data);
+            return true;
+        }
+        match write_some(&mut conn.stream, data) {
+            Ok(n) => {
+                bump(&self.q.bytes_out, n as u64);
+                if n < data.len() {
+                    conn.pending_out.extend_from_slice(&data[n..]);
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+fn remove_active(t: &mut Traffic, conns: &mut Slab<Conn>, pos: u32) {
+    let pos = pos as usize;
+    let key = t.active.swap_remove(pos);
+    if let Some(c) = conns.get_mut(key) {
+        c.active_pos = NOT_ACTIVE;
+    }
+    if let Some(&moved) = t.active.get(pos) {
+        conns[moved].active_pos = pos as u32;
+    }
+}
+
+/// Writes until done or the socket is full; returns bytes written.
+fn write_some(stream: &mut TcpStream, data: &[u8]) -> io::Result<usize> {
+    let mut off = 0;
+    while off < data.len() {
+        match stream.write(&data[off..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => off += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(off)
+}
+
+fn proto_name(q: &Query) -> &'static str {
+    match q {
+        Query::Dns { .. } => "dns",
+        Query::Echo { .. } => "echo",
+        Query::Ping => "ping",
+        Query::Http { .. } => "http",
+        Query::Raw { .. } => "raw",
+    }
+}
+
+/// Appends one RTT log line: type,timestamp,connection_id,query_id,
+/// intended_us,sent_us,rtt_us,status (times since the traffic start;
+/// timestamp is the Unix time of the send in µs; rtt from the send).
+fn log_line(
+    t: &mut Traffic,
+    conn: u64,
+    o: &Outstanding,
+    _now: u64,
+    done: Option<u64>,
+    status: &str,
+) {
+    let started = t.started.unwrap_or(0);
+    let Some(log) = t.log.as_mut() else {
+        return;
+    };
+    let rtt = done.map(|d| (d.saturating_sub(o.sent) / 1000).to_string());
+    let _ = writeln!(
+        log.buf,
+        "{},{},{},{},{},{},{},{}",
+        log.proto,
+        log.epoch_unix_us + o.sent / 1000,
+        conn,
+        o.key,
+        o.intended.saturating_sub(started) / 1000,
+        o.sent.saturating_sub(started) / 1000,
+        rtt.as_deref().unwrap_or(""),
+        status
+    );
+    if log.buf.len() >= LOG_CHUNK {
+        let chunk = std::mem::replace(&mut log.buf, Vec::with_capacity(LOG_CHUNK + 256));
+        let _ = log.tx.send(chunk);
     }
 }

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{Outcome, Sample};
-use crate::metrics::{Bucket, Percentiles};
+use crate::metrics::{Bucket, Latency, Percentiles, ERROR_CAUSES};
 use crate::scenario::Scenario;
 use crate::sys::{limits, proc, sources};
 
@@ -73,6 +73,48 @@ pub struct Connections {
     pub connect_time_us: Percentiles,
 }
 
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Queries {
+    pub sent: u64,
+    pub answered: u64,
+    pub timed_out: u64,
+    /// Every cause, zero or not: malformed, unmatched, mismatch, conn_lost,
+    /// no_connection.
+    pub errors: BTreeMap<String, u64>,
+    /// Queries per second asked for, averaged over the traffic (None in
+    /// closed loop).
+    pub rate_target: Option<f64>,
+    pub rate_achieved: f64,
+    pub sent_late: u64,
+    pub in_flight_at_end: u64,
+    pub recycled_connections: u64,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+    pub seconds: f64,
+    /// HTTP status codes, when the protocol is HTTP.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub http_status: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub control: Vec<crate::engine::ControlEvent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyResult {
+    /// From each query's intended send time (coordinated omission corrected).
+    pub response_time_us: Latency,
+    /// From each query's actual send time.
+    pub service_time_us: Latency,
+    /// Actual minus intended send time.
+    pub send_lag_us: Latency,
+    /// How late the client's own loop noticed due queries.
+    pub loop_lag_us: Latency,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dns {
+    pub rcodes: BTreeMap<String, u64>,
+}
+
 /// The whole result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
@@ -81,6 +123,12 @@ pub struct RunResult {
     pub scenario: Scenario,
     pub environment: Environment,
     pub connections: Connections,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queries: Option<Queries>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<Dns>,
     pub duration_s: f64,
     pub per_second: Vec<Sample>,
 }
@@ -98,6 +146,46 @@ impl RunResult {
             .map(|(e, n)| (errno_name(*e), *n))
             .collect();
         let ramp_s = o.ramp_time.map(|r| r.as_secs_f64());
+        let closed = matches!(
+            sc.traffic.as_ref().map(|t| &t.model),
+            Some(crate::scenario::Model::ClosedLoop { .. })
+        );
+        let queries = o.queries.as_ref().map(|q| {
+            let t = &q.totals;
+            let secs = q.seconds.max(1e-9);
+            Queries {
+                sent: t.sent,
+                answered: t.answered,
+                timed_out: t.timed_out,
+                errors: ERROR_CAUSES
+                    .iter()
+                    .zip(t.errors)
+                    .map(|(c, n)| (c.to_string(), n))
+                    .collect(),
+                rate_target: (!closed).then(|| q.target_queries / secs),
+                rate_achieved: t.sent as f64 / secs,
+                sent_late: t.sent_late,
+                in_flight_at_end: q.in_flight,
+                recycled_connections: t.recycled,
+                bytes_out: t.bytes_out,
+                bytes_in: t.bytes_in,
+                seconds: q.seconds,
+                http_status: q.statuses.http_map(),
+                control: q.controls.clone(),
+            }
+        });
+        let latency = o.queries.as_ref().map(|q| LatencyResult {
+            response_time_us: Latency::of(&q.response_time),
+            service_time_us: Latency::of(&q.service_time),
+            send_lag_us: Latency::of(&q.send_lag),
+            loop_lag_us: Latency::of(&q.loop_lag),
+        });
+        let dns = match (&o.queries, sc.traffic.as_ref().map(|t| t.proto)) {
+            (Some(q), Some(crate::cli::Proto::Dns)) => Some(Dns {
+                rcodes: q.statuses.rcode_map(),
+            }),
+            _ => None,
+        };
         RunResult {
             schema_version: SCHEMA_VERSION,
             interrupted: o.interrupted,
@@ -117,6 +205,9 @@ impl RunResult {
                 connect_rate: ramp_s.map(|r| t.established as f64 / r.max(1e-9)),
                 connect_time_us: Percentiles::of(&o.connect_time),
             },
+            queries,
+            latency,
+            dns,
             duration_s: o.elapsed.as_secs_f64(),
             per_second: o.per_second.clone(),
         }

@@ -41,18 +41,48 @@ impl LiveView {
 
 impl Live for LiveView {
     fn second(&mut self, s: &Sample, target: u64) {
+        let traffic = s.sent.map(|sent| {
+            let lat = match (s.p50_us, s.p99_us) {
+                (Some(a), Some(b)) => format!("  p50 {}  p99 {}", human_us(a), human_us(b)),
+                _ => String::new(),
+            };
+            format!(
+                "  target {}/s  sent {sent}  answered {}  timeouts {}  errors {}{lat}",
+                s.target.map_or("-".into(), |t| format!("{t:.0}")),
+                s.answered.unwrap_or(0),
+                s.timed_out.unwrap_or(0),
+                s.errors.unwrap_or(0),
+            )
+        });
         match self {
-            LiveView::Bar(bar) => {
-                bar.set_position(s.established.min(target));
-                bar.set_message(format!(
-                    "{}/s  open {}  failed {}",
-                    s.established_per_s, s.connections, s.failed
-                ));
-            }
+            LiveView::Bar(bar) => match traffic {
+                Some(line) => bar.println(format!("{:>4}s  open {}{line}", s.t, s.connections)),
+                None => {
+                    bar.set_position(s.established.min(target));
+                    bar.set_message(format!(
+                        "{}/s  open {}  failed {}",
+                        s.established_per_s, s.connections, s.failed
+                    ));
+                }
+            },
             LiveView::Lines => eprintln!(
-                "{:>4}s  open {}  established {} (+{}/s)  verified {}  failed {}",
-                s.t, s.connections, s.established, s.established_per_s, s.verified, s.failed
+                "{:>4}s  open {}  established {} (+{}/s)  verified {}  failed {}{}",
+                s.t,
+                s.connections,
+                s.established,
+                s.established_per_s,
+                s.verified,
+                s.failed,
+                traffic.unwrap_or_default()
             ),
+            LiveView::Quiet => {}
+        }
+    }
+
+    fn note(&mut self, line: &str) {
+        match self {
+            LiveView::Bar(bar) => bar.println(line),
+            LiveView::Lines => eprintln!("{line}"),
             LiveView::Quiet => {}
         }
     }
@@ -230,6 +260,9 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     writeln!(out, "  closed        {} by throng", t.closed)?;
+    if let Some(q) = &o.queries {
+        queries_summary(sc, q, out)?;
+    }
     for b in Bucket::ALL {
         if t.failed[b as usize] > 0 {
             writeln!(out, "  hint ({}): {}", b.key(), b.hint())?;
@@ -243,5 +276,143 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
              a DNS query; --no-verify skips the probe"
         )?;
     }
+    Ok(())
+}
+
+fn latency_row(
+    name: &str,
+    h: &hdrhistogram::Histogram<u64>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if h.is_empty() {
+        return writeln!(out, "    {name:<15}no answers");
+    }
+    writeln!(
+        out,
+        "    {name:<15}p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}  mean {}  stdev {}",
+        human_us(h.value_at_quantile(0.5)),
+        human_us(h.value_at_quantile(0.9)),
+        human_us(h.value_at_quantile(0.99)),
+        human_us(h.value_at_quantile(0.999)),
+        human_us(h.value_at_quantile(0.9999)),
+        human_us(h.max()),
+        human_us(h.mean() as u64),
+        human_us(h.stdev() as u64),
+    )
+}
+
+fn mbps(bytes: u64, secs: f64) -> String {
+    format!("{:.2} Mbps", bytes as f64 * 8.0 / secs.max(1e-9) / 1e6)
+}
+
+/// The query part of the summary.
+fn queries_summary(
+    sc: &Scenario,
+    q: &crate::engine::QueryOutcome,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    use crate::scenario::Model;
+    let t = &q.totals;
+    let closed = matches!(
+        sc.traffic.as_ref().map(|t| &t.model),
+        Some(Model::ClosedLoop { .. })
+    );
+    let secs = q.seconds.max(1e-9);
+    let achieved = t.sent as f64 / secs;
+    writeln!(out, "  queries       over {secs:.2} s")?;
+    if closed {
+        writeln!(
+            out,
+            "    rate        {achieved:.0}/s achieved (closed loop: set by the server)"
+        )?;
+    } else {
+        let target = q.target_queries / secs;
+        let pct = if target > 0.0 {
+            achieved / target * 100.0
+        } else {
+            100.0
+        };
+        writeln!(
+            out,
+            "    rate        {achieved:.0}/s achieved of {target:.0}/s asked ({pct:.1}%)"
+        )?;
+        if pct < 99.0 {
+            writeln!(
+                out,
+                "    warning: the achieved rate is below 99% of the target{}",
+                if q.loop_lag.value_at_quantile(0.99) > 1000 {
+                    " and the client's own loop fell behind its schedule (see loop lag): the client could not keep up"
+                } else {
+                    ": queries waited for their connection (window full or socket busy)"
+                }
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "    sent {}  answered {}  timed out {}  errors {}  in flight at the end {}",
+        t.sent,
+        t.answered,
+        t.timed_out,
+        t.errors_total(),
+        q.in_flight
+    )?;
+    for (i, cause) in crate::metrics::ERROR_CAUSES.iter().enumerate() {
+        if t.errors[i] > 0 {
+            writeln!(out, "      {cause:<15}{}", t.errors[i])?;
+        }
+    }
+    if t.recycled > 0 {
+        writeln!(
+            out,
+            "    recycled    {} connections (--max-queries-per-conn)",
+            t.recycled
+        )?;
+    }
+    let rcodes = q.statuses.rcode_map();
+    if !rcodes.is_empty() {
+        let list: Vec<String> = rcodes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        writeln!(out, "    rcodes      {}", list.join("  "))?;
+    }
+    let http = q.statuses.http_map();
+    if !http.is_empty() {
+        let list: Vec<String> = http.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        writeln!(out, "    status      {}", list.join("  "))?;
+    }
+    writeln!(out, "  latency")?;
+    if closed {
+        latency_row("response", &q.response_time, out)?;
+    } else {
+        latency_row("response", &q.response_time, out)?;
+        latency_row("service", &q.service_time, out)?;
+        writeln!(
+            out,
+            "    (response time counts from when each query should have been sent; service time from when it was)"
+        )?;
+        latency_row("send lag", &q.send_lag, out)?;
+        if t.sent_late > 0 {
+            writeln!(
+                out,
+                "    sent late   {} queries more than 1 ms after their time",
+                t.sent_late
+            )?;
+        }
+        let loop_p99 = q.loop_lag.value_at_quantile(0.99);
+        if loop_p99 > 1000 {
+            writeln!(
+                out,
+                "    warning: the client's loop noticed due queries late (p99 {}): the client, not the server, is the bottleneck",
+                human_us(loop_p99)
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "  bytes         out {} ({}), in {} ({})",
+        crate::server::stats::human_bytes(t.bytes_out as f64),
+        mbps(t.bytes_out, secs),
+        crate::server::stats::human_bytes(t.bytes_in as f64),
+        mbps(t.bytes_in, secs),
+    )?;
     Ok(())
 }

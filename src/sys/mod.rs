@@ -6,3 +6,4 @@ pub mod limits;
 pub mod proc;
 pub mod signals;
 pub mod sources;
+pub mod timer;

@@ -19,12 +19,14 @@ pub struct Stop {
 }
 
 /// Why the wait ended early.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reason {
     Signal,
     Enter,
     /// A client worker has resolved every attempt of its ramp.
     RampDone,
+    /// A line read on --control.
+    Control(String),
 }
 
 impl Stop {
@@ -74,6 +76,24 @@ impl Stop {
     /// A sender for other threads' events (client workers' RampDone).
     pub fn sender(&self) -> mpsc::Sender<Reason> {
         self.tx.clone()
+    }
+
+    /// Passes every line of stdin on as a control command (`--control -`).
+    pub fn on_control(&self) -> Result<()> {
+        let tx = self.tx.clone();
+        thread::Builder::new()
+            .name("control".into())
+            .spawn(move || {
+                for line in std::io::stdin().lines() {
+                    let Ok(line) = line else { break };
+                    if !line.trim().is_empty()
+                        && tx.send(Reason::Control(line.trim().to_string())).is_err()
+                    {
+                        break;
+                    }
+                }
+            })?;
+        Ok(())
     }
 
     /// Ends waits on Enter too (for `--pause`).

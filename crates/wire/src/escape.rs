@@ -52,9 +52,32 @@ pub fn unescape(s: &str) -> Result<Vec<u8>, EscapeError> {
     Ok(out)
 }
 
+/// The inverse of [`unescape`]: printable ASCII as is, the rest escaped.
+pub fn escape(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len());
+    for &b in bytes {
+        match b {
+            b'\\' => s.push_str("\\\\"),
+            b'\r' => s.push_str("\\r"),
+            b'\n' => s.push_str("\\n"),
+            b'\t' => s.push_str("\\t"),
+            0x20..=0x7e => s.push(b as char),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escape_round_trips() {
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(unescape(&escape(&all)).unwrap(), all);
+        assert_eq!(escape(b"GET /\r\n"), "GET /\\r\\n");
+    }
 
     #[test]
     fn escapes() {
