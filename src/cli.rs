@@ -228,9 +228,9 @@ pub struct ClientArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub lifetime: Option<Duration>,
 
-    /// With --lifetime: open a new connection in place of each one closed
-    /// (connection churn).
-    #[arg(long, requires = "lifetime")]
+    /// Open a new connection in place of each one that ends: by --lifetime
+    /// (connection churn), --close-on-timeout, or the server's doing.
+    #[arg(long)]
     pub reconnect: bool,
 
     /// The number of open connections over time, as comma-separated phases

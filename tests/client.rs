@@ -463,7 +463,7 @@ fn bad_client_usage_exits_2() {
         (vec!["client", "--batch-size", "10"], "--batch-delay"),
         (vec!["client", "--source-ip", "300.1.1.1"], "--source-ip"),
         (vec!["client", "no-such-host.invalid:1"], "cannot resolve"),
-        (vec!["client", "--reconnect"], "--lifetime"),
+        (vec!["client", "--think", "1s"], "--closed-loop"),
     ] {
         let (code, _, err) = common::run(&args);
         assert_eq!(code, 2, "{args:?}: {err}");

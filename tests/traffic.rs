@@ -1,0 +1,767 @@
+//! `throng client` queries end to end: every protocol against `throng
+//! server`, out-of-order and corrupting peers written here, rates, windows,
+//! closed loop, schedules, timeouts, recycling, coordinated omission, the
+//! RTT log.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::Duration;
+
+use common::{output, server, temp_dir, BIN};
+use hickory_proto::op::{Message, MessageType};
+use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
+use serde_json::Value;
+
+/// Runs `throng client <args> -q --json F [--rtt-log L]`; returns
+/// (code, stdout, json, rtt log text).
+fn client(name: &str, args: &[&str], log: bool) -> (i32, String, Value, String) {
+    let dir = temp_dir(name);
+    let json = dir.join("r.json");
+    let rtt = dir.join("rtt.csv");
+    let mut cmd = Command::new(BIN);
+    cmd.arg("client")
+        .args(args)
+        .args(["-q", "--json", json.to_str().unwrap()]);
+    if log {
+        cmd.args(["--rtt-log", rtt.to_str().unwrap()]);
+    }
+    let (code, out, err) = output(&mut cmd);
+    let v = std::fs::read_to_string(&json)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    let log = std::fs::read_to_string(&rtt).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    (code, format!("{out}\n{err}"), v, log)
+}
+
+fn q(v: &Value, key: &str) -> u64 {
+    v["queries"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("queries.{key}: {v}"))
+}
+
+fn lat(v: &Value, which: &str, p: &str) -> u64 {
+    v["latency"][which][p].as_u64().unwrap()
+}
+
+fn errors(v: &Value) -> u64 {
+    v["queries"]["errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum()
+}
+
+/// Every query answered, none lost, no error.
+fn all_answered(v: &Value, out: &str) {
+    assert!(q(v, "sent") > 0, "{out}");
+    assert_eq!(
+        q(v, "answered") + q(v, "in_flight_at_end"),
+        q(v, "sent"),
+        "{out}"
+    );
+    assert_eq!(q(v, "timed_out"), 0, "{out}");
+    assert_eq!(errors(v), 0, "{out}");
+}
+
+#[test]
+fn dns_against_dns_mode() {
+    let srv = server(&["--mode", "dns"]);
+    let (code, out, v, _) = client(
+        "dns",
+        &[
+            &srv.addr.to_string(),
+            "-c",
+            "20",
+            "-r",
+            "2000",
+            "-T",
+            "1s",
+            "--qtype",
+            "AAAA",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    all_answered(&v, &out);
+    assert_eq!(
+        v["dns"]["rcodes"]["NOERROR"].as_u64(),
+        Some(q(&v, "answered"))
+    );
+    for key in [
+        "p50", "p90", "p99", "p999", "p9999", "max", "mean", "stdev", "hdr",
+    ] {
+        assert!(!v["latency"]["response_time_us"][key].is_null(), "{key}");
+        assert!(!v["latency"]["service_time_us"][key].is_null(), "{key}");
+        assert!(!v["latency"]["send_lag_us"][key].is_null(), "{key}");
+    }
+    for key in [
+        "sent",
+        "answered",
+        "timed_out",
+        "rate_target",
+        "rate_achieved",
+    ] {
+        assert!(!v["queries"][key].is_null(), "{key}");
+    }
+    let s = &v["per_second"][0];
+    for key in [
+        "target",
+        "sent",
+        "answered",
+        "timed_out",
+        "errors",
+        "p50_us",
+        "p99_us",
+    ] {
+        assert!(!s[key].is_null(), "per_second.{key}: {s}");
+    }
+    drop(srv);
+}
+
+#[test]
+fn echo_with_validation() {
+    let srv = server(&[]);
+    let (code, out, v, _) = client(
+        "echo",
+        &[
+            &srv.addr.to_string(),
+            "--proto",
+            "echo",
+            "--size",
+            "300",
+            "--validate",
+            "-c",
+            "10",
+            "-r",
+            "1000",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    all_answered(&v, &out);
+    assert_eq!(q(&v, "bytes_out"), q(&v, "bytes_in"));
+    drop(srv);
+}
+
+#[test]
+fn ping_against_pong_mode() {
+    let srv = server(&["--mode", "pong"]);
+    let (code, out, v, _) = client(
+        "ping",
+        &[
+            &srv.addr.to_string(),
+            "--proto",
+            "ping",
+            "-c",
+            "10",
+            "-r",
+            "1000",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    all_answered(&v, &out);
+    drop(srv);
+}
+
+#[test]
+fn http_against_http_mode() {
+    let srv = server(&["--mode", "http", "--body-size", "100"]);
+    let (code, out, v, _) = client(
+        "http",
+        &[
+            &srv.addr.to_string(),
+            "--proto",
+            "http",
+            "-c",
+            "10",
+            "-r",
+            "1000",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    all_answered(&v, &out);
+    assert_eq!(
+        v["queries"]["http_status"]["200"].as_u64(),
+        Some(q(&v, "answered"))
+    );
+    drop(srv);
+}
+
+#[test]
+fn raw_with_marker_against_fixed_mode() {
+    let srv = server(&["--mode", "fixed", "--reply", r"OK\r\n"]);
+    let (code, out, v, _) = client(
+        "raw",
+        &[
+            &srv.addr.to_string(),
+            "--proto",
+            "raw",
+            "-m",
+            r"hello\n",
+            "--marker",
+            r"\r\n",
+            "-c",
+            "5",
+            "--closed-loop",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    all_answered(&v, &out);
+    assert!(q(&v, "answered") > 100, "{out}");
+    drop(srv);
+}
+
+/// Reads length-prefixed DNS queries, checks each with hickory-proto, and
+/// answers every `batch` of them in reverse order.
+fn reversing_dns_server(batch: usize) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            thread::spawn(move || {
+                let mut held = Vec::new();
+                let mut first = true;
+                loop {
+                    let mut len = [0u8; 2];
+                    if s.read_exact(&mut len).is_err() {
+                        return;
+                    }
+                    let mut msg = vec![0; u16::from_be_bytes(len) as usize];
+                    if s.read_exact(&mut msg).is_err() {
+                        return;
+                    }
+                    let m = Message::from_bytes(&msg).expect("throng's query parses");
+                    assert_eq!(m.message_type, MessageType::Query);
+                    assert_eq!(m.queries.len(), 1);
+                    held.push(m.into_response().to_bytes().unwrap());
+                    // The probe comes alone; queries come in batches.
+                    if held.len() == batch || std::mem::take(&mut first) {
+                        for r in held.drain(..).rev() {
+                            let mut f = (r.len() as u16).to_be_bytes().to_vec();
+                            f.extend(r);
+                            if s.write_all(&f).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn dns_out_of_order_responses_are_matched() {
+    let addr = reversing_dns_server(8);
+    let (code, out, v, _) = client(
+        "reverse",
+        &[
+            &addr.to_string(),
+            "-c",
+            "4",
+            "--closed-loop",
+            "--window",
+            "8",
+            "-T",
+            "1s",
+            "--qname",
+            "{rand}.example.org",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(q(&v, "answered") > 1000, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    assert_eq!(q(&v, "timed_out"), 0, "{out}");
+    assert_eq!(
+        v["dns"]["rcodes"]["NOERROR"].as_u64(),
+        Some(q(&v, "answered"))
+    );
+}
+
+/// Echoes, but flips the last byte of every message (the probe included).
+fn corrupting_echo_server(size: usize) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            thread::spawn(move || {
+                let mut msg = vec![0; size];
+                while s.read_exact(&mut msg).is_ok() {
+                    msg[size - 1] ^= 0xff;
+                    if s.write_all(&msg).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn validate_catches_a_corrupting_echo_server() {
+    let addr = corrupting_echo_server(64);
+    let (code, out, v, _) = client(
+        "corrupt",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "echo",
+            "--validate",
+            "-c",
+            "2",
+            "-r",
+            "200",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let mismatches = v["queries"]["errors"]["mismatch"].as_u64().unwrap();
+    assert!(mismatches > 100, "{out}");
+    assert_eq!(
+        mismatches,
+        q(&v, "answered"),
+        "every reply was corrupt: {out}"
+    );
+    assert_eq!(
+        v["connections"]["verified"], 2,
+        "a reply, even corrupt, verifies: {out}"
+    );
+    assert!(out.contains("mismatch"), "{out}");
+}
+
+/// (connection, sent_us, rtt_us) of every answered query in an RTT log.
+fn log_rows(log: &str) -> Vec<(u64, u64, u64)> {
+    log.lines()
+        .skip(1)
+        .filter(|l| !l.ends_with(",timeout"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (
+                f[2].parse().unwrap(),
+                f[5].parse().unwrap(),
+                f[6].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Largest number of queries of one connection in flight at once, from
+/// the log (sent_us and rtt_us in whole microseconds).
+fn max_in_flight(rows: &[(u64, u64, u64)]) -> usize {
+    let mut events: Vec<(u64, u64, i32)> = Vec::new();
+    for &(c, sent, rtt) in rows {
+        events.push((c, sent * 2 + 1, 1));
+        events.push((c, (sent + rtt) * 2, -1));
+    }
+    events.sort();
+    let mut best = 0;
+    let mut cur = 0i32;
+    let mut conn = u64::MAX;
+    for (c, _, d) in events {
+        if c != conn {
+            conn = c;
+            cur = 0;
+        }
+        cur += d;
+        best = best.max(cur);
+    }
+    best as usize
+}
+
+#[test]
+fn closed_loop_window_1_and_8() {
+    let srv = server(&["--mode", "dns"]);
+    let target = srv.addr.to_string();
+    let (code, out, v, log) = client(
+        "closed1",
+        &[&target, "-c", "4", "--closed-loop", "-T", "1s"],
+        true,
+    );
+    assert_eq!(code, 0, "{out}");
+    all_answered(&v, &out);
+    assert!(max_in_flight(&log_rows(&log)) <= 1, "window 1 exceeded");
+    assert!(v["queries"]["rate_target"].is_null());
+    let (code, out, v8, log) = client(
+        "closed8",
+        &[
+            &target,
+            "-c",
+            "4",
+            "--closed-loop",
+            "--window",
+            "8",
+            "-T",
+            "1s",
+        ],
+        true,
+    );
+    assert_eq!(code, 0, "{out}");
+    all_answered(&v8, &out);
+    let peak = max_in_flight(&log_rows(&log));
+    assert!((2..=8).contains(&peak), "window 8: peak {peak} in flight");
+    drop(srv);
+}
+
+#[test]
+fn rate_within_10_percent_at_5k_over_100_connections() {
+    let srv = server(&[]);
+    let (code, out, v, _) = client(
+        "rate5k",
+        &[&srv.addr.to_string(), "-c", "100", "-r", "5k", "-T", "2s"],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let achieved = v["queries"]["rate_achieved"].as_f64().unwrap();
+    assert!((4500.0..=5500.0).contains(&achieved), "{achieved}/s\n{out}");
+    all_answered(&v, &out);
+    drop(srv);
+}
+
+#[test]
+fn schedule_ramp_reaches_its_end_rate() {
+    let srv = server(&[]);
+    let (code, out, v, _) = client(
+        "ramp",
+        &[
+            &srv.addr.to_string(),
+            "-c",
+            "20",
+            "--schedule",
+            "2s@1000..3000",
+            "--arrivals",
+            "constant",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let seconds = v["per_second"].as_array().unwrap();
+    let last = seconds
+        .iter()
+        .rev()
+        .find(|s| s["target"].as_f64().is_some_and(|t| t > 2000.0))
+        .unwrap_or_else(|| panic!("no second near the end rate: {seconds:?}"));
+    let target = last["target"].as_f64().unwrap();
+    let sent = last["sent"].as_u64().unwrap() as f64;
+    assert!(target >= 2400.0, "{last}");
+    assert!((sent - target).abs() / target < 0.15, "{last}");
+    let total = q(&v, "sent") as f64;
+    assert!((total - 4000.0).abs() < 400.0, "{total}");
+}
+
+#[test]
+fn schedule_errors_are_clear() {
+    for (spec, needle) in [
+        ("30s", "DURATION@N"),
+        ("10x@5", "duration"),
+        ("5s@lots", "count"),
+        ("", "empty"),
+    ] {
+        let (code, _, err) = common::run(&["client", "--schedule", spec]);
+        assert_eq!(code, 2, "{spec}: {err}");
+        assert!(
+            err.contains("--schedule") && err.contains(needle),
+            "{spec}: {err}"
+        );
+    }
+}
+
+#[test]
+fn coordinated_omission_is_corrected() {
+    let srv = server(&[]);
+    let pid = srv.pid();
+    let dir = temp_dir("co");
+    let json = dir.join("r.json");
+    let mut child = Command::new(BIN)
+        .args(["client", &srv.addr.to_string(), "-c", "10", "-r", "1000"])
+        .args(["--arrivals", "constant", "--window", "1", "-T", "5s"])
+        .args(["--json", json.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ramp done") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0);
+    }
+    // The stall is the subject of the test: the server stops for 1 s in
+    // the middle of the 5 s of traffic.
+    thread::sleep(Duration::from_secs(2));
+    common::signal(pid, libc::SIGSTOP);
+    thread::sleep(Duration::from_secs(1));
+    common::signal(pid, libc::SIGCONT);
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{rest}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let response_p99 = lat(&v, "response_time_us", "p99");
+    let service_p99 = lat(&v, "service_time_us", "p99");
+    assert!(
+        response_p99 >= 500_000,
+        "response p99 {response_p99} µs misses the stall"
+    );
+    assert!(service_p99 < 100_000, "service p99 {service_p99} µs");
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(srv);
+}
+
+#[test]
+fn timeouts_and_close_on_timeout() {
+    let srv = server(&["--mode", "discard"]);
+    let target = srv.addr.to_string();
+    let (code, out, v, _) = client(
+        "timeouts",
+        &[
+            &target,
+            "-c",
+            "5",
+            "-r",
+            "100",
+            "-T",
+            "1s",
+            "--timeout",
+            "200ms",
+            "--no-verify",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(q(&v, "answered"), 0);
+    // Everything sent more than 200 ms before the end timed out.
+    let sent = q(&v, "sent");
+    let timed_out = q(&v, "timed_out");
+    assert!(
+        timed_out >= sent * 6 / 10 && timed_out <= sent,
+        "{timed_out} of {sent}"
+    );
+    assert_eq!(timed_out + q(&v, "in_flight_at_end"), sent, "{out}");
+    let (code, out, v, _) = client(
+        "close-on-timeout",
+        &[
+            &target,
+            "-c",
+            "5",
+            "--interval",
+            "100ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "150ms",
+            "--no-verify",
+            "--close-on-timeout",
+            "--reconnect",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let attempted = v["connections"]["attempted"].as_u64().unwrap();
+    assert!(attempted > 5, "connections were not replaced: {out}");
+    assert!(q(&v, "timed_out") >= 5, "{out}");
+    drop(srv);
+}
+
+#[test]
+fn max_queries_per_conn_recycles_exactly() {
+    let srv = server(&["--mode", "dns"]);
+    let (code, out, v, _) = client(
+        "recycle",
+        &[
+            &srv.addr.to_string(),
+            "-c",
+            "10",
+            "--closed-loop",
+            "--max-queries-per-conn",
+            "20",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let recycled = q(&v, "recycled_connections");
+    let answered = q(&v, "answered");
+    assert!(recycled > 10, "{out}");
+    // Every recycled connection answered exactly 20; the ten still open
+    // at the end fewer than 20 each.
+    assert!(
+        answered >= 20 * recycled && answered < 20 * (recycled + 10),
+        "{answered} {recycled}"
+    );
+    let attempted = v["connections"]["attempted"].as_u64().unwrap();
+    assert!(
+        attempted >= 10 + recycled - 2 && attempted <= 10 + recycled,
+        "{attempted} {recycled}"
+    );
+    let (status, summary) = srv.stop();
+    assert!(status.success());
+    assert!(
+        summary.contains(&format!("accepted {attempted}")),
+        "{summary}"
+    );
+}
+
+#[test]
+fn rtt_log_has_a_line_per_query() {
+    let srv = server(&[]);
+    let (code, out, v, log) = client(
+        "rttlog",
+        &[&srv.addr.to_string(), "-c", "5", "-r", "500", "-T", "1s"],
+        true,
+    );
+    assert_eq!(code, 0, "{out}");
+    let mut lines = log.lines();
+    assert_eq!(
+        lines.next(),
+        Some("type,timestamp,connection_id,query_id,intended_us,sent_us,rtt_us,status")
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len() as u64, q(&v, "answered") + q(&v, "timed_out"));
+    assert!(rows
+        .iter()
+        .all(|r| r.starts_with("dns,") && r.split(',').count() == 8));
+    drop(srv);
+}
+
+#[test]
+fn interval_sends_every_period_per_connection() {
+    let srv = server(&["--mode", "pong"]);
+    let (code, out, v, _) = client(
+        "interval",
+        &[
+            &srv.addr.to_string(),
+            "--proto",
+            "ping",
+            "-c",
+            "20",
+            "--interval",
+            "200ms",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let sent = q(&v, "sent");
+    assert!((90..=110).contains(&sent), "{sent}");
+    all_answered(&v, &out);
+    drop(srv);
+}
+
+#[test]
+fn control_changes_the_rate_while_running() {
+    let srv = server(&[]);
+    let dir = temp_dir("control");
+    let json = dir.join("r.json");
+    let mut child = Command::new(BIN)
+        .args([
+            "client",
+            &srv.addr.to_string(),
+            "-c",
+            "10",
+            "-r",
+            "100",
+            "-T",
+            "3s",
+        ])
+        .args(["--control", "-", "--json", json.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ramp done") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0);
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"rate 2000\n").unwrap();
+    while !line.contains("control: rate 2000") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0);
+    }
+    stdin.write_all(b"bogus\n").unwrap();
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(rest.contains("not understood"), "{rest}");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let events = v["queries"]["control"].as_array().unwrap();
+    assert_eq!(events[0]["command"], "rate 2000");
+    assert_eq!(events[0]["applied"], true);
+    assert_eq!(events[1]["applied"], false);
+    // ~3 s at 2000/s after the change, not 300 at 100/s.
+    assert!(q(&v, "sent") > 3000, "{}", q(&v, "sent"));
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(srv);
+}
+
+#[test]
+fn poisson_rtt_log_passes_kolmogorov_smirnov() {
+    let srv = server(&[]);
+    let (code, out, _, log) = client(
+        "ks",
+        &[&srv.addr.to_string(), "-c", "20", "-r", "10k", "-T", "2s"],
+        true,
+    );
+    assert_eq!(code, 0, "{out}");
+    let mut intended: Vec<f64> = log
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(4).unwrap().parse::<f64>().unwrap())
+        .collect();
+    intended.sort_by(f64::total_cmp);
+    let mut gaps: Vec<f64> = intended.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_by(f64::total_cmp);
+    let n = gaps.len() as f64;
+    assert!(n > 15_000.0, "{n}");
+    let rate = 1.0 / (gaps.iter().sum::<f64>() / n);
+    // Times are logged in whole µs, so gaps come in whole µs too: compare
+    // the empirical CDF at each distinct gap with the exponential law
+    // rounded the same way.
+    let mut d: f64 = 0.0;
+    let mut i = 0;
+    while i < gaps.len() {
+        let v = gaps[i];
+        while i < gaps.len() && gaps[i] == v {
+            i += 1;
+        }
+        let cdf = 1.0 - (-rate * (v + 0.5)).exp();
+        d = d.max((i as f64 / n - cdf).abs());
+    }
+    assert!(
+        (9_000.0..11_000.0).contains(&(rate * 1e6)),
+        "rate {}",
+        rate * 1e6
+    );
+    assert!(d < 1.63 / n.sqrt() + 0.005, "D = {d}");
+    let _ = TcpStream::connect(srv.addr);
+    drop(srv);
+}
