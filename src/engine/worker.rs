@@ -89,7 +89,14 @@ struct Conn {
     /// Timed-out queries still in `outstanding` (a late answer is absorbed).
     ghosts: u32,
     pending_in: Vec<u8>,
+    /// Bytes to write: queries encoded this loop turn (written together at
+    /// its end, one syscall for many queries), or what the socket did not
+    /// take.
     pending_out: Vec<u8>,
+    /// In the worker's list of connections to flush.
+    dirty: bool,
+    /// The socket refused bytes: wait for it to become writable.
+    blocked: bool,
     outstanding: VecDeque<Outstanding>,
     /// Intended times of due queries not sent yet (window full or socket
     /// busy): they keep their place and their intended time.
@@ -203,6 +210,8 @@ pub struct Worker {
     prealloc: VecDeque<Socket>,
     scratch: Vec<u8>,
     out: Vec<u8>,
+    /// Connections with bytes to write at the end of this loop turn.
+    dirty: Vec<usize>,
 }
 
 fn errno_of(e: &io::Error) -> i32 {
@@ -318,6 +327,7 @@ impl Worker {
             prealloc: VecDeque::new(),
             scratch: vec![0; 64 * 1024],
             out: Vec::with_capacity(4096),
+            dirty: Vec::new(),
             sc: s.scenario,
         })
     }
@@ -358,6 +368,7 @@ impl Worker {
             self.start_due(now);
             self.expire(now);
             self.traffic_due(now);
+            self.flush_dirty();
             let timeout = match self.next_wakeup() {
                 None => None,
                 Some(at) => {
@@ -401,7 +412,7 @@ impl Worker {
                         }
                     }
                     State::Probing | State::Held => {
-                        if ev.is_writable() && !conn.pending_out.is_empty() {
+                        if ev.is_writable() && conn.blocked {
                             self.on_writable(key);
                         }
                         if self.conns.contains(key)
@@ -412,6 +423,7 @@ impl Worker {
                     }
                 }
             }
+            self.flush_dirty();
         }
         self.finish()
     }
@@ -564,6 +576,8 @@ impl Worker {
             ghosts: 0,
             pending_in: Vec::new(),
             pending_out: Vec::new(),
+            dirty: false,
+            blocked: false,
             outstanding: VecDeque::new(),
             waiting: VecDeque::new(),
         });
@@ -643,12 +657,8 @@ impl Worker {
                 .push_back((key, conn.seq, now + self.sc.connect_timeout()));
         }
         let out = std::mem::take(&mut self.out);
-        let ok = self.write(key, &out);
+        self.write(key, &out);
         self.out = out;
-        if !ok {
-            self.lost(key, Bucket::Reset);
-            return;
-        }
         if !self.sc.verify {
             let initial = self.conns[key].initial;
             self.held(key);
@@ -1128,7 +1138,7 @@ impl Worker {
         if cap.is_some_and(|c| conn.queries + conn.waiting.len() as u64 >= c) {
             return;
         }
-        if conn.live() >= t.window || !conn.pending_out.is_empty() || !conn.waiting.is_empty() {
+        if conn.live() >= t.window || conn.blocked || !conn.waiting.is_empty() {
             conn.waiting.push_back(intended);
             return;
         }
@@ -1148,12 +1158,15 @@ impl Worker {
             return;
         };
         let conn = &mut self.conns[key];
-        self.out.clear();
         let n = conn.queries;
         let qkey = t
             .codec
-            .encode(n, conn.target as usize, now, &mut t.rng, &mut self.out);
+            .encode(n, conn.target as usize, now, &mut t.rng, &mut conn.pending_out);
         conn.queries += 1;
+        if !conn.dirty {
+            conn.dirty = true;
+            self.dirty.push(key);
+        }
         let lag = now.saturating_sub(intended);
         t.send_lag.saturating_record(us(lag));
         if lag > LATE_NS {
@@ -1175,12 +1188,6 @@ impl Worker {
         if let Some(pos) = retire {
             // No more queries on this one: out of the open-loop choice.
             remove_active(t, &mut self.conns, pos);
-        }
-        let out = std::mem::take(&mut self.out);
-        let ok = self.write(key, &out);
-        self.out = out;
-        if !ok {
-            self.lost(key, Bucket::Reset);
         }
     }
 
@@ -1293,7 +1300,7 @@ impl Worker {
             let Some(t) = self.traffic.as_ref() else {
                 return;
             };
-            if c.waiting.is_empty() || c.live() >= t.window || !c.pending_out.is_empty() {
+            if c.waiting.is_empty() || c.live() >= t.window || c.blocked {
                 return;
             }
             let intended = c.waiting.pop_front().expect("not empty");
@@ -1302,40 +1309,66 @@ impl Worker {
     }
 
     fn on_writable(&mut self, key: usize) {
-        let conn = &mut self.conns[key];
-        let data = std::mem::take(&mut conn.pending_out);
-        match write_some(&mut conn.stream, &data) {
-            Ok(n) => {
-                bump(&self.q.bytes_out, n as u64);
-                if n < data.len() {
-                    conn.pending_out = data[n..].to_vec();
-                }
-                self.after_progress(key);
-            }
-            Err(_) => self.lost(key, Bucket::Reset),
+        self.conns[key].blocked = false;
+        if self.flush(key) {
+            self.after_progress(key);
         }
     }
 
-    /// Writes behind anything pending; keeps what the socket does not take.
-    /// False on a write error.
-    fn write(&mut self, key: usize, data: &[u8]) -> bool {
+    /// Queues bytes for the end of this loop turn.
+    fn write(&mut self, key: usize, data: &[u8]) {
         if data.is_empty() {
-            return true;
+            return;
         }
         let conn = &mut self.conns[key];
-        if !conn.pending_out.is_empty() {
-            conn.pending_out.extend_from_slice(data);
-            return true;
+        conn.pending_out.extend_from_slice(data);
+        if !conn.dirty {
+            conn.dirty = true;
+            self.dirty.push(key);
         }
-        match write_some(&mut conn.stream, data) {
+    }
+
+    /// Writes every connection's queued bytes: one syscall each.
+    fn flush_dirty(&mut self) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for &key in &dirty {
+            let Some(c) = self.conns.get_mut(key) else {
+                continue;
+            };
+            if !c.dirty {
+                continue;
+            }
+            c.dirty = false;
+            if !c.blocked {
+                self.flush(key);
+            }
+        }
+        dirty.clear();
+        if self.dirty.is_empty() {
+            self.dirty = dirty;
+        }
+    }
+
+    /// Writes what the connection has queued; false when that failed and
+    /// the connection is gone.
+    fn flush(&mut self, key: usize) -> bool {
+        let conn = &mut self.conns[key];
+        match write_some(&mut conn.stream, &conn.pending_out) {
             Ok(n) => {
                 bump(&self.q.bytes_out, n as u64);
-                if n < data.len() {
-                    conn.pending_out.extend_from_slice(&data[n..]);
+                if n == conn.pending_out.len() {
+                    // Nothing kept while idle.
+                    conn.pending_out = Vec::new();
+                } else {
+                    conn.pending_out.drain(..n);
+                    conn.blocked = true;
                 }
                 true
             }
-            Err(_) => false,
+            Err(_) => {
+                self.lost(key, Bucket::Reset);
+                false
+            }
         }
     }
 }
