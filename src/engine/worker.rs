@@ -418,7 +418,7 @@ impl Worker {
                         if self.conns.contains(key)
                             && (ev.is_readable() || ev.is_read_closed() || ev.is_error())
                         {
-                            self.on_readable(key);
+                            self.on_readable(key, ev.is_read_closed() || ev.is_error());
                         }
                     }
                 }
@@ -694,15 +694,17 @@ impl Worker {
         }
     }
 
-    fn on_readable(&mut self, key: usize) {
+    /// Reads what the socket holds. `closing`: the event said the peer
+    /// closed or failed, so read until the end is seen.
+    fn on_readable(&mut self, key: usize, closing: bool) {
         // Out of `self` while in use, so that framing can call back into
         // the worker; put back before returning (no allocation either way).
         let mut scratch = std::mem::take(&mut self.scratch);
-        self.read_all(key, &mut scratch);
+        self.read_all(key, &mut scratch, closing);
         self.scratch = scratch;
     }
 
-    fn read_all(&mut self, key: usize, scratch: &mut [u8]) {
+    fn read_all(&mut self, key: usize, scratch: &mut [u8], closing: bool) {
         loop {
             let conn = &mut self.conns[key];
             let n = match conn.stream.read(scratch) {
@@ -725,6 +727,12 @@ impl Worker {
             conn.got_data = true;
             bump(&self.q.bytes_in, n as u64);
             if !self.on_bytes(key, &scratch[..n]) {
+                return;
+            }
+            // A short read took all there was: more data makes a new edge,
+            // so skip the read that would only say WouldBlock (unless the
+            // peer's close is pending, which makes no new edge).
+            if n < scratch.len() && !closing {
                 return;
             }
         }
@@ -1159,9 +1167,13 @@ impl Worker {
         };
         let conn = &mut self.conns[key];
         let n = conn.queries;
-        let qkey = t
-            .codec
-            .encode(n, conn.target as usize, now, &mut t.rng, &mut conn.pending_out);
+        let qkey = t.codec.encode(
+            n,
+            conn.target as usize,
+            now,
+            &mut t.rng,
+            &mut conn.pending_out,
+        );
         conn.queries += 1;
         if !conn.dirty {
             conn.dirty = true;

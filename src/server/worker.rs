@@ -170,7 +170,8 @@ impl Worker {
                     Source::Udp(i) => self.serve_udp(i),
                     Source::Conn(key) => {
                         let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
-                        self.serve_conn(key, readable);
+                        let closing = ev.is_read_closed() || ev.is_error();
+                        self.serve_conn(key, readable, closing);
                     }
                 }
             }
@@ -269,11 +270,11 @@ impl Worker {
         self.shared.opened();
     }
 
-    fn serve_conn(&mut self, key: usize, readable: bool) {
+    fn serve_conn(&mut self, key: usize, readable: bool, closing: bool) {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
-        match serve(conn, &mut self.io, readable) {
+        match serve(conn, &mut self.io, readable, closing) {
             Next::Keep => return,
             Next::Close => {}
             Next::Failed => bump(&self.io.stats.conn_errors, 1),
@@ -322,19 +323,21 @@ impl Worker {
     }
 }
 
-/// Serves one readiness event of a connection.
-fn serve(conn: &mut Conn, io: &mut Io, mut readable: bool) -> Next {
+/// Serves one readiness event of a connection. `closing`: the peer closed
+/// or failed, so reads go on until that is seen.
+fn serve(conn: &mut Conn, io: &mut Io, mut readable: bool, mut closing: bool) -> Next {
     if !conn.pending_out.is_empty() && flush(conn, &io.stats).is_err() {
         return Next::Failed;
     }
     if conn.read_blocked && conn.pending_out.is_empty() {
         // Output drained: read again what the peer sent meanwhile (no new
-        // edge will announce it).
+        // edge will announce it), all of it.
         conn.read_blocked = false;
         readable = true;
+        closing = true;
     }
     if readable && !conn.read_blocked && !conn.closing {
-        match read(conn, io) {
+        match read(conn, io, closing) {
             Ok(Action::Continue) => {}
             Ok(Action::CloseAfterReply) => conn.closing = true,
             Ok(Action::Abort) => return Next::Close,
@@ -348,7 +351,9 @@ fn serve(conn: &mut Conn, io: &mut Io, mut readable: bool) -> Next {
 }
 
 /// Reads until the socket is drained, the peer closes, or output backs up.
-fn read(conn: &mut Conn, io: &mut Io) -> io::Result<Action> {
+/// Without `drain_all`, a short read ends it: it took all there was, and
+/// more data makes a new edge.
+fn read(conn: &mut Conn, io: &mut Io, drain_all: bool) -> io::Result<Action> {
     loop {
         let room = io.max_pending.saturating_sub(conn.pending_out.len());
         if room == 0 {
@@ -385,6 +390,9 @@ fn read(conn: &mut Conn, io: &mut Io) -> io::Result<Action> {
         if p.action == Action::CloseAfterReply {
             conn.pending_in = Vec::new();
             return Ok(Action::CloseAfterReply);
+        }
+        if n < want && !drain_all {
+            return Ok(Action::Continue);
         }
     }
 }
