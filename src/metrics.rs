@@ -33,6 +33,8 @@ pub struct Shared {
     /// Client: a rate set on --control (f64 bits), and how many times one was.
     pub rate_override: AtomicU64,
     pub rate_gen: AtomicU64,
+    /// Client: open connections asked on --control, plus one (0: none).
+    pub conn_level: AtomicU64,
     /// Connections open now, over all workers.
     pub current: AtomicI64,
     /// The most ever open at once.

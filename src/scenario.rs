@@ -402,6 +402,9 @@ pub struct Scenario {
     pub connections_schedule: Option<Vec<Phase>>,
     /// Queries over the connections; None: connections only.
     pub traffic: Option<Traffic>,
+    /// Commands come on stdin (--control -).
+    #[serde(default)]
+    pub control: bool,
     pub workers: usize,
     pub verify: bool,
     pub max_failures: u64,
@@ -513,6 +516,7 @@ impl Scenario {
             preallocate: a.preallocate && schedule.is_none(),
             connections_schedule: schedule,
             traffic,
+            control: a.control.is_some(),
             workers,
             verify: a.verify && !a.no_verify,
             max_failures: a.max_failures,

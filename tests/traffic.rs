@@ -707,6 +707,16 @@ fn control_changes_the_rate_while_running() {
         line.clear();
         assert!(err.read_line(&mut line).unwrap() > 0);
     }
+    stdin.write_all(b"connections 4\n").unwrap();
+    while !line.contains("control: connections 4") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0);
+    }
+    // The live view shows the count falling to 4 within a second or two.
+    while !line.contains("open 4 ") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "never down to 4");
+    }
     stdin.write_all(b"bogus\n").unwrap();
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();
@@ -716,7 +726,8 @@ fn control_changes_the_rate_while_running() {
     let events = v["queries"]["control"].as_array().unwrap();
     assert_eq!(events[0]["command"], "rate 2000");
     assert_eq!(events[0]["applied"], true);
-    assert_eq!(events[1]["applied"], false);
+    assert_eq!(events[1]["command"], "connections 4");
+    assert_eq!(events[2]["applied"], false);
     // ~3 s at 2000/s after the change, not 300 at 100/s.
     assert!(q(&v, "sent") > 3000, "{}", q(&v, "sent"));
     let _ = std::fs::remove_dir_all(&dir);

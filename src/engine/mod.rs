@@ -249,6 +249,8 @@ pub fn run(
     let mut last_established = 0;
     let mut last_q = QueryTotals::default();
     let mut controls = Vec::new();
+    // Rates set on --control: (seconds into the traffic, rate).
+    let mut rate_changes: Vec<(f64, f64)> = Vec::new();
     loop {
         let next_tick = start + Duration::from_secs(tick);
         let wake = end_at.map_or(next_tick, |e| e.min(next_tick));
@@ -267,12 +269,18 @@ pub fn run(
             Some(Reason::Control(line)) => {
                 let t = start.elapsed().as_secs_f64();
                 let applied = control(&line, &shared, &wakers);
+                if applied && line.starts_with("rate") {
+                    if let Some(ts) = traffic_start {
+                        let rate = f64::from_bits(shared.rate_override.load(Relaxed));
+                        rate_changes.push((ts.elapsed().as_secs_f64(), rate));
+                    }
+                }
                 live.note(&format!(
                     "{t:>7.2}s  control: {line}{}",
                     if applied {
                         ""
                     } else {
-                        " (not understood: rate R | stop)"
+                        " (not understood: rate R | connections N | stop)"
                     }
                 ));
                 controls.push(ControlEvent {
@@ -341,7 +349,7 @@ pub fn run(
                     s.p50_us = Some(r.hist.value_at_quantile(0.5));
                     s.p99_us = Some(r.hist.value_at_quantile(0.99));
                 }
-                s.target = target_at(&sc, start, traffic_start, tick);
+                s.target = target_at(&sc, start, traffic_start, tick, &rate_changes);
             }
             last_established = t.established;
             last_q = q;
@@ -415,7 +423,7 @@ pub fn run(
             statuses,
             in_flight,
             seconds,
-            target_queries: target_queries(t, sc.connections, seconds),
+            target_queries: target_queries(t, sc.connections, seconds, &rate_changes),
             controls,
         }
     });
@@ -460,24 +468,45 @@ fn start_traffic(
     }
 }
 
+/// The rate asked for `t` seconds into the traffic: the last rate set on
+/// --control by then, or the schedule's.
+fn rate_at(t: &crate::scenario::Traffic, connections: u64, changes: &[(f64, f64)], at: f64) -> f64 {
+    changes
+        .iter()
+        .rev()
+        .find(|(when, _)| *when <= at)
+        .map_or_else(|| t.rate_at(at, connections), |(_, r)| *r)
+}
+
 /// The rate asked for during second `tick` (which ends `tick` s after start).
-fn target_at(sc: &Scenario, start: Instant, ts: Option<Instant>, tick: u64) -> Option<f64> {
+fn target_at(
+    sc: &Scenario,
+    start: Instant,
+    ts: Option<Instant>,
+    tick: u64,
+    changes: &[(f64, f64)],
+) -> Option<f64> {
     let t = sc.traffic.as_ref()?;
     let ts = ts?;
     let mid = (start + Duration::from_millis(tick * 1000 - 500)).checked_duration_since(ts)?;
     match t.model {
         crate::scenario::Model::ClosedLoop { .. } => None,
-        _ => Some(t.rate_at(mid.as_secs_f64(), sc.connections)),
+        _ => Some(rate_at(t, sc.connections, changes, mid.as_secs_f64())),
     }
 }
 
-/// Queries a schedule asks for in its first `seconds` (open loop and
+/// Queries asked for in the first `seconds` of traffic (open loop and
 /// intervals; closed loop has no target).
-fn target_queries(t: &crate::scenario::Traffic, connections: u64, seconds: f64) -> f64 {
+fn target_queries(
+    t: &crate::scenario::Traffic,
+    connections: u64,
+    seconds: f64,
+    changes: &[(f64, f64)],
+) -> f64 {
     let steps = (seconds * 100.0).ceil().max(1.0) as u64;
     let dt = seconds / steps as f64;
     (0..steps)
-        .map(|i| t.rate_at((i as f64 + 0.5) * dt, connections) * dt)
+        .map(|i| rate_at(t, connections, changes, (i as f64 + 0.5) * dt) * dt)
         .sum()
 }
 
@@ -486,6 +515,16 @@ fn control(line: &str, shared: &Shared, wakers: &[Waker]) -> bool {
     let mut words = line.split_whitespace();
     match (words.next(), words.next(), words.next()) {
         (Some("stop"), None, None) => true,
+        (Some("connections"), Some(n), None) => match crate::cli::parse_count(n) {
+            Ok(n) => {
+                shared.conn_level.store(n + 1, Relaxed);
+                for w in wakers {
+                    let _ = w.wake();
+                }
+                true
+            }
+            Err(_) => false,
+        },
         (Some("rate"), Some(r), None) => match crate::cli::parse_rate(r) {
             Ok(rate) => {
                 shared.rate_override.store(rate.to_bits(), Relaxed);

@@ -362,9 +362,7 @@ impl Worker {
         }
         loop {
             let now = Instant::now();
-            if self.sc.connections_schedule.is_some() {
-                self.follow_schedule(now);
-            }
+            self.follow_level(now);
             self.start_due(now);
             self.expire(now);
             self.traffic_due(now);
@@ -473,31 +471,45 @@ impl Worker {
 
     // ---- connections -------------------------------------------------
 
-    /// --connections-schedule: opens connections (paced by the ramp's rate)
-    /// while this worker holds fewer than its share of the level the
-    /// schedule asks for now, and closes its oldest while it holds more.
-    fn follow_schedule(&mut self, now: Instant) {
-        let Some(phases) = self.sc.connections_schedule.as_ref() else {
+    /// The number of open connections asked for now: by
+    /// --connections-schedule, or by `connections N` on --control once the
+    /// ramp is done.
+    fn level(&self, now: Instant) -> Option<u64> {
+        let asked = self.shared.conn_level.load(Relaxed);
+        if asked > 0 && self.ramp_left == 0 {
+            return Some(asked - 1);
+        }
+        let phases = self.sc.connections_schedule.as_ref()?;
+        let t = now.saturating_duration_since(self.start).as_secs_f64();
+        Some(crate::scenario::level_at(phases, t).round() as u64)
+    }
+
+    /// Opens connections (paced by the ramp's rate) while this worker holds
+    /// fewer than its share of the level asked for, and closes its oldest
+    /// while it holds more.
+    fn follow_level(&mut self, now: Instant) {
+        self.prune_open_q();
+        let Some(total) = self.level(now) else {
             return;
         };
-        let t = now.saturating_duration_since(self.start).as_secs_f64();
-        let total = crate::scenario::level_at(phases, t).round() as u64;
         let mine = total / self.nworkers + u64::from(self.id < total % self.nworkers);
         let rate = self.sc.ramp.rate() / self.nworkers as f64;
         let burst = (rate * 0.01).max(1.0);
         let dt = now.saturating_duration_since(self.refilled).as_secs_f64();
         self.tokens = (self.tokens + dt * rate).min(burst);
         self.refilled = now;
-        while (self.conns.len() as u64) < mine
-            && self.tokens >= 1.0
-            && self.inflight < self.max_inflight
-        {
+        let open = |w: &Worker| w.conns.len() as u64 + w.reconnects_owed;
+        while open(self) < mine && self.tokens >= 1.0 && self.inflight < self.max_inflight {
             self.tokens -= 1.0;
-            let seq = self.sched_made * self.nworkers + self.id;
+            let seq = self.sc.connections + self.sched_made * self.nworkers + self.id;
             self.sched_made += 1;
             self.attempt(seq, false);
         }
-        while (self.conns.len() as u64) > mine {
+        while open(self) > mine {
+            if self.reconnects_owed > 0 {
+                self.reconnects_owed -= 1;
+                continue;
+            }
             let Some((key, seq)) = self.open_q.pop_front() else {
                 break;
             };
@@ -633,7 +645,7 @@ impl Worker {
         bump(&self.counters.established, 1);
         self.shared.opened();
         conn.since = now;
-        if self.sc.connections_schedule.is_some() {
+        if self.sc.connections_schedule.is_some() || self.sc.control {
             self.open_q.push_back((key, conn.seq));
         }
         if let Some(life) = self.sc.lifetime() {
@@ -663,6 +675,16 @@ impl Worker {
             let initial = self.conns[key].initial;
             self.held(key);
             self.resolved(initial);
+        }
+    }
+
+    /// Drops the oldest-first entries of connections already gone, so that
+    /// churn cannot grow the list without bound.
+    fn prune_open_q(&mut self) {
+        if self.open_q.len() > 2 * self.conns.len() + 1024 {
+            let conns = &self.conns;
+            self.open_q
+                .retain(|&(k, seq)| conns.get(k).is_some_and(|c| c.seq == seq));
         }
     }
 
@@ -961,8 +983,8 @@ impl Worker {
                 consider(at);
             }
         }
-        if self.sc.connections_schedule.is_some() {
-            // The level moves continuously: look again every 10 ms.
+        if self.sc.connections_schedule.is_some() || self.shared.conn_level.load(Relaxed) > 0 {
+            // The level moves: look again every 10 ms.
             consider(Instant::now() + Duration::from_millis(10));
         }
         if let Some(tr) = &self.traffic {
