@@ -30,6 +30,9 @@ pub enum Command {
     Client(Box<ClientArgs>),
     /// Run the reference server: echo, pong, http, dns, discard or fixed replies.
     Server(ServerArgs),
+    /// Merge the JSON results of a run's segments (or processes, or hosts)
+    /// into one: counters summed, histograms added, seconds aligned.
+    Merge(MergeArgs),
 }
 
 /// What the reference server answers.
@@ -123,6 +126,20 @@ pub struct ServerArgs {
     /// Append the per-second stats as one JSON object per line to FILE.
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
+
+    /// Processes sharing the port (SO_REUSEPORT), each with its own fd
+    /// limit; auto: enough to hold --max-connections.
+    #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = parse_processes)]
+    pub processes: Processes,
+
+    /// Connections to be able to hold, for --processes auto (lowered to what
+    /// MemAvailable allows at ~10 KB of kernel memory per connection).
+    #[arg(long, value_name = "N", default_value = "1m", value_parser = parse_positive_count)]
+    pub max_connections: u64,
+
+    /// Internal: run as a child of --processes (JSON lines on stdout).
+    #[arg(long, hide = true)]
+    pub child: bool,
 }
 
 /// How connections are opened.
@@ -394,6 +411,25 @@ pub struct ClientArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
+    /// Run slice K of N of the scenario: its share of connections and rate,
+    /// its own source addresses and seed. N slices offer exactly the whole.
+    #[arg(long, value_name = "K/N", value_parser = parse_segment, help_heading = "Scale out")]
+    pub segment: Option<Segment>,
+
+    /// Wait until this wall-clock time (RFC 3339 or Unix seconds) before
+    /// connecting, so that slices on many hosts start together.
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at, help_heading = "Scale out")]
+    pub start_at: Option<f64>,
+
+    /// Processes to run the scenario in (each one segment with its own fd
+    /// limit), merged into one result; auto: as many as the fd limit needs.
+    #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = parse_processes, help_heading = "Scale out")]
+    pub processes: Processes,
+
+    /// Internal: run as a child of --processes (per-second JSON lines on stdout).
+    #[arg(long, hide = true)]
+    pub child: bool,
+
     /// No live view (the summary is still printed).
     #[arg(short, long)]
     pub quiet: bool,
@@ -401,6 +437,105 @@ pub struct ClientArgs {
     /// Run even when the preflight finds the plan impossible.
     #[arg(long)]
     pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Result files written by `throng client --json`.
+    #[arg(value_name = "RESULT.json", required = true)]
+    pub results: Vec<PathBuf>,
+
+    /// Write the merged result as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// How many processes a side uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Processes {
+    /// As many as the fd limit requires.
+    Auto,
+    Count(u64),
+}
+
+fn parse_processes(s: &str) -> Result<Processes, String> {
+    if s == "auto" {
+        return Ok(Processes::Auto);
+    }
+    match parse_positive_count(s) {
+        Ok(n) if n <= 1024 => Ok(Processes::Count(n)),
+        _ => Err(format!(
+            "'{s}' is not a process count; use auto or 1..=1024"
+        )),
+    }
+}
+
+/// A slice `K/N` of a scenario (1-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    pub index: u64,
+    pub count: u64,
+}
+
+fn parse_segment(s: &str) -> Result<Segment, String> {
+    let err = || format!("'{s}' is not a segment K/N with 1 <= K <= N, e.g. 2/4");
+    let (k, n) = s.split_once('/').ok_or_else(err)?;
+    let (index, count): (u64, u64) = (k.parse().map_err(|_| err())?, n.parse().map_err(|_| err())?);
+    if index == 0 || index > count {
+        return Err(err());
+    }
+    Ok(Segment { index, count })
+}
+
+/// A wall-clock instant: RFC 3339 (2026-11-22T10:00:00Z) or Unix seconds.
+pub fn parse_start_at(s: &str) -> Result<f64, String> {
+    if let Ok(v) = s.parse::<f64>() {
+        return Ok(v);
+    }
+    parse_rfc3339(s).ok_or_else(|| {
+        format!("'{s}' is not a time; give RFC 3339 (2026-11-22T10:00:00Z) or Unix seconds")
+    })
+}
+
+/// Unix seconds of `YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)`.
+fn parse_rfc3339(s: &str) -> Option<f64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut rest = &s[19..];
+    let mut frac = 0.0;
+    if let Some(r) = rest.strip_prefix('.') {
+        let end = r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len());
+        frac = format!("0.{}", &r[..end]).parse().ok()?;
+        rest = &r[end..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) => {
+            let sign = if o.starts_with('-') { -1 } else { 1 };
+            sign * (o[1..3].parse::<i64>().ok()? * 3600 + o[4..6].parse::<i64>().ok()? * 60)
+        }
+        _ => return None,
+    };
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let (y, m) = if mo <= 2 {
+        (y - 1, mo + 9)
+    } else {
+        (y, mo - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3600 + mi * 60 + sec - offset) as f64 + frac)
 }
 
 /// A rate: `2000`, `10k`, `10k/s`, `2.5k/s`.
@@ -546,6 +681,27 @@ mod tests {
         assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
         assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
         assert!(parse_duration("5 fortnights").unwrap_err().contains("2.5s"));
+    }
+
+    #[test]
+    fn segments_and_times() {
+        assert_eq!(parse_segment("2/4"), Ok(Segment { index: 2, count: 4 }));
+        assert!(parse_segment("0/4").is_err());
+        assert!(parse_segment("5/4").unwrap_err().contains("2/4"));
+        assert_eq!(parse_start_at("1700000000"), Ok(1_700_000_000.0));
+        assert_eq!(parse_start_at("2023-11-14T22:13:20Z"), Ok(1_700_000_000.0));
+        assert_eq!(
+            parse_start_at("2023-11-15T00:13:20+02:00"),
+            Ok(1_700_000_000.0)
+        );
+        assert_eq!(
+            parse_start_at("2023-11-14T22:13:20.5Z"),
+            Ok(1_700_000_000.5)
+        );
+        assert!(parse_start_at("tomorrow").unwrap_err().contains("RFC 3339"));
+        assert_eq!(parse_processes("auto"), Ok(Processes::Auto));
+        assert_eq!(parse_processes("8"), Ok(Processes::Count(8)));
+        assert!(parse_processes("0").is_err());
     }
 
     #[test]

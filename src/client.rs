@@ -11,7 +11,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 
-use crate::cli::{ClientArgs, Mode};
+use std::ffi::OsString;
+
+use crate::cli::{ClientArgs, Mode, Processes};
 use crate::report::json::{write_atomic, Environment, RunResult};
 use crate::report::{self, LiveView};
 use crate::scenario::{self, Scenario};
@@ -46,6 +48,9 @@ fn embedded_config() -> ServerConfig {
         on_prefix: Vec::new(),
         stats: false,
         stats_json: None,
+        processes: Processes::Count(1),
+        max_connections: 1_000_000,
+        child: false,
     }
 }
 
@@ -132,6 +137,36 @@ fn warnings(sc: &Scenario) -> Vec<String> {
     w
 }
 
+/// Processes the plan needs: one unless the fd limit says more.
+fn processes_needed(a: &ClientArgs, sc: &Scenario, fd: &FdLimit) -> u64 {
+    match a.processes {
+        Processes::Count(n) => n,
+        Processes::Auto => {
+            let per_conn = if sc.embedded_server { 2 } else { 1 };
+            let room = fd.soft.saturating_sub(FD_OVERHEAD + 64).max(1);
+            (sc.connections * per_conn).div_ceil(room).max(1)
+        }
+    }
+}
+
+/// Waits for --start-at; refuses a time in the past.
+fn wait_start_at(at: Option<f64>, stop: &Stop) -> Result<bool> {
+    let Some(at) = at else {
+        return Ok(true);
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    if at < now {
+        return Err(usage(format!(
+            "--start-at {at:.3} is {:.3} s in the past (now {now:.3}); give a later time",
+            now - at
+        )));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(at - now);
+    Ok(!stop.wait_until(deadline))
+}
+
 /// Runs `throng client`.
 pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     if let Some(p) = &a.json {
@@ -155,13 +190,6 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     if a.control.is_some() && a.pause {
         return Err(usage("--control and --pause both read stdin; use one"));
     }
-    let rtt_log = match &a.rtt_log {
-        Some(p) => Some(
-            std::fs::File::create(p)
-                .map_err(|e| usage(format!("--rtt-log {}: {e}", p.display())))?,
-        ),
-        None => None,
-    };
     let stop = Stop::install()?;
     let fd = limits::raise_nofile()?;
     let started_unix_s = SystemTime::now()
@@ -169,86 +197,326 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         .map_or(0, |d| d.as_secs());
     let env = Environment::read(started_unix_s);
 
-    let embedded = if a.targets.is_empty() {
-        let srv = server::start(&embedded_config())?;
-        println!(
-            "no target given: started the embedded echo server on {} (the code of `throng server --mode echo`)",
-            srv.addrs[0]
-        );
-        Some(srv)
+    let targets = if a.targets.is_empty() {
+        Vec::new()
     } else {
-        None
+        scenario::resolve(&a.targets)?
     };
-    let targets = match &embedded {
-        Some(s) => s.addrs.clone(),
-        None => scenario::resolve(&a.targets)?,
+    // The whole scenario decides the plan; a segment runs its slice of it.
+    let probe_targets = if targets.is_empty() {
+        vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 0))]
+    } else {
+        targets.clone()
     };
-    let per_target = a.connections.div_ceil(targets.len() as u64);
+    let mut whole = Scenario::new(a, probe_targets.clone(), a.targets.is_empty(), Vec::new())?;
+    let nproc = if a.segment.is_some() || a.child {
+        1
+    } else {
+        processes_needed(a, &whole, &fd)
+    };
+    if nproc > 1 && a.targets.is_empty() {
+        return Err(usage(format!(
+            "{} connections need {nproc} processes here, and the embedded server cannot \
+             follow them: start `throng server --processes auto --listen 127.0.0.1:4242` and \
+             give its address as the target",
+            whole.connections
+        )));
+    }
     let (chosen, shortfall, why) = if sources_given.is_empty() {
-        let p = sources::plan(&targets, per_target, sources::comfortable_per_source());
+        let p = sources::plan(
+            &probe_targets,
+            whole.per_target(),
+            sources::comfortable_per_source(),
+        );
         (p.sources, p.shortfall, p.why)
     } else {
         (sources_given, None, "--source-ip".into())
     };
-    check_source_families(&targets, &chosen)?;
-    let sc = Scenario::new(a, targets, embedded.is_some(), chosen)?;
-    let problems = preflight(&sc, &fd, shortfall);
+    check_source_families(&probe_targets, &chosen)?;
+    whole.sources = chosen;
+    if nproc > 1 {
+        return run_processes(a, &whole, nproc, &fd, &stop, shortfall, &why);
+    }
 
-    let mut out = io::stdout().lock();
-    writeln!(
-        out,
-        "{}",
-        report::plan_paragraph(&sc, sources::ports_per_source())
-    )?;
-    if !sc.sources.is_empty() {
-        writeln!(out, "  sources: {why}")?;
-    }
-    for w in warnings(&sc) {
-        writeln!(out, "  warning: {w}")?;
-    }
-    out.flush()?;
-    drop(out);
-    if !problems.is_empty() {
-        if a.force {
-            for p in &problems {
-                eprintln!("throng: --force: running anyway: {p}");
-            }
-        } else {
-            return Err(usage(format!(
-                "impossible plan: {} (--force runs it anyway)",
-                problems.join(" Also: ")
-            )));
+    let embedded = if a.targets.is_empty() {
+        let srv = server::start(&embedded_config())?;
+        if !a.child {
+            println!(
+                "no target given: started the embedded echo server on {} (the code of `throng server --mode echo`)",
+                srv.addrs[0]
+            );
         }
+        whole.targets = srv.addrs.clone();
+        Some(srv)
+    } else {
+        None
+    };
+    let ran = match a.segment {
+        Some(seg) => whole.slice(seg),
+        None => whole.clone(),
+    };
+    let problems = preflight(&ran, &fd, shortfall);
+    if !a.child {
+        let mut out = io::stdout().lock();
+        writeln!(
+            out,
+            "{}",
+            report::plan_paragraph(&ran, sources::ports_per_source())
+        )?;
+        if let Some(seg) = ran.segment {
+            writeln!(
+                out,
+                "  segment {}/{} of {} connections",
+                seg.index, seg.count, whole.connections
+            )?;
+        }
+        if !ran.sources.is_empty() {
+            writeln!(out, "  sources: {why}")?;
+        }
+        for w in warnings(&ran) {
+            writeln!(out, "  warning: {w}")?;
+        }
+        out.flush()?;
+    }
+    check_problems(a.force, problems)?;
+    let rtt_log = match &a.rtt_log {
+        Some(p) => Some(
+            std::fs::File::create(p)
+                .map_err(|e| usage(format!("--rtt-log {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    if !wait_start_at(a.start_at, &stop)? {
+        return Ok(ExitCode::from(130));
     }
 
-    let sc = Arc::new(sc);
+    let sc = Arc::new(ran);
     if sc.end == scenario::End::Pause {
         stop.on_enter()?;
     }
     if a.control.is_some() {
         stop.on_control()?;
     }
-    let mut live = LiveView::new(a.quiet, sc.connections);
+    let mut live = if a.child {
+        LiveView::Child
+    } else {
+        LiveView::new(a.quiet, sc.connections)
+    };
     let outcome = crate::engine::run(sc.clone(), &stop, &mut live, rtt_log)?;
     if let Some(srv) = embedded {
         srv.stop()?;
     }
-
-    let mut out = io::stdout().lock();
-    report::summary(&sc, &outcome, &mut out)?;
-    out.flush()?;
+    let result = RunResult::new(&whole, &sc, env, &outcome);
     if let Some(p) = &a.json {
-        write_atomic(p, &RunResult::new(&sc, env, &outcome))?;
+        write_atomic(p, &result)?;
     }
+    if !a.child {
+        let mut out = io::stdout().lock();
+        report::summary(&sc, &outcome, &mut out)?;
+        out.flush()?;
+    }
+    Ok(exit_for(&outcome, sc.max_failures))
+}
+
+fn check_problems(force: bool, problems: Vec<String>) -> Result<()> {
+    if problems.is_empty() {
+        return Ok(());
+    }
+    if force {
+        for p in &problems {
+            eprintln!("throng: --force: running anyway: {p}");
+        }
+        return Ok(());
+    }
+    Err(usage(format!(
+        "impossible plan: {} (--force runs it anyway)",
+        problems.join(" Also: ")
+    )))
+}
+
+fn exit_for(outcome: &crate::engine::Outcome, max_failures: u64) -> ExitCode {
     let failed = outcome.totals.failed_total();
-    if failed > sc.max_failures {
-        eprintln!(
-            "throng: {failed} connection(s) failed, more than --max-failures {}",
-            sc.max_failures
-        );
+    if failed > max_failures {
+        eprintln!("throng: {failed} connection(s) failed, more than --max-failures {max_failures}");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+/// Runs the scenario as `n` child processes, one segment each, and merges
+/// their results as if one process had done it.
+fn run_processes(
+    a: &ClientArgs,
+    whole: &Scenario,
+    n: u64,
+    fd: &FdLimit,
+    stop: &Stop,
+    shortfall: Option<String>,
+    why: &str,
+) -> Result<ExitCode> {
+    use crate::cluster::processes::{child_args, sum_samples, ChildLine, Children, PartsDir};
+    use crate::engine::Live;
+    use crate::sys::signals::Reason;
+    // Each process checks its own share; the ports are the whole's.
+    let mut problems = preflight(
+        &whole.slice(crate::cli::Segment { index: 1, count: n }),
+        fd,
+        shortfall,
+    );
+    problems.retain(|p| !p.contains("file descriptors"));
+    {
+        let mut out = io::stdout().lock();
+        writeln!(
+            out,
+            "{}",
+            report::plan_paragraph(whole, sources::ports_per_source())
+        )?;
+        writeln!(
+            out,
+            "  in {n} processes: {} connections need more fds than one process may hold ({}{})",
+            whole.connections,
+            fd.soft,
+            if fd.hard_is_cap {
+                ", the hard limit here"
+            } else {
+                ""
+            }
+        )?;
+        if !whole.sources.is_empty() {
+            writeln!(out, "  sources: {why}")?;
+        }
+        out.flush()?;
+    }
+    check_problems(a.force, problems)?;
+    if a.control.is_some() || a.pause {
+        return Err(usage(
+            "--control and --pause work with one process; add --processes 1",
+        ));
+    }
+    let parts = PartsDir::new()?;
+    let raw: Vec<OsString> = std::env::args_os().skip(2).collect();
+    let base = child_args(&raw, false);
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
+    let workers = a.workers.unwrap_or((cores / n).max(1));
+    let mut lists = Vec::new();
+    for k in 1..=n {
+        let mut args: Vec<OsString> = vec!["client".into()];
+        args.extend(base.iter().cloned());
+        for extra in [
+            "--segment".to_string(),
+            format!("{k}/{n}"),
+            "--processes".into(),
+            "1".into(),
+            "--child".into(),
+            "--workers".into(),
+            workers.to_string(),
+            "--json".into(),
+            parts.0.join(format!("part-{k}.json")).display().to_string(),
+        ] {
+            args.push(extra.into());
+        }
+        if let Some(t) = a.start_at {
+            args.push("--start-at".into());
+            args.push(format!("{t}").into());
+        }
+        if let Some(p) = &a.rtt_log {
+            args.push("--rtt-log".into());
+            args.push(format!("{}.{k}", p.display()).into());
+        }
+        lists.push(args);
+    }
+    let mut children = Children::spawn(lists, stop)?;
+    let mut live = LiveView::new(a.quiet, whole.connections);
+    let mut latest: Vec<Option<crate::engine::Sample>> = vec![None; n as usize];
+    let mut ramps = 0;
+    let mut shown = 0;
+    let mut alive = n;
+    let mut interrupted = false;
+    while alive > 0 {
+        match stop.wait_reason(None) {
+            Some(Reason::Signal) => {
+                interrupted = true;
+                children.signal(libc::SIGINT);
+            }
+            Some(Reason::ChildExit(_)) => alive -= 1,
+            Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
+                Ok(ChildLine::Sample(s)) => {
+                    let t = s.t;
+                    latest[i] = Some(s);
+                    // One line per second once every live child reported it.
+                    if t > shown && latest.iter().all(|x| x.as_ref().is_some_and(|x| x.t >= t)) {
+                        shown = t;
+                        live.second(&sum_samples(&latest, t), whole.connections);
+                    }
+                }
+                Ok(ChildLine::RampDone { seconds }) => {
+                    ramps += 1;
+                    if ramps == n {
+                        let sum = sum_samples(&latest, shown);
+                        let totals = crate::metrics::ConnTotals {
+                            established: sum.established,
+                            failed: [sum.failed, 0, 0, 0, 0, 0, 0, 0, 0],
+                            ..Default::default()
+                        };
+                        live.ramp_done(
+                            std::time::Duration::from_secs_f64(seconds),
+                            &totals,
+                            &whole.end,
+                        );
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    crate::engine::Live::finish(&mut live);
+    let statuses = children.wait();
+    let mut results = Vec::new();
+    let mut names = Vec::new();
+    let mut missing = Vec::new();
+    for (k, status) in statuses.iter().enumerate() {
+        let path = parts.0.join(format!("part-{}.json", k + 1));
+        let name = children.names[k].clone();
+        match (status, crate::cluster::merge::read(&path)) {
+            (_, Ok(r)) => {
+                results.push(r);
+                names.push(name);
+            }
+            (Ok(code), Err(_)) => {
+                missing.push(format!("{name} exited with code {code} and no result"))
+            }
+            (Err(why), Err(_)) => missing.push(format!("{name} {why}")),
+        }
+    }
+    if results.is_empty() {
+        anyhow::bail!("no child process produced a result: {}", missing.join("; "));
+    }
+    let mut merged = crate::cluster::merge::merge(&results, &names)?;
+    merged.scenario = whole.clone();
+    merged.interrupted |= interrupted;
+    merged.partial = !missing.is_empty();
+    merged.missing = missing.clone();
+    let outcome = merged.outcome()?;
+    if let Some(p) = &a.json {
+        write_atomic(p, &merged)?;
+    }
+    let mut out = io::stdout().lock();
+    report::summary(whole, &outcome, &mut out)?;
+    writeln!(
+        out,
+        "  processes     {n}, merged: {} result(s)",
+        results.len()
+    )?;
+    for m in &missing {
+        writeln!(out, "  PARTIAL: {m}")?;
+    }
+    out.flush()?;
+    drop(out);
+    if !missing.is_empty() {
         return Ok(ExitCode::from(1));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(exit_for(&outcome, whole.max_failures))
 }
 
 /// Every target needs a source of its own family when sources are given.

@@ -18,6 +18,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod cluster;
 pub mod engine;
 pub mod metrics;
 pub mod report;
@@ -46,9 +47,32 @@ pub fn exit_code(err: &anyhow::Error) -> ExitCode {
 pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         cli::Command::Client(args) => client::run(&args),
+        cli::Command::Merge(args) => merge(&args),
         cli::Command::Server(args) => {
             let cfg = server::ServerConfig::from_args(&args)?;
             server::run(&cfg).map(|()| ExitCode::SUCCESS)
         }
     }
+}
+
+/// `throng merge`: reads results, merges them, prints the summary.
+fn merge(a: &cli::MergeArgs) -> anyhow::Result<ExitCode> {
+    let mut results = Vec::new();
+    let mut names = Vec::new();
+    for p in &a.results {
+        results.push(cluster::merge::read(p)?);
+        names.push(p.display().to_string());
+    }
+    let merged = cluster::merge::merge(&results, &names)?;
+    let outcome = merged.outcome()?;
+    if let Some(p) = &a.json {
+        report::json::write_atomic(p, &merged)?;
+    }
+    let mut out = std::io::stdout().lock();
+    report::summary(&merged.scenario, &outcome, &mut out)?;
+    std::io::Write::write_fmt(
+        &mut out,
+        format_args!("  merged        {} results\n", results.len()),
+    )?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{Arrivals, ClientArgs, ConnectMode, Proto, Spread};
+use crate::cli::{Arrivals, ClientArgs, ConnectMode, Proto, Segment, Spread};
 use crate::UsageError;
 
 /// Default --connect-rate.
@@ -405,6 +405,9 @@ pub struct Scenario {
     /// Commands come on stdin (--control -).
     #[serde(default)]
     pub control: bool,
+    /// The slice of the whole this run is (None: all of it).
+    #[serde(default)]
+    pub segment: Option<Segment>,
     pub workers: usize,
     pub verify: bool,
     pub max_failures: u64,
@@ -517,6 +520,7 @@ impl Scenario {
             connections_schedule: schedule,
             traffic,
             control: a.control.is_some(),
+            segment: a.segment,
             workers,
             verify: a.verify && !a.no_verify,
             max_failures: a.max_failures,
@@ -557,6 +561,77 @@ impl Scenario {
         self.connections.div_ceil(self.targets.len() as u64)
     }
 
+    /// The part of this (whole) scenario that segment `seg` runs: its share
+    /// of connections, connect rate and query rate, its own source
+    /// addresses and seed. The slices of 1..=N add up to the whole.
+    pub fn slice(&self, seg: Segment) -> Scenario {
+        let (k, n) = (seg.index - 1, seg.count);
+        let share = |total: u64| total / n + u64::from(k < total % n);
+        let part = |x: f64| x / n as f64;
+        let mut s = self.clone();
+        s.segment = Some(seg);
+        s.connections = share(self.connections).max(1);
+        s.ramp = match self.ramp {
+            Ramp::Rate { per_second } => Ramp::Rate {
+                per_second: part(per_second),
+            },
+            Ramp::Batch { size, delay_s } => Ramp::Batch {
+                size: share(size).max(1),
+                delay_s,
+            },
+        };
+        s.max_inflight_connects = self.max_inflight_connects.div_ceil(n).max(1);
+        s.connections_schedule = self.connections_schedule.as_ref().map(|ph| {
+            ph.iter()
+                .map(|p| Phase {
+                    seconds: p.seconds,
+                    from: part(p.from),
+                    to: part(p.to),
+                })
+                .collect()
+        });
+        if !self.sources.is_empty() {
+            let m = self.sources.len() as u64;
+            s.sources = if m >= n {
+                // Sources k, k+N, k+2N, ...: every slice its own.
+                self.sources
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i as u64 % n == k)
+                    .map(|(_, a)| *a)
+                    .collect()
+            } else {
+                // Fewer sources than slices: share them round-robin (the
+                // plan kept each source under half the port range in total).
+                vec![self.sources[(k % m) as usize]]
+            };
+        }
+        if let Some(t) = s.traffic.as_mut() {
+            t.seed = t.seed.wrapping_add(k);
+            if let Model::OpenLoop { phases, .. } = &mut t.model {
+                for p in phases {
+                    p.from = part(p.from);
+                    p.to = part(p.to);
+                }
+            }
+        }
+        s.workers = s.workers.min(s.connections as usize).max(1);
+        s
+    }
+
+    /// What must be equal for two results to be slices of one run: the
+    /// scenario without its segment, workers and planned sources (hosts
+    /// differ in cores and addresses). A JSON value, so a difference can be
+    /// named by its path.
+    pub fn identity(&self) -> serde_json::Value {
+        let mut s = self.clone();
+        s.segment = None;
+        s.workers = 0;
+        s.sources = Vec::new();
+        s.target_names = Vec::new();
+        serde_json::to_value(s).unwrap_or_default()
+    }
+
     /// Total seconds of --connections-schedule.
     pub fn schedule_seconds(&self) -> Option<f64> {
         self.connections_schedule
@@ -579,6 +654,49 @@ mod tests {
         let r = Ramp::Rate { per_second: 2000.0 };
         assert_eq!(r.due(0), Duration::ZERO);
         assert_eq!(r.due(1000), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn slices_add_up_to_the_whole() {
+        let args = <crate::cli::Cli as clap::Parser>::parse_from([
+            "throng",
+            "client",
+            "127.0.0.1:1",
+            "-c",
+            "10003",
+            "-r",
+            "1000",
+            "--connect-rate",
+            "999",
+        ]);
+        let crate::cli::Command::Client(a) = args.command else {
+            panic!()
+        };
+        let sources = (1..=5).map(|i| IpAddr::from([127, 0, 0, i])).collect();
+        let whole =
+            Scenario::new(&a, vec!["127.0.0.1:1".parse().unwrap()], false, sources).unwrap();
+        let slices: Vec<Scenario> = (1..=3)
+            .map(|index| whole.slice(Segment { index, count: 3 }))
+            .collect();
+        assert_eq!(slices.iter().map(|s| s.connections).sum::<u64>(), 10_003);
+        let rate: f64 = slices.iter().map(|s| s.ramp.rate()).sum();
+        assert!((rate - 999.0).abs() < 1e-9);
+        let qps: f64 = slices
+            .iter()
+            .map(|s| s.traffic.as_ref().unwrap().rate_at(0.5, 0))
+            .sum();
+        assert!((qps - 1000.0).abs() < 1e-9);
+        let mut all: Vec<IpAddr> = slices.iter().flat_map(|s| s.sources.clone()).collect();
+        all.sort();
+        assert_eq!(all.len(), 5, "each source in exactly one slice");
+        assert_ne!(
+            slices[0].traffic.as_ref().unwrap().seed,
+            slices[1].traffic.as_ref().unwrap().seed
+        );
+        let mut recorded = whole.clone();
+        recorded.segment = Some(Segment { index: 3, count: 3 });
+        assert_eq!(recorded.identity(), whole.identity());
+        assert_ne!(slices[2].identity(), whole.identity());
     }
 
     #[test]

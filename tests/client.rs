@@ -398,10 +398,14 @@ fn embedded_server_when_no_target() {
 #[test]
 fn impossible_plan_exits_2_with_the_fix() {
     // More fds than one process may hold (the embedded server doubles them).
-    let (code, _, err, _) = client("fds", &["-c", "1m", "-T", "0s"]);
+    let (code, _, err, _) = client("fds", &["-c", "1m", "-T", "0s", "--processes", "1"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("file descriptors"), "{err}");
     assert!(err.contains("-c "), "{err}");
+    // With several processes the embedded server cannot follow: say what to run.
+    let (code, _, err, _) = client("embedded-many", &["-c", "1m", "-T", "0s"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("throng server --processes auto"), "{err}");
 }
 
 #[test]

@@ -292,6 +292,7 @@ pub fn run(
                     break;
                 }
             }
+            Some(Reason::ChildLine(..) | Reason::ChildExit(_)) => {}
             Some(Reason::RampDone) => {
                 ramp_workers += 1;
                 if ramp_workers == sc.workers {

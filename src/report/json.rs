@@ -32,6 +32,11 @@ pub struct Environment {
     pub somaxconn: Option<u64>,
     pub tcp_tw_reuse: Option<u64>,
     pub started_unix_s: u64,
+    /// This host's clock offset from NTP time in seconds (positive: ahead),
+    /// from chrony when it runs; slices of a run on several hosts start
+    /// at a wall-clock instant, so a skewed host shows here.
+    #[serde(default)]
+    pub clock_offset_s: Option<f64>,
 }
 
 impl Environment {
@@ -49,8 +54,40 @@ impl Environment {
             somaxconn: proc::sysctl_u64("net.core.somaxconn"),
             tcp_tw_reuse: proc::sysctl_u64("net.ipv4.tcp_tw_reuse"),
             started_unix_s,
+            clock_offset_s: chrony_offset(),
         }
     }
+}
+
+/// `chronyc tracking`'s "System time : X seconds fast|slow of NTP time".
+fn chrony_offset() -> Option<f64> {
+    let out = std::process::Command::new("chronyc")
+        .arg("tracking")
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("System time"))?;
+    let mut words = line.split(':').nth(1)?.split_whitespace();
+    let secs: f64 = words.next()?.parse().ok()?;
+    let _ = words.next();
+    match words.next()? {
+        "fast" => Some(secs),
+        "slow" => Some(-secs),
+        _ => None,
+    }
+}
+
+/// One result that went into a merge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    /// The file or the child process it came from.
+    pub from: String,
+    pub segment: Option<crate::cli::Segment>,
+    pub hostname: String,
+    pub started_unix_s: u64,
+    pub clock_offset_s: Option<f64>,
+    pub interrupted: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,10 +168,21 @@ pub struct RunResult {
     pub dns: Option<Dns>,
     pub duration_s: f64,
     pub per_second: Vec<Sample>,
+    /// For a merge: the results it was made of.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<Part>,
+    /// A merge that misses some slices (a process or host failed); `missing`
+    /// says which and why.
+    #[serde(default)]
+    pub partial: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
 }
 
 impl RunResult {
-    pub fn new(sc: &Scenario, env: Environment, o: &Outcome) -> RunResult {
+    /// `sc`: the scenario as recorded (the whole, with its segment);
+    /// `ran`: the part this process ran.
+    pub fn new(sc: &Scenario, ran: &Scenario, env: Environment, o: &Outcome) -> RunResult {
         let t = &o.totals;
         let failed = Bucket::ALL
             .iter()
@@ -192,7 +240,7 @@ impl RunResult {
             scenario: sc.clone(),
             environment: env,
             connections: Connections {
-                target: sc.connections,
+                target: ran.connections,
                 attempted: t.attempted,
                 established: t.established,
                 verified: t.verified,
@@ -210,6 +258,9 @@ impl RunResult {
             dns,
             duration_s: o.elapsed.as_secs_f64(),
             per_second: o.per_second.clone(),
+            parts: Vec::new(),
+            partial: false,
+            missing: Vec::new(),
         }
     }
 }
@@ -262,4 +313,104 @@ pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result.with_context(|| format!("writing --json {}", path.display()))
+}
+
+/// Code of an RCODE name as [`crate::metrics::StatusCounts::rcode_map`] writes it.
+fn rcode_of(name: &str) -> Option<usize> {
+    match name {
+        "NOERROR" => Some(0),
+        "FORMERR" => Some(1),
+        "SERVFAIL" => Some(2),
+        "NXDOMAIN" => Some(3),
+        "NOTIMP" => Some(4),
+        "REFUSED" => Some(5),
+        n => n
+            .strip_prefix("RCODE")?
+            .parse()
+            .ok()
+            .filter(|&c: &usize| c < 16),
+    }
+}
+
+impl RunResult {
+    /// What the result measured, in the form the summary prints (for
+    /// `throng merge` and the parent of --processes).
+    pub fn outcome(&self) -> anyhow::Result<crate::engine::Outcome> {
+        use crate::metrics::{decode_histogram, ConnTotals, QueryTotals, StatusCounts};
+        let c = &self.connections;
+        let mut totals = ConnTotals {
+            attempted: c.attempted,
+            established: c.established,
+            verified: c.verified,
+            unverified: c.unverified,
+            closed: c.closed,
+            ..ConnTotals::default()
+        };
+        for b in Bucket::ALL {
+            totals.failed[b as usize] = c.failed.get(b.key()).copied().unwrap_or(0);
+        }
+        for (name, n) in &c.failed_other_errno {
+            let errno = name
+                .rsplit(['(', ' '])
+                .next()
+                .and_then(|e| e.trim_end_matches(')').parse().ok())
+                .unwrap_or(0);
+            *totals.other_errno.entry(errno).or_default() += n;
+        }
+        let queries = match (&self.queries, &self.latency) {
+            (Some(q), Some(l)) => {
+                let mut qt = QueryTotals {
+                    sent: q.sent,
+                    answered: q.answered,
+                    timed_out: q.timed_out,
+                    bytes_out: q.bytes_out,
+                    bytes_in: q.bytes_in,
+                    sent_late: q.sent_late,
+                    recycled: q.recycled_connections,
+                    ..QueryTotals::default()
+                };
+                for (i, cause) in ERROR_CAUSES.iter().enumerate() {
+                    qt.errors[i] = q.errors.get(*cause).copied().unwrap_or(0);
+                }
+                let mut statuses = StatusCounts::default();
+                if let Some(d) = &self.dns {
+                    for (name, n) in &d.rcodes {
+                        match rcode_of(name) {
+                            Some(code) => statuses.rcodes[code] += n,
+                            None if name == "echoed" => statuses.echoed += n,
+                            None => {}
+                        }
+                    }
+                }
+                for (code, n) in &q.http_status {
+                    if let Ok(code) = code.parse::<usize>() {
+                        statuses.http[code.min(599)] += n;
+                    }
+                }
+                Some(crate::engine::QueryOutcome {
+                    totals: qt,
+                    response_time: decode_histogram(&l.response_time_us.hdr)?,
+                    service_time: decode_histogram(&l.service_time_us.hdr)?,
+                    send_lag: decode_histogram(&l.send_lag_us.hdr)?,
+                    loop_lag: decode_histogram(&l.loop_lag_us.hdr)?,
+                    statuses,
+                    in_flight: q.in_flight_at_end,
+                    seconds: q.seconds,
+                    target_queries: q.rate_target.unwrap_or(0.0) * q.seconds,
+                    controls: q.control.clone(),
+                })
+            }
+            _ => None,
+        };
+        Ok(crate::engine::Outcome {
+            totals,
+            connect_time: decode_histogram(&c.connect_time_us.hdr)?,
+            peak: c.peak,
+            per_second: self.per_second.clone(),
+            interrupted: self.interrupted,
+            ramp_time: c.ramp_s.map(std::time::Duration::from_secs_f64),
+            elapsed: std::time::Duration::from_secs_f64(self.duration_s),
+            queries,
+        })
+    }
 }

@@ -19,6 +19,8 @@ pub enum LiveView {
     Bar(ProgressBar),
     Lines,
     Quiet,
+    /// A child of --processes: JSON lines on stdout for the parent.
+    Child,
 }
 
 impl LiveView {
@@ -76,6 +78,7 @@ impl Live for LiveView {
                 traffic.unwrap_or_default()
             ),
             LiveView::Quiet => {}
+            LiveView::Child => crate::cluster::processes::ChildLine::Sample(s.clone()).print(),
         }
     }
 
@@ -83,7 +86,7 @@ impl Live for LiveView {
         match self {
             LiveView::Bar(bar) => bar.println(line),
             LiveView::Lines => eprintln!("{line}"),
-            LiveView::Quiet => {}
+            LiveView::Quiet | LiveView::Child => {}
         }
     }
 
@@ -108,6 +111,10 @@ impl Live for LiveView {
             // --pause must say it waits even when quiet.
             LiveView::Quiet if *end == End::Pause => eprintln!("{line}"),
             LiveView::Quiet => {}
+            LiveView::Child => crate::cluster::processes::ChildLine::RampDone {
+                seconds: after.as_secs_f64(),
+            }
+            .print(),
         }
     }
 

@@ -4,6 +4,7 @@
 //! workers, prints the start-up banner, the per-second stats and the final
 //! summary; the workers do the serving.
 
+mod multi;
 mod responder;
 pub mod stats;
 mod worker;
@@ -22,7 +23,7 @@ use mio::{Poll, Waker};
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use crate::cli::{Mode, ServerArgs};
+use crate::cli::{Mode, Processes, ServerArgs};
 use crate::sys::{limits, proc};
 use crate::UsageError;
 pub use responder::Responder;
@@ -53,6 +54,18 @@ pub struct ServerConfig {
     pub on_prefix: Vec<u8>,
     pub stats: bool,
     pub stats_json: Option<PathBuf>,
+    #[serde(default = "one_process")]
+    pub processes: Processes,
+    #[serde(default)]
+    pub max_connections: u64,
+    /// A child of --processes: the parent checked the ports and reads
+    /// JSON lines.
+    #[serde(default)]
+    pub child: bool,
+}
+
+fn one_process() -> Processes {
+    Processes::Count(1)
 }
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
@@ -116,6 +129,13 @@ impl ServerConfig {
             on_prefix,
             stats: a.stats,
             stats_json: a.stats_json.clone(),
+            processes: if a.child {
+                Processes::Count(1)
+            } else {
+                a.processes
+            },
+            max_connections: a.max_connections,
+            child: a.child,
         })
     }
 
@@ -142,7 +162,7 @@ struct Bound {
 }
 
 /// Explains a bind error in the user's terms.
-fn bind_error(addr: SocketAddr, e: io::Error, udp: bool) -> anyhow::Error {
+pub(crate) fn bind_error(addr: SocketAddr, e: io::Error, udp: bool) -> anyhow::Error {
     let proto = if udp { "udp" } else { "tcp" };
     let port = addr.port();
     match e.raw_os_error() {
@@ -167,7 +187,7 @@ fn bind_error(addr: SocketAddr, e: io::Error, udp: bool) -> anyhow::Error {
     }
 }
 
-fn new_socket(addr: SocketAddr, ty: Type, proto: Protocol) -> io::Result<Socket> {
+pub(crate) fn new_socket(addr: SocketAddr, ty: Type, proto: Protocol) -> io::Result<Socket> {
     let s = Socket::new(Domain::for_address(addr), ty, Some(proto))?;
     if addr.is_ipv6() && addr.ip().is_unspecified() {
         // `[::]` takes IPv4 too (dual-stack), whatever net.ipv6.bindv6only says.
@@ -178,7 +198,7 @@ fn new_socket(addr: SocketAddr, ty: Type, proto: Protocol) -> io::Result<Socket>
 }
 
 /// A TCP listener bound to `addr`, sharing the port with the other workers.
-fn tcp_listener(addr: SocketAddr, backlog: u32) -> io::Result<Socket> {
+pub(crate) fn tcp_listener(addr: SocketAddr, backlog: u32) -> io::Result<Socket> {
     let s = new_socket(addr, Type::STREAM, Protocol::TCP)?;
     s.set_reuse_port(true)?;
     s.set_nonblocking(true)?;
@@ -187,7 +207,7 @@ fn tcp_listener(addr: SocketAddr, backlog: u32) -> io::Result<Socket> {
     Ok(s)
 }
 
-fn udp_socket(addr: SocketAddr) -> io::Result<Socket> {
+pub(crate) fn udp_socket(addr: SocketAddr) -> io::Result<Socket> {
     let s = new_socket(addr, Type::DGRAM, Protocol::UDP)?;
     s.set_reuse_port(true)?;
     s.set_nonblocking(true)?;
@@ -198,7 +218,7 @@ fn udp_socket(addr: SocketAddr) -> io::Result<Socket> {
 /// SO_REUSEPORT lets any socket of the same user join a port. So that a
 /// second server does not silently share (and split) a port that is in use,
 /// first bind a plain socket: it fails if anything listens there.
-fn check_port_free(addr: SocketAddr, udp: bool) -> io::Result<()> {
+pub(crate) fn check_port_free(addr: SocketAddr, udp: bool) -> io::Result<()> {
     if addr.port() == 0 {
         return Ok(());
     }
@@ -214,9 +234,11 @@ fn check_port_free(addr: SocketAddr, udp: bool) -> io::Result<()> {
 /// Binds one address for every worker: the first bind resolves port 0, the
 /// others join that port.
 fn bind_addr(cfg: &ServerConfig, addr: SocketAddr, bound: &mut Bound) -> Result<SocketAddr> {
-    check_port_free(addr, false).map_err(|e| bind_error(addr, e, false))?;
-    if cfg.udp {
-        check_port_free(addr, true).map_err(|e| bind_error(addr, e, true))?;
+    if !cfg.child {
+        check_port_free(addr, false).map_err(|e| bind_error(addr, e, false))?;
+        if cfg.udp {
+            check_port_free(addr, true).map_err(|e| bind_error(addr, e, true))?;
+        }
     }
     let first = tcp_listener(addr, cfg.backlog).map_err(|e| bind_error(addr, e, false))?;
     let actual = first
@@ -275,7 +297,7 @@ fn bind(cfg: &ServerConfig) -> Result<Bound> {
 }
 
 /// IPv6 is off on this host (module not loaded, or disabled).
-fn ipv6_unavailable(e: &anyhow::Error) -> bool {
+pub(crate) fn ipv6_unavailable(e: &anyhow::Error) -> bool {
     let errno = e
         .chain()
         .find_map(|c| c.downcast_ref::<io::Error>())
@@ -289,8 +311,8 @@ fn ipv6_unavailable(e: &anyhow::Error) -> bool {
 }
 
 /// One second of stats, as printed and as written to --stats-json.
-#[derive(Debug, Serialize)]
-struct Second {
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct Second {
     t: u64,
     unix_s: u64,
     connections: i64,
@@ -306,7 +328,7 @@ struct Second {
 }
 
 impl Second {
-    fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!(
             "{:>4}s  conns {} (peak {})  accepted {}/s  closed {}/s  requests {}/s  in {}/s  out {}/s  errors {}  listen overflows +{} drops +{}",
             self.t,
@@ -324,7 +346,7 @@ impl Second {
     }
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -409,6 +431,16 @@ pub fn start(cfg: &ServerConfig) -> Result<Running> {
     let shared = Arc::new(Shared::default());
     let responder = Arc::new(cfg.responder());
     let limits = limits_banner(cfg, &fd);
+    // One of several processes on a port closes its listeners when full so
+    // its siblings get the new connections; alone, a server keeps
+    // accepting and sheds what it cannot hold (counted refusals).
+    let max_open = if cfg.child {
+        fd.soft
+            .saturating_sub(limits::fds_in_use() as u64 + FDS_PER_WORKER * cfg.workers as u64 + 8)
+            as i64
+    } else {
+        i64::MAX
+    };
     let mut workers = Vec::new();
     let mut wakers = Vec::new();
     let mut worker_stats = Vec::new();
@@ -425,6 +457,9 @@ pub fn start(cfg: &ServerConfig) -> Result<Running> {
             stats,
             shared: shared.clone(),
             max_pending: cfg.max_pending,
+            listen: bound.addrs.clone(),
+            backlog: cfg.backlog,
+            max_open,
         })?;
         workers.push(
             thread::Builder::new()
@@ -456,7 +491,16 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     };
     // Signals first, so a SIGTERM that arrives while workers start is kept.
     let signals = crate::sys::signals::Stop::install()?;
+    if !cfg.child {
+        let n = multi::processes_needed(cfg)?;
+        if n > 1 {
+            return multi::run(cfg, n, &signals, stats_json);
+        }
+    }
     let server = start(cfg)?;
+    if cfg.child {
+        return run_child(cfg, server, &signals);
+    }
 
     let mut out = io::stdout().lock();
     writeln!(
@@ -536,13 +580,66 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     result.map(|_| ())
 }
 
-fn write_json_line(f: &mut File, sec: &Second) -> Result<()> {
+/// The final counters of a child of --processes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ChildTotals {
+    pub totals: Totals,
+    pub peak: i64,
+}
+
+/// A child of --processes: JSON lines on stdout, no banner, no summary.
+fn run_child(
+    cfg: &ServerConfig,
+    server: Running,
+    signals: &crate::sys::signals::Stop,
+) -> Result<()> {
+    use crate::cluster::processes::ChildLine;
+    let _ = cfg;
+    let started = Instant::now();
+    let mut last = Totals::default();
+    let mut tick = 1;
+    loop {
+        let due = started + Duration::from_secs(tick);
+        if signals.wait_until(due) || server.worker_exited() {
+            break;
+        }
+        let totals = server.totals();
+        let sec = Second {
+            t: tick,
+            unix_s: unix_now(),
+            connections: server.shared.current.load(Relaxed),
+            peak_connections: server.shared.peak.load(Relaxed),
+            accepted_per_s: totals.accepted - last.accepted,
+            closed_per_s: totals.closed - last.closed,
+            requests_per_s: totals.requests - last.requests,
+            bytes_in_per_s: totals.bytes_in - last.bytes_in,
+            bytes_out_per_s: totals.bytes_out - last.bytes_out,
+            errors: totals.errors() - last.errors(),
+            listen_overflows: 0,
+            listen_drops: 0,
+        };
+        ChildLine::Stats(serde_json::to_value(&sec)?).print();
+        last = totals;
+        tick += 1;
+    }
+    let peak = server.shared.peak.load(Relaxed);
+    let totals = server.stop()?;
+    ChildLine::Totals(serde_json::to_value(ChildTotals { totals, peak })?).print();
+    Ok(())
+}
+
+pub(crate) fn write_json_line(f: &mut File, sec: &Second) -> Result<()> {
     let mut line = serde_json::to_vec(sec)?;
     line.push(b'\n');
     f.write_all(&line).context("writing --stats-json")
 }
 
-fn print_summary(t: &Totals, peak: i64, uptime: Duration, listen: (u64, u64)) -> Result<()> {
+pub(crate) fn print_summary(
+    t: &Totals,
+    peak: i64,
+    uptime: Duration,
+    listen: (u64, u64),
+) -> Result<()> {
     let secs = uptime.as_secs_f64().max(1e-9);
     let mut out = io::stdout().lock();
     writeln!(

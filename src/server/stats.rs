@@ -51,7 +51,7 @@ impl Default for WorkerStats {
 pub use crate::metrics::{bump, Shared};
 
 /// A plain copy of the counters, summed over workers.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Totals {
     pub accepted: u64,
     pub closed: u64,
@@ -62,7 +62,7 @@ pub struct Totals {
     pub conn_errors: u64,
     pub accept_no_fds: u64,
     pub udp_dropped: u64,
-    #[serde(skip)]
+    #[serde(default)]
     pub accept_errno: Vec<(i32, u64)>,
 }
 
@@ -91,6 +91,25 @@ impl Totals {
             .map(|(e, &n)| (e as i32, n))
             .collect();
         t
+    }
+
+    /// Adds another process's counters.
+    pub fn add(&mut self, o: &Totals) {
+        self.accepted += o.accepted;
+        self.closed += o.closed;
+        self.requests += o.requests;
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+        self.bad_input += o.bad_input;
+        self.conn_errors += o.conn_errors;
+        self.accept_no_fds += o.accept_no_fds;
+        self.udp_dropped += o.udp_dropped;
+        for &(e, n) in &o.accept_errno {
+            match self.accept_errno.iter_mut().find(|(x, _)| *x == e) {
+                Some((_, m)) => *m += n,
+                None => self.accept_errno.push((e, n)),
+            }
+        }
     }
 
     /// Every error counted, whatever its kind.

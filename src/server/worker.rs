@@ -78,6 +78,13 @@ pub struct Setup {
     pub stats: Arc<WorkerStats>,
     pub shared: Arc<Shared>,
     pub max_pending: usize,
+    /// Where the listeners are bound (to bind them again), and their backlog.
+    pub listen: Vec<std::net::SocketAddr>,
+    pub backlog: u32,
+    /// Connections this process can hold (its fd limit): at that count the
+    /// workers close their listeners, so the kernel gives new connections
+    /// to sibling processes sharing the port instead of queueing them here.
+    pub max_open: i64,
 }
 
 /// The per-worker buffers and counters a connection is served with.
@@ -91,7 +98,11 @@ struct Io {
 
 pub struct Worker {
     poll: Poll,
-    listeners: Vec<TcpListener>,
+    /// None while closed because the process is full.
+    listeners: Vec<Option<TcpListener>>,
+    listen: Vec<std::net::SocketAddr>,
+    backlog: u32,
+    max_open: i64,
     udp: Vec<UdpSocket>,
     conns: Slab<Conn>,
     io: Io,
@@ -119,18 +130,25 @@ impl Worker {
             stats,
             shared,
             max_pending,
+            listen,
+            backlog,
+            max_open,
         } = setup;
         for (i, l) in listeners.iter_mut().enumerate() {
             poll.registry()
                 .register(l, listener_token(i), Interest::READABLE)?;
         }
+        let _ = &listen;
         for (i, u) in udp.iter_mut().enumerate() {
             poll.registry()
                 .register(u, udp_token(i), Interest::READABLE)?;
         }
         Ok(Worker {
             poll,
-            listeners,
+            listeners: listeners.into_iter().map(Some).collect(),
+            listen,
+            backlog,
+            max_open,
             udp,
             conns: Slab::new(),
             io: Io {
@@ -191,13 +209,54 @@ impl Worker {
         }
     }
 
+    /// Closes this worker's listeners: the process is full.
+    fn close_listeners(&mut self) {
+        for l in &mut self.listeners {
+            *l = None;
+        }
+    }
+
+    /// Binds the listeners again once the process has room.
+    fn reopen_listeners(&mut self) {
+        for i in 0..self.listeners.len() {
+            if self.listeners[i].is_some() {
+                continue;
+            }
+            let Ok(sock) = super::tcp_listener(self.listen[i], self.backlog) else {
+                continue;
+            };
+            let std: std::net::TcpListener = sock.into();
+            let mut l = TcpListener::from_std(std);
+            if self
+                .poll
+                .registry()
+                .register(&mut l, listener_token(i), Interest::READABLE)
+                .is_ok()
+            {
+                self.listeners[i] = Some(l);
+                self.accept(i);
+            }
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.shared.current.load(Relaxed) >= self.max_open
+    }
+
     /// Accepts until the queue is empty (edge-triggered).
     fn accept(&mut self, i: usize) {
         if self.accept_paused {
             return;
         }
         loop {
-            match self.listeners[i].accept() {
+            if self.full() {
+                self.close_listeners();
+                return;
+            }
+            let Some(listener) = self.listeners[i].as_ref() else {
+                return;
+            };
+            match listener.accept() {
                 Ok((stream, _)) => self.add(stream),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -233,7 +292,10 @@ impl Worker {
         if self.reserve.take().is_none() {
             return false;
         }
-        let shed = match self.listeners[i].accept() {
+        let Some(listener) = self.listeners[i].as_ref() else {
+            return false;
+        };
+        let shed = match listener.accept() {
             Ok((stream, _)) => {
                 drop(stream);
                 true
@@ -285,6 +347,12 @@ impl Worker {
         self.shared.closed();
         if self.accept_paused {
             self.resume_accepting();
+        }
+        let margin = (self.max_open / 100).max(16);
+        if self.listeners.iter().any(Option::is_none)
+            && self.shared.current.load(Relaxed) < self.max_open - margin
+        {
+            self.reopen_listeners();
         }
     }
 

@@ -27,6 +27,10 @@ pub enum Reason {
     RampDone,
     /// A line read on --control.
     Control(String),
+    /// A line a child process printed on stdout (--processes).
+    ChildLine(usize, String),
+    /// A child process closed its stdout (it ended).
+    ChildExit(usize),
 }
 
 impl Stop {

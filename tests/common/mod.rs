@@ -30,6 +30,9 @@ pub fn server_with(cmd: &mut Command, args: &[&str]) -> Server {
     if !args.iter().any(|a| *a == "--workers" || *a == "-w") {
         cmd_args.extend(["--workers", "2"]);
     }
+    if !args.contains(&"--processes") {
+        cmd_args.extend(["--processes", "1"]);
+    }
     cmd_args.extend(args);
     let mut child = cmd
         .args(&cmd_args)

@@ -1,0 +1,254 @@
+//! Merging results of slices of one run: counters summed, HDR histograms
+//! added (never percentiles averaged), per-second series aligned on
+//! wall-clock seconds. Results of different scenarios are refused, with the
+//! first difference named.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use hdrhistogram::Histogram;
+use serde_json::Value;
+
+use crate::engine::Sample;
+use crate::metrics::{decode_histogram, new_histogram, Latency, Percentiles};
+use crate::report::json::{LatencyResult, Part, RunResult};
+use crate::UsageError;
+
+/// Reads one result file.
+pub fn read(path: &Path) -> Result<RunResult> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| {
+        UsageError(format!(
+            "{}: not a throng client result: {e}",
+            path.display()
+        ))
+        .into()
+    })
+}
+
+/// The first path at which two JSON values differ.
+fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let (va, vb) = (
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                );
+                first_difference(va, vb, &format!("{path}.{k}"))
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (va, vb))| first_difference(va, vb, &format!("{path}[{i}]"))),
+        _ if a == b => None,
+        _ => Some(format!("{path} ({a} vs {b})")),
+    }
+}
+
+fn add_hdr(acc: &mut Histogram<u64>, hdr: &str) -> Result<()> {
+    acc.add(&decode_histogram(hdr)?)
+        .map_err(|e| anyhow::anyhow!("adding histograms: {e:?}"))
+}
+
+fn sum_maps(acc: &mut BTreeMap<String, u64>, m: &BTreeMap<String, u64>) {
+    for (k, v) in m {
+        *acc.entry(k.clone()).or_default() += v;
+    }
+}
+
+fn add_opt<T: std::ops::Add<Output = T> + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x + y),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// Merges results of one run. `names` say where each came from (for the
+/// `parts` list). Errors when the results are of different scenarios.
+pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
+    let first = results.first().context("nothing to merge")?;
+    let identity = first.scenario.identity();
+    for (r, name) in results.iter().zip(names).skip(1) {
+        if r.schema_version != first.schema_version {
+            return Err(UsageError(format!(
+                "{name} has schema version {}, {} has {}: results of different throng versions",
+                r.schema_version, names[0], first.schema_version
+            ))
+            .into());
+        }
+        if let Some(diff) = first_difference(&identity, &r.scenario.identity(), "scenario") {
+            return Err(UsageError(format!(
+                "{name} and {} are not slices of one run: {diff}",
+                names[0]
+            ))
+            .into());
+        }
+    }
+    let mut m = first.clone();
+    m.scenario.segment = None;
+    m.parts = results
+        .iter()
+        .zip(names)
+        .map(|(r, n)| Part {
+            from: n.clone(),
+            segment: r.scenario.segment,
+            hostname: r.environment.hostname.clone(),
+            started_unix_s: r.environment.started_unix_s,
+            clock_offset_s: r.environment.clock_offset_s,
+            interrupted: r.interrupted,
+        })
+        .collect();
+    let mut connect_time = new_histogram();
+    let c = &mut m.connections;
+    *c = first.connections.clone();
+    c.failed.values_mut().for_each(|v| *v = 0);
+    c.failed_other_errno.clear();
+    (
+        c.target,
+        c.attempted,
+        c.established,
+        c.verified,
+        c.unverified,
+        c.peak,
+        c.closed,
+    ) = (0, 0, 0, 0, 0, 0, 0);
+    c.ramp_s = None;
+    for r in results {
+        let rc = &r.connections;
+        c.target += rc.target;
+        c.attempted += rc.attempted;
+        c.established += rc.established;
+        c.verified += rc.verified;
+        c.unverified += rc.unverified;
+        // Slices hold their connections at the same time: their peaks add.
+        c.peak += rc.peak;
+        c.closed += rc.closed;
+        sum_maps(&mut c.failed, &rc.failed);
+        sum_maps(&mut c.failed_other_errno, &rc.failed_other_errno);
+        c.ramp_s = match (c.ramp_s, rc.ramp_s) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        add_hdr(&mut connect_time, &rc.connect_time_us.hdr)?;
+    }
+    c.connect_rate = c.ramp_s.map(|r| c.established as f64 / r.max(1e-9));
+    c.connect_time_us = Percentiles::of(&connect_time);
+    m.interrupted = results.iter().any(|r| r.interrupted);
+    m.duration_s = results.iter().map(|r| r.duration_s).fold(0.0, f64::max);
+
+    if let Some(q) = m.queries.as_mut() {
+        let mut hists = [
+            new_histogram(),
+            new_histogram(),
+            new_histogram(),
+            new_histogram(),
+        ];
+        q.errors.values_mut().for_each(|v| *v = 0);
+        q.http_status.clear();
+        q.control.clear();
+        let (mut sent, mut answered, mut timed_out, mut late, mut inflight, mut recycled) =
+            (0, 0, 0, 0, 0, 0);
+        let (mut out, mut inn, mut target, mut achieved, mut secs) = (0, 0, None, 0.0, 0.0f64);
+        for r in results {
+            let (Some(rq), Some(rl)) = (&r.queries, &r.latency) else {
+                continue;
+            };
+            sent += rq.sent;
+            answered += rq.answered;
+            timed_out += rq.timed_out;
+            late += rq.sent_late;
+            inflight += rq.in_flight_at_end;
+            recycled += rq.recycled_connections;
+            out += rq.bytes_out;
+            inn += rq.bytes_in;
+            target = add_opt(target, rq.rate_target);
+            achieved += rq.rate_achieved;
+            secs = secs.max(rq.seconds);
+            sum_maps(&mut q.errors, &rq.errors);
+            sum_maps(&mut q.http_status, &rq.http_status);
+            q.control.extend(rq.control.iter().cloned());
+            for (h, l) in hists.iter_mut().zip([
+                &rl.response_time_us,
+                &rl.service_time_us,
+                &rl.send_lag_us,
+                &rl.loop_lag_us,
+            ]) {
+                add_hdr(h, &l.hdr)?;
+            }
+        }
+        (q.sent, q.answered, q.timed_out, q.sent_late) = (sent, answered, timed_out, late);
+        (q.in_flight_at_end, q.recycled_connections) = (inflight, recycled);
+        (
+            q.bytes_out,
+            q.bytes_in,
+            q.rate_target,
+            q.rate_achieved,
+            q.seconds,
+        ) = (out, inn, target, achieved, secs);
+        let [resp, serv, lag, lp] = hists;
+        m.latency = Some(LatencyResult {
+            response_time_us: Latency::of(&resp),
+            service_time_us: Latency::of(&serv),
+            send_lag_us: Latency::of(&lag),
+            loop_lag_us: Latency::of(&lp),
+        });
+    }
+    if let Some(d) = m.dns.as_mut() {
+        d.rcodes.clear();
+        for r in results {
+            if let Some(rd) = &r.dns {
+                sum_maps(&mut d.rcodes, &rd.rcodes);
+            }
+        }
+    }
+    m.per_second = merge_seconds(results);
+    Ok(m)
+}
+
+/// Aligns the per-second series on wall-clock seconds and sums them. A
+/// second's percentiles are kept only where a single slice reported it:
+/// percentiles of different slices cannot be combined without their
+/// histograms.
+fn merge_seconds(results: &[RunResult]) -> Vec<Sample> {
+    let mut by_second: BTreeMap<u64, (Sample, usize)> = BTreeMap::new();
+    for r in results {
+        for s in &r.per_second {
+            match by_second.get_mut(&s.unix_s) {
+                None => {
+                    by_second.insert(s.unix_s, (s.clone(), 1));
+                }
+                Some((m, n)) => {
+                    *n += 1;
+                    m.connections += s.connections;
+                    m.attempted += s.attempted;
+                    m.established += s.established;
+                    m.verified += s.verified;
+                    m.failed += s.failed;
+                    m.established_per_s += s.established_per_s;
+                    m.target = add_opt(m.target, s.target);
+                    m.sent = add_opt(m.sent, s.sent);
+                    m.answered = add_opt(m.answered, s.answered);
+                    m.timed_out = add_opt(m.timed_out, s.timed_out);
+                    m.errors = add_opt(m.errors, s.errors);
+                    m.p50_us = None;
+                    m.p99_us = None;
+                }
+            }
+        }
+    }
+    let first = by_second.keys().next().copied().unwrap_or(0);
+    by_second
+        .into_values()
+        .map(|(mut s, _)| {
+            s.t = s.unix_s - first + 1;
+            s
+        })
+        .collect()
+}

@@ -1,0 +1,5 @@
+//! Scale out: one scenario run as slices (processes on this host, or
+//! hosts), and the exact merge of their results.
+
+pub mod merge;
+pub mod processes;
