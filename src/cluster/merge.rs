@@ -252,3 +252,53 @@ fn merge_seconds(results: &[RunResult]) -> Vec<Sample> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::encode_histogram;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Histograms recorded in slices and merged through their V2
+        /// encoding equal the histogram of every sample recorded in one place.
+        #[test]
+        fn merged_histograms_equal_one_place(
+            values in proptest::collection::vec(1u64..10_000_000, 1..2000),
+            cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..6),
+        ) {
+            let mut whole = new_histogram();
+            for &v in &values {
+                whole.record(v).unwrap();
+            }
+            let mut at: Vec<usize> = cuts.iter().map(|c| c.index(values.len() + 1)).collect();
+            at.push(0);
+            at.push(values.len());
+            at.sort();
+            let mut merged = new_histogram();
+            for w in at.windows(2) {
+                let mut part = new_histogram();
+                for &v in &values[w[0]..w[1]] {
+                    part.record(v).unwrap();
+                }
+                add_hdr(&mut merged, &encode_histogram(&part)).unwrap();
+            }
+            prop_assert_eq!(merged.len(), whole.len());
+            for q in [0.5, 0.9, 0.99, 0.999, 1.0] {
+                prop_assert_eq!(merged.value_at_quantile(q), whole.value_at_quantile(q));
+            }
+            prop_assert_eq!(encode_histogram(&merged), encode_histogram(&whole));
+        }
+    }
+
+    #[test]
+    fn differences_are_named() {
+        let a = serde_json::json!({"connections": 10, "ramp": {"kind": "rate", "per_second": 5.0}});
+        let b = serde_json::json!({"connections": 10, "ramp": {"kind": "rate", "per_second": 6.0}});
+        assert_eq!(
+            first_difference(&a, &b, "scenario").as_deref(),
+            Some("scenario.ramp.per_second (5.0 vs 6.0)")
+        );
+        assert_eq!(first_difference(&a, &a, "scenario"), None);
+    }
+}

@@ -1,0 +1,184 @@
+//! Scale out on one host: segments and their merge, many client and server
+//! processes from one command each, a child that dies.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::{output, server, temp_dir, BIN};
+use serde_json::Value;
+
+fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn conns(v: &Value, key: &str) -> u64 {
+    v["connections"][key].as_u64().unwrap()
+}
+
+#[test]
+fn forty_five_thousand_connections_one_command_each_side() {
+    // Both sides need several processes: 20,000 fds per process here.
+    let srv = server(&[
+        "--processes",
+        "auto",
+        "--max-connections",
+        "50k",
+        "--workers",
+        "1",
+    ]);
+    assert!(
+        srv.banner[0].contains("3 processes"),
+        "server banner: {:?}",
+        srv.banner
+    );
+    let dir = temp_dir("45k");
+    let json = dir.join("r.json");
+    let (code, out, err) = output(
+        Command::new(BIN)
+            .args([
+                "client",
+                &srv.addr.to_string(),
+                "-c",
+                "45k",
+                "-T",
+                "1s",
+                "-q",
+            ])
+            .args(["--connect-rate", "15k", "--json", json.to_str().unwrap()]),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("in 3 processes"), "{out}");
+    let v = read_json(&json);
+    assert_eq!(conns(&v, "established"), 45_000, "{out}");
+    assert_eq!(conns(&v, "verified"), 45_000, "{out}");
+    assert_eq!(v["partial"], false);
+    assert_eq!(v["parts"].as_array().unwrap().len(), 3);
+    let (status, summary) = srv.stop();
+    assert!(status.success());
+    assert!(
+        summary.contains("accepted 45000, closed 45000"),
+        "{summary}"
+    );
+    assert!(summary.contains("spread       3 processes"), "{summary}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn segments_merge_into_the_whole_and_other_scenarios_are_refused() {
+    let srv = server(&[]);
+    let dir = temp_dir("segments");
+    let target = srv.addr.to_string();
+    let part = |k: &str, c: &str| {
+        let path = dir.join(format!("seg-{}-{c}.json", k.replace('/', "of")));
+        let (code, out, err) = output(Command::new(BIN).args([
+            "client",
+            &target,
+            "-c",
+            c,
+            "-r",
+            "1000",
+            "-T",
+            "1s",
+            "-q",
+            "--segment",
+            k,
+            "--json",
+            path.to_str().unwrap(),
+        ]));
+        assert_eq!(code, 0, "{out}\n{err}");
+        path
+    };
+    let a = part("1/2", "1001");
+    let b = part("2/2", "1001");
+    let va = read_json(&a);
+    let vb = read_json(&b);
+    assert_eq!(conns(&va, "target") + conns(&vb, "target"), 1001);
+    assert_eq!(va["scenario"]["segment"]["index"], 1);
+    let merged = dir.join("merged.json");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "merge",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+        merged.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("established   1001"), "{out}");
+    let m = read_json(&merged);
+    assert_eq!(conns(&m, "established"), 1001);
+    let sent = va["queries"]["sent"].as_u64().unwrap() + vb["queries"]["sent"].as_u64().unwrap();
+    assert_eq!(m["queries"]["sent"].as_u64(), Some(sent));
+    // Histogram counts add up exactly.
+    let count = |v: &Value| v["latency"]["response_time_us"]["count"].as_u64().unwrap();
+    assert_eq!(count(&m), count(&va) + count(&vb));
+    assert_eq!(
+        m["connections"]["connect_time_us"]["count"].as_u64(),
+        Some(1001)
+    );
+    // A result of another scenario is refused, naming the difference.
+    let other = part("2/2", "2000");
+    let (code, _, err) =
+        output(Command::new(BIN).args(["merge", a.to_str().unwrap(), other.to_str().unwrap()]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("scenario.connections (1001 vs 2000)"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(srv);
+}
+
+#[test]
+fn start_at_in_the_past_is_refused() {
+    let (code, _, err) = common::run(&["client", "127.0.0.1:9", "--start-at", "1700000000"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("in the past"), "{err}");
+}
+
+#[test]
+fn a_child_that_dies_leaves_a_partial_merge() {
+    let srv = server(&[]);
+    let dir = temp_dir("partial");
+    let json = dir.join("r.json");
+    let mut child = Command::new(BIN)
+        .args([
+            "client",
+            &srv.addr.to_string(),
+            "-c",
+            "1000",
+            "-T",
+            "30s",
+            "--processes",
+            "2",
+        ])
+        .args(["--json", json.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ramp done") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "client ended early");
+    }
+    let pid = child.id();
+    let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+    let victim: i32 = kids.split_whitespace().next().unwrap().parse().unwrap();
+    common::signal(victim, libc::SIGKILL);
+    common::signal(pid as i32, libc::SIGINT);
+    let status = child.wait().unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(out.contains("PARTIAL"), "{out}");
+    let v = read_json(&json);
+    assert_eq!(v["partial"], true);
+    assert!(
+        v["missing"][0].as_str().unwrap().contains("signal 9"),
+        "{v}"
+    );
+    assert_eq!(conns(&v, "established"), 500, "the survivor's half is kept");
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(srv);
+}
