@@ -30,6 +30,9 @@ pub enum Command {
     Client(Box<ClientArgs>),
     /// Run the reference server: echo, pong, http, dns, discard or fixed replies.
     Server(ServerArgs),
+    /// Run one client scenario sliced over many hosts through OpenSSH, with
+    /// one live view and one merged result.
+    Cluster(ClusterArgs),
     /// Merge the JSON results of a run's segments (or processes, or hosts)
     /// into one: counters summed, histograms added, seconds aligned.
     Merge(MergeArgs),
@@ -437,6 +440,41 @@ pub struct ClientArgs {
     /// Run even when the preflight finds the plan impossible.
     #[arg(long)]
     pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    /// Load hosts, one `user@host[:port]` per line (`#` starts a comment).
+    #[arg(long, value_name = "FILE")]
+    pub hosts: PathBuf,
+
+    /// Passed to ssh as `-o OPTION` (repeatable), e.g. IdentityFile=~/.ssh/load.
+    #[arg(long = "ssh-option", value_name = "OPTION")]
+    pub ssh_option: Vec<String>,
+
+    /// throng on the load hosts.
+    #[arg(long, value_name = "PATH", default_value = "throng")]
+    pub binary: String,
+
+    /// Copy this throng binary to each host first (to /tmp over ssh).
+    #[arg(long)]
+    pub copy_binary: bool,
+
+    /// How long after now all hosts start together (time for ssh to connect).
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    pub start_in: Duration,
+
+    /// Write the merged result as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// No live view (the summary is still printed).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// The `throng client` arguments every host runs (after `--`).
+    #[arg(last = true, required = true, value_name = "CLIENT ARGS")]
+    pub client_args: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -191,6 +191,9 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         return Err(usage("--control and --pause both read stdin; use one"));
     }
     let stop = Stop::install()?;
+    if a.child {
+        crate::cluster::processes::ChildLine::Pid(std::process::id()).print();
+    }
     let fd = limits::raise_nofile()?;
     let started_unix_s = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -309,6 +312,9 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     let result = RunResult::new(&whole, &sc, env, &outcome);
     if let Some(p) = &a.json {
         write_atomic(p, &result)?;
+    }
+    if a.child {
+        crate::cluster::processes::ChildLine::Result(Box::new(result.clone())).print();
     }
     if !a.child {
         let mut out = io::stdout().lock();

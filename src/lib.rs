@@ -48,6 +48,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         cli::Command::Client(args) => client::run(&args),
         cli::Command::Merge(args) => merge(&args),
+        cli::Command::Cluster(args) => cluster::ssh::run(&args),
         cli::Command::Server(args) => {
             let cfg = server::ServerConfig::from_args(&args)?;
             server::run(&cfg).map(|()| ExitCode::SUCCESS)

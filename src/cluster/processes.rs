@@ -27,6 +27,10 @@ pub enum ChildLine {
     Stats(serde_json::Value),
     /// Server children: the final counters.
     Totals(serde_json::Value),
+    /// Client children: the process id (so a remote one can be signalled).
+    Pid(u32),
+    /// Client children: the whole result, at the end.
+    Result(Box<crate::report::json::RunResult>),
 }
 
 impl ChildLine {
@@ -81,6 +85,7 @@ pub fn child_args(args: &[OsString], keep_listen: bool) -> Vec<OsString> {
 pub struct Children {
     pub children: Vec<Child>,
     pub names: Vec<String>,
+    last_err: Vec<std::sync::Arc<std::sync::Mutex<String>>>,
 }
 
 impl Children {
@@ -88,16 +93,37 @@ impl Children {
     /// `stop` as [`Reason::ChildLine`], their end as [`Reason::ChildExit`].
     pub fn spawn(arg_lists: Vec<Vec<OsString>>, stop: &Stop) -> Result<Children> {
         let exe = std::env::current_exe().context("finding throng's own binary")?;
+        let cmds = arg_lists
+            .into_iter()
+            .enumerate()
+            .map(|(i, args)| {
+                let mut c = Command::new(&exe);
+                c.args(args);
+                (format!("process {}", i + 1), c)
+            })
+            .collect();
+        Children::spawn_commands(cmds, stop, false)
+    }
+
+    /// Starts the commands. With `prefix_stderr`, their stderr lines are
+    /// shown with their name in front (and the last one kept, to say why
+    /// one failed); otherwise stderr is shared.
+    pub fn spawn_commands(
+        cmds: Vec<(String, Command)>,
+        stop: &Stop,
+        prefix_stderr: bool,
+    ) -> Result<Children> {
         let mut children = Vec::new();
         let mut names = Vec::new();
-        for (i, args) in arg_lists.into_iter().enumerate() {
-            let mut child = Command::new(&exe)
-                .args(&args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .with_context(|| format!("starting child process {}", i + 1))?;
+        let mut last_err = Vec::new();
+        for (i, (name, mut cmd)) in cmds.into_iter().enumerate() {
+            cmd.stdin(Stdio::null()).stdout(Stdio::piped());
+            cmd.stderr(if prefix_stderr {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            });
+            let mut child = cmd.spawn().with_context(|| format!("starting {name}"))?;
             let out = child.stdout.take().expect("piped");
             let tx = stop.sender();
             thread::Builder::new()
@@ -111,10 +137,43 @@ impl Children {
                     }
                     let _ = tx.send(Reason::ChildExit(i));
                 })?;
-            names.push(format!("process {} (pid {})", i + 1, child.id()));
+            let slot = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+            if let Some(err) = child.stderr.take() {
+                let slot = slot.clone();
+                let label = name.clone();
+                thread::Builder::new()
+                    .name(format!("child-err-{i}"))
+                    .spawn(move || {
+                        for line in BufReader::new(err).lines() {
+                            let Ok(line) = line else { break };
+                            eprintln!("[{label}] {line}");
+                            if let Ok(mut s) = slot.lock() {
+                                *s = line;
+                            }
+                        }
+                    })?;
+            }
+            names.push(if prefix_stderr {
+                name
+            } else {
+                format!("{name} (pid {})", child.id())
+            });
+            last_err.push(slot);
             children.push(child);
         }
-        Ok(Children { children, names })
+        Ok(Children {
+            children,
+            names,
+            last_err,
+        })
+    }
+
+    /// The last line a child wrote on stderr (with `prefix_stderr`).
+    pub fn last_error(&self, i: usize) -> String {
+        self.last_err[i]
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default()
     }
 
     /// Passes a signal on to every child still running.

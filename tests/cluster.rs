@@ -1,0 +1,283 @@
+//! `throng cluster` over real OpenSSH: a server host and three load hosts
+//! in network namespaces of this test (198.18.0.0/24 on veth pairs under a
+//! bridge in the test's own namespace), each load host running Debian's
+//! sshd with a key generated here.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::{in_netns, temp_dir, BIN};
+use serde_json::Value;
+
+fn sh(cmd: &str) {
+    let st = Command::new("sh").arg("-c").arg(cmd).status().unwrap();
+    assert!(st.success(), "{cmd}");
+}
+
+/// The hosts of one test; namespaces and daemons go away on drop.
+struct Lab {
+    tag: String,
+    dir: PathBuf,
+    daemons: Vec<Child>,
+    hosts: usize,
+}
+
+impl Lab {
+    fn ns(&self, i: usize) -> String {
+        format!("{}-{i}", self.tag)
+    }
+
+    /// Host i gets 198.18.0.(i+1); the test's namespace is 198.18.0.254.
+    fn new(hosts: usize) -> Lab {
+        let tag = format!("thr{}", std::process::id());
+        let dir = temp_dir("cluster");
+        // sshd's privilege-separation directory (systemd makes it at boot).
+        sh("mkdir -p /run/sshd");
+        sh("ip link add br0 type bridge && ip addr add 198.18.0.254/24 dev br0 && ip link set br0 up");
+        let lab = Lab {
+            tag,
+            dir,
+            daemons: Vec::new(),
+            hosts,
+        };
+        for i in 0..hosts {
+            let ns = lab.ns(i);
+            sh(&format!(
+                "ip netns add {ns} && ip link add v{i} type veth peer name p{i} && \
+                 ip link set p{i} master br0 && ip link set p{i} up && \
+                 ip link set v{i} netns {ns} && \
+                 ip -n {ns} addr add 198.18.0.{}/24 dev v{i} && \
+                 ip -n {ns} link set v{i} up && ip -n {ns} link set lo up",
+                i + 1
+            ));
+        }
+        lab
+    }
+
+    /// Starts sshd on host i, waiting for its "listening" line.
+    fn sshd(&mut self, i: usize) {
+        let d = &self.dir;
+        let conf = d.join(format!("sshd-{i}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "Port 22\nListenAddress 198.18.0.{}\nHostKey {}\nAuthorizedKeysFile {}\n\
+                 PermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\n\
+                 StrictModes no\nPidFile none\n",
+                i + 1,
+                d.join("host_key").display(),
+                d.join("id.pub").display()
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns(i),
+                "/usr/sbin/sshd",
+                "-D",
+                "-e",
+                "-f",
+            ])
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("listening on") {
+            line.clear();
+            assert!(
+                err.read_line(&mut line).unwrap() > 0,
+                "sshd on host {i} ended"
+            );
+        }
+        std::thread::spawn(move || for _ in err.lines() {});
+        self.daemons.push(child);
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for d in &mut self.daemons {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+        for i in 0..self.hosts {
+            let ns = self.ns(i);
+            // Whatever still runs in the namespace was started by this test.
+            if let Ok(out) = Command::new("ip").args(["netns", "pids", &ns]).output() {
+                for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                    if let Ok(pid) = pid.parse::<i32>() {
+                        // SAFETY: kill() on a pid inside this test's namespace.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                }
+            }
+            let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn have(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain([PathBuf::from("/usr/sbin")])
+        .any(|d| d.join(program).is_file())
+}
+
+fn ssh_options(dir: &Path) -> Vec<String> {
+    [
+        format!("IdentityFile={}", dir.join("id").display()),
+        "StrictHostKeyChecking=no".into(),
+        "UserKnownHostsFile=/dev/null".into(),
+        "LogLevel=ERROR".into(),
+        "ConnectTimeout=3".into(),
+    ]
+    .into_iter()
+    .flat_map(|o| ["--ssh-option".to_string(), o])
+    .collect()
+}
+
+#[test]
+fn cluster_over_openssh_merges_hosts_and_names_failures() {
+    if !have("sshd") || !have("ssh") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "openssh-server and openssh-client are needed in CI"
+        );
+        eprintln!(
+            "SKIPPED cluster test: sshd or ssh not installed (apt-get install openssh-server)"
+        );
+        return;
+    }
+    in_netns(|| {
+        let mut lab = Lab::new(4);
+        let d = lab.dir.clone();
+        sh(&format!(
+            "ssh-keygen -q -t ed25519 -N '' -f {0}/host_key && ssh-keygen -q -t ed25519 -N '' -f {0}/id",
+            d.display()
+        ));
+        for i in 1..4 {
+            lab.sshd(i);
+        }
+        // Host 0 is the server.
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &lab.ns(0), BIN, "server"]);
+        let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
+        let target = srv
+            .banner
+            .iter()
+            .find_map(|l| l.strip_prefix("listening on 198.18.0.1:"))
+            .map(|p| format!("198.18.0.1:{}", p.split(' ').next().unwrap()))
+            .unwrap();
+        let hosts = d.join("hosts");
+        std::fs::write(
+            &hosts,
+            "# load hosts\nroot@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.4:22\n",
+        )
+        .unwrap();
+        let cluster_args = |json: &Path, client: &[&str]| -> Vec<String> {
+            let mut a: Vec<String> = vec![
+                "cluster".into(),
+                "--hosts".into(),
+                hosts.display().to_string(),
+                "--binary".into(),
+                BIN.into(),
+                "--json".into(),
+                json.display().to_string(),
+            ];
+            a.extend(ssh_options(&d));
+            a.push("--".into());
+            a.extend(client.iter().map(|s| s.to_string()));
+            a
+        };
+        let json = d.join("merged.json");
+        let args = cluster_args(&json, &[&target, "-c", "300", "--closed-loop", "-T", "2s"]);
+        let (code, out, err) = common::output(Command::new(BIN).args(&args));
+        assert_eq!(code, 0, "{out}\n{err}");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v["connections"]["established"], 300, "{out}");
+        assert_eq!(v["parts"].as_array().unwrap().len(), 3);
+        assert_eq!(v["partial"], false);
+        let answered = v["queries"]["answered"].as_u64().unwrap();
+        let sent = v["queries"]["sent"].as_u64().unwrap();
+        let (status, summary) = srv.stop();
+        assert!(status.success());
+        assert!(summary.contains("accepted 300, closed 300"), "{summary}");
+        // The server answered every probe and query (and maybe the few in
+        // flight when the clients closed).
+        let requests: u64 = summary
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("requests"))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        assert!(
+            requests >= answered + 300 && requests <= sent + 300,
+            "{requests} {answered} {sent}"
+        );
+
+        // A host that dies mid-run and one that cannot be reached.
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &lab.ns(0), BIN, "server"]);
+        let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
+        let target = srv
+            .banner
+            .iter()
+            .find_map(|l| l.strip_prefix("listening on 198.18.0.1:"))
+            .map(|p| format!("198.18.0.1:{}", p.split(' ').next().unwrap()))
+            .unwrap();
+        std::fs::write(
+            &hosts,
+            "root@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.9\n",
+        )
+        .unwrap();
+        let json = d.join("partial.json");
+        let args = cluster_args(&json, &[&target, "-c", "200", "--closed-loop", "-T", "20s"]);
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("root@198.18.0.3") || !line.contains("open") {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "cluster ended early");
+        }
+        // Kill everything of the second load host (its sshd session too).
+        let pids = Command::new("ip")
+            .args(["netns", "pids", &lab.ns(2)])
+            .output()
+            .unwrap();
+        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+            common::signal(pid.parse().unwrap(), libc::SIGKILL);
+        }
+        // Then stop the run: the survivor's result is merged.
+        common::signal(child.id() as i32, libc::SIGINT);
+        std::thread::spawn(move || for _ in err.lines() {});
+        let mut out = String::new();
+        std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+        assert_eq!(child.wait().unwrap().code(), Some(1), "{out}");
+        assert!(out.contains("PARTIAL: host root@198.18.0.9"), "{out}");
+        assert!(out.contains("PARTIAL: host root@198.18.0.3"), "{out}");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v["partial"], true);
+        assert_eq!(v["interrupted"], true);
+        assert_eq!(v["parts"].as_array().unwrap().len(), 1);
+        assert!(v["connections"]["established"].as_u64().unwrap() > 0);
+        drop(srv);
+        drop(lab);
+    });
+}
