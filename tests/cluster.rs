@@ -185,23 +185,28 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
             "# load hosts\nroot@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.4:22\n",
         )
         .unwrap();
-        let cluster_args = |json: &Path, client: &[&str]| -> Vec<String> {
+        // The first run copies the binary to each host; the second uses
+        // the one on the (shared) disk.
+        let cluster_args = |json: &Path, client: &[&str], copy: bool| -> Vec<String> {
             let mut a: Vec<String> = vec![
                 "cluster".into(),
                 "--hosts".into(),
                 hosts.display().to_string(),
-                "--binary".into(),
-                BIN.into(),
                 "--json".into(),
                 json.display().to_string(),
             ];
+            if copy {
+                a.push("--copy-binary".into());
+            } else {
+                a.extend(["--binary".into(), BIN.into()]);
+            }
             a.extend(ssh_options(&d));
             a.push("--".into());
             a.extend(client.iter().map(|s| s.to_string()));
             a
         };
         let json = d.join("merged.json");
-        let args = cluster_args(&json, &[&target, "-c", "300", "--closed-loop", "-T", "2s"]);
+        let args = cluster_args(&json, &[&target, "-c", "300", "--closed-loop", "-T", "2s"], true);
         let (code, out, err) = common::output(Command::new(BIN).args(&args));
         assert_eq!(code, 0, "{out}\n{err}");
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -242,7 +247,7 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         )
         .unwrap();
         let json = d.join("partial.json");
-        let args = cluster_args(&json, &[&target, "-c", "200", "--closed-loop", "-T", "20s"]);
+        let args = cluster_args(&json, &[&target, "-c", "200", "--closed-loop", "-T", "20s"], false);
         let mut child = Command::new(BIN)
             .args(&args)
             .stdin(Stdio::null())

@@ -222,6 +222,11 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
     }
     live.finish();
     let statuses = children.wait();
+    if a.copy_binary {
+        for h in &hosts {
+            let _ = ssh(a, h).arg(format!("rm -f {binary}")).status();
+        }
+    }
     let mut got = Vec::new();
     let mut names = Vec::new();
     let mut missing = Vec::new();
