@@ -206,7 +206,11 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
             a
         };
         let json = d.join("merged.json");
-        let args = cluster_args(&json, &[&target, "-c", "300", "--closed-loop", "-T", "2s"], true);
+        let args = cluster_args(
+            &json,
+            &[&target, "-c", "300", "--closed-loop", "-T", "2s"],
+            true,
+        );
         let (code, out, err) = common::output(Command::new(BIN).args(&args));
         assert_eq!(code, 0, "{out}\n{err}");
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -247,7 +251,11 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         )
         .unwrap();
         let json = d.join("partial.json");
-        let args = cluster_args(&json, &[&target, "-c", "200", "--closed-loop", "-T", "20s"], false);
+        let args = cluster_args(
+            &json,
+            &[&target, "-c", "200", "--closed-loop", "-T", "20s"],
+            false,
+        );
         let mut child = Command::new(BIN)
             .args(&args)
             .stdin(Stdio::null())
