@@ -33,6 +33,8 @@ pub enum Command {
     /// Run one client scenario sliced over many hosts through OpenSSH, with
     /// one live view and one merged result.
     Cluster(ClusterArgs),
+    /// Explain (and with --apply fix) the OS limits that cap connections.
+    Tune(TuneArgs),
     /// Merge the JSON results of a run's segments (or processes, or hosts)
     /// into one: counters summed, histograms added, seconds aligned.
     Merge(MergeArgs),
@@ -475,6 +477,25 @@ pub struct ClusterArgs {
     /// The `throng client` arguments every host runs (after `--`).
     #[arg(last = true, required = true, value_name = "CLIENT ARGS")]
     pub client_args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// Connections to plan for.
+    #[arg(short, long, value_name = "N", default_value = "100k", value_parser = parse_positive_count)]
+    pub connections: u64,
+
+    /// The side of the test this host plays.
+    #[arg(long, value_enum, default_value_t = crate::sys::tune::Role::Both)]
+    pub role: crate::sys::tune::Role,
+
+    /// Apply the sysctl changes listed (root only), printing each old -> new.
+    #[arg(long)]
+    pub apply: bool,
+
+    /// Print the plan as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -142,9 +142,9 @@ fn processes_needed(a: &ClientArgs, sc: &Scenario, fd: &FdLimit) -> u64 {
     match a.processes {
         Processes::Count(n) => n,
         Processes::Auto => {
+            // The same math as `throng tune`.
             let per_conn = if sc.embedded_server { 2 } else { 1 };
-            let room = fd.soft.saturating_sub(FD_OVERHEAD + 64).max(1);
-            (sc.connections * per_conn).div_ceil(room).max(1)
+            crate::sys::tune::processes_for(sc.connections * per_conn, fd.soft.saturating_sub(64))
         }
     }
 }

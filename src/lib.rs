@@ -49,6 +49,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Client(args) => client::run(&args),
         cli::Command::Merge(args) => merge(&args),
         cli::Command::Cluster(args) => cluster::ssh::run(&args),
+        cli::Command::Tune(args) => tune(&args),
         cli::Command::Server(args) => {
             let cfg = server::ServerConfig::from_args(&args)?;
             server::run(&cfg).map(|()| ExitCode::SUCCESS)
@@ -75,5 +76,38 @@ fn merge(a: &cli::MergeArgs) -> anyhow::Result<ExitCode> {
         &mut out,
         format_args!("  merged        {} results\n", results.len()),
     )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `throng tune`: the limits table, the commands, and --apply.
+fn tune(a: &cli::TuneArgs) -> anyhow::Result<ExitCode> {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if a.apply && !root {
+        return Err(UsageError(
+            "--apply changes kernel settings and needs root: run it with sudo, or apply the \
+             commands it prints yourself"
+                .into(),
+        )
+        .into());
+    }
+    let per = sys::tune::measure_kernel_bytes(2000);
+    let plan = sys::tune::plan(a.connections, a.role, per);
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &plan)?;
+        std::io::Write::write_all(&mut out, b"\n")?;
+    } else {
+        sys::tune::print(&plan, &mut out)?;
+    }
+    if a.apply {
+        let done = sys::tune::apply(&plan);
+        if done.is_empty() {
+            std::io::Write::write_all(&mut out, b"applied: nothing needed changing\n")?;
+        }
+        for d in done {
+            std::io::Write::write_fmt(&mut out, format_args!("applied: {d}\n"))?;
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -40,9 +40,9 @@ pub fn processes_needed(cfg: &ServerConfig) -> Result<u64> {
     Ok(match cfg.processes {
         Processes::Count(n) => n,
         Processes::Auto => {
+            // The same math as `throng tune`.
             let fd = limits::raise_nofile()?;
-            let room = fd.soft.saturating_sub(FD_OVERHEAD).max(1);
-            planned_connections(cfg).div_ceil(room).max(1)
+            crate::sys::tune::processes_for(planned_connections(cfg), fd.soft)
         }
     })
 }

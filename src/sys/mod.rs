@@ -7,3 +7,4 @@ pub mod proc;
 pub mod signals;
 pub mod sources;
 pub mod timer;
+pub mod tune;

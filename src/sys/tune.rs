@@ -1,0 +1,498 @@
+//! `throng tune`: the OS limits that cap connections, read and explained,
+//! with the value N connections need and the commands that set it. The
+//! checks are plain functions over numbers, so the plan math is tested
+//! without touching the host; only [`apply`] writes (sysctls of the caller's
+//! network namespace and the host, as root).
+
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+
+use serde::Serialize;
+
+use super::{limits, proc, sources};
+
+/// Which side of a test this host plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Client,
+    Server,
+    Both,
+}
+
+impl Role {
+    fn client(self) -> bool {
+        matches!(self, Role::Client | Role::Both)
+    }
+    fn server(self) -> bool {
+        matches!(self, Role::Server | Role::Both)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    NeedsChange,
+    CannotTell,
+}
+
+impl Status {
+    fn label(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::NeedsChange => "needs change",
+            Status::CannotTell => "cannot tell",
+        }
+    }
+}
+
+/// One line of the table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    pub setting: String,
+    pub current: String,
+    pub needed: String,
+    pub status: Status,
+    pub why: String,
+    /// The sysctl value to set, when a change is needed and a sysctl can make it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set: Option<String>,
+}
+
+/// What `throng tune` reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    pub connections: u64,
+    pub role: Role,
+    pub checks: Vec<Check>,
+    pub apply_now: Vec<String>,
+    pub persistent: Vec<String>,
+    pub advice: Vec<String>,
+    /// Kernel memory per connection (both sockets), measured here.
+    pub kernel_bytes_per_connection: Option<u64>,
+}
+
+/// Fds a throng process keeps besides its connections.
+pub const FD_OVERHEAD: u64 = 64;
+
+/// Processes needed when each may hold `per_process` fds.
+pub fn processes_for(conns: u64, per_process: u64) -> u64 {
+    conns
+        .div_ceil(per_process.saturating_sub(FD_OVERHEAD).max(1))
+        .max(1)
+}
+
+/// Source addresses needed so that no (source, destination) pair carries
+/// more than half the port range.
+pub fn sources_for(conns_per_target: u64, ports: u64) -> u64 {
+    conns_per_target.div_ceil((ports / 2).max(1)).max(1)
+}
+
+fn check(
+    setting: &str,
+    current: impl ToString,
+    needed: impl ToString,
+    status: Status,
+    why: impl Into<String>,
+) -> Check {
+    Check {
+        setting: setting.into(),
+        current: current.to_string(),
+        needed: needed.to_string(),
+        status,
+        why: why.into(),
+        set: None,
+    }
+}
+
+/// A numeric sysctl that must be at least `need`.
+fn at_least(name: &str, need: u64, why: &str) -> Check {
+    match proc::sysctl_u64(name) {
+        Some(cur) if cur >= need => check(name, cur, format!(">= {need}"), Status::Ok, why),
+        Some(cur) => Check {
+            set: Some(need.to_string()),
+            ..check(name, cur, format!(">= {need}"), Status::NeedsChange, why)
+        },
+        None => check(
+            name,
+            "unreadable",
+            format!(">= {need}"),
+            Status::CannotTell,
+            why,
+        ),
+    }
+}
+
+/// Kernel memory per loopback connection (both sockets), measured by
+/// opening `pairs` connections and reading Slab before and after.
+pub fn measure_kernel_bytes(pairs: usize) -> Option<u64> {
+    let slab = || {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| proc::status_kb(&m, "Slab"))
+    };
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).ok()?;
+    let addr = l.local_addr().ok()?;
+    let before = slab()?;
+    let mut held = Vec::with_capacity(pairs * 2);
+    for _ in 0..pairs {
+        let c = TcpStream::connect(addr).ok()?;
+        let (s, _) = l.accept().ok()?;
+        held.push(c);
+        held.push(s);
+    }
+    let after = slab()?;
+    drop(held);
+    (after > before).then(|| (after - before) * 1024 / pairs as u64)
+}
+
+/// Builds the plan for `n` connections.
+pub fn plan(n: u64, role: Role, kernel_bytes: Option<u64>) -> Plan {
+    let mut checks = Vec::new();
+    let sides = if role == Role::Both { 2 } else { 1 };
+    let (soft, hard) = limits::nofile().unwrap_or((0, 0));
+    let can_raise = proc::has_capability(proc::CAP_SYS_RESOURCE);
+    let per_process_need = n + FD_OVERHEAD;
+    let procs = processes_for(n, hard);
+    let why = if can_raise {
+        "each connection is an fd; this process may raise its hard limit (CAP_SYS_RESOURCE)"
+            .to_string()
+    } else if procs > 1 {
+        format!(
+            "each connection is an fd; without CAP_SYS_RESOURCE the hard limit is the cap, so \
+             {n} connections need {procs} processes per side (throng --processes auto does it)"
+        )
+    } else {
+        "each connection is an fd".to_string()
+    };
+    let status = if hard >= per_process_need || procs > 1 && !can_raise {
+        Status::Ok
+    } else {
+        Status::NeedsChange
+    };
+    checks.push(check(
+        "RLIMIT_NOFILE (soft/hard)",
+        format!("{soft}/{hard}"),
+        format!(">= {per_process_need} per process"),
+        status,
+        why,
+    ));
+    checks.push(at_least(
+        "fs.nr_open",
+        per_process_need.min(1 << 30),
+        "the most fds any one process may be allowed",
+    ));
+    checks.push(at_least(
+        "fs.file-max",
+        n * sides + 65_536,
+        "fds of all processes on the host together",
+    ));
+    if role.server() {
+        let backlog = if n >= 10_000 { 65_535 } else { 4_096 };
+        checks.push(at_least(
+            "net.core.somaxconn",
+            backlog,
+            "caps every listen backlog: a short accept queue turns connect storms into timeouts",
+        ));
+        checks.push(at_least(
+            "net.ipv4.tcp_max_syn_backlog",
+            backlog,
+            "half-open connections the listener keeps during a storm",
+        ));
+        let cookies = proc::sysctl_u64("net.ipv4.tcp_syncookies");
+        checks.push(check(
+            "net.ipv4.tcp_syncookies",
+            cookies.map_or("unreadable".into(), |c| c.to_string()),
+            "1",
+            match cookies {
+                Some(1) => Status::Ok,
+                Some(_) => Status::NeedsChange,
+                None => Status::CannotTell,
+            },
+            "under a connection storm the server answers with cookies and logs \
+             \"Possible SYN flooding\": expected, and better than dropping SYNs",
+        ));
+    }
+    if role.client() {
+        let (lo, hi) = sources::port_range();
+        let ports = u64::from(hi - lo + 1);
+        let srcs = sources_for(n, ports);
+        let wide = ports >= 60_000;
+        checks.push(Check {
+            set: (!wide).then(|| "1024 65535".to_string()),
+            ..check(
+                "net.ipv4.ip_local_port_range",
+                format!("{lo} {hi} ({ports} ports)"),
+                "1024 65535",
+                if wide {
+                    Status::Ok
+                } else {
+                    Status::NeedsChange
+                },
+                format!(
+                    "{n} connections to one destination need {srcs} source address(es) at this \
+                     range (connect() slows past half of it per source); on loopback throng adds \
+                     127.0.0.x itself"
+                ),
+            )
+        });
+        let reuse = proc::sysctl_u64("net.ipv4.tcp_tw_reuse");
+        checks.push(check(
+            "net.ipv4.tcp_tw_reuse",
+            reuse.map_or("unreadable".into(), |r| r.to_string()),
+            "1 (2 suffices on loopback)",
+            match reuse {
+                Some(1 | 2) => Status::Ok,
+                Some(_) => Status::NeedsChange,
+                None => Status::CannotTell,
+            },
+            "closed connections hold their port in TIME_WAIT for 60 s; reuse lets churn go on",
+        ));
+    }
+    match proc::sysctl_u64("net.netfilter.nf_conntrack_max") {
+        Some(cur) => {
+            let need = n * sides + 65_536;
+            checks.push(Check {
+                set: (cur < need).then(|| need.to_string()),
+                ..check(
+                    "net.netfilter.nf_conntrack_max",
+                    cur,
+                    format!(">= {need}"),
+                    if cur >= need {
+                        Status::Ok
+                    } else {
+                        Status::NeedsChange
+                    },
+                    "conntrack is loaded and tracks every connection; a full table drops new ones",
+                )
+            });
+        }
+        None => checks.push(check(
+            "net.netfilter.nf_conntrack_max",
+            "not loaded",
+            "-",
+            Status::Ok,
+            "conntrack is not loaded: nothing tracks connections",
+        )),
+    }
+    let mem_available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| proc::status_kb(&m, "MemAvailable"))
+        .map(|kb| kb * 1024);
+    match (kernel_bytes, mem_available) {
+        (Some(per), Some(avail)) => {
+            // `per` covers both ends; one side holds half of it.
+            let need = if role == Role::Both {
+                per * n
+            } else {
+                per * n / 2
+            };
+            checks.push(check(
+                "kernel memory",
+                format!("{} MB available", avail >> 20),
+                format!(
+                    "{} MB ({} B per connection, measured)",
+                    need >> 20,
+                    if role == Role::Both { per } else { per / 2 }
+                ),
+                if need < avail {
+                    Status::Ok
+                } else {
+                    Status::NeedsChange
+                },
+                "sockets live in kernel memory; idle ones hold no buffers",
+            ));
+        }
+        _ => checks.push(check(
+            "kernel memory",
+            "unknown",
+            "-",
+            Status::CannotTell,
+            "could not measure",
+        )),
+    }
+    if let Some(mem) = proc::sysctl("net.ipv4.tcp_mem") {
+        checks.push(check(
+            "net.ipv4.tcp_mem (pages)",
+            mem.split_whitespace().collect::<Vec<_>>().join(" "),
+            "max above what traffic buffers need",
+            Status::Ok,
+            "caps memory for socket buffers, which idle connections do not hold",
+        ));
+    }
+
+    let changes: Vec<&Check> = checks.iter().filter(|c| c.set.is_some()).collect();
+    let mut apply_now: Vec<String> = changes
+        .iter()
+        .map(|c| {
+            format!(
+                "sysctl -w {}=\"{}\"",
+                c.setting,
+                c.set.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    let mut persistent: Vec<String> = changes
+        .iter()
+        .map(|c| {
+            format!(
+                "echo '{} = {}' >> /etc/sysctl.d/90-throng.conf",
+                c.setting,
+                c.set.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    if checks[0].status == Status::NeedsChange {
+        apply_now.push(format!(
+            "ulimit -n {per_process_need}   # in the shell that starts throng"
+        ));
+        persistent.push(format!(
+            "echo '* - nofile {per_process_need}' >> /etc/security/limits.conf   # or LimitNOFILE={per_process_need} in a systemd unit"
+        ));
+    }
+    let advice = vec![
+        "conntrack: to keep load traffic out of it, add NOTRACK rules (advice only, not applied): \
+         iptables -t raw -A PREROUTING -p tcp --dport PORT -j NOTRACK; \
+         iptables -t raw -A OUTPUT -p tcp --sport PORT -j NOTRACK"
+            .to_string(),
+    ];
+    Plan {
+        connections: n,
+        role,
+        checks,
+        apply_now,
+        persistent,
+        advice,
+        kernel_bytes_per_connection: kernel_bytes,
+    }
+}
+
+/// Prints the plan as a table followed by the commands.
+pub fn print(p: &Plan, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let role = match p.role {
+        Role::Client => "client",
+        Role::Server => "server",
+        Role::Both => "client and server on this host",
+    };
+    writeln!(out, "throng tune: {} connections, {role}", p.connections)?;
+    let w0 = p.checks.iter().map(|c| c.setting.len()).max().unwrap_or(0);
+    let w1 = p.checks.iter().map(|c| c.current.len()).max().unwrap_or(0);
+    let w2 = p.checks.iter().map(|c| c.needed.len()).max().unwrap_or(0);
+    writeln!(
+        out,
+        "  {:<w0$}  {:<w1$}  {:<w2$}  {:<12}  why",
+        "setting", "current", "needed", "status"
+    )?;
+    for c in &p.checks {
+        writeln!(
+            out,
+            "  {:<w0$}  {:<w1$}  {:<w2$}  {:<12}  {}",
+            c.setting,
+            c.current,
+            c.needed,
+            c.status.label(),
+            c.why
+        )?;
+    }
+    if p.apply_now.is_empty() {
+        writeln!(out, "nothing to change")?;
+    } else {
+        writeln!(out, "apply now (or: throng tune --apply):")?;
+        for c in &p.apply_now {
+            writeln!(out, "  {c}")?;
+        }
+        writeln!(out, "make it persistent:")?;
+        for c in &p.persistent {
+            writeln!(out, "  {c}")?;
+        }
+    }
+    for a in &p.advice {
+        writeln!(out, "advice: {a}")?;
+    }
+    Ok(())
+}
+
+/// Writes the sysctls the plan lists. Returns one line per setting:
+/// "name: old -> new", or why it could not be set (some, like
+/// nf_conntrack_max, are read-only outside the host's first network
+/// namespace); the others are still applied.
+pub fn apply(p: &Plan) -> Vec<String> {
+    let mut done = Vec::new();
+    for c in &p.checks {
+        let Some(value) = &c.set else { continue };
+        let path = format!("/proc/sys/{}", c.setting.replace('.', "/"));
+        let old = proc::sysctl(&c.setting).unwrap_or_default();
+        match std::fs::write(&path, value) {
+            Ok(()) => {
+                let new = proc::sysctl(&c.setting).unwrap_or_default();
+                let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+                done.push(format!(
+                    "{}: {} -> {}",
+                    c.setting,
+                    squash(&old),
+                    squash(&new)
+                ));
+            }
+            Err(e) => done.push(format!("{}: not changed ({e})", c.setting)),
+        }
+    }
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_math() {
+        // 20,000 fds per process, 64 kept back.
+        assert_eq!(processes_for(1_000_000, 20_000), 51);
+        assert_eq!(processes_for(19_000, 20_000), 1);
+        assert_eq!(processes_for(0, 20_000), 1);
+        // Half of 28,232 ports per source.
+        assert_eq!(sources_for(1_000_000, 28_232), 71);
+        assert_eq!(sources_for(14_116, 28_232), 1);
+        assert_eq!(sources_for(14_117, 28_232), 2);
+        assert_eq!(sources_for(100_000, 64_512), 4);
+    }
+
+    #[test]
+    fn plan_has_every_line_and_commands_for_changes() {
+        let p = plan(1_000_000, Role::Both, Some(9_000));
+        let names: Vec<&str> = p.checks.iter().map(|c| c.setting.as_str()).collect();
+        for n in [
+            "RLIMIT_NOFILE (soft/hard)",
+            "fs.nr_open",
+            "fs.file-max",
+            "net.core.somaxconn",
+            "net.ipv4.tcp_max_syn_backlog",
+            "net.ipv4.tcp_syncookies",
+            "net.ipv4.ip_local_port_range",
+            "net.ipv4.tcp_tw_reuse",
+            "net.netfilter.nf_conntrack_max",
+            "kernel memory",
+        ] {
+            assert!(names.contains(&n), "{n} missing: {names:?}");
+        }
+        for c in p.checks.iter().filter(|c| c.set.is_some()) {
+            assert!(p.apply_now.iter().any(|a| a.contains(&c.setting)));
+            assert!(p.persistent.iter().any(|a| a.contains(&c.setting)));
+        }
+        // 9,000 B per connection x 1M: about 8.6 GB.
+        let mem = p
+            .checks
+            .iter()
+            .find(|c| c.setting == "kernel memory")
+            .unwrap();
+        assert!(mem.needed.starts_with("8583 MB"), "{}", mem.needed);
+    }
+
+    #[test]
+    fn measures_kernel_memory() {
+        let per = measure_kernel_bytes(500);
+        // Slab is shared by the whole machine: only check the order of size.
+        if let Some(b) = per {
+            assert!(b > 500 && b < 200_000, "{b} bytes per connection");
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! `throng tune`: the table, the JSON, and --apply inside a private network
+//! namespace (only that namespace's net.* settings change).
+
+mod common;
+
+use std::process::Command;
+
+use common::{in_netns, output, BIN};
+
+#[test]
+fn table_names_every_limit_and_the_commands() {
+    let (code, out, err) = output(Command::new(BIN).args(["tune", "-c", "1m"]));
+    assert_eq!(code, 0, "{err}");
+    for needle in [
+        "RLIMIT_NOFILE",
+        "fs.nr_open",
+        "fs.file-max",
+        "net.core.somaxconn",
+        "net.ipv4.tcp_max_syn_backlog",
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.tcp_tw_reuse",
+        "net.ipv4.tcp_syncookies",
+        "nf_conntrack_max",
+        "kernel memory",
+        "NOTRACK",
+    ] {
+        assert!(out.contains(needle), "{needle} missing:\n{out}");
+    }
+    let (code, out, _) =
+        output(Command::new(BIN).args(["tune", "-c", "50k", "--json", "--role", "client"]));
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["connections"], 50_000);
+    assert!(v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["status"].is_string()));
+    assert!(
+        v["kernel_bytes_per_connection"].is_u64() || v["kernel_bytes_per_connection"].is_null()
+    );
+}
+
+#[test]
+fn apply_changes_only_this_namespaces_net_settings() {
+    in_netns(|| {
+        common::set_sysctl("net.core.somaxconn", "1024");
+        common::set_sysctl("net.ipv4.ip_local_port_range", "40000 40999");
+        let (code, out, err) = output(Command::new(BIN).args(["tune", "-c", "50k", "--apply"]));
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(
+            out.contains("applied: net.core.somaxconn: 1024 -> 65535"),
+            "{out}"
+        );
+        assert!(
+            out.contains("applied: net.ipv4.ip_local_port_range: 40000 40999 -> 1024 65535"),
+            "{out}"
+        );
+        assert!(!out.contains("applied: fs."), "{out}");
+        let read = |n: &str| std::fs::read_to_string(format!("/proc/sys/{n}")).unwrap();
+        assert_eq!(read("net/core/somaxconn").trim(), "65535");
+        assert_eq!(
+            read("net/ipv4/ip_local_port_range")
+                .split_whitespace()
+                .collect::<Vec<_>>(),
+            ["1024", "65535"]
+        );
+    });
+    // The host's own settings did not move.
+    let host = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+    assert_ne!(host.split_whitespace().next(), Some("1024"));
+}
+
+#[test]
+fn apply_without_root_is_refused() {
+    let Ok(setpriv) = which("setpriv") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "setpriv (util-linux) is missing in CI"
+        );
+        eprintln!("SKIPPED apply_without_root_is_refused: setpriv not found");
+        return;
+    };
+    let (code, _, err) = output(Command::new(setpriv).args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        BIN,
+        "tune",
+        "--apply",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("needs root"), "{err}");
+}
+
+fn which(name: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
