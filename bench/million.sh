@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# N connections (default 1,000,000) on this one machine: `throng server` and
+# `throng client`, one command each, over loopback inside a private network
+# namespace this script creates (so its sysctls never touch the host). Each
+# connection pings every 10 s while the connections are held, then all
+# close. Reports per step: time to reach it, client and server RSS (summed
+# over their processes), kernel memory (the growth of Slab, and of TCP
+# sockets in use, both host-wide figures), and at the end
+# ping latency and user-space bytes per held connection for each side.
+# Usage: bench/million.sh [N] [HOLD_SECONDS]   (CI runs it with 50000)
+set -euo pipefail
+n=${1:-1000000}
+hold=${2:-60}
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ -z "${THRONG_IN_NETNS:-}" ]; then
+  cd "$here"
+  cargo build --release --quiet
+  # A private network namespace: net.* sysctls set below are its own.
+  THRONG_IN_NETNS=1 exec unshare -n -- "$0" "$@"
+fi
+
+cd "$here"
+bin=$here/target/release/throng
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip link set lo up
+sysctl -qw net.core.somaxconn=65535
+sysctl -qw net.ipv4.tcp_max_syn_backlog=65535
+sysctl -qw net.ipv4.ip_local_port_range="1024 65535"
+
+# Sums VmRSS (kB) over a process and its children.
+tree_rss() {
+  local total=0 p
+  for p in "$1" $(ps -eo pid=,ppid= | awk -v p="$1" '$2==p {print $1}'); do
+    local kb
+    kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || true)
+    total=$((total + ${kb:-0}))
+  done
+  echo "$total"
+}
+slab_kb() { awk '/^Slab:/ {print $2}' /proc/meminfo; }
+tcp_inuse() { awk '/^TCP:/ {print $3}' /proc/net/sockstat; }
+
+"$bin" server --mode pong --listen 127.0.0.1:4242 --max-connections "$n" >"$work/server.out" 2>&1 &
+srv=$!
+pids+=("$srv")
+until grep -q '^listen backlog' "$work/server.out"; do
+  kill -0 "$srv" 2>/dev/null || { cat "$work/server.out"; exit 1; }
+  sleep 0.05
+done
+head -1 "$work/server.out"
+sleep 1
+server_base=$(tree_rss "$srv")
+slab_base=$(slab_kb)
+inuse_base=$(tcp_inuse)
+start=$(date +%s.%N)
+
+step=$(( n >= 1000000 ? 100000 : (n >= 100000 ? 10000 : 5000) ))
+"$bin" client 127.0.0.1:4242 -c "$n" --connect-rate 100k --proto ping --interval 10s \
+  -T "${hold}s" --timeout 5s --json "$work/client.json" >"$work/client.out" 2>"$work/client.err" &
+cli=$!
+pids+=("$cli")
+sleep 0.5
+client_base=$(tree_rss "$cli")
+
+printf "%9s %8s %12s %12s %12s %12s\n" connections time_s client_rss_MB server_rss_MB slab_MB tcp_sockets
+next=$step
+peak_client=0
+peak_server=0
+while kill -0 "$cli" 2>/dev/null; do
+  line=$(grep -E '^ *[0-9]+s +open' "$work/client.err" | tail -1 || true)
+  open=$(sed -n 's/.*open \([0-9]*\).*/\1/p' <<<"$line")
+  open=${open:-0}
+  c=$(tree_rss "$cli"); s=$(tree_rss "$srv")
+  [ "$c" -gt "$peak_client" ] && peak_client=$c && peak_open_c=$open
+  [ "$s" -gt "$peak_server" ] && peak_server=$s && peak_open_s=$open
+  while [ "$open" -ge "$next" ] && [ "$next" -le "$n" ]; do
+    t=$(echo "$(date +%s.%N) - $start" | bc)
+    printf "%9d %8.1f %12.1f %12.1f %12.1f %12d\n" "$next" "$t" "$(echo "$c/1024" | bc -l)" \
+      "$(echo "$s/1024" | bc -l)" "$(echo "($(slab_kb)-$slab_base)/1024" | bc -l)" "$(( $(tcp_inuse) - inuse_base ))"
+    next=$((next + step))
+  done
+  sleep 0.5
+done
+wait "$cli" && rc=0 || rc=$?
+pids=("$srv")
+end=$(date +%s.%N)
+grep -E 'established|failed|ramp|connect time|queries|sent|response|timed' "$work/client.out" || true
+python3 - "$work/client.json" "$n" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); n = int(sys.argv[2])
+c, q, l = r["connections"], r["queries"], r["latency"]["response_time_us"]
+print(f"established {c['established']} of {n}, verified {c['verified']}, failed "
+      f"{sum(c['failed'].values())} (half_open {c['failed']['half_open']}), "
+      f"ping timeouts {q['timed_out']}, ping p50 {l['p50']} us, p99 {l['p99']} us, "
+      f"connect rate {c['connect_rate']:.0f}/s")
+ok = c["established"] == n and c["verified"] == n and sum(c["failed"].values()) == 0 and q["timed_out"] == 0
+sys.exit(0 if ok else 1)
+PY
+ok=$?
+held=${peak_open_c:-$n}
+echo "client user-space bytes per held connection: $(( (peak_client - client_base) * 1024 / (held > 0 ? held : 1) ))"
+echo "server user-space bytes per held connection: $(( (peak_server - server_base) * 1024 / (${peak_open_s:-$n} > 0 ? ${peak_open_s:-$n} : 1) ))"
+echo "kernel memory at peak: see slab_MB above; whole run $(echo "$end - $start" | bc) s"
+kill -TERM "$srv"; wait "$srv" || true
+pids=()
+grep -E 'accepted|spread' "$work/server.out" | cut -c1-160
+[ "$rc" -eq 0 ] && [ "$ok" -eq 0 ]
