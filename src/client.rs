@@ -226,10 +226,12 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         )));
     }
     let (chosen, shortfall, why) = if sources_given.is_empty() {
+        let slices = a.segment.map_or(nproc, |s| s.count);
         let p = sources::plan(
             &probe_targets,
             whole.per_target(),
             sources::comfortable_per_source(),
+            slices,
         );
         (p.sources, p.shortfall, p.why)
     } else {

@@ -146,8 +146,11 @@ pub struct SourcePlan {
 
 /// Picks source addresses so that no (source, destination) pair carries
 /// more than `per_source` of the `per_target` connections to each target.
-pub fn plan(targets: &[SocketAddr], per_target: u64, per_source: u64) -> SourcePlan {
-    let needed = per_target.div_ceil(per_source.max(1)).max(1);
+/// `slices`: how many segments will share the plan; on loopback, when more
+/// than one source is needed, each slice gets its own (a slice takes every
+/// N-th source, so fewer sources than slices would stack slices on some).
+pub fn plan(targets: &[SocketAddr], per_target: u64, per_source: u64, slices: u64) -> SourcePlan {
+    let mut needed = per_target.div_ceil(per_source.max(1)).max(1);
     if needed <= 1 {
         return SourcePlan {
             sources: Vec::new(),
@@ -159,6 +162,7 @@ pub fn plan(targets: &[SocketAddr], per_target: u64, per_source: u64) -> SourceP
         .iter()
         .all(|t| matches!(t.ip(), IpAddr::V4(v4) if v4.is_loopback()));
     if all_v4_loopback {
+        needed = needed.max(slices);
         // 127.0.0.1, 127.0.0.2, ...: routed to lo with no setup.
         let sources = (1..=needed)
             .map(|i| {
@@ -243,8 +247,10 @@ mod tests {
     #[test]
     fn loopback_plan_adds_addresses() {
         let t = ["127.0.0.1:4242".parse().unwrap()];
-        assert!(plan(&t, 1000, 14000).sources.is_empty());
-        let p = plan(&t, 30_000, 14_000);
+        assert!(plan(&t, 1000, 14000, 1).sources.is_empty());
+        assert!(plan(&t, 1000, 14000, 8).sources.is_empty());
+        assert_eq!(plan(&t, 1_000_000, 32_256, 51).sources.len(), 51);
+        let p = plan(&t, 30_000, 14_000, 1);
         assert_eq!(p.sources.len(), 3);
         assert_eq!(p.sources[2], "127.0.0.3".parse::<IpAddr>().unwrap());
         assert!(p.shortfall.is_none());
