@@ -91,11 +91,13 @@ while kill -0 "$cli" 2>/dev/null; do
   done
   sleep 0.5
 done
-wait "$cli" && rc=0 || rc=$?
+rc=0
+wait "$cli" || rc=$?
 pids=("$srv")
 end=$(date +%s.%N)
 grep -E 'established|failed|ramp|connect time|queries|sent|response|timed' "$work/client.out" || true
-python3 - "$work/client.json" "$n" <<'PY'
+ok=0
+python3 - "$work/client.json" "$n" <<'PY' || ok=$?
 import json, sys
 r = json.load(open(sys.argv[1])); n = int(sys.argv[2])
 c, q, l = r["connections"], r["queries"], r["latency"]["response_time_us"]
@@ -106,7 +108,6 @@ print(f"established {c['established']} of {n}, verified {c['verified']}, failed 
 ok = c["established"] == n and c["verified"] == n and sum(c["failed"].values()) == 0 and q["timed_out"] == 0
 sys.exit(0 if ok else 1)
 PY
-ok=$?
 held=${peak_open_c:-$n}
 echo "client user-space bytes per held connection: $(( (peak_client - client_base) * 1024 / (held > 0 ? held : 1) ))"
 echo "server user-space bytes per held connection: $(( (peak_server - server_base) * 1024 / (${peak_open_s:-$n} > 0 ? ${peak_open_s:-$n} : 1) ))"
