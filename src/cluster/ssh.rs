@@ -130,8 +130,6 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
     }
     let stop = Stop::install()?;
     let n = hosts.len() as u64;
-    let start_at =
-        SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs_f64() + a.start_in.as_secs_f64();
     let mut binary = a.binary.clone();
     if a.copy_binary {
         let exe = std::env::current_exe()?;
@@ -147,6 +145,10 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
             }
         }
     }
+    // After the copies, which can take a while: every host gets --start-in
+    // to connect over ssh and be ready.
+    let start_at =
+        SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs_f64() + a.start_in.as_secs_f64();
     let cmds: Vec<(String, Command)> = hosts
         .iter()
         .enumerate()
