@@ -433,15 +433,45 @@ fn run_processes(
         }
         lists.push(args);
     }
-    let mut children = Children::spawn(lists, stop)?;
+    // The children hold until the parent says (Enter on their stdin), so
+    // that every slice holds its connections at the same time: the whole
+    // run's end counts from the last slice's ramp, as in one process.
+    let common_end = whole.connections_schedule.is_none()
+        && whole
+            .traffic
+            .as_ref()
+            .and_then(|t| t.schedule_seconds())
+            .is_none()
+        && matches!(
+            whole.end,
+            scenario::End::Duration { .. } | scenario::End::Hold
+        );
+    if common_end {
+        for args in &mut lists {
+            args.retain(|a| a != "--hold");
+            args.push("--pause".into());
+        }
+    }
+    let mut children = Children::spawn(lists, stop, common_end)?;
     let mut live = LiveView::new(a.quiet, whole.connections);
     let mut latest: Vec<Option<crate::engine::Sample>> = vec![None; n as usize];
     let mut ramps = 0;
     let mut shown = 0;
     let mut alive = n;
     let mut interrupted = false;
+    let mut end_at: Option<std::time::Instant> = None;
     while alive > 0 {
-        match stop.wait_reason(None) {
+        let reason = stop.wait_reason(end_at);
+        if reason.is_none() && end_at.is_some_and(|e| std::time::Instant::now() >= e) {
+            end_at = None;
+            children.enter_all();
+            continue;
+        }
+        match reason {
+            Some(Reason::Signal) if common_end && whole.end == scenario::End::Hold => {
+                // --hold ends with a signal by design: a normal end.
+                children.enter_all();
+            }
             Some(Reason::Signal) => {
                 interrupted = true;
                 children.signal(libc::SIGINT);
@@ -460,6 +490,13 @@ fn run_processes(
                 Ok(ChildLine::RampDone { seconds }) => {
                     ramps += 1;
                     if ramps == n {
+                        if let (true, scenario::End::Duration { seconds }) = (common_end, whole.end)
+                        {
+                            end_at = Some(
+                                std::time::Instant::now()
+                                    + std::time::Duration::from_secs_f64(seconds),
+                            );
+                        }
                         let sum = sum_samples(&latest, shown);
                         let totals = crate::metrics::ConnTotals {
                             established: sum.established,

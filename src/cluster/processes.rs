@@ -91,7 +91,9 @@ pub struct Children {
 impl Children {
     /// Starts one child per argument list; their stdout lines arrive on
     /// `stop` as [`Reason::ChildLine`], their end as [`Reason::ChildExit`].
-    pub fn spawn(arg_lists: Vec<Vec<OsString>>, stop: &Stop) -> Result<Children> {
+    /// With `stdin`, each child's stdin is a pipe the parent writes Enter
+    /// to (see [`Children::enter_all`]).
+    pub fn spawn(arg_lists: Vec<Vec<OsString>>, stop: &Stop, stdin: bool) -> Result<Children> {
         let exe = std::env::current_exe().context("finding throng's own binary")?;
         let cmds = arg_lists
             .into_iter()
@@ -102,7 +104,7 @@ impl Children {
                 (format!("process {}", i + 1), c)
             })
             .collect();
-        Children::spawn_commands(cmds, stop, false)
+        Children::spawn_commands_with(cmds, stop, false, stdin)
     }
 
     /// Starts the commands. With `prefix_stderr`, their stderr lines are
@@ -113,11 +115,21 @@ impl Children {
         stop: &Stop,
         prefix_stderr: bool,
     ) -> Result<Children> {
+        Children::spawn_commands_with(cmds, stop, prefix_stderr, false)
+    }
+
+    fn spawn_commands_with(
+        cmds: Vec<(String, Command)>,
+        stop: &Stop,
+        prefix_stderr: bool,
+        stdin: bool,
+    ) -> Result<Children> {
         let mut children = Vec::new();
         let mut names = Vec::new();
         let mut last_err = Vec::new();
         for (i, (name, mut cmd)) in cmds.into_iter().enumerate() {
-            cmd.stdin(Stdio::null()).stdout(Stdio::piped());
+            cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+                .stdout(Stdio::piped());
             cmd.stderr(if prefix_stderr {
                 Stdio::piped()
             } else {
@@ -166,6 +178,17 @@ impl Children {
             names,
             last_err,
         })
+    }
+
+    /// Sends Enter to every child (ending their --pause).
+    pub fn enter_all(&mut self) {
+        use std::io::Write;
+        for c in &mut self.children {
+            if let Some(input) = c.stdin.as_mut() {
+                let _ = input.write_all(b"\n");
+                let _ = input.flush();
+            }
+        }
     }
 
     /// The last line a child wrote on stderr (with `prefix_stderr`).

@@ -107,7 +107,7 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut stats_json: Option<File>
             args
         })
         .collect();
-    let mut children = Children::spawn(lists, stop)?;
+    let mut children = Children::spawn(lists, stop, false)?;
 
     let capacity = fd.soft.saturating_sub(FD_OVERHEAD);
     let mut out = io::stdout().lock();
