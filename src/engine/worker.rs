@@ -212,6 +212,9 @@ pub struct Worker {
     out: Vec<u8>,
     /// Connections with bytes to write at the end of this loop turn.
     dirty: Vec<usize>,
+    /// Queries are sparse per connection (--interval, or none): free a
+    /// connection's query queue whenever it empties.
+    sparse: bool,
 }
 
 fn errno_of(e: &io::Error) -> i32 {
@@ -295,7 +298,9 @@ impl Worker {
             id,
             nworkers: w,
             poll: s.poll,
-            conns: Slab::new(),
+            // Sized once: a slab that doubles as it fills keeps up to half
+            // its entries empty, memory every held connection would pay for.
+            conns: Slab::with_capacity(initial_total as usize),
             counters: s.counters,
             q: s.queries,
             shared: s.shared,
@@ -328,6 +333,10 @@ impl Worker {
             scratch: vec![0; 64 * 1024],
             out: Vec::with_capacity(4096),
             dirty: Vec::new(),
+            sparse: !matches!(
+                s.scenario.traffic.as_ref().map(|t| &t.model),
+                Some(Model::OpenLoop { .. } | Model::ClosedLoop { .. })
+            ),
             sc: s.scenario,
         })
     }
@@ -365,6 +374,7 @@ impl Worker {
             self.follow_level(now);
             self.start_due(now);
             self.expire(now);
+            self.shrink_queues();
             self.traffic_due(now);
             self.flush_dirty();
             let timeout = match self.next_wakeup() {
@@ -967,6 +977,16 @@ impl Worker {
         }
     }
 
+    /// Gives back the memory of deadline queues that have emptied (after a
+    /// ramp they held an entry per connection).
+    fn shrink_queues(&mut self) {
+        for q in [&mut self.connect_q, &mut self.probe_q] {
+            if q.is_empty() && q.capacity() > 1024 {
+                *q = VecDeque::new();
+            }
+        }
+    }
+
     /// The earliest instant something is due.
     fn next_wakeup(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
@@ -1241,6 +1261,11 @@ impl Worker {
             t.sec_report.errors += 1;
             return;
         };
+        if conn.outstanding.is_empty() && self.sparse {
+            // Nothing in flight on a connection that queries now and then:
+            // hold no buffer until the next query.
+            conn.outstanding = VecDeque::new();
+        }
         if o.timed_out {
             // Its timeout was counted; the late answer is only absorbed.
             conn.ghosts -= 1;
