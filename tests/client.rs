@@ -4,9 +4,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
@@ -36,23 +36,8 @@ fn spawn_client(
     args: &[&str],
     ready: &str,
 ) -> (std::process::Child, BufReader<std::process::ChildStderr>) {
-    let mut child = Command::new(BIN)
-        .arg("client")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains(ready) {
-        line.clear();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "client ended before '{ready}'"
-        );
-    }
+    let (child, mut err) = common::spawn_piped(Command::new(BIN).arg("client").args(args));
+    common::wait_for_line(&mut err, ready);
     (child, err)
 }
 

@@ -90,14 +90,7 @@ impl Lab {
             .spawn()
             .unwrap();
         let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("listening on") {
-            line.clear();
-            assert!(
-                err.read_line(&mut line).unwrap() > 0,
-                "sshd on host {i} ended"
-            );
-        }
+        common::wait_for_line(&mut err, "listening on");
         std::thread::spawn(move || for _ in err.lines() {});
         self.daemons.push(child);
     }
@@ -127,11 +120,7 @@ impl Drop for Lab {
 }
 
 fn have(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .chain([PathBuf::from("/usr/sbin")])
-        .any(|d| d.join(program).is_file())
+    common::which(program).is_some()
 }
 
 fn ssh_options(dir: &Path) -> Vec<String> {

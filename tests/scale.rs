@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::process::{Command, Stdio};
 
 use common::{output, server, temp_dir, BIN};
@@ -157,11 +157,7 @@ fn a_child_that_dies_leaves_a_partial_merge() {
         .spawn()
         .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("ramp done") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "client ended early");
-    }
+    common::wait_for_line(&mut err, "ramp done");
     let pid = child.id();
     let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
     let victim: i32 = kids.split_whitespace().next().unwrap().parse().unwrap();

@@ -517,7 +517,7 @@ fn out_of_fds_refuses_without_spinning_and_recovers() {
 
 #[test]
 fn privileged_port_without_root_exits_2() {
-    let Ok(setpriv) = which("setpriv") else {
+    let Some(setpriv) = common::which("setpriv") else {
         assert!(
             std::env::var_os("CI").is_none(),
             "setpriv (util-linux) is missing in CI"
@@ -533,15 +533,6 @@ fn privileged_port_without_root_exits_2() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("privileged"), "{err}");
-}
-
-fn which(name: &str) -> Result<std::path::PathBuf, ()> {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .ok_or(())
 }
 
 #[test]

@@ -5,8 +5,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::Duration;
@@ -234,49 +234,42 @@ fn raw_with_marker_against_fixed_mode() {
 }
 
 /// Reads length-prefixed DNS queries, checks each with hickory-proto, and
-/// answers every `batch` of them in reverse order.
-fn reversing_dns_server(batch: usize) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            thread::spawn(move || {
-                let mut held = Vec::new();
-                let mut first = true;
-                loop {
-                    let mut len = [0u8; 2];
-                    if s.read_exact(&mut len).is_err() {
+/// answers every `BATCH` of them in reverse order.
+fn reversing_dns_server() -> SocketAddr {
+    const BATCH: usize = 8;
+    common::peer(|mut s| {
+        let mut held = Vec::new();
+        let mut first = true;
+        loop {
+            let mut len = [0u8; 2];
+            if s.read_exact(&mut len).is_err() {
+                return;
+            }
+            let mut msg = vec![0; u16::from_be_bytes(len) as usize];
+            if s.read_exact(&mut msg).is_err() {
+                return;
+            }
+            let m = Message::from_bytes(&msg).expect("throng's query parses");
+            assert_eq!(m.message_type, MessageType::Query);
+            assert_eq!(m.queries.len(), 1);
+            held.push(m.into_response().to_bytes().unwrap());
+            // The probe comes alone; queries come in batches.
+            if held.len() == BATCH || std::mem::take(&mut first) {
+                for r in held.drain(..).rev() {
+                    let mut f = (r.len() as u16).to_be_bytes().to_vec();
+                    f.extend(r);
+                    if s.write_all(&f).is_err() {
                         return;
-                    }
-                    let mut msg = vec![0; u16::from_be_bytes(len) as usize];
-                    if s.read_exact(&mut msg).is_err() {
-                        return;
-                    }
-                    let m = Message::from_bytes(&msg).expect("throng's query parses");
-                    assert_eq!(m.message_type, MessageType::Query);
-                    assert_eq!(m.queries.len(), 1);
-                    held.push(m.into_response().to_bytes().unwrap());
-                    // The probe comes alone; queries come in batches.
-                    if held.len() == batch || std::mem::take(&mut first) {
-                        for r in held.drain(..).rev() {
-                            let mut f = (r.len() as u16).to_be_bytes().to_vec();
-                            f.extend(r);
-                            if s.write_all(&f).is_err() {
-                                return;
-                            }
-                        }
                     }
                 }
-            });
+            }
         }
-    });
-    addr
+    })
 }
 
 #[test]
 fn dns_out_of_order_responses_are_matched() {
-    let addr = reversing_dns_server(8);
+    let addr = reversing_dns_server();
     let (code, out, v, _) = client(
         "reverse",
         &[
@@ -303,30 +296,23 @@ fn dns_out_of_order_responses_are_matched() {
     );
 }
 
-/// Echoes, but flips the last byte of every message (the probe included).
-fn corrupting_echo_server(size: usize) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            thread::spawn(move || {
-                let mut msg = vec![0; size];
-                while s.read_exact(&mut msg).is_ok() {
-                    msg[size - 1] ^= 0xff;
-                    if s.write_all(&msg).is_err() {
-                        return;
-                    }
-                }
-            });
+/// Echoes 64-byte messages, but flips the last byte of each (the probe
+/// included).
+fn corrupting_echo_server() -> SocketAddr {
+    common::peer(|mut s| {
+        let mut msg = [0u8; 64];
+        while s.read_exact(&mut msg).is_ok() {
+            msg[63] ^= 0xff;
+            if s.write_all(&msg).is_err() {
+                return;
+            }
         }
-    });
-    addr
+    })
 }
 
 #[test]
 fn validate_catches_a_corrupting_echo_server() {
-    let addr = corrupting_echo_server(64);
+    let addr = corrupting_echo_server();
     let (code, out, v, _) = client(
         "corrupt",
         &[
@@ -510,11 +496,7 @@ fn coordinated_omission_is_corrected() {
         .spawn()
         .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("ramp done") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0);
-    }
+    common::wait_for_line(&mut err, "ramp done");
     // The stall is the subject of the test: the server stops for 1 s in
     // the middle of the 5 s of traffic.
     thread::sleep(Duration::from_secs(2));
@@ -701,27 +683,14 @@ fn control_changes_the_rate_while_running() {
         .spawn()
         .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("ramp done") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0);
-    }
+    common::wait_for_line(&mut err, "ramp done");
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"rate 2000\n").unwrap();
-    while !line.contains("control: rate 2000") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0);
-    }
+    common::wait_for_line(&mut err, "control: rate 2000");
     stdin.write_all(b"connections 4\n").unwrap();
-    while !line.contains("control: connections 4") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0);
-    }
+    common::wait_for_line(&mut err, "control: connections 4");
     // The live view shows the count falling to 4 within a second or two.
-    while !line.contains("open 4 ") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "never down to 4");
-    }
+    common::wait_for_line(&mut err, "open 4 ");
     stdin.write_all(b"bogus\n").unwrap();
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();

@@ -73,7 +73,7 @@ fn apply_changes_only_this_namespaces_net_settings() {
 
 #[test]
 fn apply_without_root_is_refused() {
-    let Ok(setpriv) = which("setpriv") else {
+    let Some(setpriv) = common::which("setpriv") else {
         assert!(
             std::env::var_os("CI").is_none(),
             "setpriv (util-linux) is missing in CI"
@@ -91,13 +91,4 @@ fn apply_without_root_is_refused() {
     ]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("needs root"), "{err}");
-}
-
-fn which(name: &str) -> Result<std::path::PathBuf, ()> {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .ok_or(())
 }

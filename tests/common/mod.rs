@@ -209,3 +209,63 @@ pub fn temp_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// A test peer on 127.0.0.1:0: `serve` runs on its own thread for every
+/// connection accepted. Returns the address.
+pub fn peer(serve: impl Fn(std::net::TcpStream) + Send + Sync + Copy + 'static) -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            std::thread::spawn(move || serve(s));
+        }
+    });
+    addr
+}
+
+/// Reads lines until one contains `needle` (the readiness signal of a
+/// live view); panics if the stream ends first.
+pub fn wait_for_line(r: &mut impl BufRead, needle: &str) -> String {
+    let mut line = String::new();
+    while !line.contains(needle) {
+        line.clear();
+        assert!(
+            r.read_line(&mut line).unwrap() > 0,
+            "ended before a line with '{needle}'"
+        );
+    }
+    line
+}
+
+/// Starts `cmd` with piped stdio; returns it with its stderr as lines.
+pub fn spawn_piped(cmd: &mut Command) -> (Child, BufReader<ChildStderr>) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let err = BufReader::new(child.stderr.take().unwrap());
+    (child, err)
+}
+
+/// The address on `ip` a server's banner says it listens on.
+pub fn banner_addr(srv: &Server, ip: &str) -> String {
+    let prefix = format!("listening on {ip}:");
+    srv.banner
+        .iter()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|p| format!("{ip}:{}", p.split(' ').next().unwrap()))
+        .unwrap_or_else(|| panic!("no listener on {ip}: {:?}", srv.banner))
+}
+
+/// The path of a program on PATH (or /usr/sbin).
+pub fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain([std::path::PathBuf::from("/usr/sbin")])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
