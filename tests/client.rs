@@ -474,12 +474,7 @@ fn non_loopback_target_uses_the_interface_addresses_or_names_the_fix() {
         ip("link set v1 up");
         set_sysctl("net.ipv4.ip_local_port_range", "40000 40999");
         let srv = server(&["--listen", "198.18.0.1:0"]);
-        let target = srv
-            .banner
-            .iter()
-            .find_map(|l| l.strip_prefix("listening on 198.18.0.1:"))
-            .map(|p| format!("198.18.0.1:{}", p.split(' ').next().unwrap()))
-            .unwrap();
+        let target = common::banner_addr(&srv, "198.18.0.1");
         // 1200 connections need 3 sources at 500 each; v0 has one address.
         let (code, _, err, _) = client("alias-missing", &[&target, "-c", "1200", "-T", "0s"]);
         assert_eq!(code, 2, "{err}");
@@ -546,12 +541,7 @@ fn pause_waits_for_enter() {
 #[test]
 fn preallocate_and_ipv6() {
     let srv = server(&["--listen", "[::1]:0"]);
-    let v6 = srv
-        .banner
-        .iter()
-        .find_map(|l| l.strip_prefix("listening on [::1]:"))
-        .map(|p| format!("[::1]:{}", p.split(' ').next().unwrap()))
-        .unwrap();
+    let v6 = common::banner_addr(&srv, "[::1]");
     let (code, out, err, v) = client(
         "prealloc",
         &[

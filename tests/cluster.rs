@@ -162,12 +162,7 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &lab.ns(0), BIN, "server"]);
         let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
-        let target = srv
-            .banner
-            .iter()
-            .find_map(|l| l.strip_prefix("listening on 198.18.0.1:"))
-            .map(|p| format!("198.18.0.1:{}", p.split(' ').next().unwrap()))
-            .unwrap();
+        let target = common::banner_addr(&srv, "198.18.0.1");
         let hosts = d.join("hosts");
         std::fs::write(
             &hosts,
@@ -228,12 +223,7 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &lab.ns(0), BIN, "server"]);
         let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
-        let target = srv
-            .banner
-            .iter()
-            .find_map(|l| l.strip_prefix("listening on 198.18.0.1:"))
-            .map(|p| format!("198.18.0.1:{}", p.split(' ').next().unwrap()))
-            .unwrap();
+        let target = common::banner_addr(&srv, "198.18.0.1");
         std::fs::write(
             &hosts,
             "root@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.9\n",
