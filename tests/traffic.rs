@@ -93,6 +93,8 @@ fn dns_against_dns_mode() {
         v["dns"]["rcodes"]["NOERROR"].as_u64(),
         Some(q(&v, "answered"))
     );
+    // With traffic, each connection's first answer verifies it (no probe).
+    assert_eq!(v["connections"]["verified"], 20);
     for key in [
         "p50", "p90", "p99", "p999", "p9999", "max", "mean", "stdev", "hdr",
     ] {
@@ -548,6 +550,27 @@ fn timeouts_and_close_on_timeout() {
         "{timed_out} of {sent}"
     );
     assert_eq!(timed_out + q(&v, "in_flight_at_end"), sent, "{out}");
+    // Verification by the first query: a server that never answers leaves
+    // its connections established but unverified, not failed.
+    let (code, out, v, _) = client(
+        "unverified",
+        &[
+            &target,
+            "-c",
+            "5",
+            "-r",
+            "100",
+            "-T",
+            "500ms",
+            "--timeout",
+            "200ms",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v["connections"]["established"], 5, "{out}");
+    assert_eq!(v["connections"]["verified"], 0, "{out}");
+    assert_eq!(v["connections"]["unverified"], 5, "{out}");
     let (code, out, v, _) = client(
         "close-on-timeout",
         &[

@@ -80,6 +80,9 @@ struct Conn {
     got_data: bool,
     /// One of the ramp's attempts (not a replacement).
     initial: bool,
+    /// With traffic and --verify: still waiting for the first answer,
+    /// which verifies the connection (no separate probe).
+    unproven: bool,
     target: u32,
     active_pos: u32,
     /// Queries encoded on this connection (their numbers).
@@ -441,6 +444,10 @@ impl Worker {
         let mut held = 0;
         let mut in_flight = 0;
         for c in self.conns.drain() {
+            if c.unproven {
+                // Established, never answered: not verified.
+                bump(&self.counters.unverified, 1);
+            }
             if c.state != State::Connecting {
                 held += 1;
                 in_flight += c.live();
@@ -591,6 +598,7 @@ impl Worker {
             since: now,
             got_data: false,
             initial,
+            unproven: false,
             target: (seq % self.sc.targets.len() as u64) as u32,
             active_pos: NOT_ACTIVE,
             queries: 0,
@@ -669,7 +677,12 @@ impl Worker {
         if let Some(first) = codec.first_message() {
             self.out.extend_from_slice(first);
         }
-        if self.sc.verify {
+        let first_query_verifies = self.sc.verify && self.traffic.is_some();
+        if first_query_verifies {
+            // The run's own first query on this connection will verify it:
+            // no separate probe, so the ramp costs one round trip less.
+            conn.unproven = true;
+        } else if self.sc.verify {
             // The probe: one query of the run's protocol (a DNS query when
             // there is no traffic, which echo and DNS servers both answer).
             let mut rng = Pcg64Mcg::seed_from_u64(conn.seq);
@@ -681,7 +694,7 @@ impl Worker {
         let out = std::mem::take(&mut self.out);
         self.write(key, &out);
         self.out = out;
-        if !self.sc.verify {
+        if !self.sc.verify || first_query_verifies {
             let initial = self.conns[key].initial;
             self.held(key);
             self.resolved(initial);
@@ -1256,6 +1269,11 @@ impl Worker {
             Some(k) => conn.outstanding.iter().position(|o| o.key == k),
             None => (!conn.outstanding.is_empty()).then_some(0),
         };
+        if conn.unproven {
+            // Any answer proves the server accepted the connection.
+            conn.unproven = false;
+            bump(&self.counters.verified, 1);
+        }
         let Some(o) = idx.and_then(|i| conn.outstanding.remove(i)) else {
             bump(&self.q.errors[E_UNMATCHED], 1);
             t.sec_report.errors += 1;
