@@ -145,6 +145,9 @@ pub struct Finished {
 struct Traffic {
     codec: Codec,
     window: u64,
+    /// Queries a connection sends at most: the lower of --messages and
+    /// --max-queries-per-conn (worked out once, not per query).
+    cap: Option<u64>,
     timeout_ns: u64,
     /// When traffic started (ns), once it has.
     started: Option<u64>,
@@ -262,6 +265,10 @@ impl Worker {
             Traffic {
                 codec: Codec::new(&t.query, &s.hosts),
                 window: t.window.unwrap_or(u64::MAX),
+                cap: [t.messages, t.max_queries_per_conn]
+                    .into_iter()
+                    .flatten()
+                    .min(),
                 timeout_ns: (t.timeout_s * 1e9) as u64,
                 started: None,
                 pacer,
@@ -1187,18 +1194,13 @@ impl Worker {
     /// A query is due on `key` at `intended`: send it, or queue it behind the
     /// window or a busy socket, keeping its intended time.
     fn query(&mut self, key: usize, intended: u64) {
-        let limit = self.sc.traffic.as_ref().and_then(|t| t.messages);
-        let recycle = self
-            .sc
-            .traffic
-            .as_ref()
-            .and_then(|t| t.max_queries_per_conn);
         let Some(t) = self.traffic.as_mut() else {
             return;
         };
         let conn = &mut self.conns[key];
-        let cap = [limit, recycle].into_iter().flatten().min();
-        if cap.is_some_and(|c| conn.queries + conn.waiting.len() as u64 >= c) {
+        if t.cap
+            .is_some_and(|c| conn.queries + conn.waiting.len() as u64 >= c)
+        {
             return;
         }
         if conn.live() >= t.window || conn.blocked || !conn.waiting.is_empty() {
@@ -1211,12 +1213,6 @@ impl Worker {
     /// Encodes and writes one query.
     fn send_now(&mut self, key: usize, intended: u64) {
         let now = self.ns(Instant::now());
-        let limit = self.sc.traffic.as_ref().and_then(|t| t.messages);
-        let recycle = self
-            .sc
-            .traffic
-            .as_ref()
-            .and_then(|t| t.max_queries_per_conn);
         let Some(t) = self.traffic.as_mut() else {
             return;
         };
@@ -1249,8 +1245,7 @@ impl Worker {
             .push_back((key, conn.seq, qkey, now + t.timeout_ns));
         t.sec_report.sent += 1;
         bump(&self.q.sent, 1);
-        let cap = [limit, recycle].into_iter().flatten().min();
-        let retire = (cap.is_some_and(|c| conn.queries >= c) && conn.active_pos != NOT_ACTIVE)
+        let retire = (t.cap.is_some_and(|c| conn.queries >= c) && conn.active_pos != NOT_ACTIVE)
             .then_some(conn.active_pos);
         if let Some(pos) = retire {
             // No more queries on this one: out of the open-loop choice.
@@ -1345,12 +1340,8 @@ impl Worker {
             return;
         };
         let conn = &self.conns[key];
-        let cap = [tr.messages, tr.max_queries_per_conn]
-            .into_iter()
-            .flatten()
-            .min();
         if let Model::ClosedLoop { think_s } = tr.model {
-            if t.started.is_some() && !cap.is_some_and(|c| conn.queries >= c) {
+            if t.started.is_some() && !t.cap.is_some_and(|c| conn.queries >= c) {
                 t.think_q
                     .push_back((key, conn.seq, now + (think_s * 1e9) as u64));
             }
