@@ -534,34 +534,18 @@ fn run_processes(
             (Err(why), Err(_)) => missing.push(format!("{name} {why}")),
         }
     }
-    if results.is_empty() {
-        anyhow::bail!("no child process produced a result: {}", missing.join("; "));
-    }
-    let mut merged = crate::cluster::merge::merge(&results, &names)?;
-    merged.scenario = whole.clone();
-    merged.interrupted |= interrupted;
-    merged.partial = !missing.is_empty();
-    merged.missing = missing.clone();
-    let outcome = merged.outcome()?;
-    if let Some(p) = &a.json {
-        write_atomic(p, &merged)?;
-    }
-    let mut out = io::stdout().lock();
-    report::summary(whole, &outcome, &mut out)?;
-    writeln!(
-        out,
-        "  processes     {n}, merged: {} result(s)",
-        results.len()
-    )?;
-    for m in &missing {
-        writeln!(out, "  PARTIAL: {m}")?;
-    }
-    out.flush()?;
-    drop(out);
-    if !missing.is_empty() {
-        return Ok(ExitCode::from(1));
-    }
-    Ok(exit_for(&outcome, whole.max_failures))
+    crate::cluster::merge::finish(
+        crate::cluster::merge::Slices {
+            results,
+            names,
+            missing,
+            interrupted,
+        },
+        Some(whole),
+        a.json.as_deref(),
+        "processes",
+        whole.max_failures,
+    )
 }
 
 /// Every target needs a source of its own family when sources are given.

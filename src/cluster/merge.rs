@@ -253,6 +253,65 @@ fn merge_seconds(results: &[RunResult]) -> Vec<Sample> {
         .collect()
 }
 
+/// What came back from the slices of one run (child processes or hosts).
+pub struct Slices {
+    pub results: Vec<RunResult>,
+    /// Where each result came from.
+    pub names: Vec<String>,
+    /// The slices that gave no result, each with why.
+    pub missing: Vec<String>,
+    pub interrupted: bool,
+}
+
+/// The end of a sliced run: merges what arrived (marked partial when some
+/// slice is missing), writes --json, prints the summary with one line per
+/// missing slice. Exit code 1 for a partial merge or more failed
+/// connections than `max_failures`.
+pub fn finish(
+    s: Slices,
+    scenario: Option<&crate::scenario::Scenario>,
+    json: Option<&Path>,
+    label: &str,
+    max_failures: u64,
+) -> Result<std::process::ExitCode> {
+    use std::io::Write;
+    if s.results.is_empty() {
+        anyhow::bail!("no {label} produced a result: {}", s.missing.join("; "));
+    }
+    let mut merged = merge(&s.results, &s.names)?;
+    if let Some(sc) = scenario {
+        merged.scenario = sc.clone();
+    }
+    merged.interrupted |= s.interrupted;
+    merged.partial = !s.missing.is_empty();
+    merged.missing = s.missing.clone();
+    let outcome = merged.outcome()?;
+    if let Some(p) = json {
+        crate::report::json::write_atomic(p, &merged)?;
+    }
+    let mut out = std::io::stdout().lock();
+    crate::report::summary(&merged.scenario, &outcome, &mut out)?;
+    writeln!(
+        out,
+        "  {label:<13} {}, merged: {} result(s)",
+        s.results.len() + s.missing.len(),
+        s.results.len()
+    )?;
+    for m in &s.missing {
+        writeln!(out, "  PARTIAL: {m}")?;
+    }
+    out.flush()?;
+    if !s.missing.is_empty() {
+        return Ok(std::process::ExitCode::from(1));
+    }
+    let failed = outcome.totals.failed_total();
+    if failed > max_failures {
+        eprintln!("throng: {failed} connection(s) failed, more than --max-failures {max_failures}");
+        return Ok(std::process::ExitCode::from(1));
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -259,20 +259,7 @@ impl Drop for PartsDir {
 pub fn sum_samples(latest: &[Option<Sample>], t: u64) -> Sample {
     let mut s = Sample {
         t,
-        unix_s: 0,
-        connections: 0,
-        attempted: 0,
-        established: 0,
-        verified: 0,
-        failed: 0,
-        established_per_s: 0,
-        target: None,
-        sent: None,
-        answered: None,
-        timed_out: None,
-        errors: None,
-        p50_us: None,
-        p99_us: None,
+        ..Sample::default()
     };
     let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
         (None, None) => None,

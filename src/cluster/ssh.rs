@@ -4,7 +4,6 @@
 //! --start-at T` and streams JSON lines back over the ssh session; no port is
 //! opened and no daemon runs.
 
-use std::io::{self, Write};
 use std::process::{Command, ExitCode};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -14,8 +13,8 @@ use clap::Parser;
 use super::processes::{sum_samples, ChildLine, Children};
 use crate::cli::{Cli, ClusterArgs, Command as Sub};
 use crate::engine::{Live, Sample};
-use crate::report::json::{write_atomic, RunResult};
-use crate::report::{self, LiveView};
+use crate::report::json::RunResult;
+use crate::report::LiveView;
 use crate::sys::signals::{Reason, Stop};
 use crate::UsageError;
 
@@ -251,33 +250,18 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
             }
         }
     }
-    if got.is_empty() {
-        anyhow::bail!("no host produced a result: {}", missing.join("; "));
-    }
-    let mut merged = super::merge::merge(&got, &names)?;
-    merged.interrupted |= interrupted;
-    merged.partial = !missing.is_empty();
-    merged.missing = missing.clone();
-    let outcome = merged.outcome()?;
-    if let Some(p) = &a.json {
-        write_atomic(p, &merged)?;
-    }
-    let mut out = io::stdout().lock();
-    report::summary(&merged.scenario, &outcome, &mut out)?;
-    writeln!(out, "  hosts         {n}, merged: {} result(s)", got.len())?;
-    for m in &missing {
-        writeln!(out, "  PARTIAL: {m}")?;
-    }
-    out.flush()?;
-    if !missing.is_empty() {
-        return Ok(ExitCode::from(1));
-    }
-    let failed = outcome.totals.failed_total();
-    Ok(if failed > client.max_failures {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    super::merge::finish(
+        super::merge::Slices {
+            results: got,
+            names,
+            missing,
+            interrupted,
+        },
+        None,
+        a.json.as_deref(),
+        "hosts",
+        client.max_failures,
+    )
 }
 
 #[cfg(test)]

@@ -64,7 +64,7 @@ impl SecondReport {
 }
 
 /// One second of a run, as the live view shows it and the JSON keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     /// Seconds since the start.
     pub t: u64,
@@ -331,13 +331,7 @@ pub fn run(
                 verified: t.verified,
                 failed: t.failed_total(),
                 established_per_s: t.established - last_established,
-                target: None,
-                sent: None,
-                answered: None,
-                timed_out: None,
-                errors: None,
-                p50_us: None,
-                p99_us: None,
+                ..Sample::default()
             };
             if sc.traffic.is_some() && traffic_start.is_some() {
                 // Live figures: counters now; latency of the last second
