@@ -323,7 +323,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         report::summary(&sc, &outcome, &mut out)?;
         out.flush()?;
     }
-    Ok(exit_for(&outcome, sc.max_failures))
+    Ok(outcome.exit_code(sc.max_failures))
 }
 
 fn check_problems(force: bool, problems: Vec<String>) -> Result<()> {
@@ -340,15 +340,6 @@ fn check_problems(force: bool, problems: Vec<String>) -> Result<()> {
         "impossible plan: {} (--force runs it anyway)",
         problems.join(" Also: ")
     )))
-}
-
-fn exit_for(outcome: &crate::engine::Outcome, max_failures: u64) -> ExitCode {
-    let failed = outcome.totals.failed_total();
-    if failed > max_failures {
-        eprintln!("throng: {failed} connection(s) failed, more than --max-failures {max_failures}");
-        return ExitCode::from(1);
-    }
-    ExitCode::SUCCESS
 }
 
 /// Runs the scenario as `n` child processes, one segment each, and merges

@@ -304,12 +304,7 @@ pub fn finish(
     if !s.missing.is_empty() {
         return Ok(std::process::ExitCode::from(1));
     }
-    let failed = outcome.totals.failed_total();
-    if failed > max_failures {
-        eprintln!("throng: {failed} connection(s) failed, more than --max-failures {max_failures}");
-        return Ok(std::process::ExitCode::from(1));
-    }
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(outcome.exit_code(max_failures))
 }
 
 #[cfg(test)]

@@ -146,6 +146,20 @@ pub struct Outcome {
     pub queries: Option<QueryOutcome>,
 }
 
+impl Outcome {
+    /// 0, or 1 (said on stderr) when more connections failed than allowed.
+    pub fn exit_code(&self, max_failures: u64) -> std::process::ExitCode {
+        let failed = self.totals.failed_total();
+        if failed > max_failures {
+            eprintln!(
+                "throng: {failed} connection(s) failed, more than --max-failures {max_failures}"
+            );
+            return std::process::ExitCode::from(1);
+        }
+        std::process::ExitCode::SUCCESS
+    }
+}
+
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
