@@ -235,14 +235,7 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
             &[&target, "-c", "200", "--closed-loop", "-T", "20s"],
             false,
         );
-        let mut child = Command::new(BIN)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let (mut child, mut err) = common::spawn_piped(Command::new(BIN).args(&args));
         let mut line = String::new();
         while !line.contains("root@198.18.0.3") || !line.contains("open") {
             line.clear();

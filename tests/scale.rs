@@ -3,8 +3,7 @@
 
 mod common;
 
-use std::io::BufReader;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::{output, server, temp_dir, BIN};
 use serde_json::Value;
@@ -139,24 +138,20 @@ fn a_child_that_dies_leaves_a_partial_merge() {
     let srv = server(&[]);
     let dir = temp_dir("partial");
     let json = dir.join("r.json");
-    let mut child = Command::new(BIN)
-        .args([
-            "client",
-            &srv.addr.to_string(),
-            "-c",
-            "1000",
-            "-T",
-            "30s",
-            "--processes",
-            "2",
-        ])
-        .args(["--json", json.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let (mut child, mut err) = common::spawn_piped(
+        Command::new(BIN)
+            .args([
+                "client",
+                &srv.addr.to_string(),
+                "-c",
+                "1000",
+                "-T",
+                "30s",
+                "--processes",
+                "2",
+            ])
+            .args(["--json", json.to_str().unwrap()]),
+    );
     common::wait_for_line(&mut err, "ramp done");
     let pid = child.id();
     let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();

@@ -5,9 +5,9 @@
 
 mod common;
 
-use std::io::{BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
@@ -488,16 +488,12 @@ fn coordinated_omission_is_corrected() {
     let pid = srv.pid();
     let dir = temp_dir("co");
     let json = dir.join("r.json");
-    let mut child = Command::new(BIN)
-        .args(["client", &srv.addr.to_string(), "-c", "10", "-r", "1000"])
-        .args(["--arrivals", "constant", "--window", "1", "-T", "5s"])
-        .args(["--json", json.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let (mut child, mut err) = common::spawn_piped(
+        Command::new(BIN)
+            .args(["client", &srv.addr.to_string(), "-c", "10", "-r", "1000"])
+            .args(["--arrivals", "constant", "--window", "1", "-T", "5s"])
+            .args(["--json", json.to_str().unwrap()]),
+    );
     common::wait_for_line(&mut err, "ramp done");
     // The stall is the subject of the test: the server stops for 1 s in
     // the middle of the 5 s of traffic.
@@ -688,24 +684,20 @@ fn control_changes_the_rate_while_running() {
     let srv = server(&[]);
     let dir = temp_dir("control");
     let json = dir.join("r.json");
-    let mut child = Command::new(BIN)
-        .args([
-            "client",
-            &srv.addr.to_string(),
-            "-c",
-            "10",
-            "-r",
-            "100",
-            "-T",
-            "3s",
-        ])
-        .args(["--control", "-", "--json", json.to_str().unwrap()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let (mut child, mut err) = common::spawn_piped(
+        Command::new(BIN)
+            .args([
+                "client",
+                &srv.addr.to_string(),
+                "-c",
+                "10",
+                "-r",
+                "100",
+                "-T",
+                "3s",
+            ])
+            .args(["--control", "-", "--json", json.to_str().unwrap()]),
+    );
     common::wait_for_line(&mut err, "ramp done");
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"rate 2000\n").unwrap();
