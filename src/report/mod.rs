@@ -278,9 +278,10 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     if t.unverified > 0 {
         writeln!(
             out,
-            "  hint (unverified): some connections never answered the probe within --connect-timeout: \
-             the server may not have accepted them yet (a full accept queue), or it does not answer \
-             a DNS query; --no-verify skips the probe"
+            "  hint (unverified): some connections never got an answer (to the probe within \
+             --connect-timeout, or with queries to any of them): the server may not have accepted \
+             them (a full accept queue), or it does not answer this protocol; --no-verify skips \
+             the check"
         )?;
     }
     Ok(())

@@ -397,6 +397,25 @@ impl Running {
         Totals::sum(self.worker_stats.iter().map(|s| &**s))
     }
 
+    /// The stats of second `t`: gauges now, rates since `last` (listen
+    /// counters are left to the caller).
+    pub(crate) fn second(&self, t: u64, totals: &Totals, last: &Totals) -> Second {
+        Second {
+            t,
+            unix_s: unix_now(),
+            connections: self.shared.current.load(Relaxed),
+            peak_connections: self.shared.peak.load(Relaxed),
+            accepted_per_s: totals.accepted - last.accepted,
+            closed_per_s: totals.closed - last.closed,
+            requests_per_s: totals.requests - last.requests,
+            bytes_in_per_s: totals.bytes_in - last.bytes_in,
+            bytes_out_per_s: totals.bytes_out - last.bytes_out,
+            errors: totals.errors() - last.errors(),
+            listen_overflows: 0,
+            listen_drops: 0,
+        }
+    }
+
     /// True when a worker stopped on its own (an error).
     pub fn worker_exited(&self) -> bool {
         self.workers.iter().any(|w| w.is_finished())
@@ -534,20 +553,9 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         }
         let totals = server.totals();
         let listen = proc::listen_counters().unwrap_or(last.1);
-        let sec = Second {
-            t: tick,
-            unix_s: unix_now(),
-            connections: server.shared.current.load(Relaxed),
-            peak_connections: server.shared.peak.load(Relaxed),
-            accepted_per_s: totals.accepted - last.0.accepted,
-            closed_per_s: totals.closed - last.0.closed,
-            requests_per_s: totals.requests - last.0.requests,
-            bytes_in_per_s: totals.bytes_in - last.0.bytes_in,
-            bytes_out_per_s: totals.bytes_out - last.0.bytes_out,
-            errors: totals.errors() - last.0.errors(),
-            listen_overflows: listen.0.saturating_sub(last.1 .0),
-            listen_drops: listen.1.saturating_sub(last.1 .1),
-        };
+        let mut sec = server.second(tick, &totals, &last.0);
+        sec.listen_overflows = listen.0.saturating_sub(last.1 .0);
+        sec.listen_drops = listen.1.saturating_sub(last.1 .1);
         // JSON first: a reader that sees the line on stderr finds the file
         // already written.
         if let Some(f) = stats_json.as_mut() {
@@ -604,20 +612,8 @@ fn run_child(
             break;
         }
         let totals = server.totals();
-        let sec = Second {
-            t: tick,
-            unix_s: unix_now(),
-            connections: server.shared.current.load(Relaxed),
-            peak_connections: server.shared.peak.load(Relaxed),
-            accepted_per_s: totals.accepted - last.accepted,
-            closed_per_s: totals.closed - last.closed,
-            requests_per_s: totals.requests - last.requests,
-            bytes_in_per_s: totals.bytes_in - last.bytes_in,
-            bytes_out_per_s: totals.bytes_out - last.bytes_out,
-            errors: totals.errors() - last.errors(),
-            listen_overflows: 0,
-            listen_drops: 0,
-        };
+        // The parent reads the kernel's listen counters (one netns for all).
+        let sec = server.second(tick, &totals, &last);
         ChildLine::Stats(serde_json::to_value(&sec)?).print();
         last = totals;
         tick += 1;
