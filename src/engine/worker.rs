@@ -462,7 +462,6 @@ impl Worker {
             }
         }
         bump(&self.counters.closed, held);
-        let now = self.ns(Instant::now());
         match self.traffic.take() {
             Some(mut t) => {
                 let last = std::mem::replace(&mut t.sec_report, SecondReport::new(0));
@@ -470,7 +469,6 @@ impl Worker {
                 if let Some(log) = t.log.as_mut() {
                     let _ = log.tx.send(std::mem::take(&mut log.buf));
                 }
-                let _ = now;
                 Ok(Finished {
                     connect_time: self.connect_time,
                     response_time: t.response_time,
@@ -984,7 +982,7 @@ impl Worker {
             c.done += 1;
             bump(&self.q.timed_out, 1);
             let conn_seq = c.seq;
-            log_line(t, conn_seq, &o, now_ns, None, "timeout");
+            log_line(t, conn_seq, &o, None, "timeout");
             t.sec_report.timed_out += 1;
             if self.sc.traffic.as_ref().is_some_and(|t| t.close_on_timeout) {
                 self.close(key);
@@ -1325,7 +1323,7 @@ impl Worker {
             } else {
                 label
             };
-            log_line(t, conn_seq, &o, now, Some(now), label);
+            log_line(t, conn_seq, &o, Some(now), label);
         }
         self.completed(key, now);
     }
@@ -1480,14 +1478,7 @@ fn proto_name(q: &Query) -> &'static str {
 /// Appends one RTT log line: type,timestamp,connection_id,query_id,
 /// intended_us,sent_us,rtt_us,status (times since the traffic start;
 /// timestamp is the Unix time of the send in µs; rtt from the send).
-fn log_line(
-    t: &mut Traffic,
-    conn: u64,
-    o: &Outstanding,
-    _now: u64,
-    done: Option<u64>,
-    status: &str,
-) {
+fn log_line(t: &mut Traffic, conn: u64, o: &Outstanding, done: Option<u64>, status: &str) {
     let started = t.started.unwrap_or(0);
     let Some(log) = t.log.as_mut() else {
         return;

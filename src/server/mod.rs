@@ -518,7 +518,7 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     }
     let server = start(cfg)?;
     if cfg.child {
-        return run_child(cfg, server, &signals);
+        return run_child(server, &signals);
     }
 
     let mut out = io::stdout().lock();
@@ -596,13 +596,8 @@ pub(crate) struct ChildTotals {
 }
 
 /// A child of --processes: JSON lines on stdout, no banner, no summary.
-fn run_child(
-    cfg: &ServerConfig,
-    server: Running,
-    signals: &crate::sys::signals::Stop,
-) -> Result<()> {
+fn run_child(server: Running, signals: &crate::sys::signals::Stop) -> Result<()> {
     use crate::cluster::processes::ChildLine;
-    let _ = cfg;
     let started = Instant::now();
     let mut last = Totals::default();
     let mut tick = 1;

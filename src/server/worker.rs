@@ -138,7 +138,6 @@ impl Worker {
             poll.registry()
                 .register(l, listener_token(i), Interest::READABLE)?;
         }
-        let _ = &listen;
         for (i, u) in udp.iter_mut().enumerate() {
             poll.registry()
                 .register(u, udp_token(i), Interest::READABLE)?;
