@@ -87,6 +87,19 @@ pub struct ServerArgs {
     #[arg(long)]
     pub udp: bool,
 
+    /// Terminate TLS on the TCP listeners (every mode). Without --cert and
+    /// --key, a self-signed certificate is made at start.
+    #[arg(long)]
+    pub tls: bool,
+
+    /// --tls: the certificate chain, PEM.
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "key"])]
+    pub cert: Option<PathBuf>,
+
+    /// --tls: the private key, PEM.
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "cert"])]
+    pub key: Option<PathBuf>,
+
     /// Event-loop threads, each with its own SO_REUSEPORT listener
     /// [default: all cores].
     #[arg(short, long, value_name = "N", value_parser = parse_positive_count)]
@@ -155,6 +168,33 @@ pub enum ConnectMode {
     Async,
     /// One connection at a time, each completed before the next starts.
     Sync,
+}
+
+/// How queries travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// Persistent TCP connections.
+    #[default]
+    Tcp,
+    /// One connected UDP socket per "connection"; a lost datagram times out.
+    Udp,
+    /// A new TCP connection for every query (up to --concurrency at once).
+    TcpPerQuery,
+    /// TLS over persistent TCP connections (rustls).
+    #[value(alias = "dot")]
+    Tls,
+}
+
+impl Transport {
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+            Transport::TcpPerQuery => "tcp-per-query",
+            Transport::Tls => "tls",
+        }
+    }
 }
 
 /// What queries are made of.
@@ -411,6 +451,42 @@ pub struct ClientArgs {
     /// raw: each occurrence in the incoming bytes completes the oldest outstanding message.
     #[arg(long, value_name = "STRING", help_heading = "Protocol")]
     pub marker: Option<String>,
+
+    /// tcp (persistent), udp (connected sockets), tcp-per-query (a
+    /// connection per query), tls (or dot: DNS over TLS).
+    #[arg(long, value_enum, default_value_t = Transport::Tcp, help_heading = "Transport")]
+    pub transport: Transport,
+
+    /// tcp-per-query: connections open at once at most (queries beyond wait,
+    /// keeping their intended send time).
+    #[arg(long, value_name = "N", default_value = "100", value_parser = parse_positive_count, help_heading = "Transport")]
+    pub concurrency: u64,
+
+    /// tls: trust the certificates in this PEM file (e.g. the one `throng
+    /// server --tls` wrote); default: the system's CA bundle.
+    #[arg(long, value_name = "FILE", help_heading = "Transport")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// tls: accept any server certificate (self-signed test servers).
+    #[arg(long, conflicts_with = "tls_ca", help_heading = "Transport")]
+    pub tls_insecure: bool,
+
+    /// tls: the server name sent and checked (default: the target's host).
+    #[arg(long, value_name = "NAME", help_heading = "Transport")]
+    pub sni: Option<String>,
+
+    /// tls: ALPN protocols offered, comma-separated (e.g. dot, h2,http/1.1).
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Transport"
+    )]
+    pub alpn: Vec<String>,
+
+    /// tls: resume sessions when connections are recycled or replaced.
+    #[arg(long, help_heading = "Transport")]
+    pub tls_resume: bool,
 
     /// Write the whole result as JSON to FILE (atomically).
     #[arg(long, value_name = "FILE")]

@@ -13,7 +13,7 @@ use anyhow::Result;
 
 use std::ffi::OsString;
 
-use crate::cli::{ClientArgs, Mode, Processes};
+use crate::cli::{ClientArgs, Mode, Processes, Transport};
 use crate::report::json::{write_atomic, Environment, RunResult};
 use crate::report::{self, LiveView};
 use crate::scenario::{self, Scenario};
@@ -33,11 +33,11 @@ fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()
 }
 
-fn embedded_config() -> ServerConfig {
-    ServerConfig {
+fn embedded_config(transport: Transport) -> Result<ServerConfig> {
+    Ok(ServerConfig {
         listen: vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 0))],
         mode: Mode::Echo,
-        udp: false,
+        udp: transport == Transport::Udp,
         workers: 1,
         backlog: 65_535,
         max_pending: 64 * 1024,
@@ -51,7 +51,11 @@ fn embedded_config() -> ServerConfig {
         processes: Processes::Count(1),
         max_connections: 1_000_000,
         child: false,
-    }
+        tls: match transport {
+            Transport::Tls => Some(crate::server::ServerTls::load(None, None)?),
+            _ => None,
+        },
+    })
 }
 
 /// What the preflight found wrong with a plan: each entry is the reason
@@ -116,6 +120,9 @@ fn preflight(sc: &Scenario, fd: &FdLimit, shortfall: Option<String>) -> Vec<Stri
 
 fn warnings(sc: &Scenario) -> Vec<String> {
     let mut w = Vec::new();
+    if let Some(msg) = time_wait_warning(sc) {
+        w.push(msg);
+    }
     if sc.reconnect && proc::sysctl_u64("net.ipv4.tcp_tw_reuse") == Some(0) {
         w.push(
             "connections will churn and each closed one keeps its port in TIME_WAIT for 60 s, \
@@ -135,6 +142,36 @@ fn warnings(sc: &Scenario) -> Vec<String> {
         ));
     }
     w
+}
+
+/// tcp-per-query leaves a port in TIME_WAIT per query for 60 s: says so
+/// when the planned rate would use up the port range that way.
+fn time_wait_warning(sc: &Scenario) -> Option<String> {
+    let t = sc.traffic.as_ref()?;
+    if sc.transport != Transport::TcpPerQuery {
+        return None;
+    }
+    let peak = match &t.model {
+        scenario::Model::OpenLoop { phases, .. } => {
+            phases.iter().map(|p| p.from.max(p.to)).fold(0.0, f64::max)
+        }
+        _ => return None,
+    };
+    let reuse = proc::sysctl_u64("net.ipv4.tcp_tw_reuse").unwrap_or(0);
+    let loopback = sc.targets.iter().all(|a| a.ip().is_loopback());
+    if reuse == 1 || (reuse == 2 && loopback) {
+        return None;
+    }
+    let ports = sources::ports_per_source() * sc.sources.len().max(1) as u64;
+    let in_time_wait = peak * 60.0;
+    (in_time_wait > ports as f64).then(|| {
+        format!(
+            "tcp-per-query at {peak:.0} queries/s leaves ~{in_time_wait:.0} ports in TIME_WAIT \
+             (60 s each) but only {ports} are available: connects will fail with \
+             no_free_port; set net.ipv4.tcp_tw_reuse=1 (sysctl -w) or add source addresses \
+             (--source-ip)"
+        )
+    })
 }
 
 /// Processes the plan needs: one unless the fd limit says more.
@@ -244,12 +281,19 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     }
 
     let embedded = if a.targets.is_empty() {
-        let srv = server::start(&embedded_config())?;
+        let cfg = embedded_config(whole.transport)?;
+        let srv = server::start(&cfg)?;
         if !a.child {
             println!(
                 "no target given: started the embedded echo server on {} (the code of `throng server --mode echo`)",
                 srv.addrs[0]
             );
+        }
+        if let (Some(t), Some(o)) = (&cfg.tls, whole.tls.as_mut()) {
+            if o.ca.is_none() && !o.insecure {
+                // Trust the certificate the embedded server just made.
+                o.ca = Some(t.cert_file.clone());
+            }
         }
         whole.targets = srv.addrs.clone();
         Some(srv)
@@ -491,7 +535,7 @@ fn run_processes(
                         let sum = sum_samples(&latest, shown);
                         let totals = crate::metrics::ConnTotals {
                             established: sum.established,
-                            failed: [sum.failed, 0, 0, 0, 0, 0, 0, 0, 0],
+                            failed: std::array::from_fn(|i| if i == 0 { sum.failed } else { 0 }),
                             ..Default::default()
                         };
                         live.ramp_done(

@@ -25,6 +25,7 @@ pub mod report;
 pub mod scenario;
 pub mod server;
 pub mod sys;
+pub mod tls;
 
 use std::process::ExitCode;
 

@@ -74,10 +74,15 @@ pub enum Bucket {
     /// Established as seen by the client, never accepted by the server: the
     /// first data got a reset.
     HalfOpen,
+    /// The TLS handshake failed (certificate, protocol) or timed out.
+    Tls,
 }
 
+/// Failure buckets.
+pub const BUCKETS: usize = 10;
+
 impl Bucket {
-    pub const ALL: [Bucket; 9] = [
+    pub const ALL: [Bucket; BUCKETS] = [
         Bucket::Refused,
         Bucket::TimedOut,
         Bucket::NoFreePort,
@@ -87,6 +92,7 @@ impl Bucket {
         Bucket::ClosedByPeer,
         Bucket::Reset,
         Bucket::HalfOpen,
+        Bucket::Tls,
     ];
 
     /// The key in JSON (`connections.failed.<key>`).
@@ -101,6 +107,7 @@ impl Bucket {
             Bucket::ClosedByPeer => "closed_by_peer",
             Bucket::Reset => "reset",
             Bucket::HalfOpen => "half_open",
+            Bucket::Tls => "tls",
         }
     }
 
@@ -154,6 +161,11 @@ impl Bucket {
                  the server raise the listen backlog, net.core.somaxconn and \
                  net.ipv4.tcp_max_syn_backlog, or accept faster"
             }
+            Bucket::Tls => {
+                "the TLS handshake failed (the first error is shown above): for a self-signed \
+                 test server pass --tls-ca with its certificate (throng server --tls prints \
+                 the path) or --tls-insecure; check --sni against the certificate's names"
+            }
         }
     }
 }
@@ -168,8 +180,15 @@ pub struct ConnCounters {
     pub unverified: AtomicU64,
     /// Closed by us: at the end of the run, or at the end of --lifetime.
     pub closed: AtomicU64,
-    pub failed: [AtomicU64; 9],
+    pub failed: [AtomicU64; BUCKETS],
     pub other_errno: [AtomicU64; MAX_ERRNO],
+    /// Closed by the server after answering all it was sent (HTTP
+    /// keep-alive limits): not a failure.
+    pub peer_closed: AtomicU64,
+    /// TLS handshakes that resumed a session.
+    pub tls_resumed: AtomicU64,
+    /// The first TLS error, in words.
+    pub tls_error: std::sync::Mutex<Option<String>>,
     /// Initial attempts not resolved yet (connecting).
     pub ramp_left: AtomicU64,
 }
@@ -184,12 +203,25 @@ impl Default for ConnCounters {
             closed: AtomicU64::new(0),
             failed: std::array::from_fn(|_| AtomicU64::new(0)),
             other_errno: std::array::from_fn(|_| AtomicU64::new(0)),
+            peer_closed: AtomicU64::new(0),
+            tls_resumed: AtomicU64::new(0),
+            tls_error: std::sync::Mutex::new(None),
             ramp_left: AtomicU64::new(0),
         }
     }
 }
 
 impl ConnCounters {
+    /// Keeps the first TLS error's words for the summary.
+    pub fn tls_failed(&self, why: impl FnOnce() -> String) {
+        self.fail(Bucket::Tls);
+        if let Ok(mut e) = self.tls_error.lock() {
+            if e.is_none() {
+                *e = Some(why());
+            }
+        }
+    }
+
     pub fn fail(&self, b: Bucket) {
         bump(&self.failed[b as usize], 1);
     }
@@ -213,8 +245,11 @@ pub struct ConnTotals {
     pub verified: u64,
     pub unverified: u64,
     pub closed: u64,
-    pub failed: [u64; 9],
+    pub failed: [u64; BUCKETS],
     pub other_errno: BTreeMap<i32, u64>,
+    pub peer_closed: u64,
+    pub tls_resumed: u64,
+    pub tls_error: Option<String>,
 }
 
 impl ConnTotals {
@@ -226,6 +261,11 @@ impl ConnTotals {
             t.verified += w.verified.load(Relaxed);
             t.unverified += w.unverified.load(Relaxed);
             t.closed += w.closed.load(Relaxed);
+            t.peer_closed += w.peer_closed.load(Relaxed);
+            t.tls_resumed += w.tls_resumed.load(Relaxed);
+            if t.tls_error.is_none() {
+                t.tls_error = w.tls_error.lock().ok().and_then(|e| e.clone());
+            }
             for (sum, c) in t.failed.iter_mut().zip(&w.failed) {
                 *sum += c.load(Relaxed);
             }
@@ -245,18 +285,21 @@ impl ConnTotals {
 }
 
 /// Why a query ended in error (`queries.errors.<cause>`).
-pub const ERROR_CAUSES: [&str; 5] = [
+pub const ERROR_CAUSES: [&str; 6] = [
     "malformed",
     "unmatched",
     "mismatch",
     "conn_lost",
     "no_connection",
+    "connect",
 ];
 pub const E_MALFORMED: usize = 0;
 pub const E_UNMATCHED: usize = 1;
 pub const E_MISMATCH: usize = 2;
 pub const E_CONN_LOST: usize = 3;
 pub const E_NO_CONNECTION: usize = 4;
+/// tcp-per-query: the query's own connection failed (see the buckets).
+pub const E_CONNECT: usize = 5;
 
 /// Live query counters of one client worker.
 #[repr(align(128))]
@@ -265,7 +308,7 @@ pub struct QueryCounters {
     pub sent: AtomicU64,
     pub answered: AtomicU64,
     pub timed_out: AtomicU64,
-    pub errors: [AtomicU64; 5],
+    pub errors: [AtomicU64; ERROR_CAUSES.len()],
     pub bytes_out: AtomicU64,
     pub bytes_in: AtomicU64,
     /// Queries sent more than 1 ms after their intended time.
@@ -280,7 +323,7 @@ pub struct QueryTotals {
     pub sent: u64,
     pub answered: u64,
     pub timed_out: u64,
-    pub errors: [u64; 5],
+    pub errors: [u64; ERROR_CAUSES.len()],
     pub bytes_out: u64,
     pub bytes_in: u64,
     pub sent_late: u64,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{Arrivals, ClientArgs, ConnectMode, Proto, Segment, Spread};
+use crate::cli::{Arrivals, ClientArgs, ConnectMode, Proto, Segment, Spread, Transport};
 use crate::UsageError;
 
 /// Default --connect-rate.
@@ -411,6 +411,119 @@ pub struct Scenario {
     pub workers: usize,
     pub verify: bool,
     pub max_failures: u64,
+    /// How queries travel. With tcp-per-query, `connections` is the
+    /// --concurrency: connections open at once at most.
+    #[serde(default)]
+    pub transport: Transport,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsOptions>,
+}
+
+/// The client's TLS settings (--transport tls).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsOptions {
+    /// PEM file of trusted certificates (None: the system's bundle).
+    pub ca: Option<std::path::PathBuf>,
+    pub insecure: bool,
+    pub sni: Option<String>,
+    pub alpn: Vec<String>,
+    pub resume: bool,
+}
+
+/// The largest UDP payload.
+pub const MAX_DATAGRAM: u64 = 65_507;
+
+/// Checks the flags that only some transports take, and returns the TLS
+/// settings when the transport is TLS.
+fn transport_from(a: &ClientArgs, traffic: Option<&Traffic>) -> anyhow::Result<Option<TlsOptions>> {
+    let tls_flags = [
+        ("--tls-ca", a.tls_ca.is_some()),
+        ("--tls-insecure", a.tls_insecure),
+        ("--sni", a.sni.is_some()),
+        ("--alpn", !a.alpn.is_empty()),
+        ("--tls-resume", a.tls_resume),
+    ];
+    if a.transport != Transport::Tls {
+        if let Some((flag, _)) = tls_flags.iter().find(|(_, set)| *set) {
+            return Err(usage(format!(
+                "{flag} applies to --transport tls (or dot); add --transport tls"
+            )));
+        }
+    }
+    match a.transport {
+        Transport::Udp => {
+            if let Some(t) = traffic {
+                match &t.query {
+                    Query::Http { .. } => {
+                        return Err(usage(
+                            "--proto http needs a byte stream: use --transport tcp, tls or tcp-per-query",
+                        ))
+                    }
+                    Query::Echo { size, .. } if *size as u64 > MAX_DATAGRAM => {
+                        return Err(usage(format!(
+                            "--size {size} does not fit in a UDP datagram (at most {MAX_DATAGRAM} bytes)"
+                        )))
+                    }
+                    Query::Raw {
+                        first_message: Some(_),
+                        ..
+                    } => {
+                        return Err(usage(
+                            "--first-message needs a connection: use --transport tcp or tls",
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Transport::TcpPerQuery => {
+            let Some(t) = traffic else {
+                return Err(usage(
+                    "--transport tcp-per-query opens a connection per query: give a rate \
+                     (-r 1k), a --schedule or --closed-loop",
+                ));
+            };
+            if matches!(t.model, Model::Interval { .. }) {
+                return Err(usage(
+                    "--interval paces persistent connections; with tcp-per-query give a rate \
+                     (-r) or --closed-loop",
+                ));
+            }
+            for (flag, set) in [
+                ("--max-queries-per-conn", a.max_queries_per_conn.is_some()),
+                ("--messages", a.messages.is_some()),
+                ("--connections-schedule", a.connections_schedule.is_some()),
+                ("--lifetime", a.lifetime.is_some()),
+            ] {
+                if set {
+                    return Err(usage(format!(
+                        "{flag} does not apply to --transport tcp-per-query (one query per \
+                         connection); use --concurrency N for connections at once"
+                    )));
+                }
+            }
+        }
+        Transport::Tls => {
+            if let Some(ca) = &a.tls_ca {
+                if !ca.is_file() {
+                    return Err(usage(format!(
+                        "--tls-ca {}: no such file; give the PEM file of the CA (or the \
+                         self-signed certificate) that signed the server's certificate",
+                        ca.display()
+                    )));
+                }
+            }
+            return Ok(Some(TlsOptions {
+                ca: a.tls_ca.clone(),
+                insecure: a.tls_insecure,
+                sni: a.sni.clone(),
+                alpn: a.alpn.clone(),
+                resume: a.tls_resume,
+            }));
+        }
+        Transport::Tcp => {}
+    }
+    Ok(None)
 }
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
@@ -455,6 +568,7 @@ impl Scenario {
                 .map(|p| p.from.max(p.to))
                 .fold(0.0, f64::max)
                 .ceil() as u64,
+            None if a.transport == Transport::TcpPerQuery => a.concurrency,
             None => a.connections,
         };
         if connections == 0 {
@@ -481,6 +595,7 @@ impl Scenario {
             return Err(usage("--lifetime must be above 0, e.g. 30s"));
         }
         let traffic = traffic_from(a)?;
+        let tls = transport_from(a, traffic.as_ref())?;
         let end = if a.hold {
             End::Hold
         } else if a.pause {
@@ -524,6 +639,8 @@ impl Scenario {
             workers,
             verify: a.verify && !a.no_verify,
             max_failures: a.max_failures,
+            transport: a.transport,
+            tls,
         })
     }
 

@@ -106,6 +106,7 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
         })
         .collect();
     let mut connect_time = new_histogram();
+    let mut tls_handshake = new_histogram();
     let c = &mut m.connections;
     *c = first.connections.clone();
     c.failed.values_mut().for_each(|v| *v = 0);
@@ -119,6 +120,7 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
         c.peak,
         c.closed,
     ) = (0, 0, 0, 0, 0, 0, 0);
+    (c.peer_closed, c.tls_resumed) = (0, 0);
     c.ramp_s = None;
     for r in results {
         let rc = &r.connections;
@@ -137,6 +139,17 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             (a, b) => a.or(b),
         };
         add_hdr(&mut connect_time, &rc.connect_time_us.hdr)?;
+        c.peer_closed += rc.peer_closed;
+        c.tls_resumed += rc.tls_resumed;
+        if c.tls_error.is_none() {
+            c.tls_error.clone_from(&rc.tls_error);
+        }
+        if let Some(p) = &rc.tls_handshake_us {
+            add_hdr(&mut tls_handshake, &p.hdr)?;
+        }
+    }
+    if c.tls_handshake_us.is_some() {
+        c.tls_handshake_us = Some(Percentiles::of(&tls_handshake));
     }
     c.connect_rate = c.ramp_s.map(|r| c.established as f64 / r.max(1e-9));
     c.connect_time_us = Percentiles::of(&connect_time);

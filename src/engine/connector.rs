@@ -30,6 +30,20 @@ pub fn prepare(target: SocketAddr, source: Option<IpAddr>) -> Result<Socket, i32
     Ok(s)
 }
 
+/// A non-blocking UDP socket, bound to `source` when given, connected to
+/// `target` (which only sets its peer: nothing is sent).
+pub fn udp(target: SocketAddr, source: Option<IpAddr>) -> Result<Socket, i32> {
+    let ty = Type::DGRAM.nonblocking().cloexec();
+    let s =
+        Socket::new(Domain::for_address(target), ty, Some(Protocol::UDP)).map_err(|e| errno(&e))?;
+    if let Some(ip) = source {
+        s.bind(&SockAddr::from(SocketAddr::new(ip, 0)))
+            .map_err(|e| errno(&e))?;
+    }
+    s.connect(&SockAddr::from(target)).map_err(|e| errno(&e))?;
+    Ok(s)
+}
+
 /// Starts connecting `s` to `target`. Ok once the connect is under way (or
 /// done, on loopback it can be immediate).
 pub fn start(s: &Socket, target: SocketAddr) -> Result<(), i32> {

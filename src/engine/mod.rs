@@ -136,6 +136,9 @@ pub struct QueryOutcome {
 pub struct Outcome {
     pub totals: ConnTotals,
     pub connect_time: Histogram<u64>,
+    /// TLS handshakes, from the TCP connection up to the first byte it
+    /// can carry (empty without TLS).
+    pub tls_handshake: Histogram<u64>,
     pub peak: i64,
     pub per_second: Vec<Sample>,
     /// Stopped by a signal before its planned end.
@@ -209,6 +212,20 @@ pub fn run(
     } else {
         sc.target_names.clone()
     };
+    let tls = match &sc.tls {
+        Some(o) => Some(Arc::new(worker::TlsClient {
+            config: crate::tls::client_config(o)?,
+            names: sc
+                .targets
+                .iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    crate::tls::server_name(o, sc.target_names.get(i).map(String::as_str), *a)
+                })
+                .collect::<Result<_>>()?,
+        })),
+        None => None,
+    };
     for id in 0..sc.workers {
         let poll = Poll::new()?;
         wakers.push(Waker::new(poll.registry(), worker::WAKER)?);
@@ -228,6 +245,7 @@ pub fn run(
             reports: rep_tx.clone(),
             rtt_log: writer.as_ref().map(|w| (w.tx.clone(), epoch_unix_us)),
             hosts: hosts.clone(),
+            tls: tls.clone(),
         })?;
         if sc.preallocate {
             w.preallocate().map_err(|errno| {
@@ -318,7 +336,19 @@ pub fn run(
                         continue;
                     }
                     ramp_time = Some(now - start);
-                    live.ramp_done(now - start, &totals(&counters), &sc.end);
+                    let t = totals(&counters);
+                    live.ramp_done(now - start, &t, &sc.end);
+                    let per_query = sc.transport == crate::cli::Transport::TcpPerQuery;
+                    if !per_query
+                        && !sc.reconnect
+                        && shared.current.load(Relaxed) == 0
+                        && t.failed_total() > 0
+                    {
+                        // Nothing to hold and nothing will be: say so now
+                        // rather than wait out the duration.
+                        live.note("every connection failed: the run ends here");
+                        break;
+                    }
                     start_traffic(&sc, &shared, &wakers, start, now, &mut traffic_start);
                     end_at = match sc.end {
                         End::Duration { seconds } => Some(now + Duration::from_secs_f64(seconds)),
@@ -377,6 +407,7 @@ pub fn run(
     }
     let end = Instant::now();
     let mut connect_time = new_histogram();
+    let mut tls_handshake = new_histogram();
     let mut response_time = new_histogram();
     let mut service_time = new_histogram();
     let mut send_lag = new_histogram();
@@ -389,6 +420,7 @@ pub fn run(
             .map_err(|_| anyhow::anyhow!("a client worker panicked"))?
             .context("client worker failed")?;
         connect_time.add(&f.connect_time)?;
+        tls_handshake.add(&f.tls_handshake)?;
         response_time.add(&f.response_time)?;
         service_time.add(&f.service_time)?;
         send_lag.add(&f.send_lag)?;
@@ -439,6 +471,7 @@ pub fn run(
     Ok(Outcome {
         totals: totals(&counters),
         connect_time,
+        tls_handshake,
         peak: shared.peak.load(Relaxed),
         per_second,
         interrupted,

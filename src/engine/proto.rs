@@ -162,6 +162,59 @@ impl Codec {
         }
     }
 
+    /// Like [`Codec::encode`], for a datagram: DNS without the TCP length.
+    pub fn encode_datagram(
+        &self,
+        n: u64,
+        target: usize,
+        t_ns: u64,
+        rng: &mut Pcg64Mcg,
+        out: &mut Vec<u8>,
+    ) -> u64 {
+        let at = out.len();
+        let key = self.encode(n, target, t_ns, rng, out);
+        if let Codec::Dns { .. } = self {
+            // Drop the 2-byte length the stream form starts with.
+            out.drain(at..at + 2);
+        }
+        key
+    }
+
+    /// The response `frame` says the server closes after it (HTTP
+    /// `Connection: close`).
+    pub fn closes_after(&self, frame: &[u8]) -> bool {
+        match self {
+            Codec::Http { head, .. } => {
+                matches!(wire::http::parse_response_head(frame, *head), Ok(Some(h)) if h.close)
+            }
+            _ => false,
+        }
+    }
+
+    /// A whole datagram as one response (anything else is malformed).
+    pub fn decode_datagram(&self, d: &[u8]) -> Frame {
+        match self {
+            Codec::Dns { .. } => match wire::dns::response_info(d) {
+                Ok(info) => Frame::Response {
+                    len: d.len(),
+                    key: Some(u64::from(info.id)),
+                    status: if info.is_response {
+                        Status::Rcode(info.rcode)
+                    } else {
+                        Status::Echoed
+                    },
+                },
+                Err(_) => Frame::Malformed,
+            },
+            _ => match self.decode(d) {
+                Frame::Response { len, key, status } if len == d.len() => {
+                    Frame::Response { len, key, status }
+                }
+                _ => Frame::Malformed,
+            },
+        }
+    }
+
     /// Frames the response at the front of `buf`.
     pub fn decode(&self, buf: &[u8]) -> Frame {
         match self {

@@ -22,7 +22,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use mio::net::TcpStream;
+use mio::net::{TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -32,10 +32,10 @@ use socket2::Socket;
 use super::pacer::Pacer;
 use super::proto::{Codec, Frame, Status};
 use super::{connector, SecondReport};
-use crate::cli::Spread;
+use crate::cli::{Spread, Transport};
 use crate::metrics::{
-    bump, new_histogram, Bucket, ConnCounters, QueryCounters, Shared, StatusCounts, E_CONN_LOST,
-    E_MALFORMED, E_MISMATCH, E_NO_CONNECTION, E_UNMATCHED,
+    bump, new_histogram, Bucket, ConnCounters, QueryCounters, Shared, StatusCounts, E_CONNECT,
+    E_CONN_LOST, E_MALFORMED, E_MISMATCH, E_NO_CONNECTION, E_UNMATCHED,
 };
 use crate::scenario::{Model, Query, Scenario};
 use crate::sys::signals::Reason;
@@ -48,10 +48,54 @@ const NOT_ACTIVE: u32 = u32::MAX;
 const LATE_NS: u64 = 1_000_000;
 /// The RTT log is handed to its writer in chunks of this size.
 const LOG_CHUNK: usize = 64 * 1024;
+/// tcp-per-query, closed loop: a think-queue entry that starts a query on
+/// a new connection.
+const NEW_CONNECTION: usize = usize::MAX;
+/// Datagrams per sendmmsg/recvmmsg call.
+const BATCH: usize = 32;
+
+/// The client's TLS settings, shared by the workers.
+pub struct TlsClient {
+    pub config: Arc<rustls::ClientConfig>,
+    /// The server name of each target.
+    pub names: Vec<rustls::pki_types::ServerName<'static>>,
+}
+
+/// A connection's socket.
+enum Sock {
+    Tcp(TcpStream),
+    /// Connected: a "connection" of --transport udp.
+    Udp(UdpSocket),
+}
+
+impl Sock {
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            Sock::Tcp(s) => s,
+            Sock::Udp(s) => s,
+        }
+    }
+
+    fn take_error(&self) -> io::Result<Option<io::Error>> {
+        match self {
+            Sock::Tcp(s) => s.take_error(),
+            Sock::Udp(s) => s.take_error(),
+        }
+    }
+
+    fn peer_addr(&self) -> io::Result<std::net::SocketAddr> {
+        match self {
+            Sock::Tcp(s) => s.peer_addr(),
+            Sock::Udp(s) => s.peer_addr(),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Connecting,
+    /// TCP established; the TLS handshake is under way.
+    Handshaking,
     /// Established; the probe was sent, its answer not seen yet.
     Probing,
     /// Established (and verified, or not verifiable in time).
@@ -70,7 +114,12 @@ struct Outstanding {
 /// One connection. Idle, it holds no buffer: the deques and vectors
 /// allocate only while queries, partial frames or unsent bytes exist.
 struct Conn {
-    stream: TcpStream,
+    stream: Sock,
+    /// --transport tls: the session (boxed: several KiB).
+    tls: Option<Box<rustls::ClientConnection>>,
+    /// The server said it closes after its last response (HTTP
+    /// `Connection: close`): no more queries on this one.
+    peer_closing: bool,
     state: State,
     /// The attempt number (unique in the run).
     seq: u64,
@@ -126,11 +175,13 @@ pub struct Setup {
     pub rtt_log: Option<(mpsc::Sender<Vec<u8>>, u64)>,
     /// Targets as given, for HTTP Host headers.
     pub hosts: Vec<String>,
+    pub tls: Option<Arc<TlsClient>>,
 }
 
 /// What a worker hands back when it stops.
 pub struct Finished {
     pub connect_time: Histogram<u64>,
+    pub tls_handshake: Histogram<u64>,
     pub response_time: Histogram<u64>,
     pub service_time: Histogram<u64>,
     pub send_lag: Histogram<u64>,
@@ -196,6 +247,17 @@ pub struct Worker {
     start: Instant,
     notify: mpsc::Sender<Reason>,
     connect_time: Histogram<u64>,
+    tls_handshake: Histogram<u64>,
+    transport: Transport,
+    tls: Option<Arc<TlsClient>>,
+    /// Plaintext out of TLS sessions.
+    plain: Vec<u8>,
+    /// tcp-per-query: intended times of queries waiting for a free
+    /// connection slot, and how many connections this worker may have open.
+    pq_wait: VecDeque<u64>,
+    pq_share: u64,
+    /// UDP: bytes per datagram slot in a recvmmsg batch.
+    udp_slot: usize,
     /// The codec probes are built with when there is no traffic.
     probe_codec: Codec,
     traffic: Option<Traffic>,
@@ -236,11 +298,20 @@ impl Worker {
         let w = s.scenario.workers as u64;
         let id = s.id as u64;
         let n = s.scenario.connections;
-        let initial_total = if s.scenario.connections_schedule.is_some() {
-            // The schedule decides; there is no ramp of fixed attempts.
-            0
-        } else {
-            n / w + u64::from(id < n % w)
+        let share = n / w + u64::from(id < n % w);
+        let transport = s.scenario.transport;
+        let initial_total =
+            if s.scenario.connections_schedule.is_some() || transport == Transport::TcpPerQuery {
+                // The schedule decides, or each query opens its own: there
+                // is no ramp of fixed attempts.
+                0
+            } else {
+                share
+            };
+        let udp_slot = match s.scenario.traffic.as_ref().map(|t| &t.query) {
+            Some(Query::Echo { size, .. }) => (*size).max(2048),
+            Some(Query::Raw { message, .. }) => (message.len() * 2).max(2048),
+            _ => 2048,
         };
         let max_inflight = s.scenario.max_inflight_connects.div_ceil(w).max(1);
         s.counters.ramp_left.store(initial_total, Relaxed);
@@ -317,6 +388,13 @@ impl Worker {
             start: s.start,
             notify: s.notify,
             connect_time: new_histogram(),
+            tls_handshake: new_histogram(),
+            transport,
+            tls: s.tls,
+            plain: Vec::new(),
+            pq_wait: VecDeque::new(),
+            pq_share: share.max(1),
+            udp_slot,
             probe_codec: Codec::new(
                 &Query::Dns {
                     qtype: wire::dns::rtype::A,
@@ -386,6 +464,7 @@ impl Worker {
             self.expire(now);
             self.shrink_queues();
             self.traffic_due(now);
+            self.pq_fill();
             self.flush_dirty();
             let timeout = match self.next_wakeup() {
                 None => None,
@@ -429,7 +508,7 @@ impl Worker {
                             self.on_connected(key);
                         }
                     }
-                    State::Probing | State::Held => {
+                    State::Handshaking | State::Probing | State::Held => {
                         if ev.is_writable() && conn.blocked {
                             self.on_writable(key);
                         }
@@ -441,6 +520,7 @@ impl Worker {
                     }
                 }
             }
+            self.pq_fill();
             self.flush_dirty();
         }
         self.finish()
@@ -471,6 +551,7 @@ impl Worker {
                 }
                 Ok(Finished {
                     connect_time: self.connect_time,
+                    tls_handshake: self.tls_handshake,
                     response_time: t.response_time,
                     service_time: t.service_time,
                     send_lag: t.send_lag,
@@ -481,6 +562,7 @@ impl Worker {
             }
             None => Ok(Finished {
                 connect_time: self.connect_time,
+                tls_handshake: self.tls_handshake,
                 response_time: new_histogram(),
                 service_time: new_histogram(),
                 send_lag: new_histogram(),
@@ -562,31 +644,42 @@ impl Worker {
         }
     }
 
-    fn attempt(&mut self, seq: u64, initial: bool) {
+    /// Starts connection attempt `seq`; its slab key once it is under way.
+    fn attempt(&mut self, seq: u64, initial: bool) -> Option<usize> {
         bump(&self.counters.attempted, 1);
         let (target, source) = self.sc.endpoints(seq);
+        let udp = self.transport == Transport::Udp;
         let sock = match self.prealloc.pop_front() {
             Some(s) if initial => Ok(s),
+            _ if udp => connector::udp(target, source),
             _ => connector::prepare(target, source),
         };
         // Connect time counts from just before connect(), not from when
         // the attempt was due (the schedule's lag is the ramp's business).
         let now = Instant::now();
-        let started = sock.and_then(|s| connector::start(&s, target).map(|()| s));
+        let started = if udp {
+            sock
+        } else {
+            sock.and_then(|s| connector::start(&s, target).map(|()| s))
+        };
         let sock = match started {
             Ok(s) => s,
             Err(errno) => {
                 self.counters
                     .fail_errno(Bucket::of_connect_errno(errno), errno);
                 self.resolved(initial);
-                return;
+                return None;
             }
         };
-        let mut stream = TcpStream::from_std(std::net::TcpStream::from(sock));
+        let mut stream = if udp {
+            Sock::Udp(UdpSocket::from_std(std::net::UdpSocket::from(sock)))
+        } else {
+            Sock::Tcp(TcpStream::from_std(std::net::TcpStream::from(sock)))
+        };
         let entry = self.conns.vacant_entry();
         let key = entry.key();
         if let Err(e) = self.poll.registry().register(
-            &mut stream,
+            stream.source(),
             Token(key),
             Interest::READABLE | Interest::WRITABLE,
         ) {
@@ -594,10 +687,12 @@ impl Worker {
             self.counters
                 .fail_errno(Bucket::of_connect_errno(errno), errno);
             self.resolved(initial);
-            return;
+            return None;
         }
         entry.insert(Conn {
             stream,
+            tls: None,
+            peer_closing: false,
             state: State::Connecting,
             seq,
             since: now,
@@ -617,8 +712,14 @@ impl Worker {
             waiting: VecDeque::new(),
         });
         self.inflight += 1;
+        if udp {
+            // Nothing to wait for: "connected" is only the peer address.
+            self.on_connected(key);
+            return self.conns.contains(key).then_some(key);
+        }
         self.connect_q
             .push_back((key, seq, now + self.sc.connect_timeout()));
+        Some(key)
     }
 
     /// An initial attempt ended: failed, or established (and, with the
@@ -658,6 +759,7 @@ impl Worker {
             .fail_errno(Bucket::of_connect_errno(errno), errno);
         self.conns.remove(key);
         self.resolved(initial);
+        self.pq_lost(0);
     }
 
     fn established(&mut self, key: usize) {
@@ -667,13 +769,73 @@ impl Worker {
         self.connect_time.saturating_record(us.max(1));
         bump(&self.counters.established, 1);
         self.shared.opened();
-        conn.since = now;
+        if self.transport != Transport::TcpPerQuery {
+            // (tcp-per-query keeps the connect start: its query counts
+            // from there, connect included.)
+            conn.since = now;
+        }
         if self.sc.connections_schedule.is_some() || self.sc.control {
             self.open_q.push_back((key, conn.seq));
         }
         if let Some(life) = self.sc.lifetime() {
             self.life_q.push_back((key, conn.seq, now + life));
         }
+        if let Some(tls) = self.tls.clone() {
+            self.start_tls(key, &tls, now);
+            return;
+        }
+        self.ready(key, false);
+    }
+
+    /// TCP is up: start the TLS handshake (its ClientHello goes out at the
+    /// end of this loop turn; --connect-timeout bounds it).
+    fn start_tls(&mut self, key: usize, tls: &TlsClient, now: Instant) {
+        let conn = &mut self.conns[key];
+        let name = tls.names[conn.target as usize % tls.names.len()].clone();
+        match rustls::ClientConnection::new(tls.config.clone(), name) {
+            Ok(c) => conn.tls = Some(Box::new(c)),
+            Err(e) => return self.tls_failed(key, &e),
+        }
+        conn.state = State::Handshaking;
+        self.probe_q
+            .push_back((key, conn.seq, now + self.sc.connect_timeout()));
+        self.mark_dirty(key);
+    }
+
+    /// The TLS handshake is done: the server accepted, and it is verified.
+    fn tls_ready(&mut self, key: usize) {
+        let conn = &mut self.conns[key];
+        let took = conn.since.elapsed().as_micros() as u64;
+        self.tls_handshake.saturating_record(took.max(1));
+        let resumed = conn.tls.as_ref().and_then(|t| t.handshake_kind())
+            == Some(rustls::HandshakeKind::Resumed);
+        if resumed {
+            bump(&self.counters.tls_resumed, 1);
+        }
+        conn.since = Instant::now();
+        self.ready(key, true);
+    }
+
+    /// A TLS error ends the connection; the first one's words are kept.
+    fn tls_failed(&mut self, key: usize, e: &dyn std::fmt::Display) {
+        self.counters.tls_failed(|| e.to_string());
+        let c = &self.conns[key];
+        let pending = matches!(c.state, State::Handshaking | State::Probing);
+        let initial = c.initial;
+        self.drop_conn(key);
+        if pending {
+            self.resolved(initial);
+        }
+        if self.sc.reconnect {
+            self.reconnects_owed += 1;
+        }
+    }
+
+    /// The connection can carry queries: send the first message, then
+    /// verify it (a probe, or the first query's answer) unless that is done.
+    fn ready(&mut self, key: usize, verified: bool) {
+        let now = Instant::now();
+        let conn = &mut self.conns[key];
         let codec = self
             .traffic
             .as_ref()
@@ -682,12 +844,16 @@ impl Worker {
         if let Some(first) = codec.first_message() {
             self.out.extend_from_slice(first);
         }
-        let first_query_verifies = self.sc.verify && self.traffic.is_some();
-        if first_query_verifies {
+        let first_query_verifies = self.sc.verify && self.traffic.is_some() && !verified;
+        // UDP has no acceptance to verify; without traffic nothing is sent.
+        let probe = self.sc.verify && !verified && self.transport != Transport::Udp;
+        if verified {
+            bump(&self.counters.verified, 1);
+        } else if first_query_verifies {
             // The run's own first query on this connection will verify it:
             // no separate probe, so the ramp costs one round trip less.
             conn.unproven = true;
-        } else if self.sc.verify {
+        } else if probe {
             // The probe: one query of the run's protocol (a DNS query when
             // there is no traffic, which echo and DNS servers both answer).
             let mut rng = Pcg64Mcg::seed_from_u64(conn.seq);
@@ -699,7 +865,7 @@ impl Worker {
         let out = std::mem::take(&mut self.out);
         self.write(key, &out);
         self.out = out;
-        if !self.sc.verify || first_query_verifies {
+        if self.conns[key].state != State::Probing {
             let initial = self.conns[key].initial;
             self.held(key);
             self.resolved(initial);
@@ -721,6 +887,11 @@ impl Worker {
         let conn = &mut self.conns[key];
         conn.state = State::Held;
         conn.pending_in = Vec::new();
+        if self.transport == Transport::TcpPerQuery {
+            // Its one query waits in `waiting`: send it now.
+            self.after_progress(key);
+            return;
+        }
         if let Some(t) = self.traffic.as_mut() {
             conn.active_pos = t.active.len() as u32;
             t.active.push(key);
@@ -750,14 +921,135 @@ impl Worker {
         // Out of `self` while in use, so that framing can call back into
         // the worker; put back before returning (no allocation either way).
         let mut scratch = std::mem::take(&mut self.scratch);
-        self.read_all(key, &mut scratch, closing);
+        if matches!(self.conns[key].stream, Sock::Udp(_)) {
+            self.read_udp(key, &mut scratch);
+        } else {
+            self.read_all(key, &mut scratch, closing);
+        }
         self.scratch = scratch;
+    }
+
+    /// Receives datagrams, a batch per call, until the socket is empty.
+    fn read_udp(&mut self, key: usize, scratch: &mut [u8]) {
+        let slot = self.udp_slot.min(scratch.len());
+        let slots = (scratch.len() / slot).clamp(1, BATCH);
+        let mut lens = [0usize; BATCH];
+        loop {
+            let Some(Sock::Udp(sock)) = self.conns.get(key).map(|c| &c.stream) else {
+                return;
+            };
+            let got = match recv_datagrams(sock, &mut scratch[..slot * slots], slot, &mut lens) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // ICMP port unreachable, reported on the next call: the
+                // datagrams are lost, their queries time out.
+                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => continue,
+                Err(_) => return,
+            };
+            for (i, &len) in lens.iter().enumerate().take(got) {
+                bump(&self.q.bytes_in, len as u64);
+                let data = &scratch[i * slot..i * slot + len];
+                self.on_datagram(key, data);
+                if !self.conns.contains(key) {
+                    return;
+                }
+            }
+            self.after_progress(key);
+            if got < slots {
+                return;
+            }
+        }
+    }
+
+    /// One datagram: one whole response (or garbage, counted).
+    fn on_datagram(&mut self, key: usize, data: &[u8]) {
+        self.conns[key].got_data = true;
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        match t.codec.decode_datagram(data) {
+            Frame::Response { key: q, status, .. } => self.answered(key, q, status),
+            Frame::Incomplete | Frame::Malformed => {
+                bump(&self.q.errors[E_MALFORMED], 1);
+                t.sec_report.errors += 1;
+            }
+        }
+    }
+
+    /// Ciphertext came in: feed the session, finish the handshake, frame
+    /// the plaintext. False when the connection is gone.
+    fn on_tls_bytes(&mut self, key: usize, mut data: &[u8]) -> bool {
+        let mut plain = std::mem::take(&mut self.plain);
+        if plain.len() < 16 * 1024 {
+            plain.resize(16 * 1024, 0);
+        }
+        let alive = 'feed: loop {
+            let Some(tls) = self.conns.get_mut(key).and_then(|c| c.tls.as_mut()) else {
+                break false;
+            };
+            if data.is_empty() {
+                if tls.wants_write() {
+                    self.mark_dirty(key);
+                }
+                break true;
+            }
+            if let Err(e) = tls.read_tls(&mut data) {
+                self.tls_failed(key, &e);
+                break false;
+            }
+            if let Err(e) = tls.process_new_packets() {
+                // Tell the server why (the alert), then give up.
+                let conn = &mut self.conns[key];
+                if let (Some(tls), Sock::Tcp(s)) = (conn.tls.as_mut(), &mut conn.stream) {
+                    let mut alert = Vec::new();
+                    let _ = tls.write_tls(&mut alert);
+                    let _ = write_some(s, &alert);
+                }
+                self.tls_failed(key, &e);
+                break false;
+            }
+            if self.conns[key].state == State::Handshaking
+                && !self.conns[key]
+                    .tls
+                    .as_ref()
+                    .is_some_and(|t| t.is_handshaking())
+            {
+                self.tls_ready(key);
+            }
+            loop {
+                let Some(tls) = self.conns.get_mut(key).and_then(|c| c.tls.as_mut()) else {
+                    break 'feed false;
+                };
+                match tls.reader().read(&mut plain) {
+                    Ok(0) => {
+                        // close_notify: the server closed cleanly.
+                        self.lost(key, Bucket::ClosedByPeer);
+                        break 'feed false;
+                    }
+                    Ok(n) => {
+                        if !self.on_bytes(key, &plain[..n]) {
+                            break 'feed false;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        self.lost(key, Bucket::Reset);
+                        break 'feed false;
+                    }
+                }
+            }
+        };
+        self.plain = plain;
+        alive
     }
 
     fn read_all(&mut self, key: usize, scratch: &mut [u8], closing: bool) {
         loop {
             let conn = &mut self.conns[key];
-            let n = match conn.stream.read(scratch) {
+            let Sock::Tcp(stream) = &mut conn.stream else {
+                return;
+            };
+            let n = match stream.read(scratch) {
                 Ok(0) => return self.lost(key, Bucket::ClosedByPeer),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -776,7 +1068,12 @@ impl Worker {
             };
             conn.got_data = true;
             bump(&self.q.bytes_in, n as u64);
-            if !self.on_bytes(key, &scratch[..n]) {
+            let alive = if conn.tls.is_some() {
+                self.on_tls_bytes(key, &scratch[..n])
+            } else {
+                self.on_bytes(key, &scratch[..n])
+            };
+            if !alive {
                 return;
             }
             // A short read took all there was: more data makes a new edge,
@@ -813,7 +1110,11 @@ impl Worker {
                     key: qkey,
                     status,
                 } => {
+                    if codec.closes_after(&input[used..used + len]) {
+                        self.peer_closes(key);
+                    }
                     used += len;
+                    let conn = &self.conns[key];
                     if conn.state == State::Probing {
                         self.verified(key);
                     } else if self.traffic.is_some() {
@@ -857,6 +1158,17 @@ impl Worker {
         alive
     }
 
+    /// The server said this response is its last on the connection: pick
+    /// it no more (its close then counts as the server's right).
+    fn peer_closes(&mut self, key: usize) {
+        let conn = &mut self.conns[key];
+        conn.peer_closing = true;
+        let pos = conn.active_pos;
+        if let Some(t) = self.traffic.as_mut().filter(|_| pos != NOT_ACTIVE) {
+            remove_active(t, &mut self.conns, pos);
+        }
+    }
+
     fn verified(&mut self, key: usize) {
         bump(&self.counters.verified, 1);
         let initial = self.conns[key].initial;
@@ -867,11 +1179,18 @@ impl Worker {
     /// An established connection ended by the server's doing.
     fn lost(&mut self, key: usize, bucket: Bucket) {
         let c = &self.conns[key];
-        if c.state == State::Probing {
+        if matches!(c.state, State::Probing | State::Handshaking) {
             let initial = c.initial;
             self.resolved(initial);
         }
-        self.counters.fail(bucket);
+        let c = &self.conns[key];
+        if bucket == Bucket::ClosedByPeer && c.state == State::Held && c.done > 0 && c.live() == 0 {
+            // It answered all it was sent, then closed (a keep-alive limit,
+            // an idle timeout): the server's right, not a failure.
+            bump(&self.counters.peer_closed, 1);
+        } else {
+            self.counters.fail(bucket);
+        }
         self.drop_conn(key);
         if self.sc.reconnect {
             self.reconnects_owed += 1;
@@ -907,6 +1226,53 @@ impl Worker {
                 remove_active(t, &mut self.conns, c.active_pos);
             }
         }
+        if c.state != State::Connecting {
+            // (Connect failures count their own query where they happen.)
+            self.pq_lost(c.done + c.live());
+        }
+    }
+
+    // ---- tcp-per-query ---------------------------------------------------
+
+    /// A query is due: it gets a connection of its own now, or waits for a
+    /// free slot keeping its intended time.
+    fn per_query(&mut self, intended: u64) {
+        self.pq_wait.push_back(intended);
+        self.pq_fill();
+    }
+
+    /// Opens connections for waiting queries while slots are free.
+    fn pq_fill(&mut self) {
+        while !self.pq_wait.is_empty() && (self.conns.len() as u64) < self.pq_share {
+            let intended = self.pq_wait.pop_front().expect("not empty");
+            let seq = self.sc.connections + self.reconnects_made * self.nworkers + self.id;
+            self.reconnects_made += 1;
+            match self.attempt(seq, false) {
+                Some(key) => self.conns[key].waiting.push_back(intended),
+                None => self.pq_lost(0),
+            }
+        }
+    }
+
+    /// A tcp-per-query connection is gone; `sent`: queries it sent (0 when
+    /// it failed before its query went out, which is then an error). In
+    /// closed loop the next query starts after --think.
+    fn pq_lost(&mut self, sent: u64) {
+        if self.transport != Transport::TcpPerQuery {
+            return;
+        }
+        let now = self.ns(Instant::now());
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        if sent == 0 {
+            bump(&self.q.errors[E_CONNECT], 1);
+            t.sec_report.errors += 1;
+        }
+        if let Some(Model::ClosedLoop { think_s }) = self.sc.traffic.as_ref().map(|t| &t.model) {
+            t.think_q
+                .push_back((NEW_CONNECTION, 0, now + (think_s * 1e9) as u64));
+        }
     }
 
     // ---- timers --------------------------------------------------------
@@ -925,6 +1291,7 @@ impl Worker {
                     self.inflight -= 1;
                     self.counters.fail(Bucket::TimedOut);
                     self.resolved(initial);
+                    self.pq_lost(0);
                 }
             }
         }
@@ -933,11 +1300,20 @@ impl Worker {
                 break;
             }
             self.probe_q.pop_front();
-            if self
+            let state = self
                 .conns
                 .get(key)
-                .is_some_and(|c| c.seq == seq && c.state == State::Probing)
-            {
+                .filter(|c| c.seq == seq)
+                .map(|c| c.state);
+            if state == Some(State::Handshaking) {
+                let secs = self.sc.connect_timeout_s;
+                self.tls_failed(
+                    key,
+                    &format!("the TLS handshake did not finish within --connect-timeout {secs}s"),
+                );
+                continue;
+            }
+            if state == Some(State::Probing) {
                 // Established but unverified: kept, not failed.
                 bump(&self.counters.unverified, 1);
                 let initial = self.conns[key].initial;
@@ -1097,6 +1473,10 @@ impl Worker {
             let intended = started + (at * 1e9) as u64;
             t.loop_lag
                 .saturating_record(us(now_ns.saturating_sub(intended)));
+            if self.transport == Transport::TcpPerQuery {
+                self.per_query(intended);
+                continue;
+            }
             if t.active.is_empty() {
                 bump(&self.q.errors[E_NO_CONNECTION], 1);
                 t.sec_report.errors += 1;
@@ -1130,6 +1510,10 @@ impl Worker {
                     break;
                 }
                 q.pop_front();
+                if key == NEW_CONNECTION {
+                    self.per_query(due);
+                    continue;
+                }
                 if !self.conns.get(key).is_some_and(|c| c.seq == seq) {
                     continue;
                 }
@@ -1154,6 +1538,14 @@ impl Worker {
             return;
         };
         let model = self.sc.traffic.as_ref().map(|t| t.model.clone());
+        if self.transport == Transport::TcpPerQuery {
+            if let Some(Model::ClosedLoop { .. }) = model {
+                for _ in 0..self.pq_share {
+                    t.think_q.push_back((NEW_CONNECTION, 0, started));
+                }
+            }
+            return;
+        }
         let n = t.active.len() as u64;
         for (i, &key) in t.active.iter().enumerate() {
             let seq = self.conns[key].seq;
@@ -1201,6 +1593,12 @@ impl Worker {
         {
             return;
         }
+        if conn.peer_closing {
+            // Due on a connection the server is closing: lost with it.
+            bump(&self.q.errors[E_CONN_LOST], 1);
+            t.sec_report.errors += 1;
+            return;
+        }
         if conn.live() >= t.window || conn.blocked || !conn.waiting.is_empty() {
             conn.waiting.push_back(intended);
             return;
@@ -1216,18 +1614,38 @@ impl Worker {
         };
         let conn = &mut self.conns[key];
         let n = conn.queries;
-        let qkey = t.codec.encode(
-            n,
-            conn.target as usize,
-            now,
-            &mut t.rng,
-            &mut conn.pending_out,
-        );
+        let target = conn.target as usize;
+        let qkey = match (&mut conn.tls, &conn.stream) {
+            (Some(tls), _) => {
+                self.out.clear();
+                let k = t.codec.encode(n, target, now, &mut t.rng, &mut self.out);
+                let _ = tls.writer().write_all(&self.out);
+                k
+            }
+            (None, Sock::Udp(_)) => {
+                let at = begin_datagram(&mut conn.pending_out);
+                let k = t
+                    .codec
+                    .encode_datagram(n, target, now, &mut t.rng, &mut conn.pending_out);
+                end_datagram(&mut conn.pending_out, at);
+                k
+            }
+            (None, Sock::Tcp(_)) => {
+                t.codec
+                    .encode(n, target, now, &mut t.rng, &mut conn.pending_out)
+            }
+        };
         conn.queries += 1;
         if !conn.dirty {
             conn.dirty = true;
             self.dirty.push(key);
         }
+        // tcp-per-query: the query started with its connection.
+        let now = if self.transport == Transport::TcpPerQuery {
+            conn.since.saturating_duration_since(self.start).as_nanos() as u64
+        } else {
+            now
+        };
         let lag = now.saturating_sub(intended);
         t.send_lag.saturating_record(us(lag));
         if lag > LATE_NS {
@@ -1338,6 +1756,11 @@ impl Worker {
             return;
         };
         let conn = &self.conns[key];
+        if self.transport == Transport::TcpPerQuery {
+            // Its one query is done: close (the client keeps TIME_WAIT).
+            self.close(key);
+            return;
+        }
         if let Model::ClosedLoop { think_s } = tr.model {
             if t.started.is_some() && !t.cap.is_some_and(|c| conn.queries >= c) {
                 t.think_q
@@ -1366,7 +1789,7 @@ impl Worker {
             let Some(t) = self.traffic.as_ref() else {
                 return;
             };
-            if c.waiting.is_empty() || c.live() >= t.window || c.blocked {
+            if c.waiting.is_empty() || c.live() >= t.window || c.blocked || c.peer_closing {
                 return;
             }
             let intended = c.waiting.pop_front().expect("not empty");
@@ -1387,7 +1810,24 @@ impl Worker {
             return;
         }
         let conn = &mut self.conns[key];
-        conn.pending_out.extend_from_slice(data);
+        match (&mut conn.tls, &conn.stream) {
+            (Some(tls), _) => {
+                // Into the session's buffer; sealed into records at flush.
+                let _ = tls.writer().write_all(data);
+            }
+            (None, Sock::Udp(_)) => {
+                let at = begin_datagram(&mut conn.pending_out);
+                conn.pending_out.extend_from_slice(data);
+                end_datagram(&mut conn.pending_out, at);
+            }
+            (None, Sock::Tcp(_)) => conn.pending_out.extend_from_slice(data),
+        }
+        self.mark_dirty(key);
+    }
+
+    /// Puts the connection on the list flushed at the end of this turn.
+    fn mark_dirty(&mut self, key: usize) {
+        let conn = &mut self.conns[key];
         if !conn.dirty {
             conn.dirty = true;
             self.dirty.push(key);
@@ -1419,9 +1859,20 @@ impl Worker {
     /// the connection is gone.
     fn flush(&mut self, key: usize) -> bool {
         let conn = &mut self.conns[key];
-        match write_some(&mut conn.stream, &conn.pending_out) {
-            Ok(n) => {
-                bump(&self.q.bytes_out, n as u64);
+        if let Some(tls) = conn.tls.as_mut() {
+            while tls.wants_write() {
+                if tls.write_tls(&mut conn.pending_out).is_err() {
+                    break;
+                }
+            }
+        }
+        let written = match &mut conn.stream {
+            Sock::Tcp(s) => write_some(s, &conn.pending_out).map(|n| (n, n)),
+            Sock::Udp(s) => send_datagrams(s, &conn.pending_out),
+        };
+        match written {
+            Ok((n, payload)) => {
+                bump(&self.q.bytes_out, payload as u64);
                 if n == conn.pending_out.len() {
                     // Nothing kept while idle.
                     conn.pending_out = Vec::new();
@@ -1463,6 +1914,120 @@ fn write_some(stream: &mut TcpStream, data: &[u8]) -> io::Result<usize> {
         }
     }
     Ok(off)
+}
+
+/// Starts a datagram in a UDP connection's output: a 2-byte length, filled
+/// in by [`end_datagram`]. Returns where it starts.
+fn begin_datagram(out: &mut Vec<u8>) -> usize {
+    out.extend_from_slice(&[0, 0]);
+    out.len() - 2
+}
+
+fn end_datagram(out: &mut [u8], at: usize) {
+    let len = (out.len() - at - 2) as u16;
+    out[at..at + 2].copy_from_slice(&len.to_be_bytes());
+}
+
+/// Sends the length-prefixed datagrams in `data`, a batch per sendmmsg,
+/// until done or the socket is full; returns the bytes of `data` consumed
+/// and the payload bytes sent. A datagram the kernel refuses for good (too
+/// big) is skipped: its query times out.
+fn send_datagrams(sock: &UdpSocket, data: &[u8]) -> io::Result<(usize, usize)> {
+    let mut off = 0;
+    let mut payload = 0;
+    while off < data.len() {
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; BATCH];
+        let mut ends = [0usize; BATCH];
+        let mut n = 0;
+        let mut at = off;
+        while n < BATCH && at + 2 <= data.len() {
+            let len = usize::from(u16::from_be_bytes([data[at], data[at + 1]]));
+            iov[n] = libc::iovec {
+                iov_base: data[at + 2..].as_ptr() as *mut libc::c_void,
+                iov_len: len,
+            };
+            at += 2 + len;
+            ends[n] = at;
+            n += 1;
+        }
+        // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
+        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()).take(n) {
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: `msgs[..n]` point at iovecs that point into `data`, all
+        // alive for the call; the socket is connected, so no address.
+        let rc = unsafe { libc::sendmmsg(sock.as_raw_fd(), msgs.as_mut_ptr(), n as u32, 0) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EAGAIN) => break,
+                Some(libc::EINTR) => continue,
+                // A late ICMP error of an earlier datagram: reported once.
+                Some(libc::ECONNREFUSED) => continue,
+                Some(libc::EMSGSIZE) => {
+                    off = ends[0];
+                    continue;
+                }
+                _ => return Err(e),
+            }
+        }
+        let sent = rc as usize;
+        if sent == 0 {
+            break;
+        }
+        payload += iov[..sent].iter().map(|v| v.iov_len).sum::<usize>();
+        off = ends[sent - 1];
+    }
+    Ok((off, payload))
+}
+
+/// Receives up to `lens.len()` datagrams into `slot`-byte pieces of `buf`;
+/// returns how many, their lengths in `lens`.
+fn recv_datagrams(
+    sock: &UdpSocket,
+    buf: &mut [u8],
+    slot: usize,
+    lens: &mut [usize; BATCH],
+) -> io::Result<usize> {
+    let n = (buf.len() / slot).min(BATCH);
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; BATCH];
+    for (i, v) in iov.iter_mut().enumerate().take(n) {
+        v.iov_base = buf[i * slot..].as_mut_ptr().cast();
+        v.iov_len = slot;
+    }
+    // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
+    let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()).take(n) {
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: each iovec points at its own `slot` bytes of `buf`, which
+    // outlives the call; no timeout, no addresses asked for.
+    let rc = unsafe {
+        libc::recvmmsg(
+            sock.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            n as u32,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let got = rc as usize;
+    for (l, m) in lens.iter_mut().zip(&msgs).take(got) {
+        *l = (m.msg_len as usize).min(slot);
+    }
+    Ok(got)
 }
 
 fn proto_name(q: &Query) -> &'static str {

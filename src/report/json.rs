@@ -108,6 +108,17 @@ pub struct Connections {
     /// Established per second of ramp.
     pub connect_rate: Option<f64>,
     pub connect_time_us: Percentiles,
+    /// Closed by the server after answering everything sent on them (an
+    /// HTTP keep-alive limit, say): counted, not failures.
+    #[serde(default)]
+    pub peer_closed: u64,
+    /// --transport tls: handshake time, resumed handshakes, the first error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_us: Option<Percentiles>,
+    #[serde(default)]
+    pub tls_resumed: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -252,6 +263,11 @@ impl RunResult {
                 ramp_s,
                 connect_rate: ramp_s.map(|r| t.established as f64 / r.max(1e-9)),
                 connect_time_us: Percentiles::of(&o.connect_time),
+                peer_closed: t.peer_closed,
+                tls_handshake_us: (sc.transport == crate::cli::Transport::Tls)
+                    .then(|| Percentiles::of(&o.tls_handshake)),
+                tls_resumed: t.tls_resumed,
+                tls_error: t.tls_error.clone(),
             },
             queries,
             latency,
@@ -344,6 +360,9 @@ impl RunResult {
             verified: c.verified,
             unverified: c.unverified,
             closed: c.closed,
+            peer_closed: c.peer_closed,
+            tls_resumed: c.tls_resumed,
+            tls_error: c.tls_error.clone(),
             ..ConnTotals::default()
         };
         for b in Bucket::ALL {
@@ -405,6 +424,10 @@ impl RunResult {
         Ok(crate::engine::Outcome {
             totals,
             connect_time: decode_histogram(&c.connect_time_us.hdr)?,
+            tls_handshake: match &c.tls_handshake_us {
+                Some(p) => decode_histogram(&p.hdr)?,
+                None => crate::metrics::new_histogram(),
+            },
             peak: c.peak,
             per_second: self.per_second.clone(),
             interrupted: self.interrupted,

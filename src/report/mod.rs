@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::cli::Transport;
 use crate::engine::{Live, Outcome, Sample};
 use crate::metrics::{human_us, Bucket, ConnTotals};
 use crate::scenario::{End, Scenario};
@@ -184,8 +185,36 @@ pub fn plan_paragraph(sc: &Scenario, ports_per_source: u64) -> String {
             if sc.workers == 1 { "" } else { "s" },
         );
     }
+    let workers = format!(
+        "{} worker{}",
+        sc.workers,
+        if sc.workers == 1 { "" } else { "s" }
+    );
+    match sc.transport {
+        Transport::TcpPerQuery => {
+            return format!(
+                "A new TCP connection for every query to {targets} from {sources}, up to {} \
+                 open at once ({workers}), {hold}.",
+                sc.connections,
+                hold = hold.trim_start_matches("then ")
+            );
+        }
+        Transport::Udp => {
+            return format!(
+                "{} connected UDP sockets to {targets} from {sources} ({workers}), {}.",
+                sc.connections,
+                hold.replace("hold", "run")
+            );
+        }
+        Transport::Tls | Transport::Tcp => {}
+    }
+    let tls = if sc.transport == Transport::Tls {
+        " TLS"
+    } else {
+        ""
+    };
     let mut p = format!(
-        "{} connections to {targets} from {sources}, {ramp} ({mode}, {} worker{}): ramp ≈ {:.1} s, {hold}",
+        "{}{tls} connections to {targets} from {sources}, {ramp} ({mode}, {} worker{}): ramp ≈ {:.1} s, {hold}",
         sc.connections,
         sc.workers,
         if sc.workers == 1 { "" } else { "s" },
@@ -213,7 +242,15 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         "throng client: {:.1}s{status}",
         o.elapsed.as_secs_f64()
     )?;
-    writeln!(out, "  target        {} connections", sc.connections)?;
+    match sc.transport {
+        Transport::TcpPerQuery => writeln!(
+            out,
+            "  target        a connection per query, {} at once at most",
+            sc.connections
+        )?,
+        Transport::Udp => writeln!(out, "  target        {} UDP sockets", sc.connections)?,
+        _ => writeln!(out, "  target        {} connections", sc.connections)?,
+    }
     writeln!(out, "  attempted     {}", t.attempted)?;
     let unverified = if sc.verify {
         format!(" (verified {}, unverified {})", t.verified, t.unverified)
@@ -237,6 +274,7 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     }
     writeln!(out, "  peak open     {}", o.peak)?;
     match o.ramp_time {
+        _ if sc.transport == Transport::TcpPerQuery => {}
         Some(r) => {
             let rate = t.established as f64 / r.as_secs_f64().max(1e-9);
             writeln!(
@@ -266,13 +304,54 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
             human_us(h.max())
         )?;
     }
+    let h = &o.tls_handshake;
+    if !h.is_empty() {
+        writeln!(
+            out,
+            "  tls handshake p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  ({} resumed)",
+            human_us(h.value_at_quantile(0.5)),
+            human_us(h.value_at_quantile(0.9)),
+            human_us(h.value_at_quantile(0.99)),
+            human_us(h.value_at_quantile(0.999)),
+            human_us(h.max()),
+            t.tls_resumed
+        )?;
+    }
     writeln!(out, "  closed        {} by throng", t.closed)?;
+    if t.peer_closed > 0 {
+        writeln!(
+            out,
+            "  peer closed   {} after answering all they were sent (not failures)",
+            t.peer_closed
+        )?;
+    }
     if let Some(q) = &o.queries {
         queries_summary(sc, q, out)?;
+        if sc.transport == Transport::TcpPerQuery && !o.connect_time.is_empty() {
+            let service = q.service_time.mean().max(1.0);
+            writeln!(
+                out,
+                "    connect share  {:.0}% of the mean service time ({} of {}) is the TCP handshake",
+                100.0 * o.connect_time.mean() / service,
+                human_us(o.connect_time.mean() as u64),
+                human_us(service as u64)
+            )?;
+        }
+    }
+    if let Some(e) = &t.tls_error {
+        writeln!(out, "  tls error     {e}")?;
     }
     for b in Bucket::ALL {
         if t.failed[b as usize] > 0 {
             writeln!(out, "  hint ({}): {}", b.key(), b.hint())?;
+            if b == Bucket::NoFreePort && sc.transport == Transport::TcpPerQuery {
+                writeln!(
+                    out,
+                    "  hint (tcp-per-query): each closed connection keeps its port in TIME_WAIT \
+                     for 60 s, so the port range runs dry at (ports x sources) / 60 queries/s: \
+                     set net.ipv4.tcp_tw_reuse=1 (sysctl -w) or add source addresses (--source-ip)"
+                )?;
+            }
         }
     }
     if t.unverified > 0 {

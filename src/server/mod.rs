@@ -12,7 +12,7 @@ mod worker;
 use std::fs::{File, OpenOptions};
 use std::io::{self, IsTerminal, Write};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::thread;
@@ -58,10 +58,120 @@ pub struct ServerConfig {
     pub processes: Processes,
     #[serde(default)]
     pub max_connections: u64,
+    /// --tls: the certificate and key every TCP listener serves with.
+    #[serde(default)]
+    pub tls: Option<ServerTls>,
     /// A child of --processes: the parent checked the ports and reads
     /// JSON lines.
     #[serde(default)]
     pub child: bool,
+}
+
+/// The server's certificate and key (PEM), and where they came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerTls {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    /// Made at start (not given with --cert/--key).
+    pub self_signed: bool,
+    pub fingerprint: String,
+}
+
+impl ServerTls {
+    /// Reads --cert and --key, or makes a self-signed certificate and writes
+    /// it (and its key, for the processes of --processes) to files.
+    pub fn load(cert: Option<&Path>, key: Option<&Path>) -> Result<ServerTls> {
+        let read = |flag: &str, p: &Path| {
+            std::fs::read(p).map_err(|e| usage(format!("{flag} {}: {e}", p.display())))
+        };
+        let t = match (cert, key) {
+            (Some(c), Some(k)) => {
+                let cert_pem = read("--cert", c)?;
+                ServerTls {
+                    fingerprint: crate::tls::pem_fingerprint(&cert_pem).unwrap_or_default(),
+                    cert_pem,
+                    key_pem: read("--key", k)?,
+                    cert_file: c.to_path_buf(),
+                    key_file: k.to_path_buf(),
+                    self_signed: false,
+                }
+            }
+            _ => {
+                let s = crate::tls::self_signed()?;
+                let dir = std::env::temp_dir();
+                let stem = format!("throng-server-{}", std::process::id());
+                let cert_file = dir.join(format!("{stem}-cert.pem"));
+                let key_file = dir.join(format!("{stem}-key.pem"));
+                std::fs::write(&cert_file, &s.cert_pem)
+                    .with_context(|| format!("writing {}", cert_file.display()))?;
+                write_private(&key_file, s.key_pem.as_bytes())?;
+                ServerTls {
+                    cert_pem: s.cert_pem.into_bytes(),
+                    key_pem: s.key_pem.into_bytes(),
+                    cert_file,
+                    key_file,
+                    self_signed: true,
+                    fingerprint: s.fingerprint,
+                }
+            }
+        };
+        // Refuse a bad pair now, with the file names, not at the first client.
+        crate::tls::server_config(&t.cert_pem, &t.key_pem, &t.cert_file.display().to_string())?;
+        Ok(t)
+    }
+
+    /// What the banner says about it, with the client flag that trusts it.
+    pub fn banner(&self) -> String {
+        if self.self_signed {
+            format!(
+                "tls: self-signed certificate for localhost, 127.0.0.1 and ::1, SHA-256 {}\n\
+                 tls: clients trust it with --transport tls --tls-ca {} (or --tls-insecure)",
+                self.fingerprint,
+                self.cert_file.display()
+            )
+        } else {
+            format!(
+                "tls: certificate {} (SHA-256 {})",
+                self.cert_file.display(),
+                self.fingerprint
+            )
+        }
+    }
+}
+
+/// The banner's lines for the bound addresses (and the certificate).
+pub(crate) fn listening(
+    cfg: &ServerConfig,
+    addrs: &[SocketAddr],
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let tls = if cfg.tls.is_some() { ", tls" } else { "" };
+    for a in addrs {
+        writeln!(out, "listening on {a} (tcp{tls})")?;
+        if cfg.udp {
+            writeln!(out, "listening on {a} (udp)")?;
+        }
+    }
+    if let Some(t) = &cfg.tls {
+        writeln!(out, "{}", t.banner())?;
+    }
+    Ok(())
+}
+
+/// Writes a file only its owner can read (a private key).
+fn write_private(path: &Path, data: &[u8]) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(data)?;
+    Ok(())
 }
 
 fn one_process() -> Processes {
@@ -136,6 +246,11 @@ impl ServerConfig {
             },
             max_connections: a.max_connections,
             child: a.child,
+            tls: if a.tls {
+                Some(ServerTls::load(a.cert.as_deref(), a.key.as_deref())?)
+            } else {
+                None
+            },
         })
     }
 
@@ -449,6 +564,14 @@ pub fn start(cfg: &ServerConfig) -> Result<Running> {
     let bound = bind(cfg)?;
     let shared = Arc::new(Shared::default());
     let responder = Arc::new(cfg.responder());
+    let tls = match &cfg.tls {
+        Some(t) => Some(crate::tls::server_config(
+            &t.cert_pem,
+            &t.key_pem,
+            &t.cert_file.display().to_string(),
+        )?),
+        None => None,
+    };
     let limits = limits_banner(cfg, &fd);
     // One of several processes on a port closes its listeners when full so
     // its siblings get the new connections; alone, a server keeps
@@ -479,6 +602,7 @@ pub fn start(cfg: &ServerConfig) -> Result<Running> {
             listen: bound.addrs.clone(),
             backlog: cfg.backlog,
             max_open,
+            tls: tls.clone(),
         })?;
         workers.push(
             thread::Builder::new()
@@ -529,12 +653,7 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         cfg.workers,
         if cfg.workers == 1 { "" } else { "s" }
     )?;
-    for a in &server.addrs {
-        writeln!(out, "listening on {a} (tcp)")?;
-        if cfg.udp {
-            writeln!(out, "listening on {a} (udp)")?;
-        }
-    }
+    listening(cfg, &server.addrs, &mut out)?;
     for l in &server.limits {
         writeln!(out, "{l}")?;
     }

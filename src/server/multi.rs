@@ -100,6 +100,13 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut stats_json: Option<File>
                 args.push("--listen".into());
                 args.push(a.to_string().into());
             }
+            if let Some(t) = cfg.tls.as_ref().filter(|t| t.self_signed) {
+                // One certificate for all: the one made (or read) here.
+                for (flag, path) in [("--cert", &t.cert_file), ("--key", &t.key_file)] {
+                    args.push(flag.into());
+                    args.push(path.into());
+                }
+            }
             for extra in ["--processes", "1", "--child", "--workers"] {
                 args.push(extra.into());
             }
@@ -117,12 +124,7 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut stats_json: Option<File>
         cfg.mode.name(),
         if workers == 1 { "" } else { "s" }
     )?;
-    for a in &addrs {
-        writeln!(out, "listening on {a} (tcp)")?;
-        if cfg.udp {
-            writeln!(out, "listening on {a} (udp)")?;
-        }
-    }
+    super::listening(cfg, &addrs, &mut out)?;
     writeln!(
         out,
         "{}: {n} processes hold at most {} connections (planned for {}; --max-connections {})",

@@ -63,6 +63,8 @@ struct Conn {
     /// Reply bytes the socket did not take yet.
     pending_out: Vec<u8>,
     session: Session,
+    /// --tls: the session (boxed: several KiB, only for TLS connections).
+    tls: Option<Box<rustls::ServerConnection>>,
     /// Reading stopped because `pending_out` reached `max_pending`.
     read_blocked: bool,
     /// Close once `pending_out` is flushed.
@@ -85,6 +87,7 @@ pub struct Setup {
     /// workers close their listeners, so the kernel gives new connections
     /// to sibling processes sharing the port instead of queueing them here.
     pub max_open: i64,
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// The per-worker buffers and counters a connection is served with.
@@ -94,6 +97,10 @@ struct Io {
     responder: Arc<Responder>,
     stats: Arc<WorkerStats>,
     max_pending: usize,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    /// TLS: plaintext out of sessions, and records to send.
+    plain: Vec<u8>,
+    sealed: Vec<u8>,
 }
 
 pub struct Worker {
@@ -133,6 +140,7 @@ impl Worker {
             listen,
             backlog,
             max_open,
+            tls,
         } = setup;
         for (i, l) in listeners.iter_mut().enumerate() {
             poll.registry()
@@ -156,6 +164,13 @@ impl Worker {
                 responder,
                 stats,
                 max_pending,
+                plain: if tls.is_some() {
+                    vec![0; 16 * 1024]
+                } else {
+                    Vec::new()
+                },
+                tls,
+                sealed: Vec::new(),
             },
             shared,
             reserve: File::open("/dev/null").ok(),
@@ -308,6 +323,16 @@ impl Worker {
     fn add(&mut self, mut stream: TcpStream) {
         // Replies are written whole; Nagle would only delay them.
         let _ = stream.set_nodelay(true);
+        let tls = match &self.io.tls {
+            Some(cfg) => match rustls::ServerConnection::new(cfg.clone()) {
+                Ok(c) => Some(Box::new(c)),
+                Err(_) => {
+                    bump(&self.io.stats.conn_errors, 1);
+                    return;
+                }
+            },
+            None => None,
+        };
         let entry = self.conns.vacant_entry();
         let key = entry.key();
         if let Err(e) = self.poll.registry().register(
@@ -324,6 +349,7 @@ impl Worker {
             pending_in: Vec::new(),
             pending_out: Vec::new(),
             session: Session::default(),
+            tls,
             read_blocked: false,
             closing: false,
         });
@@ -441,6 +467,16 @@ fn read(conn: &mut Conn, io: &mut Io, drain_all: bool) -> io::Result<Action> {
             Err(e) => return Err(e),
         };
         bump(&io.stats.bytes_in, n as u64);
+        if conn.tls.is_some() {
+            let action = serve_tls(conn, io, n)?;
+            if action != Action::Continue {
+                return Ok(action);
+            }
+            if n < want && !drain_all {
+                return Ok(Action::Continue);
+            }
+            continue;
+        }
         io.out.clear();
         let p = io.responder.tcp(
             &mut conn.session,
@@ -462,6 +498,72 @@ fn read(conn: &mut Conn, io: &mut Io, drain_all: bool) -> io::Result<Action> {
             return Ok(Action::Continue);
         }
     }
+}
+
+/// Ciphertext of a TLS connection, `io.scratch[..n]`: through the session,
+/// the responder on the plaintext, replies sealed and sent.
+fn serve_tls(conn: &mut Conn, io: &mut Io, n: usize) -> io::Result<Action> {
+    let Some(tls) = conn.tls.as_mut() else {
+        return Ok(Action::Continue);
+    };
+    let mut data = &io.scratch[..n];
+    let mut action = Action::Continue;
+    io.out.clear();
+    while !data.is_empty() && action == Action::Continue {
+        tls.read_tls(&mut data)?;
+        if let Err(e) = tls.process_new_packets() {
+            // The alert goes out; the connection ends as a failure.
+            bump(&io.stats.bad_input, 1);
+            io.sealed.clear();
+            let _ = tls.write_tls(&mut io.sealed);
+            let _ = write_some(&mut conn.stream, &io.sealed, &io.stats);
+            return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+        }
+        loop {
+            match tls.reader().read(&mut io.plain) {
+                Ok(0) => {
+                    // close_notify: answer what came, then close.
+                    action = Action::CloseAfterReply;
+                    break;
+                }
+                Ok(m) => {
+                    let p = io.responder.tcp(
+                        &mut conn.session,
+                        &mut conn.pending_in,
+                        &io.plain[..m],
+                        &mut io.out,
+                    );
+                    bump(&io.stats.requests, p.requests);
+                    bump(&io.stats.bad_input, p.bad);
+                    if p.action != Action::Continue {
+                        action = p.action;
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    if action == Action::Abort {
+        return Ok(action);
+    }
+    if !io.out.is_empty() {
+        tls.writer().write_all(&io.out)?;
+    }
+    if action == Action::CloseAfterReply {
+        tls.send_close_notify();
+        conn.pending_in = Vec::new();
+    }
+    io.sealed.clear();
+    while tls.wants_write() {
+        tls.write_tls(&mut io.sealed)?;
+    }
+    let sealed = std::mem::take(&mut io.sealed);
+    let sent = send(conn, &sealed, &io.stats);
+    io.sealed = sealed;
+    sent?;
+    Ok(action)
 }
 
 /// Writes `data` after whatever is already pending; keeps what the socket

@@ -1,0 +1,266 @@
+//! TLS settings for both sides, built once per run with rustls (ring):
+//! the client's trust (a CA file, the system bundle, or --tls-insecure),
+//! server names, ALPN and resumption; the server's certificate from files
+//! or made at start (rcgen), with its SHA-256 fingerprint.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::Resumption;
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+
+use crate::scenario::TlsOptions;
+use crate::UsageError;
+
+/// The system's CA bundle on Debian and its kin.
+const SYSTEM_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
+/// Sessions each side remembers for resumption.
+const SESSIONS: usize = 64 * 1024;
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn usage(msg: String) -> anyhow::Error {
+    UsageError(msg).into()
+}
+
+/// Reads every certificate in a PEM file.
+fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| {
+            usage(format!(
+                "{}: cannot read PEM certificates: {e}",
+                path.display()
+            ))
+        })?;
+    if certs.is_empty() {
+        return Err(usage(format!(
+            "{}: no certificate in the file (a PEM file with BEGIN CERTIFICATE blocks)",
+            path.display()
+        )));
+    }
+    Ok(certs)
+}
+
+/// The client configuration of a run.
+pub fn client_config(o: &TlsOptions) -> Result<Arc<ClientConfig>> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?;
+    let mut cfg = if o.insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider())))
+            .with_no_client_auth()
+    } else {
+        let mut roots = RootCertStore::empty();
+        let file = o.ca.clone().unwrap_or_else(|| SYSTEM_CA.into());
+        if o.ca.is_some() || file.is_file() {
+            let (added, _) = roots.add_parsable_certificates(certs(&file)?);
+            if added == 0 {
+                return Err(usage(format!(
+                    "{}: no usable CA certificate in the file",
+                    file.display()
+                )));
+            }
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    cfg.alpn_protocols = o.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+    cfg.resumption = if o.resume {
+        Resumption::in_memory_sessions(SESSIONS)
+    } else {
+        Resumption::disabled()
+    };
+    Ok(Arc::new(cfg))
+}
+
+/// The name a connection to `target` (as given, or its address) presents
+/// and checks: --sni, else the target's host.
+pub fn server_name(
+    o: &TlsOptions,
+    given: Option<&str>,
+    addr: SocketAddr,
+) -> Result<ServerName<'static>> {
+    let host = match (&o.sni, given) {
+        (Some(sni), _) => sni.clone(),
+        (None, Some(g)) => {
+            let host = g.rsplit_once(':').map_or(g, |(h, _)| h);
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string()
+        }
+        (None, None) => addr.ip().to_string(),
+    };
+    ServerName::try_from(host.clone()).map_err(|e| {
+        usage(format!(
+            "TLS server name '{host}': {e}; give a DNS name with --sni"
+        ))
+    })
+}
+
+/// Accepts any certificate (--tls-insecure) but still checks that the
+/// handshake is signed by the key in it.
+#[derive(Debug)]
+struct AcceptAnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// A certificate the server made for itself.
+pub struct SelfSigned {
+    pub cert_pem: String,
+    pub key_pem: String,
+    /// SHA-256 of the certificate (DER), as colon-separated hex.
+    pub fingerprint: String,
+}
+
+/// Makes a self-signed certificate for localhost, 127.0.0.1 and ::1.
+pub fn self_signed() -> Result<SelfSigned> {
+    let names = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    let ck = rcgen::generate_simple_self_signed(names).context("making a certificate")?;
+    Ok(SelfSigned {
+        cert_pem: ck.cert.pem(),
+        key_pem: ck.key_pair.serialize_pem(),
+        fingerprint: fingerprint(ck.cert.der()),
+    })
+}
+
+/// SHA-256 of a DER certificate, as AB:CD:... hex.
+pub fn fingerprint(der: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, der);
+    d.as_ref()
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The server configuration from PEM text (chain, key).
+pub fn server_config(cert_pem: &[u8], key_pem: &[u8], what: &str) -> Result<Arc<ServerConfig>> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| usage(format!("{what}: cannot read the certificate: {e}")))?;
+    if chain.is_empty() {
+        return Err(usage(format!(
+            "{what}: no certificate (BEGIN CERTIFICATE) found"
+        )));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|e| usage(format!("{what}: cannot read the private key: {e}")))?;
+    let mut cfg = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| usage(format!("{what}: the certificate and key do not fit: {e}")))?;
+    cfg.session_storage = rustls::server::ServerSessionMemoryCache::new(SESSIONS);
+    Ok(Arc::new(cfg))
+}
+
+/// The first certificate of a PEM text's fingerprint.
+pub fn pem_fingerprint(cert_pem: &[u8]) -> Option<String> {
+    CertificateDer::pem_slice_iter(cert_pem)
+        .next()?
+        .ok()
+        .map(|c| fingerprint(&c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn self_signed_round_trips_into_both_configs() {
+        let s = self_signed().unwrap();
+        assert_eq!(s.fingerprint.len(), 32 * 3 - 1);
+        assert_eq!(
+            pem_fingerprint(s.cert_pem.as_bytes()),
+            Some(s.fingerprint.clone())
+        );
+        server_config(s.cert_pem.as_bytes(), s.key_pem.as_bytes(), "test").unwrap();
+        let dir = std::env::temp_dir().join(format!("throng-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, &s.cert_pem).unwrap();
+        let o = TlsOptions {
+            ca: Some(ca),
+            ..TlsOptions::default()
+        };
+        client_config(&o).unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn server_names_come_from_sni_or_target() {
+        let addr: SocketAddr = "127.0.0.1:853".parse().unwrap();
+        let o = TlsOptions::default();
+        let n = server_name(&o, Some("dns.example:853"), addr).unwrap();
+        assert_eq!(n.to_str(), "dns.example");
+        let n = server_name(&o, Some("[::1]:853"), addr).unwrap();
+        assert_eq!(n.to_str(), "::1");
+        let n = server_name(&o, None, addr).unwrap();
+        assert_eq!(n.to_str(), "127.0.0.1");
+        let o = TlsOptions {
+            sni: Some("other.test".into()),
+            ..TlsOptions::default()
+        };
+        assert_eq!(server_name(&o, None, addr).unwrap().to_str(), "other.test");
+    }
+
+    #[test]
+    fn bad_pem_is_a_clear_error() {
+        let e = server_config(b"nothing", b"nothing", "--cert x").unwrap_err();
+        assert!(e.to_string().contains("no certificate"), "{e}");
+    }
+}
