@@ -38,6 +38,9 @@ pub enum Command {
     /// Merge the JSON results of a run's segments (or processes, or hosts)
     /// into one: counters summed, histograms added, seconds aligned.
     Merge(MergeArgs),
+    /// The same DNS workload over UDP, TCP per query, persistent TCP and
+    /// TLS, one after another, in one table.
+    Compare(CompareArgs),
 }
 
 /// What the reference server answers.
@@ -572,6 +575,96 @@ pub struct TuneArgs {
     /// Print the plan as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The DNS server, HOST:PORT (TLS goes to --tls-port on the same host).
+    /// With none, an embedded DNS server (UDP, TCP and TLS) is started.
+    #[arg(value_name = "HOST:PORT")]
+    pub target: Option<String>,
+
+    /// Transports to run, in order.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "udp,tcp-per-query,tcp,tls"
+    )]
+    pub transports: Vec<Transport>,
+
+    /// Queries per run (needs --rate; the run lasts QUERIES / RATE).
+    #[arg(long, value_name = "N", value_parser = parse_positive_count, conflicts_with = "duration", requires = "rate")]
+    pub queries: Option<u64>,
+
+    /// Length of each run.
+    #[arg(short = 'T', long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+
+    /// Queries per second, the same for every transport.
+    #[arg(short, long, value_name = "RATE", value_parser = parse_rate, conflicts_with = "closed_loop")]
+    pub rate: Option<f64>,
+
+    /// As fast as answers come: each connection (or, per query, each of
+    /// --concurrency slots) sends its next query when one is answered.
+    #[arg(long)]
+    pub closed_loop: bool,
+
+    /// Connections (UDP sockets) for udp, tcp and tls.
+    #[arg(short, long, value_name = "N", default_value = "10", value_parser = parse_positive_count)]
+    pub connections: u64,
+
+    /// tcp-per-query: connections open at once at most.
+    #[arg(long, value_name = "N", default_value = "100", value_parser = parse_positive_count)]
+    pub concurrency: u64,
+
+    /// tcp and tls: run once per value, recycling connections after that
+    /// many queries ("none": never), e.g. none,100,10.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "none"
+    )]
+    pub max_queries_per_conn: Vec<String>,
+
+    /// Outstanding queries per connection (closed loop: 1).
+    #[arg(long, value_name = "K", value_parser = parse_positive_count)]
+    pub window: Option<u64>,
+
+    /// Query name and type.
+    #[arg(long, default_value = "example.com")]
+    pub qname: String,
+    #[arg(long, default_value = "A")]
+    pub qtype: String,
+
+    /// Per-query timeout.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// A run of this length before each measured one, not counted (0 to skip).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub warmup: Duration,
+
+    /// tls: port of the DNS-over-TLS service on the target's host.
+    #[arg(long, value_name = "PORT", default_value = "853")]
+    pub tls_port: u16,
+
+    /// tls: trust these certificates (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// tls: accept any certificate.
+    #[arg(long, conflicts_with = "tls_ca")]
+    pub tls_insecure: bool,
+
+    /// tls: server name to send and check.
+    #[arg(long, value_name = "NAME")]
+    pub sni: Option<String>,
+
+    /// Write every run's full result as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -19,6 +19,7 @@
 pub mod cli;
 pub mod client;
 pub mod cluster;
+pub mod compare;
 pub mod engine;
 pub mod metrics;
 pub mod report;
@@ -51,6 +52,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Merge(args) => merge(&args),
         cli::Command::Cluster(args) => cluster::ssh::run(&args),
         cli::Command::Tune(args) => tune(&args),
+        cli::Command::Compare(args) => compare::run(&args),
         cli::Command::Server(args) => {
             let cfg = server::ServerConfig::from_args(&args)?;
             server::run(&cfg).map(|()| ExitCode::SUCCESS)

@@ -11,32 +11,10 @@ use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
-use common::{output, server, temp_dir, BIN};
+use common::{client, server, temp_dir, BIN};
 use hickory_proto::op::{Message, MessageType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use serde_json::Value;
-
-/// Runs `throng client <args> -q --json F [--rtt-log L]`; returns
-/// (code, stdout, json, rtt log text).
-fn client(name: &str, args: &[&str], log: bool) -> (i32, String, Value, String) {
-    let dir = temp_dir(name);
-    let json = dir.join("r.json");
-    let rtt = dir.join("rtt.csv");
-    let mut cmd = Command::new(BIN);
-    cmd.arg("client")
-        .args(args)
-        .args(["-q", "--json", json.to_str().unwrap()]);
-    if log {
-        cmd.args(["--rtt-log", rtt.to_str().unwrap()]);
-    }
-    let (code, out, err) = output(&mut cmd);
-    let v = std::fs::read_to_string(&json)
-        .map(|t| serde_json::from_str(&t).unwrap())
-        .unwrap_or(Value::Null);
-    let log = std::fs::read_to_string(&rtt).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
-    (code, format!("{out}\n{err}"), v, log)
-}
 
 fn q(v: &Value, key: &str) -> u64 {
     v["queries"][key]

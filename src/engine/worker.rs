@@ -256,6 +256,10 @@ pub struct Worker {
     /// connection slot, and how many connections this worker may have open.
     pq_wait: VecDeque<u64>,
     pq_share: u64,
+    /// Intended times of queries that came due while no connection could
+    /// take them but one was on its way (recycling, reconnects): the next
+    /// connection ready takes them.
+    orphans: VecDeque<u64>,
     /// UDP: bytes per datagram slot in a recvmmsg batch.
     udp_slot: usize,
     /// The codec probes are built with when there is no traffic.
@@ -393,6 +397,7 @@ impl Worker {
             tls: s.tls,
             plain: Vec::new(),
             pq_wait: VecDeque::new(),
+            orphans: VecDeque::new(),
             pq_share: share.max(1),
             udp_slot,
             probe_codec: Codec::new(
@@ -527,6 +532,8 @@ impl Worker {
     }
 
     fn finish(mut self) -> io::Result<Finished> {
+        // Due, never sent: no connection came for them.
+        bump(&self.q.errors[E_NO_CONNECTION], self.orphans.len() as u64);
         // The end of the run: close everything we hold, cleanly (FIN).
         let mut held = 0;
         let mut in_flight = 0;
@@ -895,6 +902,14 @@ impl Worker {
         if let Some(t) = self.traffic.as_mut() {
             conn.active_pos = t.active.len() as u32;
             t.active.push(key);
+            let cap = t.cap.unwrap_or(u64::MAX);
+            while conn.queries + (conn.waiting.len() as u64) < cap {
+                // Queries that waited for a connection: this one's now.
+                let Some(intended) = self.orphans.pop_front() else {
+                    break;
+                };
+                conn.waiting.push_back(intended);
+            }
             if let Some(started) = t.started {
                 // Joining a run in progress (a replacement connection).
                 let now = self.start.elapsed().as_nanos() as u64;
@@ -912,6 +927,9 @@ impl Worker {
                     _ => {}
                 }
             }
+        }
+        if !self.conns[key].waiting.is_empty() {
+            self.after_progress(key);
         }
     }
 
@@ -1478,6 +1496,18 @@ impl Worker {
                 continue;
             }
             if t.active.is_empty() {
+                let recycling = self
+                    .sc
+                    .traffic
+                    .as_ref()
+                    .is_some_and(|t| t.max_queries_per_conn.is_some());
+                if self.inflight > 0
+                    || self.reconnects_owed > 0
+                    || (recycling && !self.conns.is_empty())
+                {
+                    self.orphans.push_back(intended);
+                    continue;
+                }
                 bump(&self.q.errors[E_NO_CONNECTION], 1);
                 t.sec_report.errors += 1;
                 continue;

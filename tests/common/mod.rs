@@ -7,6 +7,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
 
+use serde_json::Value;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_throng");
 
 /// A `throng server` child process.
@@ -200,6 +202,28 @@ pub fn output(cmd: &mut Command) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Runs `throng client <args> -q --json F [--rtt-log L]`; returns
+/// (code, stdout, json, rtt log text).
+pub fn client(name: &str, args: &[&str], log: bool) -> (i32, String, Value, String) {
+    let dir = temp_dir(name);
+    let json = dir.join("r.json");
+    let rtt = dir.join("rtt.csv");
+    let mut cmd = Command::new(BIN);
+    cmd.arg("client")
+        .args(args)
+        .args(["-q", "--json", json.to_str().unwrap()]);
+    if log {
+        cmd.args(["--rtt-log", rtt.to_str().unwrap()]);
+    }
+    let (code, out, err) = output(&mut cmd);
+    let v = std::fs::read_to_string(&json)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    let log = std::fs::read_to_string(&rtt).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    (code, format!("{out}\n{err}"), v, log)
 }
 
 /// A fresh temporary directory for one test.

@@ -1,0 +1,408 @@
+//! Transports end to end: UDP, TCP per query and TLS against `throng
+//! server`, a UDP peer that drops every other datagram, a TLS server the
+//! client must not trust, recycling with session resumption, and `throng
+//! compare`'s table and JSON.
+
+mod common;
+
+use std::net::UdpSocket;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use common::{client, output, server, temp_dir, BIN};
+use serde_json::Value;
+
+fn n(v: &Value, path: &[&str]) -> u64 {
+    let mut x = v;
+    for p in path {
+        x = &x[*p];
+    }
+    x.as_u64()
+        .unwrap_or_else(|| panic!("{}: {v}", path.join(".")))
+}
+
+fn errors(v: &Value) -> u64 {
+    v["queries"]["errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn udp_dns_against_the_reference_server() {
+    let srv = server(&["--mode", "dns", "--udp"]);
+    let target = srv.addr.to_string();
+    let (code, out, v, _) = client(
+        "udp-dns",
+        &[
+            &target,
+            "--transport",
+            "udp",
+            "-c",
+            "4",
+            "-r",
+            "2000",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let sent = n(&v, &["queries", "sent"]);
+    assert!(sent > 1500, "{out}");
+    let answered = n(&v, &["queries", "answered"]);
+    assert_eq!(
+        answered + n(&v, &["queries", "in_flight_at_end"]),
+        sent,
+        "{out}"
+    );
+    assert_eq!(n(&v, &["dns", "rcodes", "NOERROR"]), answered, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    assert_eq!(n(&v, &["connections", "established"]), 4, "{out}");
+    assert_eq!(v["scenario"]["transport"], "udp");
+    // Payload bytes only: 29-byte queries for example.com A.
+    assert_eq!(n(&v, &["queries", "bytes_out"]), sent * 29, "{out}");
+}
+
+#[test]
+fn udp_losses_are_timeouts_counted_exactly() {
+    // Echoes every other datagram, drops the rest.
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = sock.local_addr().unwrap();
+    let answered = Arc::new(AtomicU64::new(0));
+    let dropped = Arc::new(AtomicU64::new(0));
+    let (a, d) = (answered.clone(), dropped.clone());
+    thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        let mut i = 0u64;
+        while let Ok((len, from)) = sock.recv_from(&mut buf) {
+            i += 1;
+            if i % 2 == 0 {
+                d.fetch_add(1, Ordering::SeqCst);
+            } else {
+                sock.send_to(&buf[..len], from).unwrap();
+                a.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    let (code, out, v, _) = client(
+        "udp-loss",
+        &[
+            &addr.to_string(),
+            "--transport",
+            "udp",
+            "--proto",
+            "echo",
+            "-c",
+            "1",
+            "-r",
+            "400",
+            "--arrivals",
+            "constant",
+            "-T",
+            "2s",
+            "--timeout",
+            "300ms",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let sent = n(&v, &["queries", "sent"]);
+    let got = n(&v, &["queries", "answered"]);
+    let lost = n(&v, &["queries", "timed_out"]) + n(&v, &["queries", "in_flight_at_end"]);
+    assert_eq!(got, answered.load(Ordering::SeqCst), "{out}");
+    assert_eq!(lost, dropped.load(Ordering::SeqCst), "{out}");
+    assert_eq!(got + lost, sent, "{out}");
+    assert!(
+        got.abs_diff(lost) <= 1,
+        "every other one: {got} vs {lost}\n{out}"
+    );
+    assert!(n(&v, &["queries", "timed_out"]) > 300, "{out}");
+}
+
+#[test]
+fn tcp_per_query_opens_a_connection_per_query_and_counts_the_connect() {
+    let srv = server(&["--mode", "dns"]);
+    let target = srv.addr.to_string();
+    let (code, out, v, _) = client(
+        "per-query",
+        &[
+            &target,
+            "--transport",
+            "tcp-per-query",
+            "--concurrency",
+            "8",
+            "-r",
+            "1000",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let sent = n(&v, &["queries", "sent"]);
+    assert!(sent > 800, "{out}");
+    let in_flight = n(&v, &["queries", "in_flight_at_end"]);
+    assert_eq!(n(&v, &["queries", "answered"]) + in_flight, sent, "{out}");
+    // One connection per query sent (the last ones may still be
+    // connecting when the run ends), each closed (at the end, or after its
+    // answer).
+    let established = n(&v, &["connections", "established"]);
+    assert!(established >= sent && established <= sent + 8, "{out}");
+    assert_eq!(n(&v, &["connections", "closed"]), established, "{out}");
+    assert!(n(&v, &["connections", "peak"]) <= 8, "{out}");
+    // Service time includes the connect: each query's is its connect plus
+    // its round trip, so every quantile is at least the connect's.
+    let connect = n(&v, &["connections", "connect_time_us", "p50"]);
+    let service = n(&v, &["latency", "service_time_us", "p50"]);
+    assert!(
+        service >= connect,
+        "service {service} < connect {connect}\n{out}"
+    );
+    let (_, text, _, _) = client(
+        "per-query-text",
+        &[
+            &target,
+            "--transport",
+            "tcp-per-query",
+            "-r",
+            "200",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert!(text.contains("connect share"), "{text}");
+}
+
+#[test]
+fn tcp_per_query_closed_loop_keeps_its_concurrency() {
+    let srv = server(&["--mode", "echo"]);
+    let target = srv.addr.to_string();
+    let (code, out, v, _) = client(
+        "per-query-closed",
+        &[
+            &target,
+            "--transport",
+            "tcp-per-query",
+            "--proto",
+            "echo",
+            "--closed-loop",
+            "--concurrency",
+            "4",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(n(&v, &["queries", "answered"]) > 200, "{out}");
+    assert_eq!(n(&v, &["connections", "peak"]), 4, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+}
+
+#[test]
+fn transport_flags_are_checked() {
+    for (args, needle) in [
+        (
+            vec!["--transport", "udp", "--proto", "http", "-r", "10"],
+            "byte stream",
+        ),
+        (vec!["--transport", "tcp-per-query"], "give a rate"),
+        (
+            vec!["--transport", "tcp-per-query", "--interval", "1s"],
+            "--interval",
+        ),
+        (vec!["--tls-insecure", "-r", "10"], "--transport tls"),
+        (
+            vec!["--transport", "tls", "--tls-ca", "/nonexistent.pem"],
+            "no such file",
+        ),
+    ] {
+        let mut all = vec!["client", "127.0.0.1:9"];
+        all.extend(args);
+        let (code, _, err) = common::run(&all);
+        assert_eq!(code, 2, "{all:?}: {err}");
+        assert!(err.contains(needle), "{all:?}: {err}");
+    }
+}
+
+/// The certificate file a `throng server --tls` banner names.
+fn server_ca(srv: &common::Server) -> String {
+    srv.banner
+        .iter()
+        .find_map(|l| l.split("--tls-ca ").nth(1))
+        .map(|r| r.split(' ').next().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no --tls-ca in {:?}", srv.banner))
+}
+
+#[test]
+fn tls_against_the_reference_server_with_resumption() {
+    let srv = server(&["--mode", "pong", "--tls"]);
+    assert!(
+        srv.banner.iter().any(|l| l.contains("SHA-256 ")),
+        "{:?}",
+        srv.banner
+    );
+    let ca = server_ca(&srv);
+    let target = srv.addr.to_string();
+    let (code, out, v, _) = client(
+        "tls",
+        &[
+            &target,
+            "--transport",
+            "tls",
+            "--tls-ca",
+            &ca,
+            "--proto",
+            "ping",
+            "-c",
+            "4",
+            "--closed-loop",
+            "--max-queries-per-conn",
+            "20",
+            "--tls-resume",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let answered = n(&v, &["queries", "answered"]);
+    assert!(answered > 100, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    let recycled = n(&v, &["queries", "recycled_connections"]);
+    assert!(recycled >= 4, "{out}");
+    let established = n(&v, &["connections", "established"]);
+    // Every recycled connection is replaced, and every replacement is
+    // either still open at the end or recycled in turn.
+    assert!(
+        established >= recycled && established <= recycled + 8,
+        "{out}"
+    );
+    assert!(n(&v, &["connections", "tls_resumed"]) > 0, "{out}");
+    assert!(
+        n(&v, &["connections", "tls_handshake_us", "p50"]) > 0,
+        "{out}"
+    );
+    // All verified by their handshake, but those still shaking hands at
+    // the end.
+    let verified = n(&v, &["connections", "verified"]);
+    assert!(
+        verified <= established && verified + 4 >= established,
+        "{out}"
+    );
+}
+
+#[test]
+fn tls_with_the_wrong_ca_fails_at_once_with_the_reason() {
+    let srv = server(&["--mode", "echo", "--tls"]);
+    // A certificate of another server: not the one that signed this one.
+    let other = server(&["--mode", "echo", "--tls"]);
+    let wrong = server_ca(&other);
+    let started = std::time::Instant::now();
+    let (code, out, v, _) = client(
+        "tls-wrong-ca",
+        &[
+            &srv.addr.to_string(),
+            "--transport",
+            "tls",
+            "--tls-ca",
+            &wrong,
+            "-c",
+            "3",
+            "-r",
+            "100",
+            "-T",
+            "30s",
+        ],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "it waited: {out}"
+    );
+    assert_eq!(n(&v, &["connections", "failed", "tls"]), 3, "{out}");
+    assert!(out.contains("invalid peer certificate"), "{out}");
+    assert!(out.contains("--tls-insecure"), "the fix is named: {out}");
+    // And with --tls-insecure the same server is fine.
+    let (code, out, _, _) = client(
+        "tls-insecure",
+        &[
+            &srv.addr.to_string(),
+            "--transport",
+            "tls",
+            "--tls-insecure",
+            "-c",
+            "3",
+            "-T",
+            "200ms",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn compare_prints_one_table_and_writes_every_run() {
+    let dir = temp_dir("compare");
+    let json = dir.join("cmp.json");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "compare",
+        "-r",
+        "300",
+        "-T",
+        "1s",
+        "--warmup",
+        "0",
+        "-c",
+        "3",
+        "--max-queries-per-conn",
+        "none,10",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let header = out
+        .lines()
+        .position(|l| l.starts_with("transport") && l.contains("p99.9"))
+        .unwrap_or_else(|| panic!("no table header:\n{out}"));
+    let rows: Vec<&str> = out.lines().skip(header + 1).take(6).collect();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r.split("  ").next().unwrap().trim())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "udp",
+            "tcp-per-query",
+            "tcp",
+            "tcp (recycle 10)",
+            "tls",
+            "tls (recycle 10)"
+        ],
+        "{out}"
+    );
+    for r in &rows {
+        let cols: Vec<&str> = r.split_whitespace().collect();
+        // errors is the second-to-last column
+        assert_eq!(cols[cols.len() - 2], "0", "errors in {r}\n{out}");
+    }
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6);
+    assert_eq!(runs[1]["transport"], "tcp-per-query");
+    assert_eq!(runs[3]["max_queries_per_conn"], 10);
+    for r in runs {
+        assert!(n(&r["result"], &["queries", "answered"]) > 200, "{r}");
+        assert_eq!(r["exit_code"], 0);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
