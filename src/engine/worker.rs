@@ -1248,6 +1248,21 @@ impl Worker {
             // (Connect failures count their own query where they happen.)
             self.pq_lost(c.done + c.live());
         }
+        // Due queries it never sent go to another connection.
+        self.orphans.extend(c.waiting);
+    }
+
+    /// Hands queries that waited for a connection to the open ones.
+    fn drain_orphans(&mut self) {
+        while !self.orphans.is_empty() {
+            let Some(t) = self.traffic.as_mut().filter(|t| !t.active.is_empty()) else {
+                return;
+            };
+            t.rr = (t.rr + 1) % t.active.len();
+            let key = t.active[t.rr];
+            let intended = self.orphans.pop_front().expect("not empty");
+            self.query(key, intended);
+        }
     }
 
     // ---- tcp-per-query ---------------------------------------------------
@@ -1465,6 +1480,7 @@ impl Worker {
             }
         };
         self.roll_second(now_ns);
+        self.drain_orphans();
         let gen = self.shared.rate_gen.load(Relaxed);
         if let Some(t) = self.traffic.as_mut().filter(|t| t.rate_gen != gen) {
             t.rate_gen = gen;

@@ -1,0 +1,451 @@
+//! throng against the real servers operators run, from Debian's packages
+//! (installed by .ci/run): unbound over UDP, TCP and TLS and `throng
+//! compare` against it; nsd with a small zone over TCP; nginx with
+//! keep-alive, and with a small keepalive_requests. A missing program fails
+//! in CI and skips loudly elsewhere.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{client, output, temp_dir, which, BIN};
+use serde_json::Value;
+
+/// The program, or None after saying loudly that the test is skipped (a
+/// failure in CI, which installs it).
+fn program(name: &str, package: &str) -> Option<PathBuf> {
+    let p = which(name);
+    if p.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{name} is needed in CI (apt-get install {package}); .ci/run installs it"
+        );
+        eprintln!("SKIPPED: {name} is not installed (apt-get install {package})");
+    }
+    p
+}
+
+/// A port free for both TCP and UDP on 127.0.0.1 right now.
+fn free_port() -> u16 {
+    loop {
+        let t = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = t.local_addr().unwrap().port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A daemon we started; killed (by its pid) when the test ends.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cmd` and waits (up to 20 s) for a line containing `ready` on its
+/// stderr: the daemon's own "I am serving" message.
+fn start(cmd: &mut Command, ready: &str) -> Daemon {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn daemon");
+    let err = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = mpsc::channel();
+    let needle = ready.to_string();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for line in err.lines().map_while(Result::ok) {
+            if line.contains(&needle) {
+                let _ = tx.send(Ok(()));
+            }
+            seen.push(line);
+        }
+        let _ = tx.send(Err(seen.join("\n")));
+    });
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(Ok(())) => Daemon(child),
+        Ok(Err(log)) => panic!("{cmd:?} exited before '{ready}':\n{log}"),
+        Err(_) => panic!("{cmd:?}: no '{ready}' within 20 s"),
+    }
+}
+
+/// Waits until a TCP port accepts (nginx says nothing when it is ready).
+fn wait_listening(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::yield_now();
+    }
+}
+
+fn n(v: &Value, path: &[&str]) -> u64 {
+    let mut x = v;
+    for p in path {
+        x = &x[*p];
+    }
+    x.as_u64()
+        .unwrap_or_else(|| panic!("{}: {v}", path.join(".")))
+}
+
+fn errors(v: &Value) -> u64 {
+    v["queries"]["errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum::<u64>()
+        + n(v, &["queries", "timed_out"])
+}
+
+/// A certificate for 127.0.0.1 and localhost, made here: (cert, key) files.
+fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
+    let ck =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
+    (cert, key)
+}
+
+struct Unbound {
+    _daemon: Daemon,
+    port: u16,
+    tls_port: u16,
+    cert: PathBuf,
+    dir: PathBuf,
+}
+
+/// unbound on 127.0.0.1, answering www.example.test from local-data (no
+/// recursion), on UDP and TCP and on TLS with a certificate made here.
+fn unbound(name: &str) -> Option<Unbound> {
+    let bin = program("unbound", "unbound")?;
+    let dir = temp_dir(name);
+    let (cert, key) = certificate(&dir);
+    let (port, tls_port) = (free_port(), free_port());
+    let conf = dir.join("unbound.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "server:
+  verbosity: 1
+  interface: 127.0.0.1@{port}
+  interface: 127.0.0.1@{tls_port}
+  tls-port: {tls_port}
+  tls-service-key: \"{key}\"
+  tls-service-pem: \"{cert}\"
+  do-ip6: no
+  do-daemonize: no
+  use-syslog: no
+  logfile: \"\"
+  username: \"\"
+  chroot: \"\"
+  directory: \"{dir}\"
+  pidfile: \"\"
+  num-threads: 1
+  incoming-num-tcp: 512
+  access-control: 127.0.0.0/8 allow
+  local-zone: \"example.test.\" static
+  local-data: \"www.example.test. 60 IN A 192.0.2.80\"
+remote-control:
+  control-enable: no
+",
+            key = key.display(),
+            cert = cert.display(),
+            dir = dir.display()
+        ),
+    )
+    .unwrap();
+    let daemon = start(
+        Command::new(bin).arg("-d").arg("-c").arg(&conf),
+        "start of service",
+    );
+    Some(Unbound {
+        _daemon: daemon,
+        port,
+        tls_port,
+        cert,
+        dir,
+    })
+}
+
+#[test]
+fn unbound_answers_over_udp_tcp_and_tls() {
+    let Some(u) = unbound("unbound") else {
+        return;
+    };
+    let plain = format!("127.0.0.1:{}", u.port);
+    let tls = format!("127.0.0.1:{}", u.tls_port);
+    let ca = u.cert.display().to_string();
+    for (transport, target) in [("udp", &plain), ("tcp", &plain), ("tls", &tls)] {
+        let mut args = vec![
+            target.as_str(),
+            "--transport",
+            transport,
+            "--qname",
+            "www.example.test",
+            "-c",
+            "4",
+            "-r",
+            "500",
+            "-T",
+            "1s",
+        ];
+        if transport == "tls" {
+            args.extend(["--tls-ca", &ca]);
+        }
+        let (code, out, v, _) = client(&format!("unbound-{transport}"), &args, false);
+        assert_eq!(code, 0, "{transport}: {out}");
+        let answered = n(&v, &["queries", "answered"]);
+        assert!(answered > 300, "{transport}: {out}");
+        assert_eq!(
+            n(&v, &["dns", "rcodes", "NOERROR"]),
+            answered,
+            "{transport}: {out}"
+        );
+        assert_eq!(errors(&v), 0, "{transport}: {out}");
+    }
+    let _ = std::fs::remove_dir_all(&u.dir);
+}
+
+#[test]
+fn compare_runs_clean_against_unbound() {
+    let Some(u) = unbound("unbound-compare") else {
+        return;
+    };
+    let json = u.dir.join("compare.json");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "compare",
+        &format!("127.0.0.1:{}", u.port),
+        "--tls-port",
+        &u.tls_port.to_string(),
+        "--tls-ca",
+        u.cert.to_str().unwrap(),
+        "--qname",
+        "www.example.test",
+        "-r",
+        "300",
+        "-T",
+        "1s",
+        "--warmup",
+        "200ms",
+        "-c",
+        "4",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{out}");
+    for r in runs {
+        let res = &r["result"];
+        assert!(
+            n(res, &["queries", "answered"]) > 200,
+            "{}: {out}",
+            r["transport"]
+        );
+        assert_eq!(errors(res), 0, "{}: {out}", r["transport"]);
+        assert_eq!(r["exit_code"], 0, "{out}");
+    }
+    let _ = std::fs::remove_dir_all(&u.dir);
+}
+
+#[test]
+fn nsd_answers_its_zone_and_nxdomain_outside_it() {
+    let Some(bin) = program("nsd", "nsd") else {
+        return;
+    };
+    let dir = temp_dir("nsd");
+    let port = free_port();
+    std::fs::write(
+        dir.join("example.test.zone"),
+        "$ORIGIN example.test.\n$TTL 60\n\
+         @ IN SOA ns1 hostmaster 1 3600 600 86400 60\n\
+         @ IN NS ns1\nns1 IN A 192.0.2.53\nwww IN A 192.0.2.80\n",
+    )
+    .unwrap();
+    let conf = dir.join("nsd.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "server:
+  ip-address: 127.0.0.1@{port}
+  port: {port}
+  do-ip6: no
+  username: \"\"
+  chroot: \"\"
+  zonesdir: \"{d}\"
+  database: \"\"
+  pidfile: \"{d}/nsd.pid\"
+  xfrdfile: \"{d}/xfrd.state\"
+  zonelistfile: \"{d}/zone.list\"
+  server-count: 1
+  tcp-count: 256
+  verbosity: 2
+remote-control:
+  control-enable: no
+zone:
+  name: example.test
+  zonefile: example.test.zone
+",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let _nsd = start(
+        Command::new(bin).arg("-d").arg("-c").arg(&conf),
+        "nsd started",
+    );
+    let names = dir.join("names");
+    std::fs::write(&names, "www.example.test\nnope.example.test\n").unwrap();
+    let target = format!("127.0.0.1:{port}");
+    let (code, out, v, _) = client(
+        "nsd-client",
+        &[
+            &target,
+            "--qnames",
+            names.to_str().unwrap(),
+            "-c",
+            "2",
+            "-r",
+            "400",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let answered = n(&v, &["queries", "answered"]);
+    let ok = n(&v, &["dns", "rcodes", "NOERROR"]);
+    let nx = n(&v, &["dns", "rcodes", "NXDOMAIN"]);
+    assert!(answered > 300, "{out}");
+    assert_eq!(ok + nx, answered, "{out}");
+    // Each connection alternates the two names.
+    assert!(ok.abs_diff(nx) <= 2, "NOERROR {ok} NXDOMAIN {nx}\n{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// nginx on 127.0.0.1 with keep-alive, `keepalive_requests` as given.
+fn nginx(name: &str, keepalive_requests: u32) -> Option<(Daemon, u16, PathBuf)> {
+    let bin = program("nginx", "nginx-light")?;
+    let dir = temp_dir(name);
+    let port = free_port();
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off;
+master_process off;
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/body;
+  proxy_temp_path {d}/proxy;
+  fastcgi_temp_path {d}/fastcgi;
+  uwsgi_temp_path {d}/uwsgi;
+  scgi_temp_path {d}/scgi;
+  keepalive_requests {keepalive_requests};
+  keepalive_timeout 60s;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{ return 200 \"ok\\n\"; }}
+  }}
+}}
+",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(bin)
+        .arg("-p")
+        .arg(&dir)
+        .arg("-c")
+        .arg(&conf)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn nginx");
+    let d = Daemon(child);
+    wait_listening(port);
+    Some((d, port, dir))
+}
+
+#[test]
+fn nginx_keep_alive_at_a_fixed_rate() {
+    let Some((_nginx, port, dir)) = nginx("nginx", 1000) else {
+        return;
+    };
+    let target = format!("127.0.0.1:{port}");
+    let (code, out, v, _) = client(
+        "nginx-client",
+        &[
+            &target, "--proto", "http", "-c", "10", "-r", "500", "-T", "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let answered = n(&v, &["queries", "answered"]);
+    assert!(answered > 300, "{out}");
+    assert_eq!(n(&v, &["queries", "http_status", "200"]), answered, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    assert_eq!(n(&v, &["connections", "established"]), 10, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn nginx_closing_after_keepalive_requests_is_a_peer_close_not_a_failure() {
+    let Some((_nginx, port, dir)) = nginx("nginx-closes", 5) else {
+        return;
+    };
+    let target = format!("127.0.0.1:{port}");
+    let (code, out, v, _) = client(
+        "nginx-closes-client",
+        &[
+            &target,
+            "--proto",
+            "http",
+            "-c",
+            "10",
+            "--reconnect",
+            "-r",
+            "400",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let answered = n(&v, &["queries", "answered"]);
+    assert!(answered > 250, "{out}");
+    assert_eq!(n(&v, &["queries", "http_status", "200"]), answered, "{out}");
+    let peer_closed = n(&v, &["connections", "peer_closed"]);
+    // Five requests a connection: every closed one answered five, the ten
+    // open at the end fewer.
+    assert!(peer_closed * 5 <= answered, "{out}");
+    assert!(peer_closed * 5 + 10 * 4 >= answered, "{out}");
+    let failed: u64 = v["connections"]["failed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(failed, 0, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
