@@ -296,7 +296,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
             }
         }
         whole.targets = srv.addrs.clone();
-        Some(srv)
+        Some((srv, cfg.tls))
     } else {
         None
     };
@@ -352,7 +352,10 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         LiveView::new(a.quiet, sc.connections)
     };
     let outcome = crate::engine::run(sc.clone(), &stop, &mut live, rtt_log)?;
-    if let Some(srv) = embedded {
+    if let Some((srv, tls)) = embedded {
+        if let Some(t) = tls {
+            t.cleanup();
+        }
         srv.stop()?;
     }
     let result = RunResult::new(&whole, &sc, env, &outcome);

@@ -231,12 +231,8 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
             println!(
                 "no target given: started the embedded DNS server on {t} (udp, tcp) and {s} (tls)"
             );
-            (
-                Some((plain, secure)),
-                t,
-                s,
-                Some(a.tls_ca.clone().unwrap_or(tls.cert_file)),
-            )
+            let ca = a.tls_ca.clone().unwrap_or(tls.cert_file.clone());
+            (Some((plain, secure, tls)), t, s, Some(ca))
         }
     };
     let load = match a.rate {
@@ -303,7 +299,8 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    if let Some((plain, secure)) = servers {
+    if let Some((plain, secure, tls)) = servers {
+        tls.cleanup();
         plain.stop()?;
         secure.stop()?;
     }

@@ -55,7 +55,11 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Compare(args) => compare::run(&args),
         cli::Command::Server(args) => {
             let cfg = server::ServerConfig::from_args(&args)?;
-            server::run(&cfg).map(|()| ExitCode::SUCCESS)
+            let ran = server::run(&cfg);
+            if let Some(t) = &cfg.tls {
+                t.cleanup();
+            }
+            ran.map(|()| ExitCode::SUCCESS)
         }
     }
 }

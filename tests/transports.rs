@@ -406,3 +406,42 @@ fn compare_prints_one_table_and_writes_every_run() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn tcp_per_query_says_when_time_wait_uses_up_the_ports() {
+    // A private namespace with 100 ports and no TIME_WAIT reuse: 400
+    // queries need 400 ports for 60 s each.
+    let done = common::in_netns(|| {
+        common::set_sysctl("net.ipv4.ip_local_port_range", "40000 40099");
+        common::set_sysctl("net.ipv4.tcp_tw_reuse", "0");
+        let srv = server(&["--mode", "echo"]);
+        let target = srv.addr.to_string();
+        let (code, out, v, _) = client(
+            "per-query-tw",
+            &[
+                &target,
+                "--transport",
+                "tcp-per-query",
+                "--proto",
+                "echo",
+                "-r",
+                "200",
+                "--arrivals",
+                "constant",
+                "-T",
+                "2s",
+                "--max-failures",
+                "1000",
+            ],
+            false,
+        );
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("TIME_WAIT"), "warned before: {out}");
+        let no_port = n(&v, &["connections", "failed", "no_free_port"]);
+        assert!(no_port > 200, "{out}");
+        assert_eq!(n(&v, &["queries", "errors", "connect"]), no_port, "{out}");
+        assert!(out.contains("tcp_tw_reuse=1"), "the fix is named: {out}");
+        assert!(n(&v, &["queries", "answered"]) >= 90, "{out}");
+    });
+    let _ = done;
+}

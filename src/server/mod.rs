@@ -122,6 +122,14 @@ impl ServerTls {
         Ok(t)
     }
 
+    /// Removes the files of a certificate made at start.
+    pub fn cleanup(&self) {
+        if self.self_signed {
+            let _ = std::fs::remove_file(&self.cert_file);
+            let _ = std::fs::remove_file(&self.key_file);
+        }
+    }
+
     /// What the banner says about it, with the client flag that trusts it.
     pub fn banner(&self) -> String {
         if self.self_signed {
