@@ -256,6 +256,8 @@ pub struct Worker {
     /// connection slot, and how many connections this worker may have open.
     pq_wait: VecDeque<u64>,
     pq_share: u64,
+    /// While a read's bytes are processed: when it returned (ns).
+    read_at: Option<u64>,
     /// Intended times of queries that came due while no connection could
     /// take them but one was on its way (recycling, reconnects): the next
     /// connection ready takes them.
@@ -398,6 +400,7 @@ impl Worker {
             plain: Vec::new(),
             pq_wait: VecDeque::new(),
             orphans: VecDeque::new(),
+            read_at: None,
             pq_share: share.max(1),
             udp_slot,
             probe_codec: Codec::new(
@@ -945,6 +948,14 @@ impl Worker {
             self.read_all(key, &mut scratch, closing);
         }
         self.scratch = scratch;
+        self.read_at = None;
+        // Queries the answers let go (closed loop, a full window) leave
+        // now, before the next connection is read: the server works on
+        // them while this loop reads on, instead of both taking turns.
+        if let Some(c) = self.conns.get_mut(key).filter(|c| c.dirty && !c.blocked) {
+            c.dirty = false;
+            self.flush(key);
+        }
     }
 
     /// Receives datagrams, a batch per call, until the socket is empty.
@@ -964,6 +975,7 @@ impl Worker {
                 Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => continue,
                 Err(_) => return,
             };
+            self.read_at = Some(self.ns(Instant::now()));
             for (i, &len) in lens.iter().enumerate().take(got) {
                 bump(&self.q.bytes_in, len as u64);
                 let data = &scratch[i * slot..i * slot + len];
@@ -1086,6 +1098,8 @@ impl Worker {
             };
             conn.got_data = true;
             bump(&self.q.bytes_in, n as u64);
+            self.read_at = Some(self.ns(Instant::now()));
+            let conn = &self.conns[key];
             let alive = if conn.tls.is_some() {
                 self.on_tls_bytes(key, &scratch[..n])
             } else {
@@ -1401,6 +1415,9 @@ impl Worker {
                 continue;
             }
             self.completed(key, now_ns);
+            if self.conns.contains(key) {
+                self.after_progress(key);
+            }
         }
     }
 
@@ -1652,9 +1669,16 @@ impl Worker {
         self.send_now(key, intended);
     }
 
+    /// Now, in ns since the start: the time of the read being processed
+    /// (every answer in one read arrived together; the queries they let go
+    /// leave with it), or the clock.
+    fn now_ns(&self) -> u64 {
+        self.read_at.unwrap_or_else(|| self.ns(Instant::now()))
+    }
+
     /// Encodes and writes one query.
     fn send_now(&mut self, key: usize, intended: u64) {
-        let now = self.ns(Instant::now());
+        let now = self.now_ns();
         let Some(t) = self.traffic.as_mut() else {
             return;
         };
@@ -1717,7 +1741,7 @@ impl Worker {
 
     /// A response arrived for `qkey` (or the oldest query).
     fn answered(&mut self, key: usize, qkey: Option<u64>, status: Status) {
-        let now = self.ns(Instant::now());
+        let now = self.now_ns();
         let Some(t) = self.traffic.as_mut() else {
             return;
         };
@@ -1801,16 +1825,22 @@ impl Worker {
         let Some(t) = self.traffic.as_mut() else {
             return;
         };
-        let conn = &self.conns[key];
         if self.transport == Transport::TcpPerQuery {
             // Its one query is done: close (the client keeps TIME_WAIT).
             self.close(key);
             return;
         }
+        let conn = &mut self.conns[key];
         if let Model::ClosedLoop { think_s } = tr.model {
             if t.started.is_some() && !t.cap.is_some_and(|c| conn.queries >= c) {
-                t.think_q
-                    .push_back((key, conn.seq, now + (think_s * 1e9) as u64));
+                if think_s == 0.0 {
+                    // Due now: sent with this turn's other writes, not a
+                    // loop turn later.
+                    conn.waiting.push_back(now);
+                } else {
+                    t.think_q
+                        .push_back((key, conn.seq, now + (think_s * 1e9) as u64));
+                }
             }
         }
         if let Some(n) = tr.max_queries_per_conn {
