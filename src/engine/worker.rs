@@ -222,6 +222,7 @@ struct Traffic {
     log: Option<RttLog>,
     /// The --control rate generation applied.
     rate_gen: u64,
+    closed_loop: bool,
 }
 
 struct RttLog {
@@ -371,6 +372,7 @@ impl Worker {
                     proto: proto_name(&t.query),
                 }),
                 rate_gen: 0,
+                closed_loop: matches!(t.model, Model::ClosedLoop { .. }),
             }
         });
         let timer = Timer::new()?;
@@ -559,11 +561,16 @@ impl Worker {
                 if let Some(log) = t.log.as_mut() {
                     let _ = log.tx.send(std::mem::take(&mut log.buf));
                 }
+                let response_time = t.response_time;
                 Ok(Finished {
                     connect_time: self.connect_time,
                     tls_handshake: self.tls_handshake,
-                    response_time: t.response_time,
-                    service_time: t.service_time,
+                    service_time: if t.closed_loop {
+                        response_time.clone()
+                    } else {
+                        t.service_time
+                    },
+                    response_time,
                     send_lag: t.send_lag,
                     loop_lag: t.loop_lag,
                     statuses: t.statuses,
@@ -1774,7 +1781,11 @@ impl Worker {
         let response = us(now.saturating_sub(o.intended));
         let service = us(now.saturating_sub(o.sent));
         t.response_time.saturating_record(response);
-        t.service_time.saturating_record(service);
+        if !t.closed_loop {
+            // (In closed loop each query is sent when due: the two are the
+            // same, recorded once and copied at the end.)
+            t.service_time.saturating_record(service);
+        }
         t.sec_report.hist.saturating_record(response);
         t.sec_report.answered += 1;
         bump(&self.q.answered, 1);
@@ -1950,8 +1961,13 @@ impl Worker {
             Ok((n, payload)) => {
                 bump(&self.q.bytes_out, payload as u64);
                 if n == conn.pending_out.len() {
-                    // Nothing kept while idle.
-                    conn.pending_out = Vec::new();
+                    if self.sparse || conn.pending_out.capacity() > 16 * 1024 {
+                        // Nothing kept while idle.
+                        conn.pending_out = Vec::new();
+                    } else {
+                        // Busy: the next turn writes again; no realloc.
+                        conn.pending_out.clear();
+                    }
                 } else {
                     conn.pending_out.drain(..n);
                     conn.blocked = true;
