@@ -34,28 +34,15 @@ fn usage(msg: impl Into<String>) -> anyhow::Error {
 }
 
 fn embedded_config(transport: Transport) -> Result<ServerConfig> {
-    Ok(ServerConfig {
-        listen: vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 0))],
-        mode: Mode::Echo,
-        udp: transport == Transport::Udp,
-        workers: 1,
-        backlog: 65_535,
-        max_pending: 64 * 1024,
-        body_size: 2,
-        dns_answer: Ipv4Addr::new(192, 0, 2, 1),
-        dns_ttl: 60,
-        reply: Vec::new(),
-        on_prefix: Vec::new(),
-        stats: false,
-        stats_json: None,
-        processes: Processes::Count(1),
-        max_connections: 1_000_000,
-        child: false,
-        tls: match transport {
-            Transport::Tls => Some(crate::server::ServerTls::load(None, None)?),
-            _ => None,
-        },
-    })
+    let tls = match transport {
+        Transport::Tls => Some(crate::server::ServerTls::load(None, None)?),
+        _ => None,
+    };
+    Ok(ServerConfig::embedded(
+        Mode::Echo,
+        transport == Transport::Udp,
+        tls,
+    ))
 }
 
 /// What the preflight found wrong with a plan: each entry is the reason

@@ -5,7 +5,6 @@
 
 use std::ffi::OsString;
 use std::io::{self, Write};
-use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
@@ -13,7 +12,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{CompareArgs, Mode, Processes, Transport};
+use crate::cli::{CompareArgs, Mode, Transport};
 use crate::metrics::human_us;
 use crate::report::json::{write_atomic, RunResult};
 use crate::server::{self, ServerConfig, ServerTls};
@@ -93,25 +92,7 @@ pub fn cases(a: &CompareArgs) -> Result<Vec<Case>> {
 /// The embedded DNS server of a compare without a target: UDP and TCP on
 /// one port, TLS on another, a self-signed certificate.
 fn embedded() -> Result<(server::Running, server::Running, ServerTls)> {
-    let cfg = |tls: Option<ServerTls>, udp: bool| ServerConfig {
-        listen: vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 0))],
-        mode: Mode::Dns,
-        udp,
-        workers: 1,
-        backlog: 65_535,
-        max_pending: 64 * 1024,
-        body_size: 2,
-        dns_answer: Ipv4Addr::new(192, 0, 2, 1),
-        dns_ttl: 60,
-        reply: Vec::new(),
-        on_prefix: Vec::new(),
-        stats: false,
-        stats_json: None,
-        processes: Processes::Count(1),
-        max_connections: 1_000_000,
-        child: false,
-        tls,
-    };
+    let cfg = |tls, udp| ServerConfig::embedded(Mode::Dns, udp, tls);
     let tls = ServerTls::load(None, None)?;
     let plain = server::start(&cfg(None, true))?;
     let secure = server::start(&cfg(Some(tls.clone()), false))?;

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
-use common::{client, server, temp_dir, BIN};
+use common::{client, errors, server, temp_dir, BIN};
 use hickory_proto::op::{Message, MessageType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use serde_json::Value;
@@ -24,15 +24,6 @@ fn q(v: &Value, key: &str) -> u64 {
 
 fn lat(v: &Value, which: &str, p: &str) -> u64 {
     v["latency"][which][p].as_u64().unwrap()
-}
-
-fn errors(v: &Value) -> u64 {
-    v["queries"]["errors"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum()
 }
 
 /// Every query answered, none lost, no error.

@@ -12,26 +12,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use common::{client, output, server, temp_dir, BIN};
+use common::{client, errors, n, output, server, temp_dir, BIN};
 use serde_json::Value;
-
-fn n(v: &Value, path: &[&str]) -> u64 {
-    let mut x = v;
-    for p in path {
-        x = &x[*p];
-    }
-    x.as_u64()
-        .unwrap_or_else(|| panic!("{}: {v}", path.join(".")))
-}
-
-fn errors(v: &Value) -> u64 {
-    v["queries"]["errors"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum()
-}
 
 #[test]
 fn udp_dns_against_the_reference_server() {

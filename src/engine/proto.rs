@@ -65,6 +65,23 @@ pub enum Codec {
     },
 }
 
+/// A DNS message of a `len`-byte frame: matched by its ID; a query that
+/// came back (QR clear) is "echoed".
+fn dns_frame(message: &[u8], len: usize) -> Frame {
+    match wire::dns::response_info(message) {
+        Ok(info) => Frame::Response {
+            len,
+            key: Some(u64::from(info.id)),
+            status: if info.is_response {
+                Status::Rcode(info.rcode)
+            } else {
+                Status::Echoed
+            },
+        },
+        Err(_) => Frame::Malformed,
+    }
+}
+
 impl Codec {
     /// `hosts` are the targets as given (for HTTP Host headers).
     pub fn new(q: &Query, hosts: &[String]) -> Codec {
@@ -194,18 +211,7 @@ impl Codec {
     /// A whole datagram as one response (anything else is malformed).
     pub fn decode_datagram(&self, d: &[u8]) -> Frame {
         match self {
-            Codec::Dns { .. } => match wire::dns::response_info(d) {
-                Ok(info) => Frame::Response {
-                    len: d.len(),
-                    key: Some(u64::from(info.id)),
-                    status: if info.is_response {
-                        Status::Rcode(info.rcode)
-                    } else {
-                        Status::Echoed
-                    },
-                },
-                Err(_) => Frame::Malformed,
-            },
+            Codec::Dns { .. } => dns_frame(d, d.len()),
             _ => match self.decode(d) {
                 Frame::Response { len, key, status } if len == d.len() => {
                     Frame::Response { len, key, status }
@@ -222,18 +228,7 @@ impl Codec {
                 let Some(f) = wire::dns::tcp_frame(buf) else {
                     return Frame::Incomplete;
                 };
-                match wire::dns::response_info(f.message(buf)) {
-                    Ok(info) => Frame::Response {
-                        len: f.frame_len,
-                        key: Some(u64::from(info.id)),
-                        status: if info.is_response {
-                            Status::Rcode(info.rcode)
-                        } else {
-                            Status::Echoed
-                        },
-                    },
-                    Err(_) => Frame::Malformed,
-                }
+                dns_frame(f.message(buf), f.frame_len)
             }
             Codec::Echo { size, validate } => {
                 if buf.len() < *size {

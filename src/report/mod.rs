@@ -292,31 +292,9 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?,
         None => writeln!(out, "  ramp          not finished")?,
     }
-    let h = &o.connect_time;
-    if !h.is_empty() {
-        writeln!(
-            out,
-            "  connect time  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
-            human_us(h.value_at_quantile(0.5)),
-            human_us(h.value_at_quantile(0.9)),
-            human_us(h.value_at_quantile(0.99)),
-            human_us(h.value_at_quantile(0.999)),
-            human_us(h.max())
-        )?;
-    }
-    let h = &o.tls_handshake;
-    if !h.is_empty() {
-        writeln!(
-            out,
-            "  tls handshake p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  ({} resumed)",
-            human_us(h.value_at_quantile(0.5)),
-            human_us(h.value_at_quantile(0.9)),
-            human_us(h.value_at_quantile(0.99)),
-            human_us(h.value_at_quantile(0.999)),
-            human_us(h.max()),
-            t.tls_resumed
-        )?;
-    }
+    time_row("connect time", &o.connect_time, "", out)?;
+    let resumed = format!("  ({} resumed)", t.tls_resumed);
+    time_row("tls handshake", &o.tls_handshake, &resumed, out)?;
     writeln!(out, "  closed        {} by throng", t.closed)?;
     if t.peer_closed > 0 {
         writeln!(
@@ -364,6 +342,27 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     Ok(())
+}
+
+/// One line of connection-time percentiles (nothing when empty).
+fn time_row(
+    name: &str,
+    h: &hdrhistogram::Histogram<u64>,
+    tail: &str,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if h.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  {name:<14}p50 {}  p90 {}  p99 {}  p99.9 {}  max {}{tail}",
+        human_us(h.value_at_quantile(0.5)),
+        human_us(h.value_at_quantile(0.9)),
+        human_us(h.value_at_quantile(0.99)),
+        human_us(h.value_at_quantile(0.999)),
+        human_us(h.max())
+    )
 }
 
 fn latency_row(

@@ -262,6 +262,30 @@ impl ServerConfig {
         })
     }
 
+    /// A server started inside another command (client, compare): one
+    /// worker on 127.0.0.1, a free port, defaults otherwise.
+    pub fn embedded(mode: Mode, udp: bool, tls: Option<ServerTls>) -> ServerConfig {
+        ServerConfig {
+            listen: vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 0))],
+            mode,
+            udp,
+            workers: 1,
+            backlog: 65_535,
+            max_pending: 64 * 1024,
+            body_size: 2,
+            dns_answer: Ipv4Addr::new(192, 0, 2, 1),
+            dns_ttl: 60,
+            reply: Vec::new(),
+            on_prefix: Vec::new(),
+            stats: false,
+            stats_json: None,
+            processes: Processes::Count(1),
+            max_connections: 1_000_000,
+            child: false,
+            tls,
+        }
+    }
+
     fn responder(&self) -> Responder {
         Responder::new(
             self.mode,

@@ -226,6 +226,26 @@ pub fn client(name: &str, args: &[&str], log: bool) -> (i32, String, Value, Stri
     (code, format!("{out}\n{err}"), v, log)
 }
 
+/// A number in a JSON result, by its path.
+pub fn n(v: &Value, path: &[&str]) -> u64 {
+    let mut x = v;
+    for p in path {
+        x = &x[*p];
+    }
+    x.as_u64()
+        .unwrap_or_else(|| panic!("{}: {v}", path.join(".")))
+}
+
+/// Query errors of a JSON result, every cause summed (timeouts apart).
+pub fn errors(v: &Value) -> u64 {
+    v["queries"]["errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum()
+}
+
 /// A fresh temporary directory for one test.
 pub fn temp_dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("throng-{name}-{}", std::process::id()));
