@@ -594,7 +594,7 @@ pub struct CompareArgs {
     pub transports: Vec<Transport>,
 
     /// Queries per run (needs --rate; the run lasts QUERIES / RATE).
-    #[arg(long, value_name = "N", value_parser = parse_positive_count, conflicts_with = "duration", requires = "rate")]
+    #[arg(long, value_name = "N", value_parser = parse_positive_count, conflicts_with = "duration")]
     pub queries: Option<u64>,
 
     /// Length of each run.

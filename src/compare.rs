@@ -176,6 +176,11 @@ fn run_client(args: &[OsString], json: &Path) -> Result<(i32, Option<RunResult>,
 
 pub fn run(a: &CompareArgs) -> Result<ExitCode> {
     let cases = cases(a)?;
+    if a.queries.is_some() && a.rate.is_none() {
+        return Err(usage(
+            "--queries needs --rate (the run lasts QUERIES / RATE); with --closed-loop give -T",
+        ));
+    }
     let seconds = match (a.queries, a.rate) {
         (Some(n), Some(r)) => n as f64 / r,
         _ => a.duration.as_secs_f64(),
@@ -267,6 +272,9 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
         match result {
             Some(result) => {
                 print_row(i == 0 && runs.is_empty(), case, &result, &mut io::stdout())?;
+                if !result.queries.as_ref().is_some_and(|q| q.answered > 0) {
+                    failures.push(format!("{}: no query was answered", case.label()));
+                }
                 runs.push(Run {
                     case: case.clone(),
                     exit_code: code,

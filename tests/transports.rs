@@ -218,6 +218,7 @@ fn transport_flags_are_checked() {
             "--interval",
         ),
         (vec!["--tls-insecure", "-r", "10"], "--transport tls"),
+        (vec!["--alpn", "dot", "-r", "10"], "--transport tls"),
         (
             vec!["--transport", "tls", "--tls-ca", "/nonexistent.pem"],
             "no such file",
@@ -404,6 +405,30 @@ fn compare_prints_one_table_and_writes_every_run() {
         assert_eq!(r["exit_code"], 0);
     }
     let _ = std::fs::remove_dir_all(&dir);
+    // A run in which nothing is answered fails the comparison.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let nobody = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let (code, _, err) = output(Command::new(BIN).args([
+        "compare",
+        &nobody,
+        "--transports",
+        "udp",
+        "-r",
+        "50",
+        "-T",
+        "300ms",
+        "--warmup",
+        "0",
+        "--timeout",
+        "100ms",
+    ]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("udp: no query was answered"), "{err}");
+    let (code, _, err) =
+        output(Command::new(BIN).args(["compare", "--closed-loop", "--queries", "10"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--queries needs --rate"), "{err}");
 }
 
 #[test]
