@@ -469,3 +469,37 @@ fn tcp_per_query_says_when_time_wait_uses_up_the_ports() {
     });
     let _ = done;
 }
+
+#[test]
+fn tls_carries_replies_larger_than_its_buffers() {
+    // 256 KiB bodies: more than rustls buffers by default, each way.
+    let srv = server(&["--mode", "http", "--tls", "--body-size", "256KiB"]);
+    let (code, out, v, _) = client(
+        "tls-big",
+        &[
+            &srv.addr.to_string(),
+            "--transport",
+            "tls",
+            "--tls-insecure",
+            "--proto",
+            "http",
+            "-c",
+            "2",
+            "--closed-loop",
+            "--window",
+            "4",
+            "-T",
+            "500ms",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let answered = n(&v, &["queries", "answered"]);
+    assert!(answered > 10, "{out}");
+    assert_eq!(n(&v, &["queries", "http_status", "200"]), answered, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    assert!(
+        n(&v, &["queries", "bytes_in"]) > answered * 256 * 1024,
+        "{out}"
+    );
+}

@@ -810,7 +810,12 @@ impl Worker {
         let conn = &mut self.conns[key];
         let name = tls.names[conn.target as usize % tls.names.len()].clone();
         match rustls::ClientConnection::new(tls.config.clone(), name) {
-            Ok(c) => conn.tls = Some(Box::new(c)),
+            Ok(mut c) => {
+                // Queries are bounded by --window and sealed every turn; a
+                // limit here would drop them silently.
+                c.set_buffer_limit(None);
+                conn.tls = Some(Box::new(c));
+            }
             Err(e) => return self.tls_failed(key, &e),
         }
         conn.state = State::Handshaking;
@@ -1269,8 +1274,11 @@ impl Worker {
             // (Connect failures count their own query where they happen.)
             self.pq_lost(c.done + c.live());
         }
-        // Due queries it never sent go to another connection.
-        self.orphans.extend(c.waiting);
+        // Due queries it never sent go to another connection (with
+        // tcp-per-query the query failed with its connection: counted).
+        if self.transport != Transport::TcpPerQuery {
+            self.orphans.extend(c.waiting);
+        }
     }
 
     /// Hands queries that waited for a connection to the open ones.

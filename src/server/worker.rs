@@ -325,7 +325,12 @@ impl Worker {
         let _ = stream.set_nodelay(true);
         let tls = match &self.io.tls {
             Some(cfg) => match rustls::ServerConnection::new(cfg.clone()) {
-                Ok(c) => Some(Box::new(c)),
+                Ok(mut c) => {
+                    // Replies are sealed as soon as they are made; what waits
+                    // is bounded by --max-pending, not by rustls.
+                    c.set_buffer_limit(None);
+                    Some(Box::new(c))
+                }
                 Err(_) => {
                     bump(&self.io.stats.conn_errors, 1);
                     return;
