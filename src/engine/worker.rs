@@ -290,6 +290,9 @@ pub struct Worker {
     /// Queries are sparse per connection (--interval, or none): free a
     /// connection's query queue whenever it empties.
     sparse: bool,
+    /// Closed loop: every connection always has queries in flight, so it
+    /// keeps its output buffer between writes.
+    busy: bool,
 }
 
 fn errno_of(e: &io::Error) -> i32 {
@@ -431,6 +434,10 @@ impl Worker {
             scratch: vec![0; 64 * 1024],
             out: Vec::with_capacity(4096),
             dirty: Vec::new(),
+            busy: matches!(
+                s.scenario.traffic.as_ref().map(|t| &t.model),
+                Some(Model::ClosedLoop { .. })
+            ),
             sparse: !matches!(
                 s.scenario.traffic.as_ref().map(|t| &t.model),
                 Some(Model::OpenLoop { .. } | Model::ClosedLoop { .. })
@@ -1969,11 +1976,12 @@ impl Worker {
             Ok((n, payload)) => {
                 bump(&self.q.bytes_out, payload as u64);
                 if n == conn.pending_out.len() {
-                    if self.sparse || conn.pending_out.capacity() > 16 * 1024 {
+                    if !self.busy || conn.pending_out.capacity() > 16 * 1024 {
                         // Nothing kept while idle.
                         conn.pending_out = Vec::new();
                     } else {
-                        // Busy: the next turn writes again; no realloc.
+                        // Never idle (closed loop): the next answer sends
+                        // again; no realloc.
                         conn.pending_out.clear();
                     }
                 } else {
