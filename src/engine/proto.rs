@@ -37,6 +37,9 @@ pub enum Frame {
         len: usize,
         key: Option<u64>,
         status: Status,
+        /// The server closes the connection after this one (HTTP
+        /// `Connection: close`).
+        close: bool,
     },
     /// The bytes cannot be framed: the connection is of no further use.
     Malformed,
@@ -77,6 +80,7 @@ fn dns_frame(message: &[u8], len: usize) -> Frame {
             } else {
                 Status::Echoed
             },
+            close: false,
         },
         Err(_) => Frame::Malformed,
     }
@@ -197,25 +201,12 @@ impl Codec {
         key
     }
 
-    /// The response `frame` says the server closes after it (HTTP
-    /// `Connection: close`).
-    pub fn closes_after(&self, frame: &[u8]) -> bool {
-        match self {
-            Codec::Http { head, .. } => {
-                matches!(wire::http::parse_response_head(frame, *head), Ok(Some(h)) if h.close)
-            }
-            _ => false,
-        }
-    }
-
     /// A whole datagram as one response (anything else is malformed).
     pub fn decode_datagram(&self, d: &[u8]) -> Frame {
         match self {
             Codec::Dns { .. } => dns_frame(d, d.len()),
             _ => match self.decode(d) {
-                Frame::Response { len, key, status } if len == d.len() => {
-                    Frame::Response { len, key, status }
-                }
+                f @ Frame::Response { len, .. } if len == d.len() => f,
                 _ => Frame::Malformed,
             },
         }
@@ -253,6 +244,7 @@ impl Codec {
                     len: *size,
                     key: Some(seq),
                     status: if intact { Status::Ok } else { Status::Mismatch },
+                    close: false,
                 }
             }
             Codec::Ping => {
@@ -268,11 +260,13 @@ impl Codec {
                         len,
                         key: Some(seq),
                         status: Status::Ok,
+                        close: false,
                     },
                     None => Frame::Response {
                         len,
                         key: None,
                         status: Status::Mismatch,
+                        close: false,
                     },
                 }
             }
@@ -299,6 +293,7 @@ impl Codec {
                         len: h.head_len + body_len,
                         key: None,
                         status: Status::Http(h.status),
+                        close: h.close,
                     }
                 }
             },
@@ -308,6 +303,7 @@ impl Codec {
                         len: at + m.len(),
                         key: None,
                         status: Status::Ok,
+                        close: false,
                     },
                     None => Frame::Incomplete,
                 },
@@ -317,6 +313,7 @@ impl Codec {
                     len: buf.len(),
                     key: None,
                     status: Status::Ok,
+                    close: false,
                 },
             },
         }
@@ -429,7 +426,8 @@ mod tests {
             Frame::Response {
                 len: 4,
                 key: None,
-                status: Status::Ok
+                status: Status::Ok,
+                close: false,
             }
         );
         assert_eq!(c.decode(b"ok\r"), Frame::Incomplete);
@@ -438,7 +436,8 @@ mod tests {
             Frame::Response {
                 len: 7,
                 key: Some(5),
-                status: Status::Ok
+                status: Status::Ok,
+                close: false,
             }
         );
         assert!(matches!(

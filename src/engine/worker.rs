@@ -1160,8 +1160,9 @@ impl Worker {
                     len,
                     key: qkey,
                     status,
+                    close,
                 } => {
-                    if codec.closes_after(&input[used..used + len]) {
+                    if close {
                         self.peer_closes(key);
                     }
                     used += len;
