@@ -271,7 +271,7 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
         let (code, result, stderr) = run_client(&args, &path)?;
         match result {
             Some(result) => {
-                print_row(i == 0 && runs.is_empty(), case, &result, &mut io::stdout())?;
+                print_row(runs.is_empty(), case, &result, &mut io::stdout())?;
                 if !result.queries.as_ref().is_some_and(|q| q.answered > 0) {
                     failures.push(format!("{}: no query was answered", case.label()));
                 }
