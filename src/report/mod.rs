@@ -305,7 +305,7 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     }
     if let Some(q) = &o.queries {
         queries_summary(sc, q, out)?;
-        if sc.transport == Transport::TcpPerQuery && !o.connect_time.is_empty() {
+        if sc.transport == Transport::TcpPerQuery && !q.service_time.is_empty() {
             let service = q.service_time.mean().max(1.0);
             writeln!(
                 out,
