@@ -136,6 +136,15 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut stats_json: Option<File>
     let somaxconn = proc::sysctl_u64("net.core.somaxconn");
     let effective = somaxconn.map_or(cfg.backlog as u64, |m| m.min(cfg.backlog as u64));
     writeln!(out, "listen backlog {effective} per process")?;
+    if proc::sysctl_u64("net.ipv4.tcp_migrate_req") == Some(0) {
+        writeln!(
+            out,
+            "a full process closes its listeners so its siblings take new connections; a \
+             connection that reaches its queue in that instant is reset (the client sees \
+             half_open) unless the kernel moves it to a sibling: sysctl -w \
+             net.ipv4.tcp_migrate_req=1"
+        )?;
+    }
     out.flush()?;
     drop(out);
 

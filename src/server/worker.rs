@@ -223,11 +223,21 @@ impl Worker {
         }
     }
 
-    /// Closes this worker's listeners: the process is full.
+    /// The process is full: takes what already waits in this worker's accept
+    /// queues (the fds kept spare above `max_open` hold them), then closes
+    /// the listeners so the kernel sends new connections to the siblings.
+    /// Closing resets whatever is still queued unless the kernel migrates
+    /// it (net.ipv4.tcp_migrate_req = 1), so the queues are emptied first.
     fn close_listeners(&mut self) {
-        for l in &mut self.listeners {
-            *l = None;
+        for i in 0..self.listeners.len() {
+            self.drain(i);
+            self.listeners[i] = None;
         }
+    }
+
+    /// Accepts until listener `i`'s queue is empty, ignoring `max_open`.
+    fn drain(&mut self, i: usize) {
+        while self.accept_one(i) {}
     }
 
     /// Binds the listeners again once the process has room.
@@ -262,40 +272,49 @@ impl Worker {
         if self.accept_paused {
             return;
         }
-        loop {
-            if self.full() {
-                self.close_listeners();
+        while !self.full() {
+            if !self.accept_one(i) {
                 return;
             }
-            let Some(listener) = self.listeners[i].as_ref() else {
-                return;
-            };
-            match listener.accept() {
-                Ok((stream, _)) => self.add(stream),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                    bump(&self.io.stats.accept_no_fds, 1);
-                    if !self.shed(i) {
-                        self.accept_paused = true;
-                        return;
-                    }
+        }
+        self.close_listeners();
+    }
+
+    /// Accepts one connection from listener `i`; false when there is none
+    /// to take now (queue empty, listener closed, or accepting paused).
+    fn accept_one(&mut self, i: usize) -> bool {
+        let Some(listener) = self.listeners[i].as_ref() else {
+            return false;
+        };
+        match listener.accept() {
+            Ok((stream, _)) => {
+                self.add(stream);
+                true
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                bump(&self.io.stats.accept_no_fds, 1);
+                if self.shed(i) {
+                    return true;
                 }
-                Err(e) => {
-                    let errno = e.raw_os_error().unwrap_or(0) as usize;
-                    bump(&self.io.stats.accept_errno[errno.min(MAX_ERRNO - 1)], 1);
-                    // Errors about one connection (aborted, protocol, a
-                    // firewall's EPERM) leave the queue usable; anything
-                    // else (ENOBUFS, ENOMEM) pauses instead of spinning.
-                    let per_connection = matches!(
-                        e.raw_os_error(),
-                        Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM | libc::ETIMEDOUT)
-                    );
-                    if !per_connection {
-                        self.accept_paused = true;
-                        return;
-                    }
+                self.accept_paused = true;
+                false
+            }
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(0) as usize;
+                bump(&self.io.stats.accept_errno[errno.min(MAX_ERRNO - 1)], 1);
+                // Errors about one connection (aborted, protocol, a
+                // firewall's EPERM) leave the queue usable; anything else
+                // (ENOBUFS, ENOMEM) pauses instead of spinning.
+                let per_connection = matches!(
+                    e.raw_os_error(),
+                    Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM | libc::ETIMEDOUT)
+                );
+                if !per_connection {
+                    self.accept_paused = true;
                 }
+                per_connection
             }
         }
     }

@@ -72,6 +72,9 @@ pub struct Plan {
     pub kernel_bytes_per_connection: Option<u64>,
 }
 
+const MIGRATE_WHY: &str = "several server processes share the port and a full one closes its \
+     listeners; with 1 the connections queued on them move to a sibling instead of being reset";
+
 /// Fds a throng process keeps besides its connections.
 pub const FD_OVERHEAD: u64 = 64;
 
@@ -212,6 +215,30 @@ pub fn plan(n: u64, role: Role, kernel_bytes: Option<u64>) -> Plan {
             "under a connection storm the server answers with cookies and logs \
              \"Possible SYN flooding\": expected, and better than dropping SYNs",
         ));
+        // With several server processes a full one closes its listeners;
+        // the kernel resets what is queued on them unless it migrates it.
+        if procs > 1 {
+            checks.push(match proc::sysctl_u64("net.ipv4.tcp_migrate_req") {
+                Some(1) => check("net.ipv4.tcp_migrate_req", 1, "1", Status::Ok, MIGRATE_WHY),
+                Some(cur) => Check {
+                    set: Some("1".into()),
+                    ..check(
+                        "net.ipv4.tcp_migrate_req",
+                        cur,
+                        "1",
+                        Status::NeedsChange,
+                        MIGRATE_WHY,
+                    )
+                },
+                None => check(
+                    "net.ipv4.tcp_migrate_req",
+                    "absent (Linux < 5.14)",
+                    "1",
+                    Status::CannotTell,
+                    MIGRATE_WHY,
+                ),
+            });
+        }
     }
     if role.client() {
         let (lo, hi) = sources::port_range();
