@@ -6,6 +6,7 @@
 //! a connection; workers never wait on it.
 
 mod connector;
+mod deadlines;
 mod pacer;
 mod proto;
 mod worker;

@@ -29,6 +29,7 @@ use rand_pcg::Pcg64Mcg;
 use slab::Slab;
 use socket2::Socket;
 
+use super::deadlines::{Deadlines, Entry};
 use super::pacer::Pacer;
 use super::proto::{Codec, Frame, Status};
 use super::{connector, SecondReport};
@@ -109,6 +110,8 @@ struct Outstanding {
     intended: u64,
     sent: u64,
     timed_out: bool,
+    /// Its place in the worker's deadlines (until it times out).
+    deadline: u32,
 }
 
 /// One connection. Idle, it holds no buffer: the deques and vectors
@@ -209,7 +212,7 @@ struct Traffic {
     active: Vec<usize>,
     interval_q: VecDeque<(usize, u64, u64)>,
     think_q: VecDeque<(usize, u64, u64)>,
-    timeout_q: VecDeque<(usize, u64, u64, u64)>,
+    deadlines: Deadlines,
     response_time: Histogram<u64>,
     service_time: Histogram<u64>,
     send_lag: Histogram<u64>,
@@ -359,7 +362,7 @@ impl Worker {
                 active: Vec::new(),
                 interval_q: VecDeque::new(),
                 think_q: VecDeque::new(),
-                timeout_q: VecDeque::new(),
+                deadlines: Deadlines::default(),
                 response_time: hist(),
                 service_time: hist(),
                 send_lag: new_histogram(),
@@ -1277,6 +1280,9 @@ impl Worker {
             if c.active_pos != NOT_ACTIVE {
                 remove_active(t, &mut self.conns, c.active_pos);
             }
+            for o in c.outstanding.iter().filter(|o| !o.timed_out) {
+                t.deadlines.remove(o.deadline);
+            }
         }
         if c.state != State::Connecting {
             // (Connect failures count their own query where they happen.)
@@ -1405,13 +1411,14 @@ impl Worker {
         }
         let now_ns = self.ns(now);
         while let Some(t) = self.traffic.as_mut() {
-            let Some(&(key, seq, qkey, at)) = t.timeout_q.front() else {
+            let Some(Entry {
+                conn: key,
+                seq,
+                query: qkey,
+            }) = t.deadlines.pop_due(now_ns)
+            else {
                 break;
             };
-            if at > now_ns {
-                break;
-            }
-            t.timeout_q.pop_front();
             let Some(c) = self.conns.get_mut(key).filter(|c| c.seq == seq) else {
                 continue;
             };
@@ -1484,7 +1491,7 @@ impl Worker {
                         consider(self.at(at));
                     }
                 }
-                if let Some(&(_, _, _, at)) = tr.timeout_q.front() {
+                if let Some((at, _)) = tr.deadlines.first() {
                     consider(self.at(at));
                 }
                 // The per-second report.
@@ -1744,14 +1751,21 @@ impl Worker {
         if lag > LATE_NS {
             bump(&self.q.sent_late, 1);
         }
+        let deadline = t.deadlines.push(
+            now + t.timeout_ns,
+            Entry {
+                conn: key,
+                seq: conn.seq,
+                query: qkey,
+            },
+        );
         conn.outstanding.push_back(Outstanding {
             key: qkey,
             intended,
             sent: now,
             timed_out: false,
+            deadline,
         });
-        t.timeout_q
-            .push_back((key, conn.seq, qkey, now + t.timeout_ns));
         t.sec_report.sent += 1;
         bump(&self.q.sent, 1);
         let retire = (t.cap.is_some_and(|c| conn.queries >= c) && conn.active_pos != NOT_ACTIVE)
@@ -1783,6 +1797,9 @@ impl Worker {
             t.sec_report.errors += 1;
             return;
         };
+        if !o.timed_out {
+            t.deadlines.remove(o.deadline);
+        }
         if conn.outstanding.is_empty() && self.sparse {
             // Nothing in flight on a connection that queries now and then:
             // hold no buffer until the next query.
