@@ -213,7 +213,14 @@ struct Traffic {
     interval_q: VecDeque<(usize, u64, u64)>,
     think_q: VecDeque<(usize, u64, u64)>,
     deadlines: Deadlines,
+    /// Response times of the current second, at full precision: each
+    /// answer is recorded once, here; each second is then added to
+    /// `response_time` and, coarser, to its report.
+    second_hist: Histogram<u64>,
     response_time: Histogram<u64>,
+    /// Queries sent the instant they were due (closed loop: all of them),
+    /// counted and added to `send_lag` at the end instead of one by one.
+    on_time: u64,
     service_time: Histogram<u64>,
     send_lag: Histogram<u64>,
     loop_lag: Histogram<u64>,
@@ -226,6 +233,24 @@ struct Traffic {
     /// The --control rate generation applied.
     rate_gen: u64,
     closed_loop: bool,
+}
+
+impl Traffic {
+    /// Ends a second: its answers go into the run's histogram and, at the
+    /// report's precision, into its report (the buckets nest, so this is
+    /// what recording there directly would give).
+    fn fold_second(&mut self, report: &mut SecondReport) {
+        if self.second_hist.is_empty() {
+            return;
+        }
+        let _ = self.response_time.add(&self.second_hist);
+        for v in self.second_hist.iter_recorded() {
+            report
+                .hist
+                .saturating_record_n(v.value_iterated_to(), v.count_at_value());
+        }
+        self.second_hist.reset();
+    }
 }
 
 struct RttLog {
@@ -363,6 +388,8 @@ impl Worker {
                 interval_q: VecDeque::new(),
                 think_q: VecDeque::new(),
                 deadlines: Deadlines::default(),
+                second_hist: hist(),
+                on_time: 0,
                 response_time: hist(),
                 service_time: hist(),
                 send_lag: new_histogram(),
@@ -566,8 +593,10 @@ impl Worker {
         bump(&self.counters.closed, held);
         match self.traffic.take() {
             Some(mut t) => {
-                let last = std::mem::replace(&mut t.sec_report, SecondReport::new(0));
+                let mut last = std::mem::replace(&mut t.sec_report, SecondReport::new(0));
+                t.fold_second(&mut last);
                 let _ = t.reports.send(last);
+                let _ = t.send_lag.record_n(0, t.on_time);
                 if let Some(log) = t.log.as_mut() {
                     let _ = log.tx.send(std::mem::take(&mut log.buf));
                 }
@@ -1522,6 +1551,7 @@ impl Worker {
                 t.started = Some(s);
                 t.sec = now_ns / 1_000_000_000;
                 t.sec_report = SecondReport::new(t.sec);
+                t.second_hist.reset();
                 self.begin_traffic(s);
                 s
             }
@@ -1668,7 +1698,8 @@ impl Worker {
         let sec = now_ns / 1_000_000_000;
         while t.sec < sec {
             let next = SecondReport::new(t.sec + 1);
-            let done = std::mem::replace(&mut t.sec_report, next);
+            let mut done = std::mem::replace(&mut t.sec_report, next);
+            t.fold_second(&mut done);
             let _ = t.reports.send(done);
             t.sec += 1;
         }
@@ -1747,9 +1778,13 @@ impl Worker {
             now
         };
         let lag = now.saturating_sub(intended);
-        t.send_lag.saturating_record(us(lag));
-        if lag > LATE_NS {
-            bump(&self.q.sent_late, 1);
+        if lag == 0 {
+            t.on_time += 1;
+        } else {
+            t.send_lag.saturating_record(us(lag));
+            if lag > LATE_NS {
+                bump(&self.q.sent_late, 1);
+            }
         }
         let deadline = t.deadlines.push(
             now + t.timeout_ns,
@@ -1813,13 +1848,12 @@ impl Worker {
         conn.done += 1;
         let response = us(now.saturating_sub(o.intended));
         let service = us(now.saturating_sub(o.sent));
-        t.response_time.saturating_record(response);
+        t.second_hist.saturating_record(response);
         if !t.closed_loop {
             // (In closed loop each query is sent when due: the two are the
             // same, recorded once and copied at the end.)
             t.service_time.saturating_record(service);
         }
-        t.sec_report.hist.saturating_record(response);
         t.sec_report.answered += 1;
         bump(&self.q.answered, 1);
         let label = match status {
