@@ -1827,7 +1827,11 @@ impl Worker {
             conn.unproven = false;
             bump(&self.counters.verified, 1);
         }
-        let Some(o) = idx.and_then(|i| conn.outstanding.remove(i)) else {
+        // Answers mostly come in order: the oldest leaves from the front.
+        let Some(o) = idx.and_then(|i| match i {
+            0 => conn.outstanding.pop_front(),
+            i => conn.outstanding.remove(i),
+        }) else {
             bump(&self.q.errors[E_UNMATCHED], 1);
             t.sec_report.errors += 1;
             return;
