@@ -315,6 +315,72 @@ fn validate_catches_a_corrupting_echo_server() {
     assert!(out.contains("mismatch"), "{out}");
 }
 
+/// An HTTP server that waits for two requests on each connection, answers
+/// the first with `Connection: close` and closes: the second crossed that
+/// answer on the wire, as a request sent just before a keep-alive limit's
+/// close does.
+fn closing_after_one_http_server() -> SocketAddr {
+    common::peer(|mut s| {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while got.windows(4).filter(|w| w == b"\r\n\r\n").count() < 2 {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ =
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n");
+    })
+}
+
+#[test]
+fn a_query_that_crossed_the_servers_close_is_sent_again() {
+    let addr = closing_after_one_http_server();
+    let (code, out, v, _) = client(
+        "crossed-close",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "http",
+            "-c",
+            "2",
+            "--reconnect",
+            "-r",
+            "200",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let answered = q(&v, "answered");
+    assert!(answered > 50, "{out}");
+    // Every connection answered one query and closed as it said it would:
+    // none failed, no query was lost with its connection; each query the
+    // server left was sent again and counted once. (At the end a couple
+    // per connection may still wait for its replacement: due, never sent.)
+    let peer_closed = common::n(&v, &["connections", "peer_closed"]);
+    assert!(
+        peer_closed + 2 >= answered && peer_closed <= answered,
+        "{out}"
+    );
+    let errs = &v["queries"]["errors"];
+    assert_eq!(errs["conn_lost"].as_u64().unwrap_or(0), 0, "{out}");
+    let unsent = errs["no_connection"].as_u64().unwrap_or(0);
+    assert!(unsent * 10 <= answered && errors(&v) == unsent, "{out}");
+    assert!(v["connections"]["failed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .all(|n| n == 0));
+    assert_eq!(
+        q(&v, "sent"),
+        answered + q(&v, "timed_out") + q(&v, "in_flight_at_end"),
+        "{out}"
+    );
+}
+
 /// (connection, sent_us, rtt_us) of every answered query in an RTT log.
 fn log_rows(log: &str) -> Vec<(u64, u64, u64)> {
     log.lines()

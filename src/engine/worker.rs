@@ -10,7 +10,8 @@
 //! query, lifetime) and intervals are constant per run, so each kind is a
 //! FIFO of deadlines in start order: O(1) per event, no timer wheel. Entries
 //! of connections that moved on are skipped lazily (they carry the attempt
-//! number).
+//! number). Query timeouts keep one entry per connection with queries in
+//! flight instead (see `deadlines`): an answer then costs nothing there.
 //!
 //! Times inside the worker are u64 nanoseconds since the run's start.
 
@@ -110,8 +111,6 @@ struct Outstanding {
     intended: u64,
     sent: u64,
     timed_out: bool,
-    /// Its place in the worker's deadlines (until it times out).
-    deadline: u32,
 }
 
 /// One connection. Idle, it holds no buffer: the deques and vectors
@@ -153,6 +152,9 @@ struct Conn {
     /// The socket refused bytes: wait for it to become writable.
     blocked: bool,
     outstanding: VecDeque<Outstanding>,
+    /// Its entry in the worker's deadlines: set whenever a query is in
+    /// flight, at or before the oldest one's deadline.
+    deadline: Option<u32>,
     /// Intended times of due queries not sent yet (window full or socket
     /// busy): they keep their place and their intended time.
     waiting: VecDeque<u64>,
@@ -765,6 +767,7 @@ impl Worker {
             dirty: false,
             blocked: false,
             outstanding: VecDeque::new(),
+            deadline: None,
             waiting: VecDeque::new(),
         });
         self.inflight += 1;
@@ -1268,9 +1271,14 @@ impl Worker {
             self.resolved(initial);
         }
         let c = &self.conns[key];
-        if bucket == Bucket::ClosedByPeer && c.state == State::Held && c.done > 0 && c.live() == 0 {
-            // It answered all it was sent, then closed (a keep-alive limit,
-            // an idle timeout): the server's right, not a failure.
+        // (After an announced close the server may also reset: queries
+        // that crossed its last answer arrived at a closed socket.)
+        let announced = c.peer_closing && matches!(bucket, Bucket::ClosedByPeer | Bucket::Reset)
+            || bucket == Bucket::ClosedByPeer && c.done > 0 && c.live() == 0;
+        if c.state == State::Held && announced {
+            // It answered all it was sent, or said its last answer was its
+            // last, then closed (a keep-alive limit, an idle timeout): the
+            // server's right, not a failure.
             bump(&self.counters.peer_closed, 1);
         } else {
             self.counters.fail(bucket);
@@ -1302,15 +1310,30 @@ impl Worker {
             self.shared.closed();
         }
         let live = c.live();
-        if live > 0 {
+        let untaken = c.peer_closing && self.transport != Transport::TcpPerQuery;
+        if live > 0 && !untaken {
             bump(&self.q.errors[E_CONN_LOST], live);
         }
         if let Some(t) = self.traffic.as_mut() {
+            if live > 0 && untaken {
+                // The server had said its last answer was its last (HTTP
+                // `Connection: close`): queries that crossed that answer on
+                // the wire never reached its work. They count as not sent;
+                // in open loop they are due again on another connection
+                // with their intended time (closed loop's replacement
+                // connection starts its own).
+                self.q.sent.store(self.q.sent.load(Relaxed) - live, Relaxed);
+                t.sec_report.sent = t.sec_report.sent.saturating_sub(live);
+                if !t.closed_loop {
+                    let due = c.outstanding.iter().filter(|o| !o.timed_out);
+                    self.orphans.extend(due.map(|o| o.intended));
+                }
+            }
             if c.active_pos != NOT_ACTIVE {
                 remove_active(t, &mut self.conns, c.active_pos);
             }
-            for o in c.outstanding.iter().filter(|o| !o.timed_out) {
-                t.deadlines.remove(o.deadline);
+            if let Some(id) = c.deadline {
+                t.deadlines.remove(id);
             }
         }
         if c.state != State::Connecting {
@@ -1440,23 +1463,32 @@ impl Worker {
         }
         let now_ns = self.ns(now);
         while let Some(t) = self.traffic.as_mut() {
-            let Some(Entry {
-                conn: key,
-                seq,
-                query: qkey,
-            }) = t.deadlines.pop_due(now_ns)
-            else {
+            let Some(Entry { conn: key, seq }) = t.deadlines.pop_due(now_ns) else {
                 break;
             };
             let Some(c) = self.conns.get_mut(key).filter(|c| c.seq == seq) else {
                 continue;
             };
+            c.deadline = None;
+            self.time_out_overdue(key, now_ns);
+            self.set_deadline(key);
+        }
+    }
+
+    /// Times out the queries of `key` past their deadline, oldest first.
+    fn time_out_overdue(&mut self, key: usize, now_ns: u64) {
+        loop {
+            let (Some(t), Some(c)) = (self.traffic.as_mut(), self.conns.get_mut(key)) else {
+                return;
+            };
+            let timeout_ns = t.timeout_ns;
             let Some(o) = c
                 .outstanding
                 .iter_mut()
-                .find(|o| o.key == qkey && !o.timed_out)
+                .find(|o| !o.timed_out)
+                .filter(|o| o.sent + timeout_ns <= now_ns)
             else {
-                continue;
+                return;
             };
             o.timed_out = true;
             let o = *o;
@@ -1471,12 +1503,30 @@ impl Worker {
                 if self.sc.reconnect {
                     self.reconnects_owed += 1;
                 }
-                continue;
+                return;
             }
             self.completed(key, now_ns);
             if self.conns.contains(key) {
                 self.after_progress(key);
             }
+        }
+    }
+
+    /// Sets the deadline of `key` at its oldest query in flight (none when
+    /// nothing is in flight).
+    fn set_deadline(&mut self, key: usize) {
+        let (Some(t), Some(c)) = (self.traffic.as_mut(), self.conns.get_mut(key)) else {
+            return;
+        };
+        if let Some(id) = c.deadline.take() {
+            t.deadlines.remove(id);
+        }
+        if let Some(o) = c.outstanding.iter().find(|o| !o.timed_out) {
+            let entry = Entry {
+                conn: key,
+                seq: c.seq,
+            };
+            c.deadline = Some(t.deadlines.push(o.sent + t.timeout_ns, entry));
         }
     }
 
@@ -1786,20 +1836,19 @@ impl Worker {
                 bump(&self.q.sent_late, 1);
             }
         }
-        let deadline = t.deadlines.push(
-            now + t.timeout_ns,
-            Entry {
+        if conn.deadline.is_none() {
+            // Nothing else in flight here: this query is the oldest.
+            let entry = Entry {
                 conn: key,
                 seq: conn.seq,
-                query: qkey,
-            },
-        );
+            };
+            conn.deadline = Some(t.deadlines.push(now + t.timeout_ns, entry));
+        }
         conn.outstanding.push_back(Outstanding {
             key: qkey,
             intended,
             sent: now,
             timed_out: false,
-            deadline,
         });
         t.sec_report.sent += 1;
         bump(&self.q.sent, 1);
@@ -1836,9 +1885,6 @@ impl Worker {
             t.sec_report.errors += 1;
             return;
         };
-        if !o.timed_out {
-            t.deadlines.remove(o.deadline);
-        }
         if conn.outstanding.is_empty() && self.sparse {
             // Nothing in flight on a connection that queries now and then:
             // hold no buffer until the next query.
