@@ -97,8 +97,25 @@ fn head_end(buf: &[u8]) -> Result<Option<usize>, HttpError> {
 }
 
 fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TCHAR[usize::from(b)]
 }
+
+/// RFC 9110 token characters, by byte.
+static TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = (i as u8).is_ascii_alphanumeric();
+        i += 1;
+    }
+    let extra = b"!#$%&'*+-.^_`|~";
+    let mut j = 0;
+    while j < extra.len() {
+        t[extra[j] as usize] = true;
+        j += 1;
+    }
+    t
+};
 
 fn trim(mut s: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = s {
