@@ -69,31 +69,50 @@ pub struct ResponseHead {
 /// Finds the end of the head: the offset just past the empty line.
 /// Lines may end in CRLF or a bare LF (RFC 9112 2.2 allows accepting it).
 fn head_end(buf: &[u8]) -> Result<Option<usize>, HttpError> {
-    let mut line_start = 0;
     let limit = buf.len().min(MAX_HEAD);
-    let mut i = 0;
-    while i < limit {
-        if buf[i] == b'\n' {
-            let line = &buf[line_start..i];
-            if line.is_empty() || line == b"\r" {
-                if line_start == 0 {
-                    // Leading empty lines before a request are allowed
-                    // (RFC 9112 2.2); treat as part of the head.
-                    line_start = i + 1;
-                    i += 1;
-                    continue;
-                }
-                return Ok(Some(i + 1));
-            }
-            line_start = i + 1;
+    // The head ends at "\n\n" or "\n\r\n" that is not at its very start
+    // (leading empty lines are allowed, RFC 9112 2.2). Scanned a word at a
+    // time for "\n".
+    let mut from = 0;
+    let mut line_start = 0;
+    while let Some(i) = find_lf(&buf[..limit], from) {
+        let line = &buf[line_start..i];
+        if (line.is_empty() || line == b"\r") && line_start != 0 {
+            return Ok(Some(i + 1));
         }
-        i += 1;
+        line_start = i + 1;
+        from = i + 1;
     }
     if buf.len() >= MAX_HEAD {
         Err(HttpError::HeadTooLarge)
     } else {
         Ok(None)
     }
+}
+
+/// The first `\n` in `s` at or after `from`: eight bytes at a time (a
+/// word has a zero byte where it equals `\n`), the rest one by one.
+#[inline]
+fn find_lf(s: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut i = from;
+    while let Some(chunk) = s.get(i..i + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        let x = word ^ (ONES * u64::from(b'\n'));
+        let zero = x.wrapping_sub(ONES) & !x & HIGHS;
+        if zero != 0 {
+            return Some(i + zero.trailing_zeros() as usize / 8);
+        }
+        i += 8;
+    }
+    while i < s.len() {
+        if s[i] == b'\n' {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
 }
 
 fn is_tchar(b: u8) -> bool {
@@ -137,11 +156,46 @@ fn parse_u64(s: &[u8]) -> Option<u64> {
 }
 
 /// Lines of a head (without line endings), skipping leading empty lines.
-fn lines(head: &[u8]) -> impl Iterator<Item = &[u8]> {
-    head.split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-        .skip_while(|l| l.is_empty())
-        .take_while(|l| !l.is_empty())
+fn lines(head: &[u8]) -> Lines<'_> {
+    Lines {
+        head,
+        pos: 0,
+        started: false,
+    }
+}
+
+/// The lines of a head up to the empty line that ends it (a plain loop:
+/// this runs for every request the server answers).
+struct Lines<'a> {
+    head: &'a [u8],
+    pos: usize,
+    started: bool,
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let head = self.head;
+        while self.pos < head.len() {
+            let start = self.pos;
+            let end = find_lf(head, start).unwrap_or(head.len());
+            self.pos = end + 1;
+            let mut line = &head[start..end];
+            if let [rest @ .., b'\r'] = line {
+                line = rest;
+            }
+            if !line.is_empty() {
+                self.started = true;
+                return Some(line);
+            }
+            if self.started {
+                self.pos = head.len();
+                return None;
+            }
+        }
+        None
+    }
 }
 
 /// What the framing headers say.
@@ -213,11 +267,16 @@ pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead>, HttpError> 
     };
     let mut lines = lines(&buf[..head_len]);
     let request_line = lines.next().ok_or(HttpError::RequestLine)?;
-    let mut parts = request_line.split(|&b| b == b' ');
-    let (Some(method), Some(target), Some(ver), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(HttpError::RequestLine);
+    // method SP target SP version: a space more ends up in the version,
+    // which then is not "HTTP/1.x".
+    let space = |s: &[u8]| s.iter().position(|&b| b == b' ');
+    let (method, rest) = match space(request_line) {
+        Some(i) => (&request_line[..i], &request_line[i + 1..]),
+        None => return Err(HttpError::RequestLine),
+    };
+    let (target, ver) = match space(rest) {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => return Err(HttpError::RequestLine),
     };
     if method.is_empty()
         || !method.iter().all(|&b| is_tchar(b))
@@ -226,7 +285,13 @@ pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead>, HttpError> 
     {
         return Err(HttpError::RequestLine);
     }
-    let minor = version(ver)?;
+    let minor = version(ver).map_err(|e| {
+        if ver.contains(&b' ') {
+            HttpError::RequestLine
+        } else {
+            e
+        }
+    })?;
     let f = framing(lines)?;
     let body = if f.chunked {
         Body::Chunked
@@ -436,6 +501,15 @@ mod tests {
     fn malformed_requests() {
         assert_eq!(req("GARBAGE\r\n\r\n"), Err(HttpError::RequestLine));
         assert_eq!(req("GET / HTTP/2.0\r\n\r\n"), Err(HttpError::Version));
+        assert_eq!(req("GET /\r\n\r\n"), Err(HttpError::RequestLine));
+        assert_eq!(req("GET / HTTP/1.1 x\r\n\r\n"), Err(HttpError::RequestLine));
+        assert_eq!(req("GET  / HTTP/1.1\r\n\r\n"), Err(HttpError::RequestLine));
+        // A leading empty line, bare LF endings, a head split anywhere.
+        let full = "\r\nGET / HTTP/1.1\nHost: a\r\n\n";
+        assert_eq!(req(full).unwrap().unwrap().head_len, full.len());
+        for cut in 0..full.len() {
+            assert_eq!(req(&full[..cut]), Ok(None), "cut at {cut}");
+        }
         assert_eq!(
             req("GET / HTTP/1.1\r\nNoColon\r\n\r\n"),
             Err(HttpError::Header)
