@@ -152,15 +152,25 @@ struct Conn {
     /// The socket refused bytes: wait for it to become writable.
     blocked: bool,
     outstanding: VecDeque<Outstanding>,
-    /// Its entry in the worker's deadlines: set whenever a query is in
-    /// flight, at or before the oldest one's deadline.
-    deadline: Option<u32>,
+    /// Its entry in the worker's deadlines (or NO_DEADLINE): set whenever
+    /// a query is in flight, at or before the oldest one's deadline. (A
+    /// plain u32: an Option would add 8 bytes to every connection.)
+    deadline: u32,
     /// Intended times of due queries not sent yet (window full or socket
     /// busy): they keep their place and their intended time.
     waiting: VecDeque<u64>,
 }
 
+/// `Conn::deadline` when it has none.
+const NO_DEADLINE: u32 = u32::MAX;
+
 impl Conn {
+    /// Takes its deadline entry's id, leaving none.
+    fn take_deadline(&mut self) -> Option<u32> {
+        let id = std::mem::replace(&mut self.deadline, NO_DEADLINE);
+        (id != NO_DEADLINE).then_some(id)
+    }
+
     fn live(&self) -> u64 {
         self.outstanding.len() as u64 - u64::from(self.ghosts)
     }
@@ -218,7 +228,7 @@ struct Traffic {
     /// Response times of the current second, at full precision: each
     /// answer is recorded once, here; each second is then added to
     /// `response_time` and, coarser, to its report.
-    second_hist: Histogram<u64>,
+    second_hist: Histogram<u32>,
     response_time: Histogram<u64>,
     /// Queries sent the instant they were due (closed loop: all of them),
     /// counted and added to `send_lag` at the end instead of one by one.
@@ -245,11 +255,11 @@ impl Traffic {
         if self.second_hist.is_empty() {
             return;
         }
-        let _ = self.response_time.add(&self.second_hist);
         for v in self.second_hist.iter_recorded() {
-            report
-                .hist
-                .saturating_record_n(v.value_iterated_to(), v.count_at_value());
+            let (value, n) = (v.value_iterated_to(), u64::from(v.count_at_value()));
+            // Same bounds and precision: the same bucket, exactly.
+            self.response_time.saturating_record_n(value, n);
+            report.hist.saturating_record_n(value, n);
         }
         self.second_hist.reset();
     }
@@ -390,7 +400,8 @@ impl Worker {
                 interval_q: VecDeque::new(),
                 think_q: VecDeque::new(),
                 deadlines: Deadlines::default(),
-                second_hist: hist(),
+                // (u32 counts: a second's, half the memory.)
+                second_hist: Histogram::new_with_bounds(1, highest, 3).expect("valid bounds"),
                 on_time: 0,
                 response_time: hist(),
                 service_time: hist(),
@@ -767,7 +778,7 @@ impl Worker {
             dirty: false,
             blocked: false,
             outstanding: VecDeque::new(),
-            deadline: None,
+            deadline: NO_DEADLINE,
             waiting: VecDeque::new(),
         });
         self.inflight += 1;
@@ -1332,8 +1343,8 @@ impl Worker {
             if c.active_pos != NOT_ACTIVE {
                 remove_active(t, &mut self.conns, c.active_pos);
             }
-            if let Some(id) = c.deadline {
-                t.deadlines.remove(id);
+            if c.deadline != NO_DEADLINE {
+                t.deadlines.remove(c.deadline);
             }
         }
         if c.state != State::Connecting {
@@ -1469,7 +1480,7 @@ impl Worker {
             let Some(c) = self.conns.get_mut(key).filter(|c| c.seq == seq) else {
                 continue;
             };
-            c.deadline = None;
+            c.deadline = NO_DEADLINE;
             self.time_out_overdue(key, now_ns);
             self.set_deadline(key);
         }
@@ -1518,7 +1529,7 @@ impl Worker {
         let (Some(t), Some(c)) = (self.traffic.as_mut(), self.conns.get_mut(key)) else {
             return;
         };
-        if let Some(id) = c.deadline.take() {
+        if let Some(id) = c.take_deadline() {
             t.deadlines.remove(id);
         }
         if let Some(o) = c.outstanding.iter().find(|o| !o.timed_out) {
@@ -1526,7 +1537,7 @@ impl Worker {
                 conn: key,
                 seq: c.seq,
             };
-            c.deadline = Some(t.deadlines.push(o.sent + t.timeout_ns, entry));
+            c.deadline = t.deadlines.push(o.sent + t.timeout_ns, entry);
         }
     }
 
@@ -1836,13 +1847,13 @@ impl Worker {
                 bump(&self.q.sent_late, 1);
             }
         }
-        if conn.deadline.is_none() {
+        if conn.deadline == NO_DEADLINE {
             // Nothing else in flight here: this query is the oldest.
             let entry = Entry {
                 conn: key,
                 seq: conn.seq,
             };
-            conn.deadline = Some(t.deadlines.push(now + t.timeout_ns, entry));
+            conn.deadline = t.deadlines.push(now + t.timeout_ns, entry);
         }
         conn.outstanding.push_back(Outstanding {
             key: qkey,
@@ -1885,6 +1896,13 @@ impl Worker {
             t.sec_report.errors += 1;
             return;
         };
+        if conn.live() == 0 {
+            // Nothing left in flight: no deadline to keep (a connection that
+            // queries now and then holds no entry between its queries).
+            if let Some(id) = conn.take_deadline() {
+                t.deadlines.remove(id);
+            }
+        }
         if conn.outstanding.is_empty() && self.sparse {
             // Nothing in flight on a connection that queries now and then:
             // hold no buffer until the next query.
