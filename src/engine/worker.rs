@@ -1316,7 +1316,7 @@ impl Worker {
     }
 
     fn drop_conn(&mut self, key: usize) {
-        let c = self.conns.remove(key);
+        let mut c = self.conns.remove(key);
         if c.state != State::Connecting {
             self.shared.closed();
         }
@@ -1343,8 +1343,8 @@ impl Worker {
             if c.active_pos != NOT_ACTIVE {
                 remove_active(t, &mut self.conns, c.active_pos);
             }
-            if c.deadline != NO_DEADLINE {
-                t.deadlines.remove(c.deadline);
+            if let Some(id) = c.take_deadline() {
+                t.deadlines.remove(id);
             }
         }
         if c.state != State::Connecting {

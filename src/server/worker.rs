@@ -230,14 +230,10 @@ impl Worker {
     /// it (net.ipv4.tcp_migrate_req = 1), so the queues are emptied first.
     fn close_listeners(&mut self) {
         for i in 0..self.listeners.len() {
-            self.drain(i);
+            // (Past `max_open`: the spare fds hold these.)
+            while self.accept_one(i) {}
             self.listeners[i] = None;
         }
-    }
-
-    /// Accepts until listener `i`'s queue is empty, ignoring `max_open`.
-    fn drain(&mut self, i: usize) {
-        while self.accept_one(i) {}
     }
 
     /// Binds the listeners again once the process has room.

@@ -218,25 +218,16 @@ pub fn plan(n: u64, role: Role, kernel_bytes: Option<u64>) -> Plan {
         // With several server processes a full one closes its listeners;
         // the kernel resets what is queued on them unless it migrates it.
         if procs > 1 {
-            checks.push(match proc::sysctl_u64("net.ipv4.tcp_migrate_req") {
-                Some(1) => check("net.ipv4.tcp_migrate_req", 1, "1", Status::Ok, MIGRATE_WHY),
-                Some(cur) => Check {
-                    set: Some("1".into()),
-                    ..check(
-                        "net.ipv4.tcp_migrate_req",
-                        cur,
-                        "1",
-                        Status::NeedsChange,
-                        MIGRATE_WHY,
-                    )
-                },
-                None => check(
-                    "net.ipv4.tcp_migrate_req",
-                    "absent (Linux < 5.14)",
-                    "1",
-                    Status::CannotTell,
-                    MIGRATE_WHY,
-                ),
+            let migrate = proc::sysctl_u64("net.ipv4.tcp_migrate_req");
+            let (current, status) = match migrate {
+                Some(1) => ("1".to_string(), Status::Ok),
+                Some(cur) => (cur.to_string(), Status::NeedsChange),
+                None => ("absent (Linux < 5.14)".to_string(), Status::CannotTell),
+            };
+            let name = "net.ipv4.tcp_migrate_req";
+            checks.push(Check {
+                set: (status == Status::NeedsChange).then(|| "1".to_string()),
+                ..check(name, current, "1", status, MIGRATE_WHY)
             });
         }
     }
