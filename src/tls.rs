@@ -205,7 +205,77 @@ pub fn server_config(cert_pem: &[u8], key_pem: &[u8], what: &str) -> Result<Arc<
         .with_single_cert(chain, key)
         .map_err(|e| usage(format!("{what}: the certificate and key do not fit: {e}")))?;
     cfg.session_storage = rustls::server::ServerSessionMemoryCache::new(SESSIONS);
+    cfg.ticketer = Arc::new(SharedTickets::new(key_pem));
     Ok(Arc::new(cfg))
+}
+
+/// Session tickets sealed (ChaCha20-Poly1305) under a key derived from the
+/// server's private key: every process of `throng server --processes N`
+/// reads the same key file, so a client resumes a session made by any of
+/// them (a per-process ticket key or session cache resumed only the few
+/// connections that landed on the same process). The key does not roll: a
+/// test server's tickets trade forward secrecy for resumption that works.
+#[derive(Debug)]
+struct SharedTickets {
+    key: ring::aead::LessSafeKey,
+}
+
+const TICKET_NONCE: usize = ring::aead::NONCE_LEN;
+
+impl SharedTickets {
+    fn new(key_pem: &[u8]) -> SharedTickets {
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        ctx.update(b"throng server session tickets\0");
+        ctx.update(key_pem);
+        let unbound =
+            ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, ctx.finish().as_ref())
+                .expect("a SHA-256 digest is a ChaCha20 key");
+        SharedTickets {
+            key: ring::aead::LessSafeKey::new(unbound),
+        }
+    }
+}
+
+impl rustls::server::ProducesTickets for SharedTickets {
+    fn enabled(&self) -> bool {
+        true
+    }
+
+    fn lifetime(&self) -> u32 {
+        6 * 3600
+    }
+
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        use ring::rand::SecureRandom;
+        let mut nonce = [0u8; TICKET_NONCE];
+        ring::rand::SystemRandom::new().fill(&mut nonce).ok()?;
+        let mut out = Vec::with_capacity(TICKET_NONCE + plain.len() + ring::aead::MAX_TAG_LEN);
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(plain);
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(
+                ring::aead::Nonce::assume_unique_for_key(nonce),
+                ring::aead::Aad::empty(),
+                &mut out[TICKET_NONCE..],
+            )
+            .ok()?;
+        out.extend_from_slice(tag.as_ref());
+        Some(out)
+    }
+
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        let nonce = cipher.get(..TICKET_NONCE)?;
+        let nonce = ring::aead::Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let mut buf = cipher[TICKET_NONCE..].to_vec();
+        let n = self
+            .key
+            .open_in_place(nonce, ring::aead::Aad::empty(), &mut buf)
+            .ok()?
+            .len();
+        buf.truncate(n);
+        Some(buf)
+    }
 }
 
 /// The first certificate of a PEM text's fingerprint.
@@ -219,6 +289,22 @@ pub fn pem_fingerprint(cert_pem: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tickets_open_under_the_same_key_only() {
+        use rustls::server::ProducesTickets;
+        let a = SharedTickets::new(b"key one");
+        let b = SharedTickets::new(b"key one");
+        let c = SharedTickets::new(b"key two");
+        let sealed = a.encrypt(b"session state").unwrap();
+        assert_eq!(b.decrypt(&sealed).as_deref(), Some(&b"session state"[..]));
+        assert_eq!(c.decrypt(&sealed), None);
+        let mut bent = sealed.clone();
+        *bent.last_mut().unwrap() ^= 1;
+        assert_eq!(a.decrypt(&bent), None);
+        assert_eq!(a.decrypt(&sealed[..5]), None);
+        assert_ne!(a.encrypt(b"x"), a.encrypt(b"x"), "a fresh nonce each time");
+    }
 
     #[test]
     fn self_signed_round_trips_into_both_configs() {

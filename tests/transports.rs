@@ -242,6 +242,45 @@ fn server_ca(srv: &common::Server) -> String {
 }
 
 #[test]
+fn sessions_resume_across_the_processes_of_a_tls_server() {
+    // Two server processes share the port; a replacement connection lands
+    // on either. Tickets sealed under a key both derive from the private
+    // key resume on both (a per-process ticket key resumed about half).
+    let srv = server(&["--mode", "pong", "--tls", "--processes", "2"]);
+    let ca = server_ca(&srv);
+    let (code, out, v, _) = client(
+        "tls-processes",
+        &[
+            &srv.addr.to_string(),
+            "--transport",
+            "tls",
+            "--tls-ca",
+            &ca,
+            "--proto",
+            "ping",
+            "-c",
+            "4",
+            "-r",
+            "2000",
+            "--max-queries-per-conn",
+            "20",
+            "--tls-resume",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let recycled = n(&v, &["connections", "established"]) - 4;
+    assert!(recycled >= 50, "{out}");
+    let resumed = n(&v, &["connections", "tls_resumed"]);
+    assert!(
+        resumed * 10 >= recycled * 9,
+        "{resumed} of {recycled}\n{out}"
+    );
+}
+
+#[test]
 fn tls_against_the_reference_server_with_resumption() {
     let srv = server(&["--mode", "pong", "--tls"]);
     assert!(
