@@ -506,8 +506,13 @@ fn transport_from(a: &ClientArgs, traffic: Option<&Traffic>) -> anyhow::Result<O
         Transport::Tls => {
             if let Some(ca) = &a.tls_ca {
                 if !ca.is_file() {
+                    let what = if ca.exists() {
+                        "not a regular file"
+                    } else {
+                        "no such file"
+                    };
                     return Err(usage(format!(
-                        "--tls-ca {}: no such file; give the PEM file of the CA (or the \
+                        "--tls-ca {}: {what}; give the PEM file of the CA (or the \
                          self-signed certificate) that signed the server's certificate",
                         ca.display()
                     )));

@@ -223,6 +223,10 @@ fn transport_flags_are_checked() {
             vec!["--transport", "tls", "--tls-ca", "/nonexistent.pem"],
             "no such file",
         ),
+        (
+            vec!["--transport", "tls", "--tls-ca", "/dev/null"],
+            "not a regular file",
+        ),
     ] {
         let mut all = vec!["client", "127.0.0.1:9"];
         all.extend(args);
