@@ -20,7 +20,7 @@ use crate::scenario::{self, Scenario};
 use crate::server::{self, ServerConfig};
 use crate::sys::limits::{self, FdLimit};
 use crate::sys::signals::Stop;
-use crate::sys::{proc, sources};
+use crate::sys::{capacity, proc, sources};
 use crate::UsageError;
 
 /// Fds a client process needs besides its connections (epoll, wakers,
@@ -47,7 +47,7 @@ fn embedded_config(transport: Transport) -> Result<ServerConfig> {
 
 /// What the preflight found wrong with a plan: each entry is the reason
 /// and the fix.
-fn preflight(sc: &Scenario, fd: &FdLimit, shortfall: Option<String>) -> Vec<String> {
+fn preflight(sc: &Scenario, fd: &FdLimit) -> Vec<String> {
     let mut problems = Vec::new();
     let per_conn = if sc.embedded_server { 2 } else { 1 };
     let need = sc.connections * per_conn + FD_OVERHEAD + limits::fds_in_use() as u64;
@@ -99,13 +99,13 @@ fn preflight(sc: &Scenario, fd: &FdLimit, shortfall: Option<String>) -> Vec<Stri
             ports * family_sources(t)
         ));
     }
-    if let Some(s) = shortfall {
-        problems.push(s);
-    }
     problems
 }
 
-fn warnings(sc: &Scenario) -> Vec<String> {
+/// What the plan should know but may run with. `shortfall`: the source
+/// planner's advice when the interface has too few addresses (it says
+/// what the per-pair warning would, with the `ip addr add` commands).
+fn warnings(sc: &Scenario, shortfall: Option<String>) -> Vec<String> {
     let mut w = Vec::new();
     if let Some(msg) = time_wait_warning(sc) {
         w.push(msg);
@@ -118,17 +118,51 @@ fn warnings(sc: &Scenario) -> Vec<String> {
                 .to_string(),
         );
     }
-    if sc.sources.is_empty()
-        && sc.per_target() > sources::comfortable_per_source()
-        && !sc.targets.is_empty()
+    if let Some(msg) = shortfall
+        .or_else(|| per_pair_warning(sc, sources::fast_per_pair(), sources::ports_per_source()))
     {
-        w.push(format!(
-            "{} connections to one destination from one source address use more than half the \
-             port range: connect() slows down sharply past that point",
-            sc.per_target()
-        ));
+        w.push(msg);
     }
     w
+}
+
+/// Says when a (source, destination) pair will carry more connections than
+/// connect() handles fast, and how many source addresses would fix it.
+fn per_pair_warning(sc: &Scenario, fast: u64, ports: u64) -> Option<String> {
+    if sc.targets.is_empty() || sc.transport == Transport::Udp {
+        return None;
+    }
+    let per_target = sc.per_target();
+    let have = sc
+        .targets
+        .iter()
+        .map(|t| {
+            sc.sources
+                .iter()
+                .filter(|s| s.is_ipv4() == t.is_ipv4())
+                .count()
+                .max(1) as u64
+        })
+        .min()
+        .unwrap_or(1);
+    let per_pair = per_target.div_ceil(have);
+    if per_pair <= fast {
+        return None;
+    }
+    let needed = per_target.div_ceil(fast);
+    let from = if sc.sources.is_empty() {
+        "one source address".to_string()
+    } else {
+        format!("{have} source address(es)")
+    };
+    Some(format!(
+        "{per_target} connections to each destination from {from} put {per_pair} on each \
+         (source, destination) pair; {}. The ramp will crawl past that point: give {needed} \
+         source addresses (--source-ip, e.g. 127.0.0.0/{} on loopback) or widen the range \
+         (sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\")",
+        sources::per_pair_reason(fast, ports),
+        32 - (needed + 2).next_power_of_two().trailing_zeros()
+    ))
 }
 
 /// tcp-per-query leaves a port in TIME_WAIT per query for 60 s: says so
@@ -241,6 +275,25 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     } else {
         processes_needed(a, &whole, &fd)
     };
+    if !a.child {
+        // What this host holds: its slice of a segmented run, or the whole.
+        let here = a
+            .segment
+            .map_or(whole.connections, |s| whole.slice(s).connections);
+        let ends_here = if a.targets.is_empty() || probe_targets.iter().all(on_this_host) {
+            2
+        } else {
+            1
+        };
+        let need = capacity::Need {
+            connections: here,
+            ends_here,
+            processes: nproc,
+            ends_per_process: if a.targets.is_empty() { 2 } else { 1 },
+        };
+        let host = capacity::Host::read(capacity::measure_if_needed(here * ends_here));
+        check_problems(a.force, capacity::refusals(&need, &host))?;
+    }
     if nproc > 1 && a.targets.is_empty() {
         return Err(usage(format!(
             "{} connections need {nproc} processes here, and the embedded server cannot \
@@ -254,7 +307,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         let p = sources::plan(
             &probe_targets,
             whole.per_target(),
-            sources::comfortable_per_source(),
+            sources::fast_per_pair(),
             slices,
         );
         (p.sources, p.shortfall, p.why)
@@ -291,7 +344,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         Some(seg) => whole.slice(seg),
         None => whole.clone(),
     };
-    let problems = preflight(&ran, &fd, shortfall);
+    let problems = preflight(&ran, &fd);
     if !a.child {
         let mut out = io::stdout().lock();
         writeln!(
@@ -309,7 +362,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         if !ran.sources.is_empty() {
             writeln!(out, "  sources: {why}")?;
         }
-        for w in warnings(&ran) {
+        for w in warnings(&ran, shortfall) {
             writeln!(out, "  warning: {w}")?;
         }
         out.flush()?;
@@ -391,11 +444,7 @@ fn run_processes(
     use crate::engine::Live;
     use crate::sys::signals::Reason;
     // Each process checks its own share; the ports are the whole's.
-    let mut problems = preflight(
-        &whole.slice(crate::cli::Segment { index: 1, count: n }),
-        fd,
-        shortfall,
-    );
+    let mut problems = preflight(&whole.slice(crate::cli::Segment { index: 1, count: n }), fd);
     problems.retain(|p| !p.contains("file descriptors"));
     {
         let mut out = io::stdout().lock();
@@ -417,6 +466,9 @@ fn run_processes(
         )?;
         if !whole.sources.is_empty() {
             writeln!(out, "  sources: {why}")?;
+        }
+        for w in warnings(whole, shortfall) {
+            writeln!(out, "  warning: {w}")?;
         }
         out.flush()?;
     }
@@ -571,6 +623,58 @@ fn run_processes(
         "processes",
         whole.max_failures,
     )
+}
+
+/// The target's address is one of this host's (loopback or an interface's):
+/// both ends of its connections take this host's memory and fds.
+fn on_this_host(t: &SocketAddr) -> bool {
+    t.ip().is_loopback()
+        || t.ip().is_unspecified()
+        || sources::host_addresses().iter().any(|(_, a)| *a == t.ip())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn scenario(args: &[&str], sources: Vec<IpAddr>) -> Scenario {
+        let mut argv = vec!["throng", "client"];
+        argv.extend_from_slice(args);
+        let crate::cli::Command::Client(a) = crate::cli::Cli::parse_from(argv).command else {
+            panic!("not a client command")
+        };
+        let targets = scenario::resolve(&a.targets).unwrap();
+        Scenario::new(&a, targets, false, sources).unwrap()
+    }
+
+    #[test]
+    fn too_few_given_sources_warn_with_the_number_needed() {
+        let two = vec!["127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap()];
+        let sc = scenario(&["127.0.0.1:4242", "-c", "30000"], two);
+        let w = per_pair_warning(&sc, 7_058, 28_232).expect("a warning");
+        assert!(w.contains("15000 on each"), "{w}");
+        assert!(w.contains("give 5 source addresses"), "{w}");
+        // Five are enough.
+        let five = (2..=6).map(|i| IpAddr::from([127, 0, 0, i])).collect();
+        let sc = scenario(&["127.0.0.1:4242", "-c", "30000"], five);
+        assert_eq!(per_pair_warning(&sc, 7_058, 28_232), None);
+    }
+
+    #[test]
+    fn one_source_warns_past_the_knee_only() {
+        let sc = scenario(&["127.0.0.1:4242", "-c", "7000"], Vec::new());
+        assert_eq!(per_pair_warning(&sc, 7_058, 28_232), None);
+        let sc = scenario(&["127.0.0.1:4242", "-c", "8000"], Vec::new());
+        let w = per_pair_warning(&sc, 7_058, 28_232).expect("a warning");
+        assert!(w.contains("from one source address"), "{w}");
+        // Two destinations: each pair carries half.
+        let sc = scenario(
+            &["127.0.0.1:4242", "127.0.0.1:4243", "-c", "8000"],
+            Vec::new(),
+        );
+        assert_eq!(per_pair_warning(&sc, 7_058, 28_232), None);
+    }
 }
 
 /// Every target needs a source of its own family when sources are given.

@@ -106,6 +106,7 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
         })
         .collect();
     let mut connect_time = new_histogram();
+    let mut connect_syscall = new_histogram();
     let mut tls_handshake = new_histogram();
     let c = &mut m.connections;
     *c = first.connections.clone();
@@ -139,6 +140,9 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             (a, b) => a.or(b),
         };
         add_hdr(&mut connect_time, &rc.connect_time_us.hdr)?;
+        if let Some(p) = &rc.connect_syscall_us {
+            add_hdr(&mut connect_syscall, &p.hdr)?;
+        }
         c.peer_closed += rc.peer_closed;
         c.tls_resumed += rc.tls_resumed;
         if c.tls_error.is_none() {
@@ -153,6 +157,7 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
     }
     c.connect_rate = c.ramp_s.map(|r| c.established as f64 / r.max(1e-9));
     c.connect_time_us = Percentiles::of(&connect_time);
+    c.connect_syscall_us = (!connect_syscall.is_empty()).then(|| Percentiles::of(&connect_syscall));
     m.interrupted = results.iter().any(|r| r.interrupted);
     m.duration_s = results.iter().map(|r| r.duration_s).fold(0.0, f64::max);
 

@@ -137,6 +137,8 @@ pub struct QueryOutcome {
 pub struct Outcome {
     pub totals: ConnTotals,
     pub connect_time: Histogram<u64>,
+    /// Time inside connect() calls (TCP; empty for UDP).
+    pub connect_syscall: Histogram<u64>,
     /// TLS handshakes, from the TCP connection up to the first byte it
     /// can carry (empty without TLS).
     pub tls_handshake: Histogram<u64>,
@@ -408,6 +410,7 @@ pub fn run(
     }
     let end = Instant::now();
     let mut connect_time = new_histogram();
+    let mut connect_syscall = new_histogram();
     let mut tls_handshake = new_histogram();
     let mut response_time = new_histogram();
     let mut service_time = new_histogram();
@@ -421,6 +424,7 @@ pub fn run(
             .map_err(|_| anyhow::anyhow!("a client worker panicked"))?
             .context("client worker failed")?;
         connect_time.add(&f.connect_time)?;
+        connect_syscall.add(&f.connect_syscall)?;
         tls_handshake.add(&f.tls_handshake)?;
         response_time.add(&f.response_time)?;
         service_time.add(&f.service_time)?;
@@ -472,6 +476,7 @@ pub fn run(
     Ok(Outcome {
         totals: totals(&counters),
         connect_time,
+        connect_syscall,
         tls_handshake,
         peak: shared.peak.load(Relaxed),
         per_second,

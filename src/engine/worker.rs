@@ -196,6 +196,8 @@ pub struct Setup {
 /// What a worker hands back when it stops.
 pub struct Finished {
     pub connect_time: Histogram<u64>,
+    /// Time inside connect() itself (the kernel's port search).
+    pub connect_syscall: Histogram<u64>,
     pub tls_handshake: Histogram<u64>,
     pub response_time: Histogram<u64>,
     pub service_time: Histogram<u64>,
@@ -288,6 +290,7 @@ pub struct Worker {
     start: Instant,
     notify: mpsc::Sender<Reason>,
     connect_time: Histogram<u64>,
+    connect_syscall: Histogram<u64>,
     tls_handshake: Histogram<u64>,
     transport: Transport,
     tls: Option<Arc<TlsClient>>,
@@ -442,6 +445,7 @@ impl Worker {
             start: s.start,
             notify: s.notify,
             connect_time: new_histogram(),
+            connect_syscall: new_histogram(),
             tls_handshake: new_histogram(),
             transport,
             tls: s.tls,
@@ -616,6 +620,7 @@ impl Worker {
                 let response_time = t.response_time;
                 Ok(Finished {
                     connect_time: self.connect_time,
+                    connect_syscall: self.connect_syscall,
                     tls_handshake: self.tls_handshake,
                     service_time: if t.closed_loop {
                         response_time.clone()
@@ -631,6 +636,7 @@ impl Worker {
             }
             None => Ok(Finished {
                 connect_time: self.connect_time,
+                connect_syscall: self.connect_syscall,
                 tls_handshake: self.tls_handshake,
                 response_time: new_histogram(),
                 service_time: new_histogram(),
@@ -729,7 +735,12 @@ impl Worker {
         let started = if udp {
             sock
         } else {
-            sock.and_then(|s| connector::start(&s, target).map(|()| s))
+            let r = sock.and_then(|s| connector::start(&s, target).map(|()| s));
+            // The kernel's port search happens inside this call: its time
+            // tells the client's slowness from the server's.
+            let took = now.elapsed().as_micros() as u64;
+            self.connect_syscall.saturating_record(took.max(1));
+            r
         };
         let sock = match started {
             Ok(s) => s,

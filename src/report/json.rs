@@ -108,6 +108,10 @@ pub struct Connections {
     /// Established per second of ramp.
     pub connect_rate: Option<f64>,
     pub connect_time_us: Percentiles,
+    /// Time inside the connect() calls: the client's own kernel searching
+    /// for a free port (TCP transports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_syscall_us: Option<Percentiles>,
     /// Closed by the server after answering everything sent on them (an
     /// HTTP keep-alive limit, say): counted, not failures.
     #[serde(default)]
@@ -263,6 +267,8 @@ impl RunResult {
                 ramp_s,
                 connect_rate: ramp_s.map(|r| t.established as f64 / r.max(1e-9)),
                 connect_time_us: Percentiles::of(&o.connect_time),
+                connect_syscall_us: (!o.connect_syscall.is_empty())
+                    .then(|| Percentiles::of(&o.connect_syscall)),
                 peer_closed: t.peer_closed,
                 tls_handshake_us: (sc.transport == crate::cli::Transport::Tls)
                     .then(|| Percentiles::of(&o.tls_handshake)),
@@ -424,6 +430,10 @@ impl RunResult {
         Ok(crate::engine::Outcome {
             totals,
             connect_time: decode_histogram(&c.connect_time_us.hdr)?,
+            connect_syscall: match &c.connect_syscall_us {
+                Some(p) => decode_histogram(&p.hdr)?,
+                None => crate::metrics::new_histogram(),
+            },
             tls_handshake: match &c.tls_handshake_us {
                 Some(p) => decode_histogram(&p.hdr)?,
                 None => crate::metrics::new_histogram(),

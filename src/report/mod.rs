@@ -293,6 +293,12 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         None => writeln!(out, "  ramp          not finished")?,
     }
     time_row("connect time", &o.connect_time, "", out)?;
+    time_row(
+        "in connect()",
+        &o.connect_syscall,
+        "  (inside the client's kernel)",
+        out,
+    )?;
     let resumed = format!("  ({} resumed)", t.tls_resumed);
     time_row("tls handshake", &o.tls_handshake, &resumed, out)?;
     writeln!(out, "  closed        {} by throng", t.closed)?;
@@ -332,6 +338,9 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
             }
         }
     }
+    if let Some(h) = client_connect_hint(sc, o) {
+        writeln!(out, "  hint (client): {h}")?;
+    }
     if t.unverified > 0 {
         writeln!(
             out,
@@ -342,6 +351,42 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     Ok(())
+}
+
+/// Says when the connect times are the client's own: its connect() calls
+/// (the kernel searching for a free ephemeral port) were slow, or kept its
+/// workers so busy during the ramp that established connections waited for
+/// the loop. None when the server side explains them (or nothing does).
+pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<String> {
+    let (sys, conn) = (&o.connect_syscall, &o.connect_time);
+    if sys.is_empty() || conn.is_empty() {
+        return None;
+    }
+    let conn_p99 = conn.value_at_quantile(0.99);
+    let sys_p99 = sys.value_at_quantile(0.99);
+    // Under a few milliseconds nobody needs an explanation.
+    if conn_p99 < 5_000 {
+        return None;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let threads = sc.workers.clamp(1, cores) as f64;
+    let busy = o.ramp_time.map_or(0.0, |r| {
+        sys.mean() * sys.len() as f64 / 1e6 / r.as_secs_f64().max(1e-3) / threads
+    });
+    if sys_p99 * 4 < conn_p99 && busy < 0.5 {
+        return None;
+    }
+    Some(format!(
+        "the connect times are the client's, not the server's: its connect() calls took p99 {} \
+         (p50 {}) and kept its workers {:.0}% busy during the ramp, so established connections \
+         waited for the loop. That is the client's kernel searching for a free ephemeral port: \
+         too many connections share a (source, destination) pair. Add source addresses \
+         (--source-ip 127.0.0.0/24 on loopback; `ip addr add` elsewhere) or widen the range \
+         (sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\")",
+        human_us(sys_p99),
+        human_us(sys.value_at_quantile(0.5)),
+        (busy * 100.0).min(100.0)
+    ))
 }
 
 /// One line of connection-time percentiles (nothing when empty).

@@ -1,12 +1,16 @@
 //! Source addresses: how many a run needs, and which.
 //!
 //! Linux picks an ephemeral port per (source, destination) pair from
-//! net.ipv4.ip_local_port_range. connect() searches half the range first,
-//! and once about half the range is in use for one pair it slows from ~20k/s
-//! to a few hundred per second. So a plan keeps each (source, destination)
-//! pair at or under half the range, and takes more source addresses before
-//! that: on loopback any 127.0.0.0/8 address works without setup; elsewhere
-//! only addresses already configured on the interface toward the target.
+//! net.ipv4.ip_local_port_range inside connect(). Current kernels search the
+//! ports of one parity first (the other is left to bind()), so once about a
+//! quarter of the range (half of that parity) is in use for one pair, every
+//! connect() walks a long run of used ports and the ramp slows from tens of
+//! thousands per second to a few hundred (measured: bench/RESULTS.md,
+//! "Connect() cost against connections per (source, destination) pair").
+//! So a plan keeps each (source, destination) pair under that knee and
+//! takes more source addresses before it: on loopback any 127.0.0.0/8
+//! address works without setup; elsewhere only addresses already configured
+//! on the interface toward the target.
 
 use std::ffi::CStr;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -30,10 +34,25 @@ pub fn ports_per_source() -> u64 {
     u64::from(hi - lo + 1)
 }
 
-/// Connections one (source, destination) pair should carry at most before
-/// connect() slows down: half the range.
-pub fn comfortable_per_source() -> u64 {
-    (ports_per_source() / 2).max(1)
+/// Connections one (source, destination) pair should carry at most for
+/// connect() to stay fast, out of a range of `ports`: a quarter of it, half
+/// of the parity connect() searches first (the measured knee).
+pub fn fast_per_pair_of(ports: u64) -> u64 {
+    (ports / 4).max(1)
+}
+
+/// [`fast_per_pair_of`] for this host's port range.
+pub fn fast_per_pair() -> u64 {
+    fast_per_pair_of(ports_per_source())
+}
+
+/// Why a pair is kept at `per_pair`, in words for the plan paragraph.
+pub fn per_pair_reason(per_pair: u64, ports: u64) -> String {
+    format!(
+        "at most {per_pair} connections per (source, destination) pair: connect() searches one \
+         parity of the {ports}-port range first and slows sharply once about a quarter of the \
+         range is in use"
+    )
 }
 
 /// Expands `IP` or `IP/prefix` into addresses (at most `limit`). For IPv4
@@ -162,7 +181,10 @@ pub fn plan(targets: &[SocketAddr], per_target: u64, per_source: u64, slices: u6
         .iter()
         .all(|t| matches!(t.ip(), IpAddr::V4(v4) if v4.is_loopback()));
     if all_v4_loopback {
-        needed = needed.max(slices);
+        // Every slice takes every N-th source: a multiple of the slices
+        // gives each the same number, so no slice's pairs go past the knee.
+        needed = needed.max(slices).div_ceil(slices.max(1)) * slices.max(1);
+        let each = per_target.div_ceil(needed);
         // 127.0.0.1, 127.0.0.2, ...: routed to lo with no setup.
         let sources = (1..=needed)
             .map(|i| {
@@ -173,7 +195,11 @@ pub fn plan(targets: &[SocketAddr], per_target: u64, per_source: u64, slices: u6
             .collect();
         return SourcePlan {
             sources,
-            why: "loopback source addresses".into(),
+            why: format!(
+                "{needed} loopback addresses, {each} connections each to every target \
+                 (under {per_source} per pair: connect() slows sharply past a quarter of the \
+                 port range)"
+            ),
             shortfall: None,
         };
     }
@@ -191,6 +217,7 @@ pub fn plan(targets: &[SocketAddr], per_target: u64, per_source: u64, slices: u6
         None => Vec::new(),
     };
     let have = sources.len() as u64;
+    let each = per_target.div_ceil(have.max(1));
     let shortfall = (have < needed).then(|| {
         let dev = iface.clone().unwrap_or_else(|| "IFACE".into());
         let missing = needed - have;
@@ -200,7 +227,8 @@ pub fn plan(targets: &[SocketAddr], per_target: u64, per_source: u64, slices: u6
             ("fd00::10", 128)
         };
         format!(
-            "{needed} source addresses are needed toward {first} ({per_source} connections each), \
+            "{needed} source addresses are needed toward {first} (at most {per_source} \
+             connections each: connect() slows sharply past a quarter of the port range), \
              but interface {dev} has {have}. Add {missing} more address(es) from the target's \
              network, e.g.: ip addr add {example}/{plen} dev {dev} (one per address), \
              then pass them with --source-ip"
@@ -209,7 +237,8 @@ pub fn plan(targets: &[SocketAddr], per_target: u64, per_source: u64, slices: u6
     SourcePlan {
         sources,
         why: format!(
-            "addresses of {}",
+            "addresses of {}, {each} connections each to every target (at most {per_source} \
+             per pair: connect() slows sharply past a quarter of the port range)",
             iface.unwrap_or_else(|| "the route".into())
         ),
         shortfall,
@@ -247,13 +276,36 @@ mod tests {
     #[test]
     fn loopback_plan_adds_addresses() {
         let t = ["127.0.0.1:4242".parse().unwrap()];
-        assert!(plan(&t, 1000, 14000, 1).sources.is_empty());
-        assert!(plan(&t, 1000, 14000, 8).sources.is_empty());
-        assert_eq!(plan(&t, 1_000_000, 32_256, 51).sources.len(), 51);
-        let p = plan(&t, 30_000, 14_000, 1);
-        assert_eq!(p.sources.len(), 3);
+        assert!(plan(&t, 1000, 7000, 1).sources.is_empty());
+        assert!(plan(&t, 1000, 7000, 8).sources.is_empty());
+        let p = plan(&t, 30_000, 7_000, 1);
+        assert_eq!(p.sources.len(), 5);
         assert_eq!(p.sources[2], "127.0.0.3".parse::<IpAddr>().unwrap());
         assert!(p.shortfall.is_none());
+        assert!(p.why.contains("6000 connections each"), "{}", p.why);
+    }
+
+    #[test]
+    fn a_pair_stays_under_a_quarter_of_the_range() {
+        // connect() searches one parity first: half of it is a quarter.
+        assert_eq!(fast_per_pair_of(28_232), 7_058);
+        assert_eq!(fast_per_pair_of(64_512), 16_128);
+        assert_eq!(fast_per_pair_of(3), 1);
+        // 100,000 connections at the stock range: 15 pairs of 6,667.
+        let t = ["127.0.0.1:4242".parse().unwrap()];
+        let p = plan(&t, 100_000, fast_per_pair_of(28_232), 1);
+        assert_eq!(p.sources.len(), 15);
+        assert!(100_000u64.div_ceil(15) <= 7_058);
+    }
+
+    #[test]
+    fn every_slice_gets_the_same_number_of_sources() {
+        let t = ["127.0.0.1:4242".parse().unwrap()];
+        // 15 needed, 6 processes: 18, three each, none past the knee.
+        let p = plan(&t, 100_000, 7_058, 6);
+        assert_eq!(p.sources.len(), 18);
+        assert_eq!(plan(&t, 1_000_000, 16_128, 51).sources.len(), 102);
+        assert_eq!(plan(&t, 20_000, 7_058, 8).sources.len(), 8);
     }
 
     #[test]

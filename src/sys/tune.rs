@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, TcpListener, TcpStream};
 
 use serde::Serialize;
 
-use super::{limits, proc, sources};
+use super::{capacity, limits, proc, sources};
 
 /// Which side of a test this host plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -86,9 +86,11 @@ pub fn processes_for(conns: u64, per_process: u64) -> u64 {
 }
 
 /// Source addresses needed so that no (source, destination) pair carries
-/// more than half the port range.
+/// more connections than connect() handles fast (a quarter of the range).
 pub fn sources_for(conns_per_target: u64, ports: u64) -> u64 {
-    conns_per_target.div_ceil((ports / 2).max(1)).max(1)
+    conns_per_target
+        .div_ceil(sources::fast_per_pair_of(ports))
+        .max(1)
 }
 
 fn check(
@@ -153,43 +155,31 @@ pub fn measure_kernel_bytes(pairs: usize) -> Option<u64> {
 pub fn plan(n: u64, role: Role, kernel_bytes: Option<u64>) -> Plan {
     let mut checks = Vec::new();
     let sides = if role == Role::Both { 2 } else { 1 };
-    let (soft, hard) = limits::nofile().unwrap_or((0, 0));
-    let can_raise = proc::has_capability(proc::CAP_SYS_RESOURCE);
-    let per_process_need = n + FD_OVERHEAD;
+    let (_, hard) = limits::nofile().unwrap_or((0, 0));
     let procs = processes_for(n, hard);
-    let why = if can_raise {
-        "each connection is an fd; this process may raise its hard limit (CAP_SYS_RESOURCE)"
-            .to_string()
-    } else if procs > 1 {
-        format!(
-            "each connection is an fd; without CAP_SYS_RESOURCE the hard limit is the cap, so \
-             {n} connections need {procs} processes per side (throng --processes auto does it)"
-        )
-    } else {
-        "each connection is an fd".to_string()
+    let per_process_need = n.div_ceil(procs) + FD_OVERHEAD;
+    let host = capacity::Host::read(kernel_bytes.map(|b| b / 2));
+    let need = capacity::Need {
+        connections: n,
+        ends_here: sides,
+        processes: procs,
+        ends_per_process: 1,
     };
-    let status = if hard >= per_process_need || procs > 1 && !can_raise {
-        Status::Ok
-    } else {
-        Status::NeedsChange
-    };
-    checks.push(check(
-        "RLIMIT_NOFILE (soft/hard)",
-        format!("{soft}/{hard}"),
-        format!(">= {per_process_need} per process"),
-        status,
-        why,
-    ));
-    checks.push(at_least(
-        "fs.nr_open",
-        per_process_need.min(1 << 30),
-        "the most fds any one process may be allowed",
-    ));
-    checks.push(at_least(
-        "fs.file-max",
-        n * sides + 65_536,
-        "fds of all processes on the host together",
-    ));
+    for l in capacity::check(&need, &host) {
+        let status = match l.ok {
+            Some(true) => Status::Ok,
+            Some(false) => Status::NeedsChange,
+            None => Status::CannotTell,
+        };
+        let setting = match l.setting {
+            "RLIMIT_NOFILE" => "RLIMIT_NOFILE (soft/hard)",
+            other => other,
+        };
+        checks.push(Check {
+            set: l.set.filter(|_| status == Status::NeedsChange),
+            ..check(setting, l.current, l.needed, status, l.why)
+        });
+    }
     if role.server() {
         let backlog = if n >= 10_000 { 65_535 } else { 4_096 };
         checks.push(at_least(
@@ -249,7 +239,7 @@ pub fn plan(n: u64, role: Role, kernel_bytes: Option<u64>) -> Plan {
                 },
                 format!(
                     "{n} connections to one destination need {srcs} source address(es) at this \
-                     range (connect() slows past half of it per source); on loopback throng adds \
+                     range (connect() slows past a quarter of it per source); on loopback throng adds \
                      127.0.0.x itself"
                 ),
             )
@@ -291,42 +281,6 @@ pub fn plan(n: u64, role: Role, kernel_bytes: Option<u64>) -> Plan {
             "-",
             Status::Ok,
             "conntrack is not loaded: nothing tracks connections",
-        )),
-    }
-    let mem_available = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| proc::status_kb(&m, "MemAvailable"))
-        .map(|kb| kb * 1024);
-    match (kernel_bytes, mem_available) {
-        (Some(per), Some(avail)) => {
-            // `per` covers both ends; one side holds half of it.
-            let need = if role == Role::Both {
-                per * n
-            } else {
-                per * n / 2
-            };
-            checks.push(check(
-                "kernel memory",
-                format!("{} MB available", avail >> 20),
-                format!(
-                    "{} MB ({} B per connection, measured)",
-                    need >> 20,
-                    if role == Role::Both { per } else { per / 2 }
-                ),
-                if need < avail {
-                    Status::Ok
-                } else {
-                    Status::NeedsChange
-                },
-                "sockets live in kernel memory; idle ones hold no buffers",
-            ));
-        }
-        _ => checks.push(check(
-            "kernel memory",
-            "unknown",
-            "-",
-            Status::CannotTell,
-            "could not measure",
         )),
     }
     if let Some(mem) = proc::sysctl("net.ipv4.tcp_mem") {
@@ -467,11 +421,11 @@ mod tests {
         assert_eq!(processes_for(1_000_000, 20_000), 51);
         assert_eq!(processes_for(19_000, 20_000), 1);
         assert_eq!(processes_for(0, 20_000), 1);
-        // Half of 28,232 ports per source.
-        assert_eq!(sources_for(1_000_000, 28_232), 71);
-        assert_eq!(sources_for(14_116, 28_232), 1);
-        assert_eq!(sources_for(14_117, 28_232), 2);
-        assert_eq!(sources_for(100_000, 64_512), 4);
+        // A quarter of 28,232 ports per source (the measured knee).
+        assert_eq!(sources_for(1_000_000, 28_232), 142);
+        assert_eq!(sources_for(7_058, 28_232), 1);
+        assert_eq!(sources_for(7_059, 28_232), 2);
+        assert_eq!(sources_for(100_000, 64_512), 7);
     }
 
     #[test]
