@@ -149,18 +149,25 @@ pub struct ServerArgs {
     pub stats_json: Option<PathBuf>,
 
     /// Processes sharing the port (SO_REUSEPORT), each with its own fd
-    /// limit; auto: enough to hold --max-connections.
+    /// limit. auto: one process, and one more each time the open ones near
+    /// their fd limit, up to what --max-connections needs; N: N from the
+    /// start.
     #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = parse_processes)]
     pub processes: Processes,
 
     /// Connections to be able to hold, for --processes auto (lowered to what
-    /// MemAvailable allows at ~10 KB of kernel memory per connection).
+    /// 80% of MemAvailable and fs.file-max allow).
     #[arg(long, value_name = "N", default_value = "1m", value_parser = parse_positive_count)]
     pub max_connections: u64,
 
     /// Internal: run as a child of --processes (JSON lines on stdout).
     #[arg(long, hide = true)]
     pub child: bool,
+
+    /// Internal: a child of --processes auto: says when it fills up, and
+    /// closes its listeners when full only once told a sibling listens.
+    #[arg(long, hide = true, requires = "child")]
+    pub elastic: bool,
 }
 
 /// How connections are opened.

@@ -27,6 +27,10 @@ pub enum ChildLine {
     Stats(serde_json::Value),
     /// Server children: the final counters.
     Totals(serde_json::Value),
+    /// Server children: listening (bound and accepting).
+    Ready,
+    /// Server children of --processes auto: nearing the fd limit.
+    Filling,
     /// Client children: the process id (so a remote one can be signalled).
     Pid(u32),
     /// Client children: the whole result, at the end.
@@ -124,10 +128,38 @@ impl Children {
         prefix_stderr: bool,
         stdin: bool,
     ) -> Result<Children> {
-        let mut children = Vec::new();
-        let mut names = Vec::new();
-        let mut last_err = Vec::new();
-        for (i, (name, mut cmd)) in cmds.into_iter().enumerate() {
+        let mut all = Children {
+            children: Vec::new(),
+            names: Vec::new(),
+            last_err: Vec::new(),
+        };
+        for (name, cmd) in cmds {
+            all.push(name, cmd, stop, prefix_stderr, stdin)?;
+        }
+        Ok(all)
+    }
+
+    /// Starts one more child of this binary (index: the count before),
+    /// with its stdin a pipe (see [`Children::tell`]).
+    pub fn add(&mut self, args: Vec<OsString>, stop: &Stop) -> Result<()> {
+        let exe = std::env::current_exe().context("finding throng's own binary")?;
+        let mut c = Command::new(&exe);
+        c.args(args);
+        let name = format!("process {}", self.children.len() + 1);
+        self.push(name, c, stop, false, true)
+    }
+
+    fn push(
+        &mut self,
+        name: String,
+        mut cmd: Command,
+        stop: &Stop,
+        prefix_stderr: bool,
+        stdin: bool,
+    ) -> Result<()> {
+        let (children, names, last_err) = (&mut self.children, &mut self.names, &mut self.last_err);
+        let i = children.len();
+        {
             cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
                 .stdout(Stdio::piped());
             cmd.stderr(if prefix_stderr {
@@ -173,11 +205,16 @@ impl Children {
             last_err.push(slot);
             children.push(child);
         }
-        Ok(Children {
-            children,
-            names,
-            last_err,
-        })
+        Ok(())
+    }
+
+    /// Writes one line to child `i`'s stdin (when it is a pipe).
+    pub fn tell(&mut self, i: usize, line: &str) {
+        use std::io::Write;
+        if let Some(input) = self.children.get_mut(i).and_then(|c| c.stdin.as_mut()) {
+            let _ = writeln!(input, "{line}");
+            let _ = input.flush();
+        }
     }
 
     /// Sends Enter to every child (ending their --pause).

@@ -44,6 +44,8 @@ use crate::sys::signals::Reason;
 use crate::sys::timer::Timer;
 
 pub const WAKER: Token = Token(usize::MAX);
+/// Connection attempts one loop turn starts at most (see `start_due`).
+const CONNECTS_PER_TURN: u32 = 64;
 const TIMER: Token = Token(usize::MAX - 1);
 const NOT_ACTIVE: u32 = u32::MAX;
 /// A query sent later than this after its intended time counts as late.
@@ -698,9 +700,15 @@ impl Worker {
         }
     }
 
-    /// Starts every attempt that is due, within the in-flight cap.
+    /// Starts the attempts that are due, within the in-flight cap, at most
+    /// [`CONNECTS_PER_TURN`] per loop turn: an attempt's connect time ends
+    /// when the loop sees it established, so a turn that started a thousand
+    /// connects would add their whole cost to each of them. What is left is
+    /// still due, and the next turn polls without waiting.
     fn start_due(&mut self, now: Instant) {
-        while self.inflight < self.max_inflight {
+        let mut started = 0;
+        while self.inflight < self.max_inflight && started < CONNECTS_PER_TURN {
+            started += 1;
             if self.next < self.initial_total {
                 let seq = self.next * self.nworkers + self.id;
                 if self.start + self.sc.ramp.due(seq) > now {

@@ -9,6 +9,8 @@ mod responder;
 pub mod stats;
 mod worker;
 
+pub(crate) use worker::HandOver;
+
 use std::fs::{File, OpenOptions};
 use std::io::{self, IsTerminal, Write};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -65,6 +67,9 @@ pub struct ServerConfig {
     /// JSON lines.
     #[serde(default)]
     pub child: bool,
+    /// A child of an elastic group (--processes auto).
+    #[serde(default)]
+    pub elastic: bool,
 }
 
 /// The server's certificate and key (PEM), and where they came from.
@@ -254,6 +259,7 @@ impl ServerConfig {
             },
             max_connections: a.max_connections,
             child: a.child,
+            elastic: a.elastic,
             tls: if a.tls {
                 Some(ServerTls::load(a.cert.as_deref(), a.key.as_deref())?)
             } else {
@@ -282,6 +288,7 @@ impl ServerConfig {
             processes: Processes::Count(1),
             max_connections: 1_000_000,
             child: false,
+            elastic: false,
             tls,
         }
     }
@@ -472,9 +479,24 @@ pub(crate) struct Second {
     errors: u64,
     listen_overflows: u64,
     listen_drops: u64,
+    /// Server processes running (several share the port).
+    #[serde(default)]
+    pub(crate) processes: u64,
 }
 
 impl Second {
+    /// Adds another second's rates (counters per second, not the gauges).
+    pub(crate) fn add_rates(&mut self, o: &Second) {
+        self.t = self.t.max(o.t);
+        self.unix_s = self.unix_s.max(o.unix_s);
+        self.accepted_per_s += o.accepted_per_s;
+        self.closed_per_s += o.closed_per_s;
+        self.requests_per_s += o.requests_per_s;
+        self.bytes_in_per_s += o.bytes_in_per_s;
+        self.bytes_out_per_s += o.bytes_out_per_s;
+        self.errors += o.errors;
+    }
+
     pub(crate) fn line(&self) -> String {
         format!(
             "{:>4}s  conns {} (peak {})  accepted {}/s  closed {}/s  requests {}/s  in {}/s  out {}/s  errors {}  listen overflows +{} drops +{}",
@@ -489,7 +511,11 @@ impl Second {
             self.errors,
             self.listen_overflows,
             self.listen_drops,
-        )
+        ) + &if self.processes > 0 {
+            format!("  processes {}", self.processes)
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -530,6 +556,8 @@ fn limits_banner(cfg: &ServerConfig, fd: &limits::FdLimit) -> Vec<String> {
 pub struct Running {
     /// Addresses actually bound, one per --listen.
     pub addrs: Vec<SocketAddr>,
+    /// Connections this process holds before it hands over to a sibling.
+    pub max_open: i64,
     /// Start-up lines about limits (fds, backlog).
     pub limits: Vec<String>,
     pub shared: Arc<Shared>,
@@ -560,6 +588,7 @@ impl Running {
             errors: totals.errors() - last.errors(),
             listen_overflows: 0,
             listen_drops: 0,
+            processes: 0,
         }
     }
 
@@ -592,6 +621,13 @@ impl Running {
 
 /// Raises the fd limit, binds every socket, starts the workers.
 pub fn start(cfg: &ServerConfig) -> Result<Running> {
+    let hand_over = cfg.child.then(|| Arc::new(HandOver::ready()));
+    start_with(cfg, hand_over)
+}
+
+/// [`start`] as a member of a group of processes: with `hand_over`, the
+/// process closes its listeners when full once a sibling listens.
+pub(crate) fn start_with(cfg: &ServerConfig, hand_over: Option<Arc<HandOver>>) -> Result<Running> {
     let fd = limits::raise_nofile().context("reading RLIMIT_NOFILE")?;
     let bound = bind(cfg)?;
     let shared = Arc::new(Shared::default());
@@ -608,13 +644,16 @@ pub fn start(cfg: &ServerConfig) -> Result<Running> {
     // One of several processes on a port closes its listeners when full so
     // its siblings get the new connections; alone, a server keeps
     // accepting and sheds what it cannot hold (counted refusals).
-    let max_open = if cfg.child {
+    let max_open = if hand_over.is_some() {
         fd.soft
             .saturating_sub(limits::fds_in_use() as u64 + FDS_PER_WORKER * cfg.workers as u64 + 8)
             as i64
     } else {
         i64::MAX
     };
+    if let Some(h) = &hand_over {
+        h.arm(max_open);
+    }
     let mut workers = Vec::new();
     let mut wakers = Vec::new();
     let mut worker_stats = Vec::new();
@@ -634,6 +673,7 @@ pub fn start(cfg: &ServerConfig) -> Result<Running> {
             listen: bound.addrs.clone(),
             backlog: cfg.backlog,
             max_open,
+            hand_over: hand_over.clone(),
             tls: tls.clone(),
         })?;
         workers.push(
@@ -644,6 +684,7 @@ pub fn start(cfg: &ServerConfig) -> Result<Running> {
     }
     Ok(Running {
         addrs: bound.addrs,
+        max_open,
         limits,
         shared,
         worker_stats,
@@ -667,15 +708,22 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     // Signals first, so a SIGTERM that arrives while workers start is kept.
     let signals = crate::sys::signals::Stop::install()?;
     if !cfg.child {
-        let n = multi::processes_needed(cfg)?;
-        if n > 1 {
-            return multi::run(cfg, n, &signals, stats_json);
+        match cfg.processes {
+            Processes::Auto => return multi::elastic(cfg, &signals, stats_json),
+            Processes::Count(n) if n > 1 => return multi::run(cfg, n, &signals, stats_json),
+            Processes::Count(_) => {}
         }
     }
-    let server = start(cfg)?;
     if cfg.child {
-        return run_child(server, &signals);
+        let hand_over = Arc::new(if cfg.elastic {
+            HandOver::elastic(signals.sender())
+        } else {
+            HandOver::ready()
+        });
+        let server = start_with(cfg, Some(hand_over.clone()))?;
+        return run_child(server, &signals, &hand_over, cfg.elastic);
     }
+    let server = start(cfg)?;
 
     let mut out = io::stdout().lock();
     writeln!(
@@ -739,6 +787,10 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     result.map(|_| ())
 }
 
+/// What the parent of an elastic group writes to a child's stdin when a
+/// younger sibling listens.
+pub(crate) const SIBLING_READY: &str = "sibling-ready";
+
 /// The final counters of a child of --processes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct ChildTotals {
@@ -747,14 +799,39 @@ pub(crate) struct ChildTotals {
 }
 
 /// A child of --processes: JSON lines on stdout, no banner, no summary.
-fn run_child(server: Running, signals: &crate::sys::signals::Stop) -> Result<()> {
+/// An elastic one says when it fills up, and hears on stdin when a younger
+/// sibling listens (then it may close its listeners when full).
+fn run_child(
+    server: Running,
+    signals: &crate::sys::signals::Stop,
+    hand_over: &HandOver,
+    elastic: bool,
+) -> Result<()> {
     use crate::cluster::processes::ChildLine;
+    use crate::sys::signals::Reason;
+    ChildLine::Ready.print();
+    if elastic {
+        signals.on_control()?;
+    }
     let started = Instant::now();
     let mut last = Totals::default();
     let mut tick = 1;
     loop {
         let due = started + Duration::from_secs(tick);
-        if signals.wait_until(due) || server.worker_exited() {
+        match signals.wait_reason(Some(due)) {
+            None => {}
+            Some(Reason::Grow) => {
+                ChildLine::Filling.print();
+                continue;
+            }
+            Some(Reason::Control(line)) if line == SIBLING_READY => {
+                hand_over.sibling_ready.store(true, Relaxed);
+                continue;
+            }
+            Some(Reason::Control(_)) => continue,
+            Some(_) => break,
+        }
+        if server.worker_exited() {
             break;
         }
         let totals = server.totals();

@@ -1,50 +1,46 @@
-//! `throng server --processes N`: N children of this process share each
-//! port through SO_REUSEPORT, each with its own fd limit; this parent checks
-//! and reserves the ports, prints one combined stats line and one summary,
-//! and passes SIGINT/SIGTERM on.
+//! Several server processes on one port (SO_REUSEPORT), each with its own
+//! fd limit, seen as one server: one combined stats line, one summary,
+//! SIGINT/SIGTERM passed on.
+//!
+//! - `--processes auto` (the default), [`elastic`]: this process serves,
+//!   and starts another each time the open ones near their fd limit, up to
+//!   what --max-connections needs. The new one joins the port's group
+//!   before the full one closes its listeners. Idle, it is one process.
+//! - `--processes N`, [`run`]: N children from the start; this parent
+//!   checks and reserves the ports and only watches.
 
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, IsTerminal, Write};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::time::Instant;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use socket2::{Protocol, SockAddr, Socket, Type};
 
 use super::stats::{human, Totals};
-use super::{ChildTotals, Second, ServerConfig, DEFAULT_PORT};
-use crate::cli::Processes;
+use super::{ChildTotals, HandOver, Second, ServerConfig, DEFAULT_PORT};
 use crate::cluster::processes::{child_args, ChildLine, Children};
 use crate::sys::signals::{Reason, Stop};
-use crate::sys::{limits, proc};
+use crate::sys::{capacity, limits, proc};
 
-/// Kernel memory one held connection costs (both socket buffers idle, the
-/// socket, the file): a planning figure.
-const KERNEL_BYTES_PER_CONN: u64 = 10 * 1024;
 /// Fds a server process keeps for itself.
 const FD_OVERHEAD: u64 = 64;
 
-/// Connections to plan for: --max-connections, lowered to what the
-/// memory available allows.
+/// Connections to plan for: --max-connections, lowered to what the host
+/// holds (the check the client and `throng tune` share: 80% of
+/// MemAvailable, fs.file-max).
 fn planned_connections(cfg: &ServerConfig) -> u64 {
-    let mem = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| proc::status_kb(&m, "MemAvailable"))
-        .map(|kb| kb * 1024 / KERNEL_BYTES_PER_CONN);
-    mem.map_or(cfg.max_connections, |m| cfg.max_connections.min(m))
-}
-
-/// How many processes the server runs in.
-pub fn processes_needed(cfg: &ServerConfig) -> Result<u64> {
-    Ok(match cfg.processes {
-        Processes::Count(n) => n,
-        Processes::Auto => {
-            // The same math as `throng tune`.
-            let fd = limits::raise_nofile()?;
-            crate::sys::tune::processes_for(planned_connections(cfg), fd.soft)
-        }
-    })
+    let host = capacity::Host::read(None);
+    let files = host
+        .file_max
+        .map_or(u64::MAX, |m| m.saturating_sub(host.files_open + 65_536));
+    cfg.max_connections
+        .min(host.ends_for_memory().unwrap_or(u64::MAX))
+        .min(files)
+        .max(1)
 }
 
 /// Checks each address is free and holds its port (a bound, not listening
@@ -90,29 +86,8 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut stats_json: Option<File>
     let (addrs, reserved) = reserve(cfg)?;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
     let workers = (cores / n).max(1).min(cfg.workers as u64);
-    let raw: Vec<OsString> = std::env::args_os().skip(2).collect();
-    let base = child_args(&raw, false);
     let lists: Vec<Vec<OsString>> = (0..n)
-        .map(|_| {
-            let mut args: Vec<OsString> = vec!["server".into()];
-            args.extend(base.iter().cloned());
-            for a in &addrs {
-                args.push("--listen".into());
-                args.push(a.to_string().into());
-            }
-            if let Some(t) = cfg.tls.as_ref().filter(|t| t.self_signed) {
-                // One certificate for all: the one made (or read) here.
-                for (flag, path) in [("--cert", &t.cert_file), ("--key", &t.key_file)] {
-                    args.push(flag.into());
-                    args.push(path.into());
-                }
-            }
-            for extra in ["--processes", "1", "--child", "--workers"] {
-                args.push(extra.into());
-            }
-            args.push(workers.to_string().into());
-            args
-        })
+        .map(|_| member_args(cfg, &addrs, workers, &[]))
         .collect();
     let mut children = Children::spawn(lists, stop, false)?;
 
@@ -127,11 +102,9 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut stats_json: Option<File>
     super::listening(cfg, &addrs, &mut out)?;
     writeln!(
         out,
-        "{}: {n} processes hold at most {} connections (planned for {}; --max-connections {})",
+        "{}: {n} processes hold at most {} connections",
         fd.describe(),
         capacity * n,
-        planned_connections(cfg),
-        cfg.max_connections
     )?;
     let somaxconn = proc::sysctl_u64("net.core.somaxconn");
     let effective = somaxconn.map_or(cfg.backlog as u64, |m| m.min(cfg.backlog as u64));
@@ -172,7 +145,9 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut stats_json: Option<File>
                     }
                     while seconds.iter().all(|s| s.len() > shown) {
                         let listen = proc::listen_counters().unwrap_or(last_listen);
-                        let sec = combine(seconds.iter().map(|s| &s[shown]), listen, last_listen);
+                        let mut sec =
+                            combine(seconds.iter().map(|s| &s[shown]), listen, last_listen);
+                        sec.processes = n;
                         last_listen = listen;
                         shown += 1;
                         if let Some(f) = stats_json.as_mut() {
@@ -250,4 +225,383 @@ fn combine<'a>(
     s.listen_overflows = listen.0.saturating_sub(last.0);
     s.listen_drops = listen.1.saturating_sub(last.1);
     s
+}
+
+/// The arguments of a child process: the user's, less the parent's own
+/// flags, with the bound addresses and the certificate every process shares.
+fn member_args(
+    cfg: &ServerConfig,
+    addrs: &[SocketAddr],
+    workers: u64,
+    extra: &[&str],
+) -> Vec<OsString> {
+    let raw: Vec<OsString> = std::env::args_os().skip(2).collect();
+    let mut args: Vec<OsString> = vec!["server".into()];
+    args.extend(child_args(&raw, false));
+    for a in addrs {
+        args.push("--listen".into());
+        args.push(a.to_string().into());
+    }
+    if let Some(t) = cfg.tls.as_ref().filter(|t| t.self_signed) {
+        // One certificate for all: the one made (or read) here.
+        for (flag, path) in [("--cert", &t.cert_file), ("--key", &t.key_file)] {
+            args.push(flag.into());
+            args.push(path.into());
+        }
+    }
+    for e in ["--processes", "1", "--child", "--workers"] {
+        args.push(e.into());
+    }
+    args.push(workers.to_string().into());
+    args.extend(extra.iter().map(OsString::from));
+    args
+}
+
+/// One process of an elastic group, as the parent sees it.
+struct Member {
+    /// Since the group's start.
+    started: Duration,
+    /// Listening (the parent's own process from the start).
+    ready: bool,
+    /// Past three quarters of its fds.
+    filling: bool,
+    /// Its last stats second, and the rates of the seconds it reported
+    /// since the parent's last line.
+    last: Second,
+    rates: Second,
+    fin: Option<ChildTotals>,
+    exit: Option<String>,
+}
+
+impl Member {
+    fn new(started: Duration, ready: bool) -> Member {
+        Member {
+            started,
+            ready,
+            filling: false,
+            last: Second::default(),
+            rates: Second::default(),
+            fin: None,
+            exit: None,
+        }
+    }
+}
+
+/// `--processes auto`: serves in this process and adds processes as the
+/// open ones fill up (see the module header).
+pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) -> Result<()> {
+    let fd = limits::raise_nofile()?;
+    let planned = planned_connections(cfg);
+    // This process serves until its fds run out, so it holds back what the
+    // group's own work needs: two pipes per child it starts, a few fds for
+    // each start and for reading /proc.
+    let estimate = planned.div_ceil(fd.soft.saturating_sub(256).max(1));
+    let mut spare = Spare::new(2 * estimate + 16);
+    let hand_over = Arc::new(HandOver::elastic(stop.sender()));
+    let server = super::start_with(cfg, Some(hand_over.clone()))?;
+    let capacity = server.max_open.max(1) as u64;
+    let most = planned.div_ceil(capacity).max(1);
+    if most == 1 {
+        // Alone for good: never close, shed past the fd limit.
+        hand_over.grow_at.store(i64::MAX, Relaxed);
+    }
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
+        "throng server: {} mode, 1 process x {} worker{}{}",
+        cfg.mode.name(),
+        cfg.workers,
+        if cfg.workers == 1 { "" } else { "s" },
+        if most > 1 {
+            format!(
+                "; another joins the port (SO_REUSEPORT) each time the open ones near their fd \
+                 limit, up to {most} processes"
+            )
+        } else {
+            String::new()
+        }
+    )?;
+    super::listening(cfg, &server.addrs, &mut out)?;
+    writeln!(
+        out,
+        "{}: {capacity} connections per process, {} in {most} process{} (planned for {planned}; \
+         --max-connections {})",
+        fd.describe(),
+        capacity * most,
+        if most == 1 { "" } else { "es" },
+        cfg.max_connections
+    )?;
+    for l in server.limits.iter().skip(1) {
+        writeln!(out, "{l}")?;
+    }
+    if most > 1 && proc::sysctl_u64("net.ipv4.tcp_migrate_req") == Some(0) {
+        writeln!(
+            out,
+            "a full process closes its listeners once the next one listens; a connection that \
+             reaches its queue in that instant is reset (counted in the summary) unless the \
+             kernel moves it to a sibling: sysctl -w net.ipv4.tcp_migrate_req=1"
+        )?;
+    }
+    out.flush()?;
+    drop(out);
+
+    let started = Instant::now();
+    let show = cfg.stats || io::stderr().is_terminal();
+    let listen0 = proc::listen_counters().unwrap_or_default();
+    let migrate0 = migrations();
+    let mut children = Children::spawn(Vec::new(), stop, true)?;
+    let group = Group {
+        cfg,
+        addrs: &server.addrs,
+        stop,
+        most,
+        started,
+    };
+    let mut members = vec![Member::new(Duration::ZERO, true)];
+    let mut last = (Totals::default(), listen0);
+    let mut tick = 1;
+    let mut stopping = false;
+    let mut alive = 0;
+    loop {
+        let due = started + Duration::from_secs(tick);
+        match stop.wait_reason(if stopping { None } else { Some(due) }) {
+            None => {}
+            Some(Reason::Signal) if !stopping => {
+                stopping = true;
+                children.signal(libc::SIGTERM);
+                if alive == 0 {
+                    break;
+                }
+                continue;
+            }
+            Some(Reason::Grow) => {
+                members[0].filling = true;
+                alive += group.grow(&mut members, &mut children, &mut spare);
+                continue;
+            }
+            Some(Reason::ChildLine(i, line)) => {
+                let m = &mut members[i + 1];
+                match serde_json::from_str::<ChildLine>(&line) {
+                    Ok(ChildLine::Stats(v)) => {
+                        if let Ok(sec) = serde_json::from_value::<Second>(v) {
+                            m.rates.add_rates(&sec);
+                            m.last = sec;
+                        }
+                    }
+                    Ok(ChildLine::Totals(v)) => m.fin = serde_json::from_value(v).ok(),
+                    Ok(ChildLine::Ready) => {
+                        m.ready = true;
+                        // The older ones may close their listeners when full.
+                        hand_over.sibling_ready.store(true, Relaxed);
+                        for j in 0..i {
+                            children.tell(j, super::SIBLING_READY);
+                        }
+                    }
+                    Ok(ChildLine::Filling) => {
+                        m.filling = true;
+                        alive += group.grow(&mut members, &mut children, &mut spare);
+                    }
+                    _ => {}
+                }
+                continue;
+            }
+            Some(Reason::ChildExit(i)) => {
+                alive -= 1;
+                if members[i + 1].fin.is_none() {
+                    members[i + 1].exit = Some("ended".into());
+                }
+                if stopping && alive == 0 {
+                    break;
+                }
+                continue;
+            }
+            Some(_) => continue,
+        }
+        if stopping {
+            continue;
+        }
+        if server.worker_exited() {
+            stopping = true;
+            children.signal(libc::SIGTERM);
+            if alive == 0 {
+                break;
+            }
+            continue;
+        }
+        let totals = server.totals();
+        let listen = spare.with(proc::listen_counters).unwrap_or(last.1);
+        let own = server.second(tick, &totals, &last.0);
+        let mut sec = combine(
+            std::iter::once(&own).chain(
+                members[1..]
+                    .iter()
+                    .map(|m| {
+                        let mut s = m.rates.clone();
+                        s.connections = m.last.connections;
+                        s.peak_connections = m.last.peak_connections;
+                        s
+                    })
+                    .collect::<Vec<_>>()
+                    .iter(),
+            ),
+            listen,
+            last.1,
+        );
+        sec.processes = members.len() as u64;
+        for m in &mut members[1..] {
+            m.rates = Second::default();
+        }
+        if let Some(f) = stats_json.as_mut() {
+            if let Err(e) = super::write_json_line(f, &sec) {
+                eprintln!("throng: {e:#}; no more --stats-json lines");
+                stats_json = None;
+            }
+        }
+        if show {
+            eprintln!("{}", sec.line());
+        }
+        last = (totals, listen);
+        tick += 1;
+    }
+
+    let own_peak = server.shared.peak.load(Relaxed);
+    drop(group);
+    let result = server.stop();
+    drop(spare);
+    let statuses = children.wait();
+    let own_totals = match &result {
+        Ok(t) => t.clone(),
+        Err(_) => last.0.clone(),
+    };
+    members[0].fin = Some(ChildTotals {
+        totals: own_totals,
+        peak: own_peak,
+    });
+    let mut total = Totals::default();
+    let mut peak = 0;
+    let mut rows = Vec::new();
+    for (k, m) in members.iter().enumerate() {
+        let what = match (&m.fin, k.checked_sub(1).map(|i| &statuses[i])) {
+            (Some(f), _) => {
+                total.add(&f.totals);
+                peak += f.peak;
+                format!("accepted {}", f.totals.accepted)
+            }
+            (None, Some(Ok(code))) => format!("died (exit {code})"),
+            (None, Some(Err(why))) => format!("died ({why})"),
+            (None, None) => "no counters".into(),
+        };
+        rows.push(format!(
+            "#{} at {:.1}s {what}",
+            k + 1,
+            m.started.as_secs_f64()
+        ));
+    }
+    let listen = proc::listen_counters().unwrap_or(listen0);
+    super::print_summary(
+        &total,
+        peak,
+        started.elapsed(),
+        (listen.0 - listen0.0, listen.1 - listen0.1),
+    )?;
+    println!(
+        "  processes    {} (up to {most}): {}{}",
+        members.len(),
+        rows.join(", "),
+        if members.len() > 1 {
+            "; peak is the sum of the processes' peaks"
+        } else {
+            ""
+        }
+    );
+    let (moved, lost) = migrations()
+        .zip(migrate0)
+        .map_or((0, 0), |(a, b)| (a.0 - b.0, a.1 - b.1));
+    if total.queued_at_close > 0 || moved > 0 || lost > 0 {
+        println!(
+            "  hand-over    {} connection(s) queued at a full process's listeners when they \
+             closed; the kernel moved {moved} to a sibling and failed {lost} \
+             (net.ipv4.tcp_migrate_req)",
+            total.queued_at_close
+        );
+    }
+    result.map(|_| ())
+}
+
+/// What starting another member of an elastic group takes.
+struct Group<'a> {
+    cfg: &'a ServerConfig,
+    addrs: &'a [SocketAddr],
+    stop: &'a Stop,
+    most: u64,
+    started: Instant,
+}
+
+impl Group<'_> {
+    /// Starts the next process when every one so far is filling, up to
+    /// `most`; 1 when it started one. A process that cannot start is said
+    /// on stderr and the group serves on as it is.
+    fn grow(&self, members: &mut Vec<Member>, children: &mut Children, spare: &mut Spare) -> u64 {
+        if members.len() as u64 >= self.most
+            || !members.iter().all(|m| m.filling || m.exit.is_some())
+        {
+            return 0;
+        }
+        let args = member_args(
+            self.cfg,
+            self.addrs,
+            self.cfg.workers as u64,
+            &["--elastic"],
+        );
+        match spare.with(|| children.add(args, self.stop)) {
+            Ok(()) => {
+                members.push(Member::new(self.started.elapsed(), false));
+                1
+            }
+            Err(e) => {
+                eprintln!("throng: {e:#}; serving on with {} processes", members.len());
+                // Not again: the group stays as it is.
+                for m in members.iter_mut() {
+                    m.filling = false;
+                }
+                0
+            }
+        }
+    }
+}
+
+/// Fds held back (open on /dev/null) so that a process whose connections
+/// took every other fd can still start a child or read /proc.
+struct Spare(Vec<File>);
+
+impl Spare {
+    fn new(n: u64) -> Spare {
+        Spare(
+            (0..n)
+                .filter_map(|_| File::open("/dev/null").ok())
+                .collect(),
+        )
+    }
+
+    /// Runs `f` with a few of the fds free, then takes back what it can
+    /// (what `f` kept open, such as a child's pipes, is gone for good).
+    fn with<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        const TAKE: usize = 8;
+        let n = self.0.len().saturating_sub(TAKE);
+        self.0.truncate(n);
+        let r = f();
+        for _ in 0..TAKE {
+            match File::open("/dev/null") {
+                Ok(f) => self.0.push(f),
+                Err(_) => break,
+            }
+        }
+        r
+    }
+}
+
+/// The kernel's TcpExt TCPMigrateReqSuccess and TCPMigrateReqFailure.
+fn migrations() -> Option<(u64, u64)> {
+    let v = proc::netstat("TcpExt", &["TCPMigrateReqSuccess", "TCPMigrateReqFailure"])?;
+    Some((v[0], v[1]))
 }

@@ -27,6 +27,9 @@ pub struct WorkerStats {
     pub accept_no_fds: AtomicU64,
     /// UDP replies the socket could not take (send buffer full).
     pub udp_dropped: AtomicU64,
+    /// Connections left in a listener's queue when a full process closed
+    /// it (reset, unless net.ipv4.tcp_migrate_req moved them).
+    pub queued_at_close: AtomicU64,
     /// Other accept errors, by errno.
     pub accept_errno: [AtomicU64; MAX_ERRNO],
 }
@@ -43,6 +46,7 @@ impl Default for WorkerStats {
             conn_errors: AtomicU64::new(0),
             accept_no_fds: AtomicU64::new(0),
             udp_dropped: AtomicU64::new(0),
+            queued_at_close: AtomicU64::new(0),
             accept_errno: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -63,6 +67,8 @@ pub struct Totals {
     pub accept_no_fds: u64,
     pub udp_dropped: u64,
     #[serde(default)]
+    pub queued_at_close: u64,
+    #[serde(default)]
     pub accept_errno: Vec<(i32, u64)>,
 }
 
@@ -80,6 +86,7 @@ impl Totals {
             t.conn_errors += w.conn_errors.load(Relaxed);
             t.accept_no_fds += w.accept_no_fds.load(Relaxed);
             t.udp_dropped += w.udp_dropped.load(Relaxed);
+            t.queued_at_close += w.queued_at_close.load(Relaxed);
             for (sum, c) in errno.iter_mut().zip(&w.accept_errno) {
                 *sum += c.load(Relaxed);
             }
@@ -104,6 +111,7 @@ impl Totals {
         self.conn_errors += o.conn_errors;
         self.accept_no_fds += o.accept_no_fds;
         self.udp_dropped += o.udp_dropped;
+        self.queued_at_close += o.queued_at_close;
         for &(e, n) in &o.accept_errno {
             match self.accept_errno.iter_mut().find(|(x, _)| *x == e) {
                 Some((_, m)) => *m += n,

@@ -10,8 +10,8 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use mio::net::{TcpListener, TcpStream, UdpSocket};
@@ -20,6 +20,7 @@ use slab::Slab;
 
 use super::responder::{Action, Responder, Session};
 use super::stats::{bump, Shared, WorkerStats, MAX_ERRNO};
+use crate::sys::signals::Reason;
 
 /// Size of the per-worker read buffer.
 const SCRATCH: usize = 64 * 1024;
@@ -87,7 +88,64 @@ pub struct Setup {
     /// workers close their listeners, so the kernel gives new connections
     /// to sibling processes sharing the port instead of queueing them here.
     pub max_open: i64,
+    /// One of a group of processes sharing the port: when a full process
+    /// may close its listeners, and when to ask for the next process.
+    pub hand_over: Option<Arc<HandOver>>,
     pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+/// How a process of a group hands new connections to its siblings. A full
+/// process closes its listeners (so the kernel sends new connections to the
+/// others) only once a sibling is listening; until then it keeps accepting
+/// and sheds what its fds cannot hold, as a lone server does.
+pub struct HandOver {
+    /// A sibling takes new connections: a full process may close.
+    pub sibling_ready: AtomicBool,
+    /// Open connections at which the group should start another process.
+    pub grow_at: AtomicI64,
+    grow_sent: AtomicBool,
+    /// Where "this process is filling" goes (the main thread's wait).
+    notify: Option<mpsc::Sender<Reason>>,
+}
+
+impl HandOver {
+    /// A member whose siblings are all listening already (--processes N).
+    pub fn ready() -> HandOver {
+        HandOver {
+            sibling_ready: AtomicBool::new(true),
+            grow_at: AtomicI64::new(i64::MAX),
+            grow_sent: AtomicBool::new(false),
+            notify: None,
+        }
+    }
+
+    /// A member of an elastic group: it says when it fills up, and waits
+    /// for a sibling before it closes.
+    pub fn elastic(notify: mpsc::Sender<Reason>) -> HandOver {
+        HandOver {
+            sibling_ready: AtomicBool::new(false),
+            grow_at: AtomicI64::new(i64::MAX),
+            grow_sent: AtomicBool::new(false),
+            notify: Some(notify),
+        }
+    }
+
+    /// Sets when an elastic member asks for the next process: at three
+    /// quarters of what it holds, so the next one listens well before this
+    /// one is full.
+    pub fn arm(&self, max_open: i64) {
+        if self.notify.is_some() {
+            self.grow_at.store(max_open / 4 * 3, Relaxed);
+        }
+    }
+
+    fn opened(&self, open: i64) {
+        if open >= self.grow_at.load(Relaxed) && !self.grow_sent.swap(true, Relaxed) {
+            if let Some(tx) = &self.notify {
+                let _ = tx.send(Reason::Grow);
+            }
+        }
+    }
 }
 
 /// The per-worker buffers and counters a connection is served with.
@@ -110,6 +168,7 @@ pub struct Worker {
     listen: Vec<std::net::SocketAddr>,
     backlog: u32,
     max_open: i64,
+    hand_over: Option<Arc<HandOver>>,
     udp: Vec<UdpSocket>,
     conns: Slab<Conn>,
     io: Io,
@@ -140,6 +199,7 @@ impl Worker {
             listen,
             backlog,
             max_open,
+            hand_over,
             tls,
         } = setup;
         for (i, l) in listeners.iter_mut().enumerate() {
@@ -156,6 +216,7 @@ impl Worker {
             listen,
             backlog,
             max_open,
+            hand_over,
             udp,
             conns: Slab::new(),
             io: Io {
@@ -223,16 +284,20 @@ impl Worker {
         }
     }
 
-    /// The process is full: takes what already waits in this worker's accept
-    /// queues (the fds kept spare above `max_open` hold them), then closes
-    /// the listeners so the kernel sends new connections to the siblings.
-    /// Closing resets whatever is still queued unless the kernel migrates
-    /// it (net.ipv4.tcp_migrate_req = 1), so the queues are emptied first.
+    /// The process is nearly full: takes what already waits in this
+    /// worker's accept queues (the room kept below `max_open` holds them),
+    /// then closes the listeners so the kernel sends new connections to the
+    /// siblings. Closing resets whatever is still queued unless the kernel
+    /// migrates it (net.ipv4.tcp_migrate_req = 1), so the queues are
+    /// emptied first.
     fn close_listeners(&mut self) {
         for i in 0..self.listeners.len() {
-            // (Past `max_open`: the spare fds hold these.)
             while self.accept_one(i) {}
-            self.listeners[i] = None;
+            if let Some(l) = self.listeners[i].take() {
+                // What arrived between the last accept and now is reset
+                // with the listener (unless the kernel migrates it).
+                bump(&self.io.stats.queued_at_close, accept_queue_len(&l));
+            }
         }
     }
 
@@ -259,8 +324,22 @@ impl Worker {
         }
     }
 
-    fn full(&self) -> bool {
-        self.shared.current.load(Relaxed) >= self.max_open
+    /// Open connections at which a member of a group hands new ones to its
+    /// siblings: below `max_open` by room for what its accept queues hold
+    /// at that moment (a connect storm queues hundreds).
+    fn close_at(&self) -> i64 {
+        self.max_open - (self.max_open / 50).max(16)
+    }
+
+    /// Time to close the listeners: nearly full, and a sibling listens.
+    /// Without one, the process keeps accepting and sheds what its fds
+    /// cannot hold, as a lone server does.
+    fn hand_over_due(&self) -> bool {
+        self.shared.current.load(Relaxed) >= self.close_at()
+            && self
+                .hand_over
+                .as_ref()
+                .is_some_and(|h| h.sibling_ready.load(Relaxed))
     }
 
     /// Accepts until the queue is empty (edge-triggered).
@@ -268,12 +347,15 @@ impl Worker {
         if self.accept_paused {
             return;
         }
-        while !self.full() {
+        loop {
+            if self.hand_over_due() {
+                self.close_listeners();
+                return;
+            }
             if !self.accept_one(i) {
                 return;
             }
         }
-        self.close_listeners();
     }
 
     /// Accepts one connection from listener `i`; false when there is none
@@ -375,6 +457,9 @@ impl Worker {
         });
         bump(&self.io.stats.accepted, 1);
         self.shared.opened();
+        if let Some(h) = &self.hand_over {
+            h.opened(self.shared.current.load(Relaxed));
+        }
     }
 
     fn serve_conn(&mut self, key: usize, readable: bool, closing: bool) {
@@ -395,7 +480,7 @@ impl Worker {
         }
         let margin = (self.max_open / 100).max(16);
         if self.listeners.iter().any(Option::is_none)
-            && self.shared.current.load(Relaxed) < self.max_open - margin
+            && self.shared.current.load(Relaxed) < self.close_at() - margin
         {
             self.reopen_listeners();
         }
@@ -645,5 +730,29 @@ mod tests {
         assert!(matches!(source(udp_token(3)), Source::Udp(3)));
         assert!(matches!(source(Token(0)), Source::Conn(0)));
         assert!(matches!(source(Token(1_000_000)), Source::Conn(1_000_000)));
+    }
+}
+
+/// Connections waiting in a listener's accept queue (TCP_INFO reports the
+/// queue's length as `tcpi_unacked` for a listening socket).
+fn accept_queue_len(l: &TcpListener) -> u64 {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcp_info is plain old data; zeroes are a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `info`, which we own.
+    let rc = unsafe {
+        libc::getsockopt(
+            l.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        u64::from(info.tcpi_unacked)
+    } else {
+        0
     }
 }

@@ -31,6 +31,8 @@ pub enum Reason {
     ChildLine(usize, String),
     /// A child process closed its stdout (it ended).
     ChildExit(usize),
+    /// A server process of an elastic group nears its fd limit.
+    Grow,
 }
 
 impl Stop {
