@@ -47,7 +47,9 @@ fn embedded_config(transport: Transport) -> Result<ServerConfig> {
 
 /// What the preflight found wrong with a plan: each entry is the reason
 /// and the fix.
-fn preflight(sc: &Scenario, fd: &FdLimit) -> Vec<String> {
+/// `shortfall`: the source planner's advice for a target off this host (the
+/// interface's missing addresses), the fix when the ports run out.
+fn preflight(sc: &Scenario, fd: &FdLimit, shortfall: Option<&str>) -> Vec<String> {
     let mut problems = Vec::new();
     let per_conn = if sc.embedded_server { 2 } else { 1 };
     let need = sc.connections * per_conn + FD_OVERHEAD + limits::fds_in_use() as u64;
@@ -90,10 +92,15 @@ fn preflight(sc: &Scenario, fd: &FdLimit) -> Vec<String> {
         .iter()
         .find(|t| per_target > ports * family_sources(t))
     {
+        let fix = match shortfall {
+            Some(s) => format!("{s}; or widen the range"),
+            None => "Add source addresses (--source-ip 127.0.0.2/24 on loopback) or widen the \
+                     range"
+                .to_string(),
+        };
         problems.push(format!(
             "{per_target} connections to {t} need {per_target} ephemeral ports, but {} source \
-             address(es) give {} ({ports} each, net.ipv4.ip_local_port_range). Add source \
-             addresses (--source-ip 127.0.0.2/24 on loopback) or widen the range: \
+             address(es) give {} ({ports} each, net.ipv4.ip_local_port_range). {fix}: \
              sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\"",
             family_sources(t),
             ports * family_sources(t)
@@ -344,7 +351,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         Some(seg) => whole.slice(seg),
         None => whole.clone(),
     };
-    let problems = preflight(&ran, &fd);
+    let problems = preflight(&ran, &fd, shortfall.as_deref());
     if !a.child {
         let mut out = io::stdout().lock();
         writeln!(
@@ -444,7 +451,11 @@ fn run_processes(
     use crate::engine::Live;
     use crate::sys::signals::Reason;
     // Each process checks its own share; the ports are the whole's.
-    let mut problems = preflight(&whole.slice(crate::cli::Segment { index: 1, count: n }), fd);
+    let mut problems = preflight(
+        &whole.slice(crate::cli::Segment { index: 1, count: n }),
+        fd,
+        shortfall.as_deref(),
+    );
     problems.retain(|p| !p.contains("file descriptors"));
     {
         let mut out = io::stdout().lock();
@@ -633,6 +644,22 @@ fn on_this_host(t: &SocketAddr) -> bool {
         || sources::host_addresses().iter().any(|(_, a)| *a == t.ip())
 }
 
+/// Every target needs a source of its own family when sources are given.
+fn check_source_families(targets: &[SocketAddr], chosen: &[IpAddr]) -> Result<()> {
+    if chosen.is_empty() {
+        return Ok(());
+    }
+    for t in targets {
+        if !chosen.iter().any(|s| s.is_ipv4() == t.is_ipv4()) {
+            return Err(usage(format!(
+                "target {t} is {} but no --source-ip is; give one of its family",
+                if t.is_ipv4() { "IPv4" } else { "IPv6" }
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -675,20 +702,4 @@ mod tests {
         );
         assert_eq!(per_pair_warning(&sc, 7_058, 28_232), None);
     }
-}
-
-/// Every target needs a source of its own family when sources are given.
-fn check_source_families(targets: &[SocketAddr], chosen: &[IpAddr]) -> Result<()> {
-    if chosen.is_empty() {
-        return Ok(());
-    }
-    for t in targets {
-        if !chosen.iter().any(|s| s.is_ipv4() == t.is_ipv4()) {
-            return Err(usage(format!(
-                "target {t} is {} but no --source-ip is; give one of its family",
-                if t.is_ipv4() { "IPv4" } else { "IPv6" }
-            )));
-        }
-    }
-    Ok(())
 }

@@ -394,6 +394,43 @@ fn impossible_plan_exits_2_with_the_fix() {
 }
 
 #[test]
+fn more_than_the_host_holds_is_refused_within_a_second() {
+    // Five million connections to a server on this host: both ends here,
+    // far more kernel memory than 80% of what is available (and fds).
+    let srv = server(&[]);
+    let target = srv.addr.to_string();
+    let started = std::time::Instant::now();
+    let (code, out, err) = output(Command::new(BIN).args(["client", &target, "-c", "5m"]));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("memory"), "{err}");
+    assert!(err.contains("throng cluster"), "{err}");
+    assert!(!out.contains("throng client:"), "{out}");
+    // --force starts it: one process waiting for a start a minute away,
+    // stopped at once (no connection is made).
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 60;
+    let mut child = Command::new(BIN)
+        .args(["client", &target, "-c", "5m", "--force", "-q"])
+        .args(["--processes", "1", "--start-at", &at.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let line = common::wait_for_line(&mut err, "need kernel memory");
+    assert!(line.contains("--force: running anyway"), "{line}");
+    common::signal(child.id() as i32, libc::SIGINT);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let (status, _) = srv.stop();
+    assert!(status.success());
+}
+
+#[test]
 fn sigint_writes_an_interrupted_result() {
     let srv = server(&[]);
     let dir = temp_dir("sigint");

@@ -476,8 +476,9 @@ fn compare_prints_one_table_and_writes_every_run() {
 
 #[test]
 fn tcp_per_query_says_when_time_wait_uses_up_the_ports() {
-    // A private namespace with 100 ports and no TIME_WAIT reuse: 400
-    // queries need 400 ports for 60 s each.
+    // A private namespace with 100 ports and no TIME_WAIT reuse: throng
+    // plans 4 loopback sources (a quarter of the range per pair), so 400
+    // ports; 800 queries need 800 ports for 60 s each.
     let done = common::in_netns(|| {
         common::set_sysctl("net.ipv4.ip_local_port_range", "40000 40099");
         common::set_sysctl("net.ipv4.tcp_tw_reuse", "0");
@@ -492,7 +493,7 @@ fn tcp_per_query_says_when_time_wait_uses_up_the_ports() {
                 "--proto",
                 "echo",
                 "-r",
-                "200",
+                "400",
                 "--arrivals",
                 "constant",
                 "-T",

@@ -42,6 +42,62 @@ fn table_names_every_limit_and_the_commands() {
 }
 
 #[test]
+fn a_plan_past_eighty_percent_of_memory_needs_change() {
+    // Three million connections, both ends on this host: more kernel
+    // memory than 80% of what is available here, and more fds than
+    // fs.file-max allows on these machines.
+    let (code, out, _) = output(Command::new(BIN).args(["tune", "-c", "3m", "--json"]));
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = |name: &str| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["setting"] == name)
+            .unwrap_or_else(|| panic!("{name} missing: {out}"))
+            .clone()
+    };
+    let mem = row("kernel memory");
+    let avail: u64 = mem["current"]
+        .as_str()
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let need: u64 = mem["needed"]
+        .as_str()
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        mem["needed"].as_str().unwrap().contains("at most 80%"),
+        "{mem}"
+    );
+    let expected = if need * 10 > avail * 8 {
+        "needs_change"
+    } else {
+        "ok"
+    };
+    assert_eq!(mem["status"], expected, "{mem}");
+    // 6,000,000 ends at a few kB each are past 80% of 24 GiB.
+    if avail < 20_000 {
+        assert_eq!(mem["status"], "needs_change", "{mem}");
+    }
+    let files = row("fs.file-max");
+    let max: u64 = files["current"].as_str().unwrap().parse().unwrap();
+    if max < 6_000_000 {
+        assert_eq!(files["status"], "needs_change", "{files}");
+        assert!(v["apply_now"].to_string().contains("fs.file-max"), "{v}");
+    }
+}
+
+#[test]
 fn apply_changes_only_this_namespaces_net_settings() {
     in_netns(|| {
         common::set_sysctl("net.core.somaxconn", "1024");

@@ -465,7 +465,6 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
     }
 
     let own_peak = server.shared.peak.load(Relaxed);
-    drop(group);
     let result = server.stop();
     drop(spare);
     let statuses = children.wait();

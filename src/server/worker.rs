@@ -328,7 +328,7 @@ impl Worker {
     /// siblings: below `max_open` by room for what its accept queues hold
     /// at that moment (a connect storm queues hundreds).
     fn close_at(&self) -> i64 {
-        self.max_open - (self.max_open / 50).max(16)
+        self.max_open - (self.max_open / 50).max(1)
     }
 
     /// Time to close the listeners: nearly full, and a sibling listens.
@@ -717,22 +717,6 @@ fn write_some(stream: &mut TcpStream, data: &[u8], stats: &WorkerStats) -> io::R
     Ok(off)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_round_trip() {
-        assert!(matches!(source(WAKER), Source::Waker));
-        assert!(matches!(source(listener_token(0)), Source::Listener(0)));
-        assert!(matches!(source(listener_token(7)), Source::Listener(7)));
-        assert!(matches!(source(udp_token(0)), Source::Udp(0)));
-        assert!(matches!(source(udp_token(3)), Source::Udp(3)));
-        assert!(matches!(source(Token(0)), Source::Conn(0)));
-        assert!(matches!(source(Token(1_000_000)), Source::Conn(1_000_000)));
-    }
-}
-
 /// Connections waiting in a listener's accept queue (TCP_INFO reports the
 /// queue's length as `tcpi_unacked` for a listening socket).
 fn accept_queue_len(l: &TcpListener) -> u64 {
@@ -754,5 +738,21 @@ fn accept_queue_len(l: &TcpListener) -> u64 {
         u64::from(info.tcpi_unacked)
     } else {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip() {
+        assert!(matches!(source(WAKER), Source::Waker));
+        assert!(matches!(source(listener_token(0)), Source::Listener(0)));
+        assert!(matches!(source(listener_token(7)), Source::Listener(7)));
+        assert!(matches!(source(udp_token(0)), Source::Udp(0)));
+        assert!(matches!(source(udp_token(3)), Source::Udp(3)));
+        assert!(matches!(source(Token(0)), Source::Conn(0)));
+        assert!(matches!(source(Token(1_000_000)), Source::Conn(1_000_000)));
     }
 }
