@@ -165,9 +165,10 @@ pub struct ServerArgs {
     pub child: bool,
 
     /// Internal: a child of --processes auto: says when it fills up, and
-    /// closes its listeners when full only once told a sibling listens.
-    #[arg(long, hide = true, requires = "child")]
-    pub elastic: bool,
+    /// takes the port's new connections from the sockets at BASE.. of its
+    /// SO_REUSEPORT group (the ones it joins with).
+    #[arg(long, hide = true, requires = "child", value_name = "BASE")]
+    pub elastic: Option<u32>,
 }
 
 /// How connections are opened.

@@ -208,15 +208,6 @@ impl Children {
         Ok(())
     }
 
-    /// Writes one line to child `i`'s stdin (when it is a pipe).
-    pub fn tell(&mut self, i: usize, line: &str) {
-        use std::io::Write;
-        if let Some(input) = self.children.get_mut(i).and_then(|c| c.stdin.as_mut()) {
-            let _ = writeln!(input, "{line}");
-            let _ = input.flush();
-        }
-    }
-
     /// Sends Enter to every child (ending their --pause).
     pub fn enter_all(&mut self) {
         use std::io::Write;

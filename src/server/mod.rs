@@ -67,9 +67,10 @@ pub struct ServerConfig {
     /// JSON lines.
     #[serde(default)]
     pub child: bool,
-    /// A child of an elastic group (--processes auto).
+    /// A child of an elastic group (--processes auto), with where its
+    /// listeners sit in the port's SO_REUSEPORT group.
     #[serde(default)]
-    pub elastic: bool,
+    pub elastic: Option<u32>,
 }
 
 /// The server's certificate and key (PEM), and where they came from.
@@ -288,7 +289,7 @@ impl ServerConfig {
             processes: Processes::Count(1),
             max_connections: 1_000_000,
             child: false,
-            elastic: false,
+            elastic: None,
             tls,
         }
     }
@@ -359,6 +360,58 @@ pub(crate) fn tcp_listener(addr: SocketAddr, backlog: u32) -> io::Result<Socket>
     s.bind(&SockAddr::from(addr))?;
     s.listen(backlog as i32)?;
     Ok(s)
+}
+
+/// Makes the SO_REUSEPORT group of `listener` give each new connection to
+/// one of the `n` sockets at `base..base + n` (the group numbers its sockets
+/// in the order they joined, as long as none leaves), picked at random: a
+/// four-instruction classic BPF program the kernel runs on each SYN
+/// (SO_ATTACH_REUSEPORT_CBPF). It replaces the group's previous program.
+pub(crate) fn steer_new_connections(
+    listener: &impl std::os::fd::AsRawFd,
+    base: u32,
+    n: u32,
+) -> io::Result<()> {
+    // The opcodes of linux/filter.h (classic BPF) for "A = random;
+    // A %= n; A += base; return A": BPF_LD|BPF_W|BPF_ABS, BPF_ALU|BPF_MOD|
+    // BPF_K, BPF_ALU|BPF_ADD|BPF_K, BPF_RET|BPF_A.
+    const LD_W_ABS: u16 = 0x20;
+    const ALU_MOD_K: u16 = 0x94;
+    const ALU_ADD_K: u16 = 0x04;
+    const RET_A: u16 = 0x16;
+    let op = |code, k| libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let random = (libc::SKF_AD_OFF + libc::SKF_AD_RANDOM) as u32;
+    let mut code = [
+        op(LD_W_ABS, random),
+        op(ALU_MOD_K, n.max(1)),
+        op(ALU_ADD_K, base),
+        op(RET_A, 0),
+    ];
+    let prog = libc::sock_fprog {
+        len: code.len() as u16,
+        filter: code.as_mut_ptr(),
+    };
+    // SAFETY: the kernel copies `prog` and the filter it points to, both
+    // alive for the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            listener.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_CBPF,
+            (&prog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 pub(crate) fn udp_socket(addr: SocketAddr) -> io::Result<Socket> {
@@ -630,6 +683,17 @@ pub fn start(cfg: &ServerConfig) -> Result<Running> {
 pub(crate) fn start_with(cfg: &ServerConfig, hand_over: Option<Arc<HandOver>>) -> Result<Running> {
     let fd = limits::raise_nofile().context("reading RLIMIT_NOFILE")?;
     let bound = bind(cfg)?;
+    if let Some(base) = cfg.elastic {
+        // Every new connection to this process from now on; the older
+        // members keep their listeners (and so their places in the group)
+        // and serve what they hold.
+        for (i, addr) in bound.addrs.iter().enumerate() {
+            let first = &bound.per_worker[0].0[i];
+            steer_new_connections(first, base, cfg.workers as u32).with_context(|| {
+                format!("cannot steer the new connections to {addr} to this process")
+            })?;
+        }
+    }
     let shared = Arc::new(Shared::default());
     let responder = Arc::new(cfg.responder());
     let tls = match &cfg.tls {
@@ -715,13 +779,13 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         }
     }
     if cfg.child {
-        let hand_over = Arc::new(if cfg.elastic {
+        let hand_over = Arc::new(if cfg.elastic.is_some() {
             HandOver::elastic(signals.sender())
         } else {
             HandOver::ready()
         });
         let server = start_with(cfg, Some(hand_over.clone()))?;
-        return run_child(server, &signals, &hand_over, cfg.elastic);
+        return run_child(server, &signals);
     }
     let server = start(cfg)?;
 
@@ -787,10 +851,6 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     result.map(|_| ())
 }
 
-/// What the parent of an elastic group writes to a child's stdin when a
-/// younger sibling listens.
-pub(crate) const SIBLING_READY: &str = "sibling-ready";
-
 /// The final counters of a child of --processes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct ChildTotals {
@@ -799,20 +859,11 @@ pub(crate) struct ChildTotals {
 }
 
 /// A child of --processes: JSON lines on stdout, no banner, no summary.
-/// An elastic one says when it fills up, and hears on stdin when a younger
-/// sibling listens (then it may close its listeners when full).
-fn run_child(
-    server: Running,
-    signals: &crate::sys::signals::Stop,
-    hand_over: &HandOver,
-    elastic: bool,
-) -> Result<()> {
+/// An elastic one also says when it fills up.
+fn run_child(server: Running, signals: &crate::sys::signals::Stop) -> Result<()> {
     use crate::cluster::processes::ChildLine;
     use crate::sys::signals::Reason;
     ChildLine::Ready.print();
-    if elastic {
-        signals.on_control()?;
-    }
     let started = Instant::now();
     let mut last = Totals::default();
     let mut tick = 1;
@@ -824,11 +875,6 @@ fn run_child(
                 ChildLine::Filling.print();
                 continue;
             }
-            Some(Reason::Control(line)) if line == SIBLING_READY => {
-                hand_over.sibling_ready.store(true, Relaxed);
-                continue;
-            }
-            Some(Reason::Control(_)) => continue,
             Some(_) => break,
         }
         if server.worker_exited() {

@@ -4,8 +4,10 @@
 //!
 //! - `--processes auto` (the default), [`elastic`]: this process serves,
 //!   and starts another each time the open ones near their fd limit, up to
-//!   what --max-connections needs. The new one joins the port's group
-//!   before the full one closes its listeners. Idle, it is one process.
+//!   what --max-connections needs. The new one joins the port's
+//!   SO_REUSEPORT group and steers its new connections to itself (a
+//!   classic BPF program on the group); the older ones keep their
+//!   listeners, so nothing queued at them is lost. Idle, it is one process.
 //! - `--processes N`, [`run`]: N children from the start; this parent
 //!   checks and reserves the ports and only watches.
 
@@ -334,14 +336,6 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
     for l in server.limits.iter().skip(1) {
         writeln!(out, "{l}")?;
     }
-    if most > 1 && proc::sysctl_u64("net.ipv4.tcp_migrate_req") == Some(0) {
-        writeln!(
-            out,
-            "a full process closes its listeners once the next one listens; a connection that \
-             reaches its queue in that instant is reset (counted in the summary) unless the \
-             kernel moves it to a sibling: sysctl -w net.ipv4.tcp_migrate_req=1"
-        )?;
-    }
     out.flush()?;
     drop(out);
 
@@ -389,14 +383,7 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
                         }
                     }
                     Ok(ChildLine::Totals(v)) => m.fin = serde_json::from_value(v).ok(),
-                    Ok(ChildLine::Ready) => {
-                        m.ready = true;
-                        // The older ones may close their listeners when full.
-                        hand_over.sibling_ready.store(true, Relaxed);
-                        for j in 0..i {
-                            children.tell(j, super::SIBLING_READY);
-                        }
-                    }
+                    Ok(ChildLine::Ready) => m.ready = true,
                     Ok(ChildLine::Filling) => {
                         m.filling = true;
                         alive += group.grow(&mut members, &mut children, &mut spare);
@@ -546,11 +533,14 @@ impl Group<'_> {
         {
             return 0;
         }
+        // Its listeners join the port's group after every member's so far,
+        // each with one per worker: there it steers new connections to.
+        let base = (members.len() * self.cfg.workers).to_string();
         let args = member_args(
             self.cfg,
             self.addrs,
             self.cfg.workers as u64,
-            &["--elastic"],
+            &["--elastic", &base],
         );
         match spare.with(|| children.add(args, self.stop)) {
             Ok(()) => {

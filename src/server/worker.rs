@@ -94,13 +94,15 @@ pub struct Setup {
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
-/// How a process of a group hands new connections to its siblings. A full
-/// process closes its listeners (so the kernel sends new connections to the
-/// others) only once a sibling is listening; until then it keeps accepting
-/// and sheds what its fds cannot hold, as a lone server does.
+/// How a process of a group hands new connections to its siblings. Of
+/// `--processes N`, a full process closes its listeners so that the kernel
+/// sends new connections to the others. In an elastic group the youngest
+/// member steers the port's new connections to itself when it joins, so an
+/// older one keeps its listeners (closing would renumber the group) and
+/// sheds, as a lone server does, only what its fds cannot hold.
 pub struct HandOver {
-    /// A sibling takes new connections: a full process may close.
-    pub sibling_ready: AtomicBool,
+    /// A full process closes its listeners.
+    pub may_close: bool,
     /// Open connections at which the group should start another process.
     pub grow_at: AtomicI64,
     grow_sent: AtomicBool,
@@ -112,18 +114,17 @@ impl HandOver {
     /// A member whose siblings are all listening already (--processes N).
     pub fn ready() -> HandOver {
         HandOver {
-            sibling_ready: AtomicBool::new(true),
+            may_close: true,
             grow_at: AtomicI64::new(i64::MAX),
             grow_sent: AtomicBool::new(false),
             notify: None,
         }
     }
 
-    /// A member of an elastic group: it says when it fills up, and waits
-    /// for a sibling before it closes.
+    /// A member of an elastic group: it says when it fills up.
     pub fn elastic(notify: mpsc::Sender<Reason>) -> HandOver {
         HandOver {
-            sibling_ready: AtomicBool::new(false),
+            may_close: false,
             grow_at: AtomicI64::new(i64::MAX),
             grow_sent: AtomicBool::new(false),
             notify: Some(notify),
@@ -331,15 +332,12 @@ impl Worker {
         self.max_open - (self.max_open / 50).max(1)
     }
 
-    /// Time to close the listeners: nearly full, and a sibling listens.
-    /// Without one, the process keeps accepting and sheds what its fds
-    /// cannot hold, as a lone server does.
+    /// Time to close the listeners: nearly full, in a group whose members
+    /// close when full (see [`HandOver`]). Otherwise the process keeps
+    /// accepting and sheds what its fds cannot hold, as a lone server does.
     fn hand_over_due(&self) -> bool {
         self.shared.current.load(Relaxed) >= self.close_at()
-            && self
-                .hand_over
-                .as_ref()
-                .is_some_and(|h| h.sibling_ready.load(Relaxed))
+            && self.hand_over.as_ref().is_some_and(|h| h.may_close)
     }
 
     /// Accepts until the queue is empty (edge-triggered).
