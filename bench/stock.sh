@@ -10,9 +10,12 @@
 #
 # Reports established/N, failures, connect rate, connect p99 and the p99
 # time spent inside connect(), user-space bytes per held connection for each
-# side (RSS summed over the process tree at the peak of open connections,
-# minus, for each process then in the tree, the RSS of that side's first
-# process while it was alone and idle, divided by the connections then open),
+# side (anonymous memory, the Anonymous: line of /proc/PID/smaps_rollup, so
+# the binary's pages that all processes share are not counted once per
+# process: summed over the process tree at the peak of open connections,
+# minus, for each process then in the tree, that of the side's first
+# process while it was alone and idle, divided by the connections then open;
+# the last sample at the peak, once the ramp has settled),
 # the server's summary, and a line against the targets set for N=100,000:
 # >= 30,000 connections/s, connect p99 <= 50 ms, <= 256 B per connection on
 # each side. Missing a target is printed as 'missed' and does not fail;
@@ -44,11 +47,11 @@ tree_pids() {
           while (h <= t) { p = q[h++]; print p; m = split(kids[p], k, " ")
                            for (i = 1; i <= m; i++) q[++t] = k[i] } }'
 }
-# Sums VmRSS (kB) over a process and its descendants.
+# Sums anonymous memory (kB) over a process and its descendants.
 tree_rss() {
   local total=0 p kb
   for p in $(tree_pids "$1"); do
-    kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || true)
+    kb=$(awk '/^Anonymous:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || true)
     total=$((total + ${kb:-0}))
   done
   echo "$total"
@@ -98,7 +101,7 @@ cli=$!
 pids+=("$cli")
 start=$SECONDS
 limit=$((hold + 60 + n / 1000))
-# The fixed cost of one client process: its RSS while it is still alone,
+# The fixed cost of one client process: its memory while it is still alone,
 # before any child process starts (the last such sample; its preflight
 # opens and closes a few thousand sockets to measure kernel memory, so the
 # socket count cannot tell when the ramp starts).
@@ -109,18 +112,20 @@ while kill -0 "$cli" 2>/dev/null && [ "$(tree_pids "$cli" | wc -l)" -le 1 ] && [
   sleep 0.01
 done
 
-printf "%7s %9s %14s %14s %12s\n" time_s open client_rss_MB server_rss_MB tcp_sockets
+printf "%7s %9s %14s %14s %12s\n" time_s open client_anon_MB server_anon_MB tcp_sockets
 peak_open=0 peak_client=0 peak_server=0 timed_out=0 last_print=-1 procs_client=1 procs_server=1
 while kill -0 "$cli" 2>/dev/null; do
   line=$(grep -E '^ *[0-9]+s +open' "$work/client.err" | tail -1 || true)
   open=$(sed -n 's/.*open \([0-9]*\).*/\1/p' <<<"$line")
   open=${open:-0}
   c=$(tree_rss "$cli"); s=$(tree_rss "$srv")
-  if [ "$open" -gt "$peak_open" ] || { [ "$open" -eq "$peak_open" ] && [ "$open" -gt 0 ]; }; then
-    [ "$open" -gt "$peak_open" ] && peak_client=0 peak_server=0
-    peak_open=$open
-    if [ "$c" -gt "$peak_client" ]; then peak_client=$c procs_client=$(tree_pids "$cli" | wc -l); fi
-    if [ "$s" -gt "$peak_server" ]; then peak_server=$s procs_server=$(tree_pids "$srv" | wc -l); fi
+  # The last sample at the peak while both ends of every connection are
+  # still open: the memory once the ramp has settled (right at its end the
+  # deadline queues and buffers of the last connects are still there).
+  if [ "$open" -gt 0 ] && [ "$open" -ge "$peak_open" ] \
+    && [ $(( $(tcp_inuse) - inuse_base )) -ge $((2 * open)) ]; then
+    peak_open=$open peak_client=$c peak_server=$s
+    procs_client=$(tree_pids "$cli" | wc -l) procs_server=$(tree_pids "$srv" | wc -l)
   fi
   t=$((SECONDS - start))
   if [ "$t" -ne "$last_print" ]; then
@@ -147,7 +152,7 @@ echo "client summary:"
 sed -n '/^throng client:/,$p' "$work/client.out" | cut -c1-200
 [ -s "$work/client.json" ] || { echo "no client JSON (client exit code $rc)"; tail -20 "$work/client.err"; exit 1; }
 
-# Bytes per held connection, from kB of RSS; the held count is the open count
+# Bytes per held connection, from kB of anonymous memory; the held count is the open count
 # at the sampled peak (or the JSON's peak when no progress line was read).
 ok=0
 python3 - "$work/client.json" "$n" "$peak_open" "$client_base" "$peak_client" "$server_base" \

@@ -1435,34 +1435,41 @@ impl Worker {
 
     // ---- timers --------------------------------------------------------
 
-    /// Connect timeouts, probe timeouts, lifetimes, query timeouts.
+    /// Connect timeouts, probe timeouts, lifetimes, query timeouts. The
+    /// connect and probe queues also drop, from the front, the entries of
+    /// connections already past that step: they resolve in about the order
+    /// they started, so the queues hold about what is in flight rather than
+    /// an entry for every connection of the last timeout's worth of ramp.
     fn expire(&mut self, now: Instant) {
         while let Some(&(key, seq, at)) = self.connect_q.front() {
-            if at > now {
+            let c = self
+                .conns
+                .get(key)
+                .filter(|c| c.seq == seq && c.state == State::Connecting);
+            if c.is_some() && at > now {
                 break;
             }
             self.connect_q.pop_front();
-            if let Some(c) = self.conns.get(key) {
-                if c.seq == seq && c.state == State::Connecting {
-                    let initial = c.initial;
-                    self.conns.remove(key);
-                    self.inflight -= 1;
-                    self.counters.fail(Bucket::TimedOut);
-                    self.resolved(initial);
-                    self.pq_lost(0);
-                }
+            if let Some(c) = c {
+                let initial = c.initial;
+                self.conns.remove(key);
+                self.inflight -= 1;
+                self.counters.fail(Bucket::TimedOut);
+                self.resolved(initial);
+                self.pq_lost(0);
             }
         }
         while let Some(&(key, seq, at)) = self.probe_q.front() {
-            if at > now {
-                break;
-            }
-            self.probe_q.pop_front();
             let state = self
                 .conns
                 .get(key)
                 .filter(|c| c.seq == seq)
-                .map(|c| c.state);
+                .map(|c| c.state)
+                .filter(|s| matches!(s, State::Handshaking | State::Probing));
+            if state.is_some() && at > now {
+                break;
+            }
+            self.probe_q.pop_front();
             if state == Some(State::Handshaking) {
                 let secs = self.sc.connect_timeout_s;
                 self.tls_failed(
