@@ -148,6 +148,7 @@ kill -TERM "$srv" 2>/dev/null || true
 wait "$srv" || true
 pids=()
 
+sed -n '/^throng client:/q; s/^/client: /p' "$work/client.out" | cut -c1-200
 echo "client summary:"
 sed -n '/^throng client:/,$p' "$work/client.out" | cut -c1-200
 [ -s "$work/client.json" ] || { echo "no client JSON (client exit code $rc)"; tail -20 "$work/client.err"; exit 1; }
