@@ -164,11 +164,10 @@ pub struct ServerArgs {
     #[arg(long, hide = true)]
     pub child: bool,
 
-    /// Internal: a child of --processes auto: says when it fills up, and
-    /// takes the port's new connections from the sockets at BASE.. of its
-    /// SO_REUSEPORT group (the ones it joins with).
-    #[arg(long, hide = true, requires = "child", value_name = "BASE")]
-    pub elastic: Option<u32>,
+    /// Internal: a child of --processes auto: says when it is half full
+    /// and nearly full (the parent steers new connections to it and away).
+    #[arg(long, hide = true, requires = "child")]
+    pub elastic: bool,
 }
 
 /// How connections are opened.

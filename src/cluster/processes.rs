@@ -29,8 +29,10 @@ pub enum ChildLine {
     Totals(serde_json::Value),
     /// Server children: listening (bound and accepting).
     Ready,
-    /// Server children of --processes auto: nearing the fd limit.
+    /// Server children of --processes auto: half full.
     Filling,
+    /// Server children of --processes auto: nearly full.
+    Full,
     /// Client children: the process id (so a remote one can be signalled).
     Pid(u32),
     /// Client children: the whole result, at the end.

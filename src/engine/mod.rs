@@ -327,7 +327,7 @@ pub fn run(
                     break;
                 }
             }
-            Some(Reason::ChildLine(..) | Reason::ChildExit(_) | Reason::Grow) => {}
+            Some(Reason::ChildLine(..) | Reason::ChildExit(_) | Reason::Grow | Reason::Full) => {}
             Some(Reason::RampDone) => {
                 ramp_workers += 1;
                 if ramp_workers == sc.workers {

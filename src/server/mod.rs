@@ -67,10 +67,9 @@ pub struct ServerConfig {
     /// JSON lines.
     #[serde(default)]
     pub child: bool,
-    /// A child of an elastic group (--processes auto), with where its
-    /// listeners sit in the port's SO_REUSEPORT group.
+    /// A child of an elastic group (--processes auto).
     #[serde(default)]
-    pub elastic: Option<u32>,
+    pub elastic: bool,
 }
 
 /// The server's certificate and key (PEM), and where they came from.
@@ -289,7 +288,7 @@ impl ServerConfig {
             processes: Processes::Count(1),
             max_connections: 1_000_000,
             child: false,
-            elastic: None,
+            elastic: false,
             tls,
         }
     }
@@ -613,6 +612,8 @@ pub struct Running {
     pub max_open: i64,
     /// Start-up lines about limits (fds, backlog).
     pub limits: Vec<String>,
+    /// The parent of an elastic group: each port's SO_REUSEPORT group.
+    pub groups: Vec<std::os::fd::OwnedFd>,
     pub shared: Arc<Shared>,
     worker_stats: Vec<Arc<WorkerStats>>,
     wakers: Vec<Waker>,
@@ -678,20 +679,20 @@ pub fn start(cfg: &ServerConfig) -> Result<Running> {
     start_with(cfg, hand_over)
 }
 
-/// [`start`] as a member of a group of processes: with `hand_over`, the
-/// process closes its listeners when full once a sibling listens.
+/// [`start`] as a member of a group of processes: `hand_over` says how it
+/// hands new connections to its siblings when full.
 pub(crate) fn start_with(cfg: &ServerConfig, hand_over: Option<Arc<HandOver>>) -> Result<Running> {
     let fd = limits::raise_nofile().context("reading RLIMIT_NOFILE")?;
     let bound = bind(cfg)?;
-    if let Some(base) = cfg.elastic {
-        // Every new connection to this process from now on; the older
-        // members keep their listeners (and so their places in the group)
-        // and serve what they hold.
-        for (i, addr) in bound.addrs.iter().enumerate() {
-            let first = &bound.per_worker[0].0[i];
-            steer_new_connections(first, base, cfg.workers as u32).with_context(|| {
-                format!("cannot steer the new connections to {addr} to this process")
-            })?;
+    // A handle on each port's SO_REUSEPORT group (a second fd of the first
+    // worker's listener, not a socket of its own): the parent of an
+    // elastic group steers new connections through it.
+    let mut groups = Vec::new();
+    if hand_over.is_some() && !cfg.child {
+        if let Some((tcp, _)) = bound.per_worker.first() {
+            for l in tcp {
+                groups.push(std::os::fd::AsFd::as_fd(l).try_clone_to_owned()?);
+            }
         }
     }
     let shared = Arc::new(Shared::default());
@@ -716,7 +717,7 @@ pub(crate) fn start_with(cfg: &ServerConfig, hand_over: Option<Arc<HandOver>>) -
         i64::MAX
     };
     if let Some(h) = &hand_over {
-        h.arm(max_open);
+        h.arm(max_open, cfg.workers);
     }
     let mut workers = Vec::new();
     let mut wakers = Vec::new();
@@ -750,6 +751,7 @@ pub(crate) fn start_with(cfg: &ServerConfig, hand_over: Option<Arc<HandOver>>) -
         addrs: bound.addrs,
         max_open,
         limits,
+        groups,
         shared,
         worker_stats,
         wakers,
@@ -779,7 +781,7 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         }
     }
     if cfg.child {
-        let hand_over = Arc::new(if cfg.elastic.is_some() {
+        let hand_over = Arc::new(if cfg.elastic {
             HandOver::elastic(signals.sender())
         } else {
             HandOver::ready()
@@ -873,6 +875,10 @@ fn run_child(server: Running, signals: &crate::sys::signals::Stop) -> Result<()>
             None => {}
             Some(Reason::Grow) => {
                 ChildLine::Filling.print();
+                continue;
+            }
+            Some(Reason::Full) => {
+                ChildLine::Full.print();
                 continue;
             }
             Some(_) => break,

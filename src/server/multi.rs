@@ -3,11 +3,12 @@
 //! SIGINT/SIGTERM passed on.
 //!
 //! - `--processes auto` (the default), [`elastic`]: this process serves,
-//!   and starts another each time the open ones near their fd limit, up to
-//!   what --max-connections needs. The new one joins the port's
-//!   SO_REUSEPORT group and steers its new connections to itself (a
-//!   classic BPF program on the group); the older ones keep their
-//!   listeners, so nothing queued at them is lost. Idle, it is one process.
+//!   and starts another (which waits, listening) once the one taking new
+//!   connections is half full, up to what --max-connections needs. When
+//!   that one is nearly full, this parent steers the port's new
+//!   connections to the next with a classic BPF program on the
+//!   SO_REUSEPORT group; every member keeps its listeners, so nothing
+//!   queued at them is lost. Idle, it is one process.
 //! - `--processes N`, [`run`]: N children from the start; this parent
 //!   checks and reserves the ports and only watches.
 
@@ -265,8 +266,10 @@ struct Member {
     started: Duration,
     /// Listening (the parent's own process from the start).
     ready: bool,
-    /// Past three quarters of its fds.
+    /// Past half of its fds.
     filling: bool,
+    /// Past 7/8 of its fds: new connections should go to the next.
+    full: bool,
     /// Its last stats second, and the rates of the seconds it reported
     /// since the parent's last line.
     last: Second,
@@ -281,6 +284,7 @@ impl Member {
             started,
             ready,
             filling: false,
+            full: false,
             last: Second::default(),
             rates: Second::default(),
             fin: None,
@@ -302,7 +306,10 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
     let hand_over = Arc::new(HandOver::elastic(stop.sender()));
     let server = super::start_with(cfg, Some(hand_over.clone()))?;
     let capacity = server.max_open.max(1) as u64;
-    let most = planned.div_ceil(capacity).max(1);
+    // A member hands over at 7/8 of its fds (open or queued) and then takes
+    // what its queues still hold: it ends between 7/8 and full, so the
+    // group plans for 7/8 of each.
+    let most = planned.div_ceil(capacity - capacity / 8).max(1);
     if most == 1 {
         // Alone for good: never close, shed past the fd limit.
         hand_over.grow_at.store(i64::MAX, Relaxed);
@@ -316,8 +323,8 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
         if cfg.workers == 1 { "" } else { "s" },
         if most > 1 {
             format!(
-                "; another joins the port (SO_REUSEPORT) each time the open ones near their fd \
-                 limit, up to {most} processes"
+                "; the next joins the port (SO_REUSEPORT) and takes the new connections each \
+                 time the one taking them nears its fd limit, up to {most} processes"
             )
         } else {
             String::new()
@@ -344,14 +351,22 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
     let listen0 = proc::listen_counters().unwrap_or_default();
     let migrate0 = migrations();
     let mut children = Children::spawn(Vec::new(), stop, true)?;
-    let group = Group {
+    let mut group = Group {
         cfg,
         addrs: &server.addrs,
+        groups: &server.groups,
         stop,
         most,
         started,
+        steered: 0,
+        stuck: false,
     };
     let mut members = vec![Member::new(Duration::ZERO, true)];
+    if most > 1 {
+        // New connections to this process alone from the start: the next,
+        // started ahead, waits with an empty queue until steered to.
+        group.steer(0);
+    }
     let mut last = (Totals::default(), listen0);
     let mut tick = 1;
     let mut stopping = false;
@@ -370,7 +385,12 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
             }
             Some(Reason::Grow) => {
                 members[0].filling = true;
-                alive += group.grow(&mut members, &mut children, &mut spare);
+                alive += group.standby(&mut members, &mut children, &mut spare);
+                continue;
+            }
+            Some(Reason::Full) => {
+                members[0].full = true;
+                alive += group.hand_over(&mut members, &mut children, &mut spare);
                 continue;
             }
             Some(Reason::ChildLine(i, line)) => {
@@ -383,10 +403,17 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
                         }
                     }
                     Ok(ChildLine::Totals(v)) => m.fin = serde_json::from_value(v).ok(),
-                    Ok(ChildLine::Ready) => m.ready = true,
+                    Ok(ChildLine::Ready) => {
+                        m.ready = true;
+                        alive += group.hand_over(&mut members, &mut children, &mut spare);
+                    }
                     Ok(ChildLine::Filling) => {
                         m.filling = true;
-                        alive += group.grow(&mut members, &mut children, &mut spare);
+                        alive += group.standby(&mut members, &mut children, &mut spare);
+                    }
+                    Ok(ChildLine::Full) => {
+                        m.full = true;
+                        alive += group.hand_over(&mut members, &mut children, &mut spare);
                     }
                     _ => {}
                 }
@@ -396,6 +423,14 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
                 alive -= 1;
                 if members[i + 1].fin.is_none() {
                     members[i + 1].exit = Some("ended".into());
+                }
+                if !stopping && !members[i + 1].ready && !group.stuck {
+                    eprintln!(
+                        "throng: server process #{} ended before it listened; serving on with {}",
+                        i + 2,
+                        i + 1
+                    );
+                    group.stuck = true;
                 }
                 if stopping && alive == 0 {
                     break;
@@ -514,33 +549,41 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
     result.map(|_| ())
 }
 
-/// What starting another member of an elastic group takes.
+/// An elastic group as its parent runs it: members in the order their
+/// listeners joined each port's SO_REUSEPORT group (one per worker), one of
+/// them steered to, and at most one more started ahead, waiting.
 struct Group<'a> {
     cfg: &'a ServerConfig,
     addrs: &'a [SocketAddr],
+    /// Each port's group, to steer through.
+    groups: &'a [std::os::fd::OwnedFd],
     stop: &'a Stop,
     most: u64,
     started: Instant,
+    /// The member new connections go to.
+    steered: usize,
+    /// A start or a steer failed: the group serves on as it is.
+    stuck: bool,
 }
 
 impl Group<'_> {
-    /// Starts the next process when every one so far is filling, up to
-    /// `most`; 1 when it started one. A process that cannot start is said
-    /// on stderr and the group serves on as it is.
-    fn grow(&self, members: &mut Vec<Member>, children: &mut Children, spare: &mut Spare) -> u64 {
-        if members.len() as u64 >= self.most
-            || !members.iter().all(|m| m.filling || m.exit.is_some())
-        {
+    /// Starts the next process unless one waits already, up to `most`; 1
+    /// when it started one. A process that cannot start is said on stderr
+    /// and the group serves on as it is.
+    fn standby(
+        &mut self,
+        members: &mut Vec<Member>,
+        children: &mut Children,
+        spare: &mut Spare,
+    ) -> u64 {
+        if self.stuck || members.len() as u64 >= self.most || members.len() > self.steered + 1 {
             return 0;
         }
-        // Its listeners join the port's group after every member's so far,
-        // each with one per worker: there it steers new connections to.
-        let base = (members.len() * self.cfg.workers).to_string();
         let args = member_args(
             self.cfg,
             self.addrs,
             self.cfg.workers as u64,
-            &["--elastic", &base],
+            &["--elastic"],
         );
         match spare.with(|| children.add(args, self.stop)) {
             Ok(()) => {
@@ -549,13 +592,51 @@ impl Group<'_> {
             }
             Err(e) => {
                 eprintln!("throng: {e:#}; serving on with {} processes", members.len());
-                // Not again: the group stays as it is.
-                for m in members.iter_mut() {
-                    m.filling = false;
-                }
+                self.stuck = true;
                 0
             }
         }
+    }
+
+    /// Once the steered member is nearly full and the next listens, steers
+    /// new connections to the next and starts the one after it; what it
+    /// returns is what [`Group::standby`] does.
+    fn hand_over(
+        &mut self,
+        members: &mut Vec<Member>,
+        children: &mut Children,
+        spare: &mut Spare,
+    ) -> u64 {
+        let next = self.steered + 1;
+        let ready = members
+            .get(next)
+            .is_some_and(|m| m.ready && m.exit.is_none());
+        if self.stuck || !members[self.steered].full || !ready {
+            return 0;
+        }
+        if !self.steer(next) {
+            return 0;
+        }
+        self.standby(members, children, spare)
+    }
+
+    /// Steers the ports' new connections to member `m`; false (and the
+    /// group stuck as it is) when the kernel refuses.
+    fn steer(&mut self, m: usize) -> bool {
+        let workers = self.cfg.workers as u32;
+        for (g, addr) in self.groups.iter().zip(self.addrs) {
+            if let Err(e) = super::steer_new_connections(g, m as u32 * workers, workers) {
+                eprintln!(
+                    "throng: cannot steer new connections to {addr} to server process #{} \
+                     ({e}); the processes share them as the kernel spreads them",
+                    m + 1
+                );
+                self.stuck = true;
+                return false;
+            }
+        }
+        self.steered = m;
+        true
     }
 }
 

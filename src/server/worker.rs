@@ -84,9 +84,8 @@ pub struct Setup {
     /// Where the listeners are bound (to bind them again), and their backlog.
     pub listen: Vec<std::net::SocketAddr>,
     pub backlog: u32,
-    /// Connections this process can hold (its fd limit): at that count the
-    /// workers close their listeners, so the kernel gives new connections
-    /// to sibling processes sharing the port instead of queueing them here.
+    /// Connections this process can hold (its fd limit); see [`HandOver`]
+    /// for what a member of a group does near it.
     pub max_open: i64,
     /// One of a group of processes sharing the port: when a full process
     /// may close its listeners, and when to ask for the next process.
@@ -96,16 +95,25 @@ pub struct Setup {
 
 /// How a process of a group hands new connections to its siblings. Of
 /// `--processes N`, a full process closes its listeners so that the kernel
-/// sends new connections to the others. In an elastic group the youngest
-/// member steers the port's new connections to itself when it joins, so an
-/// older one keeps its listeners (closing would renumber the group) and
-/// sheds, as a lone server does, only what its fds cannot hold.
+/// sends new connections to the others. In an elastic group the parent
+/// steers the port's new connections to one member at a time; a member
+/// says when it is half full (start the next, to wait ready) and nearly
+/// full (steer to the next). It keeps its listeners (closing would
+/// renumber the group) and sheds, as a lone server does, only what its fds
+/// cannot hold.
 pub struct HandOver {
     /// A full process closes its listeners.
     pub may_close: bool,
     /// Open connections at which the group should start another process.
     pub grow_at: AtomicI64,
     grow_sent: AtomicBool,
+    /// Open and queued connections at which the next process should take
+    /// over.
+    full_at: AtomicI64,
+    full_sent: AtomicBool,
+    /// Listeners of this process on a port (one per worker): what one
+    /// accept queue holds, times this, is about what all of them hold.
+    queues: AtomicI64,
     /// Where "this process is filling" goes (the main thread's wait).
     notify: Option<mpsc::Sender<Reason>>,
 }
@@ -117,6 +125,9 @@ impl HandOver {
             may_close: true,
             grow_at: AtomicI64::new(i64::MAX),
             grow_sent: AtomicBool::new(false),
+            full_at: AtomicI64::new(i64::MAX),
+            full_sent: AtomicBool::new(false),
+            queues: AtomicI64::new(1),
             notify: None,
         }
     }
@@ -127,24 +138,46 @@ impl HandOver {
             may_close: false,
             grow_at: AtomicI64::new(i64::MAX),
             grow_sent: AtomicBool::new(false),
+            full_at: AtomicI64::new(i64::MAX),
+            full_sent: AtomicBool::new(false),
+            queues: AtomicI64::new(1),
             notify: Some(notify),
         }
     }
 
-    /// Sets when an elastic member asks for the next process: at three
-    /// quarters of what it holds, so the next one listens well before this
-    /// one is full.
-    pub fn arm(&self, max_open: i64) {
+    /// Sets when an elastic member asks for the next process (half full,
+    /// so that the next one listens long before this one is full) and when
+    /// it hands over (7/8 open or waiting in its accept queues: room for
+    /// what the hand-over's milliseconds still bring).
+    pub fn arm(&self, max_open: i64, queues: usize) {
         if self.notify.is_some() {
-            self.grow_at.store(max_open / 4 * 3, Relaxed);
+            self.grow_at.store(max_open / 2, Relaxed);
+            self.full_at.store(max_open - max_open / 8, Relaxed);
+            self.queues.store(queues.max(1) as i64, Relaxed);
         }
     }
 
-    fn opened(&self, open: i64) {
-        if open >= self.grow_at.load(Relaxed) && !self.grow_sent.swap(true, Relaxed) {
-            if let Some(tx) = &self.notify {
-                let _ = tx.send(Reason::Grow);
-            }
+    /// After an accept: `open` connections now, `queued` what one accept
+    /// queue holds (asked past a quarter, every 32 accepts: under a connect
+    /// storm the queues hold thousands that count as taken).
+    fn opened(&self, open: i64, queued: impl FnOnce() -> i64) {
+        let Some(tx) = &self.notify else {
+            return;
+        };
+        let half = self.grow_at.load(Relaxed);
+        if open < half / 2 || self.full_sent.load(Relaxed) {
+            return;
+        }
+        let taken = if open % 32 == 0 {
+            open + queued() * self.queues.load(Relaxed)
+        } else {
+            open
+        };
+        if taken >= half && !self.grow_sent.swap(true, Relaxed) {
+            let _ = tx.send(Reason::Grow);
+        }
+        if taken >= self.full_at.load(Relaxed) && !self.full_sent.swap(true, Relaxed) {
+            let _ = tx.send(Reason::Full);
         }
     }
 }
@@ -365,6 +398,11 @@ impl Worker {
         match listener.accept() {
             Ok((stream, _)) => {
                 self.add(stream);
+                if let Some(h) = &self.hand_over {
+                    let open = self.shared.current.load(Relaxed);
+                    let listener = self.listeners[i].as_ref();
+                    h.opened(open, || listener.map_or(0, |l| accept_queue_len(l) as i64));
+                }
                 true
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
@@ -455,9 +493,6 @@ impl Worker {
         });
         bump(&self.io.stats.accepted, 1);
         self.shared.opened();
-        if let Some(h) = &self.hand_over {
-            h.opened(self.shared.current.load(Relaxed));
-        }
     }
 
     fn serve_conn(&mut self, key: usize, readable: bool, closing: bool) {

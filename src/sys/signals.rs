@@ -31,8 +31,12 @@ pub enum Reason {
     ChildLine(usize, String),
     /// A child process closed its stdout (it ended).
     ChildExit(usize),
-    /// A server process of an elastic group nears its fd limit.
+    /// A server process of an elastic group is half full: time to start
+    /// the next one, which waits ready.
     Grow,
+    /// A server process of an elastic group is nearly full: time for the
+    /// next one to take the new connections.
+    Full,
 }
 
 impl Stop {
