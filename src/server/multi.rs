@@ -4,7 +4,7 @@
 //!
 //! - `--processes auto` (the default), [`elastic`]: this process serves,
 //!   and starts another (which waits, listening) once the one taking new
-//!   connections is half full, up to what --max-connections needs. When
+//!   connections is 5/8 full (at once under a connect storm), up to what --max-connections needs. When
 //!   that one is nearly full, this parent steers the port's new
 //!   connections to the next with a classic BPF program on the
 //!   SO_REUSEPORT group; every member keeps its listeners, so nothing
@@ -28,6 +28,12 @@ use super::{ChildTotals, HandOver, Second, ServerConfig, DEFAULT_PORT};
 use crate::cluster::processes::{child_args, ChildLine, Children};
 use crate::sys::signals::{Reason, Stop};
 use crate::sys::{capacity, limits, proc};
+
+/// A member of an elastic group that filled to 7/8 faster than this was
+/// under a connect storm: the next but one starts as soon as the next takes
+/// over (a process starts in ~0.1 s when both cores are busy; 5/8 to 7/8
+/// takes a quarter of this).
+const STORM_FILL: Duration = Duration::from_secs(1);
 
 /// Fds a server process keeps for itself.
 const FD_OVERHEAD: u64 = 64;
@@ -266,7 +272,7 @@ struct Member {
     started: Duration,
     /// Listening (the parent's own process from the start).
     ready: bool,
-    /// Past half of its fds.
+    /// Past 5/8 of its fds (open or queued).
     filling: bool,
     /// Past 7/8 of its fds: new connections should go to the next.
     full: bool,
@@ -306,10 +312,11 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
     let hand_over = Arc::new(HandOver::elastic(stop.sender()));
     let server = super::start_with(cfg, Some(hand_over.clone()))?;
     let capacity = server.max_open.max(1) as u64;
-    // A member hands over at 7/8 of its fds (open or queued) and then takes
-    // what its queues still hold: it ends between 7/8 and full, so the
-    // group plans for 7/8 of each.
-    let most = planned.div_ceil(capacity - capacity / 8).max(1);
+    // A member hands over at 7/8 of its fds, open or queued (the queues
+    // counted from one listener's, so over rather than under), and then
+    // takes what its queues still hold: it ends at 3/4 or more of them, so
+    // the group may need planned / (3/4 of each).
+    let most = planned.div_ceil(capacity - capacity / 4).max(1);
     if most == 1 {
         // Alone for good: never close, shed past the fd limit.
         hand_over.grow_at.store(i64::MAX, Relaxed);
@@ -359,6 +366,7 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
         most,
         started,
         steered: 0,
+        steered_at: Instant::now(),
         stuck: false,
     };
     let mut members = vec![Member::new(Duration::ZERO, true)];
@@ -385,7 +393,9 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
             }
             Some(Reason::Grow) => {
                 members[0].filling = true;
-                alive += group.standby(&mut members, &mut children, &mut spare);
+                if group.steered == 0 {
+                    alive += group.standby(&mut members, &mut children, &mut spare);
+                }
                 continue;
             }
             Some(Reason::Full) => {
@@ -409,7 +419,9 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
                     }
                     Ok(ChildLine::Filling) => {
                         m.filling = true;
-                        alive += group.standby(&mut members, &mut children, &mut spare);
+                        if group.steered == i + 1 {
+                            alive += group.standby(&mut members, &mut children, &mut spare);
+                        }
                     }
                     Ok(ChildLine::Full) => {
                         m.full = true;
@@ -560,8 +572,9 @@ struct Group<'a> {
     stop: &'a Stop,
     most: u64,
     started: Instant,
-    /// The member new connections go to.
+    /// The member new connections go to, since when.
     steered: usize,
+    steered_at: Instant,
     /// A start or a steer failed: the group serves on as it is.
     stuck: bool,
 }
@@ -599,8 +612,8 @@ impl Group<'_> {
     }
 
     /// Once the steered member is nearly full and the next listens, steers
-    /// new connections to the next and starts the one after it; what it
-    /// returns is what [`Group::standby`] does.
+    /// new connections to the next; what it returns is what
+    /// [`Group::standby`] does.
     fn hand_over(
         &mut self,
         members: &mut Vec<Member>,
@@ -617,7 +630,16 @@ impl Group<'_> {
         if !self.steer(next) {
             return 0;
         }
-        self.standby(members, children, spare)
+        // Under a connect storm (the last one filled in under a second) the
+        // next one would fill from 5/8 to 7/8 faster than a process starts:
+        // the one after it starts now. So does it when the next is 5/8 full
+        // already.
+        let storm = self.steered_at.elapsed() < STORM_FILL;
+        self.steered_at = Instant::now();
+        if storm || members[next].filling {
+            return self.standby(members, children, spare);
+        }
+        0
     }
 
     /// Steers the ports' new connections to member `m`; false (and the

@@ -97,7 +97,7 @@ pub struct Setup {
 /// `--processes N`, a full process closes its listeners so that the kernel
 /// sends new connections to the others. In an elastic group the parent
 /// steers the port's new connections to one member at a time; a member
-/// says when it is half full (start the next, to wait ready) and nearly
+/// says when it is 5/8 full (start the next, to wait ready) and nearly
 /// full (steer to the next). It keeps its listeners (closing would
 /// renumber the group) and sheds, as a lone server does, only what its fds
 /// cannot hold.
@@ -145,27 +145,27 @@ impl HandOver {
         }
     }
 
-    /// Sets when an elastic member asks for the next process (half full,
-    /// so that the next one listens long before this one is full) and when
-    /// it hands over (7/8 open or waiting in its accept queues: room for
-    /// what the hand-over's milliseconds still bring).
+    /// Sets when an elastic member asks for the next process (5/8 full,
+    /// open or waiting in its accept queues; under a connect storm the
+    /// parent starts it sooner) and when it hands over (7/8: room for what
+    /// the hand-over's milliseconds still bring).
     pub fn arm(&self, max_open: i64, queues: usize) {
         if self.notify.is_some() {
-            self.grow_at.store(max_open / 2, Relaxed);
+            self.grow_at.store(max_open - max_open / 8 * 3, Relaxed);
             self.full_at.store(max_open - max_open / 8, Relaxed);
             self.queues.store(queues.max(1) as i64, Relaxed);
         }
     }
 
     /// After an accept: `open` connections now, `queued` what one accept
-    /// queue holds (asked past a quarter, every 32 accepts: under a connect
+    /// queue holds (asked past 5/16, every 32 accepts: under a connect
     /// storm the queues hold thousands that count as taken).
     fn opened(&self, open: i64, queued: impl FnOnce() -> i64) {
         let Some(tx) = &self.notify else {
             return;
         };
-        let half = self.grow_at.load(Relaxed);
-        if open < half / 2 || self.full_sent.load(Relaxed) {
+        let grow_at = self.grow_at.load(Relaxed);
+        if open < grow_at / 2 || self.full_sent.load(Relaxed) {
             return;
         }
         let taken = if open % 32 == 0 {
@@ -173,7 +173,7 @@ impl HandOver {
         } else {
             open
         };
-        if taken >= half && !self.grow_sent.swap(true, Relaxed) {
+        if taken >= grow_at && !self.grow_sent.swap(true, Relaxed) {
             let _ = tx.send(Reason::Grow);
         }
         if taken >= self.full_at.load(Relaxed) && !self.full_sent.swap(true, Relaxed) {
