@@ -21,6 +21,8 @@
 # each side. Missing a target is printed as 'missed' and does not fail;
 # a failed connection, or fewer than N established, exits non-zero.
 # Usage: bench/stock.sh [N] [HOLD_SECONDS]   (CI runs it with 50000)
+# SERVER_ARGS and CLIENT_ARGS add flags to either side, for comparisons
+# only: the stock figure is the one with neither set.
 set -euo pipefail
 n=${1:-100000}
 hold=${2:-5}
@@ -81,7 +83,7 @@ echo "stock namespace: ip_local_port_range $(tr '\t' ' ' </proc/sys/net/ipv4/ip_
   "tcp_max_syn_backlog $(cat /proc/sys/net/ipv4/tcp_max_syn_backlog)," \
   "fd limit $(ulimit -Sn) (hard $(ulimit -Hn)), $(nproc) cores; N=$n, hold ${hold}s"
 
-"$bin" server --listen "127.0.0.1:$port" >"$work/server.out" 2>&1 &
+"$bin" server --listen "127.0.0.1:$port" ${SERVER_ARGS:-} >"$work/server.out" 2>&1 &
 srv=$!
 pids+=("$srv")
 deadline=$((SECONDS + 30))
@@ -95,7 +97,7 @@ sed 's/^/server: /' "$work/server.out" | cut -c1-200
 server_base=$(tree_rss "$srv")
 inuse_base=$(tcp_inuse)
 
-"$bin" client "127.0.0.1:$port" -c "$n" --connect-rate 1m -T "${hold}s" --json "$work/client.json" \
+"$bin" client "127.0.0.1:$port" -c "$n" --connect-rate 1m -T "${hold}s" --json "$work/client.json" ${CLIENT_ARGS:-} \
   >"$work/client.out" 2>"$work/client.err" &
 cli=$!
 pids+=("$cli")

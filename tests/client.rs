@@ -268,6 +268,53 @@ fn never_accepting_listener_gives_timeouts_and_unverified() {
     drop(sock);
 }
 
+#[test]
+fn a_retransmitted_handshake_is_named_as_the_servers_not_the_clients() {
+    // Regression: a million-connection run whose server's accept queues
+    // overflowed (connect p99 1.05 s: SYNs dropped, sent again after the
+    // kernel's 1 s timeout) was explained as the client's port search.
+    // A listener with a backlog of 1 that starts accepting only after its
+    // queue has made SYNs be dropped: the late connections are the server's.
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    sock.listen(1).unwrap();
+    let addr = sock.local_addr().unwrap().as_socket().unwrap();
+    let l: TcpListener = sock.into();
+    thread::spawn(move || {
+        // The delay is the condition under test: SYNs arriving meanwhile
+        // find the queue full and are dropped.
+        thread::sleep(std::time::Duration::from_millis(1500));
+        let mut held = Vec::new();
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            held.push(s);
+        }
+    });
+    let (code, out, err, v) = client(
+        "syn-retransmit",
+        &[
+            &addr.to_string(),
+            "-c",
+            "20",
+            "--no-verify",
+            "--connect-timeout",
+            "10s",
+            "-T",
+            "0s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(conns(&v, "established"), 20, "{out}");
+    assert!(
+        v["connections"]["connect_time_us"]["p99"].as_u64().unwrap() >= 900_000,
+        "{out}"
+    );
+    assert!(out.contains("hint (handshake)"), "{out}");
+    assert!(out.contains("server side dropped it"), "{out}");
+    assert!(!out.contains("hint (client)"), "{out}");
+}
+
 /// Accepts every connection and answers its first data with a reset
 /// (SO_LINGER 0): on the wire, what an overflowing accept queue with
 /// tcp_abort_on_overflow looks like to the client.

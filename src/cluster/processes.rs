@@ -221,6 +221,14 @@ impl Children {
         }
     }
 
+    /// Sends Enter to child `i` and closes its stdin (one word, once).
+    pub fn tell(&mut self, i: usize) {
+        use std::io::Write;
+        if let Some(mut input) = self.children.get_mut(i).and_then(|c| c.stdin.take()) {
+            let _ = input.write_all(b"\n");
+        }
+    }
+
     /// The last line a child wrote on stderr (with `prefix_stderr`).
     pub fn last_error(&self, i: usize) -> String {
         self.last_err[i]

@@ -338,7 +338,9 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
             }
         }
     }
-    if let Some(h) = client_connect_hint(sc, o) {
+    if let Some(h) = retransmit_hint(o) {
+        writeln!(out, "  hint (handshake): {h}")?;
+    } else if let Some(h) = client_connect_hint(sc, o) {
         writeln!(out, "  hint (client): {h}")?;
     }
     if t.unverified > 0 {
@@ -351,6 +353,40 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     Ok(())
+}
+
+/// The kernel's first retransmission timeout for a SYN, in µs: a handshake
+/// whose packet was dropped completes a second or more late.
+const SYN_RTO_US: u64 = 1_000_000;
+
+/// Says when the connect-time tail is a retransmitted handshake: p99 at
+/// the kernel's 1 s SYN timeout or beyond, far more than the client's own
+/// connect() calls took. The client's work cannot add a second; a dropped
+/// SYN or final ACK does: a full accept queue or SYN backlog at the server
+/// (or a lossy path). Checked before [`client_connect_hint`], so such a
+/// tail never reads as the client's.
+pub fn retransmit_hint(o: &Outcome) -> Option<String> {
+    let (sys, conn) = (&o.connect_syscall, &o.connect_time);
+    if conn.is_empty() {
+        return None;
+    }
+    let conn_p99 = conn.value_at_quantile(0.99);
+    let sys_p99 = if sys.is_empty() {
+        0
+    } else {
+        sys.value_at_quantile(0.99)
+    };
+    if conn_p99 < SYN_RTO_US * 9 / 10 || sys_p99 * 4 >= conn_p99 {
+        return None;
+    }
+    let late = 1.0 - conn.quantile_below(SYN_RTO_US * 9 / 10);
+    Some(format!(
+        "{:.1}% of the connections took {} or more to establish (p99 {}), while the client's          connect() calls took p99 {}: their handshake was retransmitted after the kernel's 1 s          timeout. The server side dropped it: its accept queue was full (it accepts too slowly          for this ramp; see its ListenOverflows: nstat -az TcpExtListenOverflows) or its SYN          backlog was (net.ipv4.tcp_max_syn_backlog); raise its listen backlog and          net.core.somaxconn, or ramp slower (--connect-rate)",
+        100.0 * late,
+        human_us(SYN_RTO_US * 9 / 10),
+        human_us(conn_p99),
+        human_us(sys_p99),
+    ))
 }
 
 /// Says when the connect times are the client's own: its connect() calls

@@ -577,6 +577,22 @@ pub(crate) fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// The configuration of a member of an elastic group: its accept queues
+/// together hold at most half of its fds. A member hands new connections
+/// over at 7/8 of its fds, open or queued (the queues are asked every 32
+/// accepts), and then accepts what its queues still hold; queues deeper
+/// than its fds (a tuned somaxconn of 65535) let a member whose workers
+/// fall behind a connect storm queue more than it can hold between two
+/// looks, and shed the rest.
+fn elastic_member(cfg: &ServerConfig, fd: &limits::FdLimit) -> ServerConfig {
+    let reserved = limits::fds_in_use() as u64 + FDS_PER_WORKER * cfg.workers as u64 + 8;
+    let room = fd.soft.saturating_sub(reserved) / 2;
+    let per_listener = (room / cfg.workers.max(1) as u64).max(128);
+    let mut c = cfg.clone();
+    c.backlog = c.backlog.min(per_listener.min(u32::MAX as u64) as u32);
+    c
+}
+
 /// Prints the lines of the start-up banner that are about limits.
 fn limits_banner(cfg: &ServerConfig, fd: &limits::FdLimit) -> Vec<String> {
     let reserved = limits::fds_in_use() as u64 + FDS_PER_WORKER * cfg.workers as u64;
@@ -683,6 +699,14 @@ pub fn start(cfg: &ServerConfig) -> Result<Running> {
 /// hands new connections to its siblings when full.
 pub(crate) fn start_with(cfg: &ServerConfig, hand_over: Option<Arc<HandOver>>) -> Result<Running> {
     let fd = limits::raise_nofile().context("reading RLIMIT_NOFILE")?;
+    let elastic_backlog;
+    let cfg = match hand_over.as_ref().filter(|h| h.is_elastic()) {
+        Some(_) => {
+            elastic_backlog = elastic_member(cfg, &fd);
+            &elastic_backlog
+        }
+        None => cfg,
+    };
     let bound = bind(cfg)?;
     // A handle on each port's SO_REUSEPORT group (a second fd of the first
     // worker's listener, not a socket of its own): the parent of an
@@ -781,6 +805,15 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         }
     }
     if cfg.child {
+        if cfg.elastic {
+            // Listen only when the parent says: the group numbers its
+            // sockets in the order they listen, and the parent steers by
+            // that number, so members listen one after the other.
+            let mut line = String::new();
+            if io::stdin().read_line(&mut line)? == 0 {
+                return Ok(()); // the parent is gone
+            }
+        }
         let hand_over = Arc::new(if cfg.elastic {
             HandOver::elastic(signals.sender())
         } else {

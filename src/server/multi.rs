@@ -35,6 +35,10 @@ use crate::sys::{capacity, limits, proc};
 /// takes a quarter of this).
 const STORM_FILL: Duration = Duration::from_secs(1);
 
+/// At most this many processes of an elastic group wait, started ahead of
+/// the one taking new connections.
+const MOST_AHEAD: usize = 4;
+
 /// Fds a server process keeps for itself.
 const FD_OVERHEAD: u64 = 64;
 
@@ -306,7 +310,9 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
     let planned = planned_connections(cfg);
     // This process serves until its fds run out, so it holds back what the
     // group's own work needs: two pipes per child it starts, a few fds for
-    // each start and for reading /proc.
+    // each start and for reading /proc. Held before the workers start, so
+    // that their cap on open connections leaves these out (a worker never
+    // takes a connection past it, so what this frees stays free).
     let estimate = planned.div_ceil(fd.soft.saturating_sub(256).max(1));
     let mut spare = Spare::new(2 * estimate + 16);
     let hand_over = Arc::new(HandOver::elastic(stop.sender()));
@@ -367,6 +373,9 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
         started,
         steered: 0,
         steered_at: Instant::now(),
+        ahead: 1,
+        late: usize::MAX,
+        told: 1,
         stuck: false,
     };
     let mut members = vec![Member::new(Duration::ZERO, true)];
@@ -415,6 +424,7 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
                     Ok(ChildLine::Totals(v)) => m.fin = serde_json::from_value(v).ok(),
                     Ok(ChildLine::Ready) => {
                         m.ready = true;
+                        group.tell_next(&members, &mut children);
                         alive += group.hand_over(&mut members, &mut children, &mut spare);
                     }
                     Ok(ChildLine::Filling) => {
@@ -563,7 +573,7 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
 
 /// An elastic group as its parent runs it: members in the order their
 /// listeners joined each port's SO_REUSEPORT group (one per worker), one of
-/// them steered to, and at most one more started ahead, waiting.
+/// them steered to, and one or more started ahead, waiting (see `ahead`).
 struct Group<'a> {
     cfg: &'a ServerConfig,
     addrs: &'a [SocketAddr],
@@ -575,6 +585,16 @@ struct Group<'a> {
     /// The member new connections go to, since when.
     steered: usize,
     steered_at: Instant,
+    /// Processes kept started ahead of the steered one: 1, and one more
+    /// each time a member filled before the next was listening (a connect
+    /// storm faster than a process starts), up to [`MOST_AHEAD`].
+    ahead: usize,
+    /// The member that last filled before its successor listened.
+    late: usize,
+    /// Members told to listen (this process from the start): the next is
+    /// told once every one before it listens, so that the port's group
+    /// numbers their sockets in member order, which [`Group::steer`] needs.
+    told: usize,
     /// A start or a steer failed: the group serves on as it is.
     stuck: bool,
 }
@@ -589,25 +609,37 @@ impl Group<'_> {
         children: &mut Children,
         spare: &mut Spare,
     ) -> u64 {
-        if self.stuck || members.len() as u64 >= self.most || members.len() > self.steered + 1 {
-            return 0;
+        let mut started = 0;
+        while !self.stuck
+            && (members.len() as u64) < self.most
+            && members.len() <= self.steered + self.ahead
+        {
+            let args = member_args(
+                self.cfg,
+                self.addrs,
+                self.cfg.workers as u64,
+                &["--elastic"],
+            );
+            match spare.with(|| children.add(args, self.stop)) {
+                Ok(()) => {
+                    members.push(Member::new(self.started.elapsed(), false));
+                    started += 1;
+                    self.tell_next(members, children);
+                }
+                Err(e) => {
+                    eprintln!("throng: {e:#}; serving on with {} processes", members.len());
+                    self.stuck = true;
+                }
+            }
         }
-        let args = member_args(
-            self.cfg,
-            self.addrs,
-            self.cfg.workers as u64,
-            &["--elastic"],
-        );
-        match spare.with(|| children.add(args, self.stop)) {
-            Ok(()) => {
-                members.push(Member::new(self.started.elapsed(), false));
-                1
-            }
-            Err(e) => {
-                eprintln!("throng: {e:#}; serving on with {} processes", members.len());
-                self.stuck = true;
-                0
-            }
+        started
+    }
+
+    /// Tells the next member to listen once every member before it does.
+    fn tell_next(&mut self, members: &[Member], children: &mut Children) {
+        if self.told < members.len() && members[self.told - 1].ready {
+            children.tell(self.told - 1);
+            self.told += 1;
         }
     }
 
@@ -624,7 +656,17 @@ impl Group<'_> {
         let ready = members
             .get(next)
             .is_some_and(|m| m.ready && m.exit.is_none());
-        if self.stuck || !members[self.steered].full || !ready {
+        if self.stuck || !members[self.steered].full {
+            return 0;
+        }
+        if !ready {
+            // Full before the next listens: what arrives meanwhile is shed.
+            // Start further ahead from now on.
+            if self.late != self.steered {
+                self.late = self.steered;
+                self.ahead = (self.ahead + 1).min(MOST_AHEAD);
+                return self.standby(members, children, spare);
+            }
             return 0;
         }
         if !self.steer(next) {

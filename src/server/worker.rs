@@ -157,15 +157,21 @@ impl HandOver {
         }
     }
 
+    /// A member of an elastic group (not one of --processes N).
+    pub fn is_elastic(&self) -> bool {
+        self.notify.is_some()
+    }
+
     /// After an accept: `open` connections now, `queued` what one accept
-    /// queue holds (asked past 5/16, every 32 accepts: under a connect
-    /// storm the queues hold thousands that count as taken).
+    /// queue holds (asked every 32 accepts from the first: under a connect
+    /// storm the queues hold thousands that count as taken, before the
+    /// workers have accepted many).
     fn opened(&self, open: i64, queued: impl FnOnce() -> i64) {
         let Some(tx) = &self.notify else {
             return;
         };
         let grow_at = self.grow_at.load(Relaxed);
-        if open < grow_at / 2 || self.full_sent.load(Relaxed) {
+        if self.full_sent.load(Relaxed) {
             return;
         }
         let taken = if open % 32 == 0 {
@@ -395,6 +401,17 @@ impl Worker {
         let Some(listener) = self.listeners[i].as_ref() else {
             return false;
         };
+        if self.hand_over.is_some() && self.shared.current.load(Relaxed) >= self.max_open {
+            // A member of a group at its cap: the fds past it are the
+            // group's own (a child's pipes, /proc), so shed as if out of fds.
+            return match listener.accept() {
+                Ok(_) => {
+                    bump(&self.io.stats.accept_no_fds, 1);
+                    true
+                }
+                Err(e) => e.kind() == io::ErrorKind::Interrupted,
+            };
+        }
         match listener.accept() {
             Ok((stream, _)) => {
                 self.add(stream);
