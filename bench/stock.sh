@@ -21,8 +21,9 @@
 # each side. Missing a target is printed as 'missed' and does not fail;
 # a failed connection, or fewer than N established, exits non-zero.
 # Usage: bench/stock.sh [N] [HOLD_SECONDS]   (CI runs it with 50000)
-# SERVER_ARGS and CLIENT_ARGS add flags to either side, for comparisons
-# only: the stock figure is the one with neither set.
+# SERVER_ARGS and CLIENT_ARGS add flags to either side, THRONG_BIN names
+# another build (before/after), for comparisons
+# only: the stock figure is the one with none set.
 set -euo pipefail
 n=${1:-100000}
 hold=${2:-5}
@@ -36,7 +37,7 @@ if [ -z "${THRONG_IN_NETNS:-}" ]; then
 fi
 
 cd "$here"
-bin=$here/target/release/throng
+bin=${THRONG_BIN:-$here/target/release/throng}
 work=$(mktemp -d)
 port=4242
 pids=()

@@ -381,7 +381,12 @@ pub fn retransmit_hint(o: &Outcome) -> Option<String> {
     }
     let late = 1.0 - conn.quantile_below(SYN_RTO_US * 9 / 10);
     Some(format!(
-        "{:.1}% of the connections took {} or more to establish (p99 {}), while the client's          connect() calls took p99 {}: their handshake was retransmitted after the kernel's 1 s          timeout. The server side dropped it: its accept queue was full (it accepts too slowly          for this ramp; see its ListenOverflows: nstat -az TcpExtListenOverflows) or its SYN          backlog was (net.ipv4.tcp_max_syn_backlog); raise its listen backlog and          net.core.somaxconn, or ramp slower (--connect-rate)",
+        "{:.1}% of the connections took {} or more to establish (p99 {}), while the client's \
+         connect() calls took p99 {}: their handshake was retransmitted after the kernel's 1 s \
+         timeout. The server side dropped it: its accept queue was full (it accepts too slowly \
+         for this ramp; see its ListenOverflows: nstat -az TcpExtListenOverflows) or its SYN \
+         backlog was (net.ipv4.tcp_max_syn_backlog); raise its listen backlog and \
+         net.core.somaxconn, or ramp slower (--connect-rate)",
         100.0 * late,
         human_us(SYN_RTO_US * 9 / 10),
         human_us(conn_p99),

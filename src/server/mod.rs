@@ -578,12 +578,13 @@ pub(crate) fn unix_now() -> u64 {
 }
 
 /// The configuration of a member of an elastic group: its accept queues
-/// together hold at most half of its fds. A member hands new connections
-/// over at 7/8 of its fds, open or queued (the queues are asked every 32
-/// accepts), and then accepts what its queues still hold; queues deeper
-/// than its fds (a tuned somaxconn of 65535) let a member whose workers
-/// fall behind a connect storm queue more than it can hold between two
-/// looks, and shed the rest.
+/// together hold at most half of what its fds do. A member hands new
+/// connections over at 13/16 of its fds, open or queued (the queues are asked
+/// every 32 accepts), and then accepts what its queues still hold; deeper
+/// queues (a tuned somaxconn of 65535) let a member whose workers fall
+/// behind a connect storm queue more than it can hold between two looks,
+/// and shed the rest. (A million connections on two cores with the load on
+/// the same cores: queues of all its fds shed 16,011; of half, 1,990.)
 fn elastic_member(cfg: &ServerConfig, fd: &limits::FdLimit) -> ServerConfig {
     let reserved = limits::fds_in_use() as u64 + FDS_PER_WORKER * cfg.workers as u64 + 8;
     let room = fd.soft.saturating_sub(reserved) / 2;

@@ -4,7 +4,7 @@
 //!
 //! - `--processes auto` (the default), [`elastic`]: this process serves,
 //!   and starts another (which waits, listening) once the one taking new
-//!   connections is 5/8 full (at once under a connect storm), up to what --max-connections needs. When
+//!   connections is 11/16 full (at once under a connect storm), up to what --max-connections needs. When
 //!   that one is nearly full, this parent steers the port's new
 //!   connections to the next with a classic BPF program on the
 //!   SO_REUSEPORT group; every member keeps its listeners, so nothing
@@ -29,10 +29,11 @@ use crate::cluster::processes::{child_args, ChildLine, Children};
 use crate::sys::signals::{Reason, Stop};
 use crate::sys::{capacity, limits, proc};
 
-/// A member of an elastic group that filled to 7/8 faster than this was
+/// A member of an elastic group that filled to 13/16 faster than this was
 /// under a connect storm: the next but one starts as soon as the next takes
-/// over (a process starts in ~0.1 s when both cores are busy; 5/8 to 7/8
-/// takes a quarter of this).
+/// over (a process starts in ~0.1 s when both cores are busy, far more
+/// under a storm of a hundred processes; 11/16 to 13/16 takes an eighth of
+/// this).
 const STORM_FILL: Duration = Duration::from_secs(1);
 
 /// At most this many processes of an elastic group wait, started ahead of
@@ -276,9 +277,9 @@ struct Member {
     started: Duration,
     /// Listening (the parent's own process from the start).
     ready: bool,
-    /// Past 5/8 of its fds (open or queued).
+    /// Past 11/16 of its fds (open or queued).
     filling: bool,
-    /// Past 7/8 of its fds: new connections should go to the next.
+    /// Past 13/16 of its fds: new connections should go to the next.
     full: bool,
     /// Its last stats second, and the rates of the seconds it reported
     /// since the parent's last line.
@@ -318,11 +319,12 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
     let hand_over = Arc::new(HandOver::elastic(stop.sender()));
     let server = super::start_with(cfg, Some(hand_over.clone()))?;
     let capacity = server.max_open.max(1) as u64;
-    // A member hands over at 7/8 of its fds, open or queued (the queues
+    // A member hands over at 13/16 of its fds, open or queued (the queues
     // counted from one listener's, so over rather than under), and then
-    // takes what its queues still hold: it ends at 3/4 or more of them, so
-    // the group may need planned / (3/4 of each).
-    let most = planned.div_ceil(capacity - capacity / 4).max(1);
+    // takes what its queues still hold: it ends at 13/16 or more of them,
+    // or a little under when the count ran over; a bound of planned / (5/8
+    // of each) costs nothing until used, and one too low would shed.
+    let most = planned.div_ceil(capacity * 5 / 8).max(1);
     if most == 1 {
         // Alone for good: never close, shed past the fd limit.
         hand_over.grow_at.store(i64::MAX, Relaxed);
@@ -673,9 +675,9 @@ impl Group<'_> {
             return 0;
         }
         // Under a connect storm (the last one filled in under a second) the
-        // next one would fill from 5/8 to 7/8 faster than a process starts:
-        // the one after it starts now. So does it when the next is 5/8 full
-        // already.
+        // next one would fill from 11/16 to 13/16 faster than a process
+        // starts: the one after it starts now. So does it when the next is
+        // 11/16 full already.
         let storm = self.steered_at.elapsed() < STORM_FILL;
         self.steered_at = Instant::now();
         if storm || members[next].filling {
