@@ -334,6 +334,18 @@ pub struct ClientArgs {
     #[arg(long, value_name = "N", default_value = "0", value_parser = parse_count)]
     pub max_failures: u64,
 
+    /// A condition on the result, by its JSON key, e.g. queries.answered>=99.5%,
+    /// latency.response_time_us.p99<5ms, connections.failed==0 (repeatable;
+    /// exit 1 when one fails). Default with queries: queries.answered>=99%;
+    /// `none` for no check.
+    #[arg(long = "check", value_name = "EXPR")]
+    pub check: Vec<String>,
+
+    /// After the traffic, wait this long at most for the queries in flight
+    /// (default: --timeout; 0 stops at once).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Traffic")]
+    pub drain: Option<Duration>,
+
     /// Queries per second in total, spread over all connections (open loop:
     /// sent on schedule whether or not answers come back).
     #[arg(short, long, value_name = "RATE", value_parser = parse_rate, help_heading = "Traffic")]
@@ -560,6 +572,11 @@ pub struct ClusterArgs {
     #[arg(short, long)]
     pub quiet: bool,
 
+    /// A condition on the merged result (as `throng client --check`);
+    /// repeatable; the client arguments' own --check when none is given.
+    #[arg(long = "check", value_name = "EXPR")]
+    pub check: Vec<String>,
+
     /// The `throng client` arguments every host runs (after `--`).
     #[arg(last = true, required = true, value_name = "CLIENT ARGS")]
     pub client_args: Vec<String>,
@@ -683,6 +700,11 @@ pub struct MergeArgs {
     /// Write the merged result as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+
+    /// A condition on the merged result (as `throng client --check`);
+    /// repeatable. Default with queries: queries.answered>=99%.
+    #[arg(long = "check", value_name = "EXPR")]
+    pub check: Vec<String>,
 }
 
 /// How many processes a side uses.

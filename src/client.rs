@@ -255,7 +255,11 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     if a.control.is_some() && a.pause {
         return Err(usage("--control and --pause both read stdin; use one"));
     }
-    let stop = Stop::install()?;
+    let stop = if a.child {
+        Stop::install_child()?
+    } else {
+        Stop::install()?
+    };
     if a.child {
         crate::cluster::processes::ChildLine::Pid(std::process::id()).print();
     }
@@ -277,6 +281,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         targets.clone()
     };
     let mut whole = Scenario::new(a, probe_targets.clone(), a.targets.is_empty(), Vec::new())?;
+    let checks = report::check::parse_all(&a.check, whole.traffic.is_some()).map_err(usage)?;
     let nproc = if a.segment.is_some() || a.child {
         1
     } else {
@@ -405,19 +410,27 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         }
         srv.stop()?;
     }
-    let result = RunResult::new(&whole, &sc, env, &outcome);
+    let mut result = RunResult::new(&whole, &sc, env, &outcome);
+    let mut out: Box<dyn Write> = if a.child {
+        Box::new(io::sink())
+    } else {
+        Box::new(io::stdout().lock())
+    };
+    report::summary(&sc, &outcome, &mut out)?;
+    report::check::apply(&checks, &mut result, &mut out)?;
+    out.flush()?;
+    drop(out);
     if let Some(p) = &a.json {
         write_atomic(p, &result)?;
     }
     if a.child {
         crate::cluster::processes::ChildLine::Result(Box::new(result.clone())).print();
     }
-    if !a.child {
-        let mut out = io::stdout().lock();
-        report::summary(&sc, &outcome, &mut out)?;
-        out.flush()?;
-    }
-    Ok(outcome.exit_code(sc.max_failures))
+    Ok(report::check::exit_code(
+        &result,
+        sc.max_failures,
+        result.interrupted,
+    ))
 }
 
 fn check_problems(force: bool, problems: Vec<String>) -> Result<()> {
@@ -633,6 +646,8 @@ fn run_processes(
         a.json.as_deref(),
         "processes",
         whole.max_failures,
+        // (Parsed and refused before the run; the same list.)
+        &report::check::parse_all(&a.check, whole.traffic.is_some()).map_err(usage)?,
     )
 }
 

@@ -72,18 +72,26 @@ fn merge(a: &cli::MergeArgs) -> anyhow::Result<ExitCode> {
         results.push(cluster::merge::read(p)?);
         names.push(p.display().to_string());
     }
-    let merged = cluster::merge::merge(&results, &names)?;
+    let mut merged = cluster::merge::merge(&results, &names)?;
+    let checks =
+        report::check::parse_all(&a.check, merged.queries.is_some()).map_err(UsageError)?;
     let outcome = merged.outcome()?;
-    if let Some(p) = &a.json {
-        report::json::write_atomic(p, &merged)?;
-    }
     let mut out = std::io::stdout().lock();
     report::summary(&merged.scenario, &outcome, &mut out)?;
     std::io::Write::write_fmt(
         &mut out,
         format_args!("  merged        {} results\n", results.len()),
     )?;
-    Ok(ExitCode::SUCCESS)
+    report::check::apply(&checks, &mut merged, &mut out)?;
+    drop(out);
+    if let Some(p) = &a.json {
+        report::json::write_atomic(p, &merged)?;
+    }
+    Ok(report::check::exit_code(
+        &merged,
+        merged.scenario.max_failures,
+        false,
+    ))
 }
 
 /// `throng tune`: the limits table, the commands, and --apply.

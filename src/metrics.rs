@@ -27,6 +27,8 @@ pub fn bump(c: &AtomicU64, n: u64) {
 #[derive(Default)]
 pub struct Shared {
     pub stop: AtomicBool,
+    /// Client: the traffic is over; wait for what is in flight (--drain).
+    pub drain: AtomicBool,
     /// Client: when the query traffic starts, in ns since the run's start,
     /// plus one (0: not yet).
     pub traffic_at: AtomicU64,
@@ -76,10 +78,13 @@ pub enum Bucket {
     HalfOpen,
     /// The TLS handshake failed (certificate, protocol) or timed out.
     Tls,
+    /// The server answered the verification probe with a refusal and
+    /// closed: it accepted the connection but not what was sent on it.
+    Rejected,
 }
 
 /// Failure buckets.
-pub const BUCKETS: usize = 10;
+pub const BUCKETS: usize = 11;
 
 impl Bucket {
     pub const ALL: [Bucket; BUCKETS] = [
@@ -93,6 +98,7 @@ impl Bucket {
         Bucket::Reset,
         Bucket::HalfOpen,
         Bucket::Tls,
+        Bucket::Rejected,
     ];
 
     /// The key in JSON (`connections.failed.<key>`).
@@ -108,6 +114,7 @@ impl Bucket {
             Bucket::Reset => "reset",
             Bucket::HalfOpen => "half_open",
             Bucket::Tls => "tls",
+            Bucket::Rejected => "rejected",
         }
     }
 
@@ -166,6 +173,11 @@ impl Bucket {
                  test server pass --tls-ca with its certificate (throng server --tls prints \
                  the path) or --tls-insecure; check --sni against the certificate's names"
             }
+            Bucket::Rejected => {
+                "the server accepted these connections but rejected the probe sent on them \
+                 (what it said is above) and closed: give the protocol it speaks (--proto, \
+                 --http-request, --qname, --message) or --no-verify"
+            }
         }
     }
 }
@@ -189,6 +201,10 @@ pub struct ConnCounters {
     pub tls_resumed: AtomicU64,
     /// The first TLS error, in words.
     pub tls_error: std::sync::Mutex<Option<String>>,
+    /// Probes answered with a refusal (HTTP 4xx/5xx, DNS FORMERR, REFUSED,
+    /// NOTIMP, or a reply not in the protocol), and the first, in words.
+    pub probe_rejected: AtomicU64,
+    pub probe_reply: std::sync::Mutex<Option<String>>,
     /// Initial attempts not resolved yet (connecting).
     pub ramp_left: AtomicU64,
 }
@@ -206,6 +222,8 @@ impl Default for ConnCounters {
             peer_closed: AtomicU64::new(0),
             tls_resumed: AtomicU64::new(0),
             tls_error: std::sync::Mutex::new(None),
+            probe_rejected: AtomicU64::new(0),
+            probe_reply: std::sync::Mutex::new(None),
             ramp_left: AtomicU64::new(0),
         }
     }
@@ -218,6 +236,16 @@ impl ConnCounters {
         if let Ok(mut e) = self.tls_error.lock() {
             if e.is_none() {
                 *e = Some(why());
+            }
+        }
+    }
+
+    /// Counts a rejected probe; keeps the first one's words.
+    pub fn rejected(&self, what: impl FnOnce() -> String) {
+        bump(&self.probe_rejected, 1);
+        if let Ok(mut e) = self.probe_reply.lock() {
+            if e.is_none() {
+                *e = Some(what());
             }
         }
     }
@@ -250,6 +278,8 @@ pub struct ConnTotals {
     pub peer_closed: u64,
     pub tls_resumed: u64,
     pub tls_error: Option<String>,
+    pub probe_rejected: u64,
+    pub probe_reply: Option<String>,
 }
 
 impl ConnTotals {
@@ -265,6 +295,10 @@ impl ConnTotals {
             t.tls_resumed += w.tls_resumed.load(Relaxed);
             if t.tls_error.is_none() {
                 t.tls_error = w.tls_error.lock().ok().and_then(|e| e.clone());
+            }
+            t.probe_rejected += w.probe_rejected.load(Relaxed);
+            if t.probe_reply.is_none() {
+                t.probe_reply = w.probe_reply.lock().ok().and_then(|e| e.clone());
             }
             for (sum, c) in t.failed.iter_mut().zip(&w.failed) {
                 *sum += c.load(Relaxed);
@@ -315,6 +349,9 @@ pub struct QueryCounters {
     pub sent_late: AtomicU64,
     /// Connections closed after --max-queries-per-conn queries.
     pub recycled: AtomicU64,
+    /// Queries sent while another was in flight on their connection: what
+    /// Nagle's algorithm holds back against a delayed ACK.
+    pub pipelined: AtomicU64,
 }
 
 /// Query counters summed over workers.
@@ -328,6 +365,7 @@ pub struct QueryTotals {
     pub bytes_in: u64,
     pub sent_late: u64,
     pub recycled: u64,
+    pub pipelined: u64,
 }
 
 impl QueryTotals {
@@ -344,6 +382,7 @@ impl QueryTotals {
             t.bytes_in += w.bytes_in.load(Relaxed);
             t.sent_late += w.sent_late.load(Relaxed);
             t.recycled += w.recycled.load(Relaxed);
+            t.pipelined += w.pipelined.load(Relaxed);
         }
         t
     }

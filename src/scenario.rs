@@ -111,6 +111,19 @@ pub fn level_at(phases: &[Phase], t: f64) -> f64 {
     phases.last().map_or(0.0, |p| p.to)
 }
 
+impl Query {
+    /// The protocol in words.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Query::Dns { .. } => "DNS",
+            Query::Echo { .. } => "an echo",
+            Query::Ping => "a pong line",
+            Query::Http { .. } => "HTTP",
+            Query::Raw { .. } => "the marker",
+        }
+    }
+}
+
 /// What one query is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
@@ -163,6 +176,10 @@ pub struct Traffic {
     pub timeout_s: f64,
     pub close_on_timeout: bool,
     pub seed: u64,
+    /// After the traffic: seconds to wait for the queries in flight (at
+    /// most `timeout_s`; 0 stops at once).
+    #[serde(default)]
+    pub drain_s: f64,
 }
 
 impl Traffic {
@@ -193,59 +210,10 @@ fn escaped(bytes: &[u8]) -> String {
     wire::escape::escape(bytes)
 }
 
-fn traffic_from(a: &ClientArgs) -> anyhow::Result<Option<Traffic>> {
-    let schedule = match (&a.schedule, &a.schedule_file) {
-        (Some(s), _) => Some(parse_phases(s).map_err(|e| usage(format!("--schedule: {e}")))?),
-        (None, Some(f)) => {
-            let text = if f.as_os_str() == "-" {
-                std::io::read_to_string(std::io::stdin())
-            } else {
-                std::fs::read_to_string(f)
-            }
-            .map_err(|e| usage(format!("--schedule-file {}: {e}", f.display())))?;
-            let spec: Vec<&str> = text
-                .lines()
-                .map(|l| l.split('#').next().unwrap_or("").trim())
-                .filter(|l| !l.is_empty())
-                .collect();
-            Some(
-                parse_phases(&spec.join(","))
-                    .map_err(|e| usage(format!("--schedule-file {}: {e}", f.display())))?,
-            )
-        }
-        (None, None) => None,
-    };
-    let model = if let Some(phases) = schedule {
-        Model::OpenLoop {
-            phases,
-            arrivals: a.arrivals,
-            spread: a.spread,
-        }
-    } else if let Some(r) = a.rate {
-        Model::OpenLoop {
-            phases: vec![Phase {
-                seconds: a.duration.as_secs_f64().max(1e-9),
-                from: r,
-                to: r,
-            }],
-            arrivals: a.arrivals,
-            spread: a.spread,
-        }
-    } else if let Some(i) = a.interval {
-        if i.is_zero() {
-            return Err(usage("--interval must be above 0, e.g. 5s"));
-        }
-        Model::Interval {
-            every_s: i.as_secs_f64(),
-        }
-    } else if a.closed_loop {
-        Model::ClosedLoop {
-            think_s: a.think.unwrap_or_default().as_secs_f64(),
-        }
-    } else {
-        return Ok(None);
-    };
-    let query = match a.proto {
+/// The query of `--proto` and its flags (the traffic's, and the
+/// verification probe's when there is no traffic).
+pub fn query_from(a: &ClientArgs) -> anyhow::Result<Query> {
+    Ok(match a.proto {
         Proto::Dns => {
             let qtype = wire::dns::rtype_from_name(&a.qtype).ok_or_else(|| {
                 usage(format!(
@@ -300,10 +268,13 @@ fn traffic_from(a: &ClientArgs) -> anyhow::Result<Option<Traffic>> {
                     let bytes = wire::escape::unescape(r)
                         .map_err(|e| usage(format!("--http-request: {e}")))?;
                     match wire::http::parse_request_head(&bytes) {
-                        Ok(Some(h)) if h.head_len == bytes.len() || h.body != wire::http::Body::Length(0) => {}
+                        Ok(Some(h))
+                            if h.head_len == bytes.len()
+                                || h.body != wire::http::Body::Length(0) => {}
                         _ => {
                             return Err(usage(
-                                "--http-request is not one complete HTTP/1.1 request; e.g.                                  'GET /index.html HTTP/1.1\r\nHost: example\r\n\r\n'",
+                                "--http-request is not one complete HTTP/1.1 request; e.g. \
+                                 'GET /index.html HTTP/1.1\\r\\nHost: example\\r\\n\\r\\n'",
                             ))
                         }
                     }
@@ -348,7 +319,62 @@ fn traffic_from(a: &ClientArgs) -> anyhow::Result<Option<Traffic>> {
                 marker,
             }
         }
+    })
+}
+
+pub fn traffic_from(a: &ClientArgs) -> anyhow::Result<Option<Traffic>> {
+    let schedule = match (&a.schedule, &a.schedule_file) {
+        (Some(s), _) => Some(parse_phases(s).map_err(|e| usage(format!("--schedule: {e}")))?),
+        (None, Some(f)) => {
+            let text = if f.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())
+            } else {
+                std::fs::read_to_string(f)
+            }
+            .map_err(|e| usage(format!("--schedule-file {}: {e}", f.display())))?;
+            let spec: Vec<&str> = text
+                .lines()
+                .map(|l| l.split('#').next().unwrap_or("").trim())
+                .filter(|l| !l.is_empty())
+                .collect();
+            Some(
+                parse_phases(&spec.join(","))
+                    .map_err(|e| usage(format!("--schedule-file {}: {e}", f.display())))?,
+            )
+        }
+        (None, None) => None,
     };
+    let model = if let Some(phases) = schedule {
+        Model::OpenLoop {
+            phases,
+            arrivals: a.arrivals,
+            spread: a.spread,
+        }
+    } else if let Some(r) = a.rate {
+        Model::OpenLoop {
+            phases: vec![Phase {
+                seconds: a.duration.as_secs_f64().max(1e-9),
+                from: r,
+                to: r,
+            }],
+            arrivals: a.arrivals,
+            spread: a.spread,
+        }
+    } else if let Some(i) = a.interval {
+        if i.is_zero() {
+            return Err(usage("--interval must be above 0, e.g. 5s"));
+        }
+        Model::Interval {
+            every_s: i.as_secs_f64(),
+        }
+    } else if a.closed_loop {
+        Model::ClosedLoop {
+            think_s: a.think.unwrap_or_default().as_secs_f64(),
+        }
+    } else {
+        return Ok(None);
+    };
+    let query = query_from(a)?;
     if a.validate && a.proto != Proto::Echo {
         return Err(usage("--validate only applies to --proto echo"));
     }
@@ -369,6 +395,7 @@ fn traffic_from(a: &ClientArgs) -> anyhow::Result<Option<Traffic>> {
         max_queries_per_conn: a.max_queries_per_conn,
         timeout_s: a.timeout.as_secs_f64(),
         close_on_timeout: a.close_on_timeout,
+        drain_s: a.drain.unwrap_or(a.timeout).min(a.timeout).as_secs_f64(),
         seed: a.seed,
     }))
 }
@@ -410,6 +437,10 @@ pub struct Scenario {
     pub segment: Option<Segment>,
     pub workers: usize,
     pub verify: bool,
+    /// What verifies a new connection when there is no traffic: one query
+    /// of --proto (None: raw without a marker cannot be verified).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Query>,
     pub max_failures: u64,
     /// How queries travel. With tcp-per-query, `connections` is the
     /// --concurrency: connections open at once at most.
@@ -600,6 +631,16 @@ impl Scenario {
             return Err(usage("--lifetime must be above 0, e.g. 30s"));
         }
         let traffic = traffic_from(a)?;
+        // With traffic its first answer verifies; without, one query of
+        // the run's protocol does (raw needs a marker to know an answer).
+        let probe = if a.verify && !a.no_verify && traffic.is_none() {
+            match query_from(a)? {
+                Query::Raw { marker: None, .. } => None,
+                q => Some(q),
+            }
+        } else {
+            None
+        };
         let tls = transport_from(a, traffic.as_ref())?;
         let end = if a.hold {
             End::Hold
@@ -643,6 +684,7 @@ impl Scenario {
             segment: a.segment,
             workers,
             verify: a.verify && !a.no_verify,
+            probe,
             max_failures: a.max_failures,
             transport: a.transport,
             tls,

@@ -495,7 +495,7 @@ fn sigint_writes_an_interrupted_result() {
         "ramp done",
     );
     common::signal(child.id() as i32, libc::SIGINT);
-    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(child.wait().unwrap().code(), Some(130));
     let v = read_json(&json);
     assert_eq!(v["interrupted"], true);
     assert_eq!(conns(&v, "established"), 200);

@@ -206,18 +206,16 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         let (status, summary) = srv.stop();
         assert!(status.success());
         assert!(summary.contains("accepted 300, closed 300"), "{summary}");
-        // The server answered every probe and query (and maybe the few in
-        // flight when the clients closed).
+        // Closed loop: each connection's first query verifies it (no
+        // probe), and the drain waits for the last ones: every query sent
+        // was answered and counted, and the server counted the same.
         let requests: u64 = summary
             .lines()
             .find_map(|l| l.trim().strip_prefix("requests"))
             .and_then(|r| r.split_whitespace().next())
             .and_then(|n| n.parse().ok())
             .unwrap();
-        assert!(
-            requests >= answered + 300 && requests <= sent + 300,
-            "{requests} {answered} {sent}"
-        );
+        assert_eq!((requests, answered), (sent, sent), "{out}");
 
         // A host that dies mid-run and one that cannot be reached.
         let mut cmd = Command::new("ip");
@@ -254,7 +252,8 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         std::thread::spawn(move || for _ in err.lines() {});
         let mut out = String::new();
         std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-        assert_eq!(child.wait().unwrap().code(), Some(1), "{out}");
+        // Interrupted takes the exit code; the merge is partial.
+        assert_eq!(child.wait().unwrap().code(), Some(130), "{out}");
         assert!(out.contains("PARTIAL: host root@198.18.0.9"), "{out}");
         assert!(out.contains("PARTIAL: host root@198.18.0.3"), "{out}");
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

@@ -254,6 +254,10 @@ fn dns_out_of_order_responses_are_matched() {
             "1s",
             "--qname",
             "{rand}.example.org",
+            // The server answers only whole batches: the part of a batch
+            // sent before the end is never answered, so do not wait it out.
+            "--drain",
+            "200ms",
         ],
         false,
     );
@@ -350,6 +354,10 @@ fn a_query_that_crossed_the_servers_close_is_sent_again() {
             "200",
             "-T",
             "1s",
+            // The last query of each connection waits for a second request
+            // that never comes: no need to wait out its timeout.
+            "--drain",
+            "300ms",
         ],
         false,
     );
@@ -571,16 +579,16 @@ fn timeouts_and_close_on_timeout() {
         ],
         false,
     );
-    assert_eq!(code, 0, "{out}");
+    // The server answers nothing: the default check (answered >= 99%) fails.
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAIL  queries.answered>=99%"), "{out}");
     assert_eq!(q(&v, "answered"), 0);
-    // Everything sent more than 200 ms before the end timed out.
+    // The drain waits out the timeout of the last ones: every query sent
+    // timed out, none is left in flight.
     let sent = q(&v, "sent");
-    let timed_out = q(&v, "timed_out");
-    assert!(
-        timed_out >= sent * 6 / 10 && timed_out <= sent,
-        "{timed_out} of {sent}"
-    );
-    assert_eq!(timed_out + q(&v, "in_flight_at_end"), sent, "{out}");
+    assert!(sent > 50, "{out}");
+    assert_eq!(q(&v, "timed_out"), sent, "{out}");
+    assert_eq!(q(&v, "in_flight_at_end"), 0, "{out}");
     // Verification by the first query: a server that never answers leaves
     // its connections established but unverified, not failed.
     let (code, out, v, _) = client(
@@ -595,6 +603,8 @@ fn timeouts_and_close_on_timeout() {
             "500ms",
             "--timeout",
             "200ms",
+            "--check",
+            "none",
         ],
         false,
     );
@@ -617,6 +627,8 @@ fn timeouts_and_close_on_timeout() {
             "--no-verify",
             "--close-on-timeout",
             "--reconnect",
+            "--check",
+            "connections.attempted>5",
         ],
         false,
     );
@@ -799,4 +811,60 @@ fn poisson_rtt_log_passes_kolmogorov_smirnov() {
     assert!(d < 1.63 / n.sqrt() + 0.005, "D = {d}");
     let _ = TcpStream::connect(srv.addr);
     drop(srv);
+}
+
+/// Echoes 64-byte messages, one write per message, with Nagle's algorithm
+/// on (no TCP_NODELAY) and a read every 5 ms, so that queries pipelined on
+/// a connection arrive together: the second answer waits for the ACK of
+/// the first, which the client delays (~40 ms).
+fn nagle_echo_server() -> SocketAddr {
+    common::peer(|mut s| {
+        let mut buf = [0u8; 4096];
+        let mut got = Vec::new();
+        loop {
+            // The pause is the condition under test: it lets pipelined
+            // queries arrive in one read.
+            thread::sleep(Duration::from_millis(5));
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+            while got.len() >= 64 {
+                let m: Vec<u8> = got.drain(..64).collect();
+                if s.write_all(&m).is_err() {
+                    return;
+                }
+            }
+        }
+    })
+}
+
+#[test]
+fn a_delayed_ack_tail_with_pipelined_queries_names_nagle() {
+    // Regression: unbound (no TCP_NODELAY) showed a service-time tail of
+    // 23-32 ms under random spread and the summary blamed the client.
+    let addr = nagle_echo_server();
+    let (_, out, v, _) = client(
+        "nagle",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "echo",
+            "--size",
+            "64",
+            "-c",
+            "4",
+            "-r",
+            "200",
+            "-T",
+            "3s",
+            "--check",
+            "none",
+        ],
+        false,
+    );
+    assert!(v["queries"]["pipelined"].as_u64().unwrap() > 0, "{out}");
+    assert!(out.contains("hint (nagle)"), "{out}");
+    assert!(out.contains("TCP_NODELAY"), "{out}");
+    assert!(!out.contains("the client is the bottleneck"), "{out}");
 }

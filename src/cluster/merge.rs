@@ -121,8 +121,10 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
         c.peak,
         c.closed,
     ) = (0, 0, 0, 0, 0, 0, 0);
-    (c.peer_closed, c.tls_resumed) = (0, 0);
+    (c.peer_closed, c.tls_resumed, c.probe_rejected) = (0, 0, 0);
+    c.probe_reply = None;
     c.ramp_s = None;
+    c.verify_s = None;
     for r in results {
         let rc = &r.connections;
         c.target += rc.target;
@@ -135,6 +137,10 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
         c.closed += rc.closed;
         sum_maps(&mut c.failed, &rc.failed);
         sum_maps(&mut c.failed_other_errno, &rc.failed_other_errno);
+        c.verify_s = match (c.verify_s, rc.verify_s) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
         c.ramp_s = match (c.ramp_s, rc.ramp_s) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -145,6 +151,10 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
         }
         c.peer_closed += rc.peer_closed;
         c.tls_resumed += rc.tls_resumed;
+        c.probe_rejected += rc.probe_rejected;
+        if c.probe_reply.is_none() {
+            c.probe_reply.clone_from(&rc.probe_reply);
+        }
         if c.tls_error.is_none() {
             c.tls_error.clone_from(&rc.tls_error);
         }
@@ -171,9 +181,11 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
         q.errors.values_mut().for_each(|v| *v = 0);
         q.http_status.clear();
         q.control.clear();
+        let mut pipelined = 0;
         let (mut sent, mut answered, mut timed_out, mut late, mut inflight, mut recycled) =
             (0, 0, 0, 0, 0, 0);
         let (mut out, mut inn, mut target, mut achieved, mut secs) = (0, 0, None, 0.0, 0.0f64);
+        let mut sent_rate = 0.0;
         for r in results {
             let (Some(rq), Some(rl)) = (&r.queries, &r.latency) else {
                 continue;
@@ -184,10 +196,12 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             late += rq.sent_late;
             inflight += rq.in_flight_at_end;
             recycled += rq.recycled_connections;
+            pipelined += rq.pipelined;
             out += rq.bytes_out;
             inn += rq.bytes_in;
             target = add_opt(target, rq.rate_target);
             achieved += rq.rate_achieved;
+            sent_rate += rq.rate_sent;
             secs = secs.max(rq.seconds);
             sum_maps(&mut q.errors, &rq.errors);
             sum_maps(&mut q.http_status, &rq.http_status);
@@ -203,6 +217,7 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
         }
         (q.sent, q.answered, q.timed_out, q.sent_late) = (sent, answered, timed_out, late);
         (q.in_flight_at_end, q.recycled_connections) = (inflight, recycled);
+        q.pipelined = pipelined;
         (
             q.bytes_out,
             q.bytes_in,
@@ -210,6 +225,7 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             q.rate_achieved,
             q.seconds,
         ) = (out, inn, target, achieved, secs);
+        q.rate_sent = sent_rate;
         let [resp, serv, lag, lp] = hists;
         m.latency = Some(LatencyResult {
             response_time_us: Latency::of(&resp),
@@ -291,6 +307,7 @@ pub fn finish(
     json: Option<&Path>,
     label: &str,
     max_failures: u64,
+    checks: &[crate::report::check::Check],
 ) -> Result<std::process::ExitCode> {
     use std::io::Write;
     if s.results.is_empty() {
@@ -304,9 +321,6 @@ pub fn finish(
     merged.partial = !s.missing.is_empty();
     merged.missing = s.missing.clone();
     let outcome = merged.outcome()?;
-    if let Some(p) = json {
-        crate::report::json::write_atomic(p, &merged)?;
-    }
     let mut out = std::io::stdout().lock();
     crate::report::summary(&merged.scenario, &outcome, &mut out)?;
     writeln!(
@@ -318,11 +332,17 @@ pub fn finish(
     for m in &s.missing {
         writeln!(out, "  PARTIAL: {m}")?;
     }
+    crate::report::check::apply(checks, &mut merged, &mut out)?;
     out.flush()?;
-    if !s.missing.is_empty() {
-        return Ok(std::process::ExitCode::from(1));
+    drop(out);
+    if let Some(p) = json {
+        crate::report::json::write_atomic(p, &merged)?;
     }
-    Ok(outcome.exit_code(max_failures))
+    Ok(crate::report::check::exit_code(
+        &merged,
+        max_failures,
+        merged.interrupted,
+    ))
 }
 
 #[cfg(test)]

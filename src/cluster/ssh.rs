@@ -127,6 +127,14 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
         )
         .into());
     }
+    // Checks run on the merged result: cluster's own, else the client's.
+    let given = if a.check.is_empty() {
+        &client.check
+    } else {
+        &a.check
+    };
+    let has_queries = crate::scenario::traffic_from(&client)?.is_some();
+    let checks = crate::report::check::parse_all(given, has_queries).map_err(UsageError)?;
     let stop = Stop::install()?;
     let n = hosts.len() as u64;
     let mut binary = a.binary.clone();
@@ -261,6 +269,7 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
         a.json.as_deref(),
         "hosts",
         client.max_failures,
+        &checks,
     )
 }
 

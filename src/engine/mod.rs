@@ -41,6 +41,8 @@ pub struct SecondReport {
     pub errors: u64,
     /// Response times of the queries answered in this second.
     pub hist: Histogram<u64>,
+    /// Workers whose part is in (1 as sent; the main thread adds).
+    pub workers: usize,
 }
 
 impl SecondReport {
@@ -52,6 +54,7 @@ impl SecondReport {
             timed_out: 0,
             errors: 0,
             hist: Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds"),
+            workers: 1,
         }
     }
 
@@ -60,6 +63,7 @@ impl SecondReport {
         self.answered += o.answered;
         self.timed_out += o.timed_out;
         self.errors += o.errors;
+        self.workers += o.workers;
         let _ = self.hist.add(&o.hist);
     }
 }
@@ -146,24 +150,13 @@ pub struct Outcome {
     pub per_second: Vec<Sample>,
     /// Stopped by a signal before its planned end.
     pub interrupted: bool,
+    /// From the start until every connection of the ramp was verified,
+    /// found unverified, or failed (with --verify).
+    pub verify_time: Option<Duration>,
     /// From the start to the last initial attempt resolved.
     pub ramp_time: Option<Duration>,
     pub elapsed: Duration,
     pub queries: Option<QueryOutcome>,
-}
-
-impl Outcome {
-    /// 0, or 1 (said on stderr) when more connections failed than allowed.
-    pub fn exit_code(&self, max_failures: u64) -> std::process::ExitCode {
-        let failed = self.totals.failed_total();
-        if failed > max_failures {
-            eprintln!(
-                "throng: {failed} connection(s) failed, more than --max-failures {max_failures}"
-            );
-            return std::process::ExitCode::from(1);
-        }
-        std::process::ExitCode::SUCCESS
-    }
 }
 
 fn unix_now() -> u64 {
@@ -276,6 +269,9 @@ pub fn run(
     let mut per_second = Vec::new();
     let mut tick = 1u64;
     let mut ramp_workers = 0;
+    let mut established_workers = 0;
+    let mut established_at: Option<Duration> = None;
+    let mut verify_time = None;
     let mut ramp_time = None;
     let mut traffic_start: Option<Instant> = None;
     let mut end_at: Option<Instant> = None;
@@ -328,6 +324,12 @@ pub fn run(
                 }
             }
             Some(Reason::ChildLine(..) | Reason::ChildExit(_) | Reason::Grow | Reason::Full) => {}
+            Some(Reason::RampEstablished) => {
+                established_workers += 1;
+                if established_workers == sc.workers {
+                    established_at = Some(start.elapsed());
+                }
+            }
             Some(Reason::RampDone) => {
                 ramp_workers += 1;
                 if ramp_workers == sc.workers {
@@ -338,9 +340,13 @@ pub fn run(
                         start_traffic(&sc, &shared, &wakers, start, now, &mut traffic_start);
                         continue;
                     }
-                    ramp_time = Some(now - start);
+                    // The ramp's figure is establishment's; verification
+                    // (probes answered or timed out) has its own.
+                    let ramp = established_at.unwrap_or(now - start);
+                    ramp_time = Some(ramp);
+                    verify_time = sc.verify.then_some(now - start);
                     let t = totals(&counters);
-                    live.ramp_done(now - start, &t, &sc.end);
+                    live.ramp_done(ramp, &t, &sc.end);
                     let per_query = sc.transport == crate::cli::Transport::TcpPerQuery;
                     if !per_query
                         && !sc.reconnect
@@ -381,6 +387,17 @@ pub fn run(
                 ..Sample::default()
             };
             if sc.traffic.is_some() && traffic_start.is_some() {
+                // The workers send the second just ended as they notice it,
+                // a moment after this tick: wait for them (briefly), so that
+                // every second with answers shows its latency.
+                let wait_until = Instant::now() + Duration::from_millis(100);
+                while reports.get(&(tick - 1)).map_or(0, |r| r.workers) < handles.len() {
+                    match rep_rx.recv_timeout(wait_until.saturating_duration_since(Instant::now()))
+                    {
+                        Ok(r) => merge_report(&mut reports, r),
+                        Err(_) => break,
+                    }
+                }
                 // Live figures: counters now; latency of the last second
                 // every worker has reported.
                 s.sent = Some(q.sent - last_q.sent);
@@ -404,11 +421,35 @@ pub fn run(
         }
     }
 
+    // The traffic is over (or a first Ctrl-C came): stop sending, and wait
+    // up to --drain for the queries in flight, so that each ends answered,
+    // timed out or errored. A second Ctrl-C ends the process at once.
+    let end = Instant::now();
+    let drain = sc.traffic.as_ref().map_or(0.0, |t| t.drain_s);
+    if traffic_start.is_some() && drain > 0.0 {
+        shared.drain.store(true, Relaxed);
+        for w in &wakers {
+            w.wake()?;
+        }
+        live.note(&format!(
+            "traffic over: waiting up to {} for the queries in flight (--drain)",
+            crate::metrics::human_us((drain * 1e6) as u64)
+        ));
+        // The workers end by themselves; this bound only guards against one
+        // that does not.
+        let limit = end + Duration::from_secs_f64(drain) + Duration::from_secs(2);
+        while !handles.iter().all(|h| h.is_finished()) && Instant::now() < limit {
+            let wait = (Instant::now() + Duration::from_millis(20)).min(limit);
+            if let Some(Reason::Signal) = stop.wait_reason(Some(wait)) {
+                interrupted = true;
+                break;
+            }
+        }
+    }
     shared.stop.store(true, Relaxed);
     for w in &wakers {
         w.wake()?;
     }
-    let end = Instant::now();
     let mut connect_time = new_histogram();
     let mut connect_syscall = new_histogram();
     let mut tls_handshake = new_histogram();
@@ -482,6 +523,7 @@ pub fn run(
         per_second,
         interrupted,
         ramp_time,
+        verify_time,
         elapsed: start.elapsed(),
         queries,
     })

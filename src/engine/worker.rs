@@ -133,6 +133,9 @@ struct Conn {
     got_data: bool,
     /// One of the ramp's attempts (not a replacement).
     initial: bool,
+    /// The server answered its probe with a refusal: a close that follows
+    /// is that refusal's, not a failure of the server's accept.
+    rejected: bool,
     /// With traffic and --verify: still waiting for the first answer,
     /// which verifies the connection (no separate probe).
     unproven: bool,
@@ -320,6 +323,8 @@ pub struct Worker {
     inflight: u64,
     max_inflight: u64,
     ramp_left: u64,
+    /// Attempts of the ramp not yet established or failed.
+    est_left: u64,
     connect_q: VecDeque<(usize, u64, Instant)>,
     probe_q: VecDeque<(usize, u64, Instant)>,
     life_q: VecDeque<(usize, u64, Instant)>,
@@ -335,6 +340,10 @@ pub struct Worker {
     /// Queries are sparse per connection (--interval, or none): free a
     /// connection's query queue whenever it empties.
     sparse: bool,
+    /// The traffic has ended: no new query is due (what was due and waits
+    /// for its connection's window still leaves); the worker reads until
+    /// nothing is in flight or this instant passes (--drain).
+    draining: Option<Instant>,
     /// Closed loop: every connection always has queries in flight, so it
     /// keeps its output buffer between writes.
     busy: bool,
@@ -458,10 +467,10 @@ impl Worker {
             pq_share: share.max(1),
             udp_slot,
             probe_codec: Codec::new(
-                &Query::Dns {
+                s.scenario.probe.as_ref().unwrap_or(&Query::Dns {
                     qtype: wire::dns::rtype::A,
                     names: vec!["throng.probe".into()],
-                },
+                }),
                 &s.hosts,
             ),
             traffic,
@@ -472,6 +481,7 @@ impl Worker {
             inflight: 0,
             max_inflight,
             ramp_left: initial_total,
+            est_left: initial_total,
             connect_q: VecDeque::new(),
             probe_q: VecDeque::new(),
             life_q: VecDeque::new(),
@@ -491,6 +501,7 @@ impl Worker {
                 s.scenario.traffic.as_ref().map(|t| &t.model),
                 Some(Model::OpenLoop { .. } | Model::ClosedLoop { .. })
             ),
+            draining: None,
             sc: s.scenario,
         })
     }
@@ -521,18 +532,44 @@ impl Worker {
     pub fn run(mut self) -> io::Result<Finished> {
         let mut events = Events::with_capacity(1024);
         if self.ramp_left == 0 {
+            let _ = self.notify.send(Reason::RampEstablished);
             let _ = self.notify.send(Reason::RampDone);
         }
         loop {
             let now = Instant::now();
-            self.follow_level(now);
+            if self.draining.is_none() && self.shared.drain.load(Relaxed) {
+                let drain = self.sc.traffic.as_ref().map_or(0.0, |t| t.drain_s);
+                self.draining = Some(now + Duration::from_secs_f64(drain));
+            }
+            if let Some(until) = self.draining {
+                // Done when nothing is in flight and no query that crossed a
+                // server's close waits to be sent again.
+                let waiting = self.sc.reconnect && !self.orphans.is_empty();
+                if now >= until || !(waiting || self.conns.iter().any(|(_, c)| c.live() > 0)) {
+                    break;
+                }
+            } else {
+                self.follow_level(now);
+            }
+            // (Reconnects go on while draining: a query that crossed the
+            // server's close is sent again on the next connection.)
             self.start_due(now);
             self.expire(now);
             self.shrink_queues();
             self.traffic_due(now);
             self.pq_fill();
             self.flush_dirty();
-            let timeout = match self.next_wakeup() {
+            let wakeup = match self.draining {
+                // Draining: look again at least every 10 ms.
+                Some(until) => Some(
+                    self.next_wakeup()
+                        .unwrap_or(until)
+                        .min(until)
+                        .min(now + Duration::from_millis(10)),
+                ),
+                None => self.next_wakeup(),
+            };
+            let timeout = match wakeup {
                 None => None,
                 Some(at) => {
                     let wait = at.saturating_duration_since(Instant::now());
@@ -755,6 +792,7 @@ impl Worker {
             Err(errno) => {
                 self.counters
                     .fail_errno(Bucket::of_connect_errno(errno), errno);
+                self.settled(initial);
                 self.resolved(initial);
                 return None;
             }
@@ -774,6 +812,7 @@ impl Worker {
             let errno = errno_of(&e);
             self.counters
                 .fail_errno(Bucket::of_connect_errno(errno), errno);
+            self.settled(initial);
             self.resolved(initial);
             return None;
         }
@@ -785,6 +824,7 @@ impl Worker {
             seq,
             since: now,
             got_data: false,
+            rejected: false,
             initial,
             unproven: false,
             target: (seq % self.sc.targets.len() as u64) as u32,
@@ -813,6 +853,19 @@ impl Worker {
 
     /// An initial attempt ended: failed, or established (and, with the
     /// probe, verified or not in time). The ramp is one step closer to done.
+    /// An attempt of the ramp is established or failed: the ramp's own
+    /// figure ends with the last (verification, which may take longer, has
+    /// its own: [`Worker::resolved`]).
+    fn settled(&mut self, initial: bool) {
+        if !initial {
+            return;
+        }
+        self.est_left -= 1;
+        if self.est_left == 0 {
+            let _ = self.notify.send(Reason::RampEstablished);
+        }
+    }
+
     fn resolved(&mut self, initial: bool) {
         if !initial {
             return;
@@ -847,11 +900,14 @@ impl Worker {
         self.counters
             .fail_errno(Bucket::of_connect_errno(errno), errno);
         self.conns.remove(key);
+        self.settled(initial);
         self.resolved(initial);
         self.pq_lost(0);
     }
 
     fn established(&mut self, key: usize) {
+        let initial = self.conns[key].initial;
+        self.settled(initial);
         let now = Instant::now();
         let conn = &mut self.conns[key];
         let us = now.duration_since(conn.since).as_micros() as u64;
@@ -939,8 +995,12 @@ impl Worker {
             self.out.extend_from_slice(first);
         }
         let first_query_verifies = self.sc.verify && self.traffic.is_some() && !verified;
-        // UDP has no acceptance to verify; without traffic nothing is sent.
-        let probe = self.sc.verify && !verified && self.transport != Transport::Udp;
+        // UDP has no acceptance to verify; without traffic nothing is sent
+        // (nor without a probe: raw with no marker).
+        let probe = self.sc.verify
+            && !verified
+            && self.transport != Transport::Udp
+            && self.sc.probe.is_some();
         if verified {
             bump(&self.counters.verified, 1);
         } else if first_query_verifies {
@@ -1233,6 +1293,9 @@ impl Worker {
                     used += len;
                     let conn = &self.conns[key];
                     if conn.state == State::Probing {
+                        if let Some(what) = refusal(status) {
+                            self.probe_rejected(key, what);
+                        }
                         self.verified(key);
                     } else if self.traffic.is_some() {
                         self.answered(key, qkey, status);
@@ -1241,7 +1304,16 @@ impl Worker {
                 Frame::Malformed => {
                     if conn.state == State::Probing {
                         // The server answered, in its own language: it
-                        // accepted the connection.
+                        // accepted the connection, not the probe.
+                        let said = &input[used..input.len().min(used + 40)];
+                        self.probe_rejected(
+                            key,
+                            format!(
+                                "it answered \"{}\", not {}",
+                                wire::escape::escape(said),
+                                self.sc.probe.as_ref().map_or("DNS", Query::name)
+                            ),
+                        );
                         self.verified(key);
                         used = input.len();
                     } else if self.traffic.is_some() {
@@ -1293,8 +1365,34 @@ impl Worker {
         self.resolved(initial);
     }
 
+    /// The server answered the probe on `key` with a refusal: counted
+    /// (the first in words) and remembered, so that the close which often
+    /// follows is put down to it.
+    fn probe_rejected(&mut self, key: usize, what: String) {
+        self.conns[key].rejected = true;
+        self.counters.rejected(|| what);
+    }
+
     /// An established connection ended by the server's doing.
     fn lost(&mut self, key: usize, bucket: Bucket) {
+        let c = &self.conns[key];
+        if c.state == State::Probing && !c.pending_in.is_empty() {
+            // It answered part of something that is not a reply to the
+            // probe (an HTTP 400 to a DNS query), then closed: it accepted
+            // the connection and refused the probe.
+            let said = &c.pending_in[..c.pending_in.len().min(40)];
+            let what = format!(
+                "it answered \"{}\", not {}, and closed",
+                wire::escape::escape(said),
+                self.sc.probe.as_ref().map_or("DNS", Query::name)
+            );
+            self.probe_rejected(key, what);
+            bump(&self.counters.verified, 1);
+        }
+        let bucket = match bucket {
+            Bucket::ClosedByPeer | Bucket::Reset if self.conns[key].rejected => Bucket::Rejected,
+            b => b,
+        };
         let c = &self.conns[key];
         if matches!(c.state, State::Probing | State::Handshaking) {
             let initial = c.initial;
@@ -1401,7 +1499,10 @@ impl Worker {
 
     /// Opens connections for waiting queries while slots are free.
     fn pq_fill(&mut self) {
-        while !self.pq_wait.is_empty() && (self.conns.len() as u64) < self.pq_share {
+        while self.draining.is_none()
+            && !self.pq_wait.is_empty()
+            && (self.conns.len() as u64) < self.pq_share
+        {
             let intended = self.pq_wait.pop_front().expect("not empty");
             let seq = self.sc.connections + self.reconnects_made * self.nworkers + self.id;
             self.reconnects_made += 1;
@@ -1455,6 +1556,7 @@ impl Worker {
                 self.conns.remove(key);
                 self.inflight -= 1;
                 self.counters.fail(Bucket::TimedOut);
+                self.settled(initial);
                 self.resolved(initial);
                 self.pq_lost(0);
             }
@@ -1644,6 +1746,10 @@ impl Worker {
             }
         };
         self.roll_second(now_ns);
+        if self.draining.is_some() {
+            // The traffic is over: answers only.
+            return;
+        }
         self.drain_orphans();
         let gen = self.shared.rate_gen.load(Relaxed);
         if let Some(t) = self.traffic.as_mut().filter(|t| t.rate_gen != gen) {
@@ -1881,6 +1987,9 @@ impl Worker {
             };
             conn.deadline = t.deadlines.push(now + t.timeout_ns, entry);
         }
+        if conn.live() > 0 {
+            bump(&self.q.pipelined, 1);
+        }
         conn.outstanding.push_back(Outstanding {
             key: qkey,
             intended,
@@ -2004,7 +2113,11 @@ impl Worker {
         }
         let conn = &mut self.conns[key];
         if let Model::ClosedLoop { think_s } = tr.model {
-            if t.started.is_some() && !t.cap.is_some_and(|c| conn.queries >= c) {
+            // Draining: an answer lets no new query go.
+            if t.started.is_some()
+                && self.draining.is_none()
+                && !t.cap.is_some_and(|c| conn.queries >= c)
+            {
                 if think_s == 0.0 {
                     // Due now: sent with this turn's other writes, not a
                     // loop turn later.
@@ -2318,5 +2431,23 @@ fn log_line(t: &mut Traffic, conn: u64, o: &Outstanding, done: Option<u64>, stat
     if log.buf.len() >= LOG_CHUNK {
         let chunk = std::mem::replace(&mut log.buf, Vec::with_capacity(LOG_CHUNK + 256));
         let _ = log.tx.send(chunk);
+    }
+}
+
+/// A probe's answer that refuses it, in words: an HTTP error status, a DNS
+/// FORMERR, NOTIMP or REFUSED, or a reply that does not match.
+fn refusal(status: Status) -> Option<String> {
+    match status {
+        Status::Http(code) if code >= 400 => Some(format!("HTTP {code}")),
+        Status::Rcode(rc @ (1 | 4 | 5)) => Some(format!(
+            "DNS {}",
+            match rc {
+                1 => "FORMERR",
+                4 => "NOTIMP",
+                _ => "REFUSED",
+            }
+        )),
+        Status::Mismatch => Some("a reply that does not match the probe".into()),
+        _ => None,
     }
 }

@@ -105,6 +105,11 @@ pub struct Connections {
     /// The errnos counted in `failed.other`, by name.
     pub failed_other_errno: BTreeMap<String, u64>,
     pub ramp_s: Option<f64>,
+    /// Seconds from the start until every connection of the ramp was
+    /// verified, found unverified, or failed: verification's own figure
+    /// (the ramp's is establishment's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_s: Option<f64>,
     /// Established per second of ramp.
     pub connect_rate: Option<f64>,
     pub connect_time_us: Percentiles,
@@ -123,6 +128,12 @@ pub struct Connections {
     pub tls_resumed: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_error: Option<String>,
+    /// Verification probes the server answered with a refusal, and the
+    /// first refusal in words.
+    #[serde(default)]
+    pub probe_rejected: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_reply: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,10 +147,18 @@ pub struct Queries {
     /// Queries per second asked for, averaged over the traffic (None in
     /// closed loop).
     pub rate_target: Option<f64>,
+    /// Answered queries per second (before 2026-11-23: sent per second,
+    /// now `rate_sent`).
     pub rate_achieved: f64,
+    /// Sent queries per second.
+    #[serde(default)]
+    pub rate_sent: f64,
     pub sent_late: u64,
     pub in_flight_at_end: u64,
     pub recycled_connections: u64,
+    /// Queries sent while another was in flight on their connection.
+    #[serde(default)]
+    pub pipelined: u64,
     pub bytes_out: u64,
     pub bytes_in: u64,
     pub seconds: f64,
@@ -192,6 +211,9 @@ pub struct RunResult {
     pub partial: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
+    /// `--check` outcomes, in the order given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<crate::report::check::Verdict>,
 }
 
 impl RunResult {
@@ -226,10 +248,12 @@ impl RunResult {
                     .map(|(c, n)| (c.to_string(), n))
                     .collect(),
                 rate_target: (!closed).then(|| q.target_queries / secs),
-                rate_achieved: t.sent as f64 / secs,
+                rate_achieved: t.answered as f64 / secs,
+                rate_sent: t.sent as f64 / secs,
                 sent_late: t.sent_late,
                 in_flight_at_end: q.in_flight,
                 recycled_connections: t.recycled,
+                pipelined: t.pipelined,
                 bytes_out: t.bytes_out,
                 bytes_in: t.bytes_in,
                 seconds: q.seconds,
@@ -265,6 +289,7 @@ impl RunResult {
                 failed,
                 failed_other_errno,
                 ramp_s,
+                verify_s: o.verify_time.map(|d| d.as_secs_f64()),
                 connect_rate: ramp_s.map(|r| t.established as f64 / r.max(1e-9)),
                 connect_time_us: Percentiles::of(&o.connect_time),
                 connect_syscall_us: (!o.connect_syscall.is_empty())
@@ -274,6 +299,8 @@ impl RunResult {
                     .then(|| Percentiles::of(&o.tls_handshake)),
                 tls_resumed: t.tls_resumed,
                 tls_error: t.tls_error.clone(),
+                probe_rejected: t.probe_rejected,
+                probe_reply: t.probe_reply.clone(),
             },
             queries,
             latency,
@@ -283,6 +310,7 @@ impl RunResult {
             parts: Vec::new(),
             partial: false,
             missing: Vec::new(),
+            checks: Vec::new(),
         }
     }
 }
@@ -369,6 +397,8 @@ impl RunResult {
             peer_closed: c.peer_closed,
             tls_resumed: c.tls_resumed,
             tls_error: c.tls_error.clone(),
+            probe_rejected: c.probe_rejected,
+            probe_reply: c.probe_reply.clone(),
             ..ConnTotals::default()
         };
         for b in Bucket::ALL {
@@ -392,6 +422,7 @@ impl RunResult {
                     bytes_in: q.bytes_in,
                     sent_late: q.sent_late,
                     recycled: q.recycled_connections,
+                    pipelined: q.pipelined,
                     ..QueryTotals::default()
                 };
                 for (i, cause) in ERROR_CAUSES.iter().enumerate() {
@@ -442,6 +473,7 @@ impl RunResult {
             per_second: self.per_second.clone(),
             interrupted: self.interrupted,
             ramp_time: c.ramp_s.map(std::time::Duration::from_secs_f64),
+            verify_time: c.verify_s.map(std::time::Duration::from_secs_f64),
             elapsed: std::time::Duration::from_secs_f64(self.duration_s),
             queries,
         })

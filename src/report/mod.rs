@@ -2,6 +2,7 @@
 //! runs, the summary at the end, the JSON result. Reads snapshots only; it
 //! never holds anything a worker waits on.
 
+pub mod check;
 pub mod json;
 
 use std::io::{self, IsTerminal, Write};
@@ -258,6 +259,22 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         " (not verified: --no-verify)".into()
     };
     writeln!(out, "  established   {}{unverified}", t.established)?;
+    if t.probe_rejected > 0 {
+        writeln!(
+            out,
+            "  probe         the server rejected the probe on {} connection(s): {} (it accepted \
+             them; give the protocol it speaks: --proto, --http-request, --qname, --message; or \
+             --no-verify)",
+            t.probe_rejected,
+            t.probe_reply.as_deref().unwrap_or("?")
+        )?;
+    } else if sc.verify && sc.traffic.is_none() && sc.probe.is_none() {
+        writeln!(
+            out,
+            "  probe         none: --proto raw without --marker cannot tell an answer from \
+             other bytes, so connections are not verified"
+        )?;
+    }
     writeln!(out, "  failed        {}", t.failed_total())?;
     for b in Bucket::ALL {
         let n = t.failed[b as usize];
@@ -284,6 +301,17 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
                 rate,
                 sc.ramp.rate()
             )?;
+            if let Some(v) = o
+                .verify_time
+                .filter(|v| v.as_secs_f64() > r.as_secs_f64() + 0.05)
+            {
+                writeln!(
+                    out,
+                    "  verified by   {:.2} s (verification's own time: the ramp's figure above \
+                     is establishment's)",
+                    v.as_secs_f64()
+                )?;
+            }
         }
         None if sc.connections_schedule.is_some() => writeln!(
             out,
@@ -343,7 +371,22 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     } else if let Some(h) = client_connect_hint(sc, o) {
         writeln!(out, "  hint (client): {h}")?;
     }
-    if t.unverified > 0 {
+    if t.unverified > 0 && t.verified == 0 && t.probe_rejected == 0 {
+        // Not one answer: an accept queue drops some connections, not all.
+        let what = sc
+            .traffic
+            .as_ref()
+            .map(|t| t.query.name())
+            .or(sc.probe.as_ref().map(|q| q.name()))
+            .unwrap_or("DNS");
+        writeln!(
+            out,
+            "  hint (unverified): no connection got an answer (to the probe within \
+             --connect-timeout, or to any query): the server does not answer {what} queries, or \
+             not in time. Give the protocol it speaks (--proto, --http-request, --qname, \
+             --message) or --no-verify"
+        )?;
+    } else if t.unverified > 0 {
         writeln!(
             out,
             "  hint (unverified): some connections never got an answer (to the probe within \
@@ -442,6 +485,76 @@ pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<String> {
     None
 }
 
+/// Whether the client's own lateness explains the response times, from
+/// the figures: its send lag (and its loop's) set against the service
+/// time's tail. None when it sent on time.
+pub fn lag_warning(q: &crate::engine::QueryOutcome) -> Option<String> {
+    let lag = q.send_lag.value_at_quantile(0.99);
+    let loop_lag = q.loop_lag.value_at_quantile(0.99);
+    if lag.max(loop_lag) <= 1000 {
+        return None;
+    }
+    let lags = format!(
+        "send lag p99 {}, its loop's p99 {}",
+        human_us(lag),
+        human_us(loop_lag)
+    );
+    if q.service_time.is_empty() {
+        return Some(format!(
+            "warning: the client sent late ({lags}); with no answer there is no service time \
+             to set it against"
+        ));
+    }
+    let service = q.service_time.value_at_quantile(0.99);
+    if lag * 2 >= service {
+        Some(format!(
+            "warning: the client is the bottleneck: it sent late ({lags}) against a service \
+             time p99 of {}: much of the response time is its own delay. Give it more cores \
+             (--workers, --processes, more hosts) or ask for less",
+            human_us(service)
+        ))
+    } else {
+        Some(format!(
+            "note: the client sent some queries late ({lags}), but the service time's tail \
+             (p99 {}) is well above that: the tail is the server's or the network's, not the \
+             client's",
+            human_us(service)
+        ))
+    }
+}
+
+/// A service-time tail at the delayed-ACK timer (about 40 ms on Linux)
+/// while queries were pipelined on connections: the server's replies wait
+/// in Nagle's algorithm for the ACK of the previous one (a server that does
+/// not set TCP_NODELAY). Says so with both fixes.
+pub fn nagle_hint(sc: &Scenario, q: &crate::engine::QueryOutcome) -> Option<String> {
+    if matches!(sc.transport, Transport::Udp) || q.service_time.is_empty() {
+        return None;
+    }
+    let t = &q.totals;
+    let (p50, p99) = (
+        q.service_time.value_at_quantile(0.5),
+        q.service_time.value_at_quantile(0.99),
+    );
+    // The tail sits at the timer (36..=60 ms), far above the median, and
+    // at least one query in a hundred went out behind another.
+    let near_timer = (36_000..=60_000).contains(&p99) && p50 * 4 < p99;
+    if !near_timer || t.pipelined * 100 < t.sent {
+        return None;
+    }
+    Some(format!(
+        "the service time's p99 ({}) sits at the delayed-ACK timer (~40 ms) far above its p50 \
+         ({}), and {:.1}% of the queries went out while another was in flight on their \
+         connection: the server's replies likely wait in Nagle's algorithm for the ACK of the \
+         previous one. On the server set TCP_NODELAY on its sockets; on throng's side send one \
+         query at a time per connection (--window 1, or --spread round-robin --arrivals \
+         constant)",
+        human_us(p99),
+        human_us(p50),
+        100.0 * t.pipelined as f64 / t.sent.max(1) as f64
+    ))
+}
+
 /// One line of connection-time percentiles (nothing when empty).
 fn time_row(
     name: &str,
@@ -502,33 +615,49 @@ fn queries_summary(
         Some(Model::ClosedLoop { .. })
     );
     let secs = q.seconds.max(1e-9);
-    let achieved = t.sent as f64 / secs;
+    // Achieved is what the server answered; what was sent is beside it.
+    let achieved = t.answered as f64 / secs;
+    let sent = t.sent as f64 / secs;
     writeln!(out, "  queries       over {secs:.2} s")?;
     if closed {
         writeln!(
             out,
-            "    rate        {achieved:.0}/s achieved (closed loop: set by the server)"
+            "    rate        {achieved:.0}/s achieved (answered; closed loop: set by the server), \
+             {sent:.0}/s sent"
         )?;
     } else {
         let target = q.target_queries / secs;
-        let pct = if target > 0.0 {
-            achieved / target * 100.0
-        } else {
-            100.0
+        let of = |r: f64| {
+            if target > 0.0 {
+                r / target * 100.0
+            } else {
+                100.0
+            }
         };
+        let (pct, sent_pct) = (of(achieved), of(sent));
         writeln!(
             out,
-            "    rate        {achieved:.0}/s achieved of {target:.0}/s asked ({pct:.1}%)"
+            "    rate        {achieved:.0}/s achieved (answered) of {target:.0}/s asked ({pct:.1}%); \
+             sent {sent:.0}/s ({sent_pct:.1}%)"
         )?;
-        if pct < 99.0 {
+        if sent_pct < 99.0 {
             writeln!(
                 out,
-                "    warning: the achieved rate is below 99% of the target{}",
+                "    warning: the sent rate is below 99% of the target{}",
                 if q.loop_lag.value_at_quantile(0.99) > 1000 {
                     " and the client's own loop fell behind its schedule (see loop lag): the client could not keep up"
                 } else {
                     ": queries waited for their connection (window full or socket busy)"
                 }
+            )?;
+        } else if pct < 99.0 && t.sent > 0 {
+            writeln!(
+                out,
+                "    warning: the server answered {:.1}% of the queries sent ({} timed out, {} \
+                 errors): it did not keep up, or does not answer this protocol",
+                100.0 * t.answered as f64 / t.sent as f64,
+                t.timed_out,
+                t.errors_total()
             )?;
         }
     }
@@ -581,14 +710,12 @@ fn queries_summary(
                 t.sent_late
             )?;
         }
-        let loop_p99 = q.loop_lag.value_at_quantile(0.99);
-        if loop_p99 > 1000 {
-            writeln!(
-                out,
-                "    warning: the client's loop noticed due queries late (p99 {}): the client, not the server, is the bottleneck",
-                human_us(loop_p99)
-            )?;
+        if let Some(w) = lag_warning(q) {
+            writeln!(out, "    {w}")?;
         }
+    }
+    if let Some(h) = nagle_hint(sc, q) {
+        writeln!(out, "  hint (nagle): {h}")?;
     }
     writeln!(
         out,

@@ -797,7 +797,11 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         None => None,
     };
     // Signals first, so a SIGTERM that arrives while workers start is kept.
-    let signals = crate::sys::signals::Stop::install()?;
+    let signals = if cfg.child {
+        crate::sys::signals::Stop::install_child()?
+    } else {
+        crate::sys::signals::Stop::install()?
+    };
     if !cfg.child {
         match cfg.processes {
             Processes::Auto => return multi::elastic(cfg, &signals, stats_json),

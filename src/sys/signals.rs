@@ -23,8 +23,12 @@ pub struct Stop {
 pub enum Reason {
     Signal,
     Enter,
-    /// A client worker has resolved every attempt of its ramp.
+    /// A client worker has resolved every attempt of its ramp (verified,
+    /// unverified or failed).
     RampDone,
+    /// A client worker's ramp attempts are all established or failed
+    /// (verification may go on).
+    RampEstablished,
     /// A line read on --control.
     Control(String),
     /// A line a child process printed on stdout (--processes).
@@ -41,8 +45,21 @@ pub enum Reason {
 
 impl Stop {
     /// Installs the handlers; from now on SIGINT/SIGTERM no longer kill the
-    /// process but end the next wait.
+    /// process but end the next wait. A second one ends the process at once
+    /// with exit code 130 (what a first one started, closing connections or
+    /// waiting for answers, is left behind).
     pub fn install() -> Result<Stop> {
+        Stop::install_with(true)
+    }
+
+    /// As [`Stop::install`] for a child process (--processes, an elastic
+    /// server's member): a Ctrl-C at the terminal reaches it and its parent
+    /// passes one on too, so a second is not a request to stop at once.
+    pub fn install_child() -> Result<Stop> {
+        Stop::install_with(false)
+    }
+
+    fn install_with(exit_on_second: bool) -> Result<Stop> {
         let (tx, rx) = mpsc::channel();
         let mut signals = Signals::new([SIGINT, SIGTERM]).context("installing signal handlers")?;
         let handle = signals.handle();
@@ -50,7 +67,13 @@ impl Stop {
         thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
+                let mut seen = 0;
                 for _ in signals.forever() {
+                    seen += 1;
+                    if seen > 1 && exit_on_second {
+                        eprintln!("throng: a second interrupt: stopping at once");
+                        std::process::exit(130);
+                    }
                     if sig_tx.send(Reason::Signal).is_err() {
                         break;
                     }

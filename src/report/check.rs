@@ -1,0 +1,553 @@
+//! `--check EXPR`: pass/fail conditions on a result, for scripts and CI.
+//!
+//! A check names a key of the result JSON, a comparison and a value with
+//! its unit: `queries.answered>=99.5%` (of sent), `latency.response_time_us
+//! .p99<5ms`, `connections.connect_rate>=10k`, `connections.failed==0` (a
+//! map of causes is their sum). Checks are parsed before the run (a bad one
+//! is a usage error naming the keys that exist) and evaluated on the
+//! result's JSON, so `merge` and `cluster` evaluate them on exact merged
+//! figures. This module reads results; it never runs anything.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One check as parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// As the user wrote it (spaces removed).
+    pub expr: String,
+    key: String,
+    op: Op,
+    /// In the key's own unit (µs for `_us` keys, s for `_s` keys), or a
+    /// percentage when `of` is set.
+    value: f64,
+    /// A percentage of this key's value.
+    of: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Op {
+    Ge,
+    Le,
+    Gt,
+    Lt,
+    Eq,
+    Ne,
+}
+
+impl Op {
+    fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            Op::Ge => a >= b,
+            Op::Le => a <= b,
+            Op::Gt => a > b,
+            Op::Lt => a < b,
+            Op::Eq => a == b,
+            Op::Ne => a != b,
+        }
+    }
+}
+
+/// A check's outcome, as the JSON's `checks` list holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub expr: String,
+    /// What was measured, in the check's terms (a percentage for `%`
+    /// checks, µs for `_us` keys); None when the result lacks the key.
+    pub value: Option<f64>,
+    pub pass: bool,
+}
+
+/// Counts a percentage can be taken of, and of what.
+const PERCENT_OF: &[(&str, &str)] = &[
+    ("queries.answered", "queries.sent"),
+    ("queries.timed_out", "queries.sent"),
+    ("queries.errors", "queries.sent"),
+    ("queries.sent_late", "queries.sent"),
+    ("queries.in_flight_at_end", "queries.sent"),
+    ("queries.rate_achieved", "queries.rate_target"),
+    ("queries.rate_sent", "queries.rate_target"),
+    ("connections.attempted", "connections.target"),
+    ("connections.established", "connections.target"),
+    ("connections.verified", "connections.target"),
+    ("connections.unverified", "connections.target"),
+    ("connections.failed", "connections.target"),
+    ("connections.peak", "connections.target"),
+];
+
+const PERCENTILES: &[&str] = &["p50", "p90", "p99", "p999", "max", "mean"];
+const LATENCY_EXTRA: &[&str] = &["p9999", "stdev"];
+
+/// Every key a check may name (`failed` and `errors` also take a cause:
+/// `connections.failed.refused`, `queries.errors.malformed`).
+pub fn keys() -> Vec<String> {
+    let mut k: Vec<String> = [
+        "connections.target",
+        "connections.attempted",
+        "connections.established",
+        "connections.verified",
+        "connections.unverified",
+        "connections.peak",
+        "connections.closed",
+        "connections.failed",
+        "connections.ramp_s",
+        "connections.connect_rate",
+        "connections.peer_closed",
+        "queries.sent",
+        "queries.answered",
+        "queries.timed_out",
+        "queries.errors",
+        "queries.rate_target",
+        "queries.rate_achieved",
+        "queries.rate_sent",
+        "queries.sent_late",
+        "queries.in_flight_at_end",
+        "queries.seconds",
+        "duration_s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for h in ["connect_time_us", "connect_syscall_us", "tls_handshake_us"] {
+        for p in PERCENTILES {
+            k.push(format!("connections.{h}.{p}"));
+        }
+    }
+    for h in [
+        "response_time_us",
+        "service_time_us",
+        "send_lag_us",
+        "loop_lag_us",
+    ] {
+        for p in PERCENTILES.iter().chain(LATENCY_EXTRA) {
+            k.push(format!("latency.{h}.{p}"));
+        }
+    }
+    k
+}
+
+/// The keys in short, for an error message.
+fn key_list() -> String {
+    let plain: Vec<String> = keys().into_iter().filter(|k| !k.contains("_us.")).collect();
+    format!(
+        "{}, connections.failed.CAUSE, queries.errors.CAUSE, \
+         connections.{{connect_time_us,connect_syscall_us,tls_handshake_us}}.{{{}}}, \
+         latency.{{response_time_us,service_time_us,send_lag_us,loop_lag_us}}.{{{},{}}}",
+        plain.join(", "),
+        PERCENTILES.join(","),
+        PERCENTILES.join(","),
+        LATENCY_EXTRA.join(",")
+    )
+}
+
+fn known(key: &str) -> bool {
+    if keys().iter().any(|k| k == key) {
+        return true;
+    }
+    let cause =
+        |prefix: &str, list: &[&str]| key.strip_prefix(prefix).is_some_and(|c| list.contains(&c));
+    let buckets: Vec<&str> = crate::metrics::Bucket::ALL
+        .iter()
+        .map(|b| b.key())
+        .collect();
+    cause("connections.failed.", &buckets)
+        || cause("queries.errors.", &crate::metrics::ERROR_CAUSES)
+}
+
+/// Parses one `--check`. The error says what is wrong and, for an unknown
+/// key, which exist.
+pub fn parse(expr: &str) -> Result<Check, String> {
+    let e: String = expr.chars().filter(|c| !c.is_whitespace()).collect();
+    let ops = [
+        (">=", Op::Ge),
+        ("<=", Op::Le),
+        ("==", Op::Eq),
+        ("!=", Op::Ne),
+        (">", Op::Gt),
+        ("<", Op::Lt),
+    ];
+    let Some((at, sym, op)) = ops
+        .iter()
+        .filter_map(|&(s, op)| e.find(s).map(|i| (i, s, op)))
+        .min_by_key(|&(i, s, _)| (i, std::cmp::Reverse(s.len())))
+    else {
+        return Err(format!(
+            "--check '{expr}': no comparison; write KEY OP VALUE with OP one of >= <= > < == !=, \
+             e.g. queries.answered>=99.5% or latency.response_time_us.p99<5ms"
+        ));
+    };
+    let key = &e[..at];
+    let raw = &e[at + sym.len()..];
+    if !known(key) {
+        let hint =
+            if keys().iter().any(|k| k.starts_with(&format!("{key}."))) && key.ends_with("_us") {
+                format!(" (name a percentile: {key}.p99)")
+            } else {
+                String::new()
+            };
+        return Err(format!(
+            "--check '{expr}': unknown key '{key}'{hint}; the keys are: {}",
+            key_list()
+        ));
+    }
+    let (value, of) = if let Some(pct) = raw.strip_suffix('%') {
+        let Some(&(_, base)) = PERCENT_OF
+            .iter()
+            .find(|(k, _)| key == *k || key.starts_with(&format!("{k}.")))
+        else {
+            return Err(format!(
+                "--check '{expr}': '{key}' has nothing to be a percentage of; give a number \
+                 (percentages work for counts of queries, of sent, and of connections, of the \
+                 target, and for rate_achieved, of rate_target)"
+            ));
+        };
+        let v: f64 = pct
+            .parse()
+            .map_err(|_| format!("--check '{expr}': '{raw}' is not a percentage"))?;
+        (v, Some(base))
+    } else {
+        (
+            value_in_unit(key, raw).map_err(|e| format!("--check '{expr}': {e}"))?,
+            None,
+        )
+    };
+    Ok(Check {
+        expr: e.clone(),
+        key: key.to_string(),
+        op,
+        value,
+        of,
+    })
+}
+
+/// A value in the key's unit: µs for `_us` keys (from 5ms, 250us, 1.5s or
+/// a bare number of µs), seconds for `_s` keys, counts with k/m suffixes.
+fn value_in_unit(key: &str, raw: &str) -> Result<f64, String> {
+    let num = |s: &str| {
+        s.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| format!("'{raw}' is not a number with a unit"))
+    };
+    let last = key.rsplit('.').nth(1).unwrap_or(key);
+    if last.ends_with("_us") {
+        for (suffix, mult) in [("us", 1.0), ("µs", 1.0), ("ms", 1e3), ("s", 1e6)] {
+            if let Some(n) = raw.strip_suffix(suffix) {
+                return Ok(num(n)? * mult);
+            }
+        }
+        return num(raw);
+    }
+    if key.ends_with("_s") {
+        for (suffix, mult) in [("ms", 1e-3), ("s", 1.0), ("m", 60.0)] {
+            if let Some(n) = raw.strip_suffix(suffix) {
+                return Ok(num(n)? * mult);
+            }
+        }
+        return num(raw);
+    }
+    for (suffix, mult) in [("k", 1e3), ("K", 1e3), ("m", 1e6), ("M", 1e6)] {
+        if let Some(n) = raw.strip_suffix(suffix) {
+            return Ok(num(n)? * mult);
+        }
+    }
+    num(raw)
+}
+
+/// The number at `key` in a result's JSON; a map of numbers is their sum.
+fn lookup(result: &Value, key: &str) -> Option<f64> {
+    let mut v = result;
+    for part in key.split('.') {
+        v = v.get(part)?;
+    }
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::Object(m) => Some(m.values().filter_map(Value::as_f64).sum()),
+        _ => None,
+    }
+}
+
+impl Check {
+    /// Keys about queries need a run that sends queries.
+    pub fn needs_queries(&self) -> bool {
+        self.key.starts_with("queries.") || self.key.starts_with("latency.")
+    }
+
+    /// Evaluates on a result's JSON. A missing key fails.
+    pub fn evaluate(&self, result: &Value) -> Verdict {
+        let measured = lookup(result, &self.key).and_then(|v| match self.of {
+            None => Some(v),
+            Some(base) => {
+                let b = lookup(result, base)?;
+                Some(if b > 0.0 { 100.0 * v / b } else { 0.0 })
+            }
+        });
+        Verdict {
+            expr: self.expr.clone(),
+            value: measured,
+            pass: measured.is_some_and(|m| self.op.holds(m, self.value)),
+        }
+    }
+
+    /// The measured value in the check's terms, for the summary.
+    pub fn show(&self, v: &Verdict) -> String {
+        let Some(m) = v.value else {
+            return "not in the result".into();
+        };
+        if self.of.is_some() {
+            let k = self.key.rsplit('.').next().unwrap_or(&self.key);
+            let base = self.of.unwrap_or_default();
+            return format!(
+                "{k} {} of {}",
+                trim(m, "%"),
+                base.rsplit('.').next().unwrap_or(base)
+            );
+        }
+        if self.key.ends_with("_us")
+            || self
+                .key
+                .rsplit('.')
+                .nth(1)
+                .is_some_and(|h| h.ends_with("_us"))
+        {
+            return crate::metrics::human_us(m.round() as u64);
+        }
+        trim(m, "")
+    }
+}
+
+fn trim(v: f64, unit: &str) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}{unit}")
+    } else {
+        format!("{v:.2}{unit}")
+    }
+}
+
+/// The checks of a run: those given, or the default when none was: a run
+/// with queries checks `queries.answered>=99%`. `none` turns it off.
+pub fn parse_all(given: &[String], has_queries: bool) -> Result<Vec<Check>, String> {
+    if given.iter().any(|g| g.trim() == "none") {
+        if given.len() > 1 {
+            return Err("--check none turns the checks off; it cannot go with other checks".into());
+        }
+        return Ok(Vec::new());
+    }
+    if given.is_empty() {
+        return Ok(if has_queries {
+            vec![parse("queries.answered>=99%")?]
+        } else {
+            Vec::new()
+        });
+    }
+    let checks = given
+        .iter()
+        .map(|g| parse(g))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !has_queries {
+        if let Some(c) = checks.iter().find(|c| c.needs_queries()) {
+            return Err(format!(
+                "--check '{}': this run sends no queries (give -r RATE, --closed-loop, or \
+                 --interval), so there is nothing to check there",
+                c.expr
+            ));
+        }
+    }
+    Ok(checks)
+}
+
+/// Evaluates every check on `result` (its JSON).
+pub fn evaluate(checks: &[Check], result: &Value) -> Vec<Verdict> {
+    checks.iter().map(|c| c.evaluate(result)).collect()
+}
+
+/// Evaluates `checks` on `result`, records them in it, and says them at the
+/// end of the summary.
+pub fn apply(
+    checks: &[Check],
+    result: &mut crate::report::json::RunResult,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let json = serde_json::to_value(&*result).map_err(std::io::Error::other)?;
+    result.checks = evaluate(checks, &json);
+    for l in lines(checks, &result.checks) {
+        writeln!(out, "{l}")?;
+    }
+    Ok(())
+}
+
+/// The exit code of a finished run, in one place: 130 interrupted (its
+/// results were written), 1 when a check failed, more connections than
+/// --max-failures failed, or slices are missing, else 0. Says why on
+/// stderr.
+/// (`throng merge` passes `interrupted` false: merging finished.)
+pub fn exit_code(
+    result: &crate::report::json::RunResult,
+    max_failures: u64,
+    interrupted: bool,
+) -> std::process::ExitCode {
+    if interrupted {
+        eprintln!("throng: interrupted; the results so far are written and marked interrupted");
+        return std::process::ExitCode::from(130);
+    }
+    let mut code = 0;
+    let failed: u64 = result.connections.failed.values().sum();
+    if failed > max_failures {
+        eprintln!("throng: {failed} connection(s) failed, more than --max-failures {max_failures}");
+        code = 1;
+    }
+    for v in result.checks.iter().filter(|v| !v.pass) {
+        eprintln!("throng: check failed: {}", v.expr);
+        code = 1;
+    }
+    if result.partial {
+        code = 1;
+    }
+    std::process::ExitCode::from(code)
+}
+
+/// One line per check for the end of the summary.
+pub fn lines(checks: &[Check], verdicts: &[Verdict]) -> Vec<String> {
+    checks
+        .iter()
+        .zip(verdicts)
+        .map(|(c, v)| {
+            format!(
+                "  check         {}  {}  (measured {})",
+                if v.pass { "PASS" } else { "FAIL" },
+                c.expr,
+                c.show(v)
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn result() -> Value {
+        json!({
+            "connections": {"target": 100, "established": 100, "connect_rate": 12000.0,
+                            "failed": {"refused": 2, "reset": 1},
+                            "connect_time_us": {"p99": 800}},
+            "queries": {"sent": 1000, "answered": 996, "timed_out": 4,
+                        "errors": {"malformed": 0}, "rate_target": 100.0, "rate_achieved": 99.6},
+            "latency": {"response_time_us": {"p99": 4200, "p999": 9000}}
+        })
+    }
+
+    #[test]
+    fn percent_of_sent() {
+        let c = parse("queries.answered>=99.5%").unwrap();
+        let v = c.evaluate(&result());
+        assert!(v.pass);
+        assert_eq!(v.value, Some(99.6));
+        assert!(
+            !parse("queries.answered>=99.7%")
+                .unwrap()
+                .evaluate(&result())
+                .pass
+        );
+        assert!(
+            parse("queries.timed_out<=0.5%")
+                .unwrap()
+                .evaluate(&result())
+                .pass
+        );
+    }
+
+    #[test]
+    fn latency_units() {
+        assert!(
+            parse("latency.response_time_us.p99<5ms")
+                .unwrap()
+                .evaluate(&result())
+                .pass
+        );
+        assert!(
+            !parse("latency.response_time_us.p99<4ms")
+                .unwrap()
+                .evaluate(&result())
+                .pass
+        );
+        assert!(
+            parse("latency.response_time_us.p999 < 9001")
+                .unwrap()
+                .evaluate(&result())
+                .pass
+        );
+        assert!(
+            parse("connections.connect_time_us.p99<=1ms")
+                .unwrap()
+                .evaluate(&result())
+                .pass
+        );
+    }
+
+    #[test]
+    fn counts_and_maps() {
+        assert!(
+            parse("connections.connect_rate>=10k")
+                .unwrap()
+                .evaluate(&result())
+                .pass
+        );
+        let failed = parse("connections.failed==0").unwrap().evaluate(&result());
+        assert!(!failed.pass);
+        assert_eq!(failed.value, Some(3.0));
+        assert!(
+            parse("connections.failed.refused==2")
+                .unwrap()
+                .evaluate(&result())
+                .pass
+        );
+        assert!(
+            parse("queries.rate_achieved>=99%")
+                .unwrap()
+                .evaluate(&result())
+                .pass
+        );
+    }
+
+    #[test]
+    fn rejects_bad_checks_naming_the_keys() {
+        let e = parse("queries.answerd>=99%").unwrap_err();
+        assert!(e.contains("unknown key 'queries.answerd'"), "{e}");
+        assert!(e.contains("queries.answered"), "{e}");
+        let e = parse("latency.response_time_us<5ms").unwrap_err();
+        assert!(e.contains(".p99"), "{e}");
+        assert!(parse("queries.answered")
+            .unwrap_err()
+            .contains("no comparison"));
+        assert!(parse("queries.answered>=lots")
+            .unwrap_err()
+            .contains("not a number"));
+        assert!(parse("connections.connect_rate>=5%")
+            .unwrap_err()
+            .contains("percentage"));
+        assert!(parse("latency.response_time_us.p99<5parsecs").is_err());
+    }
+
+    #[test]
+    fn a_missing_key_fails() {
+        let v = parse("connections.connect_syscall_us.p99<1ms")
+            .unwrap()
+            .evaluate(&result());
+        assert!(!v.pass);
+        assert_eq!(v.value, None);
+    }
+
+    #[test]
+    fn default_and_none() {
+        let d = parse_all(&[], true).unwrap();
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].expr, "queries.answered>=99%");
+        assert!(parse_all(&[], false).unwrap().is_empty());
+        assert!(parse_all(&["none".into()], true).unwrap().is_empty());
+        assert!(parse_all(&["none".into(), "connections.failed==0".into()], true).is_err());
+        let e = parse_all(&["queries.sent>=1".into()], false).unwrap_err();
+        assert!(e.contains("sends no queries"), "{e}");
+    }
+}
