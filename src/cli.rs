@@ -425,9 +425,20 @@ pub struct ClientArgs {
     )]
     pub qname: String,
 
-    /// dns: cycle through the names in FILE, one per line.
+    /// dns: cycle through the queries in FILE, dnsperf's format: `NAME
+    /// [TYPE]` per line (TYPE: A, AAAA, MX, ..., TYPEnnn; default --qtype),
+    /// `#` or `;` comment lines.
     #[arg(long, value_name = "FILE", help_heading = "Protocol")]
     pub qnames: Option<PathBuf>,
+
+    /// dns: add an EDNS OPT record offering this UDP payload size (1232
+    /// when given without one), as dnsperf's -e.
+    #[arg(long, value_name = "SIZE", num_args = 0..=1, default_missing_value = "1232", help_heading = "Protocol")]
+    pub edns: Option<u16>,
+
+    /// dns: set the DNSSEC OK bit (implies --edns), as dnsperf's -D.
+    #[arg(long, help_heading = "Protocol")]
+    pub dnssec_ok: bool,
 
     /// echo: message size in bytes (at least 20: magic, sequence, timestamp).
     #[arg(long, value_name = "SIZE", default_value = "64", value_parser = parse_size, help_heading = "Protocol")]

@@ -113,6 +113,9 @@ struct Outstanding {
     intended: u64,
     sent: u64,
     timed_out: bool,
+    /// DNS: the slot of the query's type, where its RCODE is counted
+    /// (fits in the padding: the entry stays 32 bytes).
+    qtype_slot: u8,
 }
 
 /// One connection. Idle, it holds no buffer: the deques and vectors
@@ -388,8 +391,13 @@ impl Worker {
             };
             let highest = ((t.timeout_s * 2e6) as u64).max(1000);
             let hist = || Histogram::new_with_bounds(1, highest, 3).expect("valid bounds");
+            let codec = Codec::new(&t.query, &s.hosts);
+            let statuses = StatusCounts {
+                by_qtype: codec.qtypes().iter().map(|&q| (q, [0; 16])).collect(),
+                ..StatusCounts::default()
+            };
             Traffic {
-                codec: Codec::new(&t.query, &s.hosts),
+                codec,
                 window: t.window.unwrap_or(u64::MAX),
                 cap: [t.messages, t.max_queries_per_conn]
                     .into_iter()
@@ -412,7 +420,7 @@ impl Worker {
                 service_time: hist(),
                 send_lag: new_histogram(),
                 loop_lag: new_histogram(),
-                statuses: StatusCounts::default(),
+                statuses,
                 sec: 0,
                 sec_report: SecondReport::new(0),
                 reports: s.reports.clone(),
@@ -461,6 +469,9 @@ impl Worker {
                 &Query::Dns {
                     qtype: wire::dns::rtype::A,
                     names: vec!["throng.probe".into()],
+                    qtypes: Vec::new(),
+                    edns: None,
+                    dnssec_ok: false,
                 },
                 &s.hosts,
             ),
@@ -1886,6 +1897,7 @@ impl Worker {
             intended,
             sent: now,
             timed_out: false,
+            qtype_slot: t.codec.qtype_slot(n),
         });
         t.sec_report.sent += 1;
         bump(&self.q.sent, 1);
@@ -1957,6 +1969,9 @@ impl Worker {
             }
             Status::Rcode(r) => {
                 t.statuses.rcodes[usize::from(r & 15)] += 1;
+                if let Some((_, row)) = t.statuses.by_qtype.get_mut(usize::from(o.qtype_slot)) {
+                    row[usize::from(r & 15)] += 1;
+                }
                 wire::dns::rcode_name(r)
             }
             Status::Echoed => {
