@@ -382,6 +382,11 @@ pub struct ClientArgs {
     #[arg(long, value_name = "N", value_parser = parse_positive_count, help_heading = "Traffic")]
     pub messages: Option<u64>,
 
+    /// End the run once N queries in all are done (answered or timed out),
+    /// before -T if sooner; with --closed-loop -c 1 they go one after another.
+    #[arg(long, value_name = "N", value_parser = parse_positive_count, help_heading = "Traffic")]
+    pub queries: Option<u64>,
+
     /// Close a connection after N queries and open a fresh one in its place.
     #[arg(long, value_name = "N", value_parser = parse_positive_count, help_heading = "Traffic")]
     pub max_queries_per_conn: Option<u64>,
@@ -611,7 +616,8 @@ pub struct CompareArgs {
     )]
     pub transports: Vec<Transport>,
 
-    /// Queries per run (needs --rate; the run lasts QUERIES / RATE).
+    /// Queries per run: with --rate the run lasts QUERIES / RATE; without,
+    /// they go one after another on one connection per transport.
     #[arg(long, value_name = "N", value_parser = parse_positive_count, conflicts_with = "duration")]
     pub queries: Option<u64>,
 

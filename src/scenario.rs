@@ -167,6 +167,10 @@ pub struct Traffic {
     /// Most outstanding per connection (None: unlimited).
     pub window: Option<u64>,
     pub messages: Option<u64>,
+    /// Queries in all, over every connection: the run ends once they are
+    /// done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queries: Option<u64>,
     pub max_queries_per_conn: Option<u64>,
     pub timeout_s: f64,
     pub close_on_timeout: bool,
@@ -392,6 +396,7 @@ fn traffic_from(a: &ClientArgs) -> anyhow::Result<Option<Traffic>> {
         model,
         window,
         messages: a.messages,
+        queries: a.queries,
         max_queries_per_conn: a.max_queries_per_conn,
         timeout_s: a.timeout.as_secs_f64(),
         close_on_timeout: a.close_on_timeout,
@@ -809,6 +814,7 @@ impl Scenario {
         }
         if let Some(t) = s.traffic.as_mut() {
             t.seed = t.seed.wrapping_add(k);
+            t.queries = t.queries.map(share);
             if let Model::OpenLoop { phases, .. } = &mut t.model {
                 for p in phases {
                     p.from = part(p.from);

@@ -340,6 +340,52 @@ fn compare_runs_clean_against_unbound() {
     let _ = std::fs::remove_dir_all(&u.dir);
 }
 
+/// `compare --queries N` without a rate: N queries one after another per
+/// transport, every one answered by unbound.
+#[test]
+fn compare_one_after_another_against_unbound() {
+    let Some(u) = unbound("unbound-compare-seq") else {
+        return;
+    };
+    let json = u.dir.join("compare.json");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "compare",
+        &format!("127.0.0.1:{}", u.port),
+        "--tls-port",
+        &u.tls_port.to_string(),
+        "--tls-ca",
+        u.cert.to_str().unwrap(),
+        "--qname",
+        "www.example.test",
+        "--queries",
+        "200",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let header = out.lines().find(|l| l.starts_with("transport")).unwrap();
+    assert!(
+        header.contains(" queries/s ") && header.contains(" mean "),
+        "{out}"
+    );
+    assert_eq!(out.matches(" 200/200 ").count(), 4, "{out}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for r in v["runs"].as_array().unwrap() {
+        let res = &r["result"];
+        assert_eq!(
+            n(res, &["queries", "answered"]),
+            200,
+            "{}: {out}",
+            r["transport"]
+        );
+        assert_eq!(n(res, &["dns", "rcodes", "NOERROR"]), 200, "{out}");
+        assert_eq!(failures(res), 0, "{}: {out}", r["transport"]);
+    }
+    let _ = std::fs::remove_dir_all(&u.dir);
+}
+
 #[test]
 fn nsd_answers_its_zone_and_nxdomain_outside_it() {
     let Some(bin) = program("nsd", "nsd") else {

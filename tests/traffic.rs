@@ -901,3 +901,33 @@ fn malformed_query_file_line_is_usage_naming_the_line() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn queries_ends_the_run_after_that_many_over_all_workers() {
+    let srv = server(&["--mode", "dns"]);
+    let (code, out, v, _) = client(
+        "queries-total",
+        &[
+            &srv.addr.to_string(),
+            "-c",
+            "4",
+            "-w",
+            "2",
+            "-r",
+            "2000",
+            "--queries",
+            "301",
+            "-T",
+            "30s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    all_answered(&v, &out);
+    assert_eq!(q(&v, "sent"), 301, "{out}");
+    assert_eq!(q(&v, "answered"), 301, "{out}");
+    // Ended by its last answer (about 0.15 s of traffic), not by -T.
+    assert!(v["duration_s"].as_f64().unwrap() < 10.0, "{out}");
+    assert_eq!(v["scenario"]["traffic"]["queries"], 301);
+    drop(srv);
+}

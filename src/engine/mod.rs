@@ -276,6 +276,7 @@ pub fn run(
     let mut per_second = Vec::new();
     let mut tick = 1u64;
     let mut ramp_workers = 0;
+    let mut queries_done_workers = 0;
     let mut ramp_time = None;
     let mut traffic_start: Option<Instant> = None;
     let mut end_at: Option<Instant> = None;
@@ -328,6 +329,14 @@ pub fn run(
                 }
             }
             Some(Reason::ChildLine(..) | Reason::ChildExit(_) | Reason::Grow | Reason::Full) => {}
+            Some(Reason::QueriesDone) => {
+                queries_done_workers += 1;
+                if queries_done_workers == sc.workers {
+                    // Every share of --queries is done: nothing is left to
+                    // measure, and waiting would only lengthen the run's time.
+                    break;
+                }
+            }
             Some(Reason::RampDone) => {
                 ramp_workers += 1;
                 if ramp_workers == sc.workers {

@@ -252,6 +252,10 @@ struct Traffic {
     /// The --control rate generation applied.
     rate_gen: u64,
     closed_loop: bool,
+    /// This worker's part of --queries not sent yet (None: no such limit).
+    quota: Option<u64>,
+    /// It said it has done its part of --queries.
+    quota_done: bool,
 }
 
 impl Traffic {
@@ -392,6 +396,8 @@ impl Worker {
             let highest = ((t.timeout_s * 2e6) as u64).max(1000);
             let hist = || Histogram::new_with_bounds(1, highest, 3).expect("valid bounds");
             let codec = Codec::new(&t.query, &s.hosts);
+            // --queries is split like the pacer's rate: evenly over workers.
+            let quota = t.queries.map(|q| q / w + u64::from(id < q % w));
             let statuses = StatusCounts {
                 by_qtype: codec.qtypes().iter().map(|&q| (q, [0; 16])).collect(),
                 ..StatusCounts::default()
@@ -432,6 +438,8 @@ impl Worker {
                 }),
                 rate_gen: 0,
                 closed_loop: matches!(t.model, Model::ClosedLoop { .. }),
+                quota,
+                quota_done: false,
             }
         });
         let timer = Timer::new()?;
@@ -543,6 +551,7 @@ impl Worker {
             self.traffic_due(now);
             self.pq_fill();
             self.flush_dirty();
+            self.check_quota_done();
             let timeout = match self.next_wakeup() {
                 None => None,
                 Some(at) => {
@@ -1414,12 +1423,43 @@ impl Worker {
     fn pq_fill(&mut self) {
         while !self.pq_wait.is_empty() && (self.conns.len() as u64) < self.pq_share {
             let intended = self.pq_wait.pop_front().expect("not empty");
+            if !self
+                .traffic
+                .as_mut()
+                .is_some_and(|t| take_ticket(&mut t.quota))
+            {
+                // --queries are all out: no connection for this one.
+                self.pq_wait.clear();
+                return;
+            }
             let seq = self.sc.connections + self.reconnects_made * self.nworkers + self.id;
             self.reconnects_made += 1;
             match self.attempt(seq, false) {
                 Some(key) => self.conns[key].waiting.push_back(intended),
                 None => self.pq_lost(0),
             }
+        }
+    }
+
+    /// Once its part of --queries is sent and none is in flight or waiting
+    /// any more, says so to the main thread (which ends the run when every
+    /// worker has). Looks at every connection, but only after the last
+    /// query went out.
+    fn check_quota_done(&mut self) {
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        if t.quota != Some(0) || t.quota_done {
+            return;
+        }
+        let idle = self.pq_wait.is_empty()
+            && self
+                .conns
+                .iter()
+                .all(|(_, c)| c.live() == 0 && c.waiting.is_empty());
+        if idle {
+            t.quota_done = true;
+            let _ = self.notify.send(Reason::QueriesDone);
         }
     }
 
@@ -1841,6 +1881,11 @@ impl Worker {
         let Some(t) = self.traffic.as_mut() else {
             return;
         };
+        // (tcp-per-query took its ticket when it opened the connection.)
+        if self.transport != Transport::TcpPerQuery && !take_ticket(&mut t.quota) {
+            // --queries are all out: due ones are dropped, not sent.
+            return;
+        }
         let conn = &mut self.conns[key];
         let n = conn.queries;
         let target = conn.target as usize;
@@ -2297,6 +2342,18 @@ fn recv_datagrams(
         *l = (m.msg_len as usize).min(slot);
     }
     Ok(got)
+}
+
+/// Takes one query from what is left of --queries; false when none is.
+fn take_ticket(quota: &mut Option<u64>) -> bool {
+    match quota {
+        None => true,
+        Some(0) => false,
+        Some(n) => {
+            *n -= 1;
+            true
+        }
+    }
 }
 
 fn proto_name(q: &Query) -> &'static str {

@@ -25,6 +25,9 @@ pub enum Reason {
     Enter,
     /// A client worker has resolved every attempt of its ramp.
     RampDone,
+    /// A client worker has sent its share of --queries and has none in
+    /// flight any more.
+    QueriesDone,
     /// A line read on --control.
     Control(String),
     /// A line a child process printed on stdout (--processes).
