@@ -394,6 +394,11 @@ pub struct ClientArgs {
     #[arg(long, value_name = "N", value_parser = parse_positive_count, help_heading = "Traffic")]
     pub messages: Option<u64>,
 
+    /// End the run once N queries in all are done (answered or timed out),
+    /// before -T if sooner; with --closed-loop -c 1 they go one after another.
+    #[arg(long, value_name = "N", value_parser = parse_positive_count, help_heading = "Traffic")]
+    pub queries: Option<u64>,
+
     /// Close a connection after N queries and open a fresh one in its place.
     #[arg(long, value_name = "N", value_parser = parse_positive_count, help_heading = "Traffic")]
     pub max_queries_per_conn: Option<u64>,
@@ -437,9 +442,20 @@ pub struct ClientArgs {
     )]
     pub qname: String,
 
-    /// dns: cycle through the names in FILE, one per line.
+    /// dns: cycle through the queries in FILE, dnsperf's format: `NAME
+    /// [TYPE]` per line (TYPE: A, AAAA, MX, ..., TYPEnnn; default --qtype),
+    /// `#` or `;` comment lines.
     #[arg(long, value_name = "FILE", help_heading = "Protocol")]
     pub qnames: Option<PathBuf>,
+
+    /// dns: add an EDNS OPT record offering this UDP payload size (1232
+    /// when given without one), as dnsperf's -e.
+    #[arg(long, value_name = "SIZE", num_args = 0..=1, default_missing_value = "1232", help_heading = "Protocol")]
+    pub edns: Option<u16>,
+
+    /// dns: set the DNSSEC OK bit (implies --edns), as dnsperf's -D.
+    #[arg(long, help_heading = "Protocol")]
+    pub dnssec_ok: bool,
 
     /// echo: message size in bytes (at least 20: magic, sequence, timestamp).
     #[arg(long, value_name = "SIZE", default_value = "64", value_parser = parse_size, help_heading = "Protocol")]
@@ -617,7 +633,8 @@ pub struct CompareArgs {
     )]
     pub transports: Vec<Transport>,
 
-    /// Queries per run (needs --rate; the run lasts QUERIES / RATE).
+    /// Queries per run: with --rate the run lasts QUERIES / RATE; without,
+    /// they go one after another on one connection per transport.
     #[arg(long, value_name = "N", value_parser = parse_positive_count, conflicts_with = "duration")]
     pub queries: Option<u64>,
 

@@ -2,6 +2,11 @@
 //! recycling setting), one run after another, each a `throng client`
 //! process with its own warm-up, then one table. The runs are ordinary
 //! client runs: their JSON results are kept whole in --json.
+//!
+//! With `--queries N` and no `--rate` it is the keep-alive benchmark throng
+//! grew from: per transport, N queries one after another on one client
+//! (closed loop, window 1, one connection), and the table gives queries per
+//! second and the mean time per query of that sequence.
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -99,7 +104,14 @@ fn embedded() -> Result<(server::Running, server::Running, ServerTls)> {
     Ok((plain, secure, tls))
 }
 
-/// The client command line of one run.
+/// N queries one after another (`--queries` without `--rate`), if asked.
+fn sequential(a: &CompareArgs) -> Option<u64> {
+    a.queries.filter(|_| a.rate.is_none())
+}
+
+/// The client command line of one run; `queries`: the run ends after that
+/// many (the measured run of a sequential comparison).
+#[allow(clippy::too_many_arguments)]
 fn client_args(
     a: &CompareArgs,
     target: &str,
@@ -107,6 +119,7 @@ fn client_args(
     tls_ca: Option<&Path>,
     case: &Case,
     seconds: f64,
+    queries: Option<u64>,
     json: &Path,
 ) -> Vec<OsString> {
     let mut v: Vec<String> = vec!["client".into()];
@@ -120,18 +133,30 @@ fn client_args(
     v.extend(["--qname".into(), a.qname.clone()]);
     v.extend(["--qtype".into(), a.qtype.clone()]);
     v.extend(["--transport".into(), case.transport.name().into()]);
-    if per_query {
-        v.extend(["--concurrency".into(), a.concurrency.to_string()]);
+    // One after another: one client, one query at a time.
+    let one = sequential(a).is_some();
+    let (connections, concurrency) = if one {
+        (1, 1)
     } else {
-        v.extend(["-c".into(), a.connections.to_string()]);
+        (a.connections, a.concurrency)
+    };
+    if per_query {
+        v.extend(["--concurrency".into(), concurrency.to_string()]);
+    } else {
+        v.extend(["-c".into(), connections.to_string()]);
     }
     v.extend(["-T".into(), format!("{seconds}s")]);
     match a.rate {
         Some(r) => v.extend(["-r".into(), r.to_string()]),
         None => v.push("--closed-loop".into()),
     }
-    if let Some(w) = a.window {
+    if one {
+        v.extend(["--window".into(), "1".into()]);
+    } else if let Some(w) = a.window {
         v.extend(["--window".into(), w.to_string()]);
+    }
+    if let Some(n) = queries {
+        v.extend(["--queries".into(), n.to_string()]);
     }
     v.extend(["--timeout".into(), format!("{}s", a.timeout.as_secs_f64())]);
     if let Some(m) = case.max_queries_per_conn {
@@ -176,13 +201,18 @@ fn run_client(args: &[OsString], json: &Path) -> Result<(i32, Option<RunResult>,
 
 pub fn run(a: &CompareArgs) -> Result<ExitCode> {
     let cases = cases(a)?;
-    if a.queries.is_some() && a.rate.is_none() {
+    let one_by_one = sequential(a);
+    if one_by_one.is_some() && a.window.is_some() {
         return Err(usage(
-            "--queries needs --rate (the run lasts QUERIES / RATE); with --closed-loop give -T",
+            "--window does not apply to --queries without --rate: its queries go one after \
+             another (window 1); give --rate R to run them at a rate over -c connections",
         ));
     }
     let seconds = match (a.queries, a.rate) {
         (Some(n), Some(r)) => n as f64 / r,
+        // The run ends with its last answer; this only bounds a run whose
+        // every query times out.
+        (Some(n), None) => n as f64 * a.timeout.as_secs_f64(),
         _ => a.duration.as_secs_f64(),
     };
     if seconds <= 0.0 {
@@ -221,18 +251,28 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
             (Some((plain, secure, tls)), t, s, Some(ca))
         }
     };
-    let load = match a.rate {
-        Some(r) => format!("{r} queries/s"),
-        None => "closed loop".into(),
-    };
-    println!(
-        "comparing {} transport runs against {target}: {load}, {seconds} s each after a {} s warm-up, \
-         {} connections (tcp-per-query: {} at once)",
-        cases.len(),
-        a.warmup.as_secs_f64(),
-        a.connections,
-        a.concurrency
-    );
+    match one_by_one {
+        Some(n) => println!(
+            "comparing {} transport runs against {target}: {n} queries one after another on one \
+             connection (tcp-per-query: a connection per query), each after a {} s warm-up",
+            cases.len(),
+            a.warmup.as_secs_f64(),
+        ),
+        None => {
+            let load = match a.rate {
+                Some(r) => format!("{r} queries/s"),
+                None => "closed loop".into(),
+            };
+            println!(
+                "comparing {} transport runs against {target}: {load}, {seconds} s each after a {} s \
+                 warm-up, {} connections (tcp-per-query: {} at once)",
+                cases.len(),
+                a.warmup.as_secs_f64(),
+                a.connections,
+                a.concurrency
+            );
+        }
+    }
     let dir = std::env::temp_dir().join(format!("throng-compare-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let json_of = |i: usize| dir.join(format!("run-{i}.json"));
@@ -251,6 +291,7 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
                 tls_ca.as_deref(),
                 case,
                 a.warmup.as_secs_f64(),
+                None,
                 &path,
             );
             let (code, _, stderr) = run_client(&args, &path)?;
@@ -266,12 +307,17 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
             tls_ca.as_deref(),
             case,
             seconds,
+            a.queries,
             &path,
         );
         let (code, result, stderr) = run_client(&args, &path)?;
         match result {
             Some(result) => {
-                print_row(runs.is_empty(), case, &result, &mut io::stdout())?;
+                let header = runs.is_empty();
+                match one_by_one {
+                    Some(n) => print_sequential_row(header, case, n, &result, &mut io::stdout())?,
+                    None => print_row(header, case, &result, &mut io::stdout())?,
+                }
                 if !result.queries.as_ref().is_some_and(|q| q.answered > 0) {
                     failures.push(format!("{}: no query was answered", case.label()));
                 }
@@ -299,7 +345,7 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
     if runs.is_empty() {
         anyhow::bail!("no run produced a result");
     }
-    print_notes(&runs, &mut io::stdout())?;
+    print_notes(&runs, one_by_one, &mut io::stdout())?;
     if let Some(p) = &a.json {
         write_atomic(
             p,
@@ -347,13 +393,117 @@ pub fn print_row(header: bool, case: &Case, r: &RunResult, out: &mut dyn Write) 
     out.flush()
 }
 
-/// What the table does not say: failures by cause.
-fn print_notes(runs: &[Run], out: &mut dyn Write) -> io::Result<()> {
-    writeln!(
-        out,
-        "(latency: response time from each query's intended send time; errors: timeouts and \
-         errors; connections: established)"
-    )?;
+/// One line of the table of N queries one after another (the header
+/// first): answered of N, then queries/s and the mean time per query of
+/// the whole sequence, the way the keep-alive benchmark throng grew from
+/// printed iterations/s and the average time per iteration.
+pub fn print_sequential_row(
+    header: bool,
+    case: &Case,
+    n: u64,
+    r: &RunResult,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    // The header and the rows share their widths.
+    let line = |cells: [&str; 9]| {
+        format!(
+            "{:<22}{:>11}{:>12}{:>12}{:>10}{:>10}{:>10}{:>10}{:>13}",
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3],
+            cells[4],
+            cells[5],
+            cells[6],
+            cells[7],
+            cells[8]
+        )
+    };
+    if header {
+        let h = [
+            "transport",
+            "queries",
+            "queries/s",
+            "mean",
+            "p50",
+            "p99",
+            "p99.9",
+            "errors",
+            "connections",
+        ];
+        writeln!(out, "{}", line(h))?;
+    }
+    let (answered, seconds, errors) = match &r.queries {
+        Some(q) => (
+            q.answered,
+            q.seconds,
+            q.timed_out + q.errors.values().sum::<u64>(),
+        ),
+        None => (0, 0.0, 0),
+    };
+    let (qps, mean) = if answered > 0 && seconds > 0.0 {
+        (
+            format!("{:.0}", answered as f64 / seconds),
+            human_seconds(seconds / answered as f64),
+        )
+    } else {
+        ("-".to_string(), "-".to_string())
+    };
+    let lat = r
+        .latency
+        .as_ref()
+        .map(|l| &l.response_time_us)
+        .filter(|l| l.count > 0);
+    let cell = |v: Option<u64>| v.map_or("-".to_string(), human_us);
+    let row = [
+        case.label(),
+        format!("{answered}/{n}"),
+        qps,
+        mean,
+        cell(lat.map(|l| l.p50)),
+        cell(lat.map(|l| l.p99)),
+        cell(lat.map(|l| l.p999)),
+        errors.to_string(),
+        r.connections.established.to_string(),
+    ];
+    writeln!(out, "{}", line(row.each_ref().map(String::as_str)))?;
+    out.flush()
+}
+
+/// A short time with three significant figures: "48.7 µs", "1.25 ms".
+fn human_seconds(s: f64) -> String {
+    let (v, unit) = if s >= 1.0 {
+        (s, "s")
+    } else if s >= 1e-3 {
+        (s * 1e3, "ms")
+    } else {
+        (s * 1e6, "µs")
+    };
+    let decimals = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.decimals$} {unit}")
+}
+
+/// What the table does not say: how to read it, failures by cause.
+fn print_notes(runs: &[Run], one_by_one: Option<u64>, out: &mut dyn Write) -> io::Result<()> {
+    match one_by_one {
+        Some(n) => writeln!(
+            out,
+            "({n} queries one after another per transport: queries/s is answered / the run's \
+             time, mean the run's time / answered; p50..p99.9: each query's response time; \
+             errors: timeouts and errors; connections: established)"
+        )?,
+        None => writeln!(
+            out,
+            "(latency: response time from each query's intended send time; errors: timeouts and \
+             errors; connections: established)"
+        )?,
+    }
     for r in runs {
         let failed: Vec<String> = r
             .result
@@ -431,6 +581,7 @@ mod tests {
                 None,
                 c,
                 2.0,
+                None,
                 Path::new("x.json"),
             )
             .into_iter()
@@ -453,5 +604,46 @@ mod tests {
             tls.contains("-c 10") && tls.ends_with("--json x.json"),
             "{tls}"
         );
+    }
+
+    #[test]
+    fn queries_without_rate_go_one_after_another_on_one_connection() {
+        let a = args(&["--queries", "5000", "--transports", "tcp-per-query,udp"]);
+        let c = cases(&a).unwrap();
+        let line = |c: &Case, q| {
+            client_args(&a, "127.0.0.1:53", "", None, c, 9.0, q, Path::new("x.json"))
+                .into_iter()
+                .map(|s| s.into_string().unwrap())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let pq = line(&c[0], Some(5000));
+        assert!(pq.contains("--concurrency 1 "), "{pq}");
+        assert!(
+            pq.contains("--closed-loop --window 1 --queries 5000"),
+            "{pq}"
+        );
+        let udp = line(&c[1], Some(5000));
+        assert!(
+            udp.contains("-c 1 ") && udp.contains("--queries 5000"),
+            "{udp}"
+        );
+        // The warm-up has the same shape and lasts its -T.
+        let warm = line(&c[1], None);
+        assert!(
+            warm.contains("-c 1 ") && !warm.contains("--queries"),
+            "{warm}"
+        );
+        // With a rate, --queries sets the length as before.
+        let a = args(&["--queries", "500", "-r", "100"]);
+        assert_eq!(sequential(&a), None);
+    }
+
+    #[test]
+    fn human_seconds_keeps_three_figures() {
+        assert_eq!(human_seconds(48.72e-6), "48.7 µs");
+        assert_eq!(human_seconds(1.254e-3), "1.25 ms");
+        assert_eq!(human_seconds(0.2), "200 ms");
+        assert_eq!(human_seconds(2.0), "2.00 s");
     }
 }

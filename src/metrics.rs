@@ -397,6 +397,9 @@ impl QueryTotals {
 #[derive(Debug, Clone)]
 pub struct StatusCounts {
     pub rcodes: [u64; 16],
+    /// DNS: the same counts per query type, one row per type a run asks
+    /// (set up at start; a worker indexes it by the query's type slot).
+    pub by_qtype: Vec<(u16, [u64; 16])>,
     pub echoed: u64,
     pub http: Vec<u64>,
     pub ok: u64,
@@ -407,6 +410,7 @@ impl Default for StatusCounts {
     fn default() -> Self {
         StatusCounts {
             rcodes: [0; 16],
+            by_qtype: Vec::new(),
             echoed: 0,
             http: vec![0; 600],
             ok: 0,
@@ -420,6 +424,18 @@ impl StatusCounts {
         for (a, b) in self.rcodes.iter_mut().zip(&o.rcodes) {
             *a += b;
         }
+        for (qtype, counts) in &o.by_qtype {
+            let row = match self.by_qtype.iter().position(|(t, _)| t == qtype) {
+                Some(i) => &mut self.by_qtype[i].1,
+                None => {
+                    self.by_qtype.push((*qtype, [0; 16]));
+                    &mut self.by_qtype.last_mut().expect("just pushed").1
+                }
+            };
+            for (a, b) in row.iter_mut().zip(counts) {
+                *a += b;
+            }
+        }
         for (a, b) in self.http.iter_mut().zip(&o.http) {
             *a += b;
         }
@@ -430,22 +446,21 @@ impl StatusCounts {
 
     /// DNS RCODE counts by name (`dns.rcodes.<NAME>`), echoed included.
     pub fn rcode_map(&self) -> BTreeMap<String, u64> {
-        let mut m = BTreeMap::new();
-        for (code, &n) in self.rcodes.iter().enumerate() {
-            if n > 0 {
-                let name = wire::dns::rcode_name(code as u8);
-                let key = if name == "other" {
-                    format!("RCODE{code}")
-                } else {
-                    name.to_string()
-                };
-                *m.entry(key).or_default() += n;
-            }
-        }
+        let mut m = named_rcodes(&self.rcodes);
         if self.echoed > 0 {
             m.insert("echoed".into(), self.echoed);
         }
         m
+    }
+
+    /// DNS RCODE counts by query type, then by name
+    /// (`dns.rcodes_by_qtype.<TYPE>.<RCODE>`); types with no answer are left out.
+    pub fn rcodes_by_qtype_map(&self) -> BTreeMap<String, BTreeMap<String, u64>> {
+        self.by_qtype
+            .iter()
+            .map(|(t, counts)| (qtype_name(*t), named_rcodes(counts)))
+            .filter(|(_, m)| !m.is_empty())
+            .collect()
     }
 
     /// HTTP status counts by code.
@@ -457,6 +472,31 @@ impl StatusCounts {
             .map(|(c, &n)| (c.to_string(), n))
             .collect()
     }
+}
+
+/// The name of a query type in reports: its mnemonic or `TYPEnnn`.
+pub fn qtype_name(t: u16) -> String {
+    match wire::dns::rtype_name(t) {
+        Some(m) => m.to_string(),
+        None => format!("TYPE{t}"),
+    }
+}
+
+/// Non-zero RCODE counts by name (`RCODEn` for the unnamed ones).
+fn named_rcodes(counts: &[u64; 16]) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for (code, &n) in counts.iter().enumerate() {
+        if n > 0 {
+            let name = wire::dns::rcode_name(code as u8);
+            let key = if name == "other" {
+                format!("RCODE{code}")
+            } else {
+                name.to_string()
+            };
+            *m.entry(key).or_default() += n;
+        }
+    }
+    m
 }
 
 /// Latency percentiles with the shape the JSON promises for

@@ -131,6 +131,14 @@ pub enum Query {
     Dns {
         qtype: u16,
         names: Vec<String>,
+        /// Each name's own type, from a query file (empty: all `qtype`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        qtypes: Vec<u16>,
+        /// EDNS UDP payload size (None: no OPT record).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        edns: Option<u16>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        dnssec_ok: bool,
     },
     Echo {
         size: usize,
@@ -172,6 +180,10 @@ pub struct Traffic {
     /// Most outstanding per connection (None: unlimited).
     pub window: Option<u64>,
     pub messages: Option<u64>,
+    /// Queries in all, over every connection: the run ends once they are
+    /// done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queries: Option<u64>,
     pub max_queries_per_conn: Option<u64>,
     pub timeout_s: f64,
     pub close_on_timeout: bool,
@@ -221,32 +233,50 @@ pub fn query_from(a: &ClientArgs) -> anyhow::Result<Query> {
                     a.qtype
                 ))
             })?;
-            let names = match &a.qnames {
+            let (names, qtypes) = match &a.qnames {
                 Some(f) => {
                     let text = std::fs::read_to_string(f)
                         .map_err(|e| usage(format!("--qnames {}: {e}", f.display())))?;
-                    let names: Vec<String> = text
-                        .lines()
-                        .map(str::trim)
-                        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                        .map(String::from)
-                        .collect();
+                    let (names, qtypes) = parse_query_file(&text, qtype)
+                        .map_err(|e| usage(format!("--qnames {} {e}", f.display())))?;
                     if names.is_empty() {
                         return Err(usage(format!(
-                            "--qnames {}: no names in the file",
+                            "--qnames {}: no queries in the file; give one `NAME [TYPE]` per line",
                             f.display()
                         )));
                     }
-                    names
+                    (names, qtypes)
                 }
-                None => vec![a.qname.clone()],
+                None => {
+                    check_name(&a.qname)
+                        .map_err(|e| usage(format!("--qname '{}': {e}", a.qname)))?;
+                    (vec![a.qname.clone()], Vec::new())
+                }
             };
-            for n in &names {
-                let probe = n.replace("{rand}", "abcdefgh");
-                wire::dns::encode_name(&probe, &mut Vec::new())
-                    .map_err(|e| usage(format!("query name '{n}': {e}")))?;
+            let distinct: std::collections::BTreeSet<u16> = qtypes.iter().copied().collect();
+            if distinct.len() > MAX_QTYPES {
+                return Err(usage(format!(
+                    "--qnames: {} different record types; at most {MAX_QTYPES} are counted apart",
+                    distinct.len()
+                )));
             }
-            Query::Dns { qtype, names }
+            let edns = match (a.edns, a.dnssec_ok) {
+                (Some(size), _) if size < 512 => {
+                    return Err(usage(format!(
+                        "--edns {size}: below 512, which servers read as 512 (RFC 6891); e.g. --edns 1232"
+                    )))
+                }
+                (Some(size), _) => Some(size),
+                (None, true) => Some(wire::dns::EDNS_UDP_SIZE),
+                (None, false) => None,
+            };
+            Query::Dns {
+                qtype,
+                names,
+                qtypes,
+                edns,
+                dnssec_ok: a.dnssec_ok,
+            }
         }
         Proto::Echo => {
             if a.size < crate::engine::ECHO_HEADER as u64 || a.size > 1 << 20 {
@@ -392,6 +422,7 @@ pub fn traffic_from(a: &ClientArgs) -> anyhow::Result<Option<Traffic>> {
         model,
         window,
         messages: a.messages,
+        queries: a.queries,
         max_queries_per_conn: a.max_queries_per_conn,
         timeout_s: a.timeout.as_secs_f64(),
         close_on_timeout: a.close_on_timeout,
@@ -564,6 +595,59 @@ fn transport_from(a: &ClientArgs, traffic: Option<&Traffic>) -> anyhow::Result<O
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()
+}
+
+/// Letters a `{rand}` in a query name becomes (one label's worth).
+pub const RAND_LABEL_LEN: usize = 10;
+
+/// Record types a query file may mix: each gets its own row of RCODE
+/// counts, a fixed table in every worker.
+pub const MAX_QTYPES: usize = 64;
+
+/// Checks that `name` encodes, with each `{rand}` as the label it becomes.
+fn check_name(name: &str) -> Result<(), wire::dns::DnsError> {
+    let probe = name.replace("{rand}", &"x".repeat(RAND_LABEL_LEN));
+    wire::dns::encode_name(&probe, &mut Vec::new())
+}
+
+/// Reads a query file in dnsperf's format: `NAME [TYPE]` per line, the
+/// type a mnemonic (any case) or `TYPEnnn`, `default_qtype` when absent;
+/// blank lines and lines starting with `#` or `;` are skipped. Returns the
+/// names and their types, or the first bad line, numbered from 1.
+pub fn parse_query_file(text: &str, default_qtype: u16) -> Result<(Vec<String>, Vec<u16>), String> {
+    let mut names = Vec::new();
+    let mut qtypes = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let at = format!("line {}: '{line}'", i + 1);
+        let mut fields = line.split_whitespace();
+        let name = fields.next().expect("a non-blank line has a field");
+        let qtype = match fields.next() {
+            None => default_qtype,
+            Some(t) => wire::dns::rtype_from_name(t).ok_or_else(|| {
+                format!(
+                    "{at}: '{t}' is not a record type; give a mnemonic (A, AAAA, CNAME, MX, NS, \
+                     PTR, SOA, SRV, TXT, CAA, DS, DNSKEY, HTTPS, SVCB, ANY) or TYPEnnn"
+                )
+            })?,
+        };
+        let extra = fields.count();
+        if extra > 0 {
+            return Err(format!(
+                "{at}: {} fields; a line is `NAME [TYPE]` (dnsperf's format), a comment is a \
+                 line of its own starting with # or ;",
+                extra + 2
+            ));
+        }
+        check_name(name)
+            .map_err(|e| format!("{at}: the name is not valid: {e}; fix or remove the line"))?;
+        names.push(name.to_string());
+        qtypes.push(qtype);
+    }
+    Ok((names, qtypes))
 }
 
 /// Resolves each HOST:PORT once.
@@ -772,6 +856,7 @@ impl Scenario {
         }
         if let Some(t) = s.traffic.as_mut() {
             t.seed = t.seed.wrapping_add(k);
+            t.queries = t.queries.map(share);
             if let Model::OpenLoop { phases, .. } = &mut t.model {
                 for p in phases {
                     p.from = part(p.from);
@@ -875,6 +960,66 @@ mod tests {
         assert!(parse_phases("30s").unwrap_err().contains("DURATION@N"));
         assert!(parse_phases("0s@5").is_err());
         assert!(parse_phases("").is_err());
+    }
+
+    #[test]
+    fn query_file_takes_names_types_and_comments() {
+        let text = "# dnsperf data\n\nwww.example.com A\n; another comment\n  example.com\taaaa  \nmail.example.com\nx.example TYPE65\n_dns.example SVCB\n";
+        let (names, types) = parse_query_file(text, wire::dns::rtype::MX).unwrap();
+        assert_eq!(
+            names,
+            [
+                "www.example.com",
+                "example.com",
+                "mail.example.com",
+                "x.example",
+                "_dns.example"
+            ]
+        );
+        assert_eq!(types, [1, 28, 15, 65, 64]);
+    }
+
+    #[test]
+    fn query_file_unknown_type_names_the_line() {
+        let e = parse_query_file("a.example A\n\nb.example AAAAA\n", 1).unwrap_err();
+        assert!(
+            e.starts_with("line 3: 'b.example AAAAA': 'AAAAA' is not a record type"),
+            "{e}"
+        );
+        assert!(e.contains("TYPEnnn"), "{e}");
+        let e = parse_query_file("c.example TYPE70000\n", 1).unwrap_err();
+        assert!(e.starts_with("line 1:"), "{e}");
+    }
+
+    #[test]
+    fn query_file_extra_fields_are_refused() {
+        let e = parse_query_file("ok.example\nwww.example.com A IN\n", 1).unwrap_err();
+        assert!(
+            e.starts_with("line 2: 'www.example.com A IN': 3 fields"),
+            "{e}"
+        );
+        assert!(e.contains("NAME [TYPE]"), "{e}");
+    }
+
+    #[test]
+    fn query_file_invalid_names_are_refused() {
+        let long_label = format!("{}.example", "a".repeat(64));
+        let long_name = vec!["a".repeat(63); 4].join(".");
+        for (line, why) in [
+            (long_label.as_str(), "label longer than 63"),
+            (long_name.as_str(), "name longer than 255"),
+            ("a..example", "empty label"),
+            ("bad\\032name.example", "character '\\\\'"),
+            (
+                "{rand}{rand}{rand}{rand}{rand}{rand}{rand}.example",
+                "label longer than 63",
+            ),
+        ] {
+            let e = parse_query_file(&format!("# x\n{line} A\n"), 1).unwrap_err();
+            assert!(e.starts_with("line 2: "), "{e}");
+            assert!(e.contains(why), "{line}: {e}");
+            assert!(e.contains("fix or remove the line"), "{e}");
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{client, errors, n, output, temp_dir, which, BIN};
@@ -54,6 +54,14 @@ impl Drop for Daemon {
 /// Starts `cmd` and waits (up to 20 s) for a line containing `ready` on its
 /// stderr: the daemon's own "I am serving" message.
 fn start(cmd: &mut Command, ready: &str) -> Daemon {
+    start_logged(cmd, ready).0
+}
+
+/// Lines a daemon wrote on stderr so far.
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// [`start`], keeping every line of its stderr for the test to read.
+fn start_logged(cmd: &mut Command, ready: &str) -> (Daemon, Log) {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -63,18 +71,19 @@ fn start(cmd: &mut Command, ready: &str) -> Daemon {
     let err = BufReader::new(child.stderr.take().unwrap());
     let (tx, rx) = mpsc::channel();
     let needle = ready.to_string();
+    let log: Log = Arc::default();
+    let seen = log.clone();
     std::thread::spawn(move || {
-        let mut seen = Vec::new();
         for line in err.lines().map_while(Result::ok) {
             if line.contains(&needle) {
                 let _ = tx.send(Ok(()));
             }
-            seen.push(line);
+            seen.lock().unwrap().push(line);
         }
-        let _ = tx.send(Err(seen.join("\n")));
+        let _ = tx.send(Err(seen.lock().unwrap().join("\n")));
     });
     match rx.recv_timeout(Duration::from_secs(20)) {
-        Ok(Ok(())) => Daemon(child),
+        Ok(Ok(())) => (Daemon(child), log),
         Ok(Err(log)) => panic!("{cmd:?} exited before '{ready}':\n{log}"),
         Err(_) => panic!("{cmd:?}: no '{ready}' within 20 s"),
     }
@@ -106,6 +115,8 @@ fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
 
 struct Unbound {
     _daemon: Daemon,
+    /// Its stderr: with `log-queries: yes`, a line per query it received.
+    log: Log,
     port: u16,
     tls_port: u16,
     cert: PathBuf,
@@ -115,6 +126,11 @@ struct Unbound {
 /// unbound on 127.0.0.1, answering www.example.test from local-data (no
 /// recursion), on UDP and TCP and on TLS with a certificate made here.
 fn unbound(name: &str) -> Option<Unbound> {
+    unbound_with(name, "")
+}
+
+/// [`unbound`] with more lines for its `server:` section.
+fn unbound_with(name: &str, extra: &str) -> Option<Unbound> {
     let bin = program("unbound", "unbound")?;
     let dir = temp_dir(name);
     let (cert, key) = certificate(&dir);
@@ -143,6 +159,7 @@ fn unbound(name: &str) -> Option<Unbound> {
   access-control: 127.0.0.0/8 allow
   local-zone: \"example.test.\" static
   local-data: \"www.example.test. 60 IN A 192.0.2.80\"
+{extra}
 remote-control:
   control-enable: no
 ",
@@ -152,12 +169,13 @@ remote-control:
         ),
     )
     .unwrap();
-    let daemon = start(
+    let (daemon, log) = start_logged(
         Command::new(bin).arg("-d").arg("-c").arg(&conf),
         "start of service",
     );
     Some(Unbound {
         _daemon: daemon,
+        log,
         port,
         tls_port,
         cert,
@@ -204,6 +222,81 @@ fn unbound_answers_over_udp_tcp_and_tls() {
     let _ = std::fs::remove_dir_all(&u.dir);
 }
 
+/// Regression: a dnsperf query file (`NAME TYPE` lines) was read a name a
+/// line, so unbound was asked for the name "www.example.test A" (type A)
+/// and every answer was an error. Each line's own name and type now go out:
+/// unbound's query log and throng's counts per type say so.
+#[test]
+fn dnsperf_query_file_sends_each_lines_name_and_type_to_unbound() {
+    let Some(u) = unbound_with("unbound-qfile", "  log-queries: yes") else {
+        return;
+    };
+    let file = u.dir.join("queries.txt");
+    std::fs::write(
+        &file,
+        "# dnsperf's data format\n\
+         www.example.test A\n\
+         www.example.test aaaa\n\
+         ; a line of one name takes --qtype\n\
+         www.example.test\n",
+    )
+    .unwrap();
+    let target = format!("127.0.0.1:{}", u.port);
+    for (transport, edns) in [("udp", "--edns"), ("tcp", "--dnssec-ok")] {
+        let (code, out, v, _) = client(
+            &format!("unbound-qfile-{transport}"),
+            &[
+                &target,
+                "--transport",
+                transport,
+                "--qnames",
+                file.to_str().unwrap(),
+                "--qtype",
+                "TXT",
+                edns,
+                "-c",
+                "3",
+                "-r",
+                "300",
+                "-T",
+                "1s",
+            ],
+            false,
+        );
+        assert_eq!(code, 0, "{transport}: {out}");
+        assert_eq!(failures(&v), 0, "{transport}: {out}");
+        let answered = n(&v, &["queries", "answered"]);
+        assert!(answered > 200, "{transport}: {out}");
+        // All NOERROR: a name with the type glued on is NXDOMAIN here.
+        assert_eq!(n(&v, &["dns", "rcodes", "NOERROR"]), answered, "{out}");
+        let by_type = v["dns"]["rcodes_by_qtype"].as_object().unwrap();
+        let mut types: Vec<&str> = by_type.keys().map(String::as_str).collect();
+        types.sort();
+        assert_eq!(types, ["A", "AAAA", "TXT"], "{transport}: {out}");
+        for t in types {
+            // Each connection goes round the three lines from the first.
+            let got = n(&v, &["dns", "rcodes_by_qtype", t, "NOERROR"]);
+            assert!(
+                got.abs_diff(answered / 3) <= 3,
+                "{transport} {t}: {got} of {answered}"
+            );
+        }
+        assert_eq!(v["scenario"]["traffic"]["query"]["edns"], 1232, "{out}");
+    }
+    // What unbound received: `info: 127.0.0.1 NAME TYPE IN` per query.
+    let log = u.log.lock().unwrap().clone();
+    let mut asked = std::collections::BTreeMap::new();
+    for line in log.iter().filter(|l| l.contains("info: 127.0.0.1 ")) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (name, qtype) = (fields[fields.len() - 3], fields[fields.len() - 2]);
+        assert_eq!(name, "www.example.test.", "{line}");
+        *asked.entry(qtype.to_string()).or_insert(0u64) += 1;
+    }
+    let types: Vec<&String> = asked.keys().collect();
+    assert_eq!(types, ["A", "AAAA", "TXT"], "{asked:?}");
+    let _ = std::fs::remove_dir_all(&u.dir);
+}
+
 #[test]
 fn compare_runs_clean_against_unbound() {
     let Some(u) = unbound("unbound-compare") else {
@@ -243,6 +336,52 @@ fn compare_runs_clean_against_unbound() {
         );
         assert_eq!(failures(res), 0, "{}: {out}", r["transport"]);
         assert_eq!(r["exit_code"], 0, "{out}");
+    }
+    let _ = std::fs::remove_dir_all(&u.dir);
+}
+
+/// `compare --queries N` without a rate: N queries one after another per
+/// transport, every one answered by unbound.
+#[test]
+fn compare_one_after_another_against_unbound() {
+    let Some(u) = unbound("unbound-compare-seq") else {
+        return;
+    };
+    let json = u.dir.join("compare.json");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "compare",
+        &format!("127.0.0.1:{}", u.port),
+        "--tls-port",
+        &u.tls_port.to_string(),
+        "--tls-ca",
+        u.cert.to_str().unwrap(),
+        "--qname",
+        "www.example.test",
+        "--queries",
+        "200",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let header = out.lines().find(|l| l.starts_with("transport")).unwrap();
+    assert!(
+        header.contains(" queries/s ") && header.contains(" mean "),
+        "{out}"
+    );
+    assert_eq!(out.matches(" 200/200 ").count(), 4, "{out}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for r in v["runs"].as_array().unwrap() {
+        let res = &r["result"];
+        assert_eq!(
+            n(res, &["queries", "answered"]),
+            200,
+            "{}: {out}",
+            r["transport"]
+        );
+        assert_eq!(n(res, &["dns", "rcodes", "NOERROR"]), 200, "{out}");
+        assert_eq!(failures(res), 0, "{}: {out}", r["transport"]);
     }
     let _ = std::fs::remove_dir_all(&u.dir);
 }

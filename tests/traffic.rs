@@ -868,3 +868,134 @@ fn a_delayed_ack_tail_with_pipelined_queries_names_nagle() {
     assert!(out.contains("TCP_NODELAY"), "{out}");
     assert!(!out.contains("the client is the bottleneck"), "{out}");
 }
+
+#[test]
+fn query_file_rcodes_by_type_merge_exactly() {
+    let srv = server(&["--mode", "dns", "--udp"]);
+    let dir = temp_dir("qfile-merge");
+    let file = dir.join("queries.txt");
+    std::fs::write(&file, "a.example A\nb.example AAAA\nc.example MX\n").unwrap();
+    let target = srv.addr.to_string();
+    let part = |k: &str| {
+        let path = dir.join(format!("{}.json", k.replace('/', "of")));
+        let (code, out, err) = common::output(Command::new(BIN).args([
+            "client",
+            &target,
+            "--transport",
+            "udp",
+            "--qnames",
+            file.to_str().unwrap(),
+            "--dnssec-ok",
+            "-c",
+            "4",
+            "-r",
+            "400",
+            "-T",
+            "1s",
+            "-q",
+            "--segment",
+            k,
+            "--json",
+            path.to_str().unwrap(),
+        ]));
+        assert_eq!(code, 0, "{out}\n{err}");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        all_answered(&v, &out);
+        (path, v)
+    };
+    let (a, va) = part("1/2");
+    let (b, vb) = part("2/2");
+    let count = |v: &Value, t: &str| v["dns"]["rcodes_by_qtype"][t]["NOERROR"].as_u64();
+    for v in [&va, &vb] {
+        let per_type: u64 = ["A", "AAAA", "MX"]
+            .iter()
+            .map(|t| count(v, t).unwrap())
+            .sum();
+        assert_eq!(
+            Some(per_type),
+            v["dns"]["rcodes"]["NOERROR"].as_u64(),
+            "{v}"
+        );
+        assert_eq!(v["scenario"]["traffic"]["query"]["dnssec_ok"], true);
+    }
+    let merged = dir.join("merged.json");
+    let (code, out, err) = common::output(Command::new(BIN).args([
+        "merge",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+        merged.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    for t in ["A", "AAAA", "MX"] {
+        assert_eq!(
+            count(&m, t),
+            Some(count(&va, t).unwrap() + count(&vb, t).unwrap()),
+            "{t}"
+        );
+    }
+    // The summary of the merge lists them too, a line per type.
+    assert!(out.contains("      AAAA      NOERROR"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(srv);
+}
+
+#[test]
+fn malformed_query_file_line_is_usage_naming_the_line() {
+    let dir = temp_dir("qfile-bad");
+    let file = dir.join("queries.txt");
+    for (text, line, what) in [
+        (
+            "ok.example A\n# c\nbad.example AAAX\n",
+            "line 3",
+            "'AAAX' is not a record type",
+        ),
+        ("ok.example\nwww.example.com A IN\n", "line 2", "3 fields"),
+        ("a..example MX\n", "line 1", "empty label"),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let (code, _, err) = common::run(&[
+            "client",
+            "127.0.0.1:9",
+            "--qnames",
+            file.to_str().unwrap(),
+            "-r",
+            "10",
+        ]);
+        assert_eq!(code, 2, "{err}");
+        let want = format!("--qnames {} {line}: ", file.display());
+        assert!(err.contains(&want) && err.contains(what), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn queries_ends_the_run_after_that_many_over_all_workers() {
+    let srv = server(&["--mode", "dns"]);
+    let (code, out, v, _) = client(
+        "queries-total",
+        &[
+            &srv.addr.to_string(),
+            "-c",
+            "4",
+            "-w",
+            "2",
+            "-r",
+            "2000",
+            "--queries",
+            "301",
+            "-T",
+            "30s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    all_answered(&v, &out);
+    assert_eq!(q(&v, "sent"), 301, "{out}");
+    assert_eq!(q(&v, "answered"), 301, "{out}");
+    // Ended by its last answer (about 0.15 s of traffic), not by -T.
+    assert!(v["duration_s"].as_f64().unwrap() < 10.0, "{out}");
+    assert_eq!(v["scenario"]["traffic"]["queries"], 301);
+    drop(srv);
+}

@@ -472,9 +472,94 @@ fn compare_prints_one_table_and_writes_every_run() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("udp: no query was answered"), "{err}");
     let (code, _, err) =
-        output(Command::new(BIN).args(["compare", "--closed-loop", "--queries", "10"]));
+        output(Command::new(BIN).args(["compare", "--queries", "10", "--window", "4"]));
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--queries needs --rate"), "{err}");
+    assert!(err.contains("--window does not apply"), "{err}");
+}
+
+/// The rows of a compare table: (transport, columns), after its header.
+fn table_rows(out: &str, rows: usize) -> Vec<(String, Vec<String>)> {
+    let header = out
+        .lines()
+        .position(|l| l.starts_with("transport"))
+        .unwrap_or_else(|| panic!("no table header:\n{out}"));
+    out.lines()
+        .skip(header + 1)
+        .take(rows)
+        .map(|r| {
+            let name = r.split("  ").next().unwrap().trim().to_string();
+            let cols = r[name.len()..]
+                .split_whitespace()
+                .map(String::from)
+                .collect();
+            (name, cols)
+        })
+        .collect()
+}
+
+/// The benchmark throng grew from: N queries one after another per
+/// transport, queries/s and mean time per query. It was a usage error
+/// ("--queries needs --rate").
+#[test]
+fn compare_queries_without_rate_runs_them_one_after_another() {
+    let dir = temp_dir("compare-seq");
+    let json = dir.join("cmp.json");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "compare",
+        "--queries",
+        "300",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("300 queries one after another"), "{out}");
+    let header = out.lines().find(|l| l.starts_with("transport")).unwrap();
+    let cols: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(
+        cols,
+        [
+            "transport",
+            "queries",
+            "queries/s",
+            "mean",
+            "p50",
+            "p99",
+            "p99.9",
+            "errors",
+            "connections"
+        ],
+        "{out}"
+    );
+    let rows = table_rows(&out, 4);
+    let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["udp", "tcp-per-query", "tcp", "tls"], "{out}");
+    for (name, cols) in &rows {
+        assert_eq!(cols[0], "300/300", "{name}: {out}");
+        let qps: f64 = cols[1].parse().unwrap_or_else(|_| panic!("{name}: {out}"));
+        assert!(qps > 0.0, "{name}: {out}");
+        // mean: a number and its unit.
+        assert!(
+            cols[2].parse::<f64>().is_ok() && ["µs", "ms", "s"].contains(&cols[3].as_str()),
+            "{out}"
+        );
+    }
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for r in v["runs"].as_array().unwrap() {
+        let res = &r["result"];
+        let t = r["transport"].as_str().unwrap();
+        assert_eq!(n(res, &["queries", "sent"]), 300, "{t}");
+        assert_eq!(n(res, &["queries", "answered"]), 300, "{t}");
+        assert_eq!(n(res, &["queries", "timed_out"]), 0, "{t}");
+        // One client: one connection, or one per query, one at a time.
+        let want = if t == "tcp-per-query" { 300 } else { 1 };
+        assert_eq!(n(res, &["connections", "established"]), want, "{t}");
+        assert_eq!(n(res, &["connections", "peak"]), 1, "{t}");
+        assert_eq!(res["scenario"]["traffic"]["window"], 1, "{t}");
+        assert_eq!(r["exit_code"], 0, "{t}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

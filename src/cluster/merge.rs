@@ -236,9 +236,13 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
     }
     if let Some(d) = m.dns.as_mut() {
         d.rcodes.clear();
+        d.rcodes_by_qtype.clear();
         for r in results {
             if let Some(rd) = &r.dns {
                 sum_maps(&mut d.rcodes, &rd.rcodes);
+                for (qtype, rcodes) in &rd.rcodes_by_qtype {
+                    sum_maps(d.rcodes_by_qtype.entry(qtype.clone()).or_default(), rcodes);
+                }
             }
         }
     }

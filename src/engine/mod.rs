@@ -272,6 +272,7 @@ pub fn run(
     let mut established_workers = 0;
     let mut established_at: Option<Duration> = None;
     let mut verify_time = None;
+    let mut queries_done_workers = 0;
     let mut ramp_time = None;
     let mut traffic_start: Option<Instant> = None;
     let mut end_at: Option<Instant> = None;
@@ -328,6 +329,14 @@ pub fn run(
                 established_workers += 1;
                 if established_workers == sc.workers {
                     established_at = Some(start.elapsed());
+                }
+            }
+            Some(Reason::QueriesDone) => {
+                queries_done_workers += 1;
+                if queries_done_workers == sc.workers {
+                    // Every share of --queries is done: nothing is left to
+                    // measure, and waiting would only lengthen the run's time.
+                    break;
                 }
             }
             Some(Reason::RampDone) => {

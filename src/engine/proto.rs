@@ -1,12 +1,13 @@
 //! The client side of each protocol: build a query into the worker's output
 //! buffer, find a complete response at the front of the received bytes and
 //! say which query it answers. Built on crates/wire; no I/O, no allocation
-//! per message (DNS names with {rand} are filled in place).
+//! per message (DNS questions are encoded once at start and copied into
+//! each query; `{rand}` labels are filled in place).
 
 use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 
-use crate::scenario::{unescaped, Query};
+use crate::scenario::{unescaped, Query, RAND_LABEL_LEN};
 
 /// Bytes of the echo header: magic, sequence number, send timestamp.
 pub const ECHO_HEADER: usize = 20;
@@ -47,10 +48,7 @@ pub enum Frame {
 
 /// A protocol, ready to encode and decode.
 pub enum Codec {
-    Dns {
-        qtype: u16,
-        names: Vec<String>,
-    },
+    Dns(DnsQueries),
     Echo {
         size: usize,
         validate: bool,
@@ -66,6 +64,114 @@ pub enum Codec {
         first: Option<Vec<u8>>,
         marker: Option<Vec<u8>>,
     },
+}
+
+/// The DNS queries of a run, encoded once: each query copies its question
+/// behind a fresh header.
+pub struct DnsQueries {
+    /// Every question (name, type, class) in wire format, one after another.
+    bytes: Vec<u8>,
+    questions: Vec<Question>,
+    /// Offsets inside their question of the `{rand}` labels to fill, for
+    /// all questions (each question knows its run of entries).
+    rand_at: Vec<u16>,
+    /// The distinct query types in slot order: RCODEs are counted per slot.
+    pub qtypes: Vec<u16>,
+    edns: Option<wire::dns::Edns>,
+}
+
+/// One question of [`DnsQueries`].
+struct Question {
+    start: u32,
+    len: u16,
+    /// Index of its type in `qtypes`.
+    slot: u8,
+    /// Its entries in `rand_at`: first, count.
+    rand_first: u32,
+    rand_count: u8,
+}
+
+impl DnsQueries {
+    /// Names and types were checked when the scenario was made.
+    fn new(qtype: u16, names: &[String], qtypes: &[u16], edns: Option<wire::dns::Edns>) -> Self {
+        let mut d = DnsQueries {
+            bytes: Vec::new(),
+            questions: Vec::with_capacity(names.len()),
+            rand_at: Vec::new(),
+            qtypes: Vec::new(),
+            edns,
+        };
+        let placeholder = "x".repeat(RAND_LABEL_LEN);
+        for (i, name) in names.iter().enumerate() {
+            let t = qtypes.get(i).copied().unwrap_or(qtype);
+            let slot = match d.qtypes.iter().position(|&q| q == t) {
+                Some(s) => s,
+                None => {
+                    d.qtypes.push(t);
+                    d.qtypes.len() - 1
+                }
+            };
+            let start = d.bytes.len();
+            let rand_first = d.rand_at.len();
+            let filled = if name.contains("{rand}") {
+                // In wire form every character sits one byte after its
+                // place in the text (a label's length byte stands where
+                // the dot before it was).
+                let mut text = String::with_capacity(name.len());
+                let mut rest = name.as_str();
+                while let Some(at) = rest.find("{rand}") {
+                    text.push_str(&rest[..at]);
+                    d.rand_at.push((text.len() + 1) as u16);
+                    text.push_str(&placeholder);
+                    rest = &rest[at + "{rand}".len()..];
+                }
+                text.push_str(rest);
+                text
+            } else {
+                name.clone()
+            };
+            if wire::dns::encode_question(&filled, t, &mut d.bytes).is_err() {
+                // Unreachable after the scenario's checks: ask for the
+                // root rather than send garbage.
+                d.rand_at.truncate(rand_first);
+                let _ = wire::dns::encode_question(".", t, &mut d.bytes);
+            }
+            d.questions.push(Question {
+                start: start as u32,
+                len: (d.bytes.len() - start) as u16,
+                slot: slot as u8,
+                rand_first: rand_first as u32,
+                rand_count: (d.rand_at.len() - rand_first) as u8,
+            });
+        }
+        d
+    }
+
+    fn question(&self, n: u64) -> &Question {
+        &self.questions[(n % self.questions.len() as u64) as usize]
+    }
+
+    /// Appends query `n` (without a TCP length) and returns its ID.
+    fn encode(&self, n: u64, rng: &mut Pcg64Mcg, out: &mut Vec<u8>) -> u64 {
+        let id = n as u16;
+        let q = self.question(n);
+        let at = out.len() + wire::dns::HEADER_LEN;
+        let start = q.start as usize;
+        wire::dns::build_query_from(
+            id,
+            &self.bytes[start..start + usize::from(q.len)],
+            self.edns,
+            out,
+        );
+        let first = q.rand_first as usize;
+        for &off in &self.rand_at[first..first + usize::from(q.rand_count)] {
+            let label = &mut out[at + usize::from(off)..][..RAND_LABEL_LEN];
+            for b in label {
+                *b = b"abcdefghijklmnopqrstuvwxyz0123456789"[rng.random_range(0..36)];
+            }
+        }
+        u64::from(id)
+    }
 }
 
 /// A DNS message of a `len`-byte frame: matched by its ID; a query that
@@ -90,10 +196,21 @@ impl Codec {
     /// `hosts` are the targets as given (for HTTP Host headers).
     pub fn new(q: &Query, hosts: &[String]) -> Codec {
         match q {
-            Query::Dns { qtype, names } => Codec::Dns {
-                qtype: *qtype,
-                names: names.clone(),
-            },
+            Query::Dns {
+                qtype,
+                names,
+                qtypes,
+                edns,
+                dnssec_ok,
+            } => Codec::Dns(DnsQueries::new(
+                *qtype,
+                names,
+                qtypes,
+                edns.map(|udp_size| wire::dns::Edns {
+                    udp_size,
+                    dnssec_ok: *dnssec_ok,
+                }),
+            )),
             Query::Echo { size, validate } => Codec::Echo {
                 size: *size,
                 validate: *validate,
@@ -145,21 +262,11 @@ impl Codec {
         out: &mut Vec<u8>,
     ) -> u64 {
         match self {
-            Codec::Dns { qtype, names } => {
-                let id = n as u16;
-                let name = &names[(n % names.len() as u64) as usize];
-                if name.contains("{rand}") {
-                    let mut label = [0u8; 10];
-                    for b in &mut label {
-                        *b = b"abcdefghijklmnopqrstuvwxyz0123456789"[rng.random_range(0..36)];
-                    }
-                    let label = std::str::from_utf8(&label).unwrap_or("throng");
-                    let filled = name.replace("{rand}", label);
-                    let _ = wire::dns::build_tcp_query(id, &filled, *qtype, out);
-                } else {
-                    let _ = wire::dns::build_tcp_query(id, name, *qtype, out);
-                }
-                u64::from(id)
+            Codec::Dns(d) => {
+                let at = wire::dns::begin_tcp_frame(out);
+                let id = d.encode(n, rng, out);
+                wire::dns::end_tcp_frame(out, at);
+                id
             }
             Codec::Echo { size, .. } => {
                 out.extend_from_slice(&ECHO_MAGIC);
@@ -200,19 +307,34 @@ impl Codec {
         rng: &mut Pcg64Mcg,
         out: &mut Vec<u8>,
     ) -> u64 {
-        let at = out.len();
-        let key = self.encode(n, target, t_ns, rng, out);
-        if let Codec::Dns { .. } = self {
-            // Drop the 2-byte length the stream form starts with.
-            out.drain(at..at + 2);
+        match self {
+            Codec::Dns(d) => d.encode(n, rng, out),
+            _ => self.encode(n, target, t_ns, rng, out),
         }
-        key
+    }
+
+    /// The slot of query `n`'s type in [`DnsQueries::qtypes`] (0 for
+    /// other protocols): where its RCODE is counted.
+    pub fn qtype_slot(&self, n: u64) -> u8 {
+        match self {
+            Codec::Dns(d) => d.question(n).slot,
+            _ => 0,
+        }
+    }
+
+    /// The distinct DNS query types, in slot order (empty for other
+    /// protocols).
+    pub fn qtypes(&self) -> &[u16] {
+        match self {
+            Codec::Dns(d) => &d.qtypes,
+            _ => &[],
+        }
     }
 
     /// A whole datagram as one response (anything else is malformed).
     pub fn decode_datagram(&self, d: &[u8]) -> Frame {
         match self {
-            Codec::Dns { .. } => dns_frame(d, d.len()),
+            Codec::Dns(_) => dns_frame(d, d.len()),
             _ => match self.decode(d) {
                 f @ Frame::Response { len, .. } if len == d.len() => f,
                 _ => Frame::Malformed,
@@ -223,7 +345,7 @@ impl Codec {
     /// Frames the response at the front of `buf`.
     pub fn decode(&self, buf: &[u8]) -> Frame {
         match self {
-            Codec::Dns { .. } => {
+            Codec::Dns(_) => {
                 let Some(f) = wire::dns::tcp_frame(buf) else {
                     return Frame::Incomplete;
                 };
@@ -416,12 +538,68 @@ mod tests {
         }
     }
 
+    fn dns(names: &[&str], qtypes: &[u16], edns: Option<u16>) -> Codec {
+        Codec::new(
+            &Query::Dns {
+                qtype: 1,
+                names: names.iter().map(|n| n.to_string()).collect(),
+                qtypes: qtypes.to_vec(),
+                edns,
+                dnssec_ok: edns.is_some(),
+            },
+            &[],
+        )
+    }
+
+    #[test]
+    fn dns_queries_take_each_line_its_name_and_type() {
+        use hickory_proto::op::Message;
+        use hickory_proto::serialize::binary::BinDecodable;
+        let c = dns(&["a.example", "b.example", "c.example"], &[1, 28, 1], None);
+        assert_eq!(c.qtypes(), [1, 28]);
+        for n in 0..6u64 {
+            let mut out = Vec::new();
+            c.encode_datagram(n, 0, 0, &mut rng(), &mut out);
+            let m = Message::from_bytes(&out).unwrap();
+            let want = ["a.example.", "b.example.", "c.example."][n as usize % 3];
+            assert_eq!(m.queries[0].name().to_ascii(), want);
+            let t = u16::from(m.queries[0].query_type());
+            assert_eq!(t, [1, 28, 1][n as usize % 3]);
+            assert_eq!(c.qtypes()[usize::from(c.qtype_slot(n))], t);
+            assert_eq!(m.id, n as u16);
+            assert!(m.edns.is_none());
+        }
+    }
+
+    #[test]
+    fn dns_rand_labels_are_filled_in_place() {
+        use hickory_proto::op::Message;
+        use hickory_proto::serialize::binary::BinDecodable;
+        let c = dns(&["x{rand}.{rand}.example"], &[], Some(4096));
+        let mut r = rng();
+        let mut seen = Vec::new();
+        for n in 0..2 {
+            let mut out = Vec::new();
+            c.encode(n, 0, 0, &mut r, &mut out);
+            let m = Message::from_bytes(&out[2..]).unwrap();
+            let name = m.queries[0].name().to_ascii();
+            let labels: Vec<&str> = name.split('.').collect();
+            assert_eq!(labels.len(), 4, "{name}");
+            assert_eq!(labels[0].len(), 1 + RAND_LABEL_LEN, "{name}");
+            assert!(labels[0].starts_with('x'));
+            assert_eq!(labels[1].len(), RAND_LABEL_LEN);
+            assert!(!name.contains('{'));
+            let e = m.edns.expect("OPT");
+            assert_eq!(e.max_payload(), 4096);
+            assert!(e.flags().dnssec_ok);
+            seen.push(name);
+        }
+        assert_ne!(seen[0], seen[1], "fresh labels each query");
+    }
+
     #[test]
     fn dns_query_echoed_back_is_echoed() {
-        let c = Codec::Dns {
-            qtype: 1,
-            names: vec!["{rand}.example.com".into()],
-        };
+        let c = dns(&["{rand}.example.com"], &[], None);
         assert!(matches!(
             round_trip(&c, 3),
             Frame::Response {

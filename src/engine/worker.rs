@@ -113,6 +113,9 @@ struct Outstanding {
     intended: u64,
     sent: u64,
     timed_out: bool,
+    /// DNS: the slot of the query's type, where its RCODE is counted
+    /// (fits in the padding: the entry stays 32 bytes).
+    qtype_slot: u8,
 }
 
 /// One connection. Idle, it holds no buffer: the deques and vectors
@@ -252,6 +255,10 @@ struct Traffic {
     /// The --control rate generation applied.
     rate_gen: u64,
     closed_loop: bool,
+    /// This worker's part of --queries not sent yet (None: no such limit).
+    quota: Option<u64>,
+    /// It said it has done its part of --queries.
+    quota_done: bool,
 }
 
 impl Traffic {
@@ -397,8 +404,15 @@ impl Worker {
             };
             let highest = ((t.timeout_s * 2e6) as u64).max(1000);
             let hist = || Histogram::new_with_bounds(1, highest, 3).expect("valid bounds");
+            let codec = Codec::new(&t.query, &s.hosts);
+            // --queries is split like the pacer's rate: evenly over workers.
+            let quota = t.queries.map(|q| q / w + u64::from(id < q % w));
+            let statuses = StatusCounts {
+                by_qtype: codec.qtypes().iter().map(|&q| (q, [0; 16])).collect(),
+                ..StatusCounts::default()
+            };
             Traffic {
-                codec: Codec::new(&t.query, &s.hosts),
+                codec,
                 window: t.window.unwrap_or(u64::MAX),
                 cap: [t.messages, t.max_queries_per_conn]
                     .into_iter()
@@ -421,7 +435,7 @@ impl Worker {
                 service_time: hist(),
                 send_lag: new_histogram(),
                 loop_lag: new_histogram(),
-                statuses: StatusCounts::default(),
+                statuses,
                 sec: 0,
                 sec_report: SecondReport::new(0),
                 reports: s.reports.clone(),
@@ -433,6 +447,8 @@ impl Worker {
                 }),
                 rate_gen: 0,
                 closed_loop: matches!(t.model, Model::ClosedLoop { .. }),
+                quota,
+                quota_done: false,
             }
         });
         let timer = Timer::new()?;
@@ -470,6 +486,9 @@ impl Worker {
                 s.scenario.probe.as_ref().unwrap_or(&Query::Dns {
                     qtype: wire::dns::rtype::A,
                     names: vec!["throng.probe".into()],
+                    qtypes: Vec::new(),
+                    edns: None,
+                    dnssec_ok: false,
                 }),
                 &s.hosts,
             ),
@@ -569,6 +588,7 @@ impl Worker {
                 ),
                 None => self.next_wakeup(),
             };
+            self.check_quota_done();
             let timeout = match wakeup {
                 None => None,
                 Some(at) => {
@@ -1504,12 +1524,43 @@ impl Worker {
             && (self.conns.len() as u64) < self.pq_share
         {
             let intended = self.pq_wait.pop_front().expect("not empty");
+            if !self
+                .traffic
+                .as_mut()
+                .is_some_and(|t| take_ticket(&mut t.quota))
+            {
+                // --queries are all out: no connection for this one.
+                self.pq_wait.clear();
+                return;
+            }
             let seq = self.sc.connections + self.reconnects_made * self.nworkers + self.id;
             self.reconnects_made += 1;
             match self.attempt(seq, false) {
                 Some(key) => self.conns[key].waiting.push_back(intended),
                 None => self.pq_lost(0),
             }
+        }
+    }
+
+    /// Once its part of --queries is sent and none is in flight or waiting
+    /// any more, says so to the main thread (which ends the run when every
+    /// worker has). Looks at every connection, but only after the last
+    /// query went out.
+    fn check_quota_done(&mut self) {
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        if t.quota != Some(0) || t.quota_done {
+            return;
+        }
+        let idle = self.pq_wait.is_empty()
+            && self
+                .conns
+                .iter()
+                .all(|(_, c)| c.live() == 0 && c.waiting.is_empty());
+        if idle {
+            t.quota_done = true;
+            let _ = self.notify.send(Reason::QueriesDone);
         }
     }
 
@@ -1936,6 +1987,11 @@ impl Worker {
         let Some(t) = self.traffic.as_mut() else {
             return;
         };
+        // (tcp-per-query took its ticket when it opened the connection.)
+        if self.transport != Transport::TcpPerQuery && !take_ticket(&mut t.quota) {
+            // --queries are all out: due ones are dropped, not sent.
+            return;
+        }
         let conn = &mut self.conns[key];
         let n = conn.queries;
         let target = conn.target as usize;
@@ -1995,6 +2051,7 @@ impl Worker {
             intended,
             sent: now,
             timed_out: false,
+            qtype_slot: t.codec.qtype_slot(n),
         });
         t.sec_report.sent += 1;
         bump(&self.q.sent, 1);
@@ -2066,6 +2123,9 @@ impl Worker {
             }
             Status::Rcode(r) => {
                 t.statuses.rcodes[usize::from(r & 15)] += 1;
+                if let Some((_, row)) = t.statuses.by_qtype.get_mut(usize::from(o.qtype_slot)) {
+                    row[usize::from(r & 15)] += 1;
+                }
                 wire::dns::rcode_name(r)
             }
             Status::Echoed => {
@@ -2395,6 +2455,18 @@ fn recv_datagrams(
         *l = (m.msg_len as usize).min(slot);
     }
     Ok(got)
+}
+
+/// Takes one query from what is left of --queries; false when none is.
+fn take_ticket(quota: &mut Option<u64>) -> bool {
+    match quota {
+        None => true,
+        Some(0) => false,
+        Some(n) => {
+            *n -= 1;
+            true
+        }
+    }
 }
 
 fn proto_name(q: &Query) -> &'static str {

@@ -184,6 +184,9 @@ pub struct LatencyResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Dns {
     pub rcodes: BTreeMap<String, u64>,
+    /// The same counts per query type: `<TYPE>.<RCODE>`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rcodes_by_qtype: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 /// The whole result.
@@ -270,6 +273,7 @@ impl RunResult {
         let dns = match (&o.queries, sc.traffic.as_ref().map(|t| t.proto)) {
             (Some(q), Some(crate::cli::Proto::Dns)) => Some(Dns {
                 rcodes: q.statuses.rcode_map(),
+                rcodes_by_qtype: q.statuses.rcodes_by_qtype_map(),
             }),
             _ => None,
         };
@@ -436,6 +440,21 @@ impl RunResult {
                             None if name == "echoed" => statuses.echoed += n,
                             None => {}
                         }
+                    }
+                    for (qtype, rcodes) in &d.rcodes_by_qtype {
+                        let Some(t) = wire::dns::rtype_from_name(qtype) else {
+                            continue;
+                        };
+                        let mut row = [0; 16];
+                        for (name, n) in rcodes {
+                            if let Some(code) = rcode_of(name) {
+                                row[code] += n;
+                            }
+                        }
+                        statuses.add(&StatusCounts {
+                            by_qtype: vec![(t, row)],
+                            ..StatusCounts::default()
+                        });
                     }
                 }
                 for (code, n) in &q.http_status {

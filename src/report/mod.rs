@@ -687,6 +687,14 @@ fn queries_summary(
         let list: Vec<String> = rcodes.iter().map(|(k, v)| format!("{k} {v}")).collect();
         writeln!(out, "    rcodes      {}", list.join("  "))?;
     }
+    let by_qtype = q.statuses.rcodes_by_qtype_map();
+    if by_qtype.len() > 1 {
+        // Only a query file mixes types; one type would repeat the line above.
+        for (qtype, rcodes) in &by_qtype {
+            let list: Vec<String> = rcodes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            writeln!(out, "      {qtype:<10}{}", list.join("  "))?;
+        }
+    }
     let http = q.statuses.http_map();
     if !http.is_empty() {
         let list: Vec<String> = http.iter().map(|(k, v)| format!("{k} {v}")).collect();

@@ -29,6 +29,9 @@ pub enum Reason {
     /// A client worker's ramp attempts are all established or failed
     /// (verification may go on).
     RampEstablished,
+    /// A client worker has sent its share of --queries and has none in
+    /// flight any more.
+    QueriesDone,
     /// A line read on --control.
     Control(String),
     /// A line a child process printed on stdout (--processes).

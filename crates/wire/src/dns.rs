@@ -42,8 +42,33 @@ pub mod rtype {
     pub const AAAA: u16 = 28;
     pub const SRV: u16 = 33;
     pub const OPT: u16 = 41;
+    pub const DS: u16 = 43;
+    pub const DNSKEY: u16 = 48;
+    pub const SVCB: u16 = 64;
+    pub const HTTPS: u16 = 65;
     pub const ANY: u16 = 255;
+    pub const CAA: u16 = 257;
 }
+
+/// Mnemonics throng reads and writes, with their numbers (any other type
+/// is written `TYPEnnn`, RFC 3597).
+const RTYPE_NAMES: [(&str, u16); 15] = [
+    ("A", rtype::A),
+    ("NS", rtype::NS),
+    ("CNAME", rtype::CNAME),
+    ("SOA", rtype::SOA),
+    ("PTR", rtype::PTR),
+    ("MX", rtype::MX),
+    ("TXT", rtype::TXT),
+    ("AAAA", rtype::AAAA),
+    ("SRV", rtype::SRV),
+    ("DS", rtype::DS),
+    ("DNSKEY", rtype::DNSKEY),
+    ("SVCB", rtype::SVCB),
+    ("HTTPS", rtype::HTTPS),
+    ("ANY", rtype::ANY),
+    ("CAA", rtype::CAA),
+];
 
 /// Class IN.
 pub const CLASS_IN: u16 = 1;
@@ -68,6 +93,10 @@ pub enum DnsError {
     BadLabelType,
     #[error("empty label inside a name")]
     EmptyLabel,
+    #[error(
+        "character {0:?} in a name: names are printable ASCII without spaces or backslash escapes"
+    )]
+    BadCharacter(char),
     #[error("expected exactly one question, found {0}")]
     QuestionCount(u16),
 }
@@ -207,8 +236,14 @@ pub fn parse_question(msg: &[u8]) -> Result<Question<'_>, DnsError> {
 }
 
 /// Appends `name` ("example.com", "example.com." or "." for the root) in
-/// wire format.
+/// wire format. Names are read as printable ASCII: a space, a control
+/// character or a non-ASCII one is a typo or a file in another format, and
+/// a backslash would start an escape (RFC 1035 5.1) that throng does not
+/// decode, so each of these is refused rather than sent as it stands.
 pub fn encode_name(name: &str, out: &mut Vec<u8>) -> Result<(), DnsError> {
+    if let Some(c) = name.chars().find(|&c| !c.is_ascii_graphic() || c == '\\') {
+        return Err(DnsError::BadCharacter(c));
+    }
     let start = out.len();
     let trimmed = name.strip_suffix('.').unwrap_or(name);
     if !trimmed.is_empty() {
@@ -233,6 +268,74 @@ pub fn encode_name(name: &str, out: &mut Vec<u8>) -> Result<(), DnsError> {
     Ok(())
 }
 
+/// Appends a question: `name` in wire format, `qtype`, class IN. A client
+/// encodes each of its questions once and copies the bytes into every
+/// query ([`build_query_from`]).
+pub fn encode_question(name: &str, qtype: u16, out: &mut Vec<u8>) -> Result<(), DnsError> {
+    encode_name(name, out)?;
+    out.extend_from_slice(&qtype.to_be_bytes());
+    out.extend_from_slice(&CLASS_IN.to_be_bytes());
+    Ok(())
+}
+
+/// EDNS(0) in a query (RFC 6891): the UDP payload size the client can
+/// take, and the DO bit asking for DNSSEC records (RFC 3225).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edns {
+    pub udp_size: u16,
+    pub dnssec_ok: bool,
+}
+
+/// Bytes of the OPT record [`encode_opt`] appends.
+pub const OPT_LEN: usize = 11;
+
+/// The DO bit in the OPT record's flags.
+const EDNS_DO: u16 = 0x8000;
+
+/// Appends an OPT pseudo-record: root owner, the payload size in the class
+/// field, extended RCODE 0, version 0, the flags, no options.
+pub fn encode_opt(edns: Edns, out: &mut Vec<u8>) {
+    let flags = if edns.dnssec_ok { EDNS_DO } else { 0 };
+    out.push(0);
+    out.extend_from_slice(&rtype::OPT.to_be_bytes());
+    out.extend_from_slice(&edns.udp_size.to_be_bytes());
+    out.extend_from_slice(&[0, 0]); // extended RCODE, version
+    out.extend_from_slice(&flags.to_be_bytes());
+    out.extend_from_slice(&[0, 0]); // RDLENGTH: no options
+}
+
+/// Appends a standard recursive query with `id` asking `question` (bytes
+/// made by [`encode_question`]), with an OPT record when `edns` is given.
+pub fn build_query_from(id: u16, question: &[u8], edns: Option<Edns>, out: &mut Vec<u8>) {
+    Header {
+        id,
+        flags: FLAG_RD,
+        qdcount: 1,
+        ancount: 0,
+        nscount: 0,
+        arcount: u16::from(edns.is_some()),
+    }
+    .write(out);
+    out.extend_from_slice(question);
+    if let Some(e) = edns {
+        encode_opt(e, out);
+    }
+}
+
+/// Starts a TCP frame: a length prefix to fill with [`end_tcp_frame`] once
+/// the message is in. Returns where the frame starts.
+pub fn begin_tcp_frame(out: &mut Vec<u8>) -> usize {
+    let at = out.len();
+    out.extend_from_slice(&[0, 0]);
+    at
+}
+
+/// Fills the length prefix of the frame begun at `at`.
+pub fn end_tcp_frame(out: &mut [u8], at: usize) {
+    let len = (out.len() - at - 2) as u16;
+    out[at..at + 2].copy_from_slice(&len.to_be_bytes());
+}
+
 /// Appends a standard recursive query for (`name`, `qtype`, IN) with `id`.
 pub fn build_query(id: u16, name: &str, qtype: u16, out: &mut Vec<u8>) -> Result<(), DnsError> {
     let start = out.len();
@@ -245,25 +348,21 @@ pub fn build_query(id: u16, name: &str, qtype: u16, out: &mut Vec<u8>) -> Result
         arcount: 0,
     }
     .write(out);
-    if let Err(e) = encode_name(name, out) {
+    if let Err(e) = encode_question(name, qtype, out) {
         out.truncate(start);
         return Err(e);
     }
-    out.extend_from_slice(&qtype.to_be_bytes());
-    out.extend_from_slice(&CLASS_IN.to_be_bytes());
     Ok(())
 }
 
 /// Appends a query as a TCP frame (length prefix filled in afterwards).
 pub fn build_tcp_query(id: u16, name: &str, qtype: u16, out: &mut Vec<u8>) -> Result<(), DnsError> {
-    let start = out.len();
-    out.extend_from_slice(&[0, 0]);
+    let start = begin_tcp_frame(out);
     if let Err(e) = build_query(id, name, qtype, out) {
         out.truncate(start);
         return Err(e);
     }
-    let len = (out.len() - start - 2) as u16;
-    out[start..start + 2].copy_from_slice(&len.to_be_bytes());
+    end_tcp_frame(out, start);
     Ok(())
 }
 
@@ -418,23 +517,28 @@ pub fn rcode_name(rcode: u8) -> &'static str {
     }
 }
 
-/// Record type from its mnemonic ("A", "aaaa") or number ("TYPE65", "65").
+/// Record type from its mnemonic ("A", "aaaa", any case) or number
+/// ("TYPE65", "65").
 pub fn rtype_from_name(name: &str) -> Option<u16> {
-    let upper = name.to_ascii_uppercase();
-    let known = match upper.as_str() {
-        "A" => Some(rtype::A),
-        "NS" => Some(rtype::NS),
-        "CNAME" => Some(rtype::CNAME),
-        "SOA" => Some(rtype::SOA),
-        "PTR" => Some(rtype::PTR),
-        "MX" => Some(rtype::MX),
-        "TXT" => Some(rtype::TXT),
-        "AAAA" => Some(rtype::AAAA),
-        "SRV" => Some(rtype::SRV),
-        "ANY" => Some(rtype::ANY),
-        _ => None,
-    };
-    known.or_else(|| upper.strip_prefix("TYPE").unwrap_or(&upper).parse().ok())
+    let known = RTYPE_NAMES
+        .iter()
+        .find(|(m, _)| m.eq_ignore_ascii_case(name))
+        .map(|&(_, t)| t);
+    known.or_else(|| {
+        let digits = match name.get(..4) {
+            Some(p) if p.eq_ignore_ascii_case("TYPE") => &name[4..],
+            _ => name,
+        };
+        // Digits only: u16's parser would take a leading '+'.
+        (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| digits.parse().ok())
+            .flatten()
+    })
+}
+
+/// The mnemonic of a record type throng knows by name (others: `TYPEnnn`).
+pub fn rtype_name(t: u16) -> Option<&'static str> {
+    RTYPE_NAMES.iter().find(|&&(_, n)| n == t).map(|&(m, _)| m)
 }
 
 #[cfg(test)]
@@ -636,8 +740,107 @@ mod tests {
     fn rtype_names() {
         assert_eq!(rtype_from_name("aaaa"), Some(rtype::AAAA));
         assert_eq!(rtype_from_name("TYPE65"), Some(65));
+        assert_eq!(rtype_from_name("type65"), Some(65));
         assert_eq!(rtype_from_name("99"), Some(99));
         assert_eq!(rtype_from_name("nope"), None);
+        assert_eq!(rtype_from_name("TYPE70000"), None);
+        assert_eq!(rtype_from_name("TYPE"), None);
+        assert_eq!(rtype_from_name("+5"), None);
+        for (m, t) in RTYPE_NAMES {
+            assert_eq!(rtype_from_name(m), Some(t));
+            assert_eq!(rtype_name(t), Some(m));
+            // The same number as hickory gives the mnemonic.
+            assert_eq!(u16::from(m.parse::<RecordType>().unwrap()), t, "{m}");
+        }
+        assert_eq!(rtype_name(999), None);
+    }
+
+    #[test]
+    fn names_with_spaces_controls_or_escapes_are_refused() {
+        for (name, c) in [
+            ("www.example.com A", ' '),
+            ("a\\.b", '\\'),
+            ("tab\there", '\t'),
+            ("café.example", 'é'),
+        ] {
+            let mut out = Vec::new();
+            assert_eq!(
+                encode_name(name, &mut out),
+                Err(DnsError::BadCharacter(c)),
+                "{name:?}"
+            );
+            assert!(out.is_empty());
+        }
+        let mut out = Vec::new();
+        encode_name("_sip._tcp.*.example-1.com", &mut out).unwrap();
+    }
+
+    fn query_with(id: u16, name: &str, qtype: u16, edns: Option<Edns>) -> Vec<u8> {
+        let mut question = Vec::new();
+        encode_question(name, qtype, &mut question).unwrap();
+        let mut q = Vec::new();
+        build_query_from(id, &question, edns, &mut q);
+        q
+    }
+
+    #[test]
+    fn query_from_a_question_is_the_plain_query() {
+        assert_eq!(
+            query_with(77, "www.example.com", rtype::MX, None),
+            query(77, "www.example.com", rtype::MX)
+        );
+        let m = Message::from_bytes(&query_with(77, "a.b", rtype::HTTPS, None)).unwrap();
+        assert!(m.edns.is_none());
+        assert_eq!(m.queries[0].query_type(), RecordType::HTTPS);
+    }
+
+    #[test]
+    fn edns_opt_record_parses_with_hickory() {
+        for (udp_size, dnssec_ok) in [(1232, false), (4096, true), (512, true)] {
+            let edns = Edns {
+                udp_size,
+                dnssec_ok,
+            };
+            let q = query_with(3, "example.org", rtype::AAAA, Some(edns));
+            assert_eq!(
+                q.len(),
+                query(3, "example.org", rtype::AAAA).len() + OPT_LEN
+            );
+            let m = Message::from_bytes(&q).unwrap();
+            assert_eq!(m.queries[0].query_type(), RecordType::AAAA);
+            assert!(
+                m.additionals.is_empty(),
+                "the OPT record is not an additional"
+            );
+            let e = m.edns.expect("an OPT record");
+            assert_eq!(e.max_payload(), udp_size);
+            assert_eq!(e.version(), 0);
+            assert_eq!(e.flags().dnssec_ok, dnssec_ok);
+            assert_eq!(e.rcode_high(), 0);
+        }
+    }
+
+    #[test]
+    fn edns_query_is_answered_with_edns() {
+        let edns = Edns {
+            udp_size: 1232,
+            dnssec_ok: true,
+        };
+        let q = query_with(4, "example.com", rtype::A, Some(edns));
+        let m = Message::from_bytes(&reply(&q)).unwrap();
+        assert_eq!(m.answers.len(), 1);
+        assert!(m.edns.is_some());
+    }
+
+    #[test]
+    fn tcp_frame_helpers_fill_the_length() {
+        let mut out = vec![9];
+        let at = begin_tcp_frame(&mut out);
+        build_query_from(1, &[0, 0, 1, 0, 1], None, &mut out);
+        end_tcp_frame(&mut out, at);
+        let f = tcp_frame(&out[1..]).unwrap();
+        assert_eq!(f.frame_len, out.len() - 1);
+        assert_eq!(Message::from_bytes(f.message(&out[1..])).unwrap().id, 1);
     }
 
     mod props {
