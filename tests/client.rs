@@ -683,3 +683,153 @@ fn connections_schedule_grows_and_shrinks() {
     assert_eq!(conns(&v, "established"), conns(&v, "attempted"));
     drop(srv);
 }
+
+#[test]
+fn checks_pass_fail_and_refuse_what_they_cannot_read() {
+    let srv = server(&["--mode", "echo"]);
+    let target = srv.addr.to_string();
+    let run = |checks: &[&str]| {
+        let mut args = vec![target.as_str(), "--proto", "echo", "-c", "10"];
+        args.extend(["-r", "500", "-T", "1s"]);
+        for c in checks {
+            args.extend(["--check", c]);
+        }
+        client("checks", &args)
+    };
+    // A percentile no server meets fails; the rest pass.
+    let (code, out, err, v) = run(&[
+        "queries.answered>=99.5%",
+        "latency.response_time_us.p99 < 1us",
+        "connections.failed==0",
+    ]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("PASS  queries.answered>=99.5%"), "{out}");
+    assert!(
+        out.contains("FAIL  latency.response_time_us.p99<1us"),
+        "{out}"
+    );
+    let checks = v["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 3);
+    assert_eq!(checks[0]["pass"], true);
+    assert_eq!(checks[1]["pass"], false);
+    assert!(checks[1]["value"].as_f64().unwrap() >= 1.0);
+    assert_eq!(checks[2]["pass"], true);
+    assert!(
+        err.contains("check failed: latency.response_time_us.p99<1us"),
+        "{err}"
+    );
+    // Every check passes: 0.
+    let (code, out, _, _) = run(&["queries.answered>=99%", "latency.response_time_us.p99<10s"]);
+    assert_eq!(code, 0, "{out}");
+    // A key that does not exist: exit 2 before the run, naming the keys.
+    let (code, out, err, v) = run(&["queries.answerd>=99%"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("unknown key 'queries.answerd'"), "{err}");
+    assert!(err.contains("queries.answered"), "{err}");
+    assert!(v.is_null(), "no run, no result");
+    assert!(!out.contains("throng client:"), "{out}");
+    // Queries checked on a run that sends none: exit 2.
+    let (code, _, err, _) = client(
+        "checks-none",
+        &[&target, "-c", "5", "--check", "queries.sent>1"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("sends no queries"), "{err}");
+    drop(srv);
+}
+
+#[test]
+fn merge_checks_the_merged_result() {
+    let srv = server(&["--mode", "echo"]);
+    let target = srv.addr.to_string();
+    let dir = temp_dir("merge-checks");
+    let mut parts = Vec::new();
+    for k in 1..=2 {
+        let p = dir.join(format!("part-{k}.json"));
+        let (code, out, err) = output(Command::new(BIN).args([
+            "client",
+            &target,
+            "--proto",
+            "echo",
+            "-c",
+            "10",
+            "-r",
+            "400",
+            "-T",
+            "1s",
+            "-q",
+            "--segment",
+            &format!("{k}/2"),
+            "--json",
+            p.to_str().unwrap(),
+        ]));
+        assert_eq!(code, 0, "{out}\n{err}");
+        parts.push(p);
+    }
+    let merged = dir.join("merged.json");
+    let merge = |checks: &[&str]| {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("merge")
+            .args(&parts)
+            .args(["--json", merged.to_str().unwrap()]);
+        for c in checks {
+            cmd.args(["--check", c]);
+        }
+        output(&mut cmd)
+    };
+    let (code, out, err) = merge(&["latency.service_time_us.p999<1us"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("FAIL  latency.service_time_us.p999<1us"),
+        "{out}"
+    );
+    let v = read_json(&merged);
+    assert_eq!(v["checks"][0]["pass"], false);
+    // The default on a merge with queries: answered >= 99%.
+    let (code, out, _) = merge(&[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PASS  queries.answered>=99%"), "{out}");
+    let (code, _, err) = merge(&["nonsense"]);
+    assert_eq!(code, 2, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(srv);
+}
+
+#[test]
+fn the_ramp_is_establishment_whatever_verification_takes() {
+    // Regression: a pong server does not answer the default (DNS) probe;
+    // the probes' connect timeout stretched the ramp's figure (7.00 s
+    // against 4.00 s with --no-verify).
+    let srv = server(&["--mode", "pong"]);
+    let target = srv.addr.to_string();
+    let ramp = |extra: &[&str]| {
+        let mut args = vec![target.as_str(), "-c", "2000", "--batch-size", "500"];
+        args.extend([
+            "--batch-delay",
+            "300ms",
+            "-T",
+            "0s",
+            "--connect-timeout",
+            "1s",
+        ]);
+        args.extend(extra);
+        let (_, out, _, v) = client("pong-ramp", &args);
+        (v["connections"]["ramp_s"].as_f64().unwrap(), out, v)
+    };
+    let (plain, out, v) = ramp(&["--no-verify"]);
+    assert!(plain < 1.2, "{out}");
+    let (probed, out, v2) = ramp(&[]);
+    assert!((probed - plain).abs() < 0.3, "{plain} {probed} {out}");
+    assert_eq!(conns(&v2, "unverified"), 2000, "{out}");
+    assert!(
+        v2["connections"]["verify_s"].as_f64().unwrap() >= probed + 0.5,
+        "{out}"
+    );
+    assert!(out.contains("does not answer DNS queries"), "{out}");
+    // In its own protocol every connection is verified.
+    let (pinged, out, v3) = ramp(&["--proto", "ping"]);
+    assert!((pinged - plain).abs() < 0.3, "{plain} {pinged} {out}");
+    assert_eq!(conns(&v3, "verified"), 2000, "{out}");
+    assert_eq!(conns(&v, "established"), 2000);
+    drop(srv);
+}

@@ -574,3 +574,48 @@ fn nginx_closing_after_keepalive_requests_is_a_peer_close_not_a_failure() {
     assert_eq!(failures(&v), 0, "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The verification probe speaks the run's protocol: nginx answers an HTTP
+/// probe; a DNS probe (the default protocol) gets its `400` and a close,
+/// which is named as the server rejecting the probe, not as a failure to
+/// accept.
+#[test]
+fn nginx_verifies_an_http_probe_and_rejects_a_dns_one() {
+    let Some((_nginx, port, dir)) = nginx("nginx-probe", 1000) else {
+        return;
+    };
+    let target = format!("127.0.0.1:{port}");
+    let (code, out, v, _) = client(
+        "nginx-probe-http",
+        &[&target, "--proto", "http", "-c", "50", "-T", "0s"],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(n(&v, &["connections", "verified"]), 50, "{out}");
+    let failed: u64 = v["connections"]["failed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|x| x.as_u64().unwrap())
+        .sum();
+    assert_eq!(failed, 0, "{out}");
+    let (code, out, v, _) = client("nginx-probe-dns", &[&target, "-c", "50", "-T", "0s"], false);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(n(&v, &["connections", "probe_rejected"]), 50, "{out}");
+    assert_eq!(n(&v, &["connections", "failed", "rejected"]), 50, "{out}");
+    assert_eq!(
+        n(&v, &["connections", "failed", "closed_by_peer"]),
+        0,
+        "{out}"
+    );
+    assert!(
+        v["connections"]["probe_reply"]
+            .as_str()
+            .unwrap()
+            .contains("400 Bad Request"),
+        "{out}"
+    );
+    assert!(out.contains("the server rejected the probe"), "{out}");
+    assert!(!out.contains("accept queue"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
