@@ -355,9 +355,13 @@ fn a_query_that_crossed_the_servers_close_is_sent_again() {
             "-T",
             "1s",
             // The last query of each connection waits for a second request
-            // that never comes: no need to wait out its timeout.
+            // that never comes: no need to wait out its timeout; and those
+            // two of ~200 are about 1%, so the default check is no verdict
+            // here (the counts below are).
             "--drain",
             "300ms",
+            "--check",
+            "none",
         ],
         false,
     );
