@@ -417,14 +417,22 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         Box::new(io::stdout().lock())
     };
     report::summary(&sc, &outcome, &mut out)?;
+    out.flush()?;
+    drop(out);
+    if a.child {
+        // The parent checks the merged result and gives the verdict.
+        if let Some(p) = &a.json {
+            write_atomic(p, &result)?;
+        }
+        crate::cluster::processes::ChildLine::Result(Box::new(result.clone())).print();
+        return Ok(ExitCode::from(if result.interrupted { 130 } else { 0 }));
+    }
+    let mut out = io::stdout().lock();
     report::check::apply(&checks, &mut result, &mut out)?;
     out.flush()?;
     drop(out);
     if let Some(p) = &a.json {
         write_atomic(p, &result)?;
-    }
-    if a.child {
-        crate::cluster::processes::ChildLine::Result(Box::new(result.clone())).print();
     }
     Ok(report::check::exit_code(
         &result,
@@ -641,6 +649,7 @@ fn run_processes(
             names,
             missing,
             interrupted,
+            ended_as_planned: common_end && whole.end == scenario::End::Hold,
         },
         Some(whole),
         a.json.as_deref(),

@@ -55,7 +55,8 @@ pub struct Comparison {
 pub struct Run {
     #[serde(flatten)]
     pub case: Case,
-    /// The client's exit code (0: no connection failures).
+    /// The client's exit code (0: its checks passed and no connection
+    /// failed; see `throng client --check`).
     pub exit_code: i32,
     pub result: RunResult,
 }

@@ -833,3 +833,40 @@ fn the_ramp_is_establishment_whatever_verification_takes() {
     assert_eq!(conns(&v, "established"), 2000);
     drop(srv);
 }
+
+#[test]
+fn a_held_run_of_several_processes_ends_at_ctrl_c_without_being_interrupted() {
+    // Regression: a terminal's Ctrl-C reaches the parent and its children
+    // alike; the children (run with --pause) marked their results
+    // interrupted, and the merged run exited 130 where a held run ends 0.
+    let srv = server(&[]);
+    let dir = temp_dir("hold-processes");
+    let json = dir.join("r.json");
+    let (mut child, mut err) = spawn_client(
+        &[
+            &srv.addr.to_string(),
+            "-c",
+            "100",
+            "--processes",
+            "2",
+            "--hold",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        "ramp done",
+    );
+    // What the terminal does: the signal to the whole group.
+    let pid = child.id();
+    let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+    common::signal(pid as i32, libc::SIGINT);
+    for k in kids.split_whitespace() {
+        common::signal(k.parse().unwrap(), libc::SIGINT);
+    }
+    std::thread::spawn(move || for _ in std::io::BufRead::lines(&mut err) {});
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let v = read_json(&json);
+    assert_eq!(v["interrupted"], false);
+    assert_eq!(conns(&v, "closed"), 100);
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(srv);
+}

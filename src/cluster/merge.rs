@@ -299,6 +299,9 @@ pub struct Slices {
     /// The slices that gave no result, each with why.
     pub missing: Vec<String>,
     pub interrupted: bool,
+    /// The run ended as planned, whatever the slices say (--hold ended by
+    /// Ctrl-C: the children, run with --pause, saw the terminal's signal).
+    pub ended_as_planned: bool,
 }
 
 /// The end of a sliced run: merges what arrived (marked partial when some
@@ -322,6 +325,9 @@ pub fn finish(
         merged.scenario = sc.clone();
     }
     merged.interrupted |= s.interrupted;
+    if s.ended_as_planned && !s.interrupted {
+        merged.interrupted = false;
+    }
     merged.partial = !s.missing.is_empty();
     merged.missing = s.missing.clone();
     let outcome = merged.outcome()?;

@@ -229,6 +229,13 @@ impl Children {
         }
     }
 
+    /// Closes child `i`'s stdin without a word: it reads the end.
+    pub fn close_stdin(&mut self, i: usize) {
+        if let Some(c) = self.children.get_mut(i) {
+            drop(c.stdin.take());
+        }
+    }
+
     /// The last line a child wrote on stderr (with `prefix_stderr`).
     pub fn last_error(&self, i: usize) -> String {
         self.last_err[i]

@@ -264,6 +264,7 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
             names,
             missing,
             interrupted,
+            ended_as_planned: false,
         },
         None,
         a.json.as_deref(),

@@ -451,7 +451,12 @@ pub fn run(
             let wait = (Instant::now() + Duration::from_millis(20)).min(limit);
             if let Some(Reason::Signal) = stop.wait_reason(Some(wait)) {
                 interrupted = true;
-                break;
+                // A child of --processes gets a Ctrl-C twice (the
+                // terminal's and its parent's): it drains on; its parent
+                // ends it if need be.
+                if !stop.is_child() {
+                    break;
+                }
             }
         }
     }

@@ -351,6 +351,8 @@ pub struct Worker {
     /// for its connection's window still leaves); the worker reads until
     /// nothing is in flight or this instant passes (--drain).
     draining: Option<Instant>,
+    /// When the drain last looked for queries in flight.
+    drain_looked: Option<Instant>,
     /// Closed loop: every connection always has queries in flight, so it
     /// keeps its output buffer between writes.
     busy: bool,
@@ -521,6 +523,7 @@ impl Worker {
                 Some(Model::OpenLoop { .. } | Model::ClosedLoop { .. })
             ),
             draining: None,
+            drain_looked: None,
             sc: s.scenario,
         })
     }
@@ -561,11 +564,26 @@ impl Worker {
                 self.draining = Some(now + Duration::from_secs_f64(drain));
             }
             if let Some(until) = self.draining {
-                // Done when nothing is in flight and no query that crossed a
-                // server's close waits to be sent again.
-                let waiting = self.sc.reconnect && !self.orphans.is_empty();
-                if now >= until || !(waiting || self.conns.iter().any(|(_, c)| c.live() > 0)) {
+                // Done when nothing is in flight or waiting to be sent and
+                // no query that crossed a server's close waits to be sent
+                // again. (A walk over the connections: at most every 10 ms.)
+                if now >= until {
                     break;
+                }
+                let recent = self
+                    .drain_looked
+                    .is_some_and(|t| now.duration_since(t) < Duration::from_millis(10));
+                if !recent {
+                    self.drain_looked = Some(now);
+                    let waiting = self.sc.reconnect && !self.orphans.is_empty();
+                    let busy = || {
+                        self.conns
+                            .iter()
+                            .any(|(_, c)| c.live() > 0 || !c.waiting.is_empty())
+                    };
+                    if !waiting && !busy() {
+                        break;
+                    }
                 }
             } else {
                 self.follow_level(now);
@@ -871,8 +889,6 @@ impl Worker {
         Some(key)
     }
 
-    /// An initial attempt ended: failed, or established (and, with the
-    /// probe, verified or not in time). The ramp is one step closer to done.
     /// An attempt of the ramp is established or failed: the ramp's own
     /// figure ends with the last (verification, which may take longer, has
     /// its own: [`Worker::resolved`]).
@@ -886,6 +902,8 @@ impl Worker {
         }
     }
 
+    /// An initial attempt ended: failed, or established (and, with the
+    /// probe, verified or not in time). The ramp is one step closer to done.
     fn resolved(&mut self, initial: bool) {
         if !initial {
             return;
@@ -1396,7 +1414,7 @@ impl Worker {
     /// An established connection ended by the server's doing.
     fn lost(&mut self, key: usize, bucket: Bucket) {
         let c = &self.conns[key];
-        if c.state == State::Probing && !c.pending_in.is_empty() {
+        if c.state == State::Probing && bucket == Bucket::ClosedByPeer && !c.pending_in.is_empty() {
             // It answered part of something that is not a reply to the
             // probe (an HTTP 400 to a DNS query), then closed: it accepted
             // the connection and refused the probe.
@@ -1472,6 +1490,10 @@ impl Worker {
                 // connection starts its own).
                 self.q.sent.store(self.q.sent.load(Relaxed) - live, Relaxed);
                 t.sec_report.sent = t.sec_report.sent.saturating_sub(live);
+                // Not sent: their --queries tickets come back.
+                if let Some(q) = t.quota.as_mut() {
+                    *q += live;
+                }
                 if !t.closed_loop {
                     let due = c.outstanding.iter().filter(|o| !o.timed_out);
                     self.orphans.extend(due.map(|o| o.intended));

@@ -91,8 +91,11 @@ pub fn keys() -> Vec<String> {
         "connections.closed",
         "connections.failed",
         "connections.ramp_s",
+        "connections.verify_s",
         "connections.connect_rate",
         "connections.peer_closed",
+        "connections.probe_rejected",
+        "connections.tls_resumed",
         "queries.sent",
         "queries.answered",
         "queries.timed_out",
@@ -102,6 +105,10 @@ pub fn keys() -> Vec<String> {
         "queries.rate_sent",
         "queries.sent_late",
         "queries.in_flight_at_end",
+        "queries.pipelined",
+        "queries.recycled_connections",
+        "queries.bytes_out",
+        "queries.bytes_in",
         "queries.seconds",
         "duration_s",
     ]
@@ -130,7 +137,8 @@ pub fn keys() -> Vec<String> {
 fn key_list() -> String {
     let plain: Vec<String> = keys().into_iter().filter(|k| !k.contains("_us.")).collect();
     format!(
-        "{}, connections.failed.CAUSE, queries.errors.CAUSE, \
+        "{}, connections.failed.CAUSE, queries.errors.CAUSE, dns.rcodes.RCODE, \
+         dns.rcodes_by_qtype.TYPE.RCODE, queries.http_status.CODE, \
          connections.{{connect_time_us,connect_syscall_us,tls_handshake_us}}.{{{}}}, \
          latency.{{response_time_us,service_time_us,send_lag_us,loop_lag_us}}.{{{},{}}}",
         plain.join(", "),
@@ -150,8 +158,19 @@ fn known(key: &str) -> bool {
         .iter()
         .map(|b| b.key())
         .collect();
+    // Maps whose keys come from the wire: any name.
+    let named = |prefix: &str| {
+        key.strip_prefix(prefix).is_some_and(|n| {
+            !n.is_empty()
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_')
+        })
+    };
     cause("connections.failed.", &buckets)
         || cause("queries.errors.", &crate::metrics::ERROR_CAUSES)
+        || named("dns.rcodes.")
+        || named("dns.rcodes_by_qtype.")
+        || named("queries.http_status.")
 }
 
 /// Parses one `--check`. The error says what is wrong and, for an unknown

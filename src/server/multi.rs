@@ -378,6 +378,7 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
         ahead: 1,
         late: usize::MAX,
         told: 1,
+        stopping: false,
         stuck: false,
     };
     let mut members = vec![Member::new(Duration::ZERO, true)];
@@ -396,6 +397,8 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
             None => {}
             Some(Reason::Signal) if !stopping => {
                 stopping = true;
+                group.stopping = true;
+                group.tell_next(&members, &mut children);
                 children.signal(libc::SIGTERM);
                 if alive == 0 {
                     break;
@@ -456,6 +459,7 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
                     );
                     group.stuck = true;
                 }
+                group.tell_next(&members, &mut children);
                 if stopping && alive == 0 {
                     break;
                 }
@@ -468,6 +472,8 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
         }
         if server.worker_exited() {
             stopping = true;
+            group.stopping = true;
+            group.tell_next(&members, &mut children);
             children.signal(libc::SIGTERM);
             if alive == 0 {
                 break;
@@ -599,6 +605,8 @@ struct Group<'a> {
     told: usize,
     /// A start or a steer failed: the group serves on as it is.
     stuck: bool,
+    /// The group is stopping.
+    stopping: bool,
 }
 
 impl Group<'_> {
@@ -631,6 +639,7 @@ impl Group<'_> {
                 Err(e) => {
                     eprintln!("throng: {e:#}; serving on with {} processes", members.len());
                     self.stuck = true;
+                    self.tell_next(members, children);
                 }
             }
         }
@@ -638,7 +647,17 @@ impl Group<'_> {
     }
 
     /// Tells the next member to listen once every member before it does.
+    /// Stuck or stopping, the members not told yet are let go instead
+    /// (their stdin closes: they end without listening), so none waits for
+    /// a word that will not come.
     fn tell_next(&mut self, members: &[Member], children: &mut Children) {
+        if self.stuck || self.stopping {
+            while self.told < members.len() {
+                children.close_stdin(self.told - 1);
+                self.told += 1;
+            }
+            return;
+        }
         if self.told < members.len() && members[self.told - 1].ready {
             children.tell(self.told - 1);
             self.told += 1;

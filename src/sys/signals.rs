@@ -13,6 +13,8 @@ use signal_hook::iterator::Signals;
 /// A request to stop: SIGINT, SIGTERM, or anything else sent on its channel
 /// (Enter on stdin for `--pause`).
 pub struct Stop {
+    /// A child process's (see [`Stop::install_child`]).
+    child: bool,
     rx: mpsc::Receiver<Reason>,
     tx: mpsc::Sender<Reason>,
     handle: signal_hook::iterator::Handle,
@@ -82,7 +84,17 @@ impl Stop {
                     }
                 }
             })?;
-        Ok(Stop { rx, tx, handle })
+        Ok(Stop {
+            child: !exit_on_second,
+            rx,
+            tx,
+            handle,
+        })
+    }
+
+    /// Installed for a child process.
+    pub fn is_child(&self) -> bool {
+        self.child
     }
 
     /// Waits until `deadline`; true when a stop request came first.
