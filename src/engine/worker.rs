@@ -568,6 +568,9 @@ impl Worker {
                 // no query that crossed a server's close waits to be sent
                 // again. (A walk over the connections: at most every 10 ms.)
                 if now >= until {
+                    // What came due by now times out first (a query sent
+                    // just before the end has its deadline at `until`).
+                    self.expire(now);
                     break;
                 }
                 let recent = self
