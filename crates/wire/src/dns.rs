@@ -304,18 +304,22 @@ pub fn encode_opt(edns: Edns, out: &mut Vec<u8>) {
     out.extend_from_slice(&[0, 0]); // RDLENGTH: no options
 }
 
-/// Appends a standard recursive query with `id` asking `question` (bytes
-/// made by [`encode_question`]), with an OPT record when `edns` is given.
-pub fn build_query_from(id: u16, question: &[u8], edns: Option<Edns>, out: &mut Vec<u8>) {
+/// The header of a standard recursive query of one question.
+fn query_header(id: u16, arcount: u16) -> Header {
     Header {
         id,
         flags: FLAG_RD,
         qdcount: 1,
         ancount: 0,
         nscount: 0,
-        arcount: u16::from(edns.is_some()),
+        arcount,
     }
-    .write(out);
+}
+
+/// Appends a standard recursive query with `id` asking `question` (bytes
+/// made by [`encode_question`]), with an OPT record when `edns` is given.
+pub fn build_query_from(id: u16, question: &[u8], edns: Option<Edns>, out: &mut Vec<u8>) {
+    query_header(id, u16::from(edns.is_some())).write(out);
     out.extend_from_slice(question);
     if let Some(e) = edns {
         encode_opt(e, out);
@@ -339,15 +343,7 @@ pub fn end_tcp_frame(out: &mut [u8], at: usize) {
 /// Appends a standard recursive query for (`name`, `qtype`, IN) with `id`.
 pub fn build_query(id: u16, name: &str, qtype: u16, out: &mut Vec<u8>) -> Result<(), DnsError> {
     let start = out.len();
-    Header {
-        id,
-        flags: FLAG_RD,
-        qdcount: 1,
-        ancount: 0,
-        nscount: 0,
-        arcount: 0,
-    }
-    .write(out);
+    query_header(id, 0).write(out);
     if let Err(e) = encode_question(name, qtype, out) {
         out.truncate(start);
         return Err(e);
