@@ -329,7 +329,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     check_source_families(&probe_targets, &chosen)?;
     whole.sources = chosen;
     if nproc > 1 {
-        return run_processes(a, &whole, nproc, &fd, &stop, shortfall, &why);
+        return run_processes(a, &whole, nproc, &fd, &stop, (shortfall, &why), &checks);
     }
 
     let embedded = if a.targets.is_empty() {
@@ -465,8 +465,9 @@ fn run_processes(
     n: u64,
     fd: &FdLimit,
     stop: &Stop,
-    shortfall: Option<String>,
-    why: &str,
+    // The source planner's advice and its reasons, for the plan paragraph.
+    (shortfall, why): (Option<String>, &str),
+    checks: &[report::check::Check],
 ) -> Result<ExitCode> {
     use crate::cluster::processes::{child_args, sum_samples, ChildLine, Children, PartsDir};
     use crate::engine::Live;
@@ -655,8 +656,7 @@ fn run_processes(
         a.json.as_deref(),
         "processes",
         whole.max_failures,
-        // (Parsed and refused before the run; the same list.)
-        &report::check::parse_all(&a.check, whole.traffic.is_some()).map_err(usage)?,
+        checks,
     )
 }
 

@@ -112,14 +112,14 @@ pub fn level_at(phases: &[Phase], t: f64) -> f64 {
 }
 
 impl Query {
-    /// The protocol in words.
+    /// The protocol in a word ("a DNS reply", "DNS queries").
     pub fn name(&self) -> &'static str {
         match self {
             Query::Dns { .. } => "DNS",
-            Query::Echo { .. } => "an echo",
-            Query::Ping => "a pong line",
+            Query::Echo { .. } => "echo",
+            Query::Ping => "ping",
             Query::Http { .. } => "HTTP",
-            Query::Raw { .. } => "the marker",
+            Query::Raw { .. } => "raw",
         }
     }
 }

@@ -1350,7 +1350,7 @@ impl Worker {
                         self.probe_rejected(
                             key,
                             format!(
-                                "it answered \"{}\", not {}",
+                                "it answered \"{}\", not a {} reply",
                                 wire::escape::escape(said),
                                 self.sc.probe.as_ref().map_or("DNS", Query::name)
                             ),
@@ -1423,7 +1423,7 @@ impl Worker {
             // the connection and refused the probe.
             let said = &c.pending_in[..c.pending_in.len().min(40)];
             let what = format!(
-                "it answered \"{}\", not {}, and closed",
+                "it answered \"{}\", not a {} reply, and closed",
                 wire::escape::escape(said),
                 self.sc.probe.as_ref().map_or("DNS", Query::name)
             );
