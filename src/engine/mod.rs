@@ -5,10 +5,19 @@
 //! merges the workers' histograms at the end. The main thread never touches
 //! a connection; workers never wait on it.
 
+mod conn;
+mod connections;
 mod connector;
 mod deadlines;
+mod dialer;
+mod inflight;
+mod io;
+mod link;
 mod pacer;
+mod pacing;
 mod proto;
+mod recorder;
+mod traffic;
 mod worker;
 
 pub use proto::ECHO_HEADER;

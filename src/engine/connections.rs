@@ -1,0 +1,473 @@
+//! A connection's life in the worker: the attempt, connected, TLS,
+//! the probe, held, and its one end (see [`End`]).
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use mio::net::{TcpStream, UdpSocket};
+use mio::{Interest, Token};
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+
+use super::conn::{Conn, Flags, State, NOT_ACTIVE};
+use super::connector;
+use super::dialer::CONNECTS_PER_TURN;
+use super::link::Link;
+use super::worker::{End, TlsClient, Worker};
+use crate::metrics::{bump, Bucket, E_CONN_LOST};
+
+fn errno_of(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+impl Worker {
+    /// The number of open connections asked for now: by
+    /// --connections-schedule, or by `connections N` on --control once the
+    /// ramp is done.
+    fn level(&self, now: Instant) -> Option<u64> {
+        let asked = self.shared.conn_level.load(Relaxed);
+        if asked > 0 && self.dial.ramp_done() {
+            return Some(asked - 1);
+        }
+        let phases = self.sc.connections_schedule.as_ref()?;
+        let t = now.saturating_duration_since(self.start).as_secs_f64();
+        Some(crate::scenario::level_at(phases, t).round() as u64)
+    }
+
+    /// Opens connections (paced by the ramp's rate) while this worker holds
+    /// fewer than its share of the level asked for, and closes its oldest
+    /// while it holds more.
+    pub(super) fn follow_level(&mut self, now: Instant) {
+        self.dial.prune(&self.conns);
+        let Some(total) = self.level(now) else {
+            return;
+        };
+        let mine = total / self.nworkers + u64::from(self.id < total % self.nworkers);
+        while self.dial.counted(self.conns.len()) < mine {
+            let Some(seq) = self.dial.level_attempt(now, &self.sc) else {
+                break;
+            };
+            self.attempt(seq, false);
+        }
+        while self.dial.counted(self.conns.len()) > mine {
+            match self.dial.level_close(&self.conns) {
+                None => break,
+                Some(Some(key)) => self.end(key, End::Closed),
+                Some(None) => {}
+            }
+        }
+    }
+
+    /// Starts the attempts that are due, within the in-flight cap, at most
+    /// [`CONNECTS_PER_TURN`] per loop turn. What is left is still due, and
+    /// the next turn polls without waiting.
+    pub(super) fn start_due(&mut self, now: Instant) {
+        for _ in 0..CONNECTS_PER_TURN {
+            let Some((seq, initial)) = self.dial.due(now, self.start, &self.sc) else {
+                break;
+            };
+            self.attempt(seq, initial);
+        }
+    }
+
+    /// Starts connection attempt `seq`; its slab key once it is under way.
+    pub(super) fn attempt(&mut self, seq: u64, initial: bool) -> Option<usize> {
+        bump(&self.counters.attempted, 1);
+        let (target, source) = self.dial.endpoints(&self.sc, seq);
+        let udp = self.udp;
+        let sock = match self.dial.prealloc.pop_front() {
+            Some(s) if initial => Ok(s),
+            _ if udp => connector::udp(target, source),
+            _ => connector::prepare(target, source),
+        };
+        // Connect time counts from just before connect(), not from when
+        // the attempt was due (the schedule's lag is the ramp's business).
+        let now = Instant::now();
+        let started = if udp {
+            sock
+        } else {
+            let r = sock.and_then(|s| connector::start(&s, target).map(|()| s));
+            // The kernel's port search happens inside this call: its time
+            // tells the client's slowness from the server's.
+            self.dial.connect_call(now.elapsed());
+            r
+        };
+        let sock = match started {
+            Ok(s) => s,
+            Err(errno) => {
+                self.not_started(initial, errno);
+                return None;
+            }
+        };
+        let mut link = if udp {
+            Link::Udp(UdpSocket::from_std(std::net::UdpSocket::from(sock)))
+        } else {
+            Link::Tcp(TcpStream::from_std(std::net::TcpStream::from(sock)))
+        };
+        let entry = self.conns.vacant_entry();
+        let key = entry.key();
+        let registered = match link.source() {
+            Some(s) => self.poll.registry().register(
+                s,
+                Token(key),
+                Interest::READABLE | Interest::WRITABLE,
+            ),
+            None => Err(std::io::ErrorKind::NotConnected.into()),
+        };
+        if let Err(e) = registered {
+            self.not_started(initial, errno_of(&e));
+            return None;
+        }
+        let target = (seq % self.sc.targets.len() as u64) as u32;
+        entry.insert(Conn::new(link, seq, now, target, initial));
+        self.dial.inflight += 1;
+        if udp {
+            // Nothing to wait for: "connected" is only the peer address.
+            self.on_connected(key);
+            return self.conns.contains(key).then_some(key);
+        }
+        self.dial
+            .connect_q
+            .push_back((key, seq, now + self.sc.connect_timeout()));
+        Some(key)
+    }
+
+    /// An attempt failed before it had a connection to end.
+    fn not_started(&mut self, initial: bool, errno: i32) {
+        self.counters
+            .fail_errno(Bucket::of_connect_errno(errno), errno);
+        self.dial.settled(initial);
+        self.dial.resolved(initial);
+    }
+
+    pub(super) fn on_connected(&mut self, key: usize) {
+        let conn = &mut self.conns[key];
+        let result = match conn.link.take_error() {
+            Ok(Some(e)) | Err(e) => Err(errno_of(&e)),
+            Ok(None) => match conn.link.peer_addr() {
+                Ok(_) => Ok(()),
+                // Not connected yet: a spurious wake-up; wait for the next.
+                Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => return,
+                Err(e) => Err(errno_of(&e)),
+            },
+        };
+        match result {
+            Ok(()) => {
+                self.dial.inflight -= 1;
+                self.established(key);
+            }
+            Err(errno) => self.end(key, End::ConnectFailed(errno)),
+        }
+    }
+
+    fn established(&mut self, key: usize) {
+        let initial = self.conns[key].initial();
+        self.dial.settled(initial);
+        let now = Instant::now();
+        let conn = &mut self.conns[key];
+        let us = now.duration_since(conn.since).as_micros() as u64;
+        self.dial.connect_time.saturating_record(us.max(1));
+        bump(&self.counters.established, 1);
+        self.shared.opened();
+        if !self.per_query {
+            // (tcp-per-query keeps the connect start: its query counts
+            // from there, connect included.)
+            conn.since = now;
+        }
+        if self.sc.connections_schedule.is_some() || self.sc.control {
+            self.dial.opened(key, conn.seq);
+        }
+        if let Some(life) = self.sc.lifetime() {
+            self.dial.life_q.push_back((key, conn.seq, now + life));
+        }
+        if let Some(tls) = self.tls.clone() {
+            self.start_tls(key, &tls, now);
+            return;
+        }
+        self.ready(key, false);
+    }
+
+    /// TCP is up: start the TLS handshake (its ClientHello goes out at the
+    /// end of this loop turn; --connect-timeout bounds it).
+    fn start_tls(&mut self, key: usize, tls: &TlsClient, now: Instant) {
+        let conn = &mut self.conns[key];
+        let name = tls.names[conn.target as usize % tls.names.len()].clone();
+        match rustls::ClientConnection::new(tls.config.clone(), name) {
+            Ok(mut c) => {
+                // Queries are bounded by --window and sealed every turn; a
+                // limit here would drop them silently.
+                c.set_buffer_limit(None);
+                conn.link.start_tls(c);
+            }
+            Err(e) => {
+                self.counters.tls_failed(|| e.to_string());
+                return self.end(key, End::TlsFailed);
+            }
+        }
+        conn.state = State::Handshaking;
+        self.dial
+            .probe_q
+            .push_back((key, conn.seq, now + self.sc.connect_timeout()));
+        self.mark_dirty(key);
+    }
+
+    /// The TLS handshake is done: the server accepted, and it is verified.
+    pub(super) fn tls_ready(&mut self, key: usize) {
+        let conn = &mut self.conns[key];
+        let took = conn.since.elapsed().as_micros() as u64;
+        self.dial.tls_handshake.saturating_record(took.max(1));
+        let resumed = conn.link.tls().and_then(|t| t.handshake_kind())
+            == Some(rustls::HandshakeKind::Resumed);
+        if resumed {
+            bump(&self.counters.tls_resumed, 1);
+        }
+        conn.since = Instant::now();
+        self.ready(key, true);
+    }
+
+    /// The connection can carry queries: send the first message, then
+    /// verify it (a probe, or the first query's answer) unless that is done.
+    fn ready(&mut self, key: usize, verified: bool) {
+        let now = Instant::now();
+        let conn = &mut self.conns[key];
+        let codec = self
+            .traffic
+            .as_ref()
+            .map_or(&self.probe_codec, |t| &t.codec);
+        self.out.clear();
+        if let Some(first) = codec.first_message() {
+            self.out.extend_from_slice(first);
+        }
+        let first_query_verifies = self.sc.verify && self.traffic.is_some() && !verified;
+        // UDP has no acceptance to verify; without traffic nothing is sent
+        // (nor without a probe: raw with no marker).
+        let probe = self.sc.verify && !verified && !self.udp && self.sc.probe.is_some();
+        if verified {
+            bump(&self.counters.verified, 1);
+        } else if first_query_verifies {
+            // The run's own first query on this connection will verify it:
+            // no separate probe, so the ramp costs one round trip less.
+            conn.set(Flags::UNPROVEN, true);
+        } else if probe {
+            // The probe: one query of the run's protocol (a DNS query when
+            // there is no traffic, which echo and DNS servers both answer).
+            let mut rng = Pcg64Mcg::seed_from_u64(conn.seq);
+            codec.encode(u64::MAX, conn.target as usize, 0, &mut rng, &mut self.out);
+            conn.state = State::Probing;
+            self.dial
+                .probe_q
+                .push_back((key, conn.seq, now + self.sc.connect_timeout()));
+        }
+        let out = std::mem::take(&mut self.out);
+        self.write(key, &out);
+        self.out = out;
+        if self.conns[key].state != State::Probing {
+            let initial = self.conns[key].initial();
+            self.held(key);
+            self.dial.resolved(initial);
+        }
+    }
+
+    /// The connection is ready for traffic.
+    pub(super) fn held(&mut self, key: usize) {
+        let conn = &mut self.conns[key];
+        conn.state = State::Held;
+        conn.pending_in = Vec::new();
+        if self.per_query {
+            // Its one query waits in `waiting`: send it now.
+            self.after_progress(key);
+            return;
+        }
+        if let Some(t) = self.traffic.as_mut() {
+            conn.active_pos = t.active.len() as u32;
+            t.active.push(key);
+            let cap = t.cap.unwrap_or(u64::MAX);
+            while conn.flight.queries + (conn.flight.waiting.len() as u64) < cap {
+                // Queries that waited for a connection: this one's now.
+                let Some(intended) = self.orphans.pop_front() else {
+                    break;
+                };
+                conn.flight.waiting.push_back(intended);
+            }
+            if let Some(started) = t.started {
+                // Joining a run in progress (a replacement connection).
+                let now = self.start.elapsed().as_nanos() as u64;
+                t.pacing.join(key, conn.seq, now, started, t.window);
+            }
+        }
+        if !self.conns[key].flight.waiting.is_empty() {
+            self.after_progress(key);
+        }
+    }
+
+    /// The server answered the probe: the connection is verified.
+    pub(super) fn verified(&mut self, key: usize) {
+        bump(&self.counters.verified, 1);
+        let initial = self.conns[key].initial();
+        self.held(key);
+        self.dial.resolved(initial);
+    }
+
+    /// The server answered the probe on `key` with a refusal: counted
+    /// (the first in words) and remembered, so that the close which often
+    /// follows is put down to it.
+    pub(super) fn probe_rejected(&mut self, key: usize, what: String) {
+        self.conns[key].set(Flags::REJECTED, true);
+        self.counters.rejected(|| what);
+    }
+
+    /// The server said this response is its last on the connection: pick
+    /// it no more (its close then counts as the server's right).
+    pub(super) fn peer_closes(&mut self, key: usize) {
+        let conn = &mut self.conns[key];
+        conn.set(Flags::PEER_CLOSING, true);
+        let pos = conn.active_pos;
+        if let Some(t) = self.traffic.as_mut().filter(|_| pos != NOT_ACTIVE) {
+            remove_active(&mut t.active, &mut self.conns, pos);
+        }
+    }
+
+    /// Ends connection `key`: counts it in its one bucket, lets its
+    /// queries go (lost, or due again elsewhere), and owes a replacement
+    /// where the run asks for one.
+    pub(super) fn end(&mut self, key: usize, why: End) {
+        let c = &self.conns[key];
+        let initial = c.initial();
+        let pending = matches!(c.state, State::Handshaking | State::Probing);
+        match why {
+            End::ConnectFailed(errno) => {
+                self.dial.inflight -= 1;
+                self.counters
+                    .fail_errno(Bucket::of_connect_errno(errno), errno);
+            }
+            End::ConnectTimedOut => {
+                self.dial.inflight -= 1;
+                self.counters.fail(Bucket::TimedOut);
+            }
+            End::Lost(bucket) => self.count_lost(key, bucket),
+            End::Garbled => self.counters.fail(Bucket::Reset),
+            End::TlsFailed => {}
+            End::Lifetime | End::QueryTimedOut | End::Recycled | End::Closed => {
+                bump(&self.counters.closed, 1);
+            }
+        }
+        if matches!(why, End::ConnectFailed(_) | End::ConnectTimedOut) {
+            self.conns.remove(key);
+            self.dial.settled(initial);
+            self.dial.resolved(initial);
+            self.pq_lost(0);
+            return;
+        }
+        if pending && matches!(why, End::Lost(_) | End::TlsFailed) {
+            self.dial.resolved(initial);
+        }
+        self.drop_conn(key);
+        let replace = match why {
+            End::Recycled => true,
+            End::Lost(_) | End::Garbled | End::TlsFailed | End::Lifetime | End::QueryTimedOut => {
+                self.sc.reconnect
+            }
+            _ => false,
+        };
+        if replace {
+            self.dial.owe();
+        }
+    }
+
+    /// Counts an established connection the server ended.
+    fn count_lost(&mut self, key: usize, bucket: Bucket) {
+        let c = &self.conns[key];
+        if c.state == State::Probing && bucket == Bucket::ClosedByPeer && !c.pending_in.is_empty() {
+            // It answered part of something that is not a reply to the
+            // probe (an HTTP 400 to a DNS query), then closed: it accepted
+            // the connection and refused the probe.
+            let said = &c.pending_in[..c.pending_in.len().min(40)];
+            let what = format!(
+                "it answered \"{}\", not a {} reply, and closed",
+                wire::escape::escape(said),
+                self.sc
+                    .probe
+                    .as_ref()
+                    .map_or("DNS", crate::scenario::Query::name)
+            );
+            self.probe_rejected(key, what);
+            bump(&self.counters.verified, 1);
+        }
+        let c = &self.conns[key];
+        let bucket = match bucket {
+            Bucket::ClosedByPeer | Bucket::Reset if c.has(Flags::REJECTED) => Bucket::Rejected,
+            b => b,
+        };
+        // (After an announced close the server may also reset: queries
+        // that crossed its last answer arrived at a closed socket.)
+        let announced = c.has(Flags::PEER_CLOSING)
+            && matches!(bucket, Bucket::ClosedByPeer | Bucket::Reset)
+            || bucket == Bucket::ClosedByPeer && c.flight.done > 0 && c.live() == 0;
+        if c.state == State::Held && announced {
+            // It answered all it was sent, or said its last answer was its
+            // last, then closed (a keep-alive limit, an idle timeout): the
+            // server's right, not a failure.
+            bump(&self.counters.peer_closed, 1);
+        } else {
+            self.counters.fail(bucket);
+        }
+    }
+
+    fn drop_conn(&mut self, key: usize) {
+        let mut c = self.conns.remove(key);
+        if c.state != State::Connecting {
+            self.shared.closed();
+        }
+        let live = c.live();
+        let untaken = c.has(Flags::PEER_CLOSING) && !self.per_query;
+        if live > 0 && !untaken {
+            bump(&self.q.errors[E_CONN_LOST], live);
+        }
+        if let Some(t) = self.traffic.as_mut() {
+            if live > 0 && untaken {
+                // The server had said its last answer was its last (HTTP
+                // `Connection: close`): queries that crossed that answer on
+                // the wire never reached its work. They count as not sent;
+                // in open loop they are due again on another connection
+                // with their intended time (closed loop's replacement
+                // connection starts its own).
+                t.rec.unsent(live);
+                // Not sent: their --queries tickets come back.
+                if let Some(q) = t.quota.as_mut() {
+                    *q += live;
+                }
+                if !t.pacing.closed_loop() {
+                    self.orphans.extend(c.flight.live_intended());
+                }
+            }
+            if c.active_pos != NOT_ACTIVE {
+                remove_active(&mut t.active, &mut self.conns, c.active_pos);
+            }
+            if let Some(id) = c.flight.take_deadline() {
+                t.deadlines.remove(id);
+            }
+        }
+        if c.state != State::Connecting {
+            // (Connect failures count their own query where they happen.)
+            self.pq_lost(c.flight.done + c.live());
+        }
+        // Due queries it never sent go to another connection (with
+        // tcp-per-query the query failed with its connection: counted).
+        if !self.per_query {
+            self.orphans.extend(c.flight.waiting);
+        }
+    }
+}
+
+/// Takes the connection at `pos` out of the active list (the last one
+/// takes its place).
+pub(super) fn remove_active(active: &mut Vec<usize>, conns: &mut slab::Slab<Conn>, pos: u32) {
+    let pos = pos as usize;
+    let key = active.swap_remove(pos);
+    if let Some(c) = conns.get_mut(key) {
+        c.active_pos = NOT_ACTIVE;
+    }
+    if let Some(&moved) = active.get(pos) {
+        conns[moved].active_pos = pos as u32;
+    }
+}

@@ -1,0 +1,505 @@
+//! How a worker opens connections: its share of the ramp on an absolute
+//! schedule (attempt i is due at `start + ramp.due(i)`, worker w of W owns
+//! attempts w, w+W, ...), replacements it owes (reconnects, recycling), the
+//! level a schedule or --control asks for (paced by the ramp's rate), the
+//! cap on connects in flight, the connect/probe/lifetime deadlines and the
+//! connect histograms. Deadlines are constant per run, so each kind is a
+//! FIFO in start order; entries of connections that moved on are skipped
+//! (they carry the attempt number).
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use slab::Slab;
+use socket2::Socket;
+
+use super::conn::{Conn, State};
+use crate::metrics::{new_histogram, ConnCounters};
+use crate::scenario::Scenario;
+use crate::sys::signals::Reason;
+
+/// Connection attempts one loop turn starts at most: an attempt's connect
+/// time ends when the loop sees it established, so a turn that started a
+/// thousand connects would add their whole cost to each of them.
+pub const CONNECTS_PER_TURN: u32 = 64;
+
+/// A deadline of a connection's step: slab key, attempt number, when.
+type Deadline = (usize, u64, Instant);
+
+pub struct Dialer {
+    id: u64,
+    nworkers: u64,
+    /// The run's connection count: replacement attempts are numbered from
+    /// there.
+    connections: u64,
+    /// Ramp attempts started.
+    next: u64,
+    /// This worker's ramp attempts (0: a schedule or tcp-per-query decides).
+    pub initial_total: u64,
+    reconnects_owed: u64,
+    reconnects_made: u64,
+    sched_made: u64,
+    /// Connects in flight, and the most allowed.
+    pub inflight: u64,
+    max_inflight: u64,
+    /// Ramp attempts not yet resolved (verified, unverified or failed).
+    ramp_left: u64,
+    /// Ramp attempts not yet established or failed.
+    est_left: u64,
+    pub connect_q: VecDeque<Deadline>,
+    pub probe_q: VecDeque<Deadline>,
+    pub life_q: VecDeque<Deadline>,
+    /// Open connections oldest first (a level that falls closes these).
+    open_q: VecDeque<(usize, u64)>,
+    /// The level's token bucket.
+    tokens: f64,
+    refilled: Instant,
+    /// --preallocate: sockets made and bound before the start.
+    pub prealloc: VecDeque<Socket>,
+    pub connect_time: Histogram<u64>,
+    /// Time inside connect() itself (the kernel's port search).
+    pub connect_syscall: Histogram<u64>,
+    pub tls_handshake: Histogram<u64>,
+    notify: mpsc::Sender<Reason>,
+    counters: Arc<ConnCounters>,
+    /// The source addresses of each family, in use order.
+    v4: Vec<IpAddr>,
+    v6: Vec<IpAddr>,
+}
+
+impl Dialer {
+    pub fn new(
+        sc: &Scenario,
+        id: u64,
+        nworkers: u64,
+        initial_total: u64,
+        start: Instant,
+        notify: mpsc::Sender<Reason>,
+        counters: Arc<ConnCounters>,
+    ) -> Dialer {
+        counters.ramp_left.store(initial_total, Relaxed);
+        Dialer {
+            id,
+            nworkers,
+            connections: sc.connections,
+            next: 0,
+            initial_total,
+            reconnects_owed: 0,
+            reconnects_made: 0,
+            sched_made: 0,
+            inflight: 0,
+            max_inflight: sc.max_inflight_connects.div_ceil(nworkers).max(1),
+            ramp_left: initial_total,
+            est_left: initial_total,
+            connect_q: VecDeque::new(),
+            probe_q: VecDeque::new(),
+            life_q: VecDeque::new(),
+            open_q: VecDeque::new(),
+            tokens: 1.0,
+            refilled: start,
+            prealloc: VecDeque::new(),
+            connect_time: new_histogram(),
+            connect_syscall: new_histogram(),
+            tls_handshake: new_histogram(),
+            notify,
+            counters,
+            v4: sc.sources.iter().filter(|a| a.is_ipv4()).copied().collect(),
+            v6: sc.sources.iter().filter(|a| a.is_ipv6()).copied().collect(),
+        }
+    }
+
+    /// The target and source address of attempt `i`: the targets in turn,
+    /// and for each target the sources of its family in turn (none: the
+    /// kernel chooses).
+    pub fn endpoints(&self, sc: &Scenario, i: u64) -> (SocketAddr, Option<IpAddr>) {
+        let t = sc.targets.len() as u64;
+        let target = sc.targets[(i % t) as usize];
+        let family = if target.is_ipv4() { &self.v4 } else { &self.v6 };
+        let source = (!family.is_empty()).then(|| family[((i / t) % family.len() as u64) as usize]);
+        (target, source)
+    }
+
+    /// The schedule counts from `start`.
+    pub fn set_start(&mut self, start: Instant) {
+        self.refilled = start;
+    }
+
+    /// A worker with no ramp says at once that its ramp is done.
+    pub fn begin(&self) {
+        if self.ramp_left == 0 {
+            let _ = self.notify.send(Reason::RampEstablished);
+            let _ = self.notify.send(Reason::RampDone);
+        }
+    }
+
+    pub fn ramp_done(&self) -> bool {
+        self.ramp_left == 0
+    }
+
+    /// The attempt number of this worker's `j`-th ramp attempt.
+    pub fn ramp_seq(&self, j: u64) -> u64 {
+        j * self.nworkers + self.id
+    }
+
+    /// The next attempt to start now, if one is due and the in-flight cap
+    /// allows it: (attempt number, of the ramp).
+    pub fn due(&mut self, now: Instant, start: Instant, sc: &Scenario) -> Option<(u64, bool)> {
+        if self.inflight >= self.max_inflight {
+            return None;
+        }
+        if self.next < self.initial_total {
+            let seq = self.ramp_seq(self.next);
+            if start + sc.ramp.due(seq) > now {
+                return None;
+            }
+            self.next += 1;
+            return Some((seq, true));
+        }
+        if self.reconnects_owed > 0 {
+            self.reconnects_owed -= 1;
+            return Some((self.replacement(), false));
+        }
+        None
+    }
+
+    /// A new attempt number for a connection that is not the ramp's.
+    pub fn replacement(&mut self) -> u64 {
+        let seq = self.connections + self.reconnects_made * self.nworkers + self.id;
+        self.reconnects_made += 1;
+        seq
+    }
+
+    /// One more connection is owed (a reconnect, a recycled one).
+    pub fn owe(&mut self) {
+        self.reconnects_owed += 1;
+    }
+
+    /// Connections owed.
+    pub fn owed(&self) -> u64 {
+        self.reconnects_owed
+    }
+
+    /// Connections open or owed, of `open` open.
+    pub fn counted(&self, open: usize) -> u64 {
+        open as u64 + self.reconnects_owed
+    }
+
+    /// Opens toward a level: true when a connection may start now (the
+    /// ramp's rate, a burst of 10 ms at most, the in-flight cap); its
+    /// attempt number in `seq`.
+    pub fn level_attempt(&mut self, now: Instant, sc: &Scenario) -> Option<u64> {
+        let rate = sc.ramp.rate() / self.nworkers as f64;
+        let burst = (rate * 0.01).max(1.0);
+        let dt = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + dt * rate).min(burst);
+        self.refilled = now;
+        if self.tokens < 1.0 || self.inflight >= self.max_inflight {
+            return None;
+        }
+        self.tokens -= 1.0;
+        let seq = sc.connections + self.sched_made * self.nworkers + self.id;
+        self.sched_made += 1;
+        Some(seq)
+    }
+
+    /// Closes toward a level: forgives a debt if there is one (true), or
+    /// names the oldest open connection to close.
+    pub fn level_close(&mut self, conns: &Slab<Conn>) -> Option<Option<usize>> {
+        if self.reconnects_owed > 0 {
+            self.reconnects_owed -= 1;
+            return Some(None);
+        }
+        let (key, seq) = self.open_q.pop_front()?;
+        Some(conns.get(key).filter(|c| c.seq == seq).map(|_| key))
+    }
+
+    /// A connection is open: the oldest close first when a level falls.
+    pub fn opened(&mut self, key: usize, seq: u64) {
+        self.open_q.push_back((key, seq));
+    }
+
+    /// Drops the entries of connections already gone, so that churn
+    /// cannot grow the list without bound.
+    pub fn prune(&mut self, conns: &Slab<Conn>) {
+        if self.open_q.len() > 2 * conns.len() + 1024 {
+            self.open_q
+                .retain(|&(k, seq)| conns.get(k).is_some_and(|c| c.seq == seq));
+        }
+    }
+
+    /// An attempt of the ramp is established or failed: the ramp's own
+    /// figure ends with the last (verification, which may take longer, has
+    /// its own: [`Dialer::resolved`]).
+    pub fn settled(&mut self, initial: bool) {
+        if !initial {
+            return;
+        }
+        self.est_left -= 1;
+        if self.est_left == 0 {
+            let _ = self.notify.send(Reason::RampEstablished);
+        }
+    }
+
+    /// An initial attempt ended: failed, or established (and, with the
+    /// probe, verified or not in time). The ramp is one step closer to done.
+    pub fn resolved(&mut self, initial: bool) {
+        if !initial {
+            return;
+        }
+        self.ramp_left -= 1;
+        self.counters.ramp_left.store(self.ramp_left, Relaxed);
+        if self.ramp_left == 0 {
+            let _ = self.notify.send(Reason::RampDone);
+        }
+    }
+
+    /// The next connect that ran out of time by `now`. The queue also
+    /// drops, from the front, the entries of connections past connecting:
+    /// they resolve in about the order they started, so it holds about
+    /// what is in flight.
+    pub fn connect_expired(&mut self, now: Instant, conns: &Slab<Conn>) -> Option<usize> {
+        while let Some(&(key, seq, at)) = self.connect_q.front() {
+            let c = conns
+                .get(key)
+                .filter(|c| c.seq == seq && c.state == State::Connecting);
+            if c.is_some() && at > now {
+                return None;
+            }
+            self.connect_q.pop_front();
+            if c.is_some() {
+                return Some(key);
+            }
+        }
+        None
+    }
+
+    /// The next TLS handshake or probe that ran out of time by `now`, and
+    /// which of the two.
+    pub fn probe_expired(&mut self, now: Instant, conns: &Slab<Conn>) -> Option<(usize, State)> {
+        while let Some(&(key, seq, at)) = self.probe_q.front() {
+            let state = conns
+                .get(key)
+                .filter(|c| c.seq == seq)
+                .map(|c| c.state)
+                .filter(|s| matches!(s, State::Handshaking | State::Probing));
+            if state.is_some() && at > now {
+                return None;
+            }
+            self.probe_q.pop_front();
+            if let Some(s) = state {
+                return Some((key, s));
+            }
+        }
+        None
+    }
+
+    /// The next connection whose --lifetime ended by `now`.
+    pub fn life_expired(&mut self, now: Instant, conns: &Slab<Conn>) -> Option<usize> {
+        while let Some(&(key, seq, at)) = self.life_q.front() {
+            if at > now {
+                return None;
+            }
+            self.life_q.pop_front();
+            if conns.get(key).is_some_and(|c| c.seq == seq) {
+                return Some(key);
+            }
+        }
+        None
+    }
+
+    /// Gives back the memory of deadline queues that have emptied (after a
+    /// ramp they held an entry per connection).
+    pub fn shrink(&mut self) {
+        for q in [&mut self.connect_q, &mut self.probe_q] {
+            if q.is_empty() && q.capacity() > 1024 {
+                *q = VecDeque::new();
+            }
+        }
+    }
+
+    /// The earliest instant something of the dialer's is due.
+    pub fn wakeup(&self, start: Instant, sc: &Scenario, consider: &mut impl FnMut(Instant)) {
+        if self.inflight < self.max_inflight {
+            if self.next < self.initial_total {
+                consider(start + sc.ramp.due(self.ramp_seq(self.next)));
+            } else if self.reconnects_owed > 0 {
+                consider(Instant::now());
+            }
+        }
+        for q in [&self.connect_q, &self.probe_q, &self.life_q] {
+            if let Some(&(_, _, at)) = q.front() {
+                consider(at);
+            }
+        }
+    }
+
+    /// Records how long connect() itself took.
+    pub fn connect_call(&mut self, took: Duration) {
+        self.connect_syscall
+            .saturating_record((took.as_micros() as u64).max(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::link::Link;
+
+    fn scenario(args: &[&str]) -> Scenario {
+        let mut argv = vec!["throng", "client", "127.0.0.1:1"];
+        argv.extend_from_slice(args);
+        let cli = <crate::cli::Cli as clap::Parser>::parse_from(argv);
+        let crate::cli::Command::Client(a) = cli.command else {
+            panic!("a client command")
+        };
+        Scenario::new(&a, vec!["127.0.0.1:1".parse().unwrap()], false, Vec::new()).unwrap()
+    }
+
+    fn dialer(
+        sc: &Scenario,
+        id: u64,
+        initial: u64,
+        start: Instant,
+    ) -> (Dialer, mpsc::Receiver<Reason>) {
+        let (tx, rx) = mpsc::channel();
+        let counters = Arc::new(ConnCounters::default());
+        (
+            Dialer::new(sc, id, sc.workers as u64, initial, start, tx, counters),
+            rx,
+        )
+    }
+
+    #[test]
+    fn a_worker_takes_its_attempts_on_the_ramp_then_what_it_owes() {
+        let sc = scenario(&["-c", "5", "-w", "2", "--connect-rate", "1000"]);
+        let start = Instant::now();
+        let ms = |n| start + Duration::from_millis(n);
+        // Worker 1 of 2 owns attempts 1 and 3, due at 1 ms and 3 ms.
+        let (mut d, _rx) = dialer(&sc, 1, 2, start);
+        assert_eq!(d.due(start, start, &sc), None);
+        assert_eq!(d.due(ms(1), start, &sc), Some((1, true)));
+        assert_eq!(d.due(ms(2), start, &sc), None);
+        assert_eq!(d.due(ms(3), start, &sc), Some((3, true)));
+        assert_eq!(d.due(ms(9), start, &sc), None);
+        d.owe();
+        d.owe();
+        assert_eq!(d.counted(4), 6);
+        // Replacements are numbered after the run's connections.
+        assert_eq!(d.due(ms(9), start, &sc), Some((6, false)));
+        assert_eq!(d.due(ms(9), start, &sc), Some((8, false)));
+        assert_eq!(d.due(ms(9), start, &sc), None);
+    }
+
+    #[test]
+    fn sources_of_the_targets_family_take_turns() {
+        let argv = ["throng", "client", "127.0.0.1:1", "-c", "8"];
+        let cli = <crate::cli::Cli as clap::Parser>::parse_from(argv);
+        let crate::cli::Command::Client(a) = cli.command else {
+            panic!("a client command")
+        };
+        let targets = vec!["127.0.0.1:1".parse().unwrap(), "[::1]:2".parse().unwrap()];
+        let sources = ["127.0.0.2", "::2", "127.0.0.3"]
+            .map(|s| s.parse().unwrap())
+            .to_vec();
+        let sc = Scenario::new(&a, targets, false, sources).unwrap();
+        let (d, _rx) = dialer(&sc, 0, 8, Instant::now());
+        let got: Vec<String> = (0..6)
+            .map(|i| {
+                let (t, s) = d.endpoints(&sc, i);
+                format!("{}<{}", t.port(), s.unwrap())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "1<127.0.0.2",
+                "2<::2",
+                "1<127.0.0.3",
+                "2<::2",
+                "1<127.0.0.2",
+                "2<::2"
+            ]
+        );
+    }
+
+    #[test]
+    fn connects_in_flight_are_capped() {
+        let sc = scenario(&["-c", "5", "-w", "1", "--max-inflight-connects", "1"]);
+        let start = Instant::now();
+        let (mut d, _rx) = dialer(&sc, 0, 5, start);
+        let later = start + Duration::from_secs(1);
+        assert_eq!(d.due(later, start, &sc), Some((0, true)));
+        d.inflight += 1;
+        assert_eq!(d.due(later, start, &sc), None);
+        d.inflight -= 1;
+        assert_eq!(d.due(later, start, &sc), Some((1, true)));
+    }
+
+    #[test]
+    fn the_ramp_is_established_then_done() {
+        let sc = scenario(&["-c", "2", "-w", "1"]);
+        let (mut d, rx) = dialer(&sc, 0, 2, Instant::now());
+        d.settled(true);
+        d.settled(false);
+        assert!(rx.try_recv().is_err());
+        d.settled(true);
+        assert_eq!(rx.try_recv(), Ok(Reason::RampEstablished));
+        d.resolved(true);
+        assert!(!d.ramp_done() && rx.try_recv().is_err());
+        assert_eq!(d.counters.ramp_left.load(Relaxed), 1);
+        d.resolved(true);
+        assert!(d.ramp_done());
+        assert_eq!(rx.try_recv(), Ok(Reason::RampDone));
+    }
+
+    #[test]
+    fn expired_steps_skip_connections_that_moved_on() {
+        let sc = scenario(&["-c", "3", "-w", "1"]);
+        let now = Instant::now();
+        let (mut d, _rx) = dialer(&sc, 0, 3, now);
+        let mut conns = Slab::new();
+        let a = conns.insert(Conn::new(Link::Detached, 0, now, 0, true));
+        let b = conns.insert(Conn::new(Link::Detached, 1, now, 0, true));
+        let c = conns.insert(Conn::new(Link::Detached, 2, now, 0, true));
+        let at = now + Duration::from_secs(3);
+        for (key, seq) in [(a, 0), (b, 1), (c, 2)] {
+            d.connect_q.push_back((key, seq, at));
+            d.life_q.push_back((key, seq, at));
+        }
+        // `a` is established, `b`'s key now holds another attempt.
+        conns[a].state = State::Held;
+        conns[b].seq = 9;
+        assert_eq!(d.connect_expired(now, &conns), None);
+        assert_eq!(d.connect_q.len(), 1, "entries of a and b are dropped");
+        assert_eq!(d.connect_expired(at, &conns), Some(c));
+        assert_eq!(d.life_expired(at, &conns), Some(a));
+        assert_eq!(d.life_expired(at, &conns), Some(c));
+        assert_eq!(d.life_expired(at, &conns), None);
+        conns[a].state = State::Probing;
+        d.probe_q.push_back((a, 0, at));
+        assert_eq!(d.probe_expired(now, &conns), None);
+        assert_eq!(d.probe_expired(at, &conns), Some((a, State::Probing)));
+    }
+
+    #[test]
+    fn a_level_opens_at_the_ramps_rate() {
+        let sc = scenario(&["-c", "10", "-w", "1", "--connect-rate", "1000"]);
+        let start = Instant::now();
+        let (mut d, _rx) = dialer(&sc, 0, 0, start);
+        // One token to begin with, then 1000/s up to a 10 ms burst.
+        assert_eq!(d.level_attempt(start, &sc), Some(10));
+        assert_eq!(d.level_attempt(start, &sc), None);
+        let later = start + Duration::from_secs(1);
+        let opened = std::iter::from_fn(|| d.level_attempt(later, &sc)).count();
+        assert_eq!(opened, 10);
+        // Closing toward a lower level forgives debts first.
+        d.owe();
+        let conns = Slab::new();
+        assert_eq!(d.level_close(&conns), Some(None));
+        assert_eq!(d.level_close(&conns), None);
+    }
+}

@@ -1,0 +1,377 @@
+//! Bytes in and out of the worker's connections: reads through one
+//! per-worker scratch buffer (a connection keeps only the start of a frame
+//! not complete yet), TLS records opened into plaintext, frames cut by the
+//! codec and handed on; writes gathered over a loop turn and flushed with
+//! one call per connection.
+
+use std::io::{self, Read};
+use std::time::Instant;
+
+use super::conn::{Flags, State};
+use super::link::BATCH;
+use super::proto::{Frame, Status};
+use super::worker::{End, Worker};
+use crate::metrics::{bump, Bucket, E_MALFORMED};
+use crate::scenario::Query;
+
+impl Worker {
+    /// Reads what the socket holds. `closing`: the event said the peer
+    /// closed or failed, so read until the end is seen.
+    pub(super) fn on_readable(&mut self, key: usize, closing: bool) {
+        // Out of `self` while in use, so that framing can call back into
+        // the worker; put back before returning (no allocation either way).
+        let mut scratch = std::mem::take(&mut self.scratch);
+        if self.conns[key].link.is_udp() {
+            self.read_udp(key, &mut scratch);
+        } else {
+            self.read_all(key, &mut scratch, closing);
+        }
+        self.scratch = scratch;
+        self.read_at = None;
+        // Queries the answers let go (closed loop, a full window) leave
+        // now, before the next connection is read: the server works on
+        // them while this loop reads on, instead of both taking turns.
+        if let Some(c) = self
+            .conns
+            .get_mut(key)
+            .filter(|c| c.has(Flags::DIRTY) && !c.has(Flags::BLOCKED))
+        {
+            c.set(Flags::DIRTY, false);
+            self.flush(key);
+        }
+    }
+
+    /// Receives datagrams, a batch per call, until the socket is empty.
+    fn read_udp(&mut self, key: usize, scratch: &mut [u8]) {
+        let slot = self.udp_slot.min(scratch.len());
+        let slots = (scratch.len() / slot).clamp(1, BATCH);
+        let mut lens = [0usize; BATCH];
+        loop {
+            let Some(conn) = self.conns.get(key) else {
+                return;
+            };
+            let got = match conn
+                .link
+                .recv_datagrams(&mut scratch[..slot * slots], slot, &mut lens)
+            {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // ICMP port unreachable, reported on the next call: the
+                // datagrams are lost, their queries time out.
+                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => continue,
+                Err(_) => return,
+            };
+            self.read_at = Some(self.ns(Instant::now()));
+            for (i, &len) in lens.iter().enumerate().take(got) {
+                bump(&self.q.bytes_in, len as u64);
+                let data = &scratch[i * slot..i * slot + len];
+                self.on_datagram(key, data);
+                if !self.conns.contains(key) {
+                    return;
+                }
+            }
+            self.after_progress(key);
+            if got < slots {
+                return;
+            }
+        }
+    }
+
+    /// One datagram: one whole response (or garbage, counted).
+    fn on_datagram(&mut self, key: usize, data: &[u8]) {
+        self.conns[key].set(Flags::GOT_DATA, true);
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        match t.codec.decode_datagram(data) {
+            Frame::Response { key: q, status, .. } => self.answered(key, q, status),
+            Frame::Incomplete | Frame::Malformed => t.rec.error(E_MALFORMED),
+        }
+    }
+
+    fn read_all(&mut self, key: usize, scratch: &mut [u8], closing: bool) {
+        loop {
+            let conn = &mut self.conns[key];
+            let n = match conn.link.read(scratch) {
+                Ok(0) => return self.end(key, End::Lost(Bucket::ClosedByPeer)),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    // A reset before any byte came back, after we sent the
+                    // probe: the server never accepted this connection.
+                    let half_open = self.sc.verify && !conn.has(Flags::GOT_DATA);
+                    let bucket = if half_open {
+                        Bucket::HalfOpen
+                    } else {
+                        Bucket::Reset
+                    };
+                    return self.end(key, End::Lost(bucket));
+                }
+            };
+            conn.set(Flags::GOT_DATA, true);
+            bump(&self.q.bytes_in, n as u64);
+            self.read_at = Some(self.ns(Instant::now()));
+            let alive = if self.conns[key].link.tls().is_some() {
+                self.on_tls_bytes(key, &scratch[..n])
+            } else {
+                self.on_bytes(key, &scratch[..n])
+            };
+            if !alive {
+                return;
+            }
+            // A short read took all there was: more data makes a new edge,
+            // so skip the read that would only say WouldBlock (unless the
+            // peer's close is pending, which makes no new edge).
+            if n < scratch.len() && !closing {
+                return;
+            }
+        }
+    }
+
+    /// A TLS error ends the connection; the first one's words are kept.
+    fn tls_failed(&mut self, key: usize, e: &dyn std::fmt::Display) {
+        self.counters.tls_failed(|| e.to_string());
+        self.end(key, End::TlsFailed);
+    }
+
+    /// Ciphertext came in: feed the session, finish the handshake, frame
+    /// the plaintext. False when the connection is gone.
+    fn on_tls_bytes(&mut self, key: usize, mut data: &[u8]) -> bool {
+        let mut plain = std::mem::take(&mut self.plain);
+        if plain.len() < 16 * 1024 {
+            plain.resize(16 * 1024, 0);
+        }
+        let alive = 'feed: loop {
+            let Some(tls) = self.conns.get_mut(key).and_then(|c| c.link.tls_mut()) else {
+                break false;
+            };
+            if data.is_empty() {
+                if tls.wants_write() {
+                    self.mark_dirty(key);
+                }
+                break true;
+            }
+            if let Err(e) = tls.read_tls(&mut data) {
+                self.tls_failed(key, &e);
+                break false;
+            }
+            if let Err(e) = tls.process_new_packets() {
+                // Tell the server why (the alert), then give up.
+                self.conns[key].link.send_alert();
+                self.tls_failed(key, &e);
+                break false;
+            }
+            let conn = &self.conns[key];
+            if conn.state == State::Handshaking
+                && !conn.link.tls().is_some_and(|t| t.is_handshaking())
+            {
+                self.tls_ready(key);
+            }
+            loop {
+                let Some(tls) = self.conns.get_mut(key).and_then(|c| c.link.tls_mut()) else {
+                    break 'feed false;
+                };
+                match tls.reader().read(&mut plain) {
+                    Ok(0) => {
+                        // close_notify: the server closed cleanly.
+                        self.end(key, End::Lost(Bucket::ClosedByPeer));
+                        break 'feed false;
+                    }
+                    Ok(n) => {
+                        if !self.on_bytes(key, &plain[..n]) {
+                            break 'feed false;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        self.end(key, End::Lost(Bucket::Reset));
+                        break 'feed false;
+                    }
+                }
+            }
+        };
+        self.plain = plain;
+        alive
+    }
+
+    /// Frames bytes just read. False when the connection is gone.
+    fn on_bytes(&mut self, key: usize, data: &[u8]) -> bool {
+        let conn = &mut self.conns[key];
+        let mut buf = std::mem::take(&mut conn.pending_in);
+        let input: &[u8] = if buf.is_empty() {
+            data
+        } else {
+            buf.extend_from_slice(data);
+            &buf
+        };
+        let mut used = 0;
+        let mut alive = true;
+        while used < input.len() {
+            let probing = self.conns[key].state == State::Probing;
+            let codec = self
+                .traffic
+                .as_ref()
+                .map_or(&self.probe_codec, |t| &t.codec);
+            match codec.decode(&input[used..]) {
+                Frame::Incomplete => break,
+                Frame::Response {
+                    len,
+                    key: qkey,
+                    status,
+                    close,
+                } => {
+                    if close {
+                        self.peer_closes(key);
+                    }
+                    used += len;
+                    if probing {
+                        if let Some(what) = refusal(status) {
+                            self.probe_rejected(key, what);
+                        }
+                        self.verified(key);
+                    } else if self.traffic.is_some() {
+                        self.answered(key, qkey, status);
+                    }
+                }
+                Frame::Malformed => {
+                    if probing {
+                        // The server answered, in its own language: it
+                        // accepted the connection, not the probe.
+                        let said = &input[used..input.len().min(used + 40)];
+                        self.probe_rejected(
+                            key,
+                            format!(
+                                "it answered \"{}\", not a {} reply",
+                                wire::escape::escape(said),
+                                self.sc.probe.as_ref().map_or("DNS", Query::name)
+                            ),
+                        );
+                        self.verified(key);
+                        used = input.len();
+                    } else if self.traffic.is_some() {
+                        bump(&self.q.errors[E_MALFORMED], 1);
+                        self.end(key, End::Garbled);
+                        alive = false;
+                        break;
+                    } else {
+                        used = input.len();
+                    }
+                }
+            }
+            if !self.conns.contains(key) {
+                alive = false;
+                break;
+            }
+        }
+        if alive {
+            let rest = &input[used..];
+            let conn = &mut self.conns[key];
+            if !rest.is_empty() {
+                if buf.is_empty() {
+                    conn.pending_in.extend_from_slice(rest);
+                } else {
+                    buf.drain(..used);
+                    conn.pending_in = buf;
+                }
+            }
+            self.after_progress(key);
+        }
+        alive
+    }
+
+    pub(super) fn on_writable(&mut self, key: usize) {
+        self.conns[key].set(Flags::BLOCKED, false);
+        if self.flush(key) {
+            self.after_progress(key);
+        }
+    }
+
+    /// Queues bytes for the end of this loop turn.
+    pub(super) fn write(&mut self, key: usize, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let conn = &mut self.conns[key];
+        conn.link.queue(&mut conn.pending_out, data);
+        self.mark_dirty(key);
+    }
+
+    /// Puts the connection on the list flushed at the end of this turn.
+    #[inline]
+    pub(super) fn mark_dirty(&mut self, key: usize) {
+        let conn = &mut self.conns[key];
+        if !conn.has(Flags::DIRTY) {
+            conn.set(Flags::DIRTY, true);
+            self.dirty.push(key);
+        }
+    }
+
+    /// Writes every connection's queued bytes: one syscall each.
+    pub(super) fn flush_dirty(&mut self) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for &key in &dirty {
+            let Some(c) = self.conns.get_mut(key) else {
+                continue;
+            };
+            if !c.has(Flags::DIRTY) {
+                continue;
+            }
+            c.set(Flags::DIRTY, false);
+            if !c.has(Flags::BLOCKED) {
+                self.flush(key);
+            }
+        }
+        dirty.clear();
+        if self.dirty.is_empty() {
+            self.dirty = dirty;
+        }
+    }
+
+    /// Writes what the connection has queued; false when that failed and
+    /// the connection is gone.
+    fn flush(&mut self, key: usize) -> bool {
+        let conn = &mut self.conns[key];
+        match conn.link.flush(&mut conn.pending_out) {
+            Ok((n, payload)) => {
+                bump(&self.q.bytes_out, payload as u64);
+                if n == conn.pending_out.len() {
+                    if !self.busy || conn.pending_out.capacity() > 16 * 1024 {
+                        // Nothing kept while idle.
+                        conn.pending_out = Vec::new();
+                    } else {
+                        // Never idle (closed loop): the next answer sends
+                        // again; no realloc.
+                        conn.pending_out.clear();
+                    }
+                } else {
+                    conn.pending_out.drain(..n);
+                    conn.set(Flags::BLOCKED, true);
+                }
+                true
+            }
+            Err(_) => {
+                self.end(key, End::Lost(Bucket::Reset));
+                false
+            }
+        }
+    }
+}
+
+/// A probe's answer that refuses it, in words: an HTTP error status, a DNS
+/// FORMERR, NOTIMP or REFUSED, or a reply that does not match.
+fn refusal(status: Status) -> Option<String> {
+    match status {
+        Status::Http(code) if code >= 400 => Some(format!("HTTP {code}")),
+        Status::Rcode(rc @ (1 | 4 | 5)) => Some(format!(
+            "DNS {}",
+            match rc {
+                1 => "FORMERR",
+                4 => "NOTIMP",
+                _ => "REFUSED",
+            }
+        )),
+        Status::Mismatch => Some("a reply that does not match the probe".into()),
+        _ => None,
+    }
+}

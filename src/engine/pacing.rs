@@ -1,0 +1,377 @@
+//! When queries are due, decided once from the scenario's model: open loop
+//! (this worker's share of the arrivals, on any connection), intervals
+//! (each connection every T, staggered), or closed loop (the next query
+//! when one is done, after the think time). Times are ns since the run's
+//! start; entries of connections that moved on are skipped by the worker
+//! (they carry the attempt number).
+
+use std::collections::VecDeque;
+
+use rand::Rng;
+use rand_pcg::Pcg64Mcg;
+
+use super::pacer::Pacer;
+use crate::cli::Spread;
+use crate::scenario::Model;
+
+/// tcp-per-query, closed loop: a think-queue entry that starts a query on
+/// a new connection.
+pub const NEW_CONNECTION: usize = usize::MAX;
+
+/// A connection's queue entry: slab key, attempt number, due time.
+type Slot = (usize, u64, u64);
+
+pub enum Pacing {
+    Open { pacer: Pacer, spread: Spread },
+    Interval { every: u64, q: VecDeque<Slot> },
+    Closed { think: u64, q: VecDeque<Slot> },
+}
+
+/// A query that came due.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Due {
+    /// Open loop: on a connection the worker picks.
+    Arrival(u64),
+    /// On this connection, its interval come round.
+    Tick { key: usize, seq: u64, at: u64 },
+    /// On this connection, its think time over.
+    Think { key: usize, seq: u64, at: u64 },
+    /// tcp-per-query: on a connection of its own.
+    NewConnection(u64),
+}
+
+impl Pacing {
+    /// Worker `id` of `workers`, with the traffic's `seed`.
+    pub fn new(model: &Model, workers: u64, id: u64, seed: u64) -> Pacing {
+        match model {
+            Model::OpenLoop {
+                phases,
+                arrivals,
+                spread,
+            } => Pacing::Open {
+                pacer: Pacer::new(
+                    phases.clone(),
+                    1.0 / workers as f64,
+                    *arrivals,
+                    seed.wrapping_add(id.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+                ),
+                spread: *spread,
+            },
+            Model::Interval { every_s } => Pacing::Interval {
+                every: (every_s * 1e9) as u64,
+                q: VecDeque::new(),
+            },
+            Model::ClosedLoop { think_s } => Pacing::Closed {
+                think: (think_s * 1e9) as u64,
+                q: VecDeque::new(),
+            },
+        }
+    }
+
+    pub fn closed_loop(&self) -> bool {
+        matches!(self, Pacing::Closed { .. })
+    }
+
+    /// Open loop: the rate of every worker together is now `rate`.
+    pub fn set_rate(&mut self, rate: f64) {
+        if let Pacing::Open { pacer, .. } = self {
+            pacer.set_rate(rate);
+        }
+    }
+
+    /// Traffic starts at `started` on the connections `held` (key, seq):
+    /// interval connections get their staggered first sends (connection i
+    /// of n starts i/n of the way into the first interval, so they do not
+    /// fire in lock-step), closed-loop connections their first window. With
+    /// tcp-per-query (`per_query`: its connections), closed loop starts
+    /// that many queries on connections of their own.
+    pub fn begin(
+        &mut self,
+        started: u64,
+        held: &[(usize, u64)],
+        window: u64,
+        per_query: Option<u64>,
+    ) {
+        match self {
+            Pacing::Closed { q, .. } => match per_query {
+                Some(slots) => {
+                    for _ in 0..slots {
+                        q.push_back((NEW_CONNECTION, 0, started));
+                    }
+                }
+                None => {
+                    for &(key, seq) in held {
+                        for _ in 0..window.min(1 << 16) {
+                            q.push_back((key, seq, started));
+                        }
+                    }
+                }
+            },
+            Pacing::Interval { every, q } if per_query.is_none() => {
+                let n = held.len() as u64;
+                for (i, &(key, seq)) in held.iter().enumerate() {
+                    q.push_back((key, seq, started + *every * i as u64 / n.max(1)));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A connection joins traffic under way (a replacement) at `now`.
+    pub fn join(&mut self, key: usize, seq: u64, now: u64, started: u64, window: u64) {
+        match self {
+            Pacing::Interval { every, q } => q.push_back((key, seq, now.max(started) + *every)),
+            Pacing::Closed { q, .. } => {
+                for _ in 0..window.min(1 << 16) {
+                    q.push_back((key, seq, now));
+                }
+            }
+            Pacing::Open { .. } => {}
+        }
+    }
+
+    /// When the next query is due, if one is.
+    pub fn next_due(&self, started: u64) -> Option<u64> {
+        match self {
+            Pacing::Open { pacer, .. } => Some(started + (pacer.peek() * 1e9) as u64),
+            Pacing::Interval { q, .. } | Pacing::Closed { q, .. } => q.front().map(|e| e.2),
+        }
+    }
+
+    /// The next query due by `now` (traffic started at `started`).
+    #[inline]
+    pub fn pop(&mut self, now: u64, started: u64) -> Option<Due> {
+        match self {
+            Pacing::Open { pacer, .. } => loop {
+                if started + (pacer.peek() * 1e9) as u64 > now {
+                    return None;
+                }
+                if let Some(at) = pacer.take() {
+                    return Some(Due::Arrival(started + (at * 1e9) as u64));
+                }
+            },
+            Pacing::Interval { q, .. } => {
+                let &(key, seq, at) = q.front().filter(|e| e.2 <= now)?;
+                q.pop_front();
+                Some(Due::Tick { key, seq, at })
+            }
+            Pacing::Closed { q, .. } => {
+                let &(key, seq, at) = q.front().filter(|e| e.2 <= now)?;
+                q.pop_front();
+                Some(if key == NEW_CONNECTION {
+                    Due::NewConnection(at)
+                } else {
+                    Due::Think { key, seq, at }
+                })
+            }
+        }
+    }
+
+    /// Interval: the connection's next query, one interval after `at`.
+    pub fn again(&mut self, key: usize, seq: u64, at: u64) {
+        if let Pacing::Interval { every, q } = self {
+            q.push_back((key, seq, at + *every));
+        }
+    }
+
+    /// Open loop: which of `n` connections takes an arrival (`rr`: the
+    /// round robin's last pick, which queries that waited for a connection
+    /// share).
+    #[inline]
+    pub fn pick(&self, n: usize, rng: &mut Pcg64Mcg, rr: &mut usize) -> usize {
+        match self {
+            Pacing::Open {
+                spread: Spread::Random,
+                ..
+            } => rng.random_range(0..n),
+            _ => {
+                *rr = (*rr + 1) % n;
+                *rr
+            }
+        }
+    }
+
+    /// Closed loop: a query of connection `key` is done at `now`. The next
+    /// is due at once (the answer itself lets it go: Some(now), for the
+    /// connection's waiting queue) or after the think time (queued here).
+    pub fn next_after(&mut self, key: usize, seq: u64, now: u64) -> Option<u64> {
+        match self {
+            Pacing::Closed { think: 0, .. } => Some(now),
+            Pacing::Closed { think, q } => {
+                q.push_back((key, seq, now + *think));
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// tcp-per-query, closed loop: a query's connection is gone at `now`;
+    /// the next starts on a new one after the think time.
+    pub fn replace_connection(&mut self, now: u64) {
+        if let Pacing::Closed { think, q } = self {
+            q.push_back((NEW_CONNECTION, 0, now + *think));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Arrivals;
+    use crate::scenario::Phase;
+    use rand::SeedableRng;
+
+    fn open(rate: f64, spread: Spread) -> Pacing {
+        let phases = vec![Phase {
+            from: rate,
+            to: rate,
+            seconds: 100.0,
+        }];
+        Pacing::new(
+            &Model::OpenLoop {
+                phases,
+                arrivals: Arrivals::Constant,
+                spread,
+            },
+            1,
+            0,
+            1,
+        )
+    }
+
+    fn drain(p: &mut Pacing, now: u64, started: u64) -> Vec<Due> {
+        std::iter::from_fn(|| p.pop(now, started)).collect()
+    }
+
+    #[test]
+    fn open_loop_arrivals_come_due_at_the_rate() {
+        let mut p = open(1000.0, Spread::RoundRobin);
+        let started = 5_000_000_000;
+        assert!(drain(&mut p, started - 1, started).is_empty());
+        let due = drain(&mut p, started + 10_000_000, started);
+        // 1000/s for 10 ms: about 10 (the first may be at 0).
+        assert!((10..=11).contains(&due.len()), "{}", due.len());
+        for d in &due {
+            let Due::Arrival(at) = d else { panic!("{d:?}") };
+            assert!((started..=started + 10_000_000).contains(at));
+        }
+        assert!(p.next_due(started).unwrap() > started + 10_000_000);
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let mut rr = 0;
+        let picks = [(); 3].map(|()| p.pick(3, &mut rng, &mut rr));
+        assert_eq!(picks, [1, 2, 0]);
+    }
+
+    #[test]
+    fn random_spread_picks_every_connection() {
+        let p = open(1000.0, Spread::Random);
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let mut seen = [0; 4];
+        for _ in 0..400 {
+            seen[p.pick(4, &mut rng, &mut 0)] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
+    }
+
+    #[test]
+    fn intervals_are_staggered_and_come_round() {
+        let mut p = Pacing::new(&Model::Interval { every_s: 1.0 }, 1, 0, 1);
+        let held = [(10, 100), (11, 101), (12, 102), (13, 103)];
+        p.begin(0, &held, 1, None);
+        let due = drain(&mut p, 600_000_000, 0);
+        assert_eq!(
+            due,
+            [
+                Due::Tick {
+                    key: 10,
+                    seq: 100,
+                    at: 0
+                },
+                Due::Tick {
+                    key: 11,
+                    seq: 101,
+                    at: 250_000_000
+                },
+                Due::Tick {
+                    key: 12,
+                    seq: 102,
+                    at: 500_000_000
+                },
+            ]
+        );
+        p.again(10, 100, 0);
+        assert_eq!(p.next_due(0), Some(750_000_000));
+        assert_eq!(
+            drain(&mut p, 1_000_000_000, 0),
+            [
+                Due::Tick {
+                    key: 13,
+                    seq: 103,
+                    at: 750_000_000
+                },
+                Due::Tick {
+                    key: 10,
+                    seq: 100,
+                    at: 1_000_000_000
+                },
+            ]
+        );
+        // A replacement joins one interval from now.
+        p.join(20, 200, 3_000_000_000, 0, 1);
+        assert_eq!(p.next_due(0), Some(4_000_000_000));
+    }
+
+    #[test]
+    fn closed_loop_keeps_the_window_full() {
+        let mut p = Pacing::new(&Model::ClosedLoop { think_s: 0.0 }, 1, 0, 1);
+        p.begin(7, &[(1, 1), (2, 2)], 3, None);
+        let due = drain(&mut p, 7, 7);
+        assert_eq!(due.len(), 6);
+        assert_eq!(
+            due[0],
+            Due::Think {
+                key: 1,
+                seq: 1,
+                at: 7
+            }
+        );
+        assert_eq!(
+            due[5],
+            Due::Think {
+                key: 2,
+                seq: 2,
+                at: 7
+            }
+        );
+        // No think time: the next goes at once, with the answer.
+        assert_eq!(p.next_after(1, 1, 50), Some(50));
+        assert_eq!(p.next_due(7), None);
+
+        let mut p = Pacing::new(&Model::ClosedLoop { think_s: 0.001 }, 1, 0, 1);
+        assert_eq!(p.next_after(1, 1, 50), None);
+        assert_eq!(drain(&mut p, 1_000_049, 0), []);
+        assert_eq!(
+            drain(&mut p, 1_000_050, 0),
+            [Due::Think {
+                key: 1,
+                seq: 1,
+                at: 1_000_050
+            }]
+        );
+    }
+
+    #[test]
+    fn per_query_closed_loop_opens_a_connection_per_query() {
+        let mut p = Pacing::new(&Model::ClosedLoop { think_s: 0.5 }, 1, 0, 1);
+        p.begin(0, &[], 1, Some(2));
+        assert_eq!(
+            drain(&mut p, 0, 0),
+            [Due::NewConnection(0), Due::NewConnection(0)]
+        );
+        p.replace_connection(100);
+        assert_eq!(
+            drain(&mut p, 500_000_100, 0),
+            [Due::NewConnection(500_000_100)]
+        );
+    }
+}

@@ -1,0 +1,426 @@
+//! What a worker measures of its queries: the counters the main thread
+//! reads live, the run's histograms (response, service, send lag, loop
+//! lag), the answers by status, one report per second, and the RTT log.
+//! Every query event is recorded here once.
+
+use std::io::Write;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{mpsc, Arc};
+
+use hdrhistogram::Histogram;
+
+use super::inflight::Outstanding;
+use super::proto::Status;
+use super::SecondReport;
+use crate::metrics::{bump, new_histogram, QueryCounters, StatusCounts, E_MISMATCH};
+
+/// A query sent later than this after its intended time counts as late.
+const LATE_NS: u64 = 1_000_000;
+/// The RTT log is handed to its writer in chunks of this size.
+const LOG_CHUNK: usize = 64 * 1024;
+
+/// Microseconds, at least 1 (the histograms' lowest value).
+#[inline]
+pub fn us(ns: u64) -> u64 {
+    (ns / 1000).max(1)
+}
+
+/// Where a worker's RTT log lines go.
+pub struct RttLog {
+    tx: mpsc::Sender<Vec<u8>>,
+    buf: Vec<u8>,
+    /// Unix time of the run's start, in µs.
+    epoch_unix_us: u64,
+    proto: &'static str,
+}
+
+impl RttLog {
+    pub fn new(tx: mpsc::Sender<Vec<u8>>, epoch_unix_us: u64, proto: &'static str) -> RttLog {
+        RttLog {
+            tx,
+            buf: Vec::with_capacity(LOG_CHUNK + 256),
+            epoch_unix_us,
+            proto,
+        }
+    }
+
+    /// Appends one line: type,timestamp,connection_id,query_id,
+    /// intended_us,sent_us,rtt_us,status (times since the traffic start
+    /// `started`; timestamp is the Unix time of the send in µs; rtt from
+    /// the send). Written in place: no allocation per line.
+    fn line(&mut self, started: u64, conn: u64, o: &Outstanding, done: Option<u64>, status: Label) {
+        let b = &mut self.buf;
+        let _ = write!(
+            b,
+            "{},{},{},{},{},{},",
+            self.proto,
+            self.epoch_unix_us + o.sent / 1000,
+            conn,
+            o.key,
+            o.intended.saturating_sub(started) / 1000,
+            o.sent.saturating_sub(started) / 1000,
+        );
+        if let Some(d) = done {
+            let _ = write!(b, "{}", d.saturating_sub(o.sent) / 1000);
+        }
+        let _ = match status {
+            Label::Word(w) => writeln!(b, ",{w}"),
+            Label::Code(c) => writeln!(b, ",{c}"),
+        };
+        if self.buf.len() >= LOG_CHUNK {
+            let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(LOG_CHUNK + 256));
+            let _ = self.tx.send(chunk);
+        }
+    }
+
+    fn flush(&mut self) {
+        let _ = self.tx.send(std::mem::take(&mut self.buf));
+    }
+}
+
+/// A query's status in the RTT log.
+#[derive(Clone, Copy)]
+enum Label {
+    Word(&'static str),
+    Code(u16),
+}
+
+/// A worker's query measurements when it stops.
+pub struct Measured {
+    pub response_time: Histogram<u64>,
+    pub service_time: Histogram<u64>,
+    pub send_lag: Histogram<u64>,
+    pub loop_lag: Histogram<u64>,
+    pub statuses: StatusCounts,
+}
+
+pub struct Recorder {
+    q: Arc<QueryCounters>,
+    /// Response times of the current second, at full precision: each
+    /// answer is recorded once, here; each second is then added to
+    /// `response_time` and, coarser, to its report. (u32 counts: a
+    /// second's, half the memory.)
+    second_hist: Histogram<u32>,
+    response_time: Histogram<u64>,
+    /// Queries sent the instant they were due (closed loop: all of them),
+    /// counted and added to `send_lag` at the end instead of one by one.
+    on_time: u64,
+    service_time: Histogram<u64>,
+    send_lag: Histogram<u64>,
+    loop_lag: Histogram<u64>,
+    statuses: StatusCounts,
+    /// The current second (since the run's start) and its figures.
+    sec: u64,
+    sec_report: SecondReport,
+    reports: mpsc::Sender<SecondReport>,
+    log: Option<RttLog>,
+    /// In closed loop each query is sent when due: response and service
+    /// time are the same, recorded once and copied at the end.
+    closed_loop: bool,
+    /// When traffic started (ns since the run's start).
+    started: u64,
+}
+
+impl Recorder {
+    /// `highest`: the largest response time kept, in µs; `qtypes`: the
+    /// query types whose RCODEs are counted apart.
+    pub fn new(
+        q: Arc<QueryCounters>,
+        highest: u64,
+        qtypes: &[u16],
+        reports: mpsc::Sender<SecondReport>,
+        log: Option<RttLog>,
+        closed_loop: bool,
+    ) -> Recorder {
+        let hist = || Histogram::new_with_bounds(1, highest, 3).expect("valid bounds");
+        Recorder {
+            q,
+            second_hist: Histogram::new_with_bounds(1, highest, 3).expect("valid bounds"),
+            response_time: hist(),
+            on_time: 0,
+            service_time: hist(),
+            send_lag: new_histogram(),
+            loop_lag: new_histogram(),
+            statuses: StatusCounts {
+                by_qtype: qtypes.iter().map(|&q| (q, [0; 16])).collect(),
+                ..StatusCounts::default()
+            },
+            sec: 0,
+            sec_report: SecondReport::new(0),
+            reports,
+            log,
+            closed_loop,
+            started: 0,
+        }
+    }
+
+    /// Traffic starts at `started`; the current second is `now_ns`'s.
+    pub fn start(&mut self, started: u64, now_ns: u64) {
+        self.started = started;
+        self.sec = now_ns / 1_000_000_000;
+        self.sec_report = SecondReport::new(self.sec);
+        self.second_hist.reset();
+    }
+
+    /// When the current second ends (ns since the run's start).
+    pub fn second_ends(&self) -> u64 {
+        (self.sec + 1) * 1_000_000_000
+    }
+
+    /// Sends one report per second that has ended by `now_ns`.
+    pub fn roll(&mut self, now_ns: u64) {
+        let sec = now_ns / 1_000_000_000;
+        while self.sec < sec {
+            let next = SecondReport::new(self.sec + 1);
+            let mut done = std::mem::replace(&mut self.sec_report, next);
+            self.fold_second(&mut done);
+            let _ = self.reports.send(done);
+            self.sec += 1;
+        }
+    }
+
+    /// Ends a second: its answers go into the run's histogram and, at the
+    /// report's precision, into its report (the buckets nest, so this is
+    /// what recording there directly would give).
+    fn fold_second(&mut self, report: &mut SecondReport) {
+        if self.second_hist.is_empty() {
+            return;
+        }
+        for v in self.second_hist.iter_recorded() {
+            let (value, n) = (v.value_iterated_to(), u64::from(v.count_at_value()));
+            // Same bounds and precision: the same bucket, exactly.
+            self.response_time.saturating_record_n(value, n);
+            report.hist.saturating_record_n(value, n);
+        }
+        self.second_hist.reset();
+    }
+
+    /// How late the loop noticed a due query.
+    #[inline]
+    pub fn loop_lag(&mut self, late_ns: u64) {
+        self.loop_lag.saturating_record(us(late_ns));
+    }
+
+    /// A query went out `lag_ns` after it was due; `pipelined`: behind
+    /// others still in flight on its connection.
+    #[inline]
+    pub fn sent(&mut self, lag_ns: u64, pipelined: bool) {
+        if lag_ns == 0 {
+            self.on_time += 1;
+        } else {
+            self.send_lag.saturating_record(us(lag_ns));
+            if lag_ns > LATE_NS {
+                bump(&self.q.sent_late, 1);
+            }
+        }
+        if pipelined {
+            bump(&self.q.pipelined, 1);
+        }
+        self.sec_report.sent += 1;
+        bump(&self.q.sent, 1);
+    }
+
+    /// `n` queries counted as sent never reached the server's work (they
+    /// crossed its announced close).
+    pub fn unsent(&mut self, n: u64) {
+        self.q.sent.store(self.q.sent.load(Relaxed) - n, Relaxed);
+        self.sec_report.sent = self.sec_report.sent.saturating_sub(n);
+    }
+
+    /// An error of kind `e` (an index of `QueryCounters::errors`), in the
+    /// run's counts and this second's.
+    #[inline]
+    pub fn error(&mut self, e: usize) {
+        bump(&self.q.errors[e], 1);
+        self.sec_report.errors += 1;
+    }
+
+    /// Query `o` of connection `conn` was answered at `now` with `status`.
+    #[inline]
+    pub fn answered(&mut self, conn: u64, o: &Outstanding, now: u64, status: Status) {
+        self.second_hist
+            .saturating_record(us(now.saturating_sub(o.intended)));
+        if !self.closed_loop {
+            self.service_time
+                .saturating_record(us(now.saturating_sub(o.sent)));
+        }
+        self.sec_report.answered += 1;
+        bump(&self.q.answered, 1);
+        let s = &mut self.statuses;
+        let label = match status {
+            Status::Ok => {
+                s.ok += 1;
+                Label::Word("ok")
+            }
+            Status::Rcode(r) => {
+                s.rcodes[usize::from(r & 15)] += 1;
+                if let Some((_, row)) = s.by_qtype.get_mut(usize::from(o.qtype_slot)) {
+                    row[usize::from(r & 15)] += 1;
+                }
+                Label::Word(wire::dns::rcode_name(r))
+            }
+            Status::Echoed => {
+                s.echoed += 1;
+                Label::Word("echoed")
+            }
+            Status::Http(code) => {
+                s.http[usize::from(code).min(599)] += 1;
+                Label::Code(code)
+            }
+            Status::Mismatch => {
+                s.mismatch += 1;
+                self.error(E_MISMATCH);
+                Label::Word("mismatch")
+            }
+        };
+        if let Some(log) = self.log.as_mut() {
+            log.line(self.started, conn, o, Some(now), label);
+        }
+    }
+
+    /// Query `o` of connection `conn` timed out.
+    pub fn timed_out(&mut self, conn: u64, o: &Outstanding) {
+        bump(&self.q.timed_out, 1);
+        self.sec_report.timed_out += 1;
+        if let Some(log) = self.log.as_mut() {
+            log.line(self.started, conn, o, None, Label::Word("timeout"));
+        }
+    }
+
+    /// The worker stops: the last second is reported, the log handed over.
+    pub fn finish(mut self) -> Measured {
+        let mut last = std::mem::replace(&mut self.sec_report, SecondReport::new(0));
+        self.fold_second(&mut last);
+        let _ = self.reports.send(last);
+        let _ = self.send_lag.record_n(0, self.on_time);
+        if let Some(log) = self.log.as_mut() {
+            log.flush();
+        }
+        Measured {
+            service_time: if self.closed_loop {
+                self.response_time.clone()
+            } else {
+                self.service_time
+            },
+            response_time: self.response_time,
+            send_lag: self.send_lag,
+            loop_lag: self.loop_lag,
+            statuses: self.statuses,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn o(key: u64, intended: u64, sent: u64) -> Outstanding {
+        Outstanding {
+            key,
+            intended,
+            sent,
+            timed_out: false,
+            qtype_slot: 0,
+        }
+    }
+
+    fn recorder(closed_loop: bool, log: bool) -> (Recorder, mpsc::Receiver<SecondReport>) {
+        let (tx, rx) = mpsc::channel();
+        let log = log.then(|| {
+            let (ltx, lrx) = mpsc::channel();
+            std::mem::forget(lrx);
+            RttLog::new(ltx, 1_000_000, "dns")
+        });
+        let q = Arc::new(QueryCounters::default());
+        (
+            Recorder::new(q, 10_000_000, &[1, 28], tx, log, closed_loop),
+            rx,
+        )
+    }
+
+    #[test]
+    fn each_second_is_reported_once_with_its_answers() {
+        let (mut r, rx) = recorder(false, false);
+        r.start(500_000_000, 500_000_000);
+        r.sent(0, false);
+        r.answered(1, &o(0, 0, 0), 900_000_000, Status::Ok);
+        r.roll(999_999_999);
+        assert!(rx.try_recv().is_err(), "the second has not ended");
+        r.roll(3_100_000_000);
+        let secs: Vec<SecondReport> = rx.try_iter().collect();
+        assert_eq!(secs.iter().map(|s| s.idx).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!((secs[0].sent, secs[0].answered), (1, 1));
+        assert_eq!(secs[0].hist.len(), 1);
+        assert_eq!(secs[1].answered + secs[2].answered, 0);
+        assert_eq!(r.second_ends(), 4_000_000_000);
+        r.answered(
+            1,
+            &o(1, 3_000_000_000, 3_050_000_000),
+            3_200_000_000,
+            Status::Ok,
+        );
+        let m = r.finish();
+        let last = rx.try_recv().expect("the last second");
+        assert_eq!((last.idx, last.answered), (3, 1));
+        // Response time from the intended time, service from the send.
+        assert_eq!(m.response_time.len(), 2);
+        assert_eq!(m.service_time.len(), 2);
+        assert!(m.response_time.equivalent(m.response_time.max(), 900_000));
+        assert!(m.service_time.equivalent(m.service_time.max(), 900_000));
+        assert!(m.service_time.equivalent(m.service_time.min(), 150_000));
+        assert!(m.response_time.equivalent(m.response_time.min(), 200_000));
+    }
+
+    #[test]
+    fn closed_loop_service_time_is_the_response_time() {
+        let (mut r, _rx) = recorder(true, false);
+        r.start(0, 0);
+        r.sent(0, true);
+        r.answered(1, &o(0, 0, 0), 2_000_000, Status::Echoed);
+        let m = r.finish();
+        assert_eq!(m.service_time, m.response_time);
+        assert_eq!(m.statuses.echoed, 1);
+        // On time: a zero in the send lag, added at the end.
+        assert_eq!((m.send_lag.len(), m.send_lag.max()), (1, 0));
+    }
+
+    #[test]
+    fn statuses_are_counted_by_kind_and_query_type() {
+        let (mut r, _rx) = recorder(false, false);
+        let mut aaaa = o(0, 0, 0);
+        aaaa.qtype_slot = 1;
+        r.answered(1, &aaaa, 1000, Status::Rcode(3));
+        r.answered(1, &o(1, 0, 0), 1000, Status::Http(503));
+        r.answered(1, &o(2, 0, 0), 1000, Status::Mismatch);
+        assert_eq!(r.q.errors[E_MISMATCH].load(Relaxed), 1);
+        assert_eq!(r.sec_report.errors, 1);
+        let m = r.finish();
+        assert_eq!(m.statuses.rcodes[3], 1);
+        assert_eq!(
+            m.statuses.by_qtype[1],
+            (28, {
+                let mut row = [0; 16];
+                row[3] = 1;
+                row
+            })
+        );
+        assert_eq!(m.statuses.http[503], 1);
+        assert_eq!(m.statuses.mismatch, 1);
+    }
+
+    #[test]
+    fn rtt_log_lines_are_written_in_place() {
+        let (mut r, _rx) = recorder(false, true);
+        r.start(1_000_000, 1_000_000);
+        r.answered(7, &o(3, 2_000_000, 3_000_000), 8_000_000, Status::Http(200));
+        r.timed_out(7, &o(4, 2_000_000, 3_500_000));
+        r.answered(8, &o(5, 1_000_000, 1_000_000), 1_500_000, Status::Rcode(0));
+        let log = String::from_utf8(r.log.as_ref().expect("log").buf.clone()).expect("utf-8");
+        assert_eq!(
+            log,
+            "dns,1003000,7,3,1000,2000,5000,200\n\
+             dns,1003500,7,4,1000,2500,,timeout\n\
+             dns,1001000,8,5,0,0,500,NOERROR\n"
+        );
+    }
+}

@@ -1,0 +1,459 @@
+//! The worker's queries: what is due (from [`Pacing`](super::pacing::Pacing)),
+//! on which connection, sent or kept waiting behind the window; answers
+//! matched in the in-flight table and recorded; timeouts; what the next
+//! query is after one is done; tcp-per-query's connection per query.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use super::conn::{Flags, NOT_ACTIVE};
+use super::connections::remove_active;
+use super::deadlines::Entry;
+use super::inflight::{Answer, Outstanding, NO_DEADLINE};
+use super::pacing::Due;
+use super::proto::Status;
+use super::worker::{End, Worker};
+use crate::metrics::{bump, E_CONNECT, E_CONN_LOST, E_NO_CONNECTION, E_UNMATCHED};
+use crate::sys::signals::Reason;
+
+impl Worker {
+    /// Sends every query that is due.
+    pub(super) fn traffic_due(&mut self, now: Instant) {
+        let now_ns = self.ns(now);
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        let started = match t.started {
+            Some(s) => s,
+            None => {
+                let at = self.shared.traffic_at.load(Relaxed);
+                if at == 0 {
+                    return;
+                }
+                let s = at - 1;
+                t.started = Some(s);
+                t.rec.start(s, now_ns);
+                self.begin_traffic(s);
+                s
+            }
+        };
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        t.rec.roll(now_ns);
+        if self.draining.is_some() {
+            // The traffic is over: answers only.
+            return;
+        }
+        self.drain_orphans();
+        let gen = self.shared.rate_gen.load(Relaxed);
+        if let Some(t) = self.traffic.as_mut().filter(|t| t.rate_gen != gen) {
+            t.rate_gen = gen;
+            t.pacing
+                .set_rate(f64::from_bits(self.shared.rate_override.load(Relaxed)));
+        }
+        loop {
+            let Some(t) = self.traffic.as_mut() else {
+                return;
+            };
+            let Some(due) = t.pacing.pop(now_ns, started) else {
+                return;
+            };
+            match due {
+                Due::Arrival(intended) => {
+                    t.rec.loop_lag(now_ns.saturating_sub(intended));
+                    if self.per_query {
+                        self.per_query(intended);
+                    } else {
+                        self.arrival(intended);
+                    }
+                }
+                Due::NewConnection(at) => self.per_query(at),
+                Due::Tick { key, seq, at } | Due::Think { key, seq, at } => {
+                    if !self.conns.get(key).is_some_and(|c| c.seq == seq) {
+                        continue;
+                    }
+                    if matches!(due, Due::Tick { .. }) {
+                        t.rec.loop_lag(now_ns.saturating_sub(at));
+                        t.pacing.again(key, seq, at);
+                    }
+                    self.query(key, at);
+                }
+            }
+        }
+    }
+
+    /// An open-loop query is due: on a connection picked by the spread, or
+    /// kept for the next one ready when one is on its way.
+    fn arrival(&mut self, intended: u64) {
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        if t.active.is_empty() {
+            let recycling = self
+                .sc
+                .traffic
+                .as_ref()
+                .is_some_and(|t| t.max_queries_per_conn.is_some());
+            if self.dial.inflight > 0
+                || self.dial.owed() > 0
+                || (recycling && !self.conns.is_empty())
+            {
+                self.orphans.push_back(intended);
+            } else {
+                t.rec.error(E_NO_CONNECTION);
+            }
+            return;
+        }
+        let pick = t.pacing.pick(t.active.len(), &mut t.rng, &mut t.rr);
+        let key = t.active[pick];
+        self.query(key, intended);
+    }
+
+    /// Traffic starts now: interval connections get their staggered first
+    /// sends, closed-loop connections their first window of queries.
+    fn begin_traffic(&mut self, started: u64) {
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        let held: Vec<(usize, u64)> = t.active.iter().map(|&k| (k, self.conns[k].seq)).collect();
+        let per_query = self.per_query.then_some(self.pq_share);
+        t.pacing.begin(started, &held, t.window, per_query);
+    }
+
+    /// Hands queries that waited for a connection to the open ones.
+    fn drain_orphans(&mut self) {
+        while !self.orphans.is_empty() {
+            let Some(t) = self.traffic.as_mut().filter(|t| !t.active.is_empty()) else {
+                return;
+            };
+            t.rr = (t.rr + 1) % t.active.len();
+            let key = t.active[t.rr];
+            let intended = self.orphans.pop_front().expect("not empty");
+            self.query(key, intended);
+        }
+    }
+
+    /// A query is due on `key` at `intended`: send it, or queue it behind the
+    /// window or a busy socket, keeping its intended time.
+    fn query(&mut self, key: usize, intended: u64) {
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        let conn = &mut self.conns[key];
+        let f = &mut conn.flight;
+        if t.cap
+            .is_some_and(|c| f.queries + f.waiting.len() as u64 >= c)
+        {
+            return;
+        }
+        if conn.has(Flags::PEER_CLOSING) {
+            // Due on a connection the server is closing: lost with it.
+            t.rec.error(E_CONN_LOST);
+            return;
+        }
+        if !conn.room(t.window) || !conn.flight.waiting.is_empty() {
+            conn.flight.waiting.push_back(intended);
+            return;
+        }
+        self.send_now(key, intended);
+    }
+
+    /// Now, in ns since the start: the time of the read being processed
+    /// (every answer in one read arrived together; the queries they let go
+    /// leave with it), or the clock.
+    fn now_ns(&self) -> u64 {
+        self.read_at.unwrap_or_else(|| self.ns(Instant::now()))
+    }
+
+    /// Encodes and writes one query.
+    fn send_now(&mut self, key: usize, intended: u64) {
+        let now = self.now_ns();
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        // (tcp-per-query took its ticket when it opened the connection.)
+        if !self.per_query && !take_ticket(&mut t.quota) {
+            // --queries are all out: due ones are dropped, not sent.
+            return;
+        }
+        let conn = &mut self.conns[key];
+        let n = conn.flight.queries;
+        let target = conn.target as usize;
+        let (codec, rng) = (&t.codec, &mut t.rng);
+        let qkey = if conn.link.is_udp() {
+            conn.link
+                .queue_with(&mut conn.pending_out, &mut self.out, |out| {
+                    codec.encode_datagram(n, target, now, rng, out)
+                })
+        } else {
+            conn.link
+                .queue_with(&mut conn.pending_out, &mut self.out, |out| {
+                    codec.encode(n, target, now, rng, out)
+                })
+        };
+        conn.flight.queries += 1;
+        if !conn.has(Flags::DIRTY) {
+            conn.set(Flags::DIRTY, true);
+            self.dirty.push(key);
+        }
+        // tcp-per-query: the query started with its connection.
+        let now = if self.per_query {
+            conn.since.saturating_duration_since(self.start).as_nanos() as u64
+        } else {
+            now
+        };
+        if conn.flight.deadline == NO_DEADLINE {
+            // Nothing else in flight here: this query is the oldest.
+            let entry = Entry {
+                conn: key,
+                seq: conn.seq,
+            };
+            conn.flight.deadline = t.deadlines.push(now + t.timeout_ns, entry);
+        }
+        t.rec
+            .sent(now.saturating_sub(intended), conn.flight.live() > 0);
+        conn.flight.sent(Outstanding {
+            key: qkey,
+            intended,
+            sent: now,
+            timed_out: false,
+            qtype_slot: t.codec.qtype_slot(n),
+        });
+        let retire = (t.cap.is_some_and(|c| conn.flight.queries >= c)
+            && conn.active_pos != NOT_ACTIVE)
+            .then_some(conn.active_pos);
+        if let Some(pos) = retire {
+            // No more queries on this one: out of the open-loop choice.
+            remove_active(&mut t.active, &mut self.conns, pos);
+        }
+    }
+
+    /// A response arrived for `qkey` (or the oldest query).
+    pub(super) fn answered(&mut self, key: usize, qkey: Option<u64>, status: Status) {
+        let now = self.now_ns();
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        let conn = &mut self.conns[key];
+        if conn.has(Flags::UNPROVEN) {
+            // Any answer proves the server accepted the connection.
+            conn.set(Flags::UNPROVEN, false);
+            bump(&self.counters.verified, 1);
+        }
+        let answer = conn.flight.answer(qkey);
+        if answer == Answer::Unmatched {
+            t.rec.error(E_UNMATCHED);
+            return;
+        }
+        if conn.live() == 0 {
+            // Nothing left in flight: no deadline to keep (a connection that
+            // queries now and then holds no entry between its queries).
+            if let Some(id) = conn.flight.take_deadline() {
+                t.deadlines.remove(id);
+            }
+        }
+        if self.sparse {
+            // Nothing in flight on a connection that queries now and then:
+            // hold no buffer until the next query.
+            conn.flight.release();
+        }
+        let Answer::Matched(o) = answer else {
+            // Its timeout was counted; the late answer is only absorbed.
+            return;
+        };
+        t.rec.answered(conn.seq, &o, now, status);
+        self.completed(key, now);
+    }
+
+    /// One query of `key` is done (answered or timed out): closed loop
+    /// sends the next; a finished connection closes.
+    fn completed(&mut self, key: usize, now: u64) {
+        let Some(tr) = self.sc.traffic.as_ref() else {
+            return;
+        };
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        if self.per_query {
+            // Its one query is done: close (the client keeps TIME_WAIT).
+            self.end(key, End::Closed);
+            return;
+        }
+        let conn = &mut self.conns[key];
+        // Draining: an answer lets no new query go.
+        let more = t.started.is_some()
+            && self.draining.is_none()
+            && !t.cap.is_some_and(|c| conn.flight.queries >= c);
+        if more {
+            if let Some(at) = t.pacing.next_after(key, conn.seq, now) {
+                // Due now: sent with this turn's other writes, not a loop
+                // turn later.
+                conn.flight.waiting.push_back(at);
+            }
+        }
+        let idle = conn.live() == 0;
+        if let Some(n) = tr.max_queries_per_conn {
+            if idle && conn.flight.done >= n {
+                bump(&self.q.recycled, 1);
+                self.end(key, End::Recycled);
+                return;
+            }
+        }
+        if let Some(n) = tr.messages {
+            let hold = self.sc.end == crate::scenario::End::Hold;
+            if idle && conn.flight.done >= n && !hold {
+                self.end(key, End::Closed);
+            }
+        }
+    }
+
+    /// After a response or a flush: send what waited.
+    pub(super) fn after_progress(&mut self, key: usize) {
+        while let Some(c) = self.conns.get_mut(key) {
+            let Some(t) = self.traffic.as_ref() else {
+                return;
+            };
+            if c.flight.waiting.is_empty() || !c.room(t.window) {
+                return;
+            }
+            let intended = c.flight.waiting.pop_front().expect("not empty");
+            self.send_now(key, intended);
+        }
+    }
+
+    /// Query timeouts: each connection whose deadline came times out what
+    /// is overdue and sets its deadline again at the oldest left.
+    pub(super) fn expire_queries(&mut self, now_ns: u64) {
+        while let Some(t) = self.traffic.as_mut() {
+            let Some(Entry { conn: key, seq }) = t.deadlines.pop_due(now_ns) else {
+                break;
+            };
+            let Some(c) = self.conns.get_mut(key).filter(|c| c.seq == seq) else {
+                continue;
+            };
+            c.flight.deadline = NO_DEADLINE;
+            self.time_out_overdue(key, now_ns);
+            self.set_deadline(key);
+        }
+    }
+
+    /// Times out the queries of `key` past their deadline, oldest first.
+    fn time_out_overdue(&mut self, key: usize, now_ns: u64) {
+        loop {
+            let (Some(t), Some(c)) = (self.traffic.as_mut(), self.conns.get_mut(key)) else {
+                return;
+            };
+            let Some(o) = c.flight.time_out_oldest(now_ns, t.timeout_ns) else {
+                return;
+            };
+            t.rec.timed_out(c.seq, &o);
+            if self.sc.traffic.as_ref().is_some_and(|t| t.close_on_timeout) {
+                self.end(key, End::QueryTimedOut);
+                return;
+            }
+            self.completed(key, now_ns);
+            if self.conns.contains(key) {
+                self.after_progress(key);
+            }
+        }
+    }
+
+    /// Sets the deadline of `key` at its oldest query in flight (none when
+    /// nothing is in flight).
+    fn set_deadline(&mut self, key: usize) {
+        let (Some(t), Some(c)) = (self.traffic.as_mut(), self.conns.get_mut(key)) else {
+            return;
+        };
+        if let Some(id) = c.flight.take_deadline() {
+            t.deadlines.remove(id);
+        }
+        if let Some(sent) = c.flight.oldest_sent() {
+            let entry = Entry {
+                conn: key,
+                seq: c.seq,
+            };
+            c.flight.deadline = t.deadlines.push(sent + t.timeout_ns, entry);
+        }
+    }
+
+    // ---- tcp-per-query ---------------------------------------------------
+
+    /// A query is due: it gets a connection of its own now, or waits for a
+    /// free slot keeping its intended time.
+    fn per_query(&mut self, intended: u64) {
+        self.pq_wait.push_back(intended);
+        self.pq_fill();
+    }
+
+    /// Opens connections for waiting queries while slots are free.
+    pub(super) fn pq_fill(&mut self) {
+        while self.draining.is_none()
+            && !self.pq_wait.is_empty()
+            && (self.conns.len() as u64) < self.pq_share
+        {
+            let intended = self.pq_wait.pop_front().expect("not empty");
+            if !self
+                .traffic
+                .as_mut()
+                .is_some_and(|t| take_ticket(&mut t.quota))
+            {
+                // --queries are all out: no connection for this one.
+                self.pq_wait.clear();
+                return;
+            }
+            let seq = self.dial.replacement();
+            match self.attempt(seq, false) {
+                Some(key) => self.conns[key].flight.waiting.push_back(intended),
+                None => self.pq_lost(0),
+            }
+        }
+    }
+
+    /// Once its part of --queries is sent and none is in flight or waiting
+    /// any more, says so to the main thread (which ends the run when every
+    /// worker has). Looks at every connection, but only after the last
+    /// query went out.
+    pub(super) fn check_quota_done(&mut self) {
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        if t.quota != Some(0) || t.quota_done {
+            return;
+        }
+        let idle = self.pq_wait.is_empty() && self.conns.iter().all(|(_, c)| c.flight.idle());
+        if idle {
+            t.quota_done = true;
+            self.say(Reason::QueriesDone);
+        }
+    }
+
+    /// A tcp-per-query connection is gone; `sent`: queries it sent (0 when
+    /// it failed before its query went out, which is then an error). In
+    /// closed loop the next query starts after --think.
+    pub(super) fn pq_lost(&mut self, sent: u64) {
+        if !self.per_query {
+            return;
+        }
+        let now = self.ns(Instant::now());
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        if sent == 0 {
+            t.rec.error(E_CONNECT);
+        }
+        t.pacing.replace_connection(now);
+    }
+}
+
+/// Takes one query from what is left of --queries; false when none is.
+fn take_ticket(quota: &mut Option<u64>) -> bool {
+    match quota {
+        None => true,
+        Some(0) => false,
+        Some(n) => {
+            *n -= 1;
+            true
+        }
+    }
+}
