@@ -32,7 +32,7 @@ use socket2::Socket;
 
 use super::deadlines::{Deadlines, Entry};
 use super::pacer::Pacer;
-use super::proto::{Codec, Frame, Status};
+use super::proto::{Codec, Frame, Resume, Status};
 use super::{connector, SecondReport};
 use crate::cli::{Spread, Transport};
 use crate::metrics::{
@@ -151,6 +151,8 @@ struct Conn {
     /// Timed-out queries still in `outstanding` (a late answer is absorbed).
     ghosts: u32,
     pending_in: Vec<u8>,
+    /// How far decoding got in `pending_in`.
+    resume: Resume,
     /// Bytes to write: queries encoded this loop turn (written together at
     /// its end, one syscall for many queries), or what the socket did not
     /// take.
@@ -874,6 +876,7 @@ impl Worker {
             done: 0,
             ghosts: 0,
             pending_in: Vec::new(),
+            resume: Resume::default(),
             pending_out: Vec::new(),
             dirty: false,
             blocked: false,
@@ -1082,6 +1085,7 @@ impl Worker {
         let conn = &mut self.conns[key];
         conn.state = State::Held;
         conn.pending_in = Vec::new();
+        conn.resume = Resume::default();
         if self.transport == Transport::TcpPerQuery {
             // Its one query waits in `waiting`: send it now.
             self.after_progress(key);
@@ -1306,6 +1310,7 @@ impl Worker {
     fn on_bytes(&mut self, key: usize, data: &[u8]) -> bool {
         let conn = &mut self.conns[key];
         let mut buf = std::mem::take(&mut conn.pending_in);
+        let mut resume = std::mem::take(&mut conn.resume);
         let input: &[u8] = if buf.is_empty() {
             data
         } else {
@@ -1320,7 +1325,7 @@ impl Worker {
                 (Some(t), _) => &t.codec,
                 (None, _) => &self.probe_codec,
             };
-            match codec.decode(&input[used..]) {
+            match codec.decode(&input[used..], &mut resume) {
                 Frame::Incomplete => break,
                 Frame::Response {
                     len,
@@ -1383,6 +1388,7 @@ impl Worker {
                     conn.pending_in = buf;
                 }
             }
+            conn.resume = resume;
             self.after_progress(key);
         }
         alive
