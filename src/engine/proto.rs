@@ -684,6 +684,51 @@ mod tests {
     }
 
     #[test]
+    fn dns_names_with_several_rand_labels_stay_valid_and_random() {
+        use hickory_proto::op::Message;
+        use hickory_proto::serialize::binary::BinDecodable;
+        let names = ["{rand}", "a{rand}b.{rand}.{rand}x.example", "plain.example"];
+        let c = dns(&names, &[], None);
+        let Codec::Dns(d) = &c else { panic!() };
+        let template = d.bytes.clone();
+        let mut r = rng();
+        let mut seen = std::collections::HashSet::new();
+        for n in 0..300u64 {
+            let mut out = Vec::new();
+            c.encode_datagram(n, 0, 0, &mut r, &mut out);
+            let m = Message::from_bytes(&out).unwrap();
+            let name = m.queries[0].name().to_ascii();
+            let labels: Vec<&str> = name.trim_end_matches('.').split('.').collect();
+            let rand = |l: &str| {
+                l.len() == RAND_LABEL_LEN
+                    && l.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            };
+            match n % 3 {
+                0 => assert!(labels.len() == 1 && rand(labels[0]), "{name}"),
+                1 => {
+                    assert_eq!(labels.len(), 4, "{name}");
+                    let l0 = labels[0];
+                    assert!(l0.starts_with('a') && l0.ends_with('b'), "{name}");
+                    assert!(rand(&l0[1..l0.len() - 1]), "{name}");
+                    assert!(rand(labels[1]), "{name}");
+                    assert!(labels[2].ends_with('x') && rand(&labels[2][..RAND_LABEL_LEN]));
+                    assert_eq!(labels[3], "example");
+                }
+                _ => assert_eq!(name, "plain.example."),
+            }
+            if n % 3 != 2 {
+                assert!(seen.insert(name), "a name came twice");
+            }
+        }
+        // Filled in the query, not in the questions encoded at start.
+        assert_eq!(d.bytes, template);
+        assert!(template
+            .windows(RAND_LABEL_LEN)
+            .any(|w| w == [b'x'; RAND_LABEL_LEN]));
+    }
+
+    #[test]
     fn dns_query_echoed_back_is_echoed() {
         let c = dns(&["{rand}.example.com"], &[], None);
         assert!(matches!(
