@@ -204,6 +204,104 @@ fn raw_with_marker_against_fixed_mode() {
     drop(srv);
 }
 
+/// A peer that answers request number `i` on a connection (each ended by
+/// `end`) with `reply(i)`, written in pieces of `piece` bytes with a pause
+/// between: the client reads each reply in many reads, split anywhere.
+fn dribbling_server(end: &'static [u8], reply: fn(usize) -> Vec<u8>, piece: usize) -> SocketAddr {
+    common::peer(move |mut s| {
+        let _ = s.set_nodelay(true);
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        let mut i = 0;
+        loop {
+            while let Some(at) = got.windows(end.len()).position(|w| w == end) {
+                got.drain(..at + end.len());
+                i += 1;
+                for p in reply(i).chunks(piece) {
+                    if s.write_all(p).is_err() {
+                        return;
+                    }
+                    thread::sleep(Duration::from_micros(100));
+                }
+            }
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+}
+
+#[test]
+fn http_chunked_replies_in_many_reads() {
+    fn reply(i: usize) -> Vec<u8> {
+        let mut r = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        // Long and short replies in turn.
+        for _ in 0..[40, 1][i % 2] {
+            r.extend_from_slice(b"3e8;x=1\r\n");
+            r.resize(r.len() + 1000, b'c');
+            r.extend_from_slice(b"\r\n");
+        }
+        r.extend_from_slice(b"0\r\nX-Trailer: y\r\n\r\n");
+        r
+    }
+    let addr = dribbling_server(b"\r\n\r\n", reply, 701);
+    let (code, out, v, _) = client(
+        "chunked-reads",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "http",
+            "-c",
+            "2",
+            "--closed-loop",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    all_answered(&v, &out);
+    assert!(q(&v, "answered") > 10, "{out}");
+    assert_eq!(
+        v["queries"]["http_status"]["200"].as_u64(),
+        Some(q(&v, "answered"))
+    );
+}
+
+#[test]
+fn raw_marker_split_over_many_reads() {
+    fn reply(i: usize) -> Vec<u8> {
+        // Near misses of the marker all along, the marker at the end; long
+        // and short replies in turn.
+        let mut r = b"\r\n.x".repeat([500, 1][i % 2]);
+        r.extend_from_slice(b"\r\n.\r\n");
+        r
+    }
+    let addr = dribbling_server(b"hello\n", reply, 97);
+    let (code, out, v, _) = client(
+        "marker-reads",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "raw",
+            "-m",
+            r"hello\n",
+            "--marker",
+            r"\r\n.\r\n",
+            "-c",
+            "2",
+            "--closed-loop",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    all_answered(&v, &out);
+    assert!(q(&v, "answered") > 10, "{out}");
+}
+
 /// Reads length-prefixed DNS queries, checks each with hickory-proto, and
 /// answers every `BATCH` of them in reverse order.
 fn reversing_dns_server() -> SocketAddr {

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::inflight::Flight;
 use super::link::Link;
+use super::proto::Resume;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -75,6 +76,8 @@ pub struct Conn {
     pub flight: Flight,
     /// The start of a frame not complete yet.
     pub pending_in: Vec<u8>,
+    /// How far decoding got in `pending_in`.
+    pub resume: Resume,
     /// Bytes to write: queries encoded this loop turn (written together at
     /// its end, one syscall for many queries), or what the socket did not
     /// take.
@@ -102,6 +105,7 @@ impl Conn {
             active_pos: NOT_ACTIVE,
             flight: Flight::default(),
             pending_in: Vec::new(),
+            resume: Resume::default(),
             pending_out: Vec::new(),
         }
     }

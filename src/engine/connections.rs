@@ -273,6 +273,7 @@ impl Worker {
         let conn = &mut self.conns[key];
         conn.state = State::Held;
         conn.pending_in = Vec::new();
+        conn.resume = Default::default();
         if self.per_query {
             // Its one query waits in `waiting`: send it now.
             self.after_progress(key);

@@ -199,6 +199,7 @@ impl Worker {
     fn on_bytes(&mut self, key: usize, data: &[u8]) -> bool {
         let conn = &mut self.conns[key];
         let mut buf = std::mem::take(&mut conn.pending_in);
+        let mut resume = std::mem::take(&mut conn.resume);
         let input: &[u8] = if buf.is_empty() {
             data
         } else {
@@ -213,7 +214,7 @@ impl Worker {
                 .traffic
                 .as_ref()
                 .map_or(&self.probe_codec, |t| &t.codec);
-            match codec.decode(&input[used..]) {
+            match codec.decode(&input[used..], &mut resume) {
                 Frame::Incomplete => break,
                 Frame::Response {
                     len,
@@ -275,6 +276,8 @@ impl Worker {
                     conn.pending_in = buf;
                 }
             }
+            // (The default whenever nothing is left.)
+            conn.resume = resume;
             self.after_progress(key);
         }
         alive

@@ -2,8 +2,11 @@
 //! buffer, find a complete response at the front of the received bytes and
 //! say which query it answers. Built on crates/wire; no I/O, no allocation
 //! per message (DNS questions are encoded once at start and copied into
-//! each query; `{rand}` labels are filled in place).
+//! each query; `{rand}` labels are filled in place), and no byte of a
+//! response read twice as it arrives (a [`Resume`] says where decoding
+//! stopped).
 
+use memchr::memmem::Finder;
 use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 
@@ -46,6 +49,58 @@ pub enum Frame {
     Malformed,
 }
 
+/// Where [`Codec::decode`] stopped in the response at the front of the
+/// bytes it was given, when it said [`Frame::Incomplete`]. The caller keeps
+/// it beside those bytes and hands it back with them (and what arrived
+/// since), so that a response in many reads costs its length, not its
+/// length times the reads. `decode` resets it when it frames a response or
+/// finds the bytes malformed; the caller resets it only when it drops
+/// pending bytes undecoded. 5 bytes, aligned to 1: every connection holds
+/// one, and it packs beside one-byte fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Resume(Place);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Place {
+    /// Nothing read yet.
+    #[default]
+    Start,
+    /// Ping and --marker: no match starts before this offset (a u32 kept
+    /// as bytes: aligned to 1, it shares the chunked scan's 5 bytes).
+    Searched([u8; 4]),
+    /// HTTP: the head is whole (it is parsed again: at most 64 KiB, most
+    /// often a few hundred bytes); the chunked body's scan.
+    Chunked(wire::http::ChunkedScan),
+}
+
+const _: () = assert!(std::mem::size_of::<Resume>() == 5 && std::mem::align_of::<Resume>() == 1);
+
+impl Resume {
+    /// No match starts before `at`: search on from there next time (from
+    /// the start when `at` does not fit: correct, only slower).
+    fn searched(&mut self, at: usize) {
+        *self = match u32::try_from(at) {
+            Ok(at) => Resume(Place::Searched(at.to_ne_bytes())),
+            Err(_) => Resume::default(),
+        };
+    }
+
+    /// Where to search on in `buf` (0 unless a search stopped there).
+    fn search_from(self, buf: &[u8]) -> usize {
+        match self.0 {
+            Place::Searched(at) => (u32::from_ne_bytes(at) as usize).min(buf.len()),
+            _ => 0,
+        }
+    }
+
+    fn chunked(self) -> wire::http::ChunkedScan {
+        match self.0 {
+            Place::Chunked(scan) => scan,
+            _ => wire::http::ChunkedScan::default(),
+        }
+    }
+}
+
 /// A protocol, ready to encode and decode.
 pub enum Codec {
     Dns(DnsQueries),
@@ -62,7 +117,9 @@ pub enum Codec {
     Raw {
         message: Vec<u8>,
         first: Option<Vec<u8>>,
-        marker: Option<Vec<u8>>,
+        /// Built once: a search's tables are made for its needle (boxed:
+        /// they are large).
+        marker: Option<Box<Finder<'static>>>,
     },
 }
 
@@ -238,7 +295,9 @@ impl Codec {
             } => Codec::Raw {
                 message: unescaped(message),
                 first: first_message.as_deref().map(unescaped),
-                marker: marker.as_deref().map(unescaped),
+                marker: marker
+                    .as_deref()
+                    .map(|m| Box::new(Finder::new(&unescaped(m)).into_owned())),
             },
         }
     }
@@ -335,15 +394,24 @@ impl Codec {
     pub fn decode_datagram(&self, d: &[u8]) -> Frame {
         match self {
             Codec::Dns(_) => dns_frame(d, d.len()),
-            _ => match self.decode(d) {
+            _ => match self.decode(d, &mut Resume::default()) {
                 f @ Frame::Response { len, .. } if len == d.len() => f,
                 _ => Frame::Malformed,
             },
         }
     }
 
-    /// Frames the response at the front of `buf`.
-    pub fn decode(&self, buf: &[u8]) -> Frame {
+    /// Frames the response at the front of `buf`, going on from `resume`
+    /// (kept from the last call on the same front bytes, or the default).
+    pub fn decode(&self, buf: &[u8], resume: &mut Resume) -> Frame {
+        let frame = self.decode_on(buf, resume);
+        if frame != Frame::Incomplete {
+            *resume = Resume::default();
+        }
+        frame
+    }
+
+    fn decode_on(&self, buf: &[u8], resume: &mut Resume) -> Frame {
         match self {
             Codec::Dns(_) => {
                 let Some(f) = wire::dns::tcp_frame(buf) else {
@@ -378,7 +446,9 @@ impl Codec {
                 }
             }
             Codec::Ping => {
-                let Some(len) = wire::line::find_line(buf) else {
+                let from = resume.search_from(buf);
+                let Some(len) = wire::line::find_line(&buf[from..]).map(|n| from + n) else {
+                    resume.searched(buf.len());
                     return if buf.len() > 64 * 1024 {
                         Frame::Malformed
                     } else {
@@ -407,9 +477,12 @@ impl Codec {
                     let body_len = match h.body {
                         wire::http::Body::Length(n) => n as usize,
                         wire::http::Body::Chunked => {
-                            match wire::http::ChunkedDecoder::default().feed(&buf[h.head_len..]) {
-                                Ok((n, true)) => n,
-                                Ok((_, false)) => return Frame::Incomplete,
+                            let mut scan = resume.chunked();
+                            let r = scan.scan(&buf[h.head_len..]);
+                            *resume = Resume(Place::Chunked(scan));
+                            match r {
+                                Ok(Some(n)) => n,
+                                Ok(None) => return Frame::Incomplete,
                                 Err(_) => return Frame::Malformed,
                             }
                         }
@@ -428,15 +501,23 @@ impl Codec {
                 }
             },
             Codec::Raw { marker, .. } => match marker {
-                Some(m) => match buf.windows(m.len()).position(|w| w == m.as_slice()) {
-                    Some(at) => Frame::Response {
-                        len: at + m.len(),
-                        key: None,
-                        status: Status::Ok,
-                        close: false,
-                    },
-                    None => Frame::Incomplete,
-                },
+                Some(m) => {
+                    let from = resume.search_from(buf);
+                    let n = m.needle().len();
+                    match m.find(&buf[from..]) {
+                        Some(at) => Frame::Response {
+                            len: from + at + n,
+                            key: None,
+                            status: Status::Ok,
+                            close: false,
+                        },
+                        None => {
+                            // A marker may start in the last n - 1 bytes.
+                            resume.searched(buf.len().saturating_sub(n.saturating_sub(1)));
+                            Frame::Incomplete
+                        }
+                    }
+                }
                 // No marker: whatever arrives answers the oldest message.
                 None if buf.is_empty() => Frame::Incomplete,
                 None => Frame::Response {
@@ -475,10 +556,15 @@ mod tests {
         Pcg64Mcg::seed_from_u64(1)
     }
 
+    /// Decodes `buf` as the first read of its bytes.
+    fn fresh(c: &Codec, buf: &[u8]) -> Frame {
+        c.decode(buf, &mut Resume::default())
+    }
+
     fn round_trip(c: &Codec, n: u64) -> Frame {
         let mut out = Vec::new();
         let key = c.encode(n, 0, 123, &mut rng(), &mut out);
-        let f = c.decode(&out);
+        let f = fresh(c, &out);
         if let Frame::Response { key: Some(k), .. } = f {
             assert_eq!(k, key);
         }
@@ -503,14 +589,14 @@ mod tests {
         c.encode(7, 0, 0, &mut rng(), &mut out);
         out[40] ^= 1;
         assert!(matches!(
-            c.decode(&out),
+            fresh(&c, &out),
             Frame::Response {
                 status: Status::Mismatch,
                 ..
             }
         ));
-        assert_eq!(c.decode(&out[..30]), Frame::Incomplete);
-        assert_eq!(c.decode(b"HTTP/1.1"), Frame::Malformed);
+        assert_eq!(fresh(&c, &out[..30]), Frame::Incomplete);
+        assert_eq!(fresh(&c, b"HTTP/1.1"), Frame::Malformed);
     }
 
     #[test]
@@ -528,7 +614,7 @@ mod tests {
                 let want: Vec<u8> = (ECHO_HEADER..size).map(|i| pattern(n, i)).collect();
                 assert_eq!(body, &want[..], "size {size} n {n}");
                 assert!(matches!(
-                    c.decode(&out[1..]),
+                    fresh(&c, &out[1..]),
                     Frame::Response {
                         status: Status::Ok,
                         ..
@@ -598,6 +684,51 @@ mod tests {
     }
 
     #[test]
+    fn dns_names_with_several_rand_labels_stay_valid_and_random() {
+        use hickory_proto::op::Message;
+        use hickory_proto::serialize::binary::BinDecodable;
+        let names = ["{rand}", "a{rand}b.{rand}.{rand}x.example", "plain.example"];
+        let c = dns(&names, &[], None);
+        let Codec::Dns(d) = &c else { panic!() };
+        let template = d.bytes.clone();
+        let mut r = rng();
+        let mut seen = std::collections::HashSet::new();
+        for n in 0..300u64 {
+            let mut out = Vec::new();
+            c.encode_datagram(n, 0, 0, &mut r, &mut out);
+            let m = Message::from_bytes(&out).unwrap();
+            let name = m.queries[0].name().to_ascii();
+            let labels: Vec<&str> = name.trim_end_matches('.').split('.').collect();
+            let rand = |l: &str| {
+                l.len() == RAND_LABEL_LEN
+                    && l.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            };
+            match n % 3 {
+                0 => assert!(labels.len() == 1 && rand(labels[0]), "{name}"),
+                1 => {
+                    assert_eq!(labels.len(), 4, "{name}");
+                    let l0 = labels[0];
+                    assert!(l0.starts_with('a') && l0.ends_with('b'), "{name}");
+                    assert!(rand(&l0[1..l0.len() - 1]), "{name}");
+                    assert!(rand(labels[1]), "{name}");
+                    assert!(labels[2].ends_with('x') && rand(&labels[2][..RAND_LABEL_LEN]));
+                    assert_eq!(labels[3], "example");
+                }
+                _ => assert_eq!(name, "plain.example."),
+            }
+            if n % 3 != 2 {
+                assert!(seen.insert(name), "a name came twice");
+            }
+        }
+        // Filled in the query, not in the questions encoded at start.
+        assert_eq!(d.bytes, template);
+        assert!(template
+            .windows(RAND_LABEL_LEN)
+            .any(|w| w == [b'x'; RAND_LABEL_LEN]));
+    }
+
+    #[test]
     fn dns_query_echoed_back_is_echoed() {
         let c = dns(&["{rand}.example.com"], &[], None);
         assert!(matches!(
@@ -622,18 +753,171 @@ mod tests {
         c.encode(0, 0, 0, &mut rng(), &mut out);
         assert!(out.starts_with(b"GET / HTTP/1.1\r\nHost: h:1\r\n"));
         let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nAAHTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n";
-        let Frame::Response { len, status, .. } = c.decode(resp) else {
+        let Frame::Response { len, status, .. } = fresh(&c, resp) else {
             panic!()
         };
         assert_eq!(status, Status::Http(200));
         assert!(matches!(
-            c.decode(&resp[len..]),
+            fresh(&c, &resp[len..]),
             Frame::Response {
                 status: Status::Http(404),
                 ..
             }
         ));
-        assert_eq!(c.decode(&resp[..len - 1]), Frame::Incomplete);
+        assert_eq!(fresh(&c, &resp[..len - 1]), Frame::Incomplete);
+    }
+
+    /// Frames `stream` as it arrives `step` bytes a read, as the worker
+    /// does: the bytes not framed yet kept with their [`Resume`] between
+    /// reads, a response's bytes dropped from the front once framed.
+    /// Returns each response's length and status, and the bytes left.
+    fn frames_in_reads(c: &Codec, stream: &[u8], step: usize) -> (Vec<(usize, Status)>, usize) {
+        let mut pending = Vec::new();
+        let mut resume = Resume::default();
+        let mut frames = Vec::new();
+        for read in stream.chunks(step) {
+            pending.extend_from_slice(read);
+            while !pending.is_empty() {
+                match c.decode(&pending, &mut resume) {
+                    Frame::Response { len, status, .. } => {
+                        assert_eq!(resume, Resume::default(), "reset for the next");
+                        frames.push((len, status));
+                        pending.drain(..len);
+                    }
+                    Frame::Incomplete => break,
+                    Frame::Malformed => panic!("malformed after {frames:?}"),
+                }
+            }
+        }
+        (frames, pending.len())
+    }
+
+    /// Every read size frames `stream` as one read of all of it does.
+    fn same_frames_at_every_read_size(c: &Codec, stream: &[u8], want: usize) {
+        let (whole, left) = frames_in_reads(c, stream, stream.len());
+        assert_eq!(whole.len(), want, "{whole:?}");
+        for step in 1..stream.len() {
+            assert_eq!(
+                frames_in_reads(c, stream, step),
+                (whole.clone(), left),
+                "step {step}"
+            );
+        }
+    }
+
+    fn http() -> Codec {
+        Codec::new(
+            &Query::Http {
+                request: String::new(),
+            },
+            &["h:1".into()],
+        )
+    }
+
+    #[test]
+    fn http_chunked_replies_resume_across_reads() {
+        let mut stream = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc".to_vec();
+        stream.extend_from_slice(
+            b"HTTP/1.1 404 No\r\nTransfer-Encoding: chunked\r\n\r\n4;e=1\r\nWiki\r\n0\r\nT: y\r\n\r\n",
+        );
+        stream.extend_from_slice(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for _ in 0..3 {
+            stream.extend_from_slice(b"12c\r\n");
+            stream.resize(stream.len() + 300, b'z');
+            stream.extend_from_slice(b"\r\n");
+        }
+        stream.extend_from_slice(b"0\r\n\r\nHTTP/1.1 2");
+        same_frames_at_every_read_size(&http(), &stream, 3);
+        let (frames, left) = frames_in_reads(&http(), &stream, 1);
+        assert_eq!(frames[1].1, Status::Http(404));
+        assert_eq!(frames[2].0, 47 + 3 * 307 + 5);
+        assert_eq!(left, 10);
+    }
+
+    #[test]
+    fn http_chunked_body_is_not_decoded_again_at_each_read() {
+        let c = http();
+        let mut buf = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        let mut resume = Resume::default();
+        assert_eq!(c.decode(&buf, &mut resume), Frame::Incomplete);
+        buf.extend_from_slice(b"3e8\r\n");
+        assert_eq!(c.decode(&buf, &mut resume), Frame::Incomplete);
+        // The scan is kept: inside the data it waits for the data's end.
+        let Place::Chunked(scan) = resume.0 else {
+            panic!("{resume:?}")
+        };
+        buf.resize(buf.len() + 999, b'd');
+        assert_eq!(c.decode(&buf, &mut resume), Frame::Incomplete);
+        assert_eq!(resume.0, Place::Chunked(scan), "nothing to read yet");
+        buf.extend_from_slice(b"d\r\n0\r\n\r\n");
+        assert!(matches!(
+            c.decode(&buf, &mut resume),
+            Frame::Response { len, status: Status::Http(200), .. } if len == buf.len()
+        ));
+        assert_eq!(resume, Resume::default());
+    }
+
+    fn raw(marker: &[u8]) -> Codec {
+        Codec::Raw {
+            message: b"hi".to_vec(),
+            first: None,
+            marker: Some(Box::new(Finder::new(marker).into_owned())),
+        }
+    }
+
+    #[test]
+    fn raw_marker_found_across_reads_at_every_split() {
+        // Near misses across read boundaries: "\r\n.x", "\r\n\r\n.".
+        let stream = b"one\r\n.x\r\n\r\n.\r\ntwo\r\n.\r\n\r\n.\r\n\r\n.\r\nrest\r\n.";
+        same_frames_at_every_read_size(&raw(b"\r\n.\r\n"), stream, 4);
+        let (frames, left) = frames_in_reads(&raw(b"\r\n.\r\n"), stream, 1);
+        let lens: Vec<usize> = frames.iter().map(|f| f.0).collect();
+        assert_eq!(lens, [14, 8, 5, 5]);
+        assert_eq!(left, 7);
+    }
+
+    #[test]
+    fn raw_marker_search_goes_on_where_it_stopped() {
+        // A long reply arriving a byte at a time, full of near misses:
+        // starting over at each read would search ~5 * 10^9 bytes.
+        let c = raw(b"END!");
+        let mut buf = Vec::new();
+        let mut resume = Resume::default();
+        let mut searched = 0;
+        for i in 0..100_000 {
+            buf.push(b"END"[i % 3]);
+            searched += buf.len() - resume.search_from(&buf);
+            assert_eq!(c.decode(&buf, &mut resume), Frame::Incomplete);
+        }
+        // Each read searches its byte and the three before it.
+        assert!(searched <= 4 * 100_000, "searched {searched}");
+        buf.extend_from_slice(b"ND!");
+        assert!(matches!(
+            c.decode(&buf, &mut resume),
+            Frame::Response { len, .. } if len == buf.len()
+        ));
+    }
+
+    #[test]
+    fn ping_lines_across_reads() {
+        let stream = b"pong 1\npong 22\r\nerror\npong 3\npong";
+        same_frames_at_every_read_size(&Codec::Ping, stream, 4);
+        // A line that never ends is searched once, then refused.
+        let mut buf = Vec::new();
+        let mut resume = Resume::default();
+        let mut searched = 0;
+        let f = loop {
+            buf.push(b'p');
+            searched += buf.len() - resume.search_from(&buf);
+            match Codec::Ping.decode(&buf, &mut resume) {
+                Frame::Incomplete => {}
+                f => break f,
+            }
+        };
+        assert_eq!(
+            (f, buf.len(), searched),
+            (Frame::Malformed, 64 * 1024 + 1, buf.len())
+        );
     }
 
     #[test]
@@ -641,10 +925,10 @@ mod tests {
         let c = Codec::Raw {
             message: b"hi".to_vec(),
             first: None,
-            marker: Some(b"\r\n".to_vec()),
+            marker: Some(Box::new(Finder::new(b"\r\n").into_owned())),
         };
         assert_eq!(
-            c.decode(b"ok\r\nmore"),
+            fresh(&c, b"ok\r\nmore"),
             Frame::Response {
                 len: 4,
                 key: None,
@@ -652,9 +936,9 @@ mod tests {
                 close: false,
             }
         );
-        assert_eq!(c.decode(b"ok\r"), Frame::Incomplete);
+        assert_eq!(fresh(&c, b"ok\r"), Frame::Incomplete);
         assert_eq!(
-            Codec::Ping.decode(b"pong 5\n"),
+            fresh(&Codec::Ping, b"pong 5\n"),
             Frame::Response {
                 len: 7,
                 key: Some(5),
@@ -663,7 +947,7 @@ mod tests {
             }
         );
         assert!(matches!(
-            Codec::Ping.decode(b"error\n"),
+            fresh(&Codec::Ping, b"error\n"),
             Frame::Response {
                 status: Status::Mismatch,
                 ..

@@ -1,6 +1,6 @@
 //! HTTP/1.x framing: where a request head ends, how long its body is, and
 //! whether the connection stays open; a streaming decoder for chunked
-//! bodies. Only what a load generator and a fixed-reply server need: header
+//! bodies, and a resumable scan of them for callers that keep the bytes. Only what a load generator and a fixed-reply server need: header
 //! values other than Content-Length, Transfer-Encoding and Connection are
 //! checked for shape and skipped.
 
@@ -36,7 +36,7 @@ pub enum HttpError {
 pub enum Body {
     /// Exactly this many bytes (0 for none).
     Length(u64),
-    /// Chunked transfer coding: use [`ChunkedDecoder`].
+    /// Chunked transfer coding: use [`ChunkedDecoder`] or [`ChunkedScan`].
     Chunked,
     /// Until the peer closes (responses without a length only).
     UntilClose,
@@ -449,6 +449,77 @@ impl ChunkedDecoder {
     }
 }
 
+/// A chunked body's decoder for a caller that keeps the body's bytes until
+/// it ends (the client's pending input), where [`ChunkedDecoder`] suits one
+/// that lets them go (the server's). It keeps no count, only where to read
+/// next and its state there: 5 bytes, small enough to sit beside each
+/// connection's pending bytes. Between calls it can stop anywhere and
+/// resume without reading a byte twice, except those of an unfinished
+/// chunk-size line (its digits are read again: a line of a few bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C, packed)]
+pub struct ChunkedScan {
+    /// Offset in the body of the next byte to read. Inside chunk data it
+    /// is where the data ends, past the bytes that have arrived.
+    at: u32,
+    /// The state at `at`: Size (a size line's start), DataEnd,
+    /// TrailerStart or Trailer.
+    state: ChunkState,
+}
+
+impl ChunkedScan {
+    /// Reads on through `body`: the body from its first byte, the bytes of
+    /// the previous call and maybe more. Returns the body's length
+    /// (trailers included) once it is complete; bytes after it are left
+    /// for the next message. Ready for the next body after it returns a
+    /// length (or an error).
+    pub fn scan(&mut self, body: &[u8]) -> Result<Option<usize>, HttpError> {
+        let at = self.at as usize;
+        if at > body.len() {
+            // Inside chunk data that has not all arrived: nothing to read.
+            return Ok(None);
+        }
+        let mut d = ChunkedDecoder {
+            state: self.state,
+            n: 0,
+        };
+        let (used, done) = match d.feed(&body[at..]) {
+            Ok(r) => r,
+            Err(e) => {
+                *self = ChunkedScan::default();
+                return Err(e);
+            }
+        };
+        if done {
+            *self = ChunkedScan::default();
+            return Ok(Some(at + used));
+        }
+        // Not done: it read all it was given.
+        let end = body.len() as u64;
+        let (next, state) = match d.state {
+            // The data ends `n` bytes past what has arrived; its CRLF follows.
+            ChunkState::Data => (end.saturating_add(d.n), ChunkState::DataEnd),
+            // The count is not kept: read the unfinished size line again
+            // from its start (just past the last line end).
+            ChunkState::Size | ChunkState::Ext => {
+                let line = body[at..]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(at, |i| at + i + 1);
+                (line as u64, ChunkState::Size)
+            }
+            s => (end, s),
+        };
+        *self = match u32::try_from(next) {
+            Ok(at) => ChunkedScan { at, state },
+            // A body past 4 GiB: read it from its start next time
+            // (correct, only slower).
+            Err(_) => ChunkedScan::default(),
+        };
+        Ok(None)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,6 +651,94 @@ mod tests {
         }
     }
 
+    /// Scans `stream` as it grows by `piece` bytes a call: the body's
+    /// length, the error, and the bytes handed to the decoder in all.
+    fn scan_growing(stream: &[u8], piece: usize) -> (Result<Option<usize>, HttpError>, usize) {
+        let mut s = ChunkedScan::default();
+        let mut fed = 0;
+        let mut end = 0;
+        loop {
+            end = (end + piece).min(stream.len());
+            fed += end.saturating_sub(s.at as usize);
+            match s.scan(&stream[..end]) {
+                Ok(None) if end < stream.len() => {}
+                r => return (r, fed),
+            }
+        }
+    }
+
+    #[test]
+    fn chunked_scan_split_at_every_point() {
+        let body_len = CHUNKED.len() - 4;
+        for split in 0..=CHUNKED.len() {
+            let mut s = ChunkedScan::default();
+            let first = s.scan(&CHUNKED[..split]).unwrap();
+            let len = first.or_else(|| s.scan(CHUNKED).unwrap());
+            assert_eq!(len, Some(body_len), "split at {split}");
+        }
+    }
+
+    #[test]
+    fn chunked_scan_one_byte_per_call() {
+        let body_len = CHUNKED.len() - 4;
+        let mut s = ChunkedScan::default();
+        for end in 0..=CHUNKED.len() {
+            let got = s.scan(&CHUNKED[..end]).unwrap();
+            if end < body_len {
+                assert_eq!(got, None, "{end} bytes");
+            } else {
+                assert_eq!(got, Some(body_len), "{end} bytes");
+                break;
+            }
+        }
+        // Ready for the next body.
+        assert_eq!(s, ChunkedScan::default());
+        assert_eq!(scan_growing(b"0\r\n\r\n", 1).0, Ok(Some(5)));
+    }
+
+    #[test]
+    fn chunked_scan_of_a_long_body_reads_each_byte_about_once() {
+        // 2,000 chunks of 100 bytes, then one of a million, fed one byte per
+        // call: starting over at each call would hand the decoder ~7 * 10^11
+        // bytes.
+        let mut body = Vec::new();
+        for _ in 0..2000 {
+            body.extend_from_slice(b"64;x=y\r\n");
+            body.extend_from_slice(&[b'a'; 100]);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(b"f4240\r\n");
+        body.resize(body.len() + 1_000_000, b'b');
+        body.extend_from_slice(b"\r\n0\r\nT: 1\r\n\r\n");
+        let (len, fed) = scan_growing(&body, 1);
+        assert_eq!(len, Ok(Some(body.len())));
+        // Chunk data is skipped once its size is known. What is read: each
+        // size line again at each of its bytes (1 + 2 + ... + 8 = 36) and
+        // the CRLF after the data, per chunk; then the last lines.
+        assert!(fed <= 2000 * (36 + 2) + 100, "fed {fed}");
+        // In 64 KiB reads: each byte that has arrived at most once.
+        let (len, fed) = scan_growing(&body, 64 * 1024);
+        assert_eq!(len, Ok(Some(body.len())));
+        assert!(fed <= 2000 * 110 + 64 * 1024, "fed {fed}");
+    }
+
+    #[test]
+    fn chunked_scan_of_a_huge_chunk_waits_without_reading() {
+        let mut s = ChunkedScan::default();
+        assert_eq!(s.scan(b"ffffffff\r\nab"), Ok(None));
+        // Its end does not fit the 4-byte offset: it reads from the start
+        // next time, and still frames the body.
+        assert_eq!(s, ChunkedScan::default());
+        let mut s = ChunkedScan::default();
+        assert_eq!(s.scan(b"fffffff\r\nab"), Ok(None));
+        assert_eq!({ s.at }, 9 + 0xfff_ffff);
+        assert_eq!(s.scan(b"fffffff\r\nabc"), Ok(None));
+        assert_eq!(
+            ChunkedScan::default().scan(b"ffffffffffffffffff\r\n"),
+            Err(HttpError::Chunked)
+        );
+    }
+
     #[test]
     fn chunked_rejects_garbage() {
         let mut d = ChunkedDecoder::default();
@@ -682,6 +841,64 @@ mod tests {
             let _ = parse_response_head(&bytes, false);
             let _ = ChunkedDecoder::default().feed(&bytes);
             agree_with_httparse(&bytes);
+        }
+
+        /// The scan over growing bytes frames what the streaming decoder
+        /// fed the same pieces frames, and fails where it fails.
+        #[test]
+        fn chunked_scan_agrees_with_the_decoder(
+            chunks in proptest::collection::vec((1usize..40, "[ -~]{0,6}"), 0..6),
+            trailers in proptest::collection::vec("[!-~]{1,10}", 0..3),
+            noise in proptest::collection::vec(any::<u8>(), 0..8),
+            piece in 1usize..20,
+        ) {
+            let mut stream = Vec::new();
+            for (n, ext) in &chunks {
+                stream.extend_from_slice(format!("{n:x};{ext}\r\n").as_bytes());
+                stream.resize(stream.len() + n, b'd');
+                stream.extend_from_slice(b"\r\n");
+            }
+            stream.extend_from_slice(b"0\r\n");
+            for t in &trailers {
+                stream.extend_from_slice(format!("{t}\r\n").as_bytes());
+            }
+            stream.extend_from_slice(b"\r\n");
+            let body_len = stream.len();
+            stream.extend_from_slice(&noise);
+            prop_assert_eq!(scan_growing(&stream, piece).0, Ok(Some(body_len)));
+        }
+
+        /// On any bytes (mostly those a chunked body is made of), the scan
+        /// over growing bytes answers what the streaming decoder fed the
+        /// same pieces answers, and at the same piece.
+        #[test]
+        fn chunked_scan_agrees_with_the_decoder_on_any_bytes(
+            bytes in proptest::collection::vec(
+                prop_oneof![
+                    4 => proptest::sample::select(b"0123456789abcdefAF;\r\n \tx".to_vec()),
+                    1 => any::<u8>(),
+                ],
+                0..80,
+            ),
+            piece in 1usize..20,
+        ) {
+            let mut d = ChunkedDecoder::default();
+            let mut total = 0;
+            let mut theirs = Ok(None);
+            for part in bytes.chunks(piece) {
+                match d.feed(part) {
+                    Ok((used, true)) => {
+                        theirs = Ok(Some(total + used));
+                        break;
+                    }
+                    Ok((used, false)) => total += used,
+                    Err(e) => {
+                        theirs = Err(e);
+                        break;
+                    }
+                }
+            }
+            prop_assert_eq!(scan_growing(&bytes, piece).0, theirs);
         }
 
         #[test]
