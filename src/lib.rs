@@ -27,6 +27,7 @@ pub mod scenario;
 pub mod server;
 pub mod sys;
 pub mod tls;
+pub mod units;
 
 use std::process::ExitCode;
 

@@ -73,9 +73,9 @@ pub fn parse_phases(spec: &str) -> Result<Vec<Phase>, String> {
         let (dur, level) = part.split_once('@').ok_or_else(|| {
             format!("phase '{part}' needs DURATION@N or DURATION@A..B; {example}")
         })?;
-        let d = crate::cli::parse_duration(dur).map_err(|e| format!("phase '{part}': {e}"))?;
+        let d = crate::units::parse_duration(dur).map_err(|e| format!("phase '{part}': {e}"))?;
         let count = |s: &str| {
-            crate::cli::parse_count(s)
+            crate::units::parse_count(s)
                 .map(|n| n as f64)
                 .map_err(|e| format!("phase '{part}': {e}"))
         };

@@ -12,8 +12,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::Transport;
 use crate::engine::{Live, Outcome, Sample};
-use crate::metrics::{human_us, Bucket, ConnTotals};
+use crate::metrics::{Bucket, ConnTotals};
 use crate::scenario::{End, Scenario};
+use crate::units::{human_bytes, human_us};
 
 /// The live view: a progress bar on a terminal, one plain line per second
 /// otherwise, nothing when quiet.
@@ -759,9 +760,9 @@ fn queries_summary(
     writeln!(
         out,
         "  bytes         out {} ({}), in {} ({})",
-        crate::server::stats::human_bytes(t.bytes_out as f64),
+        human_bytes(t.bytes_out as f64),
         mbps(t.bytes_out, secs),
-        crate::server::stats::human_bytes(t.bytes_in as f64),
+        human_bytes(t.bytes_in as f64),
         mbps(t.bytes_in, secs),
     )?;
     Ok(())

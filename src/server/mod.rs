@@ -27,9 +27,10 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::cli::{Mode, Processes, ServerArgs};
 use crate::sys::{limits, proc};
+use crate::units::{human, human_bytes};
 use crate::UsageError;
 pub use responder::Responder;
-use stats::{human, human_bytes, Shared, Totals, WorkerStats};
+use stats::{Shared, Totals, WorkerStats};
 
 /// The port the server listens on when no --listen is given.
 pub const DEFAULT_PORT: u16 = 4242;

@@ -23,11 +23,12 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use socket2::{Protocol, SockAddr, Socket, Type};
 
-use super::stats::{human, Totals};
+use super::stats::Totals;
 use super::{ChildTotals, HandOver, Second, ServerConfig, DEFAULT_PORT};
 use crate::cluster::processes::{child_args, ChildLine, Children};
 use crate::sys::signals::{Reason, Stop};
 use crate::sys::{capacity, limits, proc};
+use crate::units::human;
 
 /// A member of an elastic group that filled to 13/16 faster than this was
 /// under a connect storm: the next but one starts as soon as the next takes
