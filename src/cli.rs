@@ -8,8 +8,12 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use serde::{Deserialize, Serialize};
+
+use crate::domain::{
+    Arrivals, ConnectMode, Mode, Processes, Proto, Role, Segment, Spread, Transport,
+};
 
 use crate::units::{
     parse_count, parse_duration, parse_positive_count, parse_rate, parse_size, parse_start_at,
@@ -47,34 +51,121 @@ pub enum Command {
     Compare(CompareArgs),
 }
 
-/// What the reference server answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Every byte received is sent back.
-    Echo,
-    /// Line protocol: `ping<rest>` is answered `pong<rest>`, other lines `error`.
-    Pong,
-    /// HTTP/1.1: a fixed keep-alive `200 OK` for every request.
-    Http,
-    /// DNS over TCP (and UDP with --udp): one A record for A queries.
-    Dns,
-    /// Reads and drops everything.
-    Discard,
-    /// Sends --reply for every received chunk that starts with --on.
-    Fixed,
+/// A flag's value names and their help (the clap side of a domain type):
+/// `$arg` is what clap parses and shows, converted at once into `$domain`
+/// by a match that the compiler checks covers every value.
+macro_rules! flag_values {
+    ($(#[$meta:meta])* $arg:ident => $domain:ident {
+        $($(#[$vmeta:meta])* $value:ident,)*
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+        enum $arg {
+            $($(#[$vmeta])* $value,)*
+        }
+
+        impl From<$arg> for $domain {
+            fn from(v: $arg) -> $domain {
+                match v {
+                    $($arg::$value => $domain::$value,)*
+                }
+            }
+        }
+    };
 }
 
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Echo => "echo",
-            Mode::Pong => "pong",
-            Mode::Http => "http",
-            Mode::Dns => "dns",
-            Mode::Discard => "discard",
-            Mode::Fixed => "fixed",
-        }
+/// Parses a flag by the value names of `A` into the domain type `D`.
+fn domain<A, D>() -> impl TypedValueParser<Value = D>
+where
+    A: ValueEnum + Clone + Send + Sync + 'static,
+    D: From<A> + Clone + Send + Sync + 'static,
+{
+    clap::builder::EnumValueParser::<A>::new().map(D::from)
+}
+
+flag_values! {
+    /// What the reference server answers.
+    ModeArg => Mode {
+        /// Every byte received is sent back.
+        Echo,
+        /// Line protocol: `ping<rest>` is answered `pong<rest>`, other lines `error`.
+        Pong,
+        /// HTTP/1.1: a fixed keep-alive `200 OK` for every request.
+        Http,
+        /// DNS over TCP (and UDP with --udp): one A record for A queries.
+        Dns,
+        /// Reads and drops everything.
+        Discard,
+        /// Sends --reply for every received chunk that starts with --on.
+        Fixed,
+    }
+}
+
+flag_values! {
+    /// How connections are opened.
+    ConnectModeArg => ConnectMode {
+        /// Up to --max-inflight-connects non-blocking connects at once.
+        Async,
+        /// One connection at a time, each completed before the next starts.
+        Sync,
+    }
+}
+
+flag_values! {
+    /// How queries travel.
+    TransportArg => Transport {
+        /// Persistent TCP connections.
+        Tcp,
+        /// One connected UDP socket per "connection"; a lost datagram times out.
+        Udp,
+        /// A new TCP connection for every query (up to --concurrency at once).
+        TcpPerQuery,
+        /// TLS over persistent TCP connections (rustls).
+        #[value(alias = "dot")]
+        Tls,
+    }
+}
+
+flag_values! {
+    /// What queries are made of.
+    ProtoArg => Proto {
+        /// DNS over TCP: a query for --qname/--qtype, matched by ID.
+        Dns,
+        /// --size byte messages (magic, sequence, timestamp, pattern), echoed back.
+        Echo,
+        /// `ping <seq>` lines answered `pong <seq>` (throng server --mode pong).
+        Ping,
+        /// HTTP/1.1 requests (--http-request), responses framed by length or chunks.
+        Http,
+        /// --message bytes; each --marker in the reply completes the oldest query.
+        Raw,
+    }
+}
+
+flag_values! {
+    /// How queries are spread over connections (open loop).
+    SpreadArg => Spread {
+        Random,
+        RoundRobin,
+    }
+}
+
+flag_values! {
+    /// Inter-arrival times of the open-loop query stream.
+    ArrivalsArg => Arrivals {
+        /// Exponential gaps (a Poisson process), seeded by --seed.
+        Poisson,
+        /// Equal gaps.
+        Constant,
+    }
+}
+
+flag_values! {
+    /// Which side of a test this host plays.
+    RoleArg => Role {
+        Client,
+        Server,
+        Both,
     }
 }
 
@@ -87,7 +178,7 @@ pub struct ServerArgs {
     pub listen: Vec<SocketAddr>,
 
     /// What to answer.
-    #[arg(short, long, value_enum, default_value_t = Mode::Echo)]
+    #[arg(short, long, value_parser = domain::<ModeArg, Mode>(), default_value = "echo")]
     pub mode: Mode,
 
     /// Also serve the mode over UDP on the same port(s) (echo, pong, dns, discard).
@@ -174,77 +265,6 @@ pub struct ServerArgs {
     pub elastic: bool,
 }
 
-/// How connections are opened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ConnectMode {
-    /// Up to --max-inflight-connects non-blocking connects at once.
-    Async,
-    /// One connection at a time, each completed before the next starts.
-    Sync,
-}
-
-/// How queries travel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Transport {
-    /// Persistent TCP connections.
-    #[default]
-    Tcp,
-    /// One connected UDP socket per "connection"; a lost datagram times out.
-    Udp,
-    /// A new TCP connection for every query (up to --concurrency at once).
-    TcpPerQuery,
-    /// TLS over persistent TCP connections (rustls).
-    #[value(alias = "dot")]
-    Tls,
-}
-
-impl Transport {
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Tcp => "tcp",
-            Transport::Udp => "udp",
-            Transport::TcpPerQuery => "tcp-per-query",
-            Transport::Tls => "tls",
-        }
-    }
-}
-
-/// What queries are made of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Proto {
-    /// DNS over TCP: a query for --qname/--qtype, matched by ID.
-    Dns,
-    /// --size byte messages (magic, sequence, timestamp, pattern), echoed back.
-    Echo,
-    /// `ping <seq>` lines answered `pong <seq>` (throng server --mode pong).
-    Ping,
-    /// HTTP/1.1 requests (--http-request), responses framed by length or chunks.
-    Http,
-    /// --message bytes; each --marker in the reply completes the oldest query.
-    Raw,
-}
-
-/// How queries are spread over connections (open loop).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Spread {
-    Random,
-    RoundRobin,
-}
-
-/// Inter-arrival times of the open-loop query stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Arrivals {
-    /// Exponential gaps (a Poisson process), seeded by --seed.
-    Poisson,
-    /// Equal gaps.
-    Constant,
-}
-
 #[derive(Debug, Args)]
 pub struct ClientArgs {
     /// Servers to connect to, as HOST:PORT (names resolved once at start;
@@ -270,7 +290,7 @@ pub struct ClientArgs {
     pub batch_delay: Option<Duration>,
 
     /// async: many non-blocking connects in flight; sync: one at a time.
-    #[arg(long, value_enum, default_value_t = ConnectMode::Async)]
+    #[arg(long, value_parser = domain::<ConnectModeArg, ConnectMode>(), default_value = "async")]
     pub connect_mode: ConnectMode,
 
     /// Most connects in flight at once (async mode).
@@ -383,11 +403,11 @@ pub struct ClientArgs {
     pub window: Option<u64>,
 
     /// How open-loop queries are spread over connections.
-    #[arg(long, value_enum, default_value_t = Spread::Random, help_heading = "Traffic")]
+    #[arg(long, value_parser = domain::<SpreadArg, Spread>(), default_value = "random", help_heading = "Traffic")]
     pub spread: Spread,
 
     /// Inter-arrival times of open-loop queries.
-    #[arg(long, value_enum, default_value_t = Arrivals::Poisson, help_heading = "Traffic")]
+    #[arg(long, value_parser = domain::<ArrivalsArg, Arrivals>(), default_value = "poisson", help_heading = "Traffic")]
     pub arrivals: Arrivals,
 
     /// Seed of every random choice (arrivals, spread, {rand} names), so runs repeat.
@@ -425,7 +445,7 @@ pub struct ClientArgs {
     pub rtt_log: Option<PathBuf>,
 
     /// What queries are made of.
-    #[arg(long, value_enum, default_value_t = Proto::Dns, help_heading = "Protocol")]
+    #[arg(long, value_parser = domain::<ProtoArg, Proto>(), default_value = "dns", help_heading = "Protocol")]
     pub proto: Proto,
 
     /// dns: the record type asked for (A, AAAA, MX, TYPE65, ...).
@@ -496,7 +516,7 @@ pub struct ClientArgs {
 
     /// tcp (persistent), udp (connected sockets), tcp-per-query (a
     /// connection per query), tls (or dot: DNS over TLS).
-    #[arg(long, value_enum, default_value_t = Transport::Tcp, help_heading = "Transport")]
+    #[arg(long, value_parser = domain::<TransportArg, Transport>(), default_value = "tcp", help_heading = "Transport")]
     pub transport: Transport,
 
     /// tcp-per-query: connections open at once at most (queries beyond wait,
@@ -609,8 +629,8 @@ pub struct TuneArgs {
     pub connections: u64,
 
     /// The side of the test this host plays.
-    #[arg(long, value_enum, default_value_t = crate::sys::tune::Role::Both)]
-    pub role: crate::sys::tune::Role,
+    #[arg(long, value_parser = domain::<RoleArg, Role>(), default_value = "both")]
+    pub role: Role,
 
     /// Apply the sysctl changes listed (root only), printing each old -> new.
     #[arg(long)]
@@ -631,7 +651,7 @@ pub struct CompareArgs {
     /// Transports to run, in order.
     #[arg(
         long,
-        value_enum,
+        value_parser = domain::<TransportArg, Transport>(),
         value_delimiter = ',',
         default_value = "udp,tcp-per-query,tcp,tls"
     )]
@@ -728,14 +748,6 @@ pub struct MergeArgs {
     pub check: Vec<String>,
 }
 
-/// How many processes a side uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Processes {
-    /// As many as the fd limit requires.
-    Auto,
-    Count(u64),
-}
-
 fn parse_processes(s: &str) -> Result<Processes, String> {
     if s == "auto" {
         return Ok(Processes::Auto);
@@ -746,13 +758,6 @@ fn parse_processes(s: &str) -> Result<Processes, String> {
             "'{s}' is not a process count; use auto or 1..=1024"
         )),
     }
-}
-
-/// A slice `K/N` of a scenario (1-based).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Segment {
-    pub index: u64,
-    pub count: u64,
 }
 
 fn parse_segment(s: &str) -> Result<Segment, String> {

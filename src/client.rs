@@ -13,7 +13,8 @@ use anyhow::Result;
 
 use std::ffi::OsString;
 
-use crate::cli::{ClientArgs, Mode, Processes, Transport};
+use crate::cli::ClientArgs;
+use crate::domain::{Mode, Processes, Transport};
 use crate::report::json::{write_atomic, Environment, RunResult};
 use crate::report::{self, LiveView};
 use crate::scenario::{self, Scenario};
@@ -474,7 +475,7 @@ fn run_processes(
     use crate::sys::signals::Reason;
     // Each process checks its own share; the ports are the whole's.
     let mut problems = preflight(
-        &whole.slice(crate::cli::Segment { index: 1, count: n }),
+        &whole.slice(crate::domain::Segment { index: 1, count: n }),
         fd,
         shortfall.as_deref(),
     );

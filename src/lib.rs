@@ -20,6 +20,7 @@ pub mod cli;
 pub mod client;
 pub mod cluster;
 pub mod compare;
+pub mod domain;
 pub mod engine;
 pub mod metrics;
 pub mod report;

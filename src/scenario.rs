@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{Arrivals, ClientArgs, ConnectMode, Proto, Segment, Spread, Transport};
+use crate::cli::ClientArgs;
+use crate::domain::{Arrivals, ConnectMode, Proto, Segment, Spread, Transport};
 use crate::UsageError;
 
 /// Default --connect-rate.

@@ -356,7 +356,7 @@ pub fn run(
                     verify_time = sc.verify.then_some(now - start);
                     let t = totals(&counters);
                     live.ramp_done(ramp, &t, &sc.end);
-                    let per_query = sc.transport == crate::cli::Transport::TcpPerQuery;
+                    let per_query = sc.transport == crate::domain::Transport::TcpPerQuery;
                     if !per_query
                         && !sc.reconnect
                         && shared.current.load(Relaxed) == 0

@@ -34,7 +34,7 @@ use super::deadlines::{Deadlines, Entry};
 use super::pacer::Pacer;
 use super::proto::{Codec, Frame, Status};
 use super::{connector, SecondReport};
-use crate::cli::{Spread, Transport};
+use crate::domain::{Spread, Transport};
 use crate::metrics::{
     bump, new_histogram, Bucket, ConnCounters, QueryCounters, Shared, StatusCounts, E_CONNECT,
     E_CONN_LOST, E_MALFORMED, E_MISMATCH, E_NO_CONNECTION, E_UNMATCHED,

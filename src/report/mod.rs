@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::Transport;
+use crate::domain::Transport;
 use crate::engine::{Live, Outcome, Sample};
 use crate::metrics::{Bucket, ConnTotals};
 use crate::scenario::{End, Scenario};
@@ -162,10 +162,10 @@ pub fn plan_paragraph(sc: &Scenario, ports_per_source: u64) -> String {
         End::Pause => "then hold until Enter".into(),
     };
     let mode = match sc.connect_mode {
-        crate::cli::ConnectMode::Async => {
+        crate::domain::ConnectMode::Async => {
             format!("async, up to {} in flight", sc.max_inflight_connects)
         }
-        crate::cli::ConnectMode::Sync => "sync, one at a time".into(),
+        crate::domain::ConnectMode::Sync => "sync, one at a time".into(),
     };
     if let (Some(phases), Some(total)) = (&sc.connections_schedule, sc.schedule_seconds()) {
         let steps: Vec<String> = phases
@@ -657,7 +657,7 @@ fn queries_summary(
         let poisson = matches!(
             sc.traffic.as_ref().map(|t| &t.model),
             Some(Model::OpenLoop {
-                arrivals: crate::cli::Arrivals::Poisson,
+                arrivals: crate::domain::Arrivals::Poisson,
                 ..
             })
         );

@@ -25,7 +25,8 @@ use mio::{Poll, Waker};
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use crate::cli::{Mode, Processes, ServerArgs};
+use crate::cli::ServerArgs;
+use crate::domain::{Mode, Processes};
 use crate::sys::{limits, proc};
 use crate::units::{human, human_bytes};
 use crate::UsageError;
