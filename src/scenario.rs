@@ -280,11 +280,11 @@ pub fn query_from(a: &ClientArgs) -> anyhow::Result<Query> {
             }
         }
         Proto::Echo => {
-            if a.size < crate::engine::ECHO_HEADER as u64 || a.size > 1 << 20 {
+            if a.size < ECHO_HEADER as u64 || a.size > 1 << 20 {
                 return Err(usage(format!(
                     "--size must be {}..=1MiB for echo (magic, sequence and timestamp need {} bytes)",
-                    crate::engine::ECHO_HEADER,
-                    crate::engine::ECHO_HEADER
+                    ECHO_HEADER,
+                    ECHO_HEADER
                 )));
             }
             Query::Echo {
@@ -597,6 +597,10 @@ fn transport_from(a: &ClientArgs, traffic: Option<&Traffic>) -> anyhow::Result<O
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()
 }
+
+/// Bytes of the echo header: magic, sequence number, send timestamp (the
+/// smallest echo query).
+pub const ECHO_HEADER: usize = 20;
 
 /// Letters a `{rand}` in a query name becomes (one label's worth).
 pub const RAND_LABEL_LEN: usize = 10;

@@ -11,8 +11,6 @@ mod pacer;
 mod proto;
 mod worker;
 
-pub use proto::ECHO_HEADER;
-
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
