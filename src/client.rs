@@ -4,7 +4,7 @@
 //! and writes the JSON. An impossible plan stops here, before any connect.
 
 use std::io::{self, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -215,6 +215,23 @@ fn processes_needed(a: &ClientArgs, sc: &Scenario, fd: &FdLimit) -> u64 {
     }
 }
 
+/// Resolves each HOST:PORT once.
+fn resolve(targets: &[String]) -> Result<Vec<SocketAddr>> {
+    targets
+        .iter()
+        .map(|t| {
+            let mut addrs = t.to_socket_addrs().map_err(|e| {
+                usage(format!(
+                    "cannot resolve target '{t}': {e}; give HOST:PORT, e.g. 127.0.0.1:4242 or [::1]:53"
+                ))
+            })?;
+            addrs
+                .next()
+                .ok_or_else(|| usage(format!("target '{t}' resolved to no address")))
+        })
+        .collect()
+}
+
 /// Waits for --start-at; refuses a time in the past.
 fn wait_start_at(at: Option<f64>, stop: &Stop) -> Result<bool> {
     let Some(at) = at else {
@@ -273,7 +290,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     let targets = if a.targets.is_empty() {
         Vec::new()
     } else {
-        scenario::resolve(&a.targets)?
+        resolve(&a.targets)?
     };
     // The whole scenario decides the plan; a segment runs its slice of it.
     let probe_targets = if targets.is_empty() {
@@ -281,7 +298,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     } else {
         targets.clone()
     };
-    let mut whole = Scenario::new(a, probe_targets.clone(), a.targets.is_empty(), Vec::new())?;
+    let mut whole = a.scenario(probe_targets.clone(), a.targets.is_empty(), Vec::new())?;
     let checks = report::check::parse_all(&a.check, whole.traffic.is_some()).map_err(usage)?;
     let nproc = if a.segment.is_some() || a.child {
         1
@@ -696,8 +713,8 @@ mod tests {
         let crate::cli::Command::Client(a) = crate::cli::Cli::parse_from(argv).command else {
             panic!("not a client command")
         };
-        let targets = scenario::resolve(&a.targets).unwrap();
-        Scenario::new(&a, targets, false, sources).unwrap()
+        let targets = resolve(&a.targets).unwrap();
+        a.scenario(targets, false, sources).unwrap()
     }
 
     #[test]

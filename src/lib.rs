@@ -56,7 +56,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Tune(args) => tune(&args),
         cli::Command::Compare(args) => compare::run(&args),
         cli::Command::Server(args) => {
-            let cfg = server::ServerConfig::from_args(&args)?;
+            let cfg = args.config()?;
             let ran = server::run(&cfg);
             if let Some(t) = &cfg.tls {
                 t.cleanup();

@@ -133,7 +133,7 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
     } else {
         &a.check
     };
-    let has_queries = crate::scenario::traffic_from(&client)?.is_some();
+    let has_queries = client.traffic()?.is_some();
     let checks = crate::report::check::parse_all(given, has_queries).map_err(UsageError)?;
     let stop = Stop::install()?;
     let n = hosts.len() as u64;

@@ -25,7 +25,6 @@ use mio::{Poll, Waker};
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use crate::cli::ServerArgs;
 use crate::domain::{Mode, Processes};
 use crate::sys::{limits, proc};
 use crate::units::{human, human_bytes};
@@ -35,8 +34,6 @@ use stats::{Shared, Totals, WorkerStats};
 
 /// The port the server listens on when no --listen is given.
 pub const DEFAULT_PORT: u16 = 4242;
-/// Largest --body-size accepted (each reply is built once, in memory).
-const MAX_BODY: u64 = 64 << 20;
 /// Fds a worker needs besides connections: epoll, waker, reserve.
 const FDS_PER_WORKER: u64 = 3;
 
@@ -198,78 +195,6 @@ fn usage(msg: impl Into<String>) -> anyhow::Error {
 }
 
 impl ServerConfig {
-    /// Checks the flags that depend on each other and turns them into a
-    /// configuration. Errors are usage errors (exit code 2).
-    pub fn from_args(a: &ServerArgs) -> Result<ServerConfig> {
-        let fixed = a.mode == Mode::Fixed;
-        if !fixed && a.reply.is_some() {
-            return Err(usage(
-                "--reply only applies to --mode fixed; add --mode fixed",
-            ));
-        }
-        if !fixed && a.on_prefix.is_some() {
-            return Err(usage("--on only applies to --mode fixed; add --mode fixed"));
-        }
-        let reply = match &a.reply {
-            Some(r) => wire::escape::unescape(r).map_err(|e| usage(format!("--reply: {e}")))?,
-            None if fixed => {
-                return Err(usage(
-                    "--mode fixed needs --reply STRING, e.g. --reply 'OK\\n'",
-                ))
-            }
-            None => Vec::new(),
-        };
-        let on_prefix = match &a.on_prefix {
-            Some(p) => wire::escape::unescape(p).map_err(|e| usage(format!("--on: {e}")))?,
-            None => Vec::new(),
-        };
-        if a.udp && matches!(a.mode, Mode::Http | Mode::Fixed) {
-            return Err(usage(format!(
-                "--udp works with --mode echo, pong, dns or discard, not {} \
-                 (its replies can be larger than the request)",
-                a.mode.name()
-            )));
-        }
-        if a.max_pending == 0 {
-            return Err(usage("--max-pending must be at least 1 byte, e.g. 64KiB"));
-        }
-        if a.body_size > MAX_BODY {
-            return Err(usage("--body-size is at most 64MiB"));
-        }
-        let workers = match a.workers {
-            Some(n) => n as usize,
-            None => thread::available_parallelism().map_or(1, |n| n.get()),
-        };
-        Ok(ServerConfig {
-            listen: a.listen.clone(),
-            mode: a.mode,
-            udp: a.udp,
-            workers,
-            backlog: a.backlog.min(i32::MAX as u64) as u32,
-            max_pending: a.max_pending as usize,
-            body_size: a.body_size as usize,
-            dns_answer: a.dns_answer,
-            dns_ttl: a.dns_ttl.as_secs().min(u32::MAX as u64) as u32,
-            reply,
-            on_prefix,
-            stats: a.stats,
-            stats_json: a.stats_json.clone(),
-            processes: if a.child {
-                Processes::Count(1)
-            } else {
-                a.processes
-            },
-            max_connections: a.max_connections,
-            child: a.child,
-            elastic: a.elastic,
-            tls: if a.tls {
-                Some(ServerTls::load(a.cert.as_deref(), a.key.as_deref())?)
-            } else {
-                None
-            },
-        })
-    }
-
     /// A server started inside another command (client, compare): one
     /// worker on 127.0.0.1, a free port, defaults otherwise.
     pub fn embedded(mode: Mode, udp: bool, tls: Option<ServerTls>) -> ServerConfig {
