@@ -1,12 +1,12 @@
 //! Command-line flags (clap derive) and their conversion into the plain
 //! values the rest of throng takes: the client's flags become a
-//! [`crate::scenario::Scenario`] ([`scenario`]), the server's a
-//! [`crate::server::ServerConfig`] ([`server`]). Flag value names are this
+//! [`crate::scenario::Scenario`] (in `scenario`), the server's a
+//! [`crate::server::ServerConfig`] (in `server`). Flag value names are this
 //! module's own (clap `ValueEnum`s converted at once into
 //! [`crate::domain`] types); the units they take are [`crate::units`].
 //!
-//! Nothing below the commands (client, server, cluster, compare) sees a
-//! clap type except through the `...Args` structs handed to them here.
+//! The commands (client, cluster, compare) take their `...Args` from here;
+//! below them (scenario, engine, server, report) nothing sees a flag.
 
 mod client;
 mod scenario;

@@ -1,8 +1,9 @@
 //! What a client run does, as plain data: targets, connections, ramp, how
 //! the run ends, source addresses. Built once by [`crate::cli`] from the
 //! flags (after names are resolved and sources planned), checked, then
-//! handed to the engine, sent to child processes, and written into the JSON
-//! result as "the scenario as run".
+//! handed to the engine and written into the JSON result as "the scenario
+//! as run". Its schedules and query files are parsed in `schedule` and
+//! `queries`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -10,6 +11,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::{Arrivals, ConnectMode, Proto, Segment, Spread, Transport};
+
+mod queries;
+mod schedule;
+
+pub use queries::{check_name, parse_query_file, MAX_QTYPES, RAND_LABEL_LEN};
+pub use schedule::{level_at, parse_phases, Phase};
 
 /// Default --connect-rate.
 pub const DEFAULT_CONNECT_RATE: f64 = 10_000.0;
@@ -53,62 +60,6 @@ pub enum End {
     Hold,
     /// At Enter on stdin (or its end).
     Pause,
-}
-
-/// One phase of a schedule: over `seconds`, go linearly from `from` to `to`
-/// (equal for a plateau).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Phase {
-    pub seconds: f64,
-    pub from: f64,
-    pub to: f64,
-}
-
-/// Parses `30s@10k,20s@10k..50k` (the same syntax for connection counts
-/// and, later, query rates).
-pub fn parse_phases(spec: &str) -> Result<Vec<Phase>, String> {
-    let example = "e.g. 30s@10k,60s@10k..100k,30s@20k";
-    let mut phases = Vec::new();
-    for part in spec.split([',', ' ']).filter(|p| !p.is_empty()) {
-        let (dur, level) = part.split_once('@').ok_or_else(|| {
-            format!("phase '{part}' needs DURATION@N or DURATION@A..B; {example}")
-        })?;
-        let d = crate::units::parse_duration(dur).map_err(|e| format!("phase '{part}': {e}"))?;
-        let count = |s: &str| {
-            crate::units::parse_count(s)
-                .map(|n| n as f64)
-                .map_err(|e| format!("phase '{part}': {e}"))
-        };
-        let (from, to) = match level.split_once("..") {
-            Some((a, b)) => (count(a)?, count(b)?),
-            None => (count(level)?, count(level)?),
-        };
-        if d.is_zero() {
-            return Err(format!("phase '{part}' lasts 0 s; {example}"));
-        }
-        phases.push(Phase {
-            seconds: d.as_secs_f64(),
-            from,
-            to,
-        });
-    }
-    if phases.is_empty() {
-        return Err(format!("an empty schedule; {example}"));
-    }
-    Ok(phases)
-}
-
-/// The level a schedule asks for `t` seconds after its start (the last
-/// phase's end level after it).
-pub fn level_at(phases: &[Phase], t: f64) -> f64 {
-    let mut start = 0.0;
-    for p in phases {
-        if t < start + p.seconds {
-            return p.from + (p.to - p.from) * (t - start) / p.seconds;
-        }
-        start += p.seconds;
-    }
-    phases.last().map_or(0.0, |p| p.to)
 }
 
 impl Query {
@@ -285,59 +236,6 @@ pub const MAX_DATAGRAM: u64 = 65_507;
 /// smallest echo query).
 pub const ECHO_HEADER: usize = 20;
 
-/// Letters a `{rand}` in a query name becomes (one label's worth).
-pub const RAND_LABEL_LEN: usize = 10;
-
-/// Record types a query file may mix: each gets its own row of RCODE
-/// counts, a fixed table in every worker.
-pub const MAX_QTYPES: usize = 64;
-
-/// Checks that `name` encodes, with each `{rand}` as the label it becomes.
-pub fn check_name(name: &str) -> Result<(), wire::dns::DnsError> {
-    let probe = name.replace("{rand}", &"x".repeat(RAND_LABEL_LEN));
-    wire::dns::encode_name(&probe, &mut Vec::new())
-}
-
-/// Reads a query file in dnsperf's format: `NAME [TYPE]` per line, the
-/// type a mnemonic (any case) or `TYPEnnn`, `default_qtype` when absent;
-/// blank lines and lines starting with `#` or `;` are skipped. Returns the
-/// names and their types, or the first bad line, numbered from 1.
-pub fn parse_query_file(text: &str, default_qtype: u16) -> Result<(Vec<String>, Vec<u16>), String> {
-    let mut names = Vec::new();
-    let mut qtypes = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let at = format!("line {}: '{line}'", i + 1);
-        let mut fields = line.split_whitespace();
-        let name = fields.next().expect("a non-blank line has a field");
-        let qtype = match fields.next() {
-            None => default_qtype,
-            Some(t) => wire::dns::rtype_from_name(t).ok_or_else(|| {
-                format!(
-                    "{at}: '{t}' is not a record type; give a mnemonic (A, AAAA, CNAME, MX, NS, \
-                     PTR, SOA, SRV, TXT, CAA, DS, DNSKEY, HTTPS, SVCB, ANY) or TYPEnnn"
-                )
-            })?,
-        };
-        let extra = fields.count();
-        if extra > 0 {
-            return Err(format!(
-                "{at}: {} fields; a line is `NAME [TYPE]` (dnsperf's format), a comment is a \
-                 line of its own starting with # or ;",
-                extra + 2
-            ));
-        }
-        check_name(name)
-            .map_err(|e| format!("{at}: the name is not valid: {e}; fix or remove the line"))?;
-        names.push(name.to_string());
-        qtypes.push(qtype);
-    }
-    Ok((names, qtypes))
-}
-
 impl Scenario {
     pub fn connect_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.connect_timeout_s)
@@ -467,80 +365,6 @@ mod tests {
         let r = Ramp::Rate { per_second: 2000.0 };
         assert_eq!(r.due(0), Duration::ZERO);
         assert_eq!(r.due(1000), Duration::from_millis(500));
-    }
-
-    #[test]
-    fn phases_parse_and_interpolate() {
-        let p = parse_phases("30s@10k,60s@10k..100k,30s@20k").unwrap();
-        assert_eq!(p.len(), 3);
-        assert_eq!(p[1].to, 100_000.0);
-        assert_eq!(level_at(&p, 0.0), 10_000.0);
-        assert_eq!(level_at(&p, 60.0), 55_000.0);
-        assert_eq!(level_at(&p, 100.0), 20_000.0);
-        assert_eq!(level_at(&p, 1000.0), 20_000.0);
-        assert!(parse_phases("30s").unwrap_err().contains("DURATION@N"));
-        assert!(parse_phases("0s@5").is_err());
-        assert!(parse_phases("").is_err());
-    }
-
-    #[test]
-    fn query_file_takes_names_types_and_comments() {
-        let text = "# dnsperf data\n\nwww.example.com A\n; another comment\n  example.com\taaaa  \nmail.example.com\nx.example TYPE65\n_dns.example SVCB\n";
-        let (names, types) = parse_query_file(text, wire::dns::rtype::MX).unwrap();
-        assert_eq!(
-            names,
-            [
-                "www.example.com",
-                "example.com",
-                "mail.example.com",
-                "x.example",
-                "_dns.example"
-            ]
-        );
-        assert_eq!(types, [1, 28, 15, 65, 64]);
-    }
-
-    #[test]
-    fn query_file_unknown_type_names_the_line() {
-        let e = parse_query_file("a.example A\n\nb.example AAAAA\n", 1).unwrap_err();
-        assert!(
-            e.starts_with("line 3: 'b.example AAAAA': 'AAAAA' is not a record type"),
-            "{e}"
-        );
-        assert!(e.contains("TYPEnnn"), "{e}");
-        let e = parse_query_file("c.example TYPE70000\n", 1).unwrap_err();
-        assert!(e.starts_with("line 1:"), "{e}");
-    }
-
-    #[test]
-    fn query_file_extra_fields_are_refused() {
-        let e = parse_query_file("ok.example\nwww.example.com A IN\n", 1).unwrap_err();
-        assert!(
-            e.starts_with("line 2: 'www.example.com A IN': 3 fields"),
-            "{e}"
-        );
-        assert!(e.contains("NAME [TYPE]"), "{e}");
-    }
-
-    #[test]
-    fn query_file_invalid_names_are_refused() {
-        let long_label = format!("{}.example", "a".repeat(64));
-        let long_name = vec!["a".repeat(63); 4].join(".");
-        for (line, why) in [
-            (long_label.as_str(), "label longer than 63"),
-            (long_name.as_str(), "name longer than 255"),
-            ("a..example", "empty label"),
-            ("bad\\032name.example", "character '\\\\'"),
-            (
-                "{rand}{rand}{rand}{rand}{rand}{rand}{rand}.example",
-                "label longer than 63",
-            ),
-        ] {
-            let e = parse_query_file(&format!("# x\n{line} A\n"), 1).unwrap_err();
-            assert!(e.starts_with("line 2: "), "{e}");
-            assert!(e.contains(why), "{line}: {e}");
-            assert!(e.contains("fix or remove the line"), "{e}");
-        }
     }
 
     #[test]
