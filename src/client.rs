@@ -279,7 +279,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         Stop::install()?
     };
     if a.child {
-        crate::cluster::processes::ChildLine::Pid(std::process::id()).print();
+        crate::child::ChildLine::Pid(std::process::id()).print();
     }
     let fd = limits::raise_nofile()?;
     let started_unix_s = SystemTime::now()
@@ -442,7 +442,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         if let Some(p) = &a.json {
             write_atomic(p, &result)?;
         }
-        crate::cluster::processes::ChildLine::Result(Box::new(result.clone())).print();
+        crate::child::ChildLine::Result(Box::new(serde_json::to_value(&result)?)).print();
         return Ok(ExitCode::from(if result.interrupted { 130 } else { 0 }));
     }
     let mut out = io::stdout().lock();
@@ -487,7 +487,7 @@ fn run_processes(
     (shortfall, why): (Option<String>, &str),
     checks: &[report::check::Check],
 ) -> Result<ExitCode> {
-    use crate::cluster::processes::{child_args, sum_samples, ChildLine, Children, PartsDir};
+    use crate::child::{child_args, sum_samples, ChildLine, Children, PartsDir};
     use crate::engine::Live;
     use crate::sys::signals::Reason;
     // Each process checks its own share; the ports are the whole's.

@@ -16,6 +16,7 @@
 //! [`run`] is the whole program; `main` only maps its result to an exit code
 //! with [`exit_code`].
 
+pub mod child;
 pub mod cli;
 pub mod client;
 pub mod cluster;

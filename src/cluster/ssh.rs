@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use super::processes::{sum_samples, ChildLine, Children};
+use crate::child::{sum_samples, ChildLine, Children};
 use crate::cli::{Cli, ClusterArgs, Command as Sub};
 use crate::engine::{Live, Sample};
 use crate::report::json::RunResult;
@@ -198,7 +198,7 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
             Some(Reason::ChildExit(i)) => done[i] = true,
             Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
                 Ok(ChildLine::Pid(p)) => pids[i] = Some(p),
-                Ok(ChildLine::Result(r)) => results[i] = Some(*r),
+                Ok(ChildLine::Result(r)) => results[i] = serde_json::from_value(*r).ok(),
                 Ok(ChildLine::Sample(s)) => {
                     let t = s.t;
                     latest[i] = Some(s);

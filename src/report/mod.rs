@@ -81,7 +81,7 @@ impl Live for LiveView {
                 traffic.unwrap_or_default()
             ),
             LiveView::Quiet => {}
-            LiveView::Child => crate::cluster::processes::ChildLine::Sample(s.clone()).print(),
+            LiveView::Child => crate::child::ChildLine::Sample(s.clone()).print(),
         }
     }
 
@@ -114,7 +114,7 @@ impl Live for LiveView {
             // --pause must say it waits even when quiet.
             LiveView::Quiet if *end == End::Pause => eprintln!("{line}"),
             LiveView::Quiet => {}
-            LiveView::Child => crate::cluster::processes::ChildLine::RampDone {
+            LiveView::Child => crate::child::ChildLine::RampDone {
                 seconds: after.as_secs_f64(),
             }
             .print(),

@@ -828,7 +828,7 @@ pub(crate) struct ChildTotals {
 /// A child of --processes: JSON lines on stdout, no banner, no summary.
 /// An elastic one also says when it fills up.
 fn run_child(server: Running, signals: &crate::sys::signals::Stop) -> Result<()> {
-    use crate::cluster::processes::ChildLine;
+    use crate::child::ChildLine;
     use crate::sys::signals::Reason;
     ChildLine::Ready.print();
     let started = Instant::now();

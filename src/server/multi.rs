@@ -25,7 +25,7 @@ use socket2::{Protocol, SockAddr, Socket, Type};
 
 use super::stats::Totals;
 use super::{ChildTotals, HandOver, Second, ServerConfig, DEFAULT_PORT};
-use crate::cluster::processes::{child_args, ChildLine, Children};
+use crate::child::{child_args, ChildLine, Children};
 use crate::sys::signals::{Reason, Stop};
 use crate::sys::{capacity, limits, proc};
 use crate::units::human;

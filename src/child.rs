@@ -1,7 +1,13 @@
-//! One command, several processes: the parent starts N children of itself,
-//! each running one segment with its own fd limit, shows their per-second
-//! lines as one live view, forwards Ctrl-C, and merges their results.
-//! Children speak to the parent in JSON lines on their stdout.
+//! Parents and their child processes: `throng client --processes` and
+//! `throng server --processes` start children of their own binary,
+//! `throng cluster` runs clients over ssh. Children speak to the parent in
+//! JSON lines on their stdout ([`ChildLine`]); the parent answers with
+//! Enter on their stdin. The parent's side is [`Children`]: it starts them,
+//! turns their lines and their end into [`Reason`]s to wait on, passes
+//! signals on, and collects how each one exited.
+//!
+//! Below the client, the server and the report (which prints a child's
+//! lines), so that none of them reaches into another for it.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
@@ -35,8 +41,8 @@ pub enum ChildLine {
     Full,
     /// Client children: the process id (so a remote one can be signalled).
     Pid(u32),
-    /// Client children: the whole result, at the end.
-    Result(Box<crate::report::json::RunResult>),
+    /// Client children: the whole result (a `RunResult`), at the end.
+    Result(Box<serde_json::Value>),
 }
 
 impl ChildLine {
