@@ -57,7 +57,12 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Tune(args) => tune(&args),
         cli::Command::Compare(args) => compare::run(&args),
         cli::Command::Server(args) => {
-            let cfg = args.config()?;
+            // A child of --processes is given its configuration whole.
+            let cfg: server::ServerConfig = if args.child {
+                child::read_plan()?
+            } else {
+                args.config()?
+            };
             let ran = server::run(&cfg);
             if let Some(t) = &cfg.tls {
                 t.cleanup();

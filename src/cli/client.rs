@@ -317,9 +317,16 @@ pub struct ClientArgs {
     #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = parse_processes, help_heading = "Scale out")]
     pub processes: Processes,
 
-    /// Internal: run as a child of --processes (per-second JSON lines on stdout).
+    /// Internal: run as a child of `throng cluster` (per-second JSON lines
+    /// on stdout).
     #[arg(long, hide = true)]
     pub child: bool,
+
+    /// Internal: run as a child of --processes: the plan (the scenario, its
+    /// slice, where the result goes) is the first line on stdin, JSON; per-
+    /// second JSON lines go out on stdout.
+    #[arg(long, hide = true)]
+    pub child_plan: bool,
 
     /// No live view (the summary is still printed).
     #[arg(short, long)]

@@ -103,14 +103,10 @@ pub struct ServerArgs {
     #[arg(long, value_name = "N", default_value = "1m", value_parser = parse_positive_count)]
     pub max_connections: u64,
 
-    /// Internal: run as a child of --processes (JSON lines on stdout).
+    /// Internal: run as a child of --processes: the configuration is the
+    /// first line on stdin (JSON), JSON lines go out on stdout.
     #[arg(long, hide = true)]
     pub child: bool,
-
-    /// Internal: a child of --processes auto: says when it is half full
-    /// and nearly full (the parent steers new connections to it and away).
-    #[arg(long, hide = true, requires = "child")]
-    pub elastic: bool,
 }
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
@@ -174,14 +170,10 @@ impl ServerArgs {
             on_prefix,
             stats: self.stats,
             stats_json: self.stats_json.clone(),
-            processes: if self.child {
-                Processes::Count(1)
-            } else {
-                self.processes
-            },
+            processes: self.processes,
             max_connections: self.max_connections,
-            child: self.child,
-            elastic: self.elastic,
+            child: false,
+            elastic: false,
             tls: if self.tls {
                 Some(ServerTls::load(self.cert.as_deref(), self.key.as_deref())?)
             } else {

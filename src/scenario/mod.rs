@@ -1,8 +1,8 @@
 //! What a client run does, as plain data: targets, connections, ramp, how
 //! the run ends, source addresses. Built once by [`crate::cli`] from the
 //! flags (after names are resolved and sources planned), checked, then
-//! handed to the engine and written into the JSON result as "the scenario
-//! as run". Its schedules and query files are parsed in `schedule` and
+//! handed to the engine (here, or as JSON to a child of `--processes`) and
+//! written into the JSON result as "the scenario as run". Its schedules and query files are parsed in `schedule` and
 //! `queries`.
 
 use std::net::{IpAddr, SocketAddr};

@@ -12,7 +12,6 @@
 //! - `--processes N`, [`run`]: N children from the start; this parent
 //!   checks and reserves the ports and only watches.
 
-use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, IsTerminal, Write};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -25,7 +24,8 @@ use socket2::{Protocol, SockAddr, Socket, Type};
 
 use super::stats::Totals;
 use super::{ChildTotals, HandOver, Second, ServerConfig, DEFAULT_PORT};
-use crate::child::{child_args, ChildLine, Children};
+use crate::child::{ChildLine, Children, Own};
+use crate::domain::Processes;
 use crate::sys::signals::{Reason, Stop};
 use crate::sys::{capacity, limits, proc};
 use crate::units::human;
@@ -101,10 +101,10 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut stats_json: Option<File>
     let (addrs, reserved) = reserve(cfg)?;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
     let workers = (cores / n).max(1).min(cfg.workers as u64);
-    let lists: Vec<Vec<OsString>> = (0..n)
-        .map(|_| member_args(cfg, &addrs, workers, &[]))
-        .collect();
-    let mut children = Children::spawn(lists, stop, false)?;
+    let members = (0..n)
+        .map(|_| member(cfg, &addrs, workers, false))
+        .collect::<Result<Vec<_>>>()?;
+    let mut children = Children::spawn(members, stop, false)?;
 
     let capacity = fd.soft.saturating_sub(FD_OVERHEAD);
     let mut out = io::stdout().lock();
@@ -242,34 +242,23 @@ fn combine<'a>(
     s
 }
 
-/// The arguments of a child process: the user's, less the parent's own
-/// flags, with the bound addresses and the certificate every process shares.
-fn member_args(
-    cfg: &ServerConfig,
-    addrs: &[SocketAddr],
-    workers: u64,
-    extra: &[&str],
-) -> Vec<OsString> {
-    let raw: Vec<OsString> = std::env::args_os().skip(2).collect();
-    let mut args: Vec<OsString> = vec!["server".into()];
-    args.extend(child_args(&raw, false));
-    for a in addrs {
-        args.push("--listen".into());
-        args.push(a.to_string().into());
+/// A child process of the group: this configuration on the bound
+/// addresses, with `workers` workers, and the certificate every process
+/// shares; the per-second stats are the parent's to show.
+fn member(cfg: &ServerConfig, addrs: &[SocketAddr], workers: u64, elastic: bool) -> Result<Own> {
+    let mut m = cfg.clone();
+    m.listen = addrs.to_vec();
+    m.workers = workers as usize;
+    m.processes = Processes::Count(1);
+    m.child = true;
+    m.elastic = elastic;
+    m.stats = false;
+    m.stats_json = None;
+    if let Some(t) = m.tls.as_mut() {
+        // Made (or read) here: this process removes its files, not a child.
+        t.self_signed = false;
     }
-    if let Some(t) = cfg.tls.as_ref().filter(|t| t.self_signed) {
-        // One certificate for all: the one made (or read) here.
-        for (flag, path) in [("--cert", &t.cert_file), ("--key", &t.key_file)] {
-            args.push(flag.into());
-            args.push(path.into());
-        }
-    }
-    for e in ["--processes", "1", "--child", "--workers"] {
-        args.push(e.into());
-    }
-    args.push(workers.to_string().into());
-    args.extend(extra.iter().map(OsString::from));
-    args
+    Own::new(vec!["server".into(), "--child".into()], &m)
 }
 
 /// One process of an elastic group, as the parent sees it.
@@ -625,13 +614,9 @@ impl Group<'_> {
             && (members.len() as u64) < self.most
             && members.len() <= self.steered + self.ahead
         {
-            let args = member_args(
-                self.cfg,
-                self.addrs,
-                self.cfg.workers as u64,
-                &["--elastic"],
-            );
-            match spare.with(|| children.add(args, self.stop)) {
+            let added = member(self.cfg, self.addrs, self.cfg.workers as u64, true)
+                .and_then(|m| spare.with(|| children.add(m, self.stop)));
+            match added {
                 Ok(()) => {
                     members.push(Member::new(self.started.elapsed(), false));
                     started += 1;
