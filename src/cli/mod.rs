@@ -343,6 +343,22 @@ pub struct MergeArgs {
     pub check: Vec<String>,
 }
 
+/// Parses the words after `throng client`, as a host of `throng cluster`
+/// will; the error is clap's message.
+pub fn client_args(args: &[String]) -> Result<ClientArgs, String> {
+    let argv = ["throng", "client"]
+        .into_iter()
+        .map(String::from)
+        .chain(args.iter().cloned());
+    match Cli::try_parse_from(argv) {
+        Ok(Cli {
+            command: Command::Client(a),
+        }) => Ok(*a),
+        Ok(_) => unreachable!("parsed as client"),
+        Err(e) => Err(e.to_string().trim().to_string()),
+    }
+}
+
 fn parse_processes(s: &str) -> Result<Processes, String> {
     if s == "auto" {
         return Ok(Processes::Auto);
