@@ -262,3 +262,48 @@ pub(super) fn run_child(plan: ChildPlan) -> Result<ExitCode> {
         None => Ok(ExitCode::from(130)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child runs the very scenario its parent planned: the plan's JSON
+    /// gives back every float to the bit (serde_json's float_roundtrip; by
+    /// default these two came back one bit off).
+    #[test]
+    fn a_plan_round_trips_exactly() {
+        let a = crate::cli::client_args(
+            &[
+                "127.0.0.1:1",
+                "-c",
+                "10003",
+                "-r",
+                "3.6522202648366253",
+                "--connect-rate",
+                "0.9468793297991501",
+            ]
+            .map(String::from),
+        )
+        .unwrap();
+        let whole = a
+            .scenario(vec!["127.0.0.1:1".parse().unwrap()], false, Vec::new())
+            .unwrap();
+        for k in 1..=3 {
+            let mut recorded = whole.clone();
+            recorded.segment = Some(Segment { index: k, count: 3 });
+            recorded.end = End::Pause;
+            let plan = ChildPlan {
+                whole: recorded,
+                json: PathBuf::from("/tmp/part.json"),
+                rtt_log: None,
+                start_at: Some(1_700_000_000.123_456_7),
+                force: false,
+                shortfall: None,
+            };
+            let own = Own::new(Vec::new(), &plan).unwrap();
+            let back: ChildPlan = serde_json::from_str(&own.plan).unwrap();
+            assert_eq!(back.whole, plan.whole);
+            assert_eq!(back.start_at, plan.start_at);
+        }
+    }
+}
