@@ -17,11 +17,12 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{CompareArgs, Mode, Transport};
-use crate::metrics::human_us;
+use crate::cli::CompareArgs;
+use crate::domain::{Mode, Transport};
 use crate::report::json::{write_atomic, RunResult};
 use crate::server::{self, ServerConfig, ServerTls};
 use crate::sys::signals::Stop;
+use crate::units::human_us;
 use crate::UsageError;
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {

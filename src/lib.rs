@@ -1,25 +1,41 @@
 //! throng: find the limits of TCP servers under a huge number of clients.
 //!
-//! The module map, top to bottom (data flows down, never back up):
+//! The module map, top to bottom: a module uses only modules below it (data
+//! flows down, never back up; `tests/module_graph.rs` fails on a circle).
 //!
-//! - [`cli`]: flags and units (10k, 2.5s, 64KiB); parsing only.
 //! - [`client`]: `throng client` from flags to report: targets, sources,
-//!   preflight, then [`engine`] runs the [`scenario`].
-//! - [`scenario`]: what a client run does, as plain serde data.
-//! - [`engine`]: the client's data plane: a mio loop per worker.
-//! - [`metrics`]: per-worker counters and HDR histograms, merged after.
-//! - [`report`]: live view, summary, JSON result.
+//!   preflight, then [`engine`] runs the [`scenario`], here or in child
+//!   processes each given its slice. [`compare`]: one workload over each
+//!   transport.
+//! - [`cluster`]: the scenario sliced over hosts through ssh, and the exact
+//!   merge of results.
+//! - [`cli`]: flags (clap) and what they convert into, a
+//!   [`scenario::Scenario`] or a [`server::ServerConfig`]. The commands
+//!   above take its `...Args`; nothing below it sees a flag.
 //! - [`server`]: the reference server: a mio loop per worker, SO_REUSEPORT
-//!   listeners, responders built on the pure codecs of `crates/wire`.
-//! - [`sys`]: what the OS allows: fd limits, sysctls, kernel counters.
+//!   listeners, responders built on the pure codecs of `crates/wire`; one
+//!   process or a group on one port.
+//! - [`report`]: live view, summary, JSON result.
+//! - [`child`]: the line protocol between a parent and its child processes.
+//! - [`engine`]: the client's data plane: a mio loop per worker.
+//! - [`tls`]: the rustls configurations of both sides.
+//! - [`scenario`]: what a client run does, as plain serde data.
+//! - [`sys`]: what the OS allows: fd limits, sysctls, kernel counters,
+//!   source addresses.
+//! - [`metrics`]: per-worker counters and HDR histograms, merged after.
+//! - [`domain`] and [`units`]: the words a run is described in (modes,
+//!   transports, protocols, segments) and the units people type and read
+//!   (10k, 2.5s, 64KiB); they use nothing of throng's.
 //!
 //! [`run`] is the whole program; `main` only maps its result to an exit code
 //! with [`exit_code`].
 
+pub mod child;
 pub mod cli;
 pub mod client;
 pub mod cluster;
 pub mod compare;
+pub mod domain;
 pub mod engine;
 pub mod metrics;
 pub mod report;
@@ -27,6 +43,7 @@ pub mod scenario;
 pub mod server;
 pub mod sys;
 pub mod tls;
+pub mod units;
 
 use std::process::ExitCode;
 
@@ -54,7 +71,12 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Tune(args) => tune(&args),
         cli::Command::Compare(args) => compare::run(&args),
         cli::Command::Server(args) => {
-            let cfg = server::ServerConfig::from_args(&args)?;
+            // A child of --processes is given its configuration whole.
+            let cfg: server::ServerConfig = if args.child {
+                child::read_plan()?
+            } else {
+                args.config()?
+            };
             let ran = server::run(&cfg);
             if let Some(t) = &cfg.tls {
                 t.cleanup();

@@ -584,15 +584,6 @@ pub fn decode_histogram(s: &str) -> anyhow::Result<Histogram<u64>> {
     Ok(h)
 }
 
-/// "85 µs", "1.2 ms", "3.40 s".
-pub fn human_us(us: u64) -> String {
-    match us {
-        u if u >= 1_000_000 => format!("{:.2} s", u as f64 / 1e6),
-        u if u >= 1_000 => format!("{:.1} ms", u as f64 / 1e3),
-        u => format!("{u} µs"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -641,12 +632,5 @@ mod tests {
         let t = ConnTotals::sum([&a, &b]);
         assert_eq!(t.failed_total(), 2);
         assert_eq!(t.other_errno.get(&libc::EPERM), Some(&1));
-    }
-
-    #[test]
-    fn human_durations() {
-        assert_eq!(human_us(85), "85 µs");
-        assert_eq!(human_us(1234), "1.2 ms");
-        assert_eq!(human_us(3_400_000), "3.40 s");
     }
 }

@@ -2,5 +2,4 @@
 //! hosts), and the exact merge of their results.
 
 pub mod merge;
-pub mod processes;
 pub mod ssh;

@@ -7,16 +7,14 @@
 use std::process::{Command, ExitCode};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
-use clap::Parser;
-
-use super::processes::{sum_samples, ChildLine, Children};
-use crate::cli::{Cli, ClusterArgs, Command as Sub};
+use crate::child::{sum_samples, ChildLine, Children};
+use crate::cli::ClusterArgs;
 use crate::engine::{Live, Sample};
 use crate::report::json::RunResult;
 use crate::report::LiveView;
 use crate::sys::signals::{Reason, Stop};
 use crate::UsageError;
+use anyhow::{Context, Result};
 
 /// One load host: what ssh is given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,17 +94,8 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
     let hosts = parse_hosts(&text)
         .map_err(|e| UsageError(format!("--hosts {}: {e}", a.hosts.display())))?;
     // The client arguments must parse here as they will there.
-    let mut argv = vec!["throng".to_string(), "client".into()];
-    argv.extend(a.client_args.iter().cloned());
-    let parsed = Cli::try_parse_from(&argv).map_err(|e| {
-        UsageError(format!(
-            "the client arguments after --: {}",
-            e.to_string().trim()
-        ))
-    })?;
-    let Sub::Client(client) = parsed.command else {
-        unreachable!("parsed as client");
-    };
+    let client = crate::cli::client_args(&a.client_args)
+        .map_err(|e| UsageError(format!("the client arguments after --: {e}")))?;
     for (set, flag) in [
         (client.segment.is_some(), "--segment"),
         (client.start_at.is_some(), "--start-at"),
@@ -133,7 +122,7 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
     } else {
         &a.check
     };
-    let has_queries = crate::scenario::traffic_from(&client)?.is_some();
+    let has_queries = client.traffic()?.is_some();
     let checks = crate::report::check::parse_all(given, has_queries).map_err(UsageError)?;
     let stop = Stop::install()?;
     let n = hosts.len() as u64;
@@ -198,7 +187,7 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
             Some(Reason::ChildExit(i)) => done[i] = true,
             Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
                 Ok(ChildLine::Pid(p)) => pids[i] = Some(p),
-                Ok(ChildLine::Result(r)) => results[i] = Some(*r),
+                Ok(ChildLine::Result(r)) => results[i] = serde_json::from_value(*r).ok(),
                 Ok(ChildLine::Sample(s)) => {
                     let t = s.t;
                     latest[i] = Some(s);

@@ -114,7 +114,8 @@ impl Dialer {
 
     /// The target and source address of attempt `i`: the targets in turn,
     /// and for each target the sources of its family in turn (none: the
-    /// kernel chooses).
+    /// kernel chooses), so every (source, target) pair carries an equal
+    /// share.
     pub fn endpoints(&self, sc: &Scenario, i: u64) -> (SocketAddr, Option<IpAddr>) {
         let t = sc.targets.len() as u64;
         let target = sc.targets[(i % t) as usize];
@@ -349,14 +350,15 @@ mod tests {
     use super::*;
     use crate::engine::link::Link;
 
-    fn scenario(args: &[&str]) -> Scenario {
-        let mut argv = vec!["throng", "client", "127.0.0.1:1"];
-        argv.extend_from_slice(args);
-        let cli = <crate::cli::Cli as clap::Parser>::parse_from(argv);
-        let crate::cli::Command::Client(a) = cli.command else {
-            panic!("a client command")
-        };
-        Scenario::new(&a, vec!["127.0.0.1:1".parse().unwrap()], false, Vec::new()).unwrap()
+    fn args(args: &[&str]) -> crate::cli::ClientArgs {
+        let mut argv = vec!["127.0.0.1:1".to_string()];
+        argv.extend(args.iter().map(|a| a.to_string()));
+        crate::cli::client_args(&argv).expect("client flags")
+    }
+
+    fn scenario(flags: &[&str]) -> Scenario {
+        let targets = vec!["127.0.0.1:1".parse().unwrap()];
+        args(flags).scenario(targets, false, Vec::new()).unwrap()
     }
 
     fn dialer(
@@ -396,16 +398,12 @@ mod tests {
 
     #[test]
     fn sources_of_the_targets_family_take_turns() {
-        let argv = ["throng", "client", "127.0.0.1:1", "-c", "8"];
-        let cli = <crate::cli::Cli as clap::Parser>::parse_from(argv);
-        let crate::cli::Command::Client(a) = cli.command else {
-            panic!("a client command")
-        };
+        let a = args(&["-c", "8"]);
         let targets = vec!["127.0.0.1:1".parse().unwrap(), "[::1]:2".parse().unwrap()];
         let sources = ["127.0.0.2", "::2", "127.0.0.3"]
             .map(|s| s.parse().unwrap())
             .to_vec();
-        let sc = Scenario::new(&a, targets, false, sources).unwrap();
+        let sc = a.scenario(targets, false, sources).unwrap();
         let (d, _rx) = dialer(&sc, 0, 8, Instant::now());
         let got: Vec<String> = (0..6)
             .map(|i| {

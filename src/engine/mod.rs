@@ -20,8 +20,6 @@ mod recorder;
 mod traffic;
 mod worker;
 
-pub use proto::ECHO_HEADER;
-
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -365,7 +363,7 @@ pub fn run(
                     verify_time = sc.verify.then_some(now - start);
                     let t = totals(&counters);
                     live.ramp_done(ramp, &t, &sc.end);
-                    let per_query = sc.transport == crate::cli::Transport::TcpPerQuery;
+                    let per_query = sc.transport == crate::domain::Transport::TcpPerQuery;
                     if !per_query
                         && !sc.reconnect
                         && shared.current.load(Relaxed) == 0
@@ -451,7 +449,7 @@ pub fn run(
         }
         live.note(&format!(
             "traffic over: waiting up to {} for the queries in flight (--drain)",
-            crate::metrics::human_us((drain * 1e6) as u64)
+            crate::units::human_us((drain * 1e6) as u64)
         ));
         // The workers end by themselves; this bound only guards against one
         // that does not.
@@ -628,7 +626,7 @@ fn control(line: &str, shared: &Shared, wakers: &[Waker]) -> bool {
     let mut words = line.split_whitespace();
     match (words.next(), words.next(), words.next()) {
         (Some("stop"), None, None) => true,
-        (Some("connections"), Some(n), None) => match crate::cli::parse_count(n) {
+        (Some("connections"), Some(n), None) => match crate::units::parse_count(n) {
             Ok(n) => {
                 shared.conn_level.store(n + 1, Relaxed);
                 for w in wakers {
@@ -638,7 +636,7 @@ fn control(line: &str, shared: &Shared, wakers: &[Waker]) -> bool {
             }
             Err(_) => false,
         },
-        (Some("rate"), Some(r), None) => match crate::cli::parse_rate(r) {
+        (Some("rate"), Some(r), None) => match crate::units::parse_rate(r) {
             Ok(rate) => {
                 shared.rate_override.store(rate.to_bits(), Relaxed);
                 shared.rate_gen.fetch_add(1, Relaxed);

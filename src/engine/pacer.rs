@@ -7,7 +7,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Exp1};
 use rand_pcg::Pcg64Mcg;
 
-use crate::cli::Arrivals;
+use crate::domain::Arrivals;
 use crate::scenario::{level_at, Phase};
 
 /// Gap used to step over a phase whose rate is zero.

@@ -11,7 +11,7 @@ use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 
 use super::pacer::Pacer;
-use crate::cli::Spread;
+use crate::domain::Spread;
 use crate::scenario::Model;
 
 /// tcp-per-query, closed loop: a think-queue entry that starts a query on
@@ -217,7 +217,7 @@ impl Pacing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::Arrivals;
+    use crate::domain::Arrivals;
     use crate::scenario::Phase;
     use rand::SeedableRng;
 

@@ -10,10 +10,8 @@ use memchr::memmem::Finder;
 use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 
-use crate::scenario::{unescaped, Query, RAND_LABEL_LEN};
+use crate::scenario::{unescaped, Query, ECHO_HEADER, RAND_LABEL_LEN};
 
-/// Bytes of the echo header: magic, sequence number, send timestamp.
-pub const ECHO_HEADER: usize = 20;
 const ECHO_MAGIC: [u8; 4] = *b"THRG";
 
 /// How a response went, for the status counts.

@@ -41,7 +41,7 @@ use super::pacing::Pacing;
 use super::proto::Codec;
 use super::recorder::{Recorder, RttLog};
 use super::SecondReport;
-use crate::cli::Transport;
+use crate::domain::Transport;
 use crate::metrics::{
     bump, new_histogram, ConnCounters, QueryCounters, Shared, StatusCounts, E_NO_CONNECTION,
 };

@@ -329,7 +329,7 @@ impl Check {
                 .nth(1)
                 .is_some_and(|h| h.ends_with("_us"))
         {
-            return crate::metrics::human_us(m.round() as u64);
+            return crate::units::human_us(m.round() as u64);
         }
         trim(m, "")
     }

@@ -83,7 +83,7 @@ fn chrony_offset() -> Option<f64> {
 pub struct Part {
     /// The file or the child process it came from.
     pub from: String,
-    pub segment: Option<crate::cli::Segment>,
+    pub segment: Option<crate::domain::Segment>,
     pub hostname: String,
     pub started_unix_s: u64,
     pub clock_offset_s: Option<f64>,
@@ -271,7 +271,7 @@ impl RunResult {
             loop_lag_us: Latency::of(&q.loop_lag),
         });
         let dns = match (&o.queries, sc.traffic.as_ref().map(|t| t.proto)) {
-            (Some(q), Some(crate::cli::Proto::Dns)) => Some(Dns {
+            (Some(q), Some(crate::domain::Proto::Dns)) => Some(Dns {
                 rcodes: q.statuses.rcode_map(),
                 rcodes_by_qtype: q.statuses.rcodes_by_qtype_map(),
             }),
@@ -299,7 +299,7 @@ impl RunResult {
                 connect_syscall_us: (!o.connect_syscall.is_empty())
                     .then(|| Percentiles::of(&o.connect_syscall)),
                 peer_closed: t.peer_closed,
-                tls_handshake_us: (sc.transport == crate::cli::Transport::Tls)
+                tls_handshake_us: (sc.transport == crate::domain::Transport::Tls)
                     .then(|| Percentiles::of(&o.tls_handshake)),
                 tls_resumed: t.tls_resumed,
                 tls_error: t.tls_error.clone(),

@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::Transport;
+use crate::domain::Transport;
 use crate::engine::{Live, Outcome, Sample};
-use crate::metrics::{human_us, Bucket, ConnTotals};
+use crate::metrics::{Bucket, ConnTotals};
 use crate::scenario::{End, Scenario};
+use crate::units::{human_bytes, human_us};
 
 /// The live view: a progress bar on a terminal, one plain line per second
 /// otherwise, nothing when quiet.
@@ -80,7 +81,7 @@ impl Live for LiveView {
                 traffic.unwrap_or_default()
             ),
             LiveView::Quiet => {}
-            LiveView::Child => crate::cluster::processes::ChildLine::Sample(s.clone()).print(),
+            LiveView::Child => crate::child::ChildLine::Sample(s.clone()).print(),
         }
     }
 
@@ -113,7 +114,7 @@ impl Live for LiveView {
             // --pause must say it waits even when quiet.
             LiveView::Quiet if *end == End::Pause => eprintln!("{line}"),
             LiveView::Quiet => {}
-            LiveView::Child => crate::cluster::processes::ChildLine::RampDone {
+            LiveView::Child => crate::child::ChildLine::RampDone {
                 seconds: after.as_secs_f64(),
             }
             .print(),
@@ -161,10 +162,10 @@ pub fn plan_paragraph(sc: &Scenario, ports_per_source: u64) -> String {
         End::Pause => "then hold until Enter".into(),
     };
     let mode = match sc.connect_mode {
-        crate::cli::ConnectMode::Async => {
+        crate::domain::ConnectMode::Async => {
             format!("async, up to {} in flight", sc.max_inflight_connects)
         }
-        crate::cli::ConnectMode::Sync => "sync, one at a time".into(),
+        crate::domain::ConnectMode::Sync => "sync, one at a time".into(),
     };
     if let (Some(phases), Some(total)) = (&sc.connections_schedule, sc.schedule_seconds()) {
         let steps: Vec<String> = phases
@@ -656,7 +657,7 @@ fn queries_summary(
         let poisson = matches!(
             sc.traffic.as_ref().map(|t| &t.model),
             Some(Model::OpenLoop {
-                arrivals: crate::cli::Arrivals::Poisson,
+                arrivals: crate::domain::Arrivals::Poisson,
                 ..
             })
         );
@@ -759,9 +760,9 @@ fn queries_summary(
     writeln!(
         out,
         "  bytes         out {} ({}), in {} ({})",
-        crate::server::stats::human_bytes(t.bytes_out as f64),
+        human_bytes(t.bytes_out as f64),
         mbps(t.bytes_out, secs),
-        crate::server::stats::human_bytes(t.bytes_in as f64),
+        human_bytes(t.bytes_in as f64),
         mbps(t.bytes_in, secs),
     )?;
     Ok(())

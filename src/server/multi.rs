@@ -12,22 +12,26 @@
 //! - `--processes N`, [`run`]: N children from the start; this parent
 //!   checks and reserves the ports and only watches.
 
-use std::ffi::OsString;
 use std::fs::File;
-use std::io::{self, IsTerminal, Write};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::io::{self, Write};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use socket2::{Protocol, SockAddr, Socket, Type};
 
-use super::stats::{human, Totals};
-use super::{ChildTotals, HandOver, Second, ServerConfig, DEFAULT_PORT};
-use crate::cluster::processes::{child_args, ChildLine, Children};
+use super::bind::{reserve, steer_new_connections};
+use super::running::start_with;
+use super::seconds::{combine, each_second, ListenCounters, Second, StatsOut, Wake};
+use super::stats::Totals;
+use super::summary::{backlog, listening, print_summary, ChildTotals};
+use super::{HandOver, ServerConfig};
+use crate::child::{ChildLine, Children, Own};
+use crate::domain::Processes;
 use crate::sys::signals::{Reason, Stop};
 use crate::sys::{capacity, limits, proc};
+use crate::units::human;
 
 /// A member of an elastic group that filled to 13/16 faster than this was
 /// under a connect storm: the next but one starts as soon as the next takes
@@ -57,93 +61,53 @@ fn planned_connections(cfg: &ServerConfig) -> u64 {
         .max(1)
 }
 
-/// Checks each address is free and holds its port (a bound, not listening
-/// socket: it takes no connections) so that port 0 resolves once for all
-/// children.
-fn reserve(cfg: &ServerConfig) -> Result<(Vec<SocketAddr>, Vec<Socket>)> {
-    let wanted = if cfg.listen.is_empty() {
-        vec![SocketAddr::from((Ipv6Addr::UNSPECIFIED, DEFAULT_PORT))]
-    } else {
-        cfg.listen.clone()
-    };
-    let mut addrs = Vec::new();
-    let mut held = Vec::new();
-    for mut addr in wanted {
-        let one = |addr: SocketAddr| -> Result<(SocketAddr, Socket)> {
-            super::check_port_free(addr, false).map_err(|e| super::bind_error(addr, e, false))?;
-            if cfg.udp {
-                super::check_port_free(addr, true).map_err(|e| super::bind_error(addr, e, true))?;
-            }
-            let s = super::new_socket(addr, Type::STREAM, Protocol::TCP)?;
-            s.set_reuse_port(true)?;
-            s.bind(&SockAddr::from(addr))
-                .map_err(|e| super::bind_error(addr, e, false))?;
-            let actual = s.local_addr()?.as_socket().unwrap_or(addr);
-            Ok((actual, s))
-        };
-        let got = match one(addr) {
-            Err(e) if cfg.listen.is_empty() && super::ipv6_unavailable(&e) => {
-                addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, DEFAULT_PORT));
-                one(addr)?
-            }
-            other => other?,
-        };
-        addrs.push(got.0);
-        held.push(got.1);
-    }
-    Ok((addrs, held))
-}
-
 /// Runs the server as `n` child processes.
-pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut stats_json: Option<File>) -> Result<()> {
+pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut out: StatsOut) -> Result<()> {
     let fd = limits::raise_nofile()?;
     let (addrs, reserved) = reserve(cfg)?;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
     let workers = (cores / n).max(1).min(cfg.workers as u64);
-    let lists: Vec<Vec<OsString>> = (0..n)
-        .map(|_| member_args(cfg, &addrs, workers, &[]))
-        .collect();
-    let mut children = Children::spawn(lists, stop, false)?;
+    let members = (0..n)
+        .map(|_| member(cfg, &addrs, workers, false))
+        .collect::<Result<Vec<_>>>()?;
+    let mut children = Children::spawn(members, stop, false)?;
 
     let capacity = fd.soft.saturating_sub(FD_OVERHEAD);
-    let mut out = io::stdout().lock();
+    let mut banner = io::stdout().lock();
     writeln!(
-        out,
+        banner,
         "throng server: {} mode, {n} processes x {workers} worker{} sharing each port (SO_REUSEPORT)",
         cfg.mode.name(),
         if workers == 1 { "" } else { "s" }
     )?;
-    super::listening(cfg, &addrs, &mut out)?;
+    listening(cfg, &addrs, &mut banner)?;
     writeln!(
-        out,
+        banner,
         "{}: {n} processes hold at most {} connections",
         fd.describe(),
         capacity * n,
     )?;
-    let somaxconn = proc::sysctl_u64("net.core.somaxconn");
-    let effective = somaxconn.map_or(cfg.backlog as u64, |m| m.min(cfg.backlog as u64));
-    writeln!(out, "listen backlog {effective} per process")?;
+    let (effective, _) = backlog(cfg.backlog);
+    writeln!(banner, "listen backlog {effective} per process")?;
     if proc::sysctl_u64("net.ipv4.tcp_migrate_req") == Some(0) {
         writeln!(
-            out,
+            banner,
             "a full process closes its listeners so its siblings take new connections; a \
              connection that reaches its queue in that instant is reset (the client sees \
              half_open) unless the kernel moves it to a sibling: sysctl -w \
              net.ipv4.tcp_migrate_req=1"
         )?;
     }
-    out.flush()?;
-    drop(out);
+    banner.flush()?;
+    drop(banner);
 
     let started = Instant::now();
-    let show = cfg.stats || io::stderr().is_terminal();
-    let listen0 = proc::listen_counters().unwrap_or_default();
+    let mut listen = ListenCounters::read();
     let mut reserved = Some(reserved);
     let mut seconds: Vec<Vec<Second>> = vec![Vec::new(); n as usize];
     let mut shown = 0usize;
     let mut finals: Vec<Option<ChildTotals>> = vec![None; n as usize];
     let mut alive = n;
-    let mut last_listen = listen0;
     while alive > 0 {
         match stop.wait_reason(None) {
             Some(Reason::Signal) => children.signal(libc::SIGTERM),
@@ -158,21 +122,11 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut stats_json: Option<File>
                         reserved = None;
                     }
                     while seconds.iter().all(|s| s.len() > shown) {
-                        let listen = proc::listen_counters().unwrap_or(last_listen);
-                        let mut sec =
-                            combine(seconds.iter().map(|s| &s[shown]), listen, last_listen);
+                        let mut sec = combine(seconds.iter().map(|s| &s[shown]));
+                        listen.second(proc::listen_counters(), &mut sec);
                         sec.processes = n;
-                        last_listen = listen;
                         shown += 1;
-                        if let Some(f) = stats_json.as_mut() {
-                            if let Err(e) = super::write_json_line(f, &sec) {
-                                eprintln!("throng: {e:#}; no more --stats-json lines");
-                                stats_json = None;
-                            }
-                        }
-                        if show {
-                            eprintln!("{}", sec.line());
-                        }
+                        out.emit(&sec);
                     }
                 }
                 Ok(ChildLine::Totals(v)) => finals[i] = serde_json::from_value(v).ok(),
@@ -197,13 +151,7 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut stats_json: Option<File>
             (None, Err(why)) => spread.push(format!("died ({why})")),
         }
     }
-    let listen = proc::listen_counters().unwrap_or(listen0);
-    super::print_summary(
-        &total,
-        peak,
-        started.elapsed(),
-        (listen.0 - listen0.0, listen.1 - listen0.1),
-    )?;
+    print_summary(&total, peak, started.elapsed(), listen.since_start())?;
     let accepted: Vec<u64> = finals.iter().flatten().map(|f| f.totals.accepted).collect();
     let (lo, hi) = (
         accepted.iter().min().copied().unwrap_or(0),
@@ -217,58 +165,23 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut stats_json: Option<File>
     Ok(())
 }
 
-/// One combined second from every child's.
-fn combine<'a>(
-    parts: impl Iterator<Item = &'a Second>,
-    listen: (u64, u64),
-    last: (u64, u64),
-) -> Second {
-    let mut s = Second::default();
-    for p in parts {
-        s.t = s.t.max(p.t);
-        s.unix_s = s.unix_s.max(p.unix_s);
-        s.connections += p.connections;
-        s.peak_connections += p.peak_connections;
-        s.accepted_per_s += p.accepted_per_s;
-        s.closed_per_s += p.closed_per_s;
-        s.requests_per_s += p.requests_per_s;
-        s.bytes_in_per_s += p.bytes_in_per_s;
-        s.bytes_out_per_s += p.bytes_out_per_s;
-        s.errors += p.errors;
+/// A child process of the group: this configuration on the bound
+/// addresses, with `workers` workers, and the certificate every process
+/// shares; the per-second stats are the parent's to show.
+fn member(cfg: &ServerConfig, addrs: &[SocketAddr], workers: u64, elastic: bool) -> Result<Own> {
+    let mut m = cfg.clone();
+    m.listen = addrs.to_vec();
+    m.workers = workers as usize;
+    m.processes = Processes::Count(1);
+    m.child = true;
+    m.elastic = elastic;
+    m.stats = false;
+    m.stats_json = None;
+    if let Some(t) = m.tls.as_mut() {
+        // Made (or read) here: this process removes its files, not a child.
+        t.self_signed = false;
     }
-    s.listen_overflows = listen.0.saturating_sub(last.0);
-    s.listen_drops = listen.1.saturating_sub(last.1);
-    s
-}
-
-/// The arguments of a child process: the user's, less the parent's own
-/// flags, with the bound addresses and the certificate every process shares.
-fn member_args(
-    cfg: &ServerConfig,
-    addrs: &[SocketAddr],
-    workers: u64,
-    extra: &[&str],
-) -> Vec<OsString> {
-    let raw: Vec<OsString> = std::env::args_os().skip(2).collect();
-    let mut args: Vec<OsString> = vec!["server".into()];
-    args.extend(child_args(&raw, false));
-    for a in addrs {
-        args.push("--listen".into());
-        args.push(a.to_string().into());
-    }
-    if let Some(t) = cfg.tls.as_ref().filter(|t| t.self_signed) {
-        // One certificate for all: the one made (or read) here.
-        for (flag, path) in [("--cert", &t.cert_file), ("--key", &t.key_file)] {
-            args.push(flag.into());
-            args.push(path.into());
-        }
-    }
-    for e in ["--processes", "1", "--child", "--workers"] {
-        args.push(e.into());
-    }
-    args.push(workers.to_string().into());
-    args.extend(extra.iter().map(OsString::from));
-    args
+    Own::new(vec!["server".into(), "--child".into()], &m)
 }
 
 /// One process of an elastic group, as the parent sees it.
@@ -306,7 +219,7 @@ impl Member {
 
 /// `--processes auto`: serves in this process and adds processes as the
 /// open ones fill up (see the module header).
-pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) -> Result<()> {
+pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut out: StatsOut) -> Result<()> {
     let fd = limits::raise_nofile()?;
     let planned = planned_connections(cfg);
     // This process serves until its fds run out, so it holds back what the
@@ -315,9 +228,9 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
     // that their cap on open connections leaves these out (a worker never
     // takes a connection past it, so what this frees stays free).
     let estimate = planned.div_ceil(fd.soft.saturating_sub(256).max(1));
-    let mut spare = Spare::new(2 * estimate + 16);
+    let spare = Spare::new(2 * estimate + 16);
     let hand_over = Arc::new(HandOver::elastic(stop.sender()));
-    let server = super::start_with(cfg, Some(hand_over.clone()))?;
+    let server = start_with(cfg, Some(hand_over.clone()))?;
     let capacity = server.max_open.max(1) as u64;
     // A member hands over at 13/16 of its fds, open or queued (the queues
     // counted from one listener's, so over rather than under), and then
@@ -329,9 +242,9 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
         // Alone for good: never close, shed past the fd limit.
         hand_over.grow_at.store(i64::MAX, Relaxed);
     }
-    let mut out = io::stdout().lock();
+    let mut banner = io::stdout().lock();
     writeln!(
-        out,
+        banner,
         "throng server: {} mode, 1 process x {} worker{}{}",
         cfg.mode.name(),
         cfg.workers,
@@ -345,9 +258,9 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
             String::new()
         }
     )?;
-    super::listening(cfg, &server.addrs, &mut out)?;
+    listening(cfg, &server.addrs, &mut banner)?;
     writeln!(
-        out,
+        banner,
         "{}: {capacity} connections per process, {} in {most} process{} (planned for {planned}; \
          --max-connections {})",
         fd.describe(),
@@ -356,16 +269,15 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
         cfg.max_connections
     )?;
     for l in server.limits.iter().skip(1) {
-        writeln!(out, "{l}")?;
+        writeln!(banner, "{l}")?;
     }
-    out.flush()?;
-    drop(out);
+    banner.flush()?;
+    drop(banner);
 
     let started = Instant::now();
-    let show = cfg.stats || io::stderr().is_terminal();
-    let listen0 = proc::listen_counters().unwrap_or_default();
+    let mut listen = ListenCounters::read();
     let migrate0 = migrations();
-    let mut children = Children::spawn(Vec::new(), stop, true)?;
+    let children = Children::spawn(Vec::new(), stop, true)?;
     let mut group = Group {
         cfg,
         addrs: &server.addrs,
@@ -381,140 +293,54 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
         stopping: false,
         stuck: false,
     };
-    let mut members = vec![Member::new(Duration::ZERO, true)];
     if most > 1 {
         // New connections to this process alone from the start: the next,
         // started ahead, waits with an empty queue until steered to.
         group.steer(0);
     }
-    let mut last = (Totals::default(), listen0);
-    let mut tick = 1;
-    let mut stopping = false;
-    let mut alive = 0;
-    loop {
-        let due = started + Duration::from_secs(tick);
-        match stop.wait_reason(if stopping { None } else { Some(due) }) {
-            None => {}
-            Some(Reason::Signal) if !stopping => {
-                stopping = true;
-                group.stopping = true;
-                group.tell_next(&members, &mut children);
-                children.signal(libc::SIGTERM);
-                if alive == 0 {
-                    break;
-                }
-                continue;
-            }
-            Some(Reason::Grow) => {
-                members[0].filling = true;
-                if group.steered == 0 {
-                    alive += group.standby(&mut members, &mut children, &mut spare);
-                }
-                continue;
-            }
-            Some(Reason::Full) => {
-                members[0].full = true;
-                alive += group.hand_over(&mut members, &mut children, &mut spare);
-                continue;
-            }
-            Some(Reason::ChildLine(i, line)) => {
-                let m = &mut members[i + 1];
-                match serde_json::from_str::<ChildLine>(&line) {
-                    Ok(ChildLine::Stats(v)) => {
-                        if let Ok(sec) = serde_json::from_value::<Second>(v) {
-                            m.rates.add_rates(&sec);
-                            m.last = sec;
-                        }
-                    }
-                    Ok(ChildLine::Totals(v)) => m.fin = serde_json::from_value(v).ok(),
-                    Ok(ChildLine::Ready) => {
-                        m.ready = true;
-                        group.tell_next(&members, &mut children);
-                        alive += group.hand_over(&mut members, &mut children, &mut spare);
-                    }
-                    Ok(ChildLine::Filling) => {
-                        m.filling = true;
-                        if group.steered == i + 1 {
-                            alive += group.standby(&mut members, &mut children, &mut spare);
-                        }
-                    }
-                    Ok(ChildLine::Full) => {
-                        m.full = true;
-                        alive += group.hand_over(&mut members, &mut children, &mut spare);
-                    }
-                    _ => {}
-                }
-                continue;
-            }
-            Some(Reason::ChildExit(i)) => {
-                alive -= 1;
-                if members[i + 1].fin.is_none() {
-                    members[i + 1].exit = Some("ended".into());
-                }
-                if !stopping && !members[i + 1].ready && !group.stuck {
-                    eprintln!(
-                        "throng: server process #{} ended before it listened; serving on with {}",
-                        i + 2,
-                        i + 1
-                    );
-                    group.stuck = true;
-                }
-                group.tell_next(&members, &mut children);
-                if stopping && alive == 0 {
-                    break;
-                }
-                continue;
-            }
-            Some(_) => continue,
-        }
-        if stopping {
-            continue;
-        }
-        if server.worker_exited() {
-            stopping = true;
-            group.stopping = true;
-            group.tell_next(&members, &mut children);
-            children.signal(libc::SIGTERM);
-            if alive == 0 {
-                break;
-            }
-            continue;
-        }
-        let totals = server.totals();
-        let listen = spare.with(proc::listen_counters).unwrap_or(last.1);
-        let own = server.second(tick, &totals, &last.0);
-        let mut sec = combine(
-            std::iter::once(&own).chain(
-                members[1..]
-                    .iter()
-                    .map(|m| {
-                        let mut s = m.rates.clone();
-                        s.connections = m.last.connections;
-                        s.peak_connections = m.last.peak_connections;
-                        s
-                    })
-                    .collect::<Vec<_>>()
-                    .iter(),
-            ),
-            listen,
-            last.1,
-        );
-        sec.processes = members.len() as u64;
-        for m in &mut members[1..] {
+    let mut g = Parent {
+        group,
+        members: vec![Member::new(Duration::ZERO, true)],
+        children,
+        spare,
+        alive: 0,
+    };
+    let last = each_second(&server, stop, started, |wake| {
+        let own = match wake {
+            Wake::Other(reason) => return Ok(g.hear(reason)),
+            Wake::Second(own) => own,
+        };
+        let others: Vec<Second> = g.members[1..]
+            .iter()
+            .map(|m| {
+                let mut s = m.rates.clone();
+                s.connections = m.last.connections;
+                s.peak_connections = m.last.peak_connections;
+                s
+            })
+            .collect();
+        let mut sec = combine(std::iter::once(&own).chain(others.iter()));
+        listen.second(g.spare.with(proc::listen_counters), &mut sec);
+        sec.processes = g.members.len() as u64;
+        for m in &mut g.members[1..] {
             m.rates = Second::default();
         }
-        if let Some(f) = stats_json.as_mut() {
-            if let Err(e) = super::write_json_line(f, &sec) {
-                eprintln!("throng: {e:#}; no more --stats-json lines");
-                stats_json = None;
-            }
+        out.emit(&sec);
+        Ok(true)
+    })?;
+    // A signal, or a worker of this process ended on its own.
+    g.stop();
+    while g.alive > 0 {
+        if let Some(reason) = stop.wait_reason(None) {
+            g.hear(reason);
         }
-        if show {
-            eprintln!("{}", sec.line());
-        }
-        last = (totals, listen);
-        tick += 1;
     }
+    let Parent {
+        mut members,
+        mut children,
+        spare,
+        ..
+    } = g;
 
     let own_peak = server.shared.peak.load(Relaxed);
     let result = server.stop();
@@ -522,7 +348,7 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
     let statuses = children.wait();
     let own_totals = match &result {
         Ok(t) => t.clone(),
-        Err(_) => last.0.clone(),
+        Err(_) => last,
     };
     members[0].fin = Some(ChildTotals {
         totals: own_totals,
@@ -548,13 +374,7 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
             m.started.as_secs_f64()
         ));
     }
-    let listen = proc::listen_counters().unwrap_or(listen0);
-    super::print_summary(
-        &total,
-        peak,
-        started.elapsed(),
-        (listen.0 - listen0.0, listen.1 - listen0.1),
-    )?;
+    print_summary(&total, peak, started.elapsed(), listen.since_start())?;
     println!(
         "  processes    {} (up to {most}): {}{}",
         members.len(),
@@ -577,6 +397,92 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut stats_json: Option<File>) ->
         );
     }
     result.map(|_| ())
+}
+
+/// The parent of an elastic group at work: the group, its members, their
+/// processes, and what it hears from them.
+struct Parent<'a> {
+    group: Group<'a>,
+    members: Vec<Member>,
+    children: Children,
+    spare: Spare,
+    /// Child processes running.
+    alive: u64,
+}
+
+impl Parent<'_> {
+    /// Hears a wake-up other than a second's: a member filling up, a
+    /// child's line, a child's end. False for a request to stop (a signal).
+    fn hear(&mut self, reason: Reason) -> bool {
+        let group = &mut self.group;
+        let (members, children, spare) = (&mut self.members, &mut self.children, &mut self.spare);
+        match reason {
+            Reason::Signal => return false,
+            Reason::Grow => {
+                members[0].filling = true;
+                if group.steered == 0 {
+                    self.alive += group.standby(members, children, spare);
+                }
+            }
+            Reason::Full => {
+                members[0].full = true;
+                self.alive += group.hand_over(members, children, spare);
+            }
+            Reason::ChildLine(i, line) => {
+                let m = &mut members[i + 1];
+                match serde_json::from_str::<ChildLine>(&line) {
+                    Ok(ChildLine::Stats(v)) => {
+                        if let Ok(sec) = serde_json::from_value::<Second>(v) {
+                            m.rates.add_rates(&sec);
+                            m.last = sec;
+                        }
+                    }
+                    Ok(ChildLine::Totals(v)) => m.fin = serde_json::from_value(v).ok(),
+                    Ok(ChildLine::Ready) => {
+                        m.ready = true;
+                        group.tell_next(members, children);
+                        self.alive += group.hand_over(members, children, spare);
+                    }
+                    Ok(ChildLine::Filling) => {
+                        m.filling = true;
+                        if group.steered == i + 1 {
+                            self.alive += group.standby(members, children, spare);
+                        }
+                    }
+                    Ok(ChildLine::Full) => {
+                        m.full = true;
+                        self.alive += group.hand_over(members, children, spare);
+                    }
+                    _ => {}
+                }
+            }
+            Reason::ChildExit(i) => {
+                self.alive -= 1;
+                if members[i + 1].fin.is_none() {
+                    members[i + 1].exit = Some("ended".into());
+                }
+                if !group.stopping && !members[i + 1].ready && !group.stuck {
+                    eprintln!(
+                        "throng: server process #{} ended before it listened; serving on with {}",
+                        i + 2,
+                        i + 1
+                    );
+                    group.stuck = true;
+                }
+                group.tell_next(members, children);
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// Stops the group: the members not told to listen yet are let go, the
+    /// others get SIGTERM.
+    fn stop(&mut self) {
+        self.group.stopping = true;
+        self.group.tell_next(&self.members, &mut self.children);
+        self.children.signal(libc::SIGTERM);
+    }
 }
 
 /// An elastic group as its parent runs it: members in the order their
@@ -624,13 +530,9 @@ impl Group<'_> {
             && (members.len() as u64) < self.most
             && members.len() <= self.steered + self.ahead
         {
-            let args = member_args(
-                self.cfg,
-                self.addrs,
-                self.cfg.workers as u64,
-                &["--elastic"],
-            );
-            match spare.with(|| children.add(args, self.stop)) {
+            let added = member(self.cfg, self.addrs, self.cfg.workers as u64, true)
+                .and_then(|m| spare.with(|| children.add(m, self.stop)));
+            match added {
                 Ok(()) => {
                     members.push(Member::new(self.started.elapsed(), false));
                     started += 1;
@@ -710,7 +612,7 @@ impl Group<'_> {
     fn steer(&mut self, m: usize) -> bool {
         let workers = self.cfg.workers as u32;
         for (g, addr) in self.groups.iter().zip(self.addrs) {
-            if let Err(e) = super::steer_new_connections(g, m as u32 * workers, workers) {
+            if let Err(e) = steer_new_connections(g, m as u32 * workers, workers) {
                 eprintln!(
                     "throng: cannot steer new connections to {addr} to server process #{} \
                      ({e}); the processes share them as the kernel spreads them",

@@ -7,7 +7,7 @@ use wire::dns::{Answerer, Outcome, Transport};
 use wire::http::{self, Body, ChunkedDecoder};
 use wire::line;
 
-use crate::cli::Mode;
+use crate::domain::Mode;
 
 /// Longest pong line kept while waiting for its `\n`.
 pub const MAX_LINE: usize = 64 * 1024;

@@ -130,26 +130,6 @@ impl Totals {
     }
 }
 
-/// "1.2k", "3.4M": short human numbers for the stats line.
-pub fn human(n: f64) -> String {
-    match n {
-        n if n >= 1e9 => format!("{:.1}G", n / 1e9),
-        n if n >= 1e6 => format!("{:.1}M", n / 1e6),
-        n if n >= 1e4 => format!("{:.1}k", n / 1e3),
-        n => format!("{n:.0}"),
-    }
-}
-
-/// "12.3 MB": bytes in decimal units, as network tools print them.
-pub fn human_bytes(n: f64) -> String {
-    match n {
-        n if n >= 1e9 => format!("{:.2} GB", n / 1e9),
-        n if n >= 1e6 => format!("{:.1} MB", n / 1e6),
-        n if n >= 1e3 => format!("{:.1} kB", n / 1e3),
-        n => format!("{n:.0} B"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,13 +156,5 @@ mod tests {
         s.opened();
         assert_eq!(s.current.load(Relaxed), 2);
         assert_eq!(s.peak.load(Relaxed), 2);
-    }
-
-    #[test]
-    fn human_numbers() {
-        assert_eq!(human(999.0), "999");
-        assert_eq!(human(12_345.0), "12.3k");
-        assert_eq!(human(2_500_000.0), "2.5M");
-        assert_eq!(human_bytes(1_500_000.0), "1.5 MB");
     }
 }

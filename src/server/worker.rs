@@ -349,7 +349,7 @@ impl Worker {
             if self.listeners[i].is_some() {
                 continue;
             }
-            let Ok(sock) = super::tcp_listener(self.listen[i], self.backlog) else {
+            let Ok(sock) = super::bind::tcp_listener(self.listen[i], self.backlog) else {
                 continue;
             };
             let std: std::net::TcpListener = sock.into();

@@ -9,24 +9,7 @@ use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use serde::Serialize;
 
 use super::{capacity, limits, proc, sources};
-
-/// Which side of a test this host plays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Client,
-    Server,
-    Both,
-}
-
-impl Role {
-    fn client(self) -> bool {
-        matches!(self, Role::Client | Role::Both)
-    }
-    fn server(self) -> bool {
-        matches!(self, Role::Server | Role::Both)
-    }
-}
+pub use crate::domain::Role;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

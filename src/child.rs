@@ -1,7 +1,13 @@
-//! One command, several processes: the parent starts N children of itself,
-//! each running one segment with its own fd limit, shows their per-second
-//! lines as one live view, forwards Ctrl-C, and merges their results.
-//! Children speak to the parent in JSON lines on their stdout.
+//! Parents and their child processes: `throng client --processes` and
+//! `throng server --processes` start children of their own binary,
+//! `throng cluster` runs clients over ssh. Children speak to the parent in
+//! JSON lines on their stdout ([`ChildLine`]); the parent answers with
+//! Enter on their stdin. The parent's side is [`Children`]: it starts them,
+//! turns their lines and their end into [`Reason`]s to wait on, passes
+//! signals on, and collects how each one exited.
+//!
+//! Below the client, the server and the report (which prints a child's
+//! lines), so that none of them reaches into another for it.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
@@ -10,6 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 
 use anyhow::{Context, Result};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::Sample;
@@ -35,8 +42,8 @@ pub enum ChildLine {
     Full,
     /// Client children: the process id (so a remote one can be signalled).
     Pid(u32),
-    /// Client children: the whole result, at the end.
-    Result(Box<crate::report::json::RunResult>),
+    /// Client children: the whole result (a `RunResult`), at the end.
+    Result(Box<serde_json::Value>),
 }
 
 impl ChildLine {
@@ -47,44 +54,34 @@ impl ChildLine {
     }
 }
 
-/// Flags a child gets from the parent, so the user's own are dropped.
-const PARENT_FLAGS: [&str; 11] = [
-    "-w",
-    "--segment",
-    "--processes",
-    "--json",
-    "--rtt-log",
-    "-R",
-    "--start-at",
-    "--stats-json",
-    "--listen",
-    "-l",
-    "--workers",
-];
-const PARENT_SWITCHES: [&str; 4] = ["--quiet", "-q", "--child", "--stats"];
+/// A child of this binary: the arguments it runs with and its plan, the
+/// one JSON line it reads first on stdin: its slice of the scenario or its
+/// server configuration, as data, so that nothing is parsed twice and no
+/// flag of the parent's has to be taken out of the user's.
+pub struct Own {
+    pub args: Vec<OsString>,
+    pub plan: String,
+}
 
-/// The user's arguments (after the subcommand) without the flags the
-/// parent sets for each child.
-pub fn child_args(args: &[OsString], keep_listen: bool) -> Vec<OsString> {
-    let mut out = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let s = a.to_string_lossy();
-        let name = s.split('=').next().unwrap_or("");
-        let parent_flag =
-            PARENT_FLAGS.contains(&name) && !(keep_listen && (name == "--listen" || name == "-l"));
-        if parent_flag {
-            if !s.contains('=') {
-                it.next();
-            }
-            continue;
-        }
-        if PARENT_SWITCHES.contains(&&*s) {
-            continue;
-        }
-        out.push(a.clone());
+impl Own {
+    pub fn new(args: Vec<OsString>, plan: &impl Serialize) -> Result<Own> {
+        Ok(Own {
+            args,
+            plan: serde_json::to_string(plan).context("writing a child's plan")?,
+        })
     }
-    out
+}
+
+/// The plan the parent wrote on this child's stdin (see [`Own`]).
+pub fn read_plan<T: DeserializeOwned>() -> Result<T> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("reading the plan of a child process on stdin")?;
+    serde_json::from_str(&line).context(
+        "a child process found no plan on stdin (the internal flags of --processes are for \
+         throng's own children)",
+    )
 }
 
 /// Children running, with the channel their lines arrive on.
@@ -95,22 +92,25 @@ pub struct Children {
 }
 
 impl Children {
-    /// Starts one child per argument list; their stdout lines arrive on
-    /// `stop` as [`Reason::ChildLine`], their end as [`Reason::ChildExit`].
-    /// With `stdin`, each child's stdin is a pipe the parent writes Enter
-    /// to (see [`Children::enter_all`]).
-    pub fn spawn(arg_lists: Vec<Vec<OsString>>, stop: &Stop, stdin: bool) -> Result<Children> {
-        let exe = std::env::current_exe().context("finding throng's own binary")?;
-        let cmds = arg_lists
-            .into_iter()
-            .enumerate()
-            .map(|(i, args)| {
-                let mut c = Command::new(&exe);
-                c.args(args);
-                (format!("process {}", i + 1), c)
-            })
-            .collect();
-        Children::spawn_commands_with(cmds, stop, false, stdin)
+    /// Starts children of this binary, each given its plan on stdin; their
+    /// stdout lines arrive on `stop` as [`Reason::ChildLine`], their end as
+    /// [`Reason::ChildExit`]. With `keep_stdin`, each child's stdin stays a
+    /// pipe the parent writes Enter to (see [`Children::enter_all`]);
+    /// otherwise it closes after the plan.
+    pub fn spawn(own: Vec<Own>, stop: &Stop, keep_stdin: bool) -> Result<Children> {
+        let mut all = Children::none();
+        for o in own {
+            all.push_own(o, stop, keep_stdin)?;
+        }
+        Ok(all)
+    }
+
+    fn none() -> Children {
+        Children {
+            children: Vec::new(),
+            names: Vec::new(),
+            last_err: Vec::new(),
+        }
     }
 
     /// Starts the commands. With `prefix_stderr`, their stderr lines are
@@ -121,48 +121,43 @@ impl Children {
         stop: &Stop,
         prefix_stderr: bool,
     ) -> Result<Children> {
-        Children::spawn_commands_with(cmds, stop, prefix_stderr, false)
-    }
-
-    fn spawn_commands_with(
-        cmds: Vec<(String, Command)>,
-        stop: &Stop,
-        prefix_stderr: bool,
-        stdin: bool,
-    ) -> Result<Children> {
-        let mut all = Children {
-            children: Vec::new(),
-            names: Vec::new(),
-            last_err: Vec::new(),
-        };
+        let mut all = Children::none();
         for (name, cmd) in cmds {
-            all.push(name, cmd, stop, prefix_stderr, stdin)?;
+            all.push(name, cmd, stop, prefix_stderr, None, false)?;
         }
         Ok(all)
     }
 
     /// Starts one more child of this binary (index: the count before),
-    /// with its stdin a pipe (see [`Children::tell`]).
-    pub fn add(&mut self, args: Vec<OsString>, stop: &Stop) -> Result<()> {
-        let exe = std::env::current_exe().context("finding throng's own binary")?;
-        let mut c = Command::new(&exe);
-        c.args(args);
-        let name = format!("process {}", self.children.len() + 1);
-        self.push(name, c, stop, false, true)
+    /// with its stdin a pipe after the plan (see [`Children::tell`]).
+    pub fn add(&mut self, own: Own, stop: &Stop) -> Result<()> {
+        self.push_own(own, stop, true)
     }
 
+    fn push_own(&mut self, own: Own, stop: &Stop, keep_stdin: bool) -> Result<()> {
+        let exe = std::env::current_exe().context("finding throng's own binary")?;
+        let mut c = Command::new(&exe);
+        c.args(own.args);
+        let name = format!("process {}", self.children.len() + 1);
+        self.push(name, c, stop, false, Some(own.plan), keep_stdin)
+    }
+
+    /// Starts `cmd`; with a `plan`, writes it as the first line of its
+    /// stdin, which stays open with `keep_stdin`.
     fn push(
         &mut self,
         name: String,
         mut cmd: Command,
         stop: &Stop,
         prefix_stderr: bool,
-        stdin: bool,
+        plan: Option<String>,
+        keep_stdin: bool,
     ) -> Result<()> {
         let (children, names, last_err) = (&mut self.children, &mut self.names, &mut self.last_err);
         let i = children.len();
         {
-            cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            let piped = plan.is_some() || keep_stdin;
+            cmd.stdin(if piped { Stdio::piped() } else { Stdio::null() })
                 .stdout(Stdio::piped());
             cmd.stderr(if prefix_stderr {
                 Stdio::piped()
@@ -204,6 +199,16 @@ impl Children {
             } else {
                 format!("{name} (pid {})", child.id())
             });
+            if let (Some(plan), Some(input)) = (plan, child.stdin.as_mut()) {
+                // A child that died at once is found by its exit, not here.
+                use std::io::Write;
+                let _ = input.write_all(plan.as_bytes());
+                let _ = input.write_all(b"\n");
+                let _ = input.flush();
+            }
+            if !keep_stdin {
+                drop(child.stdin.take());
+            }
             last_err.push(slot);
             children.push(child);
         }
@@ -337,28 +342,12 @@ pub fn sum_samples(latest: &[Option<Sample>], t: u64) -> Sample {
 mod tests {
     use super::*;
 
+    /// The plan is one line whatever it holds, so Enter can follow it.
     #[test]
-    fn parent_flags_are_dropped() {
-        let args: Vec<OsString> = [
-            "127.0.0.1:1",
-            "-c",
-            "10k",
-            "--json",
-            "out.json",
-            "--processes=4",
-            "-q",
-            "--segment",
-            "1/2",
-            "-r",
-            "5k",
-        ]
-        .iter()
-        .map(OsString::from)
-        .collect();
-        let kept: Vec<String> = child_args(&args, false)
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(kept, ["127.0.0.1:1", "-c", "10k", "-r", "5k"]);
+    fn a_plan_is_one_line() {
+        let own = Own::new(Vec::new(), &serde_json::json!({"reply": "a\nb", "n": 1})).unwrap();
+        assert!(!own.plan.contains('\n'), "{}", own.plan);
+        let back: serde_json::Value = serde_json::from_str(&own.plan).unwrap();
+        assert_eq!(back["reply"], "a\nb");
     }
 }

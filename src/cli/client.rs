@@ -1,0 +1,338 @@
+//! `throng client`'s flags. What they make, a [`crate::scenario::Scenario`],
+//! is built in [`super::scenario`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{domain, parse_processes, parse_segment};
+use super::{ArrivalsArg, ConnectModeArg, ProtoArg, SpreadArg, TransportArg};
+use crate::domain::{Arrivals, ConnectMode, Processes, Proto, Segment, Spread, Transport};
+use crate::units::{
+    parse_count, parse_duration, parse_positive_count, parse_rate, parse_size, parse_start_at,
+};
+
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// Servers to connect to, as HOST:PORT (names resolved once at start;
+    /// IPv6 as [::1]:53). Connections are spread round-robin over them.
+    /// With none, an embedded echo server is started on 127.0.0.1.
+    #[arg(value_name = "HOST:PORT")]
+    pub targets: Vec<String>,
+
+    /// Connections to open and hold.
+    #[arg(short, long, value_name = "N", default_value = "1000", value_parser = parse_count)]
+    pub connections: u64,
+
+    /// New connections per second, spread evenly over time [default: 10k/s].
+    #[arg(long, value_name = "RATE", value_parser = parse_rate, conflicts_with_all = ["batch_size", "batch_delay"])]
+    pub connect_rate: Option<f64>,
+
+    /// Open connections in batches of N attempts at once (with --batch-delay).
+    #[arg(long, value_name = "N", value_parser = parse_positive_count, requires = "batch_delay")]
+    pub batch_size: Option<u64>,
+
+    /// Pause between two batches.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "batch_size")]
+    pub batch_delay: Option<Duration>,
+
+    /// async: many non-blocking connects in flight; sync: one at a time.
+    #[arg(long, value_parser = domain::<ConnectModeArg, ConnectMode>(), default_value = "async")]
+    pub connect_mode: ConnectMode,
+
+    /// Most connects in flight at once (async mode).
+    #[arg(long, value_name = "N", default_value = "1024", value_parser = parse_positive_count)]
+    pub max_inflight_connects: u64,
+
+    /// Give up on a connect (and on the verification probe) after this long.
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+
+    /// Source address(es) to connect from, IP or IP/prefix, repeatable
+    /// [default: chosen so that no source carries more than half the
+    /// ephemeral port range to one target].
+    #[arg(long = "source-ip", value_name = "IP[/PREFIX]")]
+    pub source_ip: Vec<String>,
+
+    /// How long to hold the connections once the ramp has ended.
+    #[arg(short = 'T', long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+
+    /// Hold the connections until Ctrl-C or SIGTERM (instead of --duration).
+    #[arg(long, conflicts_with = "pause")]
+    pub hold: bool,
+
+    /// After the ramp, wait for Enter on stdin before closing (multi-host
+    /// max-connection tests).
+    #[arg(long)]
+    pub pause: bool,
+
+    /// Close each connection this long after it opened.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub lifetime: Option<Duration>,
+
+    /// Open a new connection in place of each one that ends: by --lifetime
+    /// (connection churn), --close-on-timeout, or the server's doing.
+    #[arg(long)]
+    pub reconnect: bool,
+
+    /// The number of open connections over time, as comma-separated phases
+    /// DURATION@N (hold N) or DURATION@A..B (go linearly from A to B), e.g.
+    /// 30s@10k,60s@10k..100k,30s@20k. Rises are opened at --connect-rate;
+    /// falls close the oldest connections. Replaces -c and -T.
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["hold", "pause", "batch_size"])]
+    pub connections_schedule: Option<String>,
+
+    /// Create and bind every socket before the ramp, so the ramp makes only
+    /// connect calls.
+    #[arg(long)]
+    pub preallocate: bool,
+
+    /// Event-loop threads [default: all cores].
+    #[arg(short, long, value_name = "N", value_parser = parse_positive_count)]
+    pub workers: Option<u64>,
+
+    /// Send one small probe (a DNS query, which echo and DNS servers both
+    /// answer) on each new connection to verify the server accepted it.
+    #[arg(long, overrides_with = "no_verify", default_value_t = true)]
+    pub verify: bool,
+
+    /// Do not send the probe (for servers that must not get data).
+    #[arg(long = "no-verify")]
+    pub no_verify: bool,
+
+    /// Exit with code 1 when more connections than this failed.
+    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_count)]
+    pub max_failures: u64,
+
+    /// A condition on the result, by its JSON key, e.g. queries.answered>=99.5%,
+    /// latency.response_time_us.p99<5ms, connections.failed==0 (repeatable;
+    /// exit 1 when one fails). Default with queries: queries.answered>=99%;
+    /// `none` for no check.
+    #[arg(long = "check", value_name = "EXPR")]
+    pub check: Vec<String>,
+
+    /// After the traffic, wait this long at most for the queries in flight
+    /// (default: --timeout; 0 stops at once).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Traffic")]
+    pub drain: Option<Duration>,
+
+    /// Queries per second in total, spread over all connections (open loop:
+    /// sent on schedule whether or not answers come back).
+    #[arg(short, long, value_name = "RATE", value_parser = parse_rate, help_heading = "Traffic")]
+    pub rate: Option<f64>,
+
+    /// Each connection sends one query every DURATION (first sends staggered
+    /// over one interval).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Traffic",
+          conflicts_with_all = ["rate", "closed_loop"])]
+    pub interval: Option<Duration>,
+
+    /// Query rate over time as phases, e.g. 30s@10k,20s@10k..50k (replaces -r and -T).
+    #[arg(long, value_name = "SPEC", help_heading = "Traffic", conflicts_with_all = ["rate", "interval", "closed_loop"])]
+    pub schedule: Option<String>,
+
+    /// Read --schedule phases from FILE ('-' for stdin), one or more per line.
+    #[arg(long, value_name = "FILE", help_heading = "Traffic", conflicts_with_all = ["rate", "interval", "closed_loop", "schedule"])]
+    pub schedule_file: Option<PathBuf>,
+
+    /// Closed loop: each connection sends its next query as soon as one of
+    /// its --window outstanding queries is answered or times out (after --think).
+    #[arg(long, help_heading = "Traffic")]
+    pub closed_loop: bool,
+
+    /// Closed loop: pause between an answer and the next query.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Traffic", requires = "closed_loop")]
+    pub think: Option<Duration>,
+
+    /// Most queries outstanding per connection [default: unlimited; 1 with --closed-loop].
+    #[arg(long, value_name = "K", value_parser = parse_positive_count, help_heading = "Traffic")]
+    pub window: Option<u64>,
+
+    /// How open-loop queries are spread over connections.
+    #[arg(long, value_parser = domain::<SpreadArg, Spread>(), default_value = "random", help_heading = "Traffic")]
+    pub spread: Spread,
+
+    /// Inter-arrival times of open-loop queries.
+    #[arg(long, value_parser = domain::<ArrivalsArg, Arrivals>(), default_value = "poisson", help_heading = "Traffic")]
+    pub arrivals: Arrivals,
+
+    /// Seed of every random choice (arrivals, spread, {rand} names), so runs repeat.
+    #[arg(long, value_name = "N", default_value = "42", value_parser = parse_count, help_heading = "Traffic")]
+    pub seed: u64,
+
+    /// Each connection sends N queries, then stops (and closes, unless --hold).
+    #[arg(long, value_name = "N", value_parser = parse_positive_count, help_heading = "Traffic")]
+    pub messages: Option<u64>,
+
+    /// End the run once N queries in all are done (answered or timed out),
+    /// before -T if sooner; with --closed-loop -c 1 they go one after another.
+    #[arg(long, value_name = "N", value_parser = parse_positive_count, help_heading = "Traffic")]
+    pub queries: Option<u64>,
+
+    /// Close a connection after N queries and open a fresh one in its place.
+    #[arg(long, value_name = "N", value_parser = parse_positive_count, help_heading = "Traffic")]
+    pub max_queries_per_conn: Option<u64>,
+
+    /// An unanswered query counts as timed out after this long.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration, help_heading = "Traffic")]
+    pub timeout: Duration,
+
+    /// Close a connection whose query timed out (and replace it with --reconnect).
+    #[arg(long, help_heading = "Traffic")]
+    pub close_on_timeout: bool,
+
+    /// Read commands from stdin while running: `rate R`, `connections N`, `stop`.
+    #[arg(long, value_name = "-", help_heading = "Traffic")]
+    pub control: Option<String>,
+
+    /// One CSV line per query to FILE: type,timestamp,connection_id,query_id,
+    /// intended_us,sent_us,rtt_us,status.
+    #[arg(short = 'R', long, value_name = "FILE", help_heading = "Traffic")]
+    pub rtt_log: Option<PathBuf>,
+
+    /// What queries are made of.
+    #[arg(long, value_parser = domain::<ProtoArg, Proto>(), default_value = "dns", help_heading = "Protocol")]
+    pub proto: Proto,
+
+    /// dns: the record type asked for (A, AAAA, MX, TYPE65, ...).
+    #[arg(
+        long,
+        value_name = "TYPE",
+        default_value = "A",
+        help_heading = "Protocol"
+    )]
+    pub qtype: String,
+
+    /// dns: the name asked for; {rand} becomes random labels (to defeat caches).
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "example.com",
+        help_heading = "Protocol"
+    )]
+    pub qname: String,
+
+    /// dns: cycle through the queries in FILE, dnsperf's format: `NAME
+    /// [TYPE]` per line (TYPE: A, AAAA, MX, ..., TYPEnnn; default --qtype),
+    /// `#` or `;` comment lines.
+    #[arg(long, value_name = "FILE", help_heading = "Protocol")]
+    pub qnames: Option<PathBuf>,
+
+    /// dns: add an EDNS OPT record offering this UDP payload size (1232
+    /// when given without one), as dnsperf's -e.
+    #[arg(long, value_name = "SIZE", num_args = 0..=1, default_missing_value = "1232", help_heading = "Protocol")]
+    pub edns: Option<u16>,
+
+    /// dns: set the DNSSEC OK bit (implies --edns), as dnsperf's -D.
+    #[arg(long, help_heading = "Protocol")]
+    pub dnssec_ok: bool,
+
+    /// echo: message size in bytes (at least 20: magic, sequence, timestamp).
+    #[arg(long, value_name = "SIZE", default_value = "64", value_parser = parse_size, help_heading = "Protocol")]
+    pub size: u64,
+
+    /// echo: check every echoed byte; mismatches count as errors.
+    #[arg(long, help_heading = "Protocol")]
+    pub validate: bool,
+
+    /// http: the request, with escapes \r \n \t \xNN [default: GET / HTTP/1.1 with a Host header].
+    #[arg(long, value_name = "STRING", help_heading = "Protocol")]
+    pub http_request: Option<String>,
+
+    /// raw: the message (escapes \r \n \t \xNN).
+    #[arg(short = 'm', long, value_name = "STRING", help_heading = "Protocol")]
+    pub message: Option<String>,
+
+    /// raw: the message, read from FILE.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Protocol",
+        conflicts_with = "message"
+    )]
+    pub message_file: Option<PathBuf>,
+
+    /// raw: sent once on each connection before its first message.
+    #[arg(long, value_name = "STRING", help_heading = "Protocol")]
+    pub first_message: Option<String>,
+
+    /// raw: each occurrence in the incoming bytes completes the oldest outstanding message.
+    #[arg(long, value_name = "STRING", help_heading = "Protocol")]
+    pub marker: Option<String>,
+
+    /// tcp (persistent), udp (connected sockets), tcp-per-query (a
+    /// connection per query), tls (or dot: DNS over TLS).
+    #[arg(long, value_parser = domain::<TransportArg, Transport>(), default_value = "tcp", help_heading = "Transport")]
+    pub transport: Transport,
+
+    /// tcp-per-query: connections open at once at most (queries beyond wait,
+    /// keeping their intended send time).
+    #[arg(long, value_name = "N", default_value = "100", value_parser = parse_positive_count, help_heading = "Transport")]
+    pub concurrency: u64,
+
+    /// tls: trust the certificates in this PEM file (e.g. the one `throng
+    /// server --tls` wrote); default: the system's CA bundle.
+    #[arg(long, value_name = "FILE", help_heading = "Transport")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// tls: accept any server certificate (self-signed test servers).
+    #[arg(long, conflicts_with = "tls_ca", help_heading = "Transport")]
+    pub tls_insecure: bool,
+
+    /// tls: the server name sent and checked (default: the target's host).
+    #[arg(long, value_name = "NAME", help_heading = "Transport")]
+    pub sni: Option<String>,
+
+    /// tls: ALPN protocols offered, comma-separated (e.g. dot, h2,http/1.1).
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Transport"
+    )]
+    pub alpn: Vec<String>,
+
+    /// tls: resume sessions when connections are recycled or replaced.
+    #[arg(long, help_heading = "Transport")]
+    pub tls_resume: bool,
+
+    /// Write the whole result as JSON to FILE (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Run slice K of N of the scenario: its share of connections and rate,
+    /// its own source addresses and seed. N slices offer exactly the whole.
+    #[arg(long, value_name = "K/N", value_parser = parse_segment, help_heading = "Scale out")]
+    pub segment: Option<Segment>,
+
+    /// Wait until this wall-clock time (RFC 3339 or Unix seconds) before
+    /// connecting, so that slices on many hosts start together.
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at, help_heading = "Scale out")]
+    pub start_at: Option<f64>,
+
+    /// Processes to run the scenario in (each one segment with its own fd
+    /// limit), merged into one result; auto: as many as the fd limit needs.
+    #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = parse_processes, help_heading = "Scale out")]
+    pub processes: Processes,
+
+    /// Internal: run as a child of `throng cluster` (per-second JSON lines
+    /// on stdout).
+    #[arg(long, hide = true)]
+    pub child: bool,
+
+    /// Internal: run as a child of --processes: the plan (the scenario, its
+    /// slice, where the result goes) is the first line on stdin, JSON; per-
+    /// second JSON lines go out on stdout.
+    #[arg(long, hide = true)]
+    pub child_plan: bool,
+
+    /// No live view (the summary is still printed).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Run even when the preflight finds the plan impossible.
+    #[arg(long)]
+    pub force: bool,
+}

@@ -1,0 +1,426 @@
+//! Command-line flags (clap derive) and their conversion into the plain
+//! values the rest of throng takes: the client's flags become a
+//! [`crate::scenario::Scenario`] (in `scenario`), the server's a
+//! [`crate::server::ServerConfig`] (in `server`). Flag value names are this
+//! module's own (clap `ValueEnum`s converted at once into
+//! [`crate::domain`] types); the units they take are [`crate::units`].
+//!
+//! The commands (client, cluster, compare) take their `...Args` from here;
+//! below them (scenario, engine, server, report) nothing sees a flag.
+
+mod client;
+mod scenario;
+mod server;
+
+pub use client::ClientArgs;
+pub use server::ServerArgs;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::TypedValueParser;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::domain::{
+    Arrivals, ConnectMode, Mode, Processes, Proto, Role, Segment, Spread, Transport,
+};
+use crate::units::{parse_duration, parse_positive_count, parse_rate};
+
+/// Find the limits of TCP servers under a huge number of clients.
+#[derive(Debug, Parser)]
+#[command(name = "throng", version, propagate_version = true)]
+#[command(
+    after_help = "Numbers take k/m/g suffixes (10k = 10,000), sizes B/KiB/MiB/GiB \
+(64KiB), durations us/ms/s/m/h (2.5s)."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Open, hold and account for many TCP connections to a server (with no
+    /// target: to an embedded echo server).
+    Client(Box<ClientArgs>),
+    /// Run the reference server: echo, pong, http, dns, discard or fixed replies.
+    Server(ServerArgs),
+    /// Run one client scenario sliced over many hosts through OpenSSH, with
+    /// one live view and one merged result.
+    Cluster(ClusterArgs),
+    /// Explain (and with --apply fix) the OS limits that cap connections.
+    Tune(TuneArgs),
+    /// Merge the JSON results of a run's segments (or processes, or hosts)
+    /// into one: counters summed, histograms added, seconds aligned.
+    Merge(MergeArgs),
+    /// The same DNS workload over UDP, TCP per query, persistent TCP and
+    /// TLS, one after another, in one table.
+    Compare(CompareArgs),
+}
+
+/// A flag's value names and their help (the clap side of a domain type):
+/// `$arg` is what clap parses and shows, converted at once into `$domain`
+/// by a match that the compiler checks covers every value.
+macro_rules! flag_values {
+    ($(#[$meta:meta])* $arg:ident => $domain:ident {
+        $($(#[$vmeta:meta])* $value:ident,)*
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+        enum $arg {
+            $($(#[$vmeta])* $value,)*
+        }
+
+        impl From<$arg> for $domain {
+            fn from(v: $arg) -> $domain {
+                match v {
+                    $($arg::$value => $domain::$value,)*
+                }
+            }
+        }
+    };
+}
+
+/// Parses a flag by the value names of `A` into the domain type `D`.
+fn domain<A, D>() -> impl TypedValueParser<Value = D>
+where
+    A: ValueEnum + Clone + Send + Sync + 'static,
+    D: From<A> + Clone + Send + Sync + 'static,
+{
+    clap::builder::EnumValueParser::<A>::new().map(D::from)
+}
+
+flag_values! {
+    /// What the reference server answers.
+    ModeArg => Mode {
+        /// Every byte received is sent back.
+        Echo,
+        /// Line protocol: `ping<rest>` is answered `pong<rest>`, other lines `error`.
+        Pong,
+        /// HTTP/1.1: a fixed keep-alive `200 OK` for every request.
+        Http,
+        /// DNS over TCP (and UDP with --udp): one A record for A queries.
+        Dns,
+        /// Reads and drops everything.
+        Discard,
+        /// Sends --reply for every received chunk that starts with --on.
+        Fixed,
+    }
+}
+
+flag_values! {
+    /// How connections are opened.
+    ConnectModeArg => ConnectMode {
+        /// Up to --max-inflight-connects non-blocking connects at once.
+        Async,
+        /// One connection at a time, each completed before the next starts.
+        Sync,
+    }
+}
+
+flag_values! {
+    /// How queries travel.
+    TransportArg => Transport {
+        /// Persistent TCP connections.
+        Tcp,
+        /// One connected UDP socket per "connection"; a lost datagram times out.
+        Udp,
+        /// A new TCP connection for every query (up to --concurrency at once).
+        TcpPerQuery,
+        /// TLS over persistent TCP connections (rustls).
+        #[value(alias = "dot")]
+        Tls,
+    }
+}
+
+flag_values! {
+    /// What queries are made of.
+    ProtoArg => Proto {
+        /// DNS over TCP: a query for --qname/--qtype, matched by ID.
+        Dns,
+        /// --size byte messages (magic, sequence, timestamp, pattern), echoed back.
+        Echo,
+        /// `ping <seq>` lines answered `pong <seq>` (throng server --mode pong).
+        Ping,
+        /// HTTP/1.1 requests (--http-request), responses framed by length or chunks.
+        Http,
+        /// --message bytes; each --marker in the reply completes the oldest query.
+        Raw,
+    }
+}
+
+flag_values! {
+    /// How queries are spread over connections (open loop).
+    SpreadArg => Spread {
+        Random,
+        RoundRobin,
+    }
+}
+
+flag_values! {
+    /// Inter-arrival times of the open-loop query stream.
+    ArrivalsArg => Arrivals {
+        /// Exponential gaps (a Poisson process), seeded by --seed.
+        Poisson,
+        /// Equal gaps.
+        Constant,
+    }
+}
+
+flag_values! {
+    /// Which side of a test this host plays.
+    RoleArg => Role {
+        Client,
+        Server,
+        Both,
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    /// Load hosts, one `user@host[:port]` per line (`#` starts a comment).
+    #[arg(long, value_name = "FILE")]
+    pub hosts: PathBuf,
+
+    /// Passed to ssh as `-o OPTION` (repeatable), e.g. IdentityFile=~/.ssh/load.
+    #[arg(long = "ssh-option", value_name = "OPTION")]
+    pub ssh_option: Vec<String>,
+
+    /// throng on the load hosts.
+    #[arg(long, value_name = "PATH", default_value = "throng")]
+    pub binary: String,
+
+    /// Copy this throng binary to each host first (to /tmp over ssh).
+    #[arg(long)]
+    pub copy_binary: bool,
+
+    /// How long after now all hosts start together (time for ssh to connect).
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    pub start_in: Duration,
+
+    /// Write the merged result as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// No live view (the summary is still printed).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// A condition on the merged result (as `throng client --check`);
+    /// repeatable; the client arguments' own --check when none is given.
+    #[arg(long = "check", value_name = "EXPR")]
+    pub check: Vec<String>,
+
+    /// The `throng client` arguments every host runs (after `--`).
+    #[arg(last = true, required = true, value_name = "CLIENT ARGS")]
+    pub client_args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// Connections to plan for.
+    #[arg(short, long, value_name = "N", default_value = "100k", value_parser = parse_positive_count)]
+    pub connections: u64,
+
+    /// The side of the test this host plays.
+    #[arg(long, value_parser = domain::<RoleArg, Role>(), default_value = "both")]
+    pub role: Role,
+
+    /// Apply the sysctl changes listed (root only), printing each old -> new.
+    #[arg(long)]
+    pub apply: bool,
+
+    /// Print the plan as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The DNS server, HOST:PORT (TLS goes to --tls-port on the same host).
+    /// With none, an embedded DNS server (UDP, TCP and TLS) is started.
+    #[arg(value_name = "HOST:PORT")]
+    pub target: Option<String>,
+
+    /// Transports to run, in order.
+    #[arg(
+        long,
+        value_parser = domain::<TransportArg, Transport>(),
+        value_delimiter = ',',
+        default_value = "udp,tcp-per-query,tcp,tls"
+    )]
+    pub transports: Vec<Transport>,
+
+    /// Queries per run: with --rate the run lasts QUERIES / RATE; without,
+    /// they go one after another on one connection per transport.
+    #[arg(long, value_name = "N", value_parser = parse_positive_count, conflicts_with = "duration")]
+    pub queries: Option<u64>,
+
+    /// Length of each run.
+    #[arg(short = 'T', long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+
+    /// Queries per second, the same for every transport.
+    #[arg(short, long, value_name = "RATE", value_parser = parse_rate, conflicts_with = "closed_loop")]
+    pub rate: Option<f64>,
+
+    /// As fast as answers come: each connection (or, per query, each of
+    /// --concurrency slots) sends its next query when one is answered.
+    #[arg(long)]
+    pub closed_loop: bool,
+
+    /// Connections (UDP sockets) for udp, tcp and tls.
+    #[arg(short, long, value_name = "N", default_value = "10", value_parser = parse_positive_count)]
+    pub connections: u64,
+
+    /// tcp-per-query: connections open at once at most.
+    #[arg(long, value_name = "N", default_value = "100", value_parser = parse_positive_count)]
+    pub concurrency: u64,
+
+    /// tcp and tls: run once per value, recycling connections after that
+    /// many queries ("none": never), e.g. none,100,10.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "none"
+    )]
+    pub max_queries_per_conn: Vec<String>,
+
+    /// Outstanding queries per connection (closed loop: 1).
+    #[arg(long, value_name = "K", value_parser = parse_positive_count)]
+    pub window: Option<u64>,
+
+    /// Query name and type.
+    #[arg(long, default_value = "example.com")]
+    pub qname: String,
+    #[arg(long, default_value = "A")]
+    pub qtype: String,
+
+    /// Per-query timeout.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// A run of this length before each measured one, not counted (0 to skip).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub warmup: Duration,
+
+    /// tls: port of the DNS-over-TLS service on the target's host.
+    #[arg(long, value_name = "PORT", default_value = "853")]
+    pub tls_port: u16,
+
+    /// tls: trust these certificates (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// tls: accept any certificate.
+    #[arg(long, conflicts_with = "tls_ca")]
+    pub tls_insecure: bool,
+
+    /// tls: server name to send and check.
+    #[arg(long, value_name = "NAME")]
+    pub sni: Option<String>,
+
+    /// Write every run's full result as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Result files written by `throng client --json`.
+    #[arg(value_name = "RESULT.json", required = true)]
+    pub results: Vec<PathBuf>,
+
+    /// Write the merged result as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// A condition on the merged result (as `throng client --check`);
+    /// repeatable. Default with queries: queries.answered>=99%.
+    #[arg(long = "check", value_name = "EXPR")]
+    pub check: Vec<String>,
+}
+
+/// Parses the words after `throng client`, as a host of `throng cluster`
+/// will; the error is clap's message.
+pub fn client_args(args: &[String]) -> Result<ClientArgs, String> {
+    let argv = ["throng", "client"]
+        .into_iter()
+        .map(String::from)
+        .chain(args.iter().cloned());
+    match Cli::try_parse_from(argv) {
+        Ok(Cli {
+            command: Command::Client(a),
+        }) => Ok(*a),
+        Ok(_) => unreachable!("parsed as client"),
+        Err(e) => Err(e.to_string().trim().to_string()),
+    }
+}
+
+fn parse_processes(s: &str) -> Result<Processes, String> {
+    if s == "auto" {
+        return Ok(Processes::Auto);
+    }
+    match parse_positive_count(s) {
+        Ok(n) if n <= 1024 => Ok(Processes::Count(n)),
+        _ => Err(format!(
+            "'{s}' is not a process count; use auto or 1..=1024"
+        )),
+    }
+}
+
+fn parse_segment(s: &str) -> Result<Segment, String> {
+    let err = || format!("'{s}' is not a segment K/N with 1 <= K <= N, e.g. 2/4");
+    let (k, n) = s.split_once('/').ok_or_else(err)?;
+    let (index, count): (u64, u64) = (k.parse().map_err(|_| err())?, n.parse().map_err(|_| err())?);
+    if index == 0 || index > count {
+        return Err(err());
+    }
+    Ok(Segment { index, count })
+}
+
+/// `[::]:53`, `127.0.0.1:0`; a bare port means all addresses.
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)));
+    }
+    s.parse().map_err(|_| {
+        format!("'{s}' is not ADDR:PORT; examples: 127.0.0.1:4242, [::1]:0, 0.0.0.0:53")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_and_processes() {
+        assert_eq!(parse_segment("2/4"), Ok(Segment { index: 2, count: 4 }));
+        assert!(parse_segment("0/4").is_err());
+        assert!(parse_segment("5/4").unwrap_err().contains("2/4"));
+        assert_eq!(parse_processes("auto"), Ok(Processes::Auto));
+        assert_eq!(parse_processes("8"), Ok(Processes::Count(8)));
+        assert!(parse_processes("0").is_err());
+    }
+
+    #[test]
+    fn listen_forms() {
+        assert_eq!(
+            parse_listen("127.0.0.1:0"),
+            Ok("127.0.0.1:0".parse().unwrap())
+        );
+        assert_eq!(parse_listen("[::1]:53"), Ok("[::1]:53".parse().unwrap()));
+        assert_eq!(parse_listen("53"), Ok("[::]:53".parse().unwrap()));
+        assert!(parse_listen("localhost")
+            .unwrap_err()
+            .contains("127.0.0.1:4242"));
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

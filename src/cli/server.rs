@@ -1,0 +1,184 @@
+//! `throng server`'s flags, and the server configuration they make.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::thread;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::{domain, parse_listen, parse_processes, ModeArg};
+use crate::domain::{Mode, Processes};
+use crate::server::{ServerConfig, ServerTls};
+use crate::units::{parse_duration, parse_positive_count, parse_size};
+use crate::UsageError;
+
+/// Largest --body-size accepted (each reply is built once, in memory).
+const MAX_BODY: u64 = 64 << 20;
+
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// Address to listen on, repeatable. Port 0 picks a free port; the bound
+    /// addresses are printed at start.
+    /// [default: [::]:4242 (dual-stack), or 0.0.0.0:4242 where IPv6 is off]
+    #[arg(short, long, value_name = "ADDR:PORT", value_parser = parse_listen)]
+    pub listen: Vec<SocketAddr>,
+
+    /// What to answer.
+    #[arg(short, long, value_parser = domain::<ModeArg, Mode>(), default_value = "echo")]
+    pub mode: Mode,
+
+    /// Also serve the mode over UDP on the same port(s) (echo, pong, dns, discard).
+    #[arg(long)]
+    pub udp: bool,
+
+    /// Terminate TLS on the TCP listeners (every mode). Without --cert and
+    /// --key, a self-signed certificate is made at start.
+    #[arg(long)]
+    pub tls: bool,
+
+    /// --tls: the certificate chain, PEM.
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "key"])]
+    pub cert: Option<PathBuf>,
+
+    /// --tls: the private key, PEM.
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "cert"])]
+    pub key: Option<PathBuf>,
+
+    /// Event-loop threads, each with its own SO_REUSEPORT listener
+    /// [default: all cores].
+    #[arg(short, long, value_name = "N", value_parser = parse_positive_count)]
+    pub workers: Option<u64>,
+
+    /// Listen backlog (accept queue length) asked of the kernel, which clamps
+    /// it to net.core.somaxconn.
+    #[arg(long, value_name = "N", default_value = "65535", value_parser = parse_positive_count)]
+    pub backlog: u64,
+
+    /// Unsent reply bytes one connection may hold before the server stops
+    /// reading from it until its output drains.
+    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = parse_size)]
+    pub max_pending: u64,
+
+    /// http mode: body size of the 200 reply, in bytes of 'A'.
+    #[arg(long, value_name = "SIZE", default_value = "2", value_parser = parse_size)]
+    pub body_size: u64,
+
+    /// dns mode: the address given in every A answer.
+    #[arg(long, value_name = "IPV4", default_value = "192.0.2.1")]
+    pub dns_answer: Ipv4Addr,
+
+    /// dns mode: TTL of the A answer.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub dns_ttl: Duration,
+
+    /// fixed mode: the reply, with escapes \r \n \t \0 \\ \xNN.
+    #[arg(long, value_name = "STRING")]
+    pub reply: Option<String>,
+
+    /// fixed mode: answer only chunks starting with this prefix (same escapes)
+    /// [default: every chunk].
+    #[arg(long = "on", value_name = "PREFIX")]
+    pub on_prefix: Option<String>,
+
+    /// Print a stats line every second on stderr even when it is not a
+    /// terminal (it is printed on a terminal anyway).
+    #[arg(long)]
+    pub stats: bool,
+
+    /// Append the per-second stats as one JSON object per line to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub stats_json: Option<PathBuf>,
+
+    /// Processes sharing the port (SO_REUSEPORT), each with its own fd
+    /// limit. auto: one process, and one more each time the open ones near
+    /// their fd limit, up to what --max-connections needs; N: N from the
+    /// start.
+    #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = parse_processes)]
+    pub processes: Processes,
+
+    /// Connections to be able to hold, for --processes auto (lowered to what
+    /// 80% of MemAvailable and fs.file-max allow).
+    #[arg(long, value_name = "N", default_value = "1m", value_parser = parse_positive_count)]
+    pub max_connections: u64,
+
+    /// Internal: run as a child of --processes: the configuration is the
+    /// first line on stdin (JSON), JSON lines go out on stdout.
+    #[arg(long, hide = true)]
+    pub child: bool,
+}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    UsageError(msg.into()).into()
+}
+
+impl ServerArgs {
+    /// Checks the flags that depend on each other and turns them into a
+    /// configuration. Errors are usage errors (exit code 2).
+    pub fn config(&self) -> Result<ServerConfig> {
+        let fixed = self.mode == Mode::Fixed;
+        if !fixed && self.reply.is_some() {
+            return Err(usage(
+                "--reply only applies to --mode fixed; add --mode fixed",
+            ));
+        }
+        if !fixed && self.on_prefix.is_some() {
+            return Err(usage("--on only applies to --mode fixed; add --mode fixed"));
+        }
+        let reply = match &self.reply {
+            Some(r) => wire::escape::unescape(r).map_err(|e| usage(format!("--reply: {e}")))?,
+            None if fixed => {
+                return Err(usage(
+                    "--mode fixed needs --reply STRING, e.g. --reply 'OK\\n'",
+                ))
+            }
+            None => Vec::new(),
+        };
+        let on_prefix = match &self.on_prefix {
+            Some(p) => wire::escape::unescape(p).map_err(|e| usage(format!("--on: {e}")))?,
+            None => Vec::new(),
+        };
+        if self.udp && matches!(self.mode, Mode::Http | Mode::Fixed) {
+            return Err(usage(format!(
+                "--udp works with --mode echo, pong, dns or discard, not {} \
+                 (its replies can be larger than the request)",
+                self.mode.name()
+            )));
+        }
+        if self.max_pending == 0 {
+            return Err(usage("--max-pending must be at least 1 byte, e.g. 64KiB"));
+        }
+        if self.body_size > MAX_BODY {
+            return Err(usage("--body-size is at most 64MiB"));
+        }
+        let workers = match self.workers {
+            Some(n) => n as usize,
+            None => thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        Ok(ServerConfig {
+            listen: self.listen.clone(),
+            mode: self.mode,
+            udp: self.udp,
+            workers,
+            backlog: self.backlog.min(i32::MAX as u64) as u32,
+            max_pending: self.max_pending as usize,
+            body_size: self.body_size as usize,
+            dns_answer: self.dns_answer,
+            dns_ttl: self.dns_ttl.as_secs().min(u32::MAX as u64) as u32,
+            reply,
+            on_prefix,
+            stats: self.stats,
+            stats_json: self.stats_json.clone(),
+            processes: self.processes,
+            max_connections: self.max_connections,
+            child: false,
+            elastic: false,
+            tls: if self.tls {
+                Some(ServerTls::load(self.cert.as_deref(), self.key.as_deref())?)
+            } else {
+                None
+            },
+        })
+    }
+}

@@ -1,0 +1,339 @@
+//! `throng client`: from flags to a finished, reported run. Resolves the
+//! targets (or starts the embedded server), plans source addresses, runs the
+//! preflight checks and prints the plan, runs the engine, prints the summary
+//! and writes the JSON. An impossible plan stops here, before any connect.
+//! The checks are in `preflight`; a run in several processes is in
+//! `processes`.
+
+mod preflight;
+mod processes;
+
+use std::io::{self, Write};
+use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Result;
+
+use crate::child::ChildLine;
+use crate::cli::ClientArgs;
+use crate::domain::{Mode, Transport};
+use crate::engine::Outcome;
+use crate::report::json::{write_atomic, Environment, RunResult};
+use crate::report::{self, LiveView};
+use crate::scenario::{self, Scenario};
+use crate::server::{self, ServerConfig};
+use crate::sys::signals::Stop;
+use crate::sys::{capacity, limits, sources};
+use crate::UsageError;
+use preflight::{
+    check_problems, check_source_families, on_this_host, preflight, processes_needed, warnings,
+};
+
+/// Fds a client process needs besides its connections (epoll, wakers,
+/// stdio, the embedded server's listener...).
+const FD_OVERHEAD: u64 = 64;
+/// Most addresses one --source-ip prefix expands to.
+const MAX_SOURCES: usize = 65_536;
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    UsageError(msg.into()).into()
+}
+
+fn embedded_config(transport: Transport) -> Result<ServerConfig> {
+    let tls = match transport {
+        Transport::Tls => Some(crate::server::ServerTls::load(None, None)?),
+        _ => None,
+    };
+    Ok(ServerConfig::embedded(
+        Mode::Echo,
+        transport == Transport::Udp,
+        tls,
+    ))
+}
+
+/// Resolves each HOST:PORT once.
+fn resolve(targets: &[String]) -> Result<Vec<SocketAddr>> {
+    targets
+        .iter()
+        .map(|t| {
+            let mut addrs = t.to_socket_addrs().map_err(|e| {
+                usage(format!(
+                    "cannot resolve target '{t}': {e}; give HOST:PORT, e.g. 127.0.0.1:4242 or [::1]:53"
+                ))
+            })?;
+            addrs
+                .next()
+                .ok_or_else(|| usage(format!("target '{t}' resolved to no address")))
+        })
+        .collect()
+}
+
+/// Waits for --start-at; refuses a time in the past.
+fn wait_start_at(at: Option<f64>, stop: &Stop) -> Result<bool> {
+    let Some(at) = at else {
+        return Ok(true);
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    if at < now {
+        return Err(usage(format!(
+            "--start-at {at:.3} is {:.3} s in the past (now {now:.3}); give a later time",
+            now - at
+        )));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(at - now);
+    Ok(!stop.wait_until(deadline))
+}
+
+/// Runs `throng client`.
+pub fn run(a: &ClientArgs) -> Result<ExitCode> {
+    if a.child_plan {
+        return processes::run_child(crate::child::read_plan()?);
+    }
+    if let Some(p) = &a.json {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+        if dir.is_some_and(|d| !d.is_dir()) {
+            return Err(usage(format!(
+                "--json {}: the directory does not exist",
+                p.display()
+            )));
+        }
+    }
+    let mut sources_given = Vec::new();
+    for spec in &a.source_ip {
+        sources_given.extend(
+            sources::expand(spec, MAX_SOURCES).map_err(|e| usage(format!("--source-ip {e}")))?,
+        );
+    }
+    if a.control.as_deref().is_some_and(|c| c != "-") {
+        return Err(usage("--control takes '-' (commands on stdin)"));
+    }
+    if a.control.is_some() && a.pause {
+        return Err(usage("--control and --pause both read stdin; use one"));
+    }
+    let stop = if a.child {
+        Stop::install_child()?
+    } else {
+        Stop::install()?
+    };
+    if a.child {
+        ChildLine::Pid(std::process::id()).print();
+    }
+    let fd = limits::raise_nofile()?;
+    let env = Environment::read(unix_now());
+
+    let targets = if a.targets.is_empty() {
+        Vec::new()
+    } else {
+        resolve(&a.targets)?
+    };
+    // The whole scenario decides the plan; a segment runs its slice of it.
+    let probe_targets = if targets.is_empty() {
+        vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 0))]
+    } else {
+        targets.clone()
+    };
+    let mut whole = a.scenario(probe_targets.clone(), a.targets.is_empty(), Vec::new())?;
+    let checks = report::check::parse_all(&a.check, whole.traffic.is_some()).map_err(usage)?;
+    let nproc = if a.segment.is_some() || a.child {
+        1
+    } else {
+        processes_needed(a, &whole, &fd)
+    };
+    if !a.child {
+        // What this host holds: its slice of a segmented run, or the whole.
+        let here = a
+            .segment
+            .map_or(whole.connections, |s| whole.slice(s).connections);
+        let ends_here = if a.targets.is_empty() || probe_targets.iter().all(on_this_host) {
+            2
+        } else {
+            1
+        };
+        let need = capacity::Need {
+            connections: here,
+            ends_here,
+            processes: nproc,
+            ends_per_process: if a.targets.is_empty() { 2 } else { 1 },
+        };
+        let host = capacity::Host::read(capacity::measure_if_needed(here * ends_here));
+        check_problems(a.force, capacity::refusals(&need, &host))?;
+    }
+    if nproc > 1 && a.targets.is_empty() {
+        return Err(usage(format!(
+            "{} connections need {nproc} processes here, and the embedded server cannot \
+             follow them: start `throng server --processes auto --listen 127.0.0.1:4242` and \
+             give its address as the target",
+            whole.connections
+        )));
+    }
+    let (chosen, shortfall, why) = if sources_given.is_empty() {
+        let slices = a.segment.map_or(nproc, |s| s.count);
+        let p = sources::plan(
+            &probe_targets,
+            whole.per_target(),
+            sources::fast_per_pair(),
+            slices,
+        );
+        (p.sources, p.shortfall, p.why)
+    } else {
+        (sources_given, None, "--source-ip".into())
+    };
+    check_source_families(&probe_targets, &chosen)?;
+    whole.sources = chosen;
+    if nproc > 1 {
+        return processes::run_processes(a, &whole, nproc, &fd, &stop, (shortfall, &why), &checks);
+    }
+
+    let embedded = if a.targets.is_empty() {
+        let cfg = embedded_config(whole.transport)?;
+        let srv = server::start(&cfg)?;
+        if !a.child {
+            println!(
+                "no target given: started the embedded echo server on {} (the code of `throng server --mode echo`)",
+                srv.addrs[0]
+            );
+        }
+        if let (Some(t), Some(o)) = (&cfg.tls, whole.tls.as_mut()) {
+            if o.ca.is_none() && !o.insecure {
+                // Trust the certificate the embedded server just made.
+                o.ca = Some(t.cert_file.clone());
+            }
+        }
+        whole.targets = srv.addrs.clone();
+        Some((srv, cfg.tls))
+    } else {
+        None
+    };
+    let ran = match a.segment {
+        Some(seg) => whole.slice(seg),
+        None => whole.clone(),
+    };
+    let problems = preflight(&ran, &fd, shortfall.as_deref());
+    if !a.child {
+        let mut out = io::stdout().lock();
+        writeln!(
+            out,
+            "{}",
+            report::plan_paragraph(&ran, sources::ports_per_source())
+        )?;
+        if let Some(seg) = ran.segment {
+            writeln!(
+                out,
+                "  segment {}/{} of {} connections",
+                seg.index, seg.count, whole.connections
+            )?;
+        }
+        if !ran.sources.is_empty() {
+            writeln!(out, "  sources: {why}")?;
+        }
+        for w in warnings(&ran, shortfall) {
+            writeln!(out, "  warning: {w}")?;
+        }
+        out.flush()?;
+    }
+    check_problems(a.force, problems)?;
+    let here = Here {
+        rtt_log: a.rtt_log.clone(),
+        start_at: a.start_at,
+        control: a.control.is_some(),
+        child: a.child,
+        quiet: a.quiet,
+    };
+    let Some((sc, outcome, mut result)) = run_here(&whole, ran, here, &stop, env)? else {
+        return Ok(ExitCode::from(130));
+    };
+    if let Some((srv, tls)) = embedded {
+        if let Some(t) = tls {
+            t.cleanup();
+        }
+        srv.stop()?;
+    }
+    if a.child {
+        return child_end(&result, a.json.as_deref());
+    }
+    let mut out = io::stdout().lock();
+    report::summary(&sc, &outcome, &mut out)?;
+    report::check::apply(&checks, &mut result, &mut out)?;
+    out.flush()?;
+    drop(out);
+    if let Some(p) = &a.json {
+        write_atomic(p, &result)?;
+    }
+    Ok(report::check::exit_code(
+        &result,
+        sc.max_failures,
+        result.interrupted,
+    ))
+}
+
+/// How this process runs its slice.
+struct Here {
+    /// --rtt-log: the per-query CSV file.
+    rtt_log: Option<PathBuf>,
+    /// --start-at: when to start (Unix seconds).
+    start_at: Option<f64>,
+    /// --control: commands on stdin.
+    control: bool,
+    /// A child of --processes or of `throng cluster`: JSON lines for the
+    /// parent instead of a live view.
+    child: bool,
+    quiet: bool,
+}
+
+/// Runs `ran`, the part of `whole` this process runs: opens the RTT log,
+/// waits for the start, runs the engine. The scenario as run, its outcome
+/// and its result; None when a signal came before the start.
+fn run_here(
+    whole: &Scenario,
+    ran: Scenario,
+    here: Here,
+    stop: &Stop,
+    env: Environment,
+) -> Result<Option<(Arc<Scenario>, Outcome, RunResult)>> {
+    let rtt_log = match &here.rtt_log {
+        Some(p) => Some(
+            std::fs::File::create(p)
+                .map_err(|e| usage(format!("--rtt-log {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    if !wait_start_at(here.start_at, stop)? {
+        return Ok(None);
+    }
+    let sc = Arc::new(ran);
+    if sc.end == scenario::End::Pause {
+        stop.on_enter()?;
+    }
+    if here.control {
+        stop.on_control()?;
+    }
+    let mut live = if here.child {
+        LiveView::Child
+    } else {
+        LiveView::new(here.quiet, sc.connections)
+    };
+    let outcome = crate::engine::run(sc.clone(), stop, &mut live, rtt_log)?;
+    let result = RunResult::new(whole, &sc, env, &outcome);
+    Ok(Some((sc, outcome, result)))
+}
+
+/// The end of a child's run: its result to `json` and as its last line.
+/// The parent checks the merged result and gives the verdict.
+fn child_end(result: &RunResult, json: Option<&Path>) -> Result<ExitCode> {
+    if let Some(p) = json {
+        write_atomic(p, result)?;
+    }
+    ChildLine::Result(Box::new(serde_json::to_value(result)?)).print();
+    Ok(ExitCode::from(if result.interrupted { 130 } else { 0 }))
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,309 @@
+//! `throng client --processes`: the scenario run as N child processes of
+//! this binary, one segment each (each with its own fd limit), seen as one
+//! run: one live view, Ctrl-C passed on, one merged result.
+//!
+//! A child is given its plan, the scenario sliced and where its result
+//! goes, as data on its stdin (`--child-plan`): it parses no flag again,
+//! resolves no name again, and plans no sources of its own. (The hosts of
+//! `throng cluster` are given flags instead: each runs its own binary and
+//! plans for its own addresses and cores.)
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::preflight::{check_problems, preflight, warnings};
+use super::{run_here, usage, Here};
+use crate::child::{sum_samples, ChildLine, Children, Own, PartsDir};
+use crate::cli::ClientArgs;
+use crate::domain::{ConnectMode, Segment};
+use crate::engine::Live;
+use crate::report::json::Environment;
+use crate::report::{self, LiveView};
+use crate::scenario::{End, Scenario};
+use crate::sys::limits::{self, FdLimit};
+use crate::sys::signals::{Reason, Stop};
+use crate::sys::sources;
+
+/// What a child of --processes runs, the first line of its stdin.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct ChildPlan {
+    /// The scenario as its result records it: the whole, with the child's
+    /// segment and workers, and `Pause` for an end the parent gives.
+    whole: Scenario,
+    /// Its result file, in the parent's parts directory.
+    json: PathBuf,
+    /// Its own --rtt-log file (the parent's name and `.K`).
+    rtt_log: Option<PathBuf>,
+    start_at: Option<f64>,
+    force: bool,
+    /// The source planner's advice, for the preflight's words.
+    shortfall: Option<String>,
+}
+
+/// Runs the scenario as `n` child processes, one segment each, and merges
+/// their results as if one process had done it.
+pub(super) fn run_processes(
+    a: &ClientArgs,
+    whole: &Scenario,
+    n: u64,
+    fd: &FdLimit,
+    stop: &Stop,
+    // The source planner's advice and its reasons, for the plan paragraph.
+    (shortfall, why): (Option<String>, &str),
+    checks: &[report::check::Check],
+) -> Result<ExitCode> {
+    // Each process checks its own share; the ports are the whole's.
+    let mut problems = preflight(
+        &whole.slice(Segment { index: 1, count: n }),
+        fd,
+        shortfall.as_deref(),
+    );
+    problems.retain(|p| !p.contains("file descriptors"));
+    {
+        let mut out = io::stdout().lock();
+        writeln!(
+            out,
+            "{}",
+            report::plan_paragraph(whole, sources::ports_per_source())
+        )?;
+        writeln!(
+            out,
+            "  in {n} processes: {} connections need more fds than one process may hold ({}{})",
+            whole.connections,
+            fd.soft,
+            if fd.hard_is_cap {
+                ", the hard limit here"
+            } else {
+                ""
+            }
+        )?;
+        if !whole.sources.is_empty() {
+            writeln!(out, "  sources: {why}")?;
+        }
+        for w in warnings(whole, shortfall.clone()) {
+            writeln!(out, "  warning: {w}")?;
+        }
+        out.flush()?;
+    }
+    check_problems(a.force, problems)?;
+    if a.control.is_some() || a.pause {
+        return Err(usage(
+            "--control and --pause work with one process; add --processes 1",
+        ));
+    }
+    let parts = PartsDir::new()?;
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
+    let workers = a.workers.unwrap_or((cores / n).max(1)) as usize;
+    // The children hold until the parent says (Enter on their stdin), so
+    // that every slice holds its connections at the same time: the whole
+    // run's end counts from the last slice's ramp, as in one process.
+    let common_end = whole.connections_schedule.is_none()
+        && whole
+            .traffic
+            .as_ref()
+            .and_then(|t| t.schedule_seconds())
+            .is_none()
+        && matches!(whole.end, End::Duration { .. } | End::Hold);
+    let mut own = Vec::new();
+    for k in 1..=n {
+        let mut recorded = whole.clone();
+        recorded.segment = Some(Segment { index: k, count: n });
+        recorded.workers = match whole.connect_mode {
+            // One connection at a time: one loop is all it can use.
+            ConnectMode::Sync => 1,
+            ConnectMode::Async => workers,
+        }
+        .min(whole.connections as usize)
+        .max(1);
+        if common_end {
+            recorded.end = End::Pause;
+        }
+        let plan = ChildPlan {
+            whole: recorded,
+            json: parts.0.join(format!("part-{k}.json")),
+            rtt_log: a.rtt_log.as_ref().map(|p| {
+                let mut name = p.as_os_str().to_owned();
+                name.push(format!(".{k}"));
+                PathBuf::from(name)
+            }),
+            start_at: a.start_at,
+            force: a.force,
+            shortfall: shortfall.clone(),
+        };
+        own.push(Own::new(
+            vec!["client".into(), "--child-plan".into()],
+            &plan,
+        )?);
+    }
+    let mut children = Children::spawn(own, stop, common_end)?;
+    let mut live = LiveView::new(a.quiet, whole.connections);
+    let mut latest: Vec<Option<crate::engine::Sample>> = vec![None; n as usize];
+    let mut ramps = 0;
+    let mut shown = 0;
+    let mut alive = n;
+    let mut interrupted = false;
+    let mut end_at: Option<std::time::Instant> = None;
+    while alive > 0 {
+        let reason = stop.wait_reason(end_at);
+        if reason.is_none() && end_at.is_some_and(|e| std::time::Instant::now() >= e) {
+            end_at = None;
+            children.enter_all();
+            continue;
+        }
+        match reason {
+            Some(Reason::Signal) if common_end && whole.end == End::Hold => {
+                // --hold ends with a signal by design: a normal end.
+                children.enter_all();
+            }
+            Some(Reason::Signal) => {
+                interrupted = true;
+                children.signal(libc::SIGINT);
+            }
+            Some(Reason::ChildExit(_)) => alive -= 1,
+            Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
+                Ok(ChildLine::Sample(s)) => {
+                    let t = s.t;
+                    latest[i] = Some(s);
+                    // One line per second once every live child reported it.
+                    if t > shown && latest.iter().all(|x| x.as_ref().is_some_and(|x| x.t >= t)) {
+                        shown = t;
+                        live.second(&sum_samples(&latest, t), whole.connections);
+                    }
+                }
+                Ok(ChildLine::RampDone { seconds }) => {
+                    ramps += 1;
+                    if ramps == n {
+                        if let (true, End::Duration { seconds }) = (common_end, whole.end) {
+                            end_at = Some(
+                                std::time::Instant::now()
+                                    + std::time::Duration::from_secs_f64(seconds),
+                            );
+                        }
+                        let sum = sum_samples(&latest, shown);
+                        let totals = crate::metrics::ConnTotals {
+                            established: sum.established,
+                            failed: std::array::from_fn(|i| if i == 0 { sum.failed } else { 0 }),
+                            ..Default::default()
+                        };
+                        live.ramp_done(
+                            std::time::Duration::from_secs_f64(seconds),
+                            &totals,
+                            &whole.end,
+                        );
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    Live::finish(&mut live);
+    let statuses = children.wait();
+    let mut results = Vec::new();
+    let mut names = Vec::new();
+    let mut missing = Vec::new();
+    for (k, status) in statuses.iter().enumerate() {
+        let path = parts.0.join(format!("part-{}.json", k + 1));
+        let name = children.names[k].clone();
+        match (status, crate::cluster::merge::read(&path)) {
+            (_, Ok(r)) => {
+                results.push(r);
+                names.push(name);
+            }
+            (Ok(code), Err(_)) => {
+                missing.push(format!("{name} exited with code {code} and no result"))
+            }
+            (Err(why), Err(_)) => missing.push(format!("{name} {why}")),
+        }
+    }
+    crate::cluster::merge::finish(
+        crate::cluster::merge::Slices {
+            results,
+            names,
+            missing,
+            interrupted,
+            ended_as_planned: common_end && whole.end == End::Hold,
+        },
+        Some(whole),
+        a.json.as_deref(),
+        "processes",
+        whole.max_failures,
+        checks,
+    )
+}
+
+/// A child of --processes: runs the slice its plan says, then prints its
+/// result as its last line (and writes it to the parts directory); the
+/// parent merges and gives the verdict.
+pub(super) fn run_child(plan: ChildPlan) -> Result<ExitCode> {
+    let stop = Stop::install_child()?;
+    ChildLine::Pid(std::process::id()).print();
+    let fd = limits::raise_nofile()?;
+    let env = Environment::read(super::unix_now());
+    let seg = plan
+        .whole
+        .segment
+        .context("a child's plan without its segment")?;
+    let ran = plan.whole.slice(seg);
+    check_problems(plan.force, preflight(&ran, &fd, plan.shortfall.as_deref()))?;
+    let here = Here {
+        rtt_log: plan.rtt_log,
+        start_at: plan.start_at,
+        control: false,
+        child: true,
+        quiet: true,
+    };
+    match run_here(&plan.whole, ran, here, &stop, env)? {
+        Some((_, _, result)) => super::child_end(&result, Some(&plan.json)),
+        None => Ok(ExitCode::from(130)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child runs the very scenario its parent planned: the plan's JSON
+    /// gives back every float to the bit (serde_json's float_roundtrip; by
+    /// default these two came back one bit off).
+    #[test]
+    fn a_plan_round_trips_exactly() {
+        let a = crate::cli::client_args(
+            &[
+                "127.0.0.1:1",
+                "-c",
+                "10003",
+                "-r",
+                "3.6522202648366253",
+                "--connect-rate",
+                "0.9468793297991501",
+            ]
+            .map(String::from),
+        )
+        .unwrap();
+        let whole = a
+            .scenario(vec!["127.0.0.1:1".parse().unwrap()], false, Vec::new())
+            .unwrap();
+        for k in 1..=3 {
+            let mut recorded = whole.clone();
+            recorded.segment = Some(Segment { index: k, count: 3 });
+            recorded.end = End::Pause;
+            let plan = ChildPlan {
+                whole: recorded,
+                json: PathBuf::from("/tmp/part.json"),
+                rtt_log: None,
+                start_at: Some(1_700_000_000.123_456_7),
+                force: false,
+                shortfall: None,
+            };
+            let own = Own::new(Vec::new(), &plan).unwrap();
+            let back: ChildPlan = serde_json::from_str(&own.plan).unwrap();
+            assert_eq!(back.whole, plan.whole);
+            assert_eq!(back.start_at, plan.start_at);
+        }
+    }
+}

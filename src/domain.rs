@@ -1,0 +1,179 @@
+//! The words a run is described in: what the server answers, how queries
+//! travel and what they are made of, how connections open, how a run is
+//! sliced. Plain data with their serde names, which are the JSON result's
+//! and the child processes' (a contract: never renamed); the flags that
+//! choose them are [`crate::cli`]'s, which converts its own value names
+//! into these, so a flag's spelling cannot change the schema.
+//!
+//! The bottom of the module graph beside [`crate::scenario`]: it uses
+//! nothing of throng's, and nothing here knows about clap.
+
+use serde::{Deserialize, Serialize};
+
+/// What the reference server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Every byte received is sent back.
+    Echo,
+    /// Line protocol: `ping<rest>` is answered `pong<rest>`, other lines `error`.
+    Pong,
+    /// HTTP/1.1: a fixed keep-alive `200 OK` for every request.
+    Http,
+    /// DNS over TCP (and UDP): one A record for A queries.
+    Dns,
+    /// Reads and drops everything.
+    Discard,
+    /// Sends the configured reply for every received chunk that starts with
+    /// the configured prefix.
+    Fixed,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Echo => "echo",
+            Mode::Pong => "pong",
+            Mode::Http => "http",
+            Mode::Dns => "dns",
+            Mode::Discard => "discard",
+            Mode::Fixed => "fixed",
+        }
+    }
+}
+
+/// How connections are opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnectMode {
+    /// Up to `max_inflight_connects` non-blocking connects at once.
+    Async,
+    /// One connection at a time, each completed before the next starts.
+    Sync,
+}
+
+/// How queries travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// Persistent TCP connections.
+    #[default]
+    Tcp,
+    /// One connected UDP socket per "connection"; a lost datagram times out.
+    Udp,
+    /// A new TCP connection for every query.
+    TcpPerQuery,
+    /// TLS over persistent TCP connections (rustls).
+    Tls,
+}
+
+impl Transport {
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+            Transport::TcpPerQuery => "tcp-per-query",
+            Transport::Tls => "tls",
+        }
+    }
+}
+
+/// What queries are made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    /// DNS: a query for a name and type, matched by ID.
+    Dns,
+    /// Fixed-size messages (magic, sequence, timestamp, pattern), echoed back.
+    Echo,
+    /// `ping <seq>` lines answered `pong <seq>`.
+    Ping,
+    /// HTTP/1.1 requests, responses framed by length or chunks.
+    Http,
+    /// A given message; each marker in the reply completes the oldest query.
+    Raw,
+}
+
+/// How open-loop queries are spread over connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Spread {
+    Random,
+    RoundRobin,
+}
+
+/// Inter-arrival times of the open-loop query stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrivals {
+    /// Exponential gaps (a Poisson process), seeded.
+    Poisson,
+    /// Equal gaps.
+    Constant,
+}
+
+/// How many processes a side uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Processes {
+    /// As many as the fd limit requires.
+    Auto,
+    Count(u64),
+}
+
+/// A slice `K/N` of a scenario (1-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    pub index: u64,
+    pub count: u64,
+}
+
+/// Which side of a test a host plays (`throng tune`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Client,
+    Server,
+    Both,
+}
+
+impl Role {
+    /// This host runs the client.
+    pub fn client(self) -> bool {
+        matches!(self, Role::Client | Role::Both)
+    }
+
+    /// This host runs the server.
+    pub fn server(self) -> bool {
+        matches!(self, Role::Server | Role::Both)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names in the JSON result and in a child's plan: a contract.
+    #[test]
+    fn serde_names_are_the_schema() {
+        let name = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
+        assert_eq!(
+            name(serde_json::json!(Transport::TcpPerQuery)),
+            "tcp-per-query"
+        );
+        assert_eq!(name(serde_json::json!(Transport::Tls)), "tls");
+        assert_eq!(name(serde_json::json!(Spread::RoundRobin)), "round-robin");
+        assert_eq!(name(serde_json::json!(Arrivals::Poisson)), "poisson");
+        assert_eq!(name(serde_json::json!(ConnectMode::Async)), "async");
+        assert_eq!(name(serde_json::json!(Proto::Dns)), "dns");
+        assert_eq!(name(serde_json::json!(Mode::Discard)), "discard");
+        assert_eq!(name(serde_json::json!(Role::Both)), "both");
+        assert_eq!(
+            serde_json::json!(Processes::Count(2)),
+            serde_json::json!({"Count": 2})
+        );
+        assert_eq!(
+            serde_json::json!(Segment { index: 1, count: 2 }),
+            serde_json::json!({"index": 1, "count": 2})
+        );
+    }
+}

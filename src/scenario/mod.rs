@@ -1,0 +1,359 @@
+//! What a client run does, as plain data: targets, connections, ramp, how
+//! the run ends, source addresses. Built once by [`crate::cli`] from the
+//! flags (after names are resolved and sources planned), checked, then
+//! handed to the engine (here, or as JSON to a child of `--processes`) and
+//! written into the JSON result as "the scenario as run". Its schedules and query files are parsed in `schedule` and
+//! `queries`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::{Arrivals, ConnectMode, Proto, Segment, Spread, Transport};
+
+mod queries;
+mod schedule;
+
+pub use queries::{check_name, parse_query_file, MAX_QTYPES, RAND_LABEL_LEN};
+pub use schedule::{level_at, parse_phases, Phase};
+
+/// Default --connect-rate.
+pub const DEFAULT_CONNECT_RATE: f64 = 10_000.0;
+
+/// How connection attempts are spread over time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Ramp {
+    /// Evenly spaced: attempt i at i / per_second.
+    Rate { per_second: f64 },
+    /// `size` attempts at once every `delay_s`.
+    Batch { size: u64, delay_s: f64 },
+}
+
+impl Ramp {
+    /// When attempt `i` (0-based, over all workers) is due, from the start.
+    pub fn due(&self, i: u64) -> Duration {
+        let secs = match *self {
+            Ramp::Rate { per_second } => i as f64 / per_second,
+            Ramp::Batch { size, delay_s } => (i / size) as f64 * delay_s,
+        };
+        Duration::from_secs_f64(secs)
+    }
+
+    /// Connections per second this ramp aims at.
+    pub fn rate(&self) -> f64 {
+        match *self {
+            Ramp::Rate { per_second } => per_second,
+            Ramp::Batch { size, delay_s } => size as f64 / delay_s.max(1e-9),
+        }
+    }
+}
+
+/// How the hold phase ends.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum End {
+    /// This long after the ramp ends.
+    Duration { seconds: f64 },
+    /// At SIGINT/SIGTERM.
+    Hold,
+    /// At Enter on stdin (or its end).
+    Pause,
+}
+
+impl Query {
+    /// The protocol in a word ("a DNS reply", "DNS queries").
+    pub fn name(&self) -> &'static str {
+        match self {
+            Query::Dns { .. } => "DNS",
+            Query::Echo { .. } => "echo",
+            Query::Ping => "ping",
+            Query::Http { .. } => "HTTP",
+            Query::Raw { .. } => "raw",
+        }
+    }
+}
+
+/// What one query is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Query {
+    Dns {
+        qtype: u16,
+        names: Vec<String>,
+        /// Each name's own type, from a query file (empty: all `qtype`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        qtypes: Vec<u16>,
+        /// EDNS UDP payload size (None: no OPT record).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        edns: Option<u16>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        dnssec_ok: bool,
+    },
+    Echo {
+        size: usize,
+        validate: bool,
+    },
+    Ping,
+    Http {
+        request: String,
+    },
+    Raw {
+        message: String,
+        first_message: Option<String>,
+        marker: Option<String>,
+    },
+}
+
+/// When queries are sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Model {
+    /// A total rate (or a schedule of rates) over all connections.
+    OpenLoop {
+        phases: Vec<Phase>,
+        arrivals: Arrivals,
+        spread: Spread,
+    },
+    /// Each connection every `every_s`.
+    Interval { every_s: f64 },
+    /// Next query when one is answered, after `think_s`.
+    ClosedLoop { think_s: f64 },
+}
+
+/// The query traffic of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Traffic {
+    pub proto: Proto,
+    pub query: Query,
+    pub model: Model,
+    /// Most outstanding per connection (None: unlimited).
+    pub window: Option<u64>,
+    pub messages: Option<u64>,
+    /// Queries in all, over every connection: the run ends once they are
+    /// done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queries: Option<u64>,
+    pub max_queries_per_conn: Option<u64>,
+    pub timeout_s: f64,
+    pub close_on_timeout: bool,
+    pub seed: u64,
+    /// After the traffic: seconds to wait for the queries in flight (at
+    /// most `timeout_s`; 0 stops at once).
+    #[serde(default)]
+    pub drain_s: f64,
+}
+
+impl Traffic {
+    /// Seconds the traffic lasts by its own schedule, if it has one.
+    pub fn schedule_seconds(&self) -> Option<f64> {
+        match &self.model {
+            Model::OpenLoop { phases, .. }
+                if phases.len() > 1 || phases[0].from != phases[0].to =>
+            {
+                Some(phases.iter().map(|p| p.seconds).sum())
+            }
+            _ => None,
+        }
+    }
+
+    /// The rate asked for `t` seconds into the traffic (open loop).
+    pub fn rate_at(&self, t: f64, connections: u64) -> f64 {
+        match &self.model {
+            Model::OpenLoop { phases, .. } => level_at(phases, t),
+            Model::Interval { every_s } => connections as f64 / every_s,
+            Model::ClosedLoop { .. } => 0.0,
+        }
+    }
+}
+
+/// Turns the escaped form kept in a [`Query`] back into bytes.
+pub fn unescaped(s: &str) -> Vec<u8> {
+    wire::escape::unescape(s).unwrap_or_else(|_| s.as_bytes().to_vec())
+}
+
+/// A client run, validated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scenario {
+    /// Resolved targets; connection i goes to `targets[i % len]`.
+    pub targets: Vec<SocketAddr>,
+    /// The targets as given (empty with the embedded server).
+    pub target_names: Vec<String>,
+    pub embedded_server: bool,
+    pub connections: u64,
+    pub ramp: Ramp,
+    pub connect_mode: ConnectMode,
+    pub max_inflight_connects: u64,
+    pub connect_timeout_s: f64,
+    /// Source addresses in use order; empty: the kernel chooses.
+    pub sources: Vec<IpAddr>,
+    pub end: End,
+    pub lifetime_s: Option<f64>,
+    pub reconnect: bool,
+    pub preallocate: bool,
+    /// --connections-schedule: open connections over time (then
+    /// `connections` is its highest level and the run lasts its phases).
+    pub connections_schedule: Option<Vec<Phase>>,
+    /// Queries over the connections; None: connections only.
+    pub traffic: Option<Traffic>,
+    /// Commands come on stdin (--control -).
+    #[serde(default)]
+    pub control: bool,
+    /// The slice of the whole this run is (None: all of it).
+    #[serde(default)]
+    pub segment: Option<Segment>,
+    pub workers: usize,
+    pub verify: bool,
+    /// What verifies a new connection when there is no traffic: one query
+    /// of --proto (None: raw without a marker cannot be verified).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Query>,
+    pub max_failures: u64,
+    /// How queries travel. With tcp-per-query, `connections` is the
+    /// --concurrency: connections open at once at most.
+    #[serde(default)]
+    pub transport: Transport,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsOptions>,
+}
+
+/// The client's TLS settings (--transport tls).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsOptions {
+    /// PEM file of trusted certificates (None: the system's bundle).
+    pub ca: Option<std::path::PathBuf>,
+    pub insecure: bool,
+    pub sni: Option<String>,
+    pub alpn: Vec<String>,
+    pub resume: bool,
+}
+
+/// The largest UDP payload.
+pub const MAX_DATAGRAM: u64 = 65_507;
+
+/// Bytes of the echo header: magic, sequence number, send timestamp (the
+/// smallest echo query).
+pub const ECHO_HEADER: usize = 20;
+
+impl Scenario {
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.connect_timeout_s)
+    }
+
+    pub fn lifetime(&self) -> Option<Duration> {
+        self.lifetime_s.map(Duration::from_secs_f64)
+    }
+
+    /// Connections to the busiest target.
+    pub fn per_target(&self) -> u64 {
+        self.connections.div_ceil(self.targets.len() as u64)
+    }
+
+    /// The part of this (whole) scenario that segment `seg` runs: its share
+    /// of connections, connect rate and query rate, its own source
+    /// addresses and seed. The slices of 1..=N add up to the whole.
+    pub fn slice(&self, seg: Segment) -> Scenario {
+        let (k, n) = (seg.index - 1, seg.count);
+        let share = |total: u64| total / n + u64::from(k < total % n);
+        let part = |x: f64| x / n as f64;
+        let mut s = self.clone();
+        s.segment = Some(seg);
+        s.connections = share(self.connections).max(1);
+        s.ramp = match self.ramp {
+            Ramp::Rate { per_second } => Ramp::Rate {
+                per_second: part(per_second),
+            },
+            Ramp::Batch { size, delay_s } => Ramp::Batch {
+                size: share(size).max(1),
+                delay_s,
+            },
+        };
+        s.max_inflight_connects = self.max_inflight_connects.div_ceil(n).max(1);
+        s.connections_schedule = self.connections_schedule.as_ref().map(|ph| {
+            ph.iter()
+                .map(|p| Phase {
+                    seconds: p.seconds,
+                    from: part(p.from),
+                    to: part(p.to),
+                })
+                .collect()
+        });
+        if !self.sources.is_empty() {
+            let m = self.sources.len() as u64;
+            s.sources = if m >= n {
+                // Sources k, k+N, k+2N, ...: every slice its own.
+                self.sources
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i as u64 % n == k)
+                    .map(|(_, a)| *a)
+                    .collect()
+            } else {
+                // Fewer sources than slices: share them round-robin (the
+                // plan kept each source under half the port range in total).
+                vec![self.sources[(k % m) as usize]]
+            };
+        }
+        if let Some(t) = s.traffic.as_mut() {
+            t.seed = t.seed.wrapping_add(k);
+            t.queries = t.queries.map(share);
+            if let Model::OpenLoop { phases, .. } = &mut t.model {
+                for p in phases {
+                    p.from = part(p.from);
+                    p.to = part(p.to);
+                }
+            }
+        }
+        s.workers = s.workers.min(s.connections as usize).max(1);
+        s
+    }
+
+    /// What must be equal for two results to be slices of one run: the
+    /// scenario without its segment, workers and planned sources (hosts
+    /// differ in cores and addresses). A JSON value, so a difference can be
+    /// named by its path.
+    pub fn identity(&self) -> serde_json::Value {
+        let mut s = self.clone();
+        s.segment = None;
+        s.workers = 0;
+        s.sources = Vec::new();
+        s.target_names = Vec::new();
+        serde_json::to_value(s).unwrap_or_default()
+    }
+
+    /// Total seconds of --connections-schedule.
+    pub fn schedule_seconds(&self) -> Option<f64> {
+        self.connections_schedule
+            .as_ref()
+            .map(|p| p.iter().map(|p| p.seconds).sum())
+    }
+
+    /// The time the ramp should take, from the schedule.
+    pub fn ramp_time(&self) -> Duration {
+        self.ramp.due(self.connections.saturating_sub(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_ramp_is_even() {
+        let r = Ramp::Rate { per_second: 2000.0 };
+        assert_eq!(r.due(0), Duration::ZERO);
+        assert_eq!(r.due(1000), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn batch_ramp_steps() {
+        let r = Ramp::Batch {
+            size: 100,
+            delay_s: 0.5,
+        };
+        assert_eq!(r.due(99), Duration::ZERO);
+        assert_eq!(r.due(100), Duration::from_millis(500));
+        assert_eq!(r.rate(), 200.0);
+    }
+}

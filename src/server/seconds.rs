@@ -1,0 +1,227 @@
+//! The server's seconds: one second of one process's stats ([`Second`]),
+//! the loop a serving process takes them in ([`each_second`]), the sum of
+//! several processes' ([`combine`]), and where they go: the stats line on
+//! stderr and --stats-json ([`StatsOut`]), with the kernel's listen queue
+//! counters ([`ListenCounters`]).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, IsTerminal, Write};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::stats::Totals;
+use super::{Running, ServerConfig};
+use crate::sys::proc;
+use crate::sys::signals::{Reason, Stop};
+use crate::units::{human, human_bytes};
+use crate::UsageError;
+
+/// One second of stats, as printed and as written to --stats-json.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct Second {
+    pub(super) t: u64,
+    pub(super) unix_s: u64,
+    pub(super) connections: i64,
+    pub(super) peak_connections: i64,
+    pub(super) accepted_per_s: u64,
+    pub(super) closed_per_s: u64,
+    pub(super) requests_per_s: u64,
+    pub(super) bytes_in_per_s: u64,
+    pub(super) bytes_out_per_s: u64,
+    pub(super) errors: u64,
+    pub(super) listen_overflows: u64,
+    pub(super) listen_drops: u64,
+    /// Server processes running (several share the port).
+    #[serde(default)]
+    pub(super) processes: u64,
+}
+
+impl Second {
+    /// Adds another second's rates (counters per second, not the gauges).
+    pub(super) fn add_rates(&mut self, o: &Second) {
+        self.t = self.t.max(o.t);
+        self.unix_s = self.unix_s.max(o.unix_s);
+        self.accepted_per_s += o.accepted_per_s;
+        self.closed_per_s += o.closed_per_s;
+        self.requests_per_s += o.requests_per_s;
+        self.bytes_in_per_s += o.bytes_in_per_s;
+        self.bytes_out_per_s += o.bytes_out_per_s;
+        self.errors += o.errors;
+    }
+
+    pub(super) fn line(&self) -> String {
+        format!(
+            "{:>4}s  conns {} (peak {})  accepted {}/s  closed {}/s  requests {}/s  in {}/s  out {}/s  errors {}  listen overflows +{} drops +{}",
+            self.t,
+            self.connections,
+            self.peak_connections,
+            human(self.accepted_per_s as f64),
+            human(self.closed_per_s as f64),
+            human(self.requests_per_s as f64),
+            human_bytes(self.bytes_in_per_s as f64),
+            human_bytes(self.bytes_out_per_s as f64),
+            self.errors,
+            self.listen_overflows,
+            self.listen_drops,
+        ) + &if self.processes > 0 {
+            format!("  processes {}", self.processes)
+        } else {
+            String::new()
+        }
+    }
+}
+
+pub(super) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// What wakes a serving process's loop.
+pub(super) enum Wake {
+    /// A second's stats: gauges now, rates since the last second (the
+    /// listen counters are left to the caller).
+    Second(Second),
+    /// Anything else that came first: a signal, a child's line, a worker's
+    /// word that its process fills up.
+    Other(Reason),
+}
+
+/// Serves until `on` answers false or a worker ends on its own: calls `on`
+/// with each second's stats, counted from `started`, and with every other
+/// wake-up in between. Returns the counters of the last second (what a
+/// failed stop leaves to report).
+pub(super) fn each_second(
+    server: &Running,
+    stop: &Stop,
+    started: Instant,
+    mut on: impl FnMut(Wake) -> Result<bool>,
+) -> Result<Totals> {
+    let mut last = Totals::default();
+    let mut tick = 1;
+    loop {
+        let due = started + Duration::from_secs(tick);
+        if let Some(reason) = stop.wait_reason(Some(due)) {
+            if on(Wake::Other(reason))? {
+                continue;
+            }
+            break;
+        }
+        if server.worker_exited() {
+            break;
+        }
+        let totals = server.totals();
+        let sec = server.second(tick, &totals, &last);
+        last = totals;
+        tick += 1;
+        if !on(Wake::Second(sec))? {
+            break;
+        }
+    }
+    Ok(last)
+}
+
+/// One second of several processes: their gauges and rates summed.
+pub(super) fn combine<'a>(parts: impl Iterator<Item = &'a Second>) -> Second {
+    let mut s = Second::default();
+    for p in parts {
+        s.t = s.t.max(p.t);
+        s.unix_s = s.unix_s.max(p.unix_s);
+        s.connections += p.connections;
+        s.peak_connections += p.peak_connections;
+        s.accepted_per_s += p.accepted_per_s;
+        s.closed_per_s += p.closed_per_s;
+        s.requests_per_s += p.requests_per_s;
+        s.bytes_in_per_s += p.bytes_in_per_s;
+        s.bytes_out_per_s += p.bytes_out_per_s;
+        s.errors += p.errors;
+    }
+    s
+}
+
+/// The kernel's listen queue overflows and drops (TcpExt, this network
+/// namespace, every listener): read at the start and once a second.
+pub(super) struct ListenCounters {
+    start: (u64, u64),
+    last: (u64, u64),
+}
+
+impl ListenCounters {
+    pub(super) fn read() -> ListenCounters {
+        let now = proc::listen_counters().unwrap_or_default();
+        ListenCounters {
+            start: now,
+            last: now,
+        }
+    }
+
+    /// Sets the second's overflows and drops: since the last reading, up to
+    /// `now` (no change when it could not be read).
+    pub(super) fn second(&mut self, now: Option<(u64, u64)>, sec: &mut Second) {
+        let now = now.unwrap_or(self.last);
+        sec.listen_overflows = now.0.saturating_sub(self.last.0);
+        sec.listen_drops = now.1.saturating_sub(self.last.1);
+        self.last = now;
+    }
+
+    /// Overflows and drops since the start, for the summary.
+    pub(super) fn since_start(&self) -> (u64, u64) {
+        let now = proc::listen_counters().unwrap_or(self.start);
+        (now.0 - self.start.0, now.1 - self.start.1)
+    }
+}
+
+/// Where the seconds go: a line on stderr (with --stats, or on a terminal)
+/// and one JSON object per line in --stats-json.
+pub(super) struct StatsOut {
+    json: Option<File>,
+    show: bool,
+}
+
+impl StatsOut {
+    /// Opens --stats-json (appending).
+    pub(super) fn open(cfg: &ServerConfig) -> Result<StatsOut> {
+        let json = match &cfg.stats_json {
+            Some(p) => Some(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| {
+                        anyhow::Error::from(UsageError(format!(
+                            "--stats-json {}: {e}",
+                            p.display()
+                        )))
+                    })?,
+            ),
+            None => None,
+        };
+        Ok(StatsOut {
+            json,
+            show: cfg.stats || io::stderr().is_terminal(),
+        })
+    }
+
+    pub(super) fn emit(&mut self, sec: &Second) {
+        // JSON first: a reader that sees the line on stderr finds the file
+        // already written.
+        if let Some(f) = self.json.as_mut() {
+            if let Err(e) = write_json_line(f, sec) {
+                // Keep serving and keep the summary: only the file is lost.
+                eprintln!("throng: {e:#}; no more --stats-json lines");
+                self.json = None;
+            }
+        }
+        if self.show {
+            eprintln!("{}", sec.line());
+        }
+    }
+}
+
+fn write_json_line(f: &mut File, sec: &Second) -> Result<()> {
+    let mut line = serde_json::to_vec(sec)?;
+    line.push(b'\n');
+    f.write_all(&line).context("writing --stats-json")
+}

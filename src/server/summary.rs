@@ -1,0 +1,123 @@
+//! What a server prints besides its seconds: the start-up banner's lines
+//! and the summary at the end (one process or a group's).
+
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use super::stats::Totals;
+use super::ServerConfig;
+use crate::sys::proc;
+use crate::units::{human, human_bytes};
+
+/// The banner's lines for the bound addresses (and the certificate).
+pub(super) fn listening(
+    cfg: &ServerConfig,
+    addrs: &[SocketAddr],
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let tls = if cfg.tls.is_some() { ", tls" } else { "" };
+    for a in addrs {
+        writeln!(out, "listening on {a} (tcp{tls})")?;
+        if cfg.udp {
+            writeln!(out, "listening on {a} (udp)")?;
+        }
+    }
+    if let Some(t) = &cfg.tls {
+        writeln!(out, "{}", t.banner())?;
+    }
+    Ok(())
+}
+
+/// The accept queue the kernel gives a listener asked for `asked`: that,
+/// clamped to net.core.somaxconn; and somaxconn when it clamps.
+pub(super) fn backlog(asked: u32) -> (u64, Option<u64>) {
+    let somaxconn = proc::sysctl_u64("net.core.somaxconn");
+    let effective = somaxconn.map_or(asked as u64, |m| m.min(asked as u64));
+    (effective, somaxconn.filter(|&m| m < asked as u64))
+}
+
+/// The final counters of a process of a group (a child's last line).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ChildTotals {
+    pub totals: Totals,
+    pub peak: i64,
+}
+
+/// The summary: counters, errors in words, and hints for what to raise.
+pub(super) fn print_summary(
+    t: &Totals,
+    peak: i64,
+    uptime: Duration,
+    listen: (u64, u64),
+) -> Result<()> {
+    let secs = uptime.as_secs_f64().max(1e-9);
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
+        "throng server: stopped after {:.1}s",
+        uptime.as_secs_f64()
+    )?;
+    writeln!(
+        out,
+        "  connections  accepted {}, closed {}, peak {}",
+        t.accepted, t.closed, peak
+    )?;
+    writeln!(
+        out,
+        "  requests     {} ({}/s)",
+        t.requests,
+        human(t.requests as f64 / secs)
+    )?;
+    writeln!(
+        out,
+        "  bytes        in {}, out {}",
+        human_bytes(t.bytes_in as f64),
+        human_bytes(t.bytes_out as f64)
+    )?;
+    let mut errors = Vec::new();
+    for (n, what) in [
+        (t.bad_input, "malformed input"),
+        (t.conn_errors, "connection errors (reset, ...)"),
+        (t.accept_no_fds, "refused: out of fds"),
+        (t.udp_dropped, "UDP replies dropped"),
+    ] {
+        if n > 0 {
+            errors.push(format!("{what} {n}"));
+        }
+    }
+    for &(errno, n) in &t.accept_errno {
+        errors.push(format!(
+            "accept: {} {n}",
+            io::Error::from_raw_os_error(errno)
+        ));
+    }
+    if errors.is_empty() {
+        errors.push("none".into());
+    }
+    writeln!(out, "  errors       {}", errors.join(", "))?;
+    writeln!(
+        out,
+        "  listen queue overflows +{}, drops +{} (this network namespace, all listeners)",
+        listen.0, listen.1
+    )?;
+    if t.accept_no_fds > 0 {
+        writeln!(
+            out,
+            "  hint: connections were refused because this process ran out of file \
+             descriptors; raise the limit (ulimit -n) or run more server processes"
+        )?;
+    }
+    if listen.0 > 0 {
+        writeln!(
+            out,
+            "  hint: the accept queue overflowed; raise --backlog and net.core.somaxconn \
+             (sysctl -w net.core.somaxconn=65535)"
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
