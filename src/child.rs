@@ -305,36 +305,12 @@ impl Drop for PartsDir {
     }
 }
 
-/// Sums the latest sample of every child into one line of the live view.
+/// Sums the latest sample of every child into one line of the live view
+/// (their histograms added: the percentiles of all of them).
 pub fn sum_samples(latest: &[Option<Sample>], t: u64) -> Sample {
-    let mut s = Sample {
-        t,
-        ..Sample::default()
-    };
-    let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-    };
-    for x in latest.iter().flatten() {
-        s.unix_s = s.unix_s.max(x.unix_s);
-        s.connections += x.connections;
-        s.attempted += x.attempted;
-        s.established += x.established;
-        s.verified += x.verified;
-        s.failed += x.failed;
-        s.established_per_s += x.established_per_s;
-        s.target = match (s.target, x.target) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
-        };
-        s.sent = add(s.sent, x.sent);
-        s.answered = add(s.answered, x.answered);
-        s.timed_out = add(s.timed_out, x.timed_out);
-        s.errors = add(s.errors, x.errors);
-        // The slowest child's percentiles: an upper bound, not a merge.
-        s.p50_us = s.p50_us.max(x.p50_us);
-        s.p99_us = s.p99_us.max(x.p99_us);
-    }
+    let mut s = Sample::merged(latest.iter().flatten());
+    s.t = t;
+    s.unix_s = latest.iter().flatten().map(|x| x.unix_s).max().unwrap_or(0);
     s
 }
 
@@ -349,5 +325,44 @@ mod tests {
         assert!(!own.plan.contains('\n'), "{}", own.plan);
         let back: serde_json::Value = serde_json::from_str(&own.plan).unwrap();
         assert_eq!(back["reply"], "a\nb");
+    }
+
+    /// The live view of several children shows the percentiles of all
+    /// their answers together, not the slowest child's.
+    #[test]
+    fn summed_seconds_have_the_percentiles_of_every_child() {
+        let second = |values: &[u64]| {
+            let mut h = crate::metrics::new_histogram();
+            let mut s = Sample {
+                answered: Some(values.len() as u64),
+                ..Sample::default()
+            };
+            for &v in values {
+                h.record(v).unwrap();
+            }
+            s.set_latency(&h);
+            s
+        };
+        // 99 fast answers in one child, one slow in the other.
+        let fast = second(&[100; 99]);
+        let slow = second(&[50_000]);
+        assert_eq!(slow.p50_us, Some(50_015));
+        let sum = sum_samples(&[Some(fast), None, Some(slow)], 7);
+        assert_eq!((sum.t, sum.answered), (7, Some(100)));
+        assert_eq!(sum.p50_us, Some(100));
+        assert_eq!(
+            sum.p99_us,
+            Some(100),
+            "the 99th of 100 answers is a fast one"
+        );
+        let all = crate::metrics::decode_histogram(sum.hdr.as_deref().unwrap()).unwrap();
+        assert_eq!(all.len(), 100);
+        // A sample of an older result (percentiles, no histogram) makes
+        // the sum's percentiles unknown rather than wrong.
+        let mut old = second(&[100]);
+        old.hdr = None;
+        let sum = sum_samples(&[Some(old), Some(second(&[200]))], 1);
+        assert_eq!((sum.p50_us, sum.hdr), (None, None));
+        assert_eq!(sum.answered, Some(2));
     }
 }

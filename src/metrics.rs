@@ -537,6 +537,65 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
 }
 
+/// The run's latency histograms, listed once: what a worker hands back,
+/// and what the workers' join and a merge of results add up.
+pub struct Histograms {
+    pub connect_time: Histogram<u64>,
+    /// Time inside connect() itself (the kernel's port search).
+    pub connect_syscall: Histogram<u64>,
+    pub tls_handshake: Histogram<u64>,
+    pub response_time: Histogram<u64>,
+    pub service_time: Histogram<u64>,
+    pub send_lag: Histogram<u64>,
+    /// How late the loop itself noticed due queries.
+    pub loop_lag: Histogram<u64>,
+}
+
+impl Default for Histograms {
+    fn default() -> Self {
+        Histograms {
+            connect_time: new_histogram(),
+            connect_syscall: new_histogram(),
+            tls_handshake: new_histogram(),
+            response_time: new_histogram(),
+            service_time: new_histogram(),
+            send_lag: new_histogram(),
+            loop_lag: new_histogram(),
+        }
+    }
+}
+
+impl Histograms {
+    fn each_mut(&mut self) -> [&mut Histogram<u64>; 7] {
+        [
+            &mut self.connect_time,
+            &mut self.connect_syscall,
+            &mut self.tls_handshake,
+            &mut self.response_time,
+            &mut self.service_time,
+            &mut self.send_lag,
+            &mut self.loop_lag,
+        ]
+    }
+
+    /// Adds another part's (a worker's, a process's, a host's).
+    pub fn merge(&mut self, o: &Histograms) -> Result<(), hdrhistogram::AdditionError> {
+        let theirs = [
+            &o.connect_time,
+            &o.connect_syscall,
+            &o.tls_handshake,
+            &o.response_time,
+            &o.service_time,
+            &o.send_lag,
+            &o.loop_lag,
+        ];
+        for (mine, theirs) in self.each_mut().into_iter().zip(theirs) {
+            mine.add(theirs)?;
+        }
+        Ok(())
+    }
+}
+
 /// Percentiles of a latency histogram, in microseconds, plus the histogram
 /// itself (HdrHistogram V2 compressed, base64) so results merge exactly.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use hdrhistogram::Histogram;
 use serde_json::Value;
 
 use crate::engine::Sample;
-use crate::metrics::{decode_histogram, new_histogram, Latency, Percentiles};
+use crate::metrics::{decode_histogram, Histograms, Latency, Percentiles};
 use crate::report::json::{LatencyResult, Part, RunResult};
 use crate::UsageError;
 
@@ -105,9 +105,7 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             interrupted: r.interrupted,
         })
         .collect();
-    let mut connect_time = new_histogram();
-    let mut connect_syscall = new_histogram();
-    let mut tls_handshake = new_histogram();
+    let mut h = Histograms::default();
     let c = &mut m.connections;
     *c = first.connections.clone();
     c.failed.values_mut().for_each(|v| *v = 0);
@@ -145,9 +143,9 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
-        add_hdr(&mut connect_time, &rc.connect_time_us.hdr)?;
+        add_hdr(&mut h.connect_time, &rc.connect_time_us.hdr)?;
         if let Some(p) = &rc.connect_syscall_us {
-            add_hdr(&mut connect_syscall, &p.hdr)?;
+            add_hdr(&mut h.connect_syscall, &p.hdr)?;
         }
         c.peer_closed += rc.peer_closed;
         c.tls_resumed += rc.tls_resumed;
@@ -159,25 +157,20 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             c.tls_error.clone_from(&rc.tls_error);
         }
         if let Some(p) = &rc.tls_handshake_us {
-            add_hdr(&mut tls_handshake, &p.hdr)?;
+            add_hdr(&mut h.tls_handshake, &p.hdr)?;
         }
     }
     if c.tls_handshake_us.is_some() {
-        c.tls_handshake_us = Some(Percentiles::of(&tls_handshake));
+        c.tls_handshake_us = Some(Percentiles::of(&h.tls_handshake));
     }
     c.connect_rate = c.ramp_s.map(|r| c.established as f64 / r.max(1e-9));
-    c.connect_time_us = Percentiles::of(&connect_time);
-    c.connect_syscall_us = (!connect_syscall.is_empty()).then(|| Percentiles::of(&connect_syscall));
+    c.connect_time_us = Percentiles::of(&h.connect_time);
+    c.connect_syscall_us =
+        (!h.connect_syscall.is_empty()).then(|| Percentiles::of(&h.connect_syscall));
     m.interrupted = results.iter().any(|r| r.interrupted);
     m.duration_s = results.iter().map(|r| r.duration_s).fold(0.0, f64::max);
 
     if let Some(q) = m.queries.as_mut() {
-        let mut hists = [
-            new_histogram(),
-            new_histogram(),
-            new_histogram(),
-            new_histogram(),
-        ];
         q.errors.values_mut().for_each(|v| *v = 0);
         q.http_status.clear();
         q.control.clear();
@@ -206,14 +199,10 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             sum_maps(&mut q.errors, &rq.errors);
             sum_maps(&mut q.http_status, &rq.http_status);
             q.control.extend(rq.control.iter().cloned());
-            for (h, l) in hists.iter_mut().zip([
-                &rl.response_time_us,
-                &rl.service_time_us,
-                &rl.send_lag_us,
-                &rl.loop_lag_us,
-            ]) {
-                add_hdr(h, &l.hdr)?;
-            }
+            add_hdr(&mut h.response_time, &rl.response_time_us.hdr)?;
+            add_hdr(&mut h.service_time, &rl.service_time_us.hdr)?;
+            add_hdr(&mut h.send_lag, &rl.send_lag_us.hdr)?;
+            add_hdr(&mut h.loop_lag, &rl.loop_lag_us.hdr)?;
         }
         (q.sent, q.answered, q.timed_out, q.sent_late) = (sent, answered, timed_out, late);
         (q.in_flight_at_end, q.recycled_connections) = (inflight, recycled);
@@ -226,12 +215,11 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             q.seconds,
         ) = (out, inn, target, achieved, secs);
         q.rate_sent = sent_rate;
-        let [resp, serv, lag, lp] = hists;
         m.latency = Some(LatencyResult {
-            response_time_us: Latency::of(&resp),
-            service_time_us: Latency::of(&serv),
-            send_lag_us: Latency::of(&lag),
-            loop_lag_us: Latency::of(&lp),
+            response_time_us: Latency::of(&h.response_time),
+            service_time_us: Latency::of(&h.service_time),
+            send_lag_us: Latency::of(&h.send_lag),
+            loop_lag_us: Latency::of(&h.loop_lag),
         });
     }
     if let Some(d) = m.dns.as_mut() {
@@ -250,41 +238,20 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
     Ok(m)
 }
 
-/// Aligns the per-second series on wall-clock seconds and sums them. A
-/// second's percentiles are kept only where a single slice reported it:
-/// percentiles of different slices cannot be combined without their
-/// histograms.
+/// Aligns the per-second series on wall-clock seconds and merges them
+/// (their histograms added: exact percentiles of every slice together).
 fn merge_seconds(results: &[RunResult]) -> Vec<Sample> {
-    let mut by_second: BTreeMap<u64, (Sample, usize)> = BTreeMap::new();
+    let mut by_second: BTreeMap<u64, Vec<&Sample>> = BTreeMap::new();
     for r in results {
         for s in &r.per_second {
-            match by_second.get_mut(&s.unix_s) {
-                None => {
-                    by_second.insert(s.unix_s, (s.clone(), 1));
-                }
-                Some((m, n)) => {
-                    *n += 1;
-                    m.connections += s.connections;
-                    m.attempted += s.attempted;
-                    m.established += s.established;
-                    m.verified += s.verified;
-                    m.failed += s.failed;
-                    m.established_per_s += s.established_per_s;
-                    m.target = add_opt(m.target, s.target);
-                    m.sent = add_opt(m.sent, s.sent);
-                    m.answered = add_opt(m.answered, s.answered);
-                    m.timed_out = add_opt(m.timed_out, s.timed_out);
-                    m.errors = add_opt(m.errors, s.errors);
-                    m.p50_us = None;
-                    m.p99_us = None;
-                }
-            }
+            by_second.entry(s.unix_s).or_default().push(s);
         }
     }
     let first = by_second.keys().next().copied().unwrap_or(0);
     by_second
         .into_values()
-        .map(|(mut s, _)| {
+        .map(|parts| {
+            let mut s = Sample::merged(parts);
             s.t = s.unix_s - first + 1;
             s
         })
@@ -358,7 +325,7 @@ pub fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::encode_histogram;
+    use crate::metrics::{encode_histogram, new_histogram};
     use proptest::prelude::*;
 
     proptest! {

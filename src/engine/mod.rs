@@ -33,9 +33,7 @@ use hdrhistogram::Histogram;
 use mio::{Poll, Waker};
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::{
-    new_histogram, ConnCounters, ConnTotals, QueryCounters, QueryTotals, Shared, StatusCounts,
-};
+use crate::metrics::{ConnCounters, ConnTotals, QueryCounters, QueryTotals, Shared, StatusCounts};
 use crate::scenario::{End, Scenario};
 use crate::sys::signals::{Reason, Stop};
 
@@ -105,6 +103,75 @@ pub struct Sample {
     pub p50_us: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_us: Option<u64>,
+    /// The second's response times (HdrHistogram V2, compressed, base64):
+    /// seconds of several processes or hosts merge into exact percentiles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hdr: Option<String>,
+}
+
+impl Sample {
+    /// The second's response times: its percentiles and its histogram.
+    pub fn set_latency(&mut self, h: &Histogram<u64>) {
+        let has = !h.is_empty();
+        self.p50_us = has.then(|| h.value_at_quantile(0.5));
+        self.p99_us = has.then(|| h.value_at_quantile(0.99));
+        self.hdr = has.then(|| crate::metrics::encode_histogram(h));
+    }
+
+    /// The same second of several processes or hosts as one: counts
+    /// summed, histograms added, percentiles of the sum. (A sample written
+    /// before seconds carried their histogram has percentiles only: those
+    /// of two cannot be combined, and the sum has none.) The time fields
+    /// are the first part's.
+    pub fn merged<'a>(parts: impl IntoIterator<Item = &'a Sample>) -> Sample {
+        fn add<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(x), Some(y)) => Some(x + y),
+                (x, None) => x,
+                (None, y) => y,
+            }
+        }
+        let mut m: Option<Sample> = None;
+        let mut hist: Option<Histogram<u64>> = None;
+        let mut unknown = false;
+        let mut n = 0;
+        for o in parts {
+            n += 1;
+            match o.hdr.as_deref().map(crate::metrics::decode_histogram) {
+                Some(Ok(h)) => match hist.as_mut() {
+                    Some(all) => unknown |= all.add(&h).is_err(),
+                    None => hist = Some(h),
+                },
+                Some(Err(_)) => unknown = true,
+                None => unknown |= o.p50_us.is_some(),
+            }
+            let Some(s) = m.as_mut() else {
+                m = Some(o.clone());
+                continue;
+            };
+            s.connections += o.connections;
+            s.attempted += o.attempted;
+            s.established += o.established;
+            s.verified += o.verified;
+            s.failed += o.failed;
+            s.established_per_s += o.established_per_s;
+            s.target = add(s.target, o.target);
+            s.sent = add(s.sent, o.sent);
+            s.answered = add(s.answered, o.answered);
+            s.timed_out = add(s.timed_out, o.timed_out);
+            s.errors = add(s.errors, o.errors);
+        }
+        let mut m = m.unwrap_or_default();
+        if n == 1 {
+            // One part: its figures as they are.
+            return m;
+        }
+        match hist.filter(|_| !unknown) {
+            Some(h) => m.set_latency(&h),
+            None => (m.p50_us, m.p99_us, m.hdr) = (None, None, None),
+        }
+        m
+    }
 }
 
 /// A command received on --control, with when it applied.
@@ -420,9 +487,8 @@ pub fn run(
                 s.answered = Some(q.answered - last_q.answered);
                 s.timed_out = Some(q.timed_out - last_q.timed_out);
                 s.errors = Some(q.errors_total() - last_q.errors_total());
-                if let Some(r) = reports.get(&(tick - 1)).filter(|r| !r.hist.is_empty()) {
-                    s.p50_us = Some(r.hist.value_at_quantile(0.5));
-                    s.p99_us = Some(r.hist.value_at_quantile(0.99));
+                if let Some(r) = reports.get(&(tick - 1)) {
+                    s.set_latency(&r.hist);
                 }
                 s.target = target_at(&sc, start, traffic_start, tick, &rate_changes);
             }
@@ -471,13 +537,7 @@ pub fn run(
     for w in &wakers {
         w.wake()?;
     }
-    let mut connect_time = new_histogram();
-    let mut connect_syscall = new_histogram();
-    let mut tls_handshake = new_histogram();
-    let mut response_time = new_histogram();
-    let mut service_time = new_histogram();
-    let mut send_lag = new_histogram();
-    let mut loop_lag = new_histogram();
+    let mut hists = crate::metrics::Histograms::default();
     let mut statuses = StatusCounts::default();
     let mut in_flight = 0;
     for h in handles {
@@ -485,16 +545,19 @@ pub fn run(
             .join()
             .map_err(|_| anyhow::anyhow!("a client worker panicked"))?
             .context("client worker failed")?;
-        connect_time.add(&f.connect_time)?;
-        connect_syscall.add(&f.connect_syscall)?;
-        tls_handshake.add(&f.tls_handshake)?;
-        response_time.add(&f.response_time)?;
-        service_time.add(&f.service_time)?;
-        send_lag.add(&f.send_lag)?;
-        loop_lag.add(&f.loop_lag)?;
+        hists.merge(&f.hists)?;
         statuses.add(&f.statuses);
         in_flight += f.in_flight;
     }
+    let crate::metrics::Histograms {
+        connect_time,
+        connect_syscall,
+        tls_handshake,
+        response_time,
+        service_time,
+        send_lag,
+        loop_lag,
+    } = hists;
     if let Some(w) = writer {
         drop(w.tx);
         w.thread
@@ -513,9 +576,7 @@ pub fn run(
                 s.answered = Some(r.answered);
                 s.timed_out = Some(r.timed_out);
                 s.errors = Some(r.errors);
-                let has = !r.hist.is_empty();
-                s.p50_us = has.then(|| r.hist.value_at_quantile(0.5));
-                s.p99_us = has.then(|| r.hist.value_at_quantile(0.99));
+                s.set_latency(&r.hist);
             }
         }
     }

@@ -27,7 +27,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use mio::{Events, Interest, Poll, Token};
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
@@ -43,7 +42,7 @@ use super::recorder::{Recorder, RttLog};
 use super::SecondReport;
 use crate::domain::Transport;
 use crate::metrics::{
-    bump, new_histogram, ConnCounters, QueryCounters, Shared, StatusCounts, E_NO_CONNECTION,
+    bump, ConnCounters, Histograms, QueryCounters, Shared, StatusCounts, E_NO_CONNECTION,
 };
 use crate::scenario::{Model, Query, Scenario};
 use crate::sys::signals::Reason;
@@ -78,15 +77,7 @@ pub struct Setup {
 
 /// What a worker hands back when it stops.
 pub struct Finished {
-    pub connect_time: Histogram<u64>,
-    /// Time inside connect() itself (the kernel's port search).
-    pub connect_syscall: Histogram<u64>,
-    pub tls_handshake: Histogram<u64>,
-    pub response_time: Histogram<u64>,
-    pub service_time: Histogram<u64>,
-    pub send_lag: Histogram<u64>,
-    /// How late the loop itself noticed due queries.
-    pub loop_lag: Histogram<u64>,
+    pub hists: Histograms,
     pub statuses: StatusCounts,
     /// Queries still unanswered when the run ended.
     pub in_flight: u64,
@@ -459,27 +450,28 @@ impl Worker {
         }
         bump(&self.counters.closed, held);
         let d = self.dial;
-        let (m, in_flight) = match self.traffic.take() {
-            Some(t) => (t.rec.finish(), in_flight),
-            None => (
-                super::recorder::Measured {
-                    response_time: new_histogram(),
-                    service_time: new_histogram(),
-                    send_lag: new_histogram(),
-                    loop_lag: new_histogram(),
-                    statuses: StatusCounts::default(),
-                },
-                0,
-            ),
-        };
-        Ok(Finished {
+        let mut hists = Histograms {
             connect_time: d.connect_time,
             connect_syscall: d.connect_syscall,
             tls_handshake: d.tls_handshake,
-            response_time: m.response_time,
-            service_time: m.service_time,
-            send_lag: m.send_lag,
-            loop_lag: m.loop_lag,
+            ..Histograms::default()
+        };
+        let Some(t) = self.traffic.take() else {
+            return Ok(Finished {
+                hists,
+                statuses: StatusCounts::default(),
+                in_flight: 0,
+            });
+        };
+        let m = t.rec.finish();
+        (
+            hists.response_time,
+            hists.service_time,
+            hists.send_lag,
+            hists.loop_lag,
+        ) = (m.response_time, m.service_time, m.send_lag, m.loop_lag);
+        Ok(Finished {
+            hists,
             statuses: m.statuses,
             in_flight,
         })
