@@ -340,7 +340,7 @@ mod tests {
             for &v in values {
                 h.record(v).unwrap();
             }
-            s.set_latency(&h);
+            s.set_latency(&h, true);
             s
         };
         // 99 fast answers in one child, one slow in the other.

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 
 use base64::Engine;
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer, V2Serializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -634,7 +634,18 @@ pub fn encode_histogram(h: &Histogram<u64>) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// The inverse of [`encode_histogram`].
+/// The V2 encoding without compression, base64: for the histogram of one
+/// second, encoded every second, where deflate's set-up would cost more
+/// than the bytes it saves. [`decode_histogram`] reads both.
+pub fn encode_histogram_plain(h: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    V2Serializer::new()
+        .serialize(h, &mut bytes)
+        .expect("serializing to memory");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The inverse of [`encode_histogram`] and [`encode_histogram_plain`].
 pub fn decode_histogram(s: &str) -> anyhow::Result<Histogram<u64>> {
     let bytes = base64::engine::general_purpose::STANDARD.decode(s)?;
     let h = hdrhistogram::serialization::Deserializer::new()

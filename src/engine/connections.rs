@@ -43,8 +43,9 @@ impl Worker {
             return;
         };
         let mine = total / self.nworkers + u64::from(self.id < total % self.nworkers);
+        self.dial.refill(now, &self.sc);
         while self.dial.counted(self.conns.len()) < mine {
-            let Some(seq) = self.dial.level_attempt(now, &self.sc) else {
+            let Some(seq) = self.dial.level_attempt() else {
                 break;
             };
             self.attempt(seq, false);
@@ -359,10 +360,12 @@ impl Worker {
             self.pq_lost(0);
             return;
         }
+        self.drop_conn(key);
+        // Counted and closed before the ramp hears of it: the main thread
+        // reads the counters when the ramp is done.
         if pending && matches!(why, End::Lost(_) | End::TlsFailed) {
             self.dial.resolved(initial);
         }
-        self.drop_conn(key);
         let replace = match why {
             End::Recycled => true,
             End::Lost(_) | End::Garbled | End::TlsFailed | End::Lifetime | End::QueryTimedOut => {

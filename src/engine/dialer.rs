@@ -189,26 +189,31 @@ impl Dialer {
         open as u64 + self.reconnects_owed
     }
 
-    /// Opens toward a level: true when a connection may start now (the
-    /// ramp's rate, a burst of 10 ms at most, the in-flight cap); its
-    /// attempt number in `seq`.
-    pub fn level_attempt(&mut self, now: Instant, sc: &Scenario) -> Option<u64> {
+    /// The level's token bucket fills at the ramp's rate, up to a burst
+    /// of 10 ms.
+    pub fn refill(&mut self, now: Instant, sc: &Scenario) {
         let rate = sc.ramp.rate() / self.nworkers as f64;
         let burst = (rate * 0.01).max(1.0);
         let dt = now.saturating_duration_since(self.refilled).as_secs_f64();
         self.tokens = (self.tokens + dt * rate).min(burst);
         self.refilled = now;
+    }
+
+    /// Opens toward a level: the attempt number of a connection that may
+    /// start now (a token, and room under the in-flight cap), if one may.
+    pub fn level_attempt(&mut self) -> Option<u64> {
         if self.tokens < 1.0 || self.inflight >= self.max_inflight {
             return None;
         }
         self.tokens -= 1.0;
-        let seq = sc.connections + self.sched_made * self.nworkers + self.id;
+        let seq = self.connections + self.sched_made * self.nworkers + self.id;
         self.sched_made += 1;
         Some(seq)
     }
 
-    /// Closes toward a level: forgives a debt if there is one (true), or
-    /// names the oldest open connection to close.
+    /// Closes toward a level: None when there is nothing left to close;
+    /// else a debt forgiven or an entry already gone (Some(None)), or the
+    /// oldest open connection to close (Some(Some(key))).
     pub fn level_close(&mut self, conns: &Slab<Conn>) -> Option<Option<usize>> {
         if self.reconnects_owed > 0 {
             self.reconnects_owed -= 1;
@@ -489,10 +494,11 @@ mod tests {
         let start = Instant::now();
         let (mut d, _rx) = dialer(&sc, 0, 0, start);
         // One token to begin with, then 1000/s up to a 10 ms burst.
-        assert_eq!(d.level_attempt(start, &sc), Some(10));
-        assert_eq!(d.level_attempt(start, &sc), None);
-        let later = start + Duration::from_secs(1);
-        let opened = std::iter::from_fn(|| d.level_attempt(later, &sc)).count();
+        d.refill(start, &sc);
+        assert_eq!(d.level_attempt(), Some(10));
+        assert_eq!(d.level_attempt(), None);
+        d.refill(start + Duration::from_secs(1), &sc);
+        let opened = std::iter::from_fn(|| d.level_attempt()).count();
         assert_eq!(opened, 10);
         // Closing toward a lower level forgives debts first.
         d.owe();

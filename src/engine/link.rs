@@ -15,7 +15,8 @@ pub const BATCH: usize = 32;
 pub enum Link {
     Tcp(TcpStream),
     /// TCP carrying a TLS session (boxed with its stream: the session is
-    /// several KiB, and a plain connection stays 16 bytes).
+    /// several KiB, and a plain connection's link stays 16 bytes in
+    /// release builds).
     Tls(Box<TlsLink>),
     /// Connected: a "connection" of --transport udp.
     Udp(UdpSocket),
@@ -105,7 +106,8 @@ impl Link {
                 out.extend_from_slice(data);
                 end_datagram(out, at);
             }
-            Link::Tcp(_) | Link::Detached => out.extend_from_slice(data),
+            Link::Tcp(_) => out.extend_from_slice(data),
+            Link::Detached => debug_assert!(false, "a detached link queues nothing"),
         }
     }
 
@@ -119,7 +121,11 @@ impl Link {
         encode: impl FnOnce(&mut Vec<u8>) -> R,
     ) -> R {
         match self {
-            Link::Tcp(_) | Link::Detached => encode(out),
+            Link::Tcp(_) => encode(out),
+            Link::Detached => {
+                debug_assert!(false, "a detached link queues nothing");
+                encode(out)
+            }
             Link::Tls(t) => {
                 scratch.clear();
                 let r = encode(scratch);

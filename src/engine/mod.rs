@@ -110,12 +110,13 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// The second's response times: its percentiles and its histogram.
-    pub fn set_latency(&mut self, h: &Histogram<u64>) {
+    /// The second's response times: its percentiles, and its histogram
+    /// when `keep` (for a result, or a parent process's live view).
+    pub fn set_latency(&mut self, h: &Histogram<u64>, keep: bool) {
         let has = !h.is_empty();
         self.p50_us = has.then(|| h.value_at_quantile(0.5));
         self.p99_us = has.then(|| h.value_at_quantile(0.99));
-        self.hdr = has.then(|| crate::metrics::encode_histogram(h));
+        self.hdr = (has && keep).then(|| crate::metrics::encode_histogram_plain(h));
     }
 
     /// The same second of several processes or hosts as one: counts
@@ -167,7 +168,7 @@ impl Sample {
             return m;
         }
         match hist.filter(|_| !unknown) {
-            Some(h) => m.set_latency(&h),
+            Some(h) => m.set_latency(&h, true),
             None => (m.p50_us, m.p99_us, m.hdr) = (None, None, None),
         }
         m
@@ -488,7 +489,10 @@ pub fn run(
                 s.timed_out = Some(q.timed_out - last_q.timed_out);
                 s.errors = Some(q.errors_total() - last_q.errors_total());
                 if let Some(r) = reports.get(&(tick - 1)) {
-                    s.set_latency(&r.hist);
+                    // (A child's seconds go to its parent's live view,
+                    // histogram and all; here the result's are made at the
+                    // end.)
+                    s.set_latency(&r.hist, stop.is_child());
                 }
                 s.target = target_at(&sc, start, traffic_start, tick, &rate_changes);
             }
@@ -576,7 +580,7 @@ pub fn run(
                 s.answered = Some(r.answered);
                 s.timed_out = Some(r.timed_out);
                 s.errors = Some(r.errors);
-                s.set_latency(&r.hist);
+                s.set_latency(&r.hist, true);
             }
         }
     }

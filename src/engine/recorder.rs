@@ -1,7 +1,9 @@
 //! What a worker measures of its queries: the counters the main thread
 //! reads live, the run's histograms (response, service, send lag, loop
 //! lag), the answers by status, one report per second, and the RTT log.
-//! Every query event is recorded here once.
+//! Each query event that has a time or a second is recorded here once
+//! (counts of connection events, such as queries lost with a connection,
+//! are the worker's).
 
 use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;

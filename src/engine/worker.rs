@@ -450,28 +450,29 @@ impl Worker {
         }
         bump(&self.counters.closed, held);
         let d = self.dial;
-        let mut hists = Histograms {
-            connect_time: d.connect_time,
-            connect_syscall: d.connect_syscall,
-            tls_handshake: d.tls_handshake,
-            ..Histograms::default()
-        };
         let Some(t) = self.traffic.take() else {
             return Ok(Finished {
-                hists,
+                hists: Histograms {
+                    connect_time: d.connect_time,
+                    connect_syscall: d.connect_syscall,
+                    tls_handshake: d.tls_handshake,
+                    ..Histograms::default()
+                },
                 statuses: StatusCounts::default(),
                 in_flight: 0,
             });
         };
         let m = t.rec.finish();
-        (
-            hists.response_time,
-            hists.service_time,
-            hists.send_lag,
-            hists.loop_lag,
-        ) = (m.response_time, m.service_time, m.send_lag, m.loop_lag);
         Ok(Finished {
-            hists,
+            hists: Histograms {
+                connect_time: d.connect_time,
+                connect_syscall: d.connect_syscall,
+                tls_handshake: d.tls_handshake,
+                response_time: m.response_time,
+                service_time: m.service_time,
+                send_lag: m.send_lag,
+                loop_lag: m.loop_lag,
+            },
             statuses: m.statuses,
             in_flight,
         })
@@ -532,6 +533,8 @@ impl Worker {
 
 /// Why a connection ends: each way out counts in one place
 /// ([`Worker::end`]), which also decides whether a replacement is owed.
+/// (An attempt whose socket or connect() call failed at once never had a
+/// connection: `not_started` counts it.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum End {
     /// connect() failed (errno) before the connection was up.
