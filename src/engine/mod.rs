@@ -546,7 +546,7 @@ pub fn run(
             .map_err(|_| anyhow::anyhow!("a client worker panicked"))?
             .context("client worker failed")?;
         hists.merge(&f.hists)?;
-        statuses.add(&f.statuses);
+        statuses.merge(&f.statuses);
         in_flight += f.in_flight;
     }
     let crate::metrics::Histograms {

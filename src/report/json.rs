@@ -451,7 +451,7 @@ impl RunResult {
                                 row[code] += n;
                             }
                         }
-                        statuses.add(&StatusCounts {
+                        statuses.merge(&StatusCounts {
                             by_qtype: vec![(t, row)],
                             ..StatusCounts::default()
                         });
