@@ -283,34 +283,63 @@ pub struct ConnTotals {
 }
 
 impl ConnTotals {
+    /// One worker's counters as they are now.
+    fn of(w: &ConnCounters) -> ConnTotals {
+        let first = |m: &std::sync::Mutex<Option<String>>| m.lock().ok().and_then(|e| e.clone());
+        ConnTotals {
+            attempted: w.attempted.load(Relaxed),
+            established: w.established.load(Relaxed),
+            verified: w.verified.load(Relaxed),
+            unverified: w.unverified.load(Relaxed),
+            closed: w.closed.load(Relaxed),
+            failed: std::array::from_fn(|i| w.failed[i].load(Relaxed)),
+            other_errno: w
+                .other_errno
+                .iter()
+                .enumerate()
+                .map(|(e, c)| (e as i32, c.load(Relaxed)))
+                .filter(|&(_, n)| n > 0)
+                .collect(),
+            peer_closed: w.peer_closed.load(Relaxed),
+            tls_resumed: w.tls_resumed.load(Relaxed),
+            tls_error: first(&w.tls_error),
+            probe_rejected: w.probe_rejected.load(Relaxed),
+            probe_reply: first(&w.probe_reply),
+        }
+    }
+
+    /// The workers' counters together: each one's snapshot, merged.
     pub fn sum<'a>(workers: impl IntoIterator<Item = &'a ConnCounters>) -> ConnTotals {
         let mut t = ConnTotals::default();
         for w in workers {
-            t.attempted += w.attempted.load(Relaxed);
-            t.established += w.established.load(Relaxed);
-            t.verified += w.verified.load(Relaxed);
-            t.unverified += w.unverified.load(Relaxed);
-            t.closed += w.closed.load(Relaxed);
-            t.peer_closed += w.peer_closed.load(Relaxed);
-            t.tls_resumed += w.tls_resumed.load(Relaxed);
-            if t.tls_error.is_none() {
-                t.tls_error = w.tls_error.lock().ok().and_then(|e| e.clone());
-            }
-            t.probe_rejected += w.probe_rejected.load(Relaxed);
-            if t.probe_reply.is_none() {
-                t.probe_reply = w.probe_reply.lock().ok().and_then(|e| e.clone());
-            }
-            for (sum, c) in t.failed.iter_mut().zip(&w.failed) {
-                *sum += c.load(Relaxed);
-            }
-            for (e, c) in w.other_errno.iter().enumerate() {
-                let n = c.load(Relaxed);
-                if n > 0 {
-                    *t.other_errno.entry(e as i32).or_default() += n;
-                }
-            }
+            t.merge(&ConnTotals::of(w));
         }
         t
+    }
+
+    /// Adds another part's counters (a worker's, a process's, a host's):
+    /// counts summed, the first error's and refusal's words kept.
+    pub fn merge(&mut self, o: &ConnTotals) {
+        self.attempted += o.attempted;
+        self.established += o.established;
+        self.verified += o.verified;
+        self.unverified += o.unverified;
+        self.closed += o.closed;
+        for (a, b) in self.failed.iter_mut().zip(&o.failed) {
+            *a += b;
+        }
+        for (e, n) in &o.other_errno {
+            *self.other_errno.entry(*e).or_default() += n;
+        }
+        self.peer_closed += o.peer_closed;
+        self.tls_resumed += o.tls_resumed;
+        if self.tls_error.is_none() {
+            self.tls_error.clone_from(&o.tls_error);
+        }
+        self.probe_rejected += o.probe_rejected;
+        if self.probe_reply.is_none() {
+            self.probe_reply.clone_from(&o.probe_reply);
+        }
     }
 
     pub fn failed_total(&self) -> u64 {
@@ -369,22 +398,43 @@ pub struct QueryTotals {
 }
 
 impl QueryTotals {
+    /// One worker's counters as they are now.
+    fn of(w: &QueryCounters) -> QueryTotals {
+        QueryTotals {
+            sent: w.sent.load(Relaxed),
+            answered: w.answered.load(Relaxed),
+            timed_out: w.timed_out.load(Relaxed),
+            errors: std::array::from_fn(|i| w.errors[i].load(Relaxed)),
+            bytes_out: w.bytes_out.load(Relaxed),
+            bytes_in: w.bytes_in.load(Relaxed),
+            sent_late: w.sent_late.load(Relaxed),
+            recycled: w.recycled.load(Relaxed),
+            pipelined: w.pipelined.load(Relaxed),
+        }
+    }
+
+    /// The workers' counters together: each one's snapshot, merged.
     pub fn sum<'a>(workers: impl IntoIterator<Item = &'a QueryCounters>) -> QueryTotals {
         let mut t = QueryTotals::default();
         for w in workers {
-            t.sent += w.sent.load(Relaxed);
-            t.answered += w.answered.load(Relaxed);
-            t.timed_out += w.timed_out.load(Relaxed);
-            for (sum, c) in t.errors.iter_mut().zip(&w.errors) {
-                *sum += c.load(Relaxed);
-            }
-            t.bytes_out += w.bytes_out.load(Relaxed);
-            t.bytes_in += w.bytes_in.load(Relaxed);
-            t.sent_late += w.sent_late.load(Relaxed);
-            t.recycled += w.recycled.load(Relaxed);
-            t.pipelined += w.pipelined.load(Relaxed);
+            t.merge(&QueryTotals::of(w));
         }
         t
+    }
+
+    /// Adds another part's counters: every one summed.
+    pub fn merge(&mut self, o: &QueryTotals) {
+        self.sent += o.sent;
+        self.answered += o.answered;
+        self.timed_out += o.timed_out;
+        for (a, b) in self.errors.iter_mut().zip(&o.errors) {
+            *a += b;
+        }
+        self.bytes_out += o.bytes_out;
+        self.bytes_in += o.bytes_in;
+        self.sent_late += o.sent_late;
+        self.recycled += o.recycled;
+        self.pipelined += o.pipelined;
     }
 
     pub fn errors_total(&self) -> u64 {
@@ -420,7 +470,8 @@ impl Default for StatusCounts {
 }
 
 impl StatusCounts {
-    pub fn add(&mut self, o: &StatusCounts) {
+    /// Adds another part's statuses (a worker's, a process's, a host's).
+    pub fn merge(&mut self, o: &StatusCounts) {
         for (a, b) in self.rcodes.iter_mut().zip(&o.rcodes) {
             *a += b;
         }
@@ -702,5 +753,153 @@ mod tests {
         let t = ConnTotals::sum([&a, &b]);
         assert_eq!(t.failed_total(), 2);
         assert_eq!(t.other_errno.get(&libc::EPERM), Some(&1));
+    }
+
+    #[test]
+    fn conn_totals_merge_sums_and_keeps_the_first_words() {
+        let mut a = ConnTotals {
+            attempted: 3,
+            established: 2,
+            verified: 1,
+            unverified: 1,
+            closed: 2,
+            peer_closed: 1,
+            tls_resumed: 1,
+            probe_rejected: 0,
+            probe_reply: None,
+            tls_error: Some("first".into()),
+            ..ConnTotals::default()
+        };
+        a.failed[Bucket::Refused as usize] = 1;
+        a.other_errno.insert(libc::EPERM, 2);
+        let mut b = ConnTotals {
+            attempted: 5,
+            established: 4,
+            verified: 4,
+            closed: 1,
+            peer_closed: 2,
+            tls_resumed: 3,
+            probe_rejected: 2,
+            probe_reply: Some("REFUSED".into()),
+            tls_error: Some("second".into()),
+            ..ConnTotals::default()
+        };
+        b.failed[Bucket::Refused as usize] = 2;
+        b.failed[Bucket::Rejected as usize] = 2;
+        b.other_errno.insert(libc::EPERM, 1);
+        b.other_errno.insert(libc::EIO, 4);
+        a.merge(&b);
+        assert_eq!(
+            (
+                a.attempted,
+                a.established,
+                a.verified,
+                a.unverified,
+                a.closed
+            ),
+            (8, 6, 5, 1, 3)
+        );
+        assert_eq!((a.peer_closed, a.tls_resumed, a.probe_rejected), (3, 4, 2));
+        assert_eq!(a.failed[Bucket::Refused as usize], 3);
+        assert_eq!(a.failed[Bucket::Rejected as usize], 2);
+        assert_eq!(a.failed_total(), 5);
+        assert_eq!(
+            a.other_errno,
+            BTreeMap::from([(libc::EPERM, 3), (libc::EIO, 4)])
+        );
+        // The first words seen, wherever they come from.
+        assert_eq!(a.tls_error.as_deref(), Some("first"));
+        assert_eq!(a.probe_reply.as_deref(), Some("REFUSED"));
+    }
+
+    #[test]
+    fn conn_totals_sum_is_the_merge_of_each_worker() {
+        let a = ConnCounters::default();
+        let b = ConnCounters::default();
+        bump(&a.attempted, 2);
+        bump(&b.attempted, 3);
+        bump(&b.established, 3);
+        a.fail_errno(Bucket::Other, libc::EPERM);
+        b.fail_errno(Bucket::Other, libc::EPERM);
+        b.tls_failed(|| "bad certificate".into());
+        a.rejected(|| "HTTP 400".into());
+        b.rejected(|| "HTTP 500".into());
+        let mut merged = ConnTotals::of(&a);
+        merged.merge(&ConnTotals::of(&b));
+        let t = ConnTotals::sum([&a, &b]);
+        assert_eq!(t, merged);
+        assert_eq!((t.attempted, t.established, t.probe_rejected), (5, 3, 2));
+        assert_eq!(t.other_errno, BTreeMap::from([(libc::EPERM, 2)]));
+        assert_eq!(t.tls_error.as_deref(), Some("bad certificate"));
+        assert_eq!(t.probe_reply.as_deref(), Some("HTTP 400"));
+    }
+
+    #[test]
+    fn query_totals_merge_sums_every_counter() {
+        let a = QueryCounters::default();
+        let b = QueryCounters::default();
+        for (i, c) in [&a, &b].into_iter().enumerate() {
+            let n = i as u64 + 1;
+            bump(&c.sent, 10 * n);
+            bump(&c.answered, 9 * n);
+            bump(&c.timed_out, n);
+            bump(&c.errors[E_CONN_LOST], n);
+            bump(&c.errors[E_CONNECT], 2 * n);
+            bump(&c.bytes_out, 100 * n);
+            bump(&c.bytes_in, 90 * n);
+            bump(&c.sent_late, n);
+            bump(&c.recycled, n);
+            bump(&c.pipelined, 3 * n);
+        }
+        let t = QueryTotals::sum([&a, &b]);
+        let mut errors = [0; ERROR_CAUSES.len()];
+        errors[E_CONN_LOST] = 3;
+        errors[E_CONNECT] = 6;
+        assert_eq!(
+            t,
+            QueryTotals {
+                sent: 30,
+                answered: 27,
+                timed_out: 3,
+                errors,
+                bytes_out: 300,
+                bytes_in: 270,
+                sent_late: 3,
+                recycled: 3,
+                pipelined: 9,
+            }
+        );
+        let mut m = QueryTotals::of(&a);
+        m.merge(&QueryTotals::of(&b));
+        assert_eq!(m, t);
+        assert_eq!(t.errors_total(), 9);
+    }
+
+    #[test]
+    fn status_counts_merge_rows_by_query_type() {
+        let mut a = StatusCounts::default();
+        a.rcodes[0] = 2;
+        a.by_qtype.push((1, [0; 16]));
+        a.by_qtype[0].1[0] = 2;
+        a.http[200] = 1;
+        a.echoed = 1;
+        let mut b = StatusCounts::default();
+        b.rcodes[3] = 1;
+        let mut aaaa = [0; 16];
+        aaaa[3] = 1;
+        let mut a_row = [0; 16];
+        a_row[0] = 5;
+        b.by_qtype = vec![(28, aaaa), (1, a_row)];
+        b.http[200] = 2;
+        b.http[503] = 1;
+        (b.ok, b.mismatch) = (4, 1);
+        a.merge(&b);
+        assert_eq!((a.rcodes[0], a.rcodes[3]), (2, 1));
+        assert_eq!(a.by_qtype.len(), 2);
+        assert_eq!(a.by_qtype[0].0, 1);
+        assert_eq!(a.by_qtype[0].1[0], 7);
+        assert_eq!(a.by_qtype[1], (28, aaaa));
+        assert_eq!((a.http[200], a.http[503]), (3, 1));
+        assert_eq!((a.echoed, a.ok, a.mismatch), (1, 4, 1));
     }
 }

@@ -1,18 +1,18 @@
-//! Merging results of slices of one run: counters summed, HDR histograms
-//! added (never percentiles averaged), per-second series aligned on
-//! wall-clock seconds. Results of different scenarios are refused, with the
-//! first difference named.
+//! Merging results of slices of one run: each result read back as what it
+//! measured ([`crate::engine::Outcome`]), merged with that type's one merge
+//! (counters summed, HDR histograms added, never percentiles averaged),
+//! written back as a result; per-second series aligned on wall-clock
+//! seconds. Results of different scenarios are refused, with the first
+//! difference named.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use hdrhistogram::Histogram;
 use serde_json::Value;
 
 use crate::engine::Sample;
-use crate::metrics::{decode_histogram, Histograms, Latency, Percentiles};
-use crate::report::json::{LatencyResult, Part, RunResult};
+use crate::report::json::{Part, RunResult};
 use crate::UsageError;
 
 /// Reads one result file.
@@ -51,17 +51,6 @@ fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
     }
 }
 
-fn add_hdr(acc: &mut Histogram<u64>, hdr: &str) -> Result<()> {
-    acc.add(&decode_histogram(hdr)?)
-        .map_err(|e| anyhow::anyhow!("adding histograms: {e:?}"))
-}
-
-fn sum_maps(acc: &mut BTreeMap<String, u64>, m: &BTreeMap<String, u64>) {
-    for (k, v) in m {
-        *acc.entry(k.clone()).or_default() += v;
-    }
-}
-
 fn add_opt<T: std::ops::Add<Output = T> + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x + y),
@@ -91,8 +80,17 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             .into());
         }
     }
-    let mut m = first.clone();
-    m.scenario.segment = None;
+    // One measurement: each result's, merged, written back as a result.
+    let mut o = first.outcome()?;
+    for r in &results[1..] {
+        o.merge(&r.outcome()?)?;
+    }
+    let mut whole = first.scenario.clone();
+    whole.segment = None;
+    let mut m = RunResult::new(&whole, &whole, first.environment.clone(), &o);
+    // What the measurement does not hold: where the parts came from, and
+    // the file's own fields, as the first result has them.
+    m.schema_version = first.schema_version;
     m.parts = results
         .iter()
         .zip(names)
@@ -105,134 +103,38 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             interrupted: r.interrupted,
         })
         .collect();
-    let mut h = Histograms::default();
+    (m.partial, m.missing, m.checks) = (first.partial, first.missing.clone(), first.checks.clone());
+    // Each slice's share of the connections.
     let c = &mut m.connections;
-    *c = first.connections.clone();
-    c.failed.values_mut().for_each(|v| *v = 0);
-    c.failed_other_errno.clear();
-    (
-        c.target,
-        c.attempted,
-        c.established,
-        c.verified,
-        c.unverified,
-        c.peak,
-        c.closed,
-    ) = (0, 0, 0, 0, 0, 0, 0);
-    (c.peer_closed, c.tls_resumed, c.probe_rejected) = (0, 0, 0);
-    c.probe_reply = None;
-    c.ramp_s = None;
-    c.verify_s = None;
-    for r in results {
-        let rc = &r.connections;
-        c.target += rc.target;
-        c.attempted += rc.attempted;
-        c.established += rc.established;
-        c.verified += rc.verified;
-        c.unverified += rc.unverified;
-        // Slices hold their connections at the same time: their peaks add.
-        c.peak += rc.peak;
-        c.closed += rc.closed;
-        sum_maps(&mut c.failed, &rc.failed);
-        sum_maps(&mut c.failed_other_errno, &rc.failed_other_errno);
-        c.verify_s = match (c.verify_s, rc.verify_s) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-        c.ramp_s = match (c.ramp_s, rc.ramp_s) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-        add_hdr(&mut h.connect_time, &rc.connect_time_us.hdr)?;
-        if let Some(p) = &rc.connect_syscall_us {
-            add_hdr(&mut h.connect_syscall, &p.hdr)?;
-        }
-        c.peer_closed += rc.peer_closed;
-        c.tls_resumed += rc.tls_resumed;
-        c.probe_rejected += rc.probe_rejected;
-        if c.probe_reply.is_none() {
-            c.probe_reply.clone_from(&rc.probe_reply);
-        }
-        if c.tls_error.is_none() {
-            c.tls_error.clone_from(&rc.tls_error);
-        }
-        if let Some(p) = &rc.tls_handshake_us {
-            add_hdr(&mut h.tls_handshake, &p.hdr)?;
-        }
-    }
-    if c.tls_handshake_us.is_some() {
-        c.tls_handshake_us = Some(Percentiles::of(&h.tls_handshake));
-    }
+    c.target = results.iter().map(|r| r.connections.target).sum();
+    // Times are the longest slice's, kept to the bit as written (not
+    // passed through a Duration's nanoseconds).
+    let longest = |f: fn(&RunResult) -> Option<f64>| {
+        results
+            .iter()
+            .filter_map(f)
+            .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))))
+    };
+    c.ramp_s = longest(|r| r.connections.ramp_s);
+    c.verify_s = longest(|r| r.connections.verify_s);
     c.connect_rate = c.ramp_s.map(|r| c.established as f64 / r.max(1e-9));
-    c.connect_time_us = Percentiles::of(&h.connect_time);
-    c.connect_syscall_us =
-        (!h.connect_syscall.is_empty()).then(|| Percentiles::of(&h.connect_syscall));
-    m.interrupted = results.iter().any(|r| r.interrupted);
     m.duration_s = results.iter().map(|r| r.duration_s).fold(0.0, f64::max);
-
-    if let Some(q) = m.queries.as_mut() {
-        q.errors.values_mut().for_each(|v| *v = 0);
-        q.http_status.clear();
-        q.control.clear();
-        let mut pipelined = 0;
-        let (mut sent, mut answered, mut timed_out, mut late, mut inflight, mut recycled) =
-            (0, 0, 0, 0, 0, 0);
-        let (mut out, mut inn, mut target, mut achieved, mut secs) = (0, 0, None, 0.0, 0.0f64);
-        let mut sent_rate = 0.0;
-        for r in results {
-            let (Some(rq), Some(rl)) = (&r.queries, &r.latency) else {
-                continue;
-            };
-            sent += rq.sent;
-            answered += rq.answered;
-            timed_out += rq.timed_out;
-            late += rq.sent_late;
-            inflight += rq.in_flight_at_end;
-            recycled += rq.recycled_connections;
-            pipelined += rq.pipelined;
-            out += rq.bytes_out;
-            inn += rq.bytes_in;
-            target = add_opt(target, rq.rate_target);
-            achieved += rq.rate_achieved;
-            sent_rate += rq.rate_sent;
-            secs = secs.max(rq.seconds);
-            sum_maps(&mut q.errors, &rq.errors);
-            sum_maps(&mut q.http_status, &rq.http_status);
-            q.control.extend(rq.control.iter().cloned());
-            add_hdr(&mut h.response_time, &rl.response_time_us.hdr)?;
-            add_hdr(&mut h.service_time, &rl.service_time_us.hdr)?;
-            add_hdr(&mut h.send_lag, &rl.send_lag_us.hdr)?;
-            add_hdr(&mut h.loop_lag, &rl.loop_lag_us.hdr)?;
-        }
-        (q.sent, q.answered, q.timed_out, q.sent_late) = (sent, answered, timed_out, late);
-        (q.in_flight_at_end, q.recycled_connections) = (inflight, recycled);
-        q.pipelined = pipelined;
-        (
-            q.bytes_out,
-            q.bytes_in,
-            q.rate_target,
-            q.rate_achieved,
-            q.seconds,
-        ) = (out, inn, target, achieved, secs);
-        q.rate_sent = sent_rate;
-        m.latency = Some(LatencyResult {
-            response_time_us: Latency::of(&h.response_time),
-            service_time_us: Latency::of(&h.service_time),
-            send_lag_us: Latency::of(&h.send_lag),
-            loop_lag_us: Latency::of(&h.loop_lag),
-        });
+    if first.queries.is_none() {
+        // A merge has traffic when its first slice has.
+        (m.queries, m.latency, m.dns) = (None, None, None);
     }
-    if let Some(d) = m.dns.as_mut() {
-        d.rcodes.clear();
-        d.rcodes_by_qtype.clear();
-        for r in results {
-            if let Some(rd) = &r.dns {
-                sum_maps(&mut d.rcodes, &rd.rcodes);
-                for (qtype, rcodes) in &rd.rcodes_by_qtype {
-                    sum_maps(d.rcodes_by_qtype.entry(qtype.clone()).or_default(), rcodes);
-                }
-            }
-        }
+    if let Some(q) = m.queries.as_mut() {
+        // Rates are each slice's over its own traffic time, summed: the
+        // whole's over the longest slice's time would understate them.
+        let with_traffic = || {
+            results
+                .iter()
+                .filter(|r| r.latency.is_some())
+                .filter_map(|r| r.queries.as_ref())
+        };
+        q.rate_target = with_traffic().map(|q| q.rate_target).fold(None, add_opt);
+        q.rate_achieved = with_traffic().map(|q| q.rate_achieved).sum();
+        q.rate_sent = with_traffic().map(|q| q.rate_sent).sum();
     }
     m.per_second = merge_seconds(results);
     Ok(m)
@@ -323,10 +225,16 @@ pub fn finish(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::metrics::{encode_histogram, new_histogram};
+    use crate::metrics::{decode_histogram, encode_histogram, new_histogram};
+    use hdrhistogram::Histogram;
     use proptest::prelude::*;
+
+    fn add_hdr(acc: &mut Histogram<u64>, hdr: &str) -> Result<()> {
+        acc.add(&decode_histogram(hdr)?)
+            .map_err(|e| anyhow::anyhow!("adding histograms: {e:?}"))
+    }
 
     proptest! {
         /// Histograms recorded in slices and merged through their V2
@@ -369,5 +277,250 @@ mod tests {
             Some("scenario.ramp.per_second (5.0 vs 6.0)")
         );
         assert_eq!(first_difference(&a, &a, "scenario"), None);
+    }
+
+    fn scenario(flags: &[&str]) -> crate::scenario::Scenario {
+        let mut argv = vec!["127.0.0.1:1".to_string()];
+        argv.extend(flags.iter().map(|a| a.to_string()));
+        crate::cli::client_args(&argv)
+            .expect("client flags")
+            .scenario(vec!["127.0.0.1:1".parse().unwrap()], false, Vec::new())
+            .unwrap()
+    }
+
+    fn environment(host: &str) -> crate::report::json::Environment {
+        crate::report::json::Environment {
+            throng_version: "test".into(),
+            hostname: host.into(),
+            kernel: String::new(),
+            cores: 1,
+            fd_limit_soft: 0,
+            fd_limit_hard: 0,
+            ip_local_port_range: [0, 0],
+            somaxconn: None,
+            tcp_tw_reuse: None,
+            started_unix_s: 0,
+            clock_offset_s: None,
+        }
+    }
+
+    fn histogram(values: &[u64]) -> Histogram<u64> {
+        let mut h = new_histogram();
+        for &v in values {
+            h.record(v).unwrap();
+        }
+        h
+    }
+
+    /// What one slice measured: `n` scales its counts, `secs` its times.
+    pub(crate) fn outcome(n: u64, secs: f64) -> crate::engine::Outcome {
+        use crate::metrics::{ConnTotals, QueryTotals, StatusCounts, E_CONN_LOST};
+        use std::time::Duration;
+        let mut totals = ConnTotals {
+            attempted: 10 * n,
+            established: 9 * n,
+            verified: 9 * n,
+            closed: n,
+            ..ConnTotals::default()
+        };
+        totals.failed[crate::metrics::Bucket::Other as usize] = n;
+        totals.other_errno.insert(libc::EPERM, n);
+        let mut qt = QueryTotals {
+            sent: 100 * n,
+            answered: 90 * n,
+            timed_out: n,
+            bytes_out: 1000 * n,
+            bytes_in: 900 * n,
+            ..QueryTotals::default()
+        };
+        qt.errors[E_CONN_LOST] = n;
+        let mut statuses = StatusCounts::default();
+        statuses.rcodes[0] = 90 * n;
+        statuses.by_qtype.push((1, statuses.rcodes));
+        crate::engine::Outcome {
+            totals,
+            connect_time: histogram(&[100 * n, 200]),
+            connect_syscall: histogram(&[5]),
+            tls_handshake: new_histogram(),
+            peak: 9 * n as i64,
+            per_second: Vec::new(),
+            interrupted: false,
+            verify_time: Some(Duration::from_secs_f64(secs / 2.0)),
+            ramp_time: Some(Duration::from_secs_f64(secs / 4.0)),
+            elapsed: Duration::from_secs_f64(secs),
+            queries: Some(crate::engine::QueryOutcome {
+                totals: qt,
+                response_time: histogram(&[1000 * n, 10]),
+                service_time: histogram(&[900 * n]),
+                send_lag: histogram(&[1]),
+                loop_lag: histogram(&[2]),
+                statuses,
+                in_flight: n,
+                seconds: secs,
+                target_queries: 100.0 * n as f64,
+                controls: vec![crate::engine::ControlEvent {
+                    t: n as f64,
+                    command: format!("rate {n}"),
+                    applied: true,
+                }],
+            }),
+        }
+    }
+
+    /// Slice `k` of two of a DNS run, from what it measured.
+    pub(crate) fn slice(k: u64, o: &crate::engine::Outcome) -> RunResult {
+        let whole = scenario(&["-c", "11", "-r", "100", "--proto", "dns"]);
+        let seg = crate::domain::Segment { index: k, count: 2 };
+        let mut recorded = whole.clone();
+        recorded.segment = Some(seg);
+        RunResult::new(
+            &recorded,
+            &whole.slice(seg),
+            environment(&format!("h{k}")),
+            o,
+        )
+    }
+
+    fn names() -> Vec<String> {
+        vec!["a.json".into(), "b.json".into()]
+    }
+
+    #[test]
+    fn merge_sums_counters_and_adds_histograms() {
+        let (a, b) = (slice(1, &outcome(1, 2.0)), slice(2, &outcome(2, 3.0)));
+        let m = merge(&[a.clone(), b.clone()], &names()).unwrap();
+        let c = &m.connections;
+        assert_eq!(c.target, 11);
+        assert_eq!((c.attempted, c.established, c.verified), (30, 27, 27));
+        assert_eq!(c.closed, 3);
+        assert_eq!(c.failed["other"], 3);
+        assert_eq!(c.failed_other_by_errno, BTreeMap::from([(libc::EPERM, 3)]));
+        assert_eq!(c.failed_other_errno.values().sum::<u64>(), 3);
+        // Slices hold their connections at once: their peaks add.
+        assert_eq!(c.peak, 27);
+        assert_eq!(c.connect_time_us.count, 4);
+        assert_eq!(
+            decode_histogram(&c.connect_time_us.hdr).unwrap(),
+            histogram(&[100, 200, 200, 200])
+        );
+        let q = m.queries.as_ref().unwrap();
+        assert_eq!((q.sent, q.answered, q.timed_out), (300, 270, 3));
+        assert_eq!(
+            (q.bytes_out, q.bytes_in, q.in_flight_at_end),
+            (3000, 2700, 3)
+        );
+        assert_eq!(q.errors["conn_lost"], 3);
+        let l = m.latency.as_ref().unwrap();
+        assert_eq!(l.response_time_us.count, 4);
+        assert_eq!(l.response_time_us.max, 2000);
+        let d = m.dns.as_ref().unwrap();
+        assert_eq!(d.rcodes["NOERROR"], 270);
+        assert_eq!(d.rcodes_by_qtype["A"]["NOERROR"], 270);
+        assert_eq!(m.scenario.segment, None);
+    }
+
+    #[test]
+    fn merge_takes_the_longest_times_and_sums_rates_per_slice() {
+        let (a, b) = (slice(1, &outcome(1, 2.0)), slice(2, &outcome(2, 3.0)));
+        let m = merge(&[a.clone(), b.clone()], &names()).unwrap();
+        let c = &m.connections;
+        assert_eq!(c.ramp_s, Some(0.75));
+        assert_eq!(c.verify_s, Some(1.5));
+        assert_eq!(c.connect_rate, Some(27.0 / 0.75));
+        assert_eq!(m.duration_s, 3.0);
+        let q = m.queries.as_ref().unwrap();
+        assert_eq!(q.seconds, 3.0);
+        // Each slice's rate over its own time, summed (not the sum of
+        // queries over the longest time).
+        let (qa, qb) = (a.queries.unwrap(), b.queries.unwrap());
+        assert_eq!(
+            q.rate_target,
+            Some(qa.rate_target.unwrap() + qb.rate_target.unwrap())
+        );
+        assert_eq!(q.rate_achieved, qa.rate_achieved + qb.rate_achieved);
+        assert_eq!(q.rate_sent, qa.rate_sent + qb.rate_sent);
+        assert_eq!(q.rate_achieved, 90.0 / 2.0 + 180.0 / 3.0);
+    }
+
+    #[test]
+    fn merge_keeps_the_first_words_and_every_control_command() {
+        let mut oa = outcome(1, 2.0);
+        oa.totals.probe_reply = Some("REFUSED".into());
+        let mut ob = outcome(2, 3.0);
+        ob.totals.tls_error = Some("bad certificate".into());
+        ob.totals.probe_reply = Some("FORMERR".into());
+        let mut oc = outcome(3, 1.0);
+        oc.totals.tls_error = Some("expired".into());
+        let (a, b, c) = (slice(1, &oa), slice(2, &ob), slice(2, &oc));
+        let names = vec!["a".to_string(), "b".into(), "c".into()];
+        let m = merge(&[a, b, c], &names).unwrap();
+        assert_eq!(m.connections.tls_error.as_deref(), Some("bad certificate"));
+        assert_eq!(m.connections.probe_reply.as_deref(), Some("REFUSED"));
+        let commands: Vec<&str> = m
+            .queries
+            .as_ref()
+            .unwrap()
+            .control
+            .iter()
+            .map(|e| e.command.as_str())
+            .collect();
+        assert_eq!(commands, ["rate 1", "rate 2", "rate 3"]);
+        let from: Vec<&str> = m.parts.iter().map(|p| p.from.as_str()).collect();
+        assert_eq!(from, ["a", "b", "c"]);
+        assert_eq!(m.parts[1].hostname, "h2");
+        assert_eq!(m.parts[1].segment.map(|s| s.index), Some(2));
+    }
+
+    #[test]
+    fn merge_keeps_the_first_results_file_fields() {
+        let mut a = slice(1, &outcome(1, 2.0));
+        a.partial = true;
+        a.missing = vec!["slice 3: died".into()];
+        a.schema_version = 0;
+        let mut b = slice(2, &outcome(2, 3.0));
+        b.schema_version = 0;
+        b.interrupted = true;
+        let m = merge(&[a, b], &names()).unwrap();
+        assert!(m.partial);
+        assert_eq!(m.missing, ["slice 3: died"]);
+        assert_eq!(m.schema_version, 0);
+        assert!(m.interrupted);
+    }
+
+    #[test]
+    fn a_merge_has_traffic_when_its_first_slice_has() {
+        let mut quiet = outcome(1, 2.0);
+        quiet.queries = None;
+        let (a, b) = (slice(1, &quiet), slice(2, &outcome(2, 3.0)));
+        let m = merge(&[a.clone(), b.clone()], &names()).unwrap();
+        assert!(m.queries.is_none() && m.latency.is_none() && m.dns.is_none());
+        let m = merge(&[b, a], &names()).unwrap();
+        let q = m.queries.as_ref().unwrap();
+        assert_eq!((q.sent, q.rate_achieved), (200, 180.0 / 3.0));
+        assert_eq!(m.connections.established, 27);
+    }
+
+    #[test]
+    fn a_merge_reads_results_written_before_errno_numbers() {
+        let mut a = slice(1, &outcome(1, 2.0));
+        a.connections.failed_other_by_errno.clear();
+        a.connections.failed_other_errno =
+            BTreeMap::from([("EPERM (1)".to_string(), 1), ("errno 97".to_string(), 2)]);
+        let b = slice(2, &outcome(2, 3.0));
+        let m = merge(&[a, b], &names()).unwrap();
+        assert_eq!(
+            m.connections.failed_other_by_errno,
+            BTreeMap::from([(libc::EPERM, 3), (97, 2)])
+        );
+    }
+
+    #[test]
+    fn merging_one_result_gives_it_back() {
+        let a = slice(1, &outcome(3, 2.5));
+        let mut m = merge(std::slice::from_ref(&a), &names()[..1]).unwrap();
+        m.parts.clear();
+        let mut want = a.clone();
+        want.scenario.segment = None;
+        assert_eq!(m, want);
     }
 }

@@ -197,6 +197,7 @@ pub trait Live {
 }
 
 /// What the query traffic measured.
+#[derive(Clone)]
 pub struct QueryOutcome {
     pub totals: QueryTotals,
     pub response_time: Histogram<u64>,
@@ -232,6 +233,56 @@ pub struct Outcome {
     pub ramp_time: Option<Duration>,
     pub elapsed: Duration,
     pub queries: Option<QueryOutcome>,
+}
+
+fn add_hist(h: &mut Histogram<u64>, o: &Histogram<u64>) -> Result<()> {
+    h.add(o)
+        .map_err(|e| anyhow::anyhow!("adding histograms: {e:?}"))
+}
+
+impl QueryOutcome {
+    /// Adds another part's traffic (a process's, a host's): counters and
+    /// histograms added, the longest traffic's seconds, the control
+    /// commands of both in order.
+    pub fn merge(&mut self, o: &QueryOutcome) -> Result<()> {
+        self.totals.merge(&o.totals);
+        add_hist(&mut self.response_time, &o.response_time)?;
+        add_hist(&mut self.service_time, &o.service_time)?;
+        add_hist(&mut self.send_lag, &o.send_lag)?;
+        add_hist(&mut self.loop_lag, &o.loop_lag)?;
+        self.statuses.merge(&o.statuses);
+        self.in_flight += o.in_flight;
+        self.seconds = self.seconds.max(o.seconds);
+        self.target_queries += o.target_queries;
+        self.controls.extend(o.controls.iter().cloned());
+        Ok(())
+    }
+}
+
+impl Outcome {
+    /// Adds another part of the same run (a process's, a host's): counters
+    /// and histograms added; the parts hold their connections at the same
+    /// time, so their peaks add; the ramp, verification and run take the
+    /// longest part's time. The per-second series is left as it is: the
+    /// caller aligns every part's seconds on the wall clock at once
+    /// ([`Sample::merged`]).
+    pub fn merge(&mut self, o: &Outcome) -> Result<()> {
+        self.totals.merge(&o.totals);
+        add_hist(&mut self.connect_time, &o.connect_time)?;
+        add_hist(&mut self.connect_syscall, &o.connect_syscall)?;
+        add_hist(&mut self.tls_handshake, &o.tls_handshake)?;
+        self.peak += o.peak;
+        self.interrupted |= o.interrupted;
+        self.verify_time = self.verify_time.max(o.verify_time);
+        self.ramp_time = self.ramp_time.max(o.ramp_time);
+        self.elapsed = self.elapsed.max(o.elapsed);
+        match (self.queries.as_mut(), &o.queries) {
+            (Some(q), Some(oq)) => q.merge(oq)?,
+            (None, Some(oq)) => self.queries = Some(oq.clone()),
+            (_, None) => {}
+        }
+        Ok(())
+    }
 }
 
 fn unix_now() -> u64 {
@@ -550,7 +601,7 @@ pub fn run(
             .map_err(|_| anyhow::anyhow!("a client worker panicked"))?
             .context("client worker failed")?;
         hists.merge(&f.hists)?;
-        statuses.add(&f.statuses);
+        statuses.merge(&f.statuses);
         in_flight += f.in_flight;
     }
     let crate::metrics::Histograms {
@@ -713,5 +764,43 @@ fn control(line: &str, shared: &Shared, wakers: &[Waker]) -> bool {
             Err(_) => false,
         },
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cluster::merge::tests::outcome;
+    use std::time::Duration;
+
+    #[test]
+    fn outcomes_merge_counts_peaks_and_longest_times() {
+        let mut a = outcome(1, 2.0);
+        let b = outcome(2, 3.0);
+        a.verify_time = None;
+        a.merge(&b).unwrap();
+        assert_eq!(a.totals.established, 27);
+        assert_eq!(a.peak, 27);
+        assert_eq!(a.connect_time.len(), 4);
+        assert_eq!(a.elapsed, Duration::from_secs(3));
+        assert_eq!(a.ramp_time, Some(Duration::from_secs_f64(0.75)));
+        // A part without the figure leaves the other's.
+        assert_eq!(a.verify_time, Some(Duration::from_secs_f64(1.5)));
+        let q = a.queries.as_ref().unwrap();
+        assert_eq!((q.totals.sent, q.in_flight, q.seconds), (300, 3, 3.0));
+        assert_eq!(q.target_queries, 300.0);
+        assert_eq!(q.response_time.len(), 4);
+        assert_eq!(q.statuses.rcodes[0], 270);
+        assert_eq!(q.controls.len(), 2);
+    }
+
+    #[test]
+    fn a_part_without_traffic_adds_none_and_takes_the_others() {
+        let mut quiet = outcome(1, 2.0);
+        quiet.queries = None;
+        let mut a = outcome(2, 3.0);
+        a.merge(&quiet).unwrap();
+        assert_eq!(a.queries.as_ref().unwrap().totals.sent, 200);
+        quiet.merge(&outcome(2, 3.0)).unwrap();
+        assert_eq!(quiet.queries.as_ref().unwrap().totals.sent, 200);
     }
 }

@@ -104,6 +104,10 @@ pub struct Connections {
     pub failed: BTreeMap<String, u64>,
     /// The errnos counted in `failed.other`, by name.
     pub failed_other_errno: BTreeMap<String, u64>,
+    /// The same counts by errno number: what a merge reads back (results
+    /// written before this key have the names only, which it parses).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed_other_by_errno: BTreeMap<i32, u64>,
     pub ramp_s: Option<f64>,
     /// Seconds from the start until every connection of the ramp was
     /// verified, found unverified, or failed: verification's own figure
@@ -233,6 +237,7 @@ impl RunResult {
             .iter()
             .map(|(e, n)| (errno_name(*e), *n))
             .collect();
+        let failed_other_by_errno = t.other_errno.clone();
         let ramp_s = o.ramp_time.map(|r| r.as_secs_f64());
         let closed = matches!(
             sc.traffic.as_ref().map(|t| &t.model),
@@ -292,6 +297,7 @@ impl RunResult {
                 closed: t.closed,
                 failed,
                 failed_other_errno,
+                failed_other_by_errno,
                 ramp_s,
                 verify_s: o.verify_time.map(|d| d.as_secs_f64()),
                 connect_rate: ramp_s.map(|r| t.established as f64 / r.max(1e-9)),
@@ -338,6 +344,22 @@ pub fn errno_name(errno: i32) -> String {
     } else {
         format!("{name} ({errno})")
     }
+}
+
+/// The errnos of `failed_other_errno`'s names ([`errno_name`]'s "EIO (5)"
+/// or "errno 97"), for results written before `failed_other_by_errno`; a
+/// name without a number counts as errno 0.
+fn errno_numbers(names: &BTreeMap<String, u64>) -> BTreeMap<i32, u64> {
+    let mut by_errno = BTreeMap::new();
+    for (name, n) in names {
+        let errno = name
+            .rsplit(['(', ' '])
+            .next()
+            .and_then(|e| e.trim_end_matches(')').parse().ok())
+            .unwrap_or(0);
+        *by_errno.entry(errno).or_default() += n;
+    }
+    by_errno
 }
 
 /// Writes `value` as pretty JSON to `path` atomically: a temporary file in
@@ -408,13 +430,10 @@ impl RunResult {
         for b in Bucket::ALL {
             totals.failed[b as usize] = c.failed.get(b.key()).copied().unwrap_or(0);
         }
-        for (name, n) in &c.failed_other_errno {
-            let errno = name
-                .rsplit(['(', ' '])
-                .next()
-                .and_then(|e| e.trim_end_matches(')').parse().ok())
-                .unwrap_or(0);
-            *totals.other_errno.entry(errno).or_default() += n;
+        if c.failed_other_by_errno.is_empty() {
+            totals.other_errno = errno_numbers(&c.failed_other_errno);
+        } else {
+            totals.other_errno.clone_from(&c.failed_other_by_errno);
         }
         let queries = match (&self.queries, &self.latency) {
             (Some(q), Some(l)) => {
@@ -451,7 +470,7 @@ impl RunResult {
                                 row[code] += n;
                             }
                         }
-                        statuses.add(&StatusCounts {
+                        statuses.merge(&StatusCounts {
                             by_qtype: vec![(t, row)],
                             ..StatusCounts::default()
                         });
@@ -496,5 +515,86 @@ impl RunResult {
             elapsed: std::time::Duration::from_secs_f64(self.duration_s),
             queries,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::merge::tests::{outcome, slice};
+
+    #[test]
+    fn errnos_round_trip_by_number() {
+        let mut o = outcome(1, 2.0);
+        // 200 has no name (errno_name: "errno 200"); 0 is what an
+        // unparseable name would give.
+        o.totals.other_errno = BTreeMap::from([(libc::EIO, 2), (200, 3), (0, 1)]);
+        let r = slice(1, &o);
+        assert_eq!(r.connections.failed_other_by_errno, o.totals.other_errno);
+        assert_eq!(
+            r.outcome().unwrap().totals.other_errno,
+            o.totals.other_errno
+        );
+        // Through the file too.
+        let back: RunResult = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(
+            back.outcome().unwrap().totals.other_errno,
+            o.totals.other_errno
+        );
+    }
+
+    #[test]
+    fn errno_numbers_are_read_before_names() {
+        let mut r = slice(1, &outcome(1, 2.0));
+        r.connections.failed_other_errno = BTreeMap::from([("a name that says nothing".into(), 4)]);
+        r.connections.failed_other_by_errno = BTreeMap::from([(libc::ENOBUFS, 4)]);
+        assert_eq!(
+            r.outcome().unwrap().totals.other_errno,
+            BTreeMap::from([(libc::ENOBUFS, 4)])
+        );
+    }
+
+    #[test]
+    fn results_without_errno_numbers_have_their_names_parsed() {
+        let r = slice(1, &outcome(1, 2.0));
+        let mut v = serde_json::to_value(&r).unwrap();
+        let c = v["connections"].as_object_mut().unwrap();
+        assert!(c.remove("failed_other_by_errno").is_some());
+        c["failed_other_errno"] = serde_json::json!({
+            "EPERM (1)": 1, "errno 97": 2, "ECONNABORTED (103)": 3, "unknown": 4
+        });
+        let old: RunResult = serde_json::from_value(v).unwrap();
+        assert!(old.connections.failed_other_by_errno.is_empty());
+        assert_eq!(
+            old.outcome().unwrap().totals.other_errno,
+            BTreeMap::from([(libc::EPERM, 1), (97, 2), (libc::ECONNABORTED, 3), (0, 4)])
+        );
+    }
+
+    #[test]
+    fn a_run_without_other_errnos_writes_no_numbers() {
+        let mut o = outcome(1, 2.0);
+        o.totals.other_errno.clear();
+        let v = serde_json::to_value(slice(1, &o)).unwrap();
+        assert!(v["connections"].get("failed_other_by_errno").is_none());
+        assert_eq!(
+            v["connections"]["failed_other_errno"],
+            serde_json::json!({})
+        );
+    }
+
+    #[test]
+    fn a_result_read_back_as_a_measurement_gives_the_same_result() {
+        let r = slice(2, &outcome(3, 2.5));
+        let again = RunResult::new(
+            &r.scenario,
+            &r.scenario.clone(),
+            r.environment.clone(),
+            &r.outcome().unwrap(),
+        );
+        let mut want = r.clone();
+        // `target` is the part's share; new() takes it from the scenario it ran.
+        want.connections.target = again.connections.target;
+        assert_eq!(again, want);
     }
 }

@@ -143,7 +143,7 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut out: StatsOut) -> Result
     for (i, f) in finals.iter().enumerate() {
         match (f, &statuses[i]) {
             (Some(t), _) => {
-                total.add(&t.totals);
+                total.merge(&t.totals);
                 peak += t.peak;
                 spread.push(format!("{}", t.totals.accepted));
             }
@@ -360,7 +360,7 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut out: StatsOut) -> Result<()>
     for (k, m) in members.iter().enumerate() {
         let what = match (&m.fin, k.checked_sub(1).map(|i| &statuses[i])) {
             (Some(f), _) => {
-                total.add(&f.totals);
+                total.merge(&f.totals);
                 peak += f.peak;
                 format!("accepted {}", f.totals.accepted)
             }

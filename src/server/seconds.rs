@@ -51,6 +51,13 @@ impl Second {
         self.errors += o.errors;
     }
 
+    /// Adds another process's second: its gauges and its rates.
+    pub(super) fn merge(&mut self, o: &Second) {
+        self.add_rates(o);
+        self.connections += o.connections;
+        self.peak_connections += o.peak_connections;
+    }
+
     pub(super) fn line(&self) -> String {
         format!(
             "{:>4}s  conns {} (peak {})  accepted {}/s  closed {}/s  requests {}/s  in {}/s  out {}/s  errors {}  listen overflows +{} drops +{}",
@@ -127,16 +134,7 @@ pub(super) fn each_second(
 pub(super) fn combine<'a>(parts: impl Iterator<Item = &'a Second>) -> Second {
     let mut s = Second::default();
     for p in parts {
-        s.t = s.t.max(p.t);
-        s.unix_s = s.unix_s.max(p.unix_s);
-        s.connections += p.connections;
-        s.peak_connections += p.peak_connections;
-        s.accepted_per_s += p.accepted_per_s;
-        s.closed_per_s += p.closed_per_s;
-        s.requests_per_s += p.requests_per_s;
-        s.bytes_in_per_s += p.bytes_in_per_s;
-        s.bytes_out_per_s += p.bytes_out_per_s;
-        s.errors += p.errors;
+        s.merge(p);
     }
     s
 }
@@ -224,4 +222,50 @@ fn write_json_line(f: &mut File, sec: &Second) -> Result<()> {
     let mut line = serde_json::to_vec(sec)?;
     line.push(b'\n');
     f.write_all(&line).context("writing --stats-json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn second(t: u64, connections: i64, requests: u64) -> Second {
+        Second {
+            t,
+            unix_s: 1000 + t,
+            connections,
+            peak_connections: connections + 1,
+            accepted_per_s: 1,
+            closed_per_s: 2,
+            requests_per_s: requests,
+            bytes_in_per_s: 10,
+            bytes_out_per_s: 20,
+            errors: 1,
+            listen_overflows: 7,
+            listen_drops: 7,
+            processes: 7,
+        }
+    }
+
+    #[test]
+    fn processes_combine_gauges_and_rates() {
+        let s = combine([second(3, 5, 100), second(4, 6, 50)].iter());
+        assert_eq!((s.t, s.unix_s), (4, 1004));
+        assert_eq!((s.connections, s.peak_connections), (11, 13));
+        assert_eq!((s.accepted_per_s, s.closed_per_s), (2, 4));
+        assert_eq!(
+            (s.requests_per_s, s.bytes_in_per_s, s.bytes_out_per_s),
+            (150, 20, 40)
+        );
+        assert_eq!(s.errors, 2);
+        // The listen counters are the host's, set by the caller.
+        assert_eq!((s.listen_overflows, s.listen_drops, s.processes), (0, 0, 0));
+    }
+
+    #[test]
+    fn rates_add_without_the_gauges() {
+        let mut s = second(3, 5, 100);
+        s.add_rates(&second(4, 6, 50));
+        assert_eq!((s.connections, s.peak_connections), (5, 6));
+        assert_eq!((s.t, s.requests_per_s, s.errors), (4, 150, 2));
+    }
 }

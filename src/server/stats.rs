@@ -73,35 +73,43 @@ pub struct Totals {
 }
 
 impl Totals {
+    /// One worker's counters as they are now.
+    fn of(w: &WorkerStats) -> Totals {
+        Totals {
+            accepted: w.accepted.load(Relaxed),
+            closed: w.closed.load(Relaxed),
+            requests: w.requests.load(Relaxed),
+            bytes_in: w.bytes_in.load(Relaxed),
+            bytes_out: w.bytes_out.load(Relaxed),
+            bad_input: w.bad_input.load(Relaxed),
+            conn_errors: w.conn_errors.load(Relaxed),
+            accept_no_fds: w.accept_no_fds.load(Relaxed),
+            udp_dropped: w.udp_dropped.load(Relaxed),
+            queued_at_close: w.queued_at_close.load(Relaxed),
+            accept_errno: w
+                .accept_errno
+                .iter()
+                .enumerate()
+                .map(|(e, c)| (e as i32, c.load(Relaxed)))
+                .filter(|&(_, n)| n > 0)
+                .collect(),
+        }
+    }
+
+    /// The workers' counters together: each one's snapshot, merged (the
+    /// errnos in their order).
     pub fn sum<'a>(workers: impl IntoIterator<Item = &'a WorkerStats>) -> Totals {
         let mut t = Totals::default();
-        let mut errno = [0u64; MAX_ERRNO];
         for w in workers {
-            t.accepted += w.accepted.load(Relaxed);
-            t.closed += w.closed.load(Relaxed);
-            t.requests += w.requests.load(Relaxed);
-            t.bytes_in += w.bytes_in.load(Relaxed);
-            t.bytes_out += w.bytes_out.load(Relaxed);
-            t.bad_input += w.bad_input.load(Relaxed);
-            t.conn_errors += w.conn_errors.load(Relaxed);
-            t.accept_no_fds += w.accept_no_fds.load(Relaxed);
-            t.udp_dropped += w.udp_dropped.load(Relaxed);
-            t.queued_at_close += w.queued_at_close.load(Relaxed);
-            for (sum, c) in errno.iter_mut().zip(&w.accept_errno) {
-                *sum += c.load(Relaxed);
-            }
+            t.merge(&Totals::of(w));
         }
-        t.accept_errno = errno
-            .iter()
-            .enumerate()
-            .filter(|(_, &n)| n > 0)
-            .map(|(e, &n)| (e as i32, n))
-            .collect();
+        t.accept_errno.sort_unstable();
         t
     }
 
-    /// Adds another process's counters.
-    pub fn add(&mut self, o: &Totals) {
+    /// Adds another part's counters (a worker's, a process's): every one
+    /// summed; errnos not seen yet go last.
+    pub fn merge(&mut self, o: &Totals) {
         self.accepted += o.accepted;
         self.closed += o.closed;
         self.requests += o.requests;
@@ -145,6 +153,48 @@ mod tests {
         assert_eq!(t.requests, 7);
         assert_eq!(t.accept_errno, vec![(libc::ECONNABORTED, 2)]);
         assert_eq!(t.errors(), 2);
+    }
+
+    #[test]
+    fn sums_are_merges_of_each_worker_with_errnos_in_order() {
+        let a = WorkerStats::default();
+        let b = WorkerStats::default();
+        bump(&a.accepted, 2);
+        bump(&b.accepted, 5);
+        bump(&a.bytes_in, 10);
+        bump(&b.queued_at_close, 1);
+        bump(&a.accept_errno[libc::ECONNABORTED as usize], 1);
+        bump(&b.accept_errno[libc::EPERM as usize], 3);
+        bump(&b.accept_errno[libc::ECONNABORTED as usize], 2);
+        let t = Totals::sum([&a, &b]);
+        assert_eq!((t.accepted, t.bytes_in, t.queued_at_close), (7, 10, 1));
+        assert_eq!(
+            t.accept_errno,
+            vec![(libc::EPERM, 3), (libc::ECONNABORTED, 3)]
+        );
+        assert_eq!(t.errors(), 6);
+    }
+
+    #[test]
+    fn processes_merge_with_new_errnos_last() {
+        let mut a = Totals {
+            requests: 4,
+            udp_dropped: 1,
+            accept_errno: vec![(libc::ECONNABORTED, 1)],
+            ..Totals::default()
+        };
+        let b = Totals {
+            requests: 6,
+            conn_errors: 2,
+            accept_errno: vec![(libc::EPERM, 2), (libc::ECONNABORTED, 1)],
+            ..Totals::default()
+        };
+        a.merge(&b);
+        assert_eq!((a.requests, a.udp_dropped, a.conn_errors), (10, 1, 2));
+        assert_eq!(
+            a.accept_errno,
+            vec![(libc::ECONNABORTED, 2), (libc::EPERM, 2)]
+        );
     }
 
     #[test]
