@@ -339,9 +339,15 @@ pub(crate) mod tests {
         statuses.by_qtype.push((1, statuses.rcodes));
         crate::engine::Outcome {
             totals,
-            connect_time: histogram(&[100 * n, 200]),
-            connect_syscall: histogram(&[5]),
-            tls_handshake: new_histogram(),
+            hists: crate::metrics::Histograms {
+                connect_time: histogram(&[100 * n, 200]),
+                connect_syscall: histogram(&[5]),
+                tls_handshake: new_histogram(),
+                response_time: histogram(&[1000 * n, 10]),
+                service_time: histogram(&[900 * n]),
+                send_lag: histogram(&[1]),
+                loop_lag: histogram(&[2]),
+            },
             peak: 9 * n as i64,
             per_second: Vec::new(),
             interrupted: false,
@@ -350,10 +356,6 @@ pub(crate) mod tests {
             elapsed: Duration::from_secs_f64(secs),
             queries: Some(crate::engine::QueryOutcome {
                 totals: qt,
-                response_time: histogram(&[1000 * n, 10]),
-                service_time: histogram(&[900 * n]),
-                send_lag: histogram(&[1]),
-                loop_lag: histogram(&[2]),
                 statuses,
                 in_flight: n,
                 seconds: secs,

@@ -33,7 +33,9 @@ use hdrhistogram::Histogram;
 use mio::{Poll, Waker};
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::{ConnCounters, ConnTotals, QueryCounters, QueryTotals, Shared, StatusCounts};
+use crate::metrics::{
+    ConnCounters, ConnTotals, Histograms, QueryCounters, QueryTotals, Shared, StatusCounts,
+};
 use crate::scenario::{End, Scenario};
 use crate::sys::signals::{Reason, Stop};
 
@@ -200,10 +202,6 @@ pub trait Live {
 #[derive(Clone)]
 pub struct QueryOutcome {
     pub totals: QueryTotals,
-    pub response_time: Histogram<u64>,
-    pub service_time: Histogram<u64>,
-    pub send_lag: Histogram<u64>,
-    pub loop_lag: Histogram<u64>,
     pub statuses: StatusCounts,
     pub in_flight: u64,
     /// Seconds from the traffic start to the end.
@@ -216,12 +214,10 @@ pub struct QueryOutcome {
 /// Everything a run measured.
 pub struct Outcome {
     pub totals: ConnTotals,
-    pub connect_time: Histogram<u64>,
-    /// Time inside connect() calls (TCP; empty for UDP).
-    pub connect_syscall: Histogram<u64>,
-    /// TLS handshakes, from the TCP connection up to the first byte it
-    /// can carry (empty without TLS).
-    pub tls_handshake: Histogram<u64>,
+    /// Connect, connect() call and TLS handshake times (TLS: from the TCP
+    /// connection up to the first byte it can carry; empty without TLS);
+    /// with traffic, the queries' times too (empty without).
+    pub hists: Histograms,
     pub peak: i64,
     pub per_second: Vec<Sample>,
     /// Stopped by a signal before its planned end.
@@ -235,27 +231,17 @@ pub struct Outcome {
     pub queries: Option<QueryOutcome>,
 }
 
-fn add_hist(h: &mut Histogram<u64>, o: &Histogram<u64>) -> Result<()> {
-    h.add(o)
-        .map_err(|e| anyhow::anyhow!("adding histograms: {e:?}"))
-}
-
 impl QueryOutcome {
-    /// Adds another part's traffic (a process's, a host's): counters and
-    /// histograms added, the longest traffic's seconds, the control
+    /// Adds another part's traffic (a process's, a host's): counters
+    /// added (its histograms are the outcome's), the longest traffic's seconds, the control
     /// commands of both in order.
-    pub fn merge(&mut self, o: &QueryOutcome) -> Result<()> {
+    pub fn merge(&mut self, o: &QueryOutcome) {
         self.totals.merge(&o.totals);
-        add_hist(&mut self.response_time, &o.response_time)?;
-        add_hist(&mut self.service_time, &o.service_time)?;
-        add_hist(&mut self.send_lag, &o.send_lag)?;
-        add_hist(&mut self.loop_lag, &o.loop_lag)?;
         self.statuses.merge(&o.statuses);
         self.in_flight += o.in_flight;
         self.seconds = self.seconds.max(o.seconds);
         self.target_queries += o.target_queries;
         self.controls.extend(o.controls.iter().cloned());
-        Ok(())
     }
 }
 
@@ -268,16 +254,16 @@ impl Outcome {
     /// ([`Sample::merged`]).
     pub fn merge(&mut self, o: &Outcome) -> Result<()> {
         self.totals.merge(&o.totals);
-        add_hist(&mut self.connect_time, &o.connect_time)?;
-        add_hist(&mut self.connect_syscall, &o.connect_syscall)?;
-        add_hist(&mut self.tls_handshake, &o.tls_handshake)?;
+        self.hists
+            .merge(&o.hists)
+            .map_err(|e| anyhow::anyhow!("adding histograms: {e:?}"))?;
         self.peak += o.peak;
         self.interrupted |= o.interrupted;
         self.verify_time = self.verify_time.max(o.verify_time);
         self.ramp_time = self.ramp_time.max(o.ramp_time);
         self.elapsed = self.elapsed.max(o.elapsed);
         match (self.queries.as_mut(), &o.queries) {
-            (Some(q), Some(oq)) => q.merge(oq)?,
+            (Some(q), Some(oq)) => q.merge(oq),
             (None, Some(oq)) => self.queries = Some(oq.clone()),
             (_, None) => {}
         }
@@ -604,15 +590,6 @@ pub fn run(
         statuses.merge(&f.statuses);
         in_flight += f.in_flight;
     }
-    let crate::metrics::Histograms {
-        connect_time,
-        connect_syscall,
-        tls_handshake,
-        response_time,
-        service_time,
-        send_lag,
-        loop_lag,
-    } = hists;
     if let Some(w) = writer {
         drop(w.tx);
         w.thread
@@ -640,10 +617,6 @@ pub fn run(
         let seconds = end.saturating_duration_since(ts).as_secs_f64();
         QueryOutcome {
             totals: qtotals(&qcounters),
-            response_time,
-            service_time,
-            send_lag,
-            loop_lag,
             statuses,
             in_flight,
             seconds,
@@ -653,9 +626,7 @@ pub fn run(
     });
     Ok(Outcome {
         totals: totals(&counters),
-        connect_time,
-        connect_syscall,
-        tls_handshake,
+        hists,
         peak: shared.peak.load(Relaxed),
         per_second,
         interrupted,
@@ -780,7 +751,7 @@ mod tests {
         a.merge(&b).unwrap();
         assert_eq!(a.totals.established, 27);
         assert_eq!(a.peak, 27);
-        assert_eq!(a.connect_time.len(), 4);
+        assert_eq!(a.hists.connect_time.len(), 4);
         assert_eq!(a.elapsed, Duration::from_secs(3));
         assert_eq!(a.ramp_time, Some(Duration::from_secs_f64(0.75)));
         // A part without the figure leaves the other's.
@@ -788,7 +759,7 @@ mod tests {
         let q = a.queries.as_ref().unwrap();
         assert_eq!((q.totals.sent, q.in_flight, q.seconds), (300, 3, 3.0));
         assert_eq!(q.target_queries, 300.0);
-        assert_eq!(q.response_time.len(), 4);
+        assert_eq!(a.hists.response_time.len(), 4);
         assert_eq!(q.statuses.rcodes[0], 270);
         assert_eq!(q.controls.len(), 2);
     }

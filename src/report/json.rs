@@ -269,11 +269,11 @@ impl RunResult {
                 control: q.controls.clone(),
             }
         });
-        let latency = o.queries.as_ref().map(|q| LatencyResult {
-            response_time_us: Latency::of(&q.response_time),
-            service_time_us: Latency::of(&q.service_time),
-            send_lag_us: Latency::of(&q.send_lag),
-            loop_lag_us: Latency::of(&q.loop_lag),
+        let latency = o.queries.as_ref().map(|_| LatencyResult {
+            response_time_us: Latency::of(&o.hists.response_time),
+            service_time_us: Latency::of(&o.hists.service_time),
+            send_lag_us: Latency::of(&o.hists.send_lag),
+            loop_lag_us: Latency::of(&o.hists.loop_lag),
         });
         let dns = match (&o.queries, sc.traffic.as_ref().map(|t| t.proto)) {
             (Some(q), Some(crate::domain::Proto::Dns)) => Some(Dns {
@@ -301,12 +301,12 @@ impl RunResult {
                 ramp_s,
                 verify_s: o.verify_time.map(|d| d.as_secs_f64()),
                 connect_rate: ramp_s.map(|r| t.established as f64 / r.max(1e-9)),
-                connect_time_us: Percentiles::of(&o.connect_time),
-                connect_syscall_us: (!o.connect_syscall.is_empty())
-                    .then(|| Percentiles::of(&o.connect_syscall)),
+                connect_time_us: Percentiles::of(&o.hists.connect_time),
+                connect_syscall_us: (!o.hists.connect_syscall.is_empty())
+                    .then(|| Percentiles::of(&o.hists.connect_syscall)),
                 peer_closed: t.peer_closed,
                 tls_handshake_us: (sc.transport == crate::domain::Transport::Tls)
-                    .then(|| Percentiles::of(&o.tls_handshake)),
+                    .then(|| Percentiles::of(&o.hists.tls_handshake)),
                 tls_resumed: t.tls_resumed,
                 tls_error: t.tls_error.clone(),
                 probe_rejected: t.probe_rejected,
@@ -435,6 +435,16 @@ impl RunResult {
         } else {
             totals.other_errno.clone_from(&c.failed_other_by_errno);
         }
+        let mut hists = crate::metrics::Histograms {
+            connect_time: decode_histogram(&c.connect_time_us.hdr)?,
+            ..crate::metrics::Histograms::default()
+        };
+        if let Some(p) = &c.connect_syscall_us {
+            hists.connect_syscall = decode_histogram(&p.hdr)?;
+        }
+        if let Some(p) = &c.tls_handshake_us {
+            hists.tls_handshake = decode_histogram(&p.hdr)?;
+        }
         let queries = match (&self.queries, &self.latency) {
             (Some(q), Some(l)) => {
                 let mut qt = QueryTotals {
@@ -481,12 +491,12 @@ impl RunResult {
                         statuses.http[code.min(599)] += n;
                     }
                 }
+                hists.response_time = decode_histogram(&l.response_time_us.hdr)?;
+                hists.service_time = decode_histogram(&l.service_time_us.hdr)?;
+                hists.send_lag = decode_histogram(&l.send_lag_us.hdr)?;
+                hists.loop_lag = decode_histogram(&l.loop_lag_us.hdr)?;
                 Some(crate::engine::QueryOutcome {
                     totals: qt,
-                    response_time: decode_histogram(&l.response_time_us.hdr)?,
-                    service_time: decode_histogram(&l.service_time_us.hdr)?,
-                    send_lag: decode_histogram(&l.send_lag_us.hdr)?,
-                    loop_lag: decode_histogram(&l.loop_lag_us.hdr)?,
                     statuses,
                     in_flight: q.in_flight_at_end,
                     seconds: q.seconds,
@@ -498,15 +508,7 @@ impl RunResult {
         };
         Ok(crate::engine::Outcome {
             totals,
-            connect_time: decode_histogram(&c.connect_time_us.hdr)?,
-            connect_syscall: match &c.connect_syscall_us {
-                Some(p) => decode_histogram(&p.hdr)?,
-                None => crate::metrics::new_histogram(),
-            },
-            tls_handshake: match &c.tls_handshake_us {
-                Some(p) => decode_histogram(&p.hdr)?,
-                None => crate::metrics::new_histogram(),
-            },
+            hists,
             peak: c.peak,
             per_second: self.per_second.clone(),
             interrupted: self.interrupted,

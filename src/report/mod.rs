@@ -321,15 +321,15 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?,
         None => writeln!(out, "  ramp          not finished")?,
     }
-    time_row("connect time", &o.connect_time, "", out)?;
+    time_row("connect time", &o.hists.connect_time, "", out)?;
     time_row(
         "in connect()",
-        &o.connect_syscall,
+        &o.hists.connect_syscall,
         "  (inside the client's kernel)",
         out,
     )?;
     let resumed = format!("  ({} resumed)", t.tls_resumed);
-    time_row("tls handshake", &o.tls_handshake, &resumed, out)?;
+    time_row("tls handshake", &o.hists.tls_handshake, &resumed, out)?;
     writeln!(out, "  closed        {} by throng", t.closed)?;
     if t.peer_closed > 0 {
         writeln!(
@@ -339,14 +339,14 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     if let Some(q) = &o.queries {
-        queries_summary(sc, q, out)?;
-        if sc.transport == Transport::TcpPerQuery && !q.service_time.is_empty() {
-            let service = q.service_time.mean().max(1.0);
+        queries_summary(sc, q, &o.hists, out)?;
+        if sc.transport == Transport::TcpPerQuery && !o.hists.service_time.is_empty() {
+            let service = o.hists.service_time.mean().max(1.0);
             writeln!(
                 out,
                 "    connect share  {:.0}% of the mean service time ({} of {}) is the TCP handshake",
-                100.0 * o.connect_time.mean() / service,
-                human_us(o.connect_time.mean() as u64),
+                100.0 * o.hists.connect_time.mean() / service,
+                human_us(o.hists.connect_time.mean() as u64),
                 human_us(service as u64)
             )?;
         }
@@ -410,7 +410,7 @@ const SYN_RTO_US: u64 = 1_000_000;
 /// (or a lossy path). Checked before [`client_connect_hint`], so such a
 /// tail never reads as the client's.
 pub fn retransmit_hint(o: &Outcome) -> Option<String> {
-    let (sys, conn) = (&o.connect_syscall, &o.connect_time);
+    let (sys, conn) = (&o.hists.connect_syscall, &o.hists.connect_time);
     if conn.is_empty() {
         return None;
     }
@@ -443,7 +443,7 @@ pub fn retransmit_hint(o: &Outcome) -> Option<String> {
 /// workers so busy during the ramp that established connections waited for
 /// the loop. None when the server side explains them (or nothing does).
 pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<String> {
-    let (sys, conn) = (&o.connect_syscall, &o.connect_time);
+    let (sys, conn) = (&o.hists.connect_syscall, &o.hists.connect_time);
     if sys.is_empty() || conn.is_empty() {
         return None;
     }
@@ -489,9 +489,9 @@ pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<String> {
 /// Whether the client's own lateness explains the response times, from
 /// the figures: its send lag (and its loop's) set against the service
 /// time's tail. None when it sent on time.
-pub fn lag_warning(q: &crate::engine::QueryOutcome) -> Option<String> {
-    let lag = q.send_lag.value_at_quantile(0.99);
-    let loop_lag = q.loop_lag.value_at_quantile(0.99);
+pub fn lag_warning(h: &crate::metrics::Histograms) -> Option<String> {
+    let lag = h.send_lag.value_at_quantile(0.99);
+    let loop_lag = h.loop_lag.value_at_quantile(0.99);
     if lag.max(loop_lag) <= 1000 {
         return None;
     }
@@ -500,13 +500,13 @@ pub fn lag_warning(q: &crate::engine::QueryOutcome) -> Option<String> {
         human_us(lag),
         human_us(loop_lag)
     );
-    if q.service_time.is_empty() {
+    if h.service_time.is_empty() {
         return Some(format!(
             "warning: the client sent late ({lags}); with no answer there is no service time \
              to set it against"
         ));
     }
-    let service = q.service_time.value_at_quantile(0.99);
+    let service = h.service_time.value_at_quantile(0.99);
     if lag * 2 >= service {
         Some(format!(
             "warning: the client is the bottleneck: it sent late ({lags}) against a service \
@@ -528,15 +528,19 @@ pub fn lag_warning(q: &crate::engine::QueryOutcome) -> Option<String> {
 /// while queries were pipelined on connections: the server's replies wait
 /// in Nagle's algorithm for the ACK of the previous one (a server that does
 /// not set TCP_NODELAY). Says so with both fixes.
-pub fn nagle_hint(sc: &Scenario, q: &crate::engine::QueryOutcome) -> Option<String> {
-    if matches!(sc.transport, Transport::Udp) || q.service_time.is_empty() {
+pub fn nagle_hint(
+    sc: &Scenario,
+    q: &crate::engine::QueryOutcome,
+    h: &crate::metrics::Histograms,
+) -> Option<String> {
+    if matches!(sc.transport, Transport::Udp) || h.service_time.is_empty() {
         return None;
     }
     let t = &q.totals;
     let (p50, p99, p999) = (
-        q.service_time.value_at_quantile(0.5),
-        q.service_time.value_at_quantile(0.99),
-        q.service_time.value_at_quantile(0.999),
+        h.service_time.value_at_quantile(0.5),
+        h.service_time.value_at_quantile(0.99),
+        h.service_time.value_at_quantile(0.999),
     );
     // The tail reaches the timer (p99 or p99.9 at 30..=60 ms: an answer
     // waits up to the timer, less when the client's next query carries the
@@ -617,6 +621,7 @@ fn mbps(bytes: u64, secs: f64) -> String {
 fn queries_summary(
     sc: &Scenario,
     q: &crate::engine::QueryOutcome,
+    h: &crate::metrics::Histograms,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     use crate::scenario::Model;
@@ -675,7 +680,7 @@ fn queries_summary(
             writeln!(
                 out,
                 "    warning: the sent rate is below 99% of the target{}",
-                if q.loop_lag.value_at_quantile(0.99) > 1000 {
+                if h.loop_lag.value_at_quantile(0.99) > 1000 {
                     " and the client's own loop fell behind its schedule (see loop lag): the client could not keep up"
                 } else {
                     ": queries waited for their connection (window full or socket busy)"
@@ -734,15 +739,15 @@ fn queries_summary(
     }
     writeln!(out, "  latency")?;
     if closed {
-        latency_row("response", &q.response_time, out)?;
+        latency_row("response", &h.response_time, out)?;
     } else {
-        latency_row("response", &q.response_time, out)?;
-        latency_row("service", &q.service_time, out)?;
+        latency_row("response", &h.response_time, out)?;
+        latency_row("service", &h.service_time, out)?;
         writeln!(
             out,
             "    (response time counts from when each query should have been sent; service time from when it was)"
         )?;
-        latency_row("send lag", &q.send_lag, out)?;
+        latency_row("send lag", &h.send_lag, out)?;
         if t.sent_late > 0 {
             writeln!(
                 out,
@@ -750,11 +755,11 @@ fn queries_summary(
                 t.sent_late
             )?;
         }
-        if let Some(w) = lag_warning(q) {
+        if let Some(w) = lag_warning(h) {
             writeln!(out, "    {w}")?;
         }
     }
-    if let Some(h) = nagle_hint(sc, q) {
+    if let Some(h) = nagle_hint(sc, q, h) {
         writeln!(out, "  hint (nagle): {h}")?;
     }
     writeln!(
