@@ -22,7 +22,8 @@
 //! - [`scenario`]: what a client run does, as plain serde data.
 //! - [`sys`]: what the OS allows: fd limits, sysctls, kernel counters,
 //!   source addresses.
-//! - [`metrics`]: per-worker counters and HDR histograms, merged after.
+//! - [`metrics`]: counters, statuses and HDR histograms, each with one
+//!   merge: of workers, of processes, of hosts' results.
 //! - [`domain`] and [`units`]: the words a run is described in (modes,
 //!   transports, protocols, segments) and the units people type and read
 //!   (10k, 2.5s, 64KiB); they use nothing of throng's.

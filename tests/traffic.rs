@@ -741,6 +741,64 @@ fn timeouts_and_close_on_timeout() {
     drop(srv);
 }
 
+/// An echo server that answers the first message late (after 400 ms),
+/// then nothing more.
+fn late_once_echo_server() -> SocketAddr {
+    common::peer(|mut s| {
+        let mut msg = [0u8; 64];
+        if s.read_exact(&mut msg).is_err() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(400));
+        if s.write_all(&msg).is_err() {
+            return;
+        }
+        while s.read_exact(&mut msg).is_ok() {}
+    })
+}
+
+/// A late answer to a query that timed out is absorbed, and the query in
+/// flight behind it keeps its deadline (it once lost it: that query, and
+/// the closed loop behind it, then waited to the end of the run).
+#[test]
+fn a_late_answer_leaves_the_next_querys_deadline() {
+    let addr = late_once_echo_server();
+    let (code, out, v, _) = client(
+        "late",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "echo",
+            "-c",
+            "1",
+            "--closed-loop",
+            "--window",
+            "1",
+            "--timeout",
+            "200ms",
+            "-T",
+            "1200ms",
+            "--no-verify",
+            "--check",
+            "none",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        q(&v, "answered"),
+        0,
+        "the late answer is not counted: {out}"
+    );
+    let sent = q(&v, "sent");
+    assert!(
+        sent >= 4,
+        "the closed loop went on after each timeout: {out}"
+    );
+    assert_eq!(q(&v, "timed_out"), sent, "{out}");
+    assert_eq!(q(&v, "in_flight_at_end"), 0, "{out}");
+}
+
 #[test]
 fn max_queries_per_conn_recycles_exactly() {
     let srv = server(&["--mode", "dns"]);
