@@ -10,14 +10,16 @@
 //! - [`cluster`]: the scenario sliced over hosts through ssh, and the exact
 //!   merge of results.
 //! - [`cli`]: flags (clap) and what they convert into, a
-//!   [`scenario::Scenario`] or a [`server::ServerConfig`]. The commands
-//!   above take its `...Args`; nothing below it sees a flag.
+//!   [`scenario::Scenario`] or a [`server_config::ServerConfig`]. The
+//!   commands above take its `...Args`; nothing below it sees a flag.
 //! - [`server`]: the reference server: a mio loop per worker, SO_REUSEPORT
 //!   listeners, responders built on the pure codecs of `crates/wire`; one
 //!   process or a group on one port.
 //! - [`report`]: live view, summary, JSON result.
 //! - [`child`]: the line protocol between a parent and its child processes.
 //! - [`engine`]: the client's data plane: a mio loop per worker.
+//! - [`server_config`]: the reference server's configuration, as plain
+//!   serde data, and its TLS certificate and key.
 //! - [`tls`]: the rustls configurations of both sides.
 //! - [`scenario`]: what a client run does, as plain serde data.
 //! - [`sys`]: what the OS allows: fd limits, sysctls, kernel counters,
@@ -42,6 +44,7 @@ pub mod metrics;
 pub mod report;
 pub mod scenario;
 pub mod server;
+pub mod server_config;
 pub mod sys;
 pub mod tls;
 pub mod units;

@@ -1,7 +1,7 @@
 //! Command-line flags (clap derive) and their conversion into the plain
 //! values the rest of throng takes: the client's flags become a
 //! [`crate::scenario::Scenario`] (in `scenario`), the server's a
-//! [`crate::server::ServerConfig`] (in `server`). Flag value names are this
+//! [`crate::server_config::ServerConfig`]. Flag value names are this
 //! module's own (clap `ValueEnum`s converted at once into
 //! [`crate::domain`] types); the units they take are [`crate::units`].
 //!

@@ -10,7 +10,7 @@ use clap::Args;
 
 use super::{domain, parse_listen, parse_processes, ModeArg};
 use crate::domain::{Mode, Processes};
-use crate::server::{ServerConfig, ServerTls};
+use crate::server_config::{ServerConfig, ServerTls};
 use crate::units::{parse_duration, parse_positive_count, parse_size};
 use crate::UsageError;
 

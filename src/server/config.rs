@@ -1,82 +1,10 @@
-//! The server's configuration: plain data, serde, no clap types (the
-//! flags that make it are [`crate::cli`]'s). A child of --processes is
-//! given it whole, as JSON.
+//! What the server builds from its configuration
+//! ([`crate::server_config`]): the responder every worker answers with.
 
-use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
-
-use serde::{Deserialize, Serialize};
-
-use super::{Responder, ServerTls};
-use crate::domain::{Mode, Processes};
-
-/// The port the server listens on when no --listen is given.
-pub const DEFAULT_PORT: u16 = 4242;
-
-/// A validated server configuration: plain data, no clap types.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServerConfig {
-    /// Addresses to listen on; empty means the default (dual-stack
-    /// `[::]:4242`, or `0.0.0.0:4242` where IPv6 is off).
-    pub listen: Vec<SocketAddr>,
-    pub mode: Mode,
-    pub udp: bool,
-    pub workers: usize,
-    pub backlog: u32,
-    pub max_pending: usize,
-    pub body_size: usize,
-    pub dns_answer: Ipv4Addr,
-    pub dns_ttl: u32,
-    pub reply: Vec<u8>,
-    pub on_prefix: Vec<u8>,
-    pub stats: bool,
-    pub stats_json: Option<PathBuf>,
-    #[serde(default = "one_process")]
-    pub processes: Processes,
-    #[serde(default)]
-    pub max_connections: u64,
-    /// --tls: the certificate and key every TCP listener serves with.
-    #[serde(default)]
-    pub tls: Option<ServerTls>,
-    /// A child of --processes: the parent checked the ports and reads
-    /// JSON lines.
-    #[serde(default)]
-    pub child: bool,
-    /// A child of an elastic group (--processes auto).
-    #[serde(default)]
-    pub elastic: bool,
-}
-
-fn one_process() -> Processes {
-    Processes::Count(1)
-}
+use super::Responder;
+use crate::server_config::ServerConfig;
 
 impl ServerConfig {
-    /// A server started inside another command (client, compare): one
-    /// worker on 127.0.0.1, a free port, defaults otherwise.
-    pub fn embedded(mode: Mode, udp: bool, tls: Option<ServerTls>) -> ServerConfig {
-        ServerConfig {
-            listen: vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 0))],
-            mode,
-            udp,
-            workers: 1,
-            backlog: 65_535,
-            max_pending: 64 * 1024,
-            body_size: 2,
-            dns_answer: Ipv4Addr::new(192, 0, 2, 1),
-            dns_ttl: 60,
-            reply: Vec::new(),
-            on_prefix: Vec::new(),
-            stats: false,
-            stats_json: None,
-            processes: Processes::Count(1),
-            max_connections: 1_000_000,
-            child: false,
-            elastic: false,
-            tls,
-        }
-    }
-
     pub(super) fn responder(&self) -> Responder {
         Responder::new(
             self.mode,

@@ -10,7 +10,6 @@
 //! (several processes on one port); `worker` and `responder` (the serving).
 
 mod bind;
-mod certs;
 mod config;
 mod multi;
 mod responder;
@@ -20,8 +19,7 @@ pub mod stats;
 mod summary;
 mod worker;
 
-pub use certs::ServerTls;
-pub use config::{ServerConfig, DEFAULT_PORT};
+pub use crate::server_config::{ServerConfig, ServerTls, DEFAULT_PORT};
 pub use responder::Responder;
 pub use running::{start, Running};
 pub(crate) use worker::HandOver;
