@@ -29,6 +29,12 @@ pub enum ChildLine {
     Sample(Sample),
     RampDone {
         seconds: f64,
+        /// The child's connections at that moment (the parent's view sums
+        /// them: its seconds may not have come yet).
+        #[serde(default)]
+        established: u64,
+        #[serde(default)]
+        failed: u64,
     },
     /// Server children: one stats second.
     Stats(serde_json::Value),

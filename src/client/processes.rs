@@ -70,17 +70,21 @@ pub(super) fn run_processes(
             "{}",
             report::plan_paragraph(whole, sources::ports_per_source())
         )?;
-        writeln!(
-            out,
-            "  in {n} processes: {} connections need more fds than one process may hold ({}{})",
-            whole.connections,
-            fd.soft,
-            if fd.hard_is_cap {
-                ", the hard limit here"
-            } else {
-                ""
-            }
-        )?;
+        if a.processes == crate::domain::Processes::Auto {
+            writeln!(
+                out,
+                "  in {n} processes: {} connections need more fds than one process may hold ({}{})",
+                whole.connections,
+                fd.soft,
+                if fd.hard_is_cap {
+                    ", the hard limit here"
+                } else {
+                    ""
+                }
+            )?;
+        } else {
+            writeln!(out, "  in {n} processes (--processes {n})")?;
+        }
         if !whole.sources.is_empty() {
             writeln!(out, "  sources: {why}")?;
         }
@@ -143,6 +147,8 @@ pub(super) fn run_processes(
     let mut live = LiveView::new(a.quiet, whole.connections);
     let mut latest: Vec<Option<crate::engine::Sample>> = vec![None; n as usize];
     let mut ramps = 0;
+    // The children's established and failed connections when their ramps were done.
+    let mut ramp_counts = (0, 0);
     let mut shown = 0;
     let mut alive = n;
     let mut interrupted = false;
@@ -174,8 +180,14 @@ pub(super) fn run_processes(
                         live.second(&sum_samples(&latest, t), whole.connections);
                     }
                 }
-                Ok(ChildLine::RampDone { seconds }) => {
+                Ok(ChildLine::RampDone {
+                    seconds,
+                    established,
+                    failed,
+                }) => {
                     ramps += 1;
+                    ramp_counts.0 += established;
+                    ramp_counts.1 += failed;
                     if ramps == n {
                         if let (true, End::Duration { seconds }) = (common_end, whole.end) {
                             end_at = Some(
@@ -183,10 +195,9 @@ pub(super) fn run_processes(
                                     + std::time::Duration::from_secs_f64(seconds),
                             );
                         }
-                        let sum = sum_samples(&latest, shown);
                         let totals = crate::metrics::ConnTotals {
-                            established: sum.established,
-                            failed: std::array::from_fn(|i| if i == 0 { sum.failed } else { 0 }),
+                            established: ramp_counts.0,
+                            failed: std::array::from_fn(|i| if i == 0 { ramp_counts.1 } else { 0 }),
                             ..Default::default()
                         };
                         live.ramp_done(

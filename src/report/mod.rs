@@ -116,6 +116,8 @@ impl Live for LiveView {
             LiveView::Quiet => {}
             LiveView::Child => crate::child::ChildLine::RampDone {
                 seconds: after.as_secs_f64(),
+                established: t.established,
+                failed: t.failed_total(),
             }
             .print(),
         }
