@@ -8,10 +8,12 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 
-use base64::Engine;
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer, V2Serializer};
-use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
+mod histograms;
+
+pub use histograms::{
+    decode_histogram, encode_histogram, encode_histogram_plain, new_histogram, Histograms, Latency,
+    Percentiles,
+};
 
 /// Linux errno values are below this.
 pub const MAX_ERRNO: usize = 134;
@@ -550,178 +552,9 @@ fn named_rcodes(counts: &[u64; 16]) -> BTreeMap<String, u64> {
     m
 }
 
-/// Latency percentiles with the shape the JSON promises for
-/// `latency.*`: p50..p99.99, max, mean, stdev and the histogram.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Latency {
-    pub count: u64,
-    pub p50: u64,
-    pub p90: u64,
-    pub p99: u64,
-    pub p999: u64,
-    pub p9999: u64,
-    pub max: u64,
-    pub mean: f64,
-    pub stdev: f64,
-    pub hdr: String,
-}
-
-impl Latency {
-    pub fn of(h: &Histogram<u64>) -> Latency {
-        Latency {
-            count: h.len(),
-            p50: h.value_at_quantile(0.50),
-            p90: h.value_at_quantile(0.90),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
-            p9999: h.value_at_quantile(0.9999),
-            max: h.max(),
-            mean: h.mean(),
-            stdev: h.stdev(),
-            hdr: encode_histogram(h),
-        }
-    }
-}
-
-/// A histogram of microseconds from 1 µs to one hour, 3 significant digits.
-pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
-}
-
-/// The run's latency histograms, listed once: what a worker hands back,
-/// and what the workers' join and a merge of results add up.
-pub struct Histograms {
-    pub connect_time: Histogram<u64>,
-    /// Time inside connect() itself (the kernel's port search).
-    pub connect_syscall: Histogram<u64>,
-    pub tls_handshake: Histogram<u64>,
-    pub response_time: Histogram<u64>,
-    pub service_time: Histogram<u64>,
-    pub send_lag: Histogram<u64>,
-    /// How late the loop itself noticed due queries.
-    pub loop_lag: Histogram<u64>,
-}
-
-impl Default for Histograms {
-    fn default() -> Self {
-        Histograms {
-            connect_time: new_histogram(),
-            connect_syscall: new_histogram(),
-            tls_handshake: new_histogram(),
-            response_time: new_histogram(),
-            service_time: new_histogram(),
-            send_lag: new_histogram(),
-            loop_lag: new_histogram(),
-        }
-    }
-}
-
-impl Histograms {
-    fn each_mut(&mut self) -> [&mut Histogram<u64>; 7] {
-        [
-            &mut self.connect_time,
-            &mut self.connect_syscall,
-            &mut self.tls_handshake,
-            &mut self.response_time,
-            &mut self.service_time,
-            &mut self.send_lag,
-            &mut self.loop_lag,
-        ]
-    }
-
-    /// Adds another part's (a worker's, a process's, a host's).
-    pub fn merge(&mut self, o: &Histograms) -> Result<(), hdrhistogram::AdditionError> {
-        let theirs = [
-            &o.connect_time,
-            &o.connect_syscall,
-            &o.tls_handshake,
-            &o.response_time,
-            &o.service_time,
-            &o.send_lag,
-            &o.loop_lag,
-        ];
-        for (mine, theirs) in self.each_mut().into_iter().zip(theirs) {
-            mine.add(theirs)?;
-        }
-        Ok(())
-    }
-}
-
-/// Percentiles of a latency histogram, in microseconds, plus the histogram
-/// itself (HdrHistogram V2 compressed, base64) so results merge exactly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Percentiles {
-    pub count: u64,
-    pub p50: u64,
-    pub p90: u64,
-    pub p99: u64,
-    pub p999: u64,
-    pub max: u64,
-    pub mean: f64,
-    pub hdr: String,
-}
-
-impl Percentiles {
-    pub fn of(h: &Histogram<u64>) -> Percentiles {
-        Percentiles {
-            count: h.len(),
-            p50: h.value_at_quantile(0.50),
-            p90: h.value_at_quantile(0.90),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
-            max: h.max(),
-            mean: h.mean(),
-            hdr: encode_histogram(h),
-        }
-    }
-}
-
-/// HdrHistogram V2 compressed encoding, base64.
-pub fn encode_histogram(h: &Histogram<u64>) -> String {
-    let mut bytes = Vec::new();
-    V2DeflateSerializer::new()
-        .serialize(h, &mut bytes)
-        .expect("serializing to memory");
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-/// The V2 encoding without compression, base64: for the histogram of one
-/// second, encoded every second, where deflate's set-up would cost more
-/// than the bytes it saves. [`decode_histogram`] reads both.
-pub fn encode_histogram_plain(h: &Histogram<u64>) -> String {
-    let mut bytes = Vec::new();
-    V2Serializer::new()
-        .serialize(h, &mut bytes)
-        .expect("serializing to memory");
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-/// The inverse of [`encode_histogram`] and [`encode_histogram_plain`].
-pub fn decode_histogram(s: &str) -> anyhow::Result<Histogram<u64>> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(s)?;
-    let h = hdrhistogram::serialization::Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .map_err(|e| anyhow::anyhow!("bad HDR histogram: {e:?}"))?;
-    Ok(h)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn histogram_round_trips() {
-        let mut h = new_histogram();
-        for v in [10, 100, 1000, 10_000] {
-            h.record(v).unwrap();
-        }
-        let back = decode_histogram(&encode_histogram(&h)).unwrap();
-        assert_eq!(back.len(), 4);
-        assert_eq!(back.max(), h.max());
-        let p = Percentiles::of(&h);
-        assert_eq!(p.count, 4);
-        assert!(p.p50 >= 100 && p.p50 <= 1001);
-    }
 
     #[test]
     fn buckets_by_errno() {

@@ -1,0 +1,140 @@
+//! DNS queries, encoded once at start: each query copies its question
+//! (name, type, class in wire format) behind a fresh header and fills its
+//! `{rand}` labels in place; responses are matched by ID.
+
+use rand::Rng;
+use rand_pcg::Pcg64Mcg;
+
+use super::{Frame, Status};
+use crate::scenario::RAND_LABEL_LEN;
+
+/// The DNS queries of a run, encoded once: each query copies its question
+/// behind a fresh header.
+pub struct DnsQueries {
+    /// Every question (name, type, class) in wire format, one after another.
+    pub(super) bytes: Vec<u8>,
+    questions: Vec<Question>,
+    /// Offsets inside their question of the `{rand}` labels to fill, for
+    /// all questions (each question knows its run of entries).
+    rand_at: Vec<u16>,
+    /// The distinct query types in slot order: RCODEs are counted per slot.
+    pub qtypes: Vec<u16>,
+    edns: Option<wire::dns::Edns>,
+}
+
+/// One question of [`DnsQueries`].
+pub(super) struct Question {
+    start: u32,
+    len: u16,
+    /// Index of its type in `qtypes`.
+    pub(super) slot: u8,
+    /// Its entries in `rand_at`: first, count.
+    rand_first: u32,
+    rand_count: u8,
+}
+
+impl DnsQueries {
+    /// Names and types were checked when the scenario was made.
+    pub(super) fn new(
+        qtype: u16,
+        names: &[String],
+        qtypes: &[u16],
+        edns: Option<wire::dns::Edns>,
+    ) -> Self {
+        let mut d = DnsQueries {
+            bytes: Vec::new(),
+            questions: Vec::with_capacity(names.len()),
+            rand_at: Vec::new(),
+            qtypes: Vec::new(),
+            edns,
+        };
+        let placeholder = "x".repeat(RAND_LABEL_LEN);
+        for (i, name) in names.iter().enumerate() {
+            let t = qtypes.get(i).copied().unwrap_or(qtype);
+            let slot = match d.qtypes.iter().position(|&q| q == t) {
+                Some(s) => s,
+                None => {
+                    d.qtypes.push(t);
+                    d.qtypes.len() - 1
+                }
+            };
+            let start = d.bytes.len();
+            let rand_first = d.rand_at.len();
+            let filled = if name.contains("{rand}") {
+                // In wire form every character sits one byte after its
+                // place in the text (a label's length byte stands where
+                // the dot before it was).
+                let mut text = String::with_capacity(name.len());
+                let mut rest = name.as_str();
+                while let Some(at) = rest.find("{rand}") {
+                    text.push_str(&rest[..at]);
+                    d.rand_at.push((text.len() + 1) as u16);
+                    text.push_str(&placeholder);
+                    rest = &rest[at + "{rand}".len()..];
+                }
+                text.push_str(rest);
+                text
+            } else {
+                name.clone()
+            };
+            if wire::dns::encode_question(&filled, t, &mut d.bytes).is_err() {
+                // Unreachable after the scenario's checks: ask for the
+                // root rather than send garbage.
+                d.rand_at.truncate(rand_first);
+                let _ = wire::dns::encode_question(".", t, &mut d.bytes);
+            }
+            d.questions.push(Question {
+                start: start as u32,
+                len: (d.bytes.len() - start) as u16,
+                slot: slot as u8,
+                rand_first: rand_first as u32,
+                rand_count: (d.rand_at.len() - rand_first) as u8,
+            });
+        }
+        d
+    }
+
+    pub(super) fn question(&self, n: u64) -> &Question {
+        &self.questions[(n % self.questions.len() as u64) as usize]
+    }
+
+    /// Appends query `n` (without a TCP length) and returns its ID.
+    pub(super) fn encode(&self, n: u64, rng: &mut Pcg64Mcg, out: &mut Vec<u8>) -> u64 {
+        let id = n as u16;
+        let q = self.question(n);
+        let at = out.len() + wire::dns::HEADER_LEN;
+        let start = q.start as usize;
+        wire::dns::build_query_from(
+            id,
+            &self.bytes[start..start + usize::from(q.len)],
+            self.edns,
+            out,
+        );
+        let first = q.rand_first as usize;
+        for &off in &self.rand_at[first..first + usize::from(q.rand_count)] {
+            let label = &mut out[at + usize::from(off)..][..RAND_LABEL_LEN];
+            for b in label {
+                *b = b"abcdefghijklmnopqrstuvwxyz0123456789"[rng.random_range(0..36)];
+            }
+        }
+        u64::from(id)
+    }
+}
+
+/// A DNS message of a `len`-byte frame: matched by its ID; a query that
+/// came back (QR clear) is "echoed".
+pub(super) fn dns_frame(message: &[u8], len: usize) -> Frame {
+    match wire::dns::response_info(message) {
+        Ok(info) => Frame::Response {
+            len,
+            key: Some(u64::from(info.id)),
+            status: if info.is_response {
+                Status::Rcode(info.rcode)
+            } else {
+                Status::Echoed
+            },
+            close: false,
+        },
+        Err(_) => Frame::Malformed,
+    }
+}
