@@ -71,6 +71,29 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut out: StatsOut) -> Result
         .map(|_| member(cfg, &addrs, workers, false))
         .collect::<Result<Vec<_>>>()?;
     let mut children = Children::spawn(members, stop, false)?;
+    // The banner says the server is up (scripts and tests connect when they
+    // read it): every child listens first. What else comes meanwhile is
+    // handled after, in order.
+    let mut early = std::collections::VecDeque::new();
+    let mut ready = 0;
+    while ready < n {
+        match stop.wait_reason(None) {
+            Some(Reason::ChildLine(_, line))
+                if matches!(
+                    serde_json::from_str::<ChildLine>(&line),
+                    Ok(ChildLine::Ready)
+                ) =>
+            {
+                ready += 1;
+            }
+            Some(r @ (Reason::Signal | Reason::ChildExit(_))) => {
+                early.push_back(r);
+                break;
+            }
+            Some(r) => early.push_back(r),
+            None => break,
+        }
+    }
 
     let capacity = fd.soft.saturating_sub(FD_OVERHEAD);
     let mut banner = io::stdout().lock();
@@ -109,7 +132,11 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut out: StatsOut) -> Result
     let mut finals: Vec<Option<ChildTotals>> = vec![None; n as usize];
     let mut alive = n;
     while alive > 0 {
-        match stop.wait_reason(None) {
+        let next = match early.pop_front() {
+            Some(r) => Some(r),
+            None => stop.wait_reason(None),
+        };
+        match next {
             Some(Reason::Signal) => children.signal(libc::SIGTERM),
             Some(Reason::ChildExit(_)) => alive -= 1,
             Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
