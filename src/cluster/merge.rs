@@ -19,13 +19,65 @@ use crate::UsageError;
 pub fn read(path: &Path) -> Result<RunResult> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| {
+    parse(&text).map_err(|e| {
         UsageError(format!(
             "{}: not a throng client result: {e}",
             path.display()
         ))
         .into()
     })
+}
+
+/// The largest count a result may hold: 2^53, the last integer every JSON
+/// reader keeps exact. Counts up to it sum without overflow over the
+/// files of any merge short of 2,048 of them, each at the limit.
+pub const MAX_COUNT: u64 = 1 << 53;
+
+/// A result from the text of its file (what [`read`] reads; the fuzz
+/// target `merge_result` feeds it any text). The file is not trusted: a
+/// count past [`MAX_COUNT`] in what it measured is refused here rather
+/// than overflowing a sum in the merge or the summary.
+pub fn parse(text: &str) -> Result<RunResult, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    for key in [
+        "connections",
+        "queries",
+        "latency",
+        "dns",
+        "per_second",
+        "duration_s",
+    ] {
+        if let Some(m) = v.get(key) {
+            too_large(m, key)?;
+        }
+    }
+    serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+/// The first integer in `v` out of ±[`MAX_COUNT`], named by its path.
+fn too_large(v: &Value, path: &str) -> Result<(), String> {
+    match v {
+        Value::Number(n) => {
+            let fits = n
+                .as_u64()
+                .map(|u| u <= MAX_COUNT)
+                .or(n.as_i64().map(|i| i.unsigned_abs() <= MAX_COUNT));
+            match fits {
+                Some(false) => Err(format!(
+                    "{path} is {n}, more than a run counts (at most 2^53)"
+                )),
+                _ => Ok(()),
+            }
+        }
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, x)| too_large(x, &format!("{path}[{i}]"))),
+        Value::Object(o) => o
+            .iter()
+            .try_for_each(|(k, x)| too_large(x, &format!("{path}.{k}"))),
+        _ => Ok(()),
+    }
 }
 
 /// The first path at which two JSON values differ.
@@ -514,6 +566,63 @@ pub(crate) mod tests {
             m.connections.failed_other_by_errno,
             BTreeMap::from([(libc::EPERM, 3), (97, 2)])
         );
+    }
+
+    /// A slice's result as its file holds it, one key of it replaced.
+    fn file_with(path: &[&str], value: serde_json::Value) -> String {
+        let mut v = serde_json::to_value(slice(1, &outcome(1, 2.0))).unwrap();
+        let (last, up) = path.split_last().unwrap();
+        let at = up.iter().fold(&mut v, |v, k| &mut v[*k]);
+        at[*last] = value;
+        v.to_string()
+    }
+
+    #[test]
+    fn a_result_file_reads_back_as_written() {
+        let a = slice(1, &outcome(1, 2.0));
+        assert_eq!(parse(&serde_json::to_string(&a).unwrap()).unwrap(), a);
+    }
+
+    /// Regression (found writing the merge_result fuzz target): a negative
+    /// or huge time in a result file panicked in `Duration::from_secs_f64`
+    /// when merged.
+    #[test]
+    fn a_time_that_is_no_duration_is_an_error_not_a_panic() {
+        for (path, secs) in [
+            (&["connections", "ramp_s"][..], -1.0),
+            (&["connections", "verify_s"][..], -0.5),
+            (&["duration_s"][..], 1e300),
+        ] {
+            let r = parse(&file_with(path, secs.into())).unwrap();
+            let Err(e) = r.outcome() else {
+                panic!("{path:?} = {secs} read as a time");
+            };
+            let e = e.to_string();
+            assert!(e.contains(path[path.len() - 1]), "{e}");
+            assert!(merge(&[r.clone(), r], &names()).is_err());
+        }
+    }
+
+    /// Regression (found writing the merge_result fuzz target): counts near
+    /// u64::MAX overflowed the sums of a merge (the ConnTotals, QueryTotals
+    /// and StatusCounts merges, the HTTP status table): a panic in a debug
+    /// build, a wrapped count in a release one.
+    #[test]
+    fn counts_past_2_pow_53_are_refused_on_reading() {
+        for path in [
+            &["connections", "attempted"][..],
+            &["queries", "sent"],
+            &["queries", "http_status", "200"],
+            &["dns", "rcodes", "NOERROR"],
+        ] {
+            let e = parse(&file_with(path, u64::MAX.into())).unwrap_err();
+            assert!(e.contains(&path.join(".")), "{e}");
+            assert!(e.contains("2^53"), "{e}");
+        }
+        let max = file_with(&["queries", "sent"], MAX_COUNT.into());
+        let r = parse(&max).unwrap();
+        assert_eq!(r.queries.as_ref().unwrap().sent, MAX_COUNT);
+        merge(&[r.clone(), r], &names()).unwrap();
     }
 
     #[test]

@@ -391,6 +391,13 @@ pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     result.with_context(|| format!("writing --json {}", path.display()))
 }
 
+/// A time read back from a result: a file may hold any number, and
+/// `Duration::from_secs_f64` panics on a negative or huge one.
+fn duration(key: &str, secs: f64) -> anyhow::Result<std::time::Duration> {
+    std::time::Duration::try_from_secs_f64(secs)
+        .map_err(|_| anyhow::anyhow!("{key} is {secs}: not a time in seconds"))
+}
+
 /// Code of an RCODE name as [`crate::metrics::StatusCounts::rcode_map`] writes it.
 fn rcode_of(name: &str) -> Option<usize> {
     match name {
@@ -512,9 +519,15 @@ impl RunResult {
             peak: c.peak,
             per_second: self.per_second.clone(),
             interrupted: self.interrupted,
-            ramp_time: c.ramp_s.map(std::time::Duration::from_secs_f64),
-            verify_time: c.verify_s.map(std::time::Duration::from_secs_f64),
-            elapsed: std::time::Duration::from_secs_f64(self.duration_s),
+            ramp_time: c
+                .ramp_s
+                .map(|s| duration("connections.ramp_s", s))
+                .transpose()?,
+            verify_time: c
+                .verify_s
+                .map(|s| duration("connections.verify_s", s))
+                .transpose()?,
+            elapsed: duration("duration_s", self.duration_s)?,
             queries,
         })
     }
