@@ -103,14 +103,6 @@ fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
     }
 }
 
-fn add_opt<T: std::ops::Add<Output = T> + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x + y),
-        (x, None) => x,
-        (None, y) => y,
-    }
-}
-
 /// Merges results of one run. `names` say where each came from (for the
 /// `parts` list). Errors when the results are of different scenarios.
 pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
@@ -184,7 +176,9 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
                 .filter(|r| r.latency.is_some())
                 .filter_map(|r| r.queries.as_ref())
         };
-        q.rate_target = with_traffic().map(|q| q.rate_target).fold(None, add_opt);
+        q.rate_target = with_traffic()
+            .map(|q| q.rate_target)
+            .fold(None, crate::metrics::add_opt);
         q.rate_achieved = with_traffic().map(|q| q.rate_achieved).sum();
         q.rate_sent = with_traffic().map(|q| q.rate_sent).sum();
     }

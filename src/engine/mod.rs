@@ -127,13 +127,7 @@ impl Sample {
     /// of two cannot be combined, and the sum has none.) The time fields
     /// are the first part's.
     pub fn merged<'a>(parts: impl IntoIterator<Item = &'a Sample>) -> Sample {
-        fn add<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
-            match (a, b) {
-                (Some(x), Some(y)) => Some(x + y),
-                (x, None) => x,
-                (None, y) => y,
-            }
-        }
+        use crate::metrics::add_opt as add;
         let mut m: Option<Sample> = None;
         let mut hist: Option<Histogram<u64>> = None;
         let mut unknown = false;

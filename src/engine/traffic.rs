@@ -181,17 +181,15 @@ impl Worker {
         let n = conn.flight.queries;
         let target = conn.target as usize;
         let (codec, rng) = (&t.codec, &mut t.rng);
-        let qkey = if conn.link.is_udp() {
-            conn.link
-                .queue_with(&mut conn.pending_out, &mut self.out, |out| {
+        let qkey = conn
+            .link
+            .queue_with(&mut conn.pending_out, &mut self.out, |out, datagram| {
+                if datagram {
                     codec.encode_datagram(n, target, now, rng, out)
-                })
-        } else {
-            conn.link
-                .queue_with(&mut conn.pending_out, &mut self.out, |out| {
+                } else {
                     codec.encode(n, target, now, rng, out)
-                })
-        };
+                }
+            });
         conn.flight.queries += 1;
         if !conn.has(Flags::DIRTY) {
             conn.set(Flags::DIRTY, true);

@@ -15,6 +15,15 @@ pub use histograms::{
     Percentiles,
 };
 
+/// Sums two optional figures: the one there when only one is.
+pub fn add_opt<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x + y),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
 /// Linux errno values are below this.
 pub const MAX_ERRNO: usize = 134;
 
