@@ -296,6 +296,7 @@ impl Worker {
             return;
         }
         let conn = &mut self.conns[key];
+        lend(&mut conn.pending_out, &mut self.spare);
         conn.link.queue(&mut conn.pending_out, data);
         self.mark_dirty(key);
     }
@@ -340,8 +341,9 @@ impl Worker {
                 bump(&self.q.bytes_out, payload as u64);
                 if n == conn.pending_out.len() {
                     if !self.busy || conn.pending_out.capacity() > 16 * 1024 {
-                        // Nothing kept while idle.
-                        conn.pending_out = Vec::new();
+                        // Nothing kept while idle: the buffer goes back to
+                        // the spares.
+                        give_back(std::mem::take(&mut conn.pending_out), &mut self.spare);
                     } else {
                         // Never idle (closed loop): the next answer sends
                         // again; no realloc.
@@ -361,6 +363,30 @@ impl Worker {
     }
 }
 
+/// The most spare output buffers a worker keeps, and the largest it
+/// keeps: enough for the connections that write in one loop turn of an
+/// open-loop run, at most 4 MiB a worker.
+const SPARES: usize = 1024;
+const SPARE_BYTES: usize = 4 * 1024;
+
+/// Gives a connection about to queue a message a spare output buffer if
+/// it has none.
+#[inline]
+pub(super) fn lend(out: &mut Vec<u8>, spare: &mut Vec<Vec<u8>>) {
+    if out.capacity() == 0 {
+        *out = spare.pop().unwrap_or_else(|| Vec::with_capacity(512));
+    }
+}
+
+/// Keeps an emptied output buffer for the next connection that writes,
+/// unless there are enough spares already or it grew large.
+fn give_back(mut buf: Vec<u8>, spare: &mut Vec<Vec<u8>>) {
+    if spare.len() < SPARES && buf.capacity() <= SPARE_BYTES {
+        buf.clear();
+        spare.push(buf);
+    }
+}
+
 /// A probe's answer that refuses it, in words: an HTTP error status, a DNS
 /// FORMERR, NOTIMP or REFUSED, or a reply that does not match.
 fn refusal(status: Status) -> Option<String> {
@@ -376,5 +402,41 @@ fn refusal(status: Status) -> Option<String> {
         )),
         Status::Mismatch => Some("a reply that does not match the probe".into()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_connections_buffer_is_lent_to_the_next_writer() {
+        let mut spare = Vec::new();
+        let mut a = Vec::new();
+        lend(&mut a, &mut spare);
+        a.extend_from_slice(b"query");
+        let at = a.as_ptr();
+        give_back(std::mem::take(&mut a), &mut spare);
+        assert_eq!(a.capacity(), 0, "the idle connection holds nothing");
+        let mut b = Vec::new();
+        lend(&mut b, &mut spare);
+        assert_eq!((b.as_ptr(), b.len()), (at, 0), "the same buffer, empty");
+        assert!(spare.is_empty());
+        // A connection that has a buffer keeps it.
+        let mut c = Vec::with_capacity(8);
+        let kept = c.as_ptr();
+        lend(&mut c, &mut spare);
+        assert_eq!(c.as_ptr(), kept);
+    }
+
+    #[test]
+    fn spares_are_bounded_in_number_and_size() {
+        let mut spare = Vec::new();
+        give_back(Vec::with_capacity(SPARE_BYTES + 1), &mut spare);
+        assert!(spare.is_empty(), "a buffer that grew large is freed");
+        for _ in 0..SPARES + 10 {
+            give_back(Vec::with_capacity(64), &mut spare);
+        }
+        assert_eq!(spare.len(), SPARES);
     }
 }

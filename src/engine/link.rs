@@ -5,6 +5,7 @@
 //! datagrams wait in the output buffer each behind a 2-byte length).
 
 use std::io::{self, Read, Write};
+use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 
 use mio::net::{TcpStream, UdpSocket};
@@ -250,15 +251,12 @@ fn send_datagrams(sock: &UdpSocket, data: &[u8]) -> io::Result<(usize, usize)> {
         }; BATCH];
         let mut ends = [0usize; BATCH];
         let n = next_batch(data, off, &mut iov, &mut ends);
-        // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
-        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()).take(n) {
-            m.msg_hdr.msg_iov = v;
-            m.msg_hdr.msg_iovlen = 1;
-        }
-        // SAFETY: `msgs[..n]` point at iovecs that point into `data`, all
-        // alive for the call; the socket is connected, so no address.
-        let rc = unsafe { libc::sendmmsg(sock.as_raw_fd(), msgs.as_mut_ptr(), n as u32, 0) };
+        let mut msgs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; BATCH];
+        headers(&mut msgs, &mut iov[..n]);
+        // SAFETY: `msgs[..n]` are written and point at iovecs that point
+        // into `data`, all alive for the call; the socket is connected, so
+        // no address.
+        let rc = unsafe { libc::sendmmsg(sock.as_raw_fd(), msgs[0].as_mut_ptr(), n as u32, 0) };
         if rc < 0 {
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
@@ -283,6 +281,20 @@ fn send_datagrams(sock: &UdpSocket, data: &[u8]) -> io::Result<(usize, usize)> {
     Ok((off, payload))
 }
 
+/// Writes a header for each of `iov` (one buffer each) into the front of
+/// `msgs`: only the headers a call uses are written (zeroing all 2 KiB of
+/// the batch on every call was 4% of the instructions of a DNS answer
+/// over UDP).
+fn headers(msgs: &mut [MaybeUninit<libc::mmsghdr>; BATCH], iov: &mut [libc::iovec]) {
+    for (m, v) in msgs.iter_mut().zip(iov) {
+        // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
+        let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        h.msg_hdr.msg_iov = v;
+        h.msg_hdr.msg_iovlen = 1;
+        m.write(h);
+    }
+}
+
 fn recv_datagrams(
     sock: &UdpSocket,
     buf: &mut [u8],
@@ -298,18 +310,15 @@ fn recv_datagrams(
         v.iov_base = buf[i * slot..].as_mut_ptr().cast();
         v.iov_len = slot;
     }
-    // SAFETY: mmsghdr is plain data; all-zero is a valid empty value.
-    let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()).take(n) {
-        m.msg_hdr.msg_iov = v;
-        m.msg_hdr.msg_iovlen = 1;
-    }
-    // SAFETY: each iovec points at its own `slot` bytes of `buf`, which
-    // outlives the call; no timeout, no addresses asked for.
+    let mut msgs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; BATCH];
+    headers(&mut msgs, &mut iov[..n]);
+    // SAFETY: `msgs[..n]` are written; each points at an iovec for its own
+    // `slot` bytes of `buf`, which outlives the call; no timeout, no
+    // addresses asked for.
     let rc = unsafe {
         libc::recvmmsg(
             sock.as_raw_fd(),
-            msgs.as_mut_ptr(),
+            msgs[0].as_mut_ptr(),
             n as u32,
             libc::MSG_DONTWAIT,
             std::ptr::null_mut(),
@@ -319,8 +328,9 @@ fn recv_datagrams(
         return Err(io::Error::last_os_error());
     }
     let got = rc as usize;
-    for (l, m) in lens.iter_mut().zip(&msgs).take(got) {
-        *l = (m.msg_len as usize).min(slot);
+    for (l, m) in lens.iter_mut().zip(&msgs).take(got.min(n)) {
+        // SAFETY: one of the `n` headers written above.
+        *l = (unsafe { m.assume_init_ref() }.msg_len as usize).min(slot);
     }
     Ok(got)
 }

@@ -10,6 +10,7 @@ use super::conn::{Flags, NOT_ACTIVE};
 use super::connections::remove_active;
 use super::deadlines::Entry;
 use super::inflight::{Answer, Outstanding, NO_DEADLINE};
+use super::io::lend;
 use super::pacing::Due;
 use super::proto::Status;
 use super::worker::{End, Worker};
@@ -181,6 +182,7 @@ impl Worker {
         let n = conn.flight.queries;
         let target = conn.target as usize;
         let (codec, rng) = (&t.codec, &mut t.rng);
+        lend(&mut conn.pending_out, &mut self.spare);
         let qkey = conn
             .link
             .queue_with(&mut conn.pending_out, &mut self.out, |out, datagram| {

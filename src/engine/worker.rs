@@ -147,6 +147,10 @@ pub struct Worker {
     pub(super) traffic: Option<Traffic>,
     pub(super) scratch: Vec<u8>,
     pub(super) out: Vec<u8>,
+    /// Output buffers given back by connections that went idle, lent to
+    /// the next one that queues a message: a message costs no allocation,
+    /// and an idle connection holds no buffer.
+    pub(super) spare: Vec<Vec<u8>>,
     /// Connections with bytes to write at the end of this loop turn.
     pub(super) dirty: Vec<usize>,
     /// Queries are sparse per connection (--interval, or none): free a
@@ -272,6 +276,7 @@ impl Worker {
             traffic,
             scratch: vec![0; 64 * 1024],
             out: Vec::with_capacity(4096),
+            spare: Vec::new(),
             dirty: Vec::new(),
             busy: matches!(model, Some(Model::ClosedLoop { .. })),
             sparse: !matches!(
