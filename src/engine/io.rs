@@ -11,7 +11,7 @@ use super::conn::{Flags, State};
 use super::link::BATCH;
 use super::proto::{Frame, Status};
 use super::worker::{End, Worker};
-use crate::metrics::{bump, Bucket, E_MALFORMED};
+use crate::metrics::{bump, Bucket, E_MALFORMED, E_OVERSIZED};
 use crate::scenario::Query;
 
 impl Worker {
@@ -85,7 +85,7 @@ impl Worker {
         };
         match t.codec.decode_datagram(data) {
             Frame::Response { key: q, status, .. } => self.answered(key, q, status),
-            Frame::Incomplete | Frame::Malformed => t.rec.error(E_MALFORMED),
+            Frame::Incomplete | Frame::Malformed | Frame::Oversized => t.rec.error(E_MALFORMED),
         }
     }
 
@@ -235,7 +235,7 @@ impl Worker {
                         self.answered(key, qkey, status);
                     }
                 }
-                Frame::Malformed => {
+                f @ (Frame::Malformed | Frame::Oversized) => {
                     if probing {
                         // The server answered, in its own language: it
                         // accepted the connection, not the probe.
@@ -251,8 +251,12 @@ impl Worker {
                         self.verified(key);
                         used = input.len();
                     } else if self.traffic.is_some() {
-                        bump(&self.q.errors[E_MALFORMED], 1);
-                        self.end(key, End::Garbled);
+                        let cause = if f == Frame::Oversized {
+                            E_OVERSIZED
+                        } else {
+                            E_MALFORMED
+                        };
+                        self.garbled(key, cause);
                         alive = false;
                         break;
                     } else {
@@ -264,6 +268,18 @@ impl Worker {
                 alive = false;
                 break;
             }
+        }
+        let cap = self
+            .traffic
+            .as_ref()
+            .map_or(&self.probe_codec, |t| &t.codec)
+            .input_cap();
+        if alive && input.len() - used > cap {
+            // A response that does not end (a length or a chunk size it
+            // never fills, a marker that never comes): keeping more would
+            // let the peer fill the client's memory.
+            self.garbled(key, E_OVERSIZED);
+            alive = false;
         }
         if alive {
             let rest = &input[used..];
@@ -281,6 +297,15 @@ impl Worker {
             self.after_progress(key);
         }
         alive
+    }
+
+    /// Bytes that cannot be answers (`cause`: malformed or oversized) end
+    /// the connection: what follows them cannot be framed either.
+    fn garbled(&mut self, key: usize, cause: usize) {
+        if let Some(t) = self.traffic.as_mut() {
+            t.rec.error(cause);
+        }
+        self.end(key, End::Garbled);
     }
 
     pub(super) fn on_writable(&mut self, key: usize) {

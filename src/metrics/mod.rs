@@ -359,13 +359,16 @@ impl ConnTotals {
 }
 
 /// Why a query ended in error (`queries.errors.<cause>`).
-pub const ERROR_CAUSES: [&str; 6] = [
+/// New causes go at the end, so that the others' indices (`E_*`) keep
+/// their meaning.
+pub const ERROR_CAUSES: [&str; 7] = [
     "malformed",
     "unmatched",
     "mismatch",
     "conn_lost",
     "no_connection",
     "connect",
+    "oversized",
 ];
 pub const E_MALFORMED: usize = 0;
 pub const E_UNMATCHED: usize = 1;
@@ -374,6 +377,9 @@ pub const E_CONN_LOST: usize = 3;
 pub const E_NO_CONNECTION: usize = 4;
 /// tcp-per-query: the query's own connection failed (see the buckets).
 pub const E_CONNECT: usize = 5;
+/// A response longer than the connection's input cap (see
+/// `Codec::input_cap`): its connection ends, as with malformed bytes.
+pub const E_OVERSIZED: usize = 6;
 
 /// Live query counters of one client worker.
 #[repr(align(128))]

@@ -146,7 +146,7 @@ pub struct Queries {
     pub answered: u64,
     pub timed_out: u64,
     /// Every cause, zero or not: malformed, unmatched, mismatch, conn_lost,
-    /// no_connection.
+    /// no_connection, connect, oversized.
     pub errors: BTreeMap<String, u64>,
     /// Queries per second asked for, averaged over the traffic (None in
     /// closed loop).

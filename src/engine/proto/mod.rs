@@ -48,7 +48,17 @@ pub enum Frame {
     },
     /// The bytes cannot be framed: the connection is of no further use.
     Malformed,
+    /// A response longer than the protocol allows (an HTTP head or a
+    /// ping line past 64 KiB): the connection is of no further use.
+    Oversized,
 }
+
+/// The most a connection keeps of a response still incomplete, unless its
+/// protocol's frames are longer (see [`Codec::input_cap`]): a peer that
+/// never ends its frame costs this much memory per connection, not more.
+/// Frames of DNS over TCP (65,537 bytes at most), echo and ping never
+/// reach it; an HTTP reply (head and body) or a --marker reply may.
+pub const INPUT_CAP: usize = 1024 * 1024;
 
 /// Where [`Codec::decode`] stopped in the response at the front of the
 /// bytes it was given, when it said [`Frame::Incomplete`]. The caller keeps
@@ -174,6 +184,17 @@ impl Codec {
                     .as_deref()
                     .map(|m| Box::new(Finder::new(&unescaped(m)).into_owned())),
             },
+        }
+    }
+
+    /// The most bytes of one incomplete response a connection keeps:
+    /// [`INPUT_CAP`], or an echo message when --size is larger. (The bytes
+    /// of a read are framed before the cap is checked, so a connection may
+    /// hold up to one read more.)
+    pub fn input_cap(&self) -> usize {
+        match self {
+            Codec::Echo { size, .. } => INPUT_CAP.max(*size),
+            _ => INPUT_CAP,
         }
     }
 
@@ -325,7 +346,7 @@ impl Codec {
                 let Some(len) = wire::line::find_line(&buf[from..]).map(|n| from + n) else {
                     resume.searched(buf.len());
                     return if buf.len() > 64 * 1024 {
-                        Frame::Malformed
+                        Frame::Oversized
                     } else {
                         Frame::Incomplete
                     };
@@ -347,6 +368,7 @@ impl Codec {
             }
             Codec::Http { head, .. } => match wire::http::parse_response_head(buf, *head) {
                 Ok(None) => Frame::Incomplete,
+                Err(wire::http::HttpError::HeadTooLarge) => Frame::Oversized,
                 Err(_) => Frame::Malformed,
                 Ok(Some(h)) => {
                     let body_len = match h.body {
@@ -661,7 +683,7 @@ mod tests {
                         pending.drain(..len);
                     }
                     Frame::Incomplete => break,
-                    Frame::Malformed => panic!("malformed after {frames:?}"),
+                    f @ (Frame::Malformed | Frame::Oversized) => panic!("{f:?} after {frames:?}"),
                 }
             }
         }
@@ -733,6 +755,27 @@ mod tests {
         assert_eq!(resume, Resume::default());
     }
 
+    #[test]
+    fn http_head_past_64_kib_is_oversized() {
+        let mut head = b"HTTP/1.1 200 OK\r\n".to_vec();
+        while head.len() <= 64 * 1024 {
+            head.extend_from_slice(b"X-Filler: aaaaaaaa\r\n");
+        }
+        assert_eq!(fresh(&http(), &head), Frame::Oversized);
+        assert_eq!(fresh(&http(), b"SSH-2.0-x\r\n\r\n"), Frame::Malformed);
+    }
+
+    #[test]
+    fn input_cap_holds_the_longest_echo() {
+        let echo = |size| Codec::Echo {
+            size,
+            validate: false,
+        };
+        assert_eq!(echo(64).input_cap(), INPUT_CAP);
+        assert_eq!(echo(4 * INPUT_CAP).input_cap(), 4 * INPUT_CAP);
+        assert_eq!(http().input_cap(), INPUT_CAP);
+    }
+
     fn raw(marker: &[u8]) -> Codec {
         Codec::Raw {
             message: b"hi".to_vec(),
@@ -792,7 +835,7 @@ mod tests {
         };
         assert_eq!(
             (f, buf.len(), searched),
-            (Frame::Malformed, 64 * 1024 + 1, buf.len())
+            (Frame::Oversized, 64 * 1024 + 1, buf.len())
         );
     }
 

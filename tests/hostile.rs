@@ -1,0 +1,671 @@
+//! `throng client` against hostile servers written here: garbage for every
+//! protocol, frames that never end, answers to queries never sent, answers
+//! twice or out of order, a close or a reset in the middle of a response.
+//! Each test asserts what was counted and that the run ended on time: a
+//! load tool is pointed at servers that misbehave.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{client, errors, peer};
+use serde_json::Value;
+
+/// The client's input cap (`engine::proto::INPUT_CAP`, README).
+const CAP: u64 = 1024 * 1024;
+/// One read of the client's scratch buffer: framed before the cap is
+/// checked.
+const READ: u64 = 64 * 1024;
+
+/// Runs `throng client ADDR <args>`: (exit code, output, JSON, seconds).
+fn run(name: &str, addr: SocketAddr, args: &[&str]) -> (i32, String, Value, f64) {
+    let t = Instant::now();
+    let mut all = vec![addr.to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let (code, out, v, _) = client(name, &all, false);
+    (code, out, v, t.elapsed().as_secs_f64())
+}
+
+fn q(v: &Value, key: &str) -> u64 {
+    v["queries"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("queries.{key}: {v}"))
+}
+
+/// `queries.errors.<cause>`.
+fn err(v: &Value, cause: &str) -> u64 {
+    v["queries"]["errors"][cause]
+        .as_u64()
+        .unwrap_or_else(|| panic!("queries.errors.{cause}: {v}"))
+}
+
+/// `connections.failed.<bucket>`.
+fn failed(v: &Value, bucket: &str) -> u64 {
+    v["connections"]["failed"][bucket]
+        .as_u64()
+        .unwrap_or_else(|| panic!("connections.failed.{bucket}: {v}"))
+}
+
+fn failed_total(v: &Value) -> u64 {
+    v["connections"]["failed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum()
+}
+
+/// Reads one length-prefixed DNS message (None at the end).
+fn read_dns(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).ok()?;
+    let mut msg = vec![0; usize::from(u16::from_be_bytes(len))];
+    s.read_exact(&mut msg).ok()?;
+    Some(msg)
+}
+
+/// The answer to a DNS query, framed: the query with QR set (NOERROR, the
+/// question echoed, no records). `id` replaces its ID when given.
+fn dns_answer(query: &[u8], id: Option<u16>) -> Vec<u8> {
+    let mut m = query.to_vec();
+    m[2] |= 0x80;
+    if let Some(id) = id {
+        m[..2].copy_from_slice(&id.to_be_bytes());
+    }
+    let mut f = (m.len() as u16).to_be_bytes().to_vec();
+    f.extend(m);
+    f
+}
+
+/// A peer that answers every read with `reply`.
+fn replying(reply: &'static [u8]) -> SocketAddr {
+    peer(move |mut s| {
+        let mut buf = [0u8; 4096];
+        while let Ok(1..) = s.read(&mut buf) {
+            if s.write_all(reply).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+// ---- garbage ---------------------------------------------------------------
+
+/// Garbage in place of every answer, for a protocol that frames its
+/// answers (dns, echo, http): each is `malformed` and ends its connection
+/// (nothing after it can be framed), counted as a reset; the query in
+/// flight on it is `conn_lost`; --reconnect replaces it. The default check
+/// fails the run (exit 1).
+fn garbage_ends_each_connection(proto: &str, reply: &'static [u8]) {
+    let addr = replying(reply);
+    let (code, out, v, secs) = run(
+        &format!("garbage-{proto}"),
+        addr,
+        &[
+            "--proto",
+            proto,
+            "-c",
+            "2",
+            "--reconnect",
+            "--interval",
+            "100ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "300ms",
+        ],
+    );
+    assert_eq!(code, 1, "answered < 99%: {out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    let malformed = err(&v, "malformed");
+    assert!(malformed >= 4, "{out}");
+    assert_eq!(q(&v, "answered"), 0, "{out}");
+    // One connection ended per garbled answer, in the reset bucket.
+    assert_eq!(failed(&v, "reset"), malformed, "{out}");
+    assert_eq!(failed_total(&v), malformed, "{out}");
+    // The query each garbled answer came for (one at a time per
+    // connection) went with its connection.
+    assert_eq!(err(&v, "conn_lost"), malformed, "{out}");
+    assert_eq!(
+        errors(&v),
+        2 * malformed + err(&v, "no_connection"),
+        "{out}"
+    );
+    assert_eq!(err(&v, "oversized"), 0, "{out}");
+    assert_eq!(q(&v, "timed_out"), 0, "{out}");
+    assert!(out.contains("malformed"), "{out}");
+}
+
+#[test]
+fn garbage_dns_frames_are_malformed() {
+    // A whole frame, too short for a DNS header.
+    garbage_ends_each_connection("dns", b"\x00\x04junk");
+}
+
+#[test]
+fn garbage_echo_is_malformed_without_validate() {
+    // Without --validate the echo header (magic, sequence) is still
+    // checked: bytes without it are not an echo.
+    garbage_ends_each_connection("echo", b"garbage, not an echo of anything");
+}
+
+#[test]
+fn garbage_http_is_malformed() {
+    garbage_ends_each_connection("http", b"SSH-2.0-OpenSSH\r\n\r\n");
+}
+
+/// A line that is not a pong answers the oldest ping as a `mismatch` (as a
+/// server's `error` line does): answered, counted, the connection kept.
+#[test]
+fn garbage_ping_lines_are_mismatches() {
+    let addr = replying(b"garbage\n");
+    let (code, out, v, secs) = run(
+        "garbage-ping",
+        addr,
+        &[
+            "--proto",
+            "ping",
+            "-c",
+            "2",
+            "--interval",
+            "100ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "300ms",
+        ],
+    );
+    assert_eq!(code, 0, "every ping was answered: {out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    let answered = q(&v, "answered");
+    assert!(answered >= 10, "{out}");
+    assert_eq!(q(&v, "sent"), answered, "{out}");
+    assert_eq!(err(&v, "mismatch"), answered, "{out}");
+    assert_eq!(errors(&v), answered, "only mismatches: {out}");
+    assert_eq!(failed_total(&v), 0, "{out}");
+}
+
+/// raw with --marker cannot tell garbage from a reply that has not ended:
+/// garbage without the marker leaves every query to time out, the
+/// connection kept (and its input bounded by the cap, below).
+#[test]
+fn garbage_raw_without_the_marker_times_out() {
+    let addr = replying(b"garbage");
+    let (code, out, v, secs) = run(
+        "garbage-raw",
+        addr,
+        &[
+            "--proto",
+            "raw",
+            "-m",
+            r"hello\n",
+            "--marker",
+            r"\r\n",
+            "-c",
+            "2",
+            "--interval",
+            "100ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "300ms",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    let sent = q(&v, "sent");
+    assert!(sent >= 10, "{out}");
+    assert_eq!(q(&v, "timed_out"), sent, "{out}");
+    assert_eq!(q(&v, "answered"), 0, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    assert_eq!(failed_total(&v), 0, "{out}");
+    assert_eq!(q(&v, "bytes_in"), 7 * sent, "{out}");
+}
+
+// ---- frames that never end -------------------------------------------------
+
+/// A DNS length prefix of 65,535, then a byte every 100 ms: the frame can
+/// never pass 65,537 bytes, under the cap, so nothing is cut; each query
+/// times out, the connection is kept, and the run ends on time.
+#[test]
+fn dns_frame_that_never_ends_times_out() {
+    let addr = peer(|mut s| {
+        let _ = s.set_nodelay(true);
+        if read_dns(&mut s).is_none() || s.write_all(&[0xff, 0xff]).is_err() {
+            return;
+        }
+        while s.write_all(b"x").is_ok() {
+            thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let (code, out, v, secs) = run(
+        "dns-endless",
+        addr,
+        &[
+            "-c",
+            "1",
+            "--interval",
+            "200ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "300ms",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(secs < 4.0, "{secs} s: {out}");
+    let sent = q(&v, "sent");
+    assert!(sent >= 3, "{out}");
+    assert_eq!(q(&v, "timed_out"), sent, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    assert_eq!(failed_total(&v), 0, "{out}");
+}
+
+/// A peer that answers the first request of each connection with `head`,
+/// then `filler` as fast as the client reads, forever.
+fn endless(head: &'static [u8], filler: &'static [u8]) -> SocketAddr {
+    peer(move |mut s| {
+        let mut buf = [0u8; 4096];
+        if !matches!(s.read(&mut buf), Ok(1..)) || s.write_all(head).is_err() {
+            return;
+        }
+        while s.write_all(filler).is_ok() {}
+    })
+}
+
+/// Runs `proto` (with `args`) against a reply that never ends: each
+/// connection is cut as `cause` once its input passes the cap (or the
+/// codec's own limit), replaced, and the run ends on time. The client never
+/// read more than the cap and a read on any connection.
+fn endless_reply_is_cut(name: &str, addr: SocketAddr, args: &[&str], cause: &str) {
+    let mut all = args.to_vec();
+    all.extend([
+        "-c",
+        "2",
+        "--reconnect",
+        "--interval",
+        "200ms",
+        "-T",
+        "1s",
+        "--timeout",
+        "300ms",
+    ]);
+    let (code, out, v, secs) = run(name, addr, &all);
+    assert_eq!(code, 1, "{out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    let cut = err(&v, cause);
+    assert!(cut >= 2, "{out}");
+    assert_eq!(q(&v, "answered"), 0, "{out}");
+    assert_eq!(failed(&v, "reset"), cut, "{out}");
+    // Every query went with its connection: one cut, or one still filling
+    // when the run closed it (a slow filler may not reach the cap within
+    // --drain, and queries pile up on it).
+    let sent = q(&v, "sent");
+    assert_eq!(err(&v, "conn_lost"), sent, "{out}");
+    assert!(cut <= sent, "{out}");
+    let other = if cause == "oversized" {
+        "malformed"
+    } else {
+        "oversized"
+    };
+    assert_eq!(err(&v, other), 0, "{out}");
+    // Each connection (those cut, and the two open at the end) read at
+    // most the cap and one read more.
+    let bytes_in = q(&v, "bytes_in");
+    assert!(bytes_in <= (cut + 2) * (CAP + READ), "{bytes_in}: {out}");
+}
+
+#[test]
+fn http_head_that_never_ends_is_oversized() {
+    let addr = endless(
+        b"HTTP/1.1 200 OK\r\n",
+        b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+    );
+    endless_reply_is_cut("http-head", addr, &["--proto", "http"], "oversized");
+}
+
+#[test]
+fn http_chunked_body_that_never_ends_is_oversized() {
+    // Chunks of 4 KiB: the cap fills in a few hundred writes.
+    let mut chunk = b"1000\r\n".to_vec();
+    chunk.resize(chunk.len() + 4096, b'c');
+    chunk.extend_from_slice(b"\r\n");
+    let addr = endless(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        Box::leak(chunk.into_boxed_slice()),
+    );
+    endless_reply_is_cut("http-chunked", addr, &["--proto", "http"], "oversized");
+}
+
+#[test]
+fn http_content_length_never_filled_is_oversized() {
+    let addr = endless(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\n",
+        &[b'z'; 4096],
+    );
+    endless_reply_is_cut("http-length", addr, &["--proto", "http"], "oversized");
+}
+
+#[test]
+fn raw_reply_without_its_marker_is_oversized() {
+    let addr = endless(b"", b"no marker here, ever. ");
+    endless_reply_is_cut(
+        "raw-endless",
+        addr,
+        &["--proto", "raw", "-m", r"hello\n", "--marker", r"\r\n.\r\n"],
+        "oversized",
+    );
+}
+
+#[test]
+fn ping_line_that_never_ends_is_oversized() {
+    let addr = endless(b"pong ", b"1111111111111111");
+    endless_reply_is_cut("ping-endless", addr, &["--proto", "ping"], "oversized");
+}
+
+// ---- answers to queries never sent -----------------------------------------
+
+/// Answers every DNS query with an ID it was not sent: each answer is
+/// `unmatched`, each query times out; nothing is answered twice.
+#[test]
+fn dns_answers_with_wrong_ids_are_unmatched() {
+    let addr = peer(|mut s| {
+        while let Some(m) = read_dns(&mut s) {
+            let id = u16::from_be_bytes([m[0], m[1]]) ^ 0x8000;
+            if s.write_all(&dns_answer(&m, Some(id))).is_err() {
+                return;
+            }
+        }
+    });
+    let (code, out, v, secs) = run(
+        "dns-wrong-id",
+        addr,
+        &[
+            "-c",
+            "2",
+            "--interval",
+            "100ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "300ms",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    let sent = q(&v, "sent");
+    assert!(sent >= 10, "{out}");
+    assert_eq!(q(&v, "answered"), 0, "{out}");
+    assert_eq!(q(&v, "timed_out"), sent, "{out}");
+    assert_eq!(err(&v, "unmatched"), sent, "{out}");
+    assert_eq!(errors(&v), sent, "{out}");
+    assert_eq!(failed_total(&v), 0, "{out}");
+}
+
+/// Answers each HTTP request, then 50 ms later sends a response to no
+/// request (the next is 200 ms away): `unmatched`, the connection kept.
+#[test]
+fn http_response_with_no_request_is_unmatched() {
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let addr = peer(|mut s| {
+        let mut buf = [0u8; 4096];
+        while let Ok(1..) = s.read(&mut buf) {
+            if s.write_all(OK).is_err() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(50));
+            if s.write_all(OK).is_err() {
+                return;
+            }
+        }
+    });
+    let (code, out, v, secs) = run(
+        "http-unasked",
+        addr,
+        &[
+            "--proto",
+            "http",
+            "-c",
+            "2",
+            "--interval",
+            "200ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "300ms",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    let answered = q(&v, "answered");
+    assert!(answered >= 6, "{out}");
+    assert_eq!(q(&v, "sent"), answered, "{out}");
+    assert_eq!(v["queries"]["http_status"]["200"].as_u64(), Some(answered));
+    // The last query's extra response may come after the connection
+    // closed.
+    let unmatched = err(&v, "unmatched");
+    assert!(unmatched + 2 >= answered && unmatched <= answered, "{out}");
+    assert_eq!(errors(&v), unmatched, "{out}");
+    assert_eq!(failed_total(&v), 0, "{out}");
+}
+
+/// Echoes each message, then the same message with a sequence number never
+/// sent: `unmatched`, never an answer.
+#[test]
+fn extra_echo_messages_are_unmatched() {
+    let addr = peer(|mut s| {
+        let mut msg = [0u8; 64];
+        while s.read_exact(&mut msg).is_ok() {
+            let mut extra = msg;
+            extra[4] ^= 0x80;
+            let both = [msg, extra].concat();
+            if s.write_all(&both).is_err() {
+                return;
+            }
+        }
+    });
+    let (code, out, v, _) = run(
+        "echo-extra",
+        addr,
+        &[
+            "--proto",
+            "echo",
+            "--size",
+            "64",
+            "-c",
+            "2",
+            "--interval",
+            "100ms",
+            "-T",
+            "1s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let answered = q(&v, "answered");
+    assert!(answered >= 10, "{out}");
+    assert_eq!(q(&v, "sent"), answered, "{out}");
+    assert_eq!(err(&v, "unmatched"), answered, "{out}");
+    assert_eq!(errors(&v), answered, "{out}");
+}
+
+// ---- twice, out of order ---------------------------------------------------
+
+/// Answers every DNS query twice: the first answer counts, the second is
+/// `unmatched`, never a second answer (in RCODEs either).
+#[test]
+fn dns_answers_twice_count_once() {
+    let addr = peer(|mut s| {
+        while let Some(m) = read_dns(&mut s) {
+            let a = dns_answer(&m, None);
+            if s.write_all(&[a.clone(), a].concat()).is_err() {
+                return;
+            }
+        }
+    });
+    let (code, out, v, _) = run(
+        "dns-twice",
+        addr,
+        &["-c", "2", "-r", "200", "-T", "1s", "--timeout", "300ms"],
+    );
+    assert_eq!(code, 0, "{out}");
+    let answered = q(&v, "answered");
+    assert!(answered >= 100, "{out}");
+    assert_eq!(q(&v, "sent"), answered, "{out}");
+    assert_eq!(v["dns"]["rcodes"]["NOERROR"].as_u64(), Some(answered));
+    assert_eq!(err(&v, "unmatched"), answered, "{out}");
+    assert_eq!(errors(&v), answered, "{out}");
+}
+
+/// Echoes every message twice: the second is `unmatched`.
+#[test]
+fn echo_answers_twice_count_once() {
+    let addr = peer(|mut s| {
+        let mut msg = [0u8; 64];
+        while s.read_exact(&mut msg).is_ok() {
+            if s.write_all(&[msg, msg].concat()).is_err() {
+                return;
+            }
+        }
+    });
+    let (code, out, v, _) = run(
+        "echo-twice",
+        addr,
+        &[
+            "--proto", "echo", "--size", "64", "-c", "2", "-r", "200", "-T", "1s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let answered = q(&v, "answered");
+    assert!(answered >= 100, "{out}");
+    assert_eq!(q(&v, "sent"), answered, "{out}");
+    assert_eq!(err(&v, "unmatched"), answered, "{out}");
+    assert_eq!(errors(&v), answered, "{out}");
+}
+
+/// Holds DNS queries in fours and answers each four in reverse: every
+/// answer is matched by its ID, none is unmatched or lost.
+#[test]
+fn dns_answers_reordered_are_all_matched() {
+    let addr = peer(|mut s| {
+        let mut held = Vec::new();
+        while let Some(m) = read_dns(&mut s) {
+            held.push(dns_answer(&m, None));
+            if held.len() == 4 {
+                let out: Vec<u8> = held.drain(..).rev().flatten().collect();
+                if s.write_all(&out).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let (code, out, v, _) = run(
+        "dns-reorder",
+        addr,
+        &[
+            "-c",
+            "2",
+            "--closed-loop",
+            "--window",
+            "4",
+            "-T",
+            "1s",
+            // A four cut short at the end is never answered.
+            "--drain",
+            "200ms",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let answered = q(&v, "answered");
+    assert!(answered >= 100, "{out}");
+    assert_eq!(answered % 4, 0, "whole fours: {out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    assert_eq!(q(&v, "timed_out"), 0, "{out}");
+    assert_eq!(v["dns"]["rcodes"]["NOERROR"].as_u64(), Some(answered));
+}
+
+// ---- a close or a reset mid-response ---------------------------------------
+
+/// A DNS peer that answers the first query of each connection, then sends
+/// half of the second's answer and closes: with `reset`, by RST
+/// (SO_LINGER 0).
+fn half_answer_then_close(reset: bool) -> SocketAddr {
+    let serve = move |mut s: TcpStream| {
+        let _ = s.set_nodelay(true);
+        let Some(m) = read_dns(&mut s) else { return };
+        if s.write_all(&dns_answer(&m, None)).is_err() {
+            return;
+        }
+        let Some(m) = read_dns(&mut s) else { return };
+        let a = dns_answer(&m, None);
+        if s.write_all(&a[..a.len() / 2]).is_err() {
+            return;
+        }
+        if reset {
+            // The half answer goes first: a reset discards unsent bytes.
+            thread::sleep(Duration::from_millis(20));
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&s);
+            let linger = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            // SAFETY: setsockopt on a socket this thread owns, with a
+            // linger struct of the size given.
+            let rc = unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&linger as *const libc::linger).cast(),
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(rc, 0);
+        }
+    };
+    peer(serve)
+}
+
+/// Each of the 2 connections: one answer, then half of one and the
+/// `bucket`'s end: the connection in its bucket, the query `conn_lost`.
+fn half_answer_counted(name: &str, reset: bool, bucket: &str) {
+    let addr = half_answer_then_close(reset);
+    let (code, out, v, secs) = run(
+        name,
+        addr,
+        &[
+            "-c",
+            "2",
+            "--interval",
+            "100ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "300ms",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    assert_eq!(q(&v, "answered"), 2, "{out}");
+    assert_eq!(failed(&v, bucket), 2, "{out}");
+    assert_eq!(failed_total(&v), 2, "{out}");
+    assert_eq!(err(&v, "conn_lost"), 2, "{out}");
+    assert_eq!(err(&v, "malformed"), 0, "{out}");
+    assert_eq!(q(&v, "timed_out"), 0, "{out}");
+    // The rest found no connection left.
+    assert_eq!(errors(&v), 2 + err(&v, "no_connection"), "{out}");
+    assert_eq!(q(&v, "in_flight_at_end"), 0, "{out}");
+}
+
+#[test]
+fn close_after_half_an_answer_is_closed_by_peer() {
+    half_answer_counted("half-close", false, "closed_by_peer");
+}
+
+#[test]
+fn reset_in_the_middle_of_an_answer_is_reset() {
+    half_answer_counted("half-reset", true, "reset");
+}
