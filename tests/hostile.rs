@@ -8,10 +8,11 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{client, errors, peer};
+use common::{errors, peer, temp_dir, BIN};
 use serde_json::Value;
 
 /// The client's input cap (`engine::proto::INPUT_CAP`, README).
@@ -22,12 +23,48 @@ const READ: u64 = 64 * 1024;
 
 /// Runs `throng client ADDR <args>`: (exit code, output, JSON, seconds).
 fn run(name: &str, addr: SocketAddr, args: &[&str]) -> (i32, String, Value, f64) {
+    let (code, out, v, secs, _) = run_rss(name, addr, args);
+    (code, out, v, secs)
+}
+
+/// [`run`], and the client's peak resident memory in bytes (its
+/// `ru_maxrss`, from wait4 on it alone).
+fn run_rss(name: &str, addr: SocketAddr, args: &[&str]) -> (i32, String, Value, f64, u64) {
+    let dir = temp_dir(name);
+    let json = dir.join("r.json");
+    let log = dir.join("out");
     let t = Instant::now();
-    let mut all = vec![addr.to_string()];
-    all.extend(args.iter().map(|a| a.to_string()));
-    let all: Vec<&str> = all.iter().map(String::as_str).collect();
-    let (code, out, v, _) = client(name, &all, false);
-    (code, out, v, t.elapsed().as_secs_f64())
+    // Reaped by the wait4 below, which also gives its usage.
+    #[allow(clippy::zombie_processes)]
+    let child = Command::new(BIN)
+        .arg("client")
+        .arg(addr.to_string())
+        .args(args)
+        .args(["-q", "--json", json.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(dir.join("err")).unwrap())
+        .spawn()
+        .expect("start throng client");
+    let mut status = 0;
+    // SAFETY: plain data filled in by wait4.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, once; `status` and `usage` are ours.
+    let rc = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(rc, child.id() as i32, "wait4");
+    let secs = t.elapsed().as_secs_f64();
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+    let out = format!("{}\n{}", read("out"), read("err"));
+    let v = std::fs::read_to_string(&json)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    let _ = std::fs::remove_dir_all(&dir);
+    (code, out, v, secs, usage.ru_maxrss as u64 * 1024)
 }
 
 fn q(v: &Value, key: &str) -> u64 {
@@ -277,11 +314,12 @@ fn endless(head: &'static [u8], filler: &'static [u8]) -> SocketAddr {
     })
 }
 
-/// Runs `proto` (with `args`) against a reply that never ends: each
-/// connection is cut as `cause` once its input passes the cap (or the
-/// codec's own limit), replaced, and the run ends on time. The client never
-/// read more than the cap and a read on any connection.
-fn endless_reply_is_cut(name: &str, addr: SocketAddr, args: &[&str], cause: &str) {
+/// Runs `proto` (with `args`) against a reply that never ends and must be
+/// kept whole to be framed (an HTTP head, a ping line): each connection is
+/// cut as `oversized` once it passes the protocol's limit (64 KiB),
+/// replaced, and the run ends on time. The client never read more than the
+/// cap and a read on any connection.
+fn endless_reply_is_cut(name: &str, addr: SocketAddr, args: &[&str]) {
     let mut all = args.to_vec();
     all.extend([
         "-c",
@@ -297,7 +335,7 @@ fn endless_reply_is_cut(name: &str, addr: SocketAddr, args: &[&str], cause: &str
     let (code, out, v, secs) = run(name, addr, &all);
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    let cut = err(&v, cause);
+    let cut = err(&v, "oversized");
     assert!(cut >= 2, "{out}");
     assert_eq!(q(&v, "answered"), 0, "{out}");
     assert_eq!(failed(&v, "reset"), cut, "{out}");
@@ -307,12 +345,7 @@ fn endless_reply_is_cut(name: &str, addr: SocketAddr, args: &[&str], cause: &str
     let sent = q(&v, "sent");
     assert_eq!(err(&v, "conn_lost"), sent, "{out}");
     assert!(cut <= sent, "{out}");
-    let other = if cause == "oversized" {
-        "malformed"
-    } else {
-        "oversized"
-    };
-    assert_eq!(err(&v, other), 0, "{out}");
+    assert_eq!(err(&v, "malformed"), 0, "{out}");
     // Each connection (those cut, and the two open at the end) read at
     // most the cap and one read more.
     let bytes_in = q(&v, "bytes_in");
@@ -325,12 +358,53 @@ fn http_head_that_never_ends_is_oversized() {
         b"HTTP/1.1 200 OK\r\n",
         b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaa\r\n",
     );
-    endless_reply_is_cut("http-head", addr, &["--proto", "http"], "oversized");
+    endless_reply_is_cut("http-head", addr, &["--proto", "http"]);
+}
+
+/// Runs `args` against a reply that never ends but is well formed so far
+/// (an HTTP body, a raw reply whose marker has not come), sent as fast as
+/// the client reads: the client reads it all, keeping only the head and a
+/// read per connection (the body is dropped as it comes), so it reads far
+/// past the cap without cutting anything. Each query times out, no
+/// connection is lost, the run ends on time, and the client's peak memory
+/// is that of the same run against `answers` (a peer that answers) plus
+/// less than a cap and a read per connection.
+fn endless_reply_streams(name: &str, addr: SocketAddr, answers: SocketAddr, args: &[&str]) {
+    let mut all = args.to_vec();
+    all.extend([
+        "-c",
+        "2",
+        "--interval",
+        "200ms",
+        "-T",
+        "1s",
+        "--timeout",
+        "300ms",
+    ]);
+    let (code, out, v, _, normal) = run_rss(&format!("{name}-answered"), answers, &all);
+    assert_eq!((code, q(&v, "timed_out")), (0, 0), "{out}");
+    let (code, out, v, secs, rss) = run_rss(name, addr, &all);
+    assert_eq!(code, 1, "{out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    let sent = q(&v, "sent");
+    assert!(sent >= 6, "{out}");
+    assert_eq!(q(&v, "timed_out"), sent, "{out}");
+    assert_eq!(q(&v, "answered"), 0, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    assert_eq!(failed_total(&v), 0, "{out}");
+    let bytes_in = q(&v, "bytes_in");
+    assert!(
+        bytes_in > 2 * 8 * CAP,
+        "read on past the cap: {bytes_in}: {out}"
+    );
+    assert!(
+        rss < normal + 2 * (CAP + READ),
+        "peak RSS {rss} B, answered {normal} B: {out}"
+    );
 }
 
 #[test]
-fn http_chunked_body_that_never_ends_is_oversized() {
-    // Chunks of 4 KiB: the cap fills in a few hundred writes.
+fn http_chunked_body_that_never_ends_times_out() {
     let mut chunk = b"1000\r\n".to_vec();
     chunk.resize(chunk.len() + 4096, b'c');
     chunk.extend_from_slice(b"\r\n");
@@ -338,33 +412,74 @@ fn http_chunked_body_that_never_ends_is_oversized() {
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
         Box::leak(chunk.into_boxed_slice()),
     );
-    endless_reply_is_cut("http-chunked", addr, &["--proto", "http"], "oversized");
+    let ok = replying(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    endless_reply_streams("http-chunked", addr, ok, &["--proto", "http"]);
 }
 
 #[test]
-fn http_content_length_never_filled_is_oversized() {
+fn http_content_length_never_filled_times_out() {
     let addr = endless(
         b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\n",
         &[b'z'; 4096],
     );
-    endless_reply_is_cut("http-length", addr, &["--proto", "http"], "oversized");
+    let ok = replying(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    endless_reply_streams("http-length", addr, ok, &["--proto", "http"]);
 }
 
 #[test]
-fn raw_reply_without_its_marker_is_oversized() {
-    let addr = endless(b"", b"no marker here, ever. ");
-    endless_reply_is_cut(
-        "raw-endless",
+fn raw_reply_without_its_marker_times_out() {
+    let filler = b"no marker here, ever. ".repeat(200);
+    let addr = endless(b"", Box::leak(filler.into_boxed_slice()));
+    let ok = replying(b"ok\r\n.\r\n");
+    let args = ["--proto", "raw", "-m", r"hello\n", "--marker", r"\r\n.\r\n"];
+    endless_reply_streams("raw-endless", addr, ok, &args);
+}
+
+/// An HTTP body the client reads to its end however long it is: 64 MiB
+/// answers its query (the cap is for what is kept, not what is read).
+#[test]
+fn http_body_far_past_the_cap_is_answered() {
+    const BODY: usize = 64 << 20;
+    let addr = peer(|mut s| {
+        let mut buf = [0u8; 4096];
+        while let Ok(1..) = s.read(&mut buf) {
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\n\r\n");
+            if s.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            let chunk = [b'b'; 64 * 1024];
+            for _ in 0..BODY / chunk.len() {
+                if s.write_all(&chunk).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let (code, out, v, _) = run(
+        "http-huge",
         addr,
-        &["--proto", "raw", "-m", r"hello\n", "--marker", r"\r\n.\r\n"],
-        "oversized",
+        &[
+            "--proto",
+            "http",
+            "-c",
+            "1",
+            "--queries",
+            "3",
+            "--closed-loop",
+            "-T",
+            "20s",
+        ],
     );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(q(&v, "answered"), 3, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    assert!(q(&v, "bytes_in") > 3 * BODY as u64, "{out}");
 }
 
 #[test]
 fn ping_line_that_never_ends_is_oversized() {
     let addr = endless(b"pong ", b"1111111111111111");
-    endless_reply_is_cut("ping-endless", addr, &["--proto", "ping"], "oversized");
+    endless_reply_is_cut("ping-endless", addr, &["--proto", "ping"]);
 }
 
 // ---- answers to queries never sent -----------------------------------------

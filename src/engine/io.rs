@@ -85,7 +85,7 @@ impl Worker {
         };
         match t.codec.decode_datagram(data) {
             Frame::Response { key: q, status, .. } => self.answered(key, q, status),
-            Frame::Incomplete | Frame::Malformed | Frame::Oversized => t.rec.error(E_MALFORMED),
+            _ => t.rec.error(E_MALFORMED),
         }
     }
 
@@ -207,6 +207,8 @@ impl Worker {
             &buf
         };
         let mut used = 0;
+        // Read bytes of the unfinished response to drop: (from, len).
+        let mut hole = (0, 0);
         let mut alive = true;
         while used < input.len() {
             let probing = self.conns[key].state == State::Probing;
@@ -216,6 +218,10 @@ impl Worker {
                 .map_or(&self.probe_codec, |t| &t.codec);
             match codec.decode(&input[used..], &mut resume) {
                 Frame::Incomplete => break,
+                Frame::Partial { keep, skip } => {
+                    hole = (used + keep, skip);
+                    break;
+                }
                 Frame::Response {
                     len,
                     key: qkey,
@@ -274,7 +280,7 @@ impl Worker {
             .as_ref()
             .map_or(&self.probe_codec, |t| &t.codec)
             .input_cap();
-        if alive && input.len() - used > cap {
+        if alive && input.len() - used - hole.1 > cap {
             // A response that does not end (a length or a chunk size it
             // never fills, a marker that never comes): keeping more would
             // let the peer fill the client's memory.
@@ -282,12 +288,18 @@ impl Worker {
             alive = false;
         }
         if alive {
-            let rest = &input[used..];
             let conn = &mut self.conns[key];
-            if !rest.is_empty() {
+            let (at, skip) = hole;
+            if used < input.len() {
                 if buf.is_empty() {
-                    conn.pending_in.extend_from_slice(rest);
+                    if skip == 0 {
+                        conn.pending_in.extend_from_slice(&input[used..]);
+                    } else {
+                        conn.pending_in.extend_from_slice(&input[used..at]);
+                        conn.pending_in.extend_from_slice(&input[at + skip..]);
+                    }
                 } else {
+                    buf.drain(at..at + skip);
                     buf.drain(..used);
                     conn.pending_in = buf;
                 }

@@ -29,6 +29,8 @@ pub enum HttpError {
     HeadTooLarge,
     #[error("malformed chunked body")]
     Chunked,
+    #[error("chunk ends more than 4 GiB past the bytes kept")]
+    ChunkTooLarge,
 }
 
 /// How the body that follows a head is framed.
@@ -449,13 +451,16 @@ impl ChunkedDecoder {
     }
 }
 
-/// A chunked body's decoder for a caller that keeps the body's bytes until
-/// it ends (the client's pending input), where [`ChunkedDecoder`] suits one
-/// that lets them go (the server's). It keeps no count, only where to read
-/// next and its state there: 5 bytes, small enough to sit beside each
-/// connection's pending bytes. Between calls it can stop anywhere and
-/// resume without reading a byte twice, except those of an unfinished
-/// chunk-size line (its digits are read again: a line of a few bytes).
+/// A chunked body's decoder for a caller that keeps the body's bytes in a
+/// buffer between reads (the client's pending input), where
+/// [`ChunkedDecoder`] suits one that sees each byte once (the server's).
+/// It keeps no count, only where to read next and its state there: 5
+/// bytes, small enough to sit beside each connection's pending bytes.
+/// Between calls it can stop anywhere and resume without reading a byte
+/// twice, except those of an unfinished chunk-size line (its digits are
+/// read again: a line of a few bytes); [`ChunkedScan::forget`] says which
+/// of the bytes read it needs no more, so that the caller keeps only an
+/// unfinished size line, not the body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(C, packed)]
 pub struct ChunkedScan {
@@ -512,11 +517,23 @@ impl ChunkedScan {
         };
         *self = match u32::try_from(next) {
             Ok(at) => ChunkedScan { at, state },
-            // A body past 4 GiB: read it from its start next time
-            // (correct, only slower).
-            Err(_) => ChunkedScan::default(),
+            // Where to read on does not fit: a chunk of 4 GiB or more.
+            Err(_) => {
+                *self = ChunkedScan::default();
+                return Err(HttpError::ChunkTooLarge);
+            }
         };
         Ok(None)
+    }
+
+    /// After a [`ChunkedScan::scan`] of `body` that found no end: how many
+    /// bytes at its front the scan needs no more (chunk data, whole lines),
+    /// now counted as gone: the next call's body starts after them. A
+    /// caller that drops them keeps at most an unfinished size line.
+    pub fn forget(&mut self, body: usize) -> usize {
+        let gone = (self.at as usize).min(body);
+        self.at -= gone as u32;
+        gone
     }
 }
 
@@ -678,6 +695,59 @@ mod tests {
         }
     }
 
+    /// Feeds `stream` in `piece`-byte reads to a scan whose caller drops
+    /// what it forgets: the body's length (counted over all the reads)
+    /// and the most bytes kept between reads.
+    fn scan_forgetting(stream: &[u8], piece: usize) -> (Result<Option<usize>, HttpError>, usize) {
+        let mut s = ChunkedScan::default();
+        let (mut kept, mut gone, mut most) = (Vec::new(), 0, 0);
+        for read in stream.chunks(piece) {
+            kept.extend_from_slice(read);
+            match s.scan(&kept) {
+                Ok(None) => {}
+                Ok(Some(len)) => return (Ok(Some(gone + len)), most),
+                e => return (e, most),
+            }
+            let n = s.forget(kept.len());
+            kept.drain(..n);
+            gone += n;
+            most = most.max(kept.len());
+        }
+        (Ok(None), most)
+    }
+
+    #[test]
+    fn chunked_scan_forgets_all_but_an_unfinished_size_line() {
+        let mut body = Vec::new();
+        for _ in 0..50 {
+            body.extend_from_slice(b"64;ext=1\r\n");
+            body.extend_from_slice(&[b'a'; 100]);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(b"0\r\nTrailer: x\r\n\r\n");
+        for piece in [1, 2, 3, 7, 64, 1000, body.len()] {
+            let (len, most) = scan_forgetting(&body, piece);
+            assert_eq!(len, Ok(Some(body.len())), "reads of {piece}");
+            // A size line of 10 bytes plus one read at most.
+            assert!(most < 10 + piece, "reads of {piece}: kept {most}");
+        }
+        // Whatever it was given split anywhere, the same length.
+        for split in 0..=CHUNKED.len() {
+            let mut s = ChunkedScan::default();
+            let mut kept = CHUNKED[..split].to_vec();
+            let len = match s.scan(&kept).unwrap() {
+                Some(len) => len,
+                None => {
+                    let gone = s.forget(kept.len());
+                    kept.drain(..gone);
+                    kept.extend_from_slice(&CHUNKED[split..]);
+                    gone + s.scan(&kept).unwrap().expect("whole")
+                }
+            };
+            assert_eq!(len, CHUNKED.len() - 4, "split at {split}");
+        }
+    }
+
     #[test]
     fn chunked_scan_one_byte_per_call() {
         let body_len = CHUNKED.len() - 4;
@@ -725,9 +795,8 @@ mod tests {
     #[test]
     fn chunked_scan_of_a_huge_chunk_waits_without_reading() {
         let mut s = ChunkedScan::default();
-        assert_eq!(s.scan(b"ffffffff\r\nab"), Ok(None));
-        // Its end does not fit the 4-byte offset: it reads from the start
-        // next time, and still frames the body.
+        // Its end does not fit the 4-byte offset.
+        assert_eq!(s.scan(b"ffffffff\r\nab"), Err(HttpError::ChunkTooLarge));
         assert_eq!(s, ChunkedScan::default());
         let mut s = ChunkedScan::default();
         assert_eq!(s.scan(b"fffffff\r\nab"), Ok(None));
@@ -869,8 +938,9 @@ mod tests {
         }
 
         /// On any bytes (mostly those a chunked body is made of), the scan
-        /// over growing bytes answers what the streaming decoder fed the
-        /// same pieces answers, and at the same piece.
+        /// over growing bytes, and over bytes it has made its caller
+        /// forget, answers what the streaming decoder fed the same pieces
+        /// answers, and at the same piece.
         #[test]
         fn chunked_scan_agrees_with_the_decoder_on_any_bytes(
             bytes in proptest::collection::vec(
@@ -898,7 +968,13 @@ mod tests {
                     }
                 }
             }
-            prop_assert_eq!(scan_growing(&bytes, piece).0, theirs);
+            // The scan refuses a chunk that ends 4 GiB or more past the
+            // bytes kept, where the decoder (keeping nothing) reads on.
+            for ours in [scan_growing(&bytes, piece).0, scan_forgetting(&bytes, piece).0] {
+                if ours != Err(HttpError::ChunkTooLarge) {
+                    prop_assert_eq!(ours, theirs);
+                }
+            }
         }
 
         #[test]

@@ -36,6 +36,12 @@ pub enum Status {
 pub enum Frame {
     /// Not a whole response yet.
     Incomplete,
+    /// Not a whole response yet, and of the bytes given, the `skip` after
+    /// the first `keep` are read and needed no more (an HTTP body's bytes,
+    /// a reply searched for its marker): the caller drops them and keeps
+    /// the rest, and the [`Resume`] counts from there. A body of any
+    /// length costs the client its head and one read.
+    Partial { keep: usize, skip: usize },
     /// A response of `len` bytes answering the query with `key`, or the
     /// oldest outstanding one when `key` is None (in-order protocols).
     Response {
@@ -56,8 +62,10 @@ pub enum Frame {
 /// The most a connection keeps of a response still incomplete, unless its
 /// protocol's frames are longer (see [`Codec::input_cap`]): a peer that
 /// never ends its frame costs this much memory per connection, not more.
-/// Frames of DNS over TCP (65,537 bytes at most), echo and ping never
-/// reach it; an HTTP reply (head and body) or a --marker reply may.
+/// What is kept never reaches it in a well-formed stream: a DNS frame over
+/// TCP is at most 65,537 bytes, an HTTP head or a ping line 64 KiB, and an
+/// HTTP body's bytes and a --marker reply's are dropped as they are read
+/// ([`Frame::Partial`]); what can reach it is an endless chunk-size line.
 pub const INPUT_CAP: usize = 1024 * 1024;
 
 /// Where [`Codec::decode`] stopped in the response at the front of the
@@ -76,12 +84,16 @@ enum Place {
     /// Nothing read yet.
     #[default]
     Start,
-    /// Ping and --marker: no match starts before this offset (a u32 kept
-    /// as bytes: aligned to 1, it shares the chunked scan's 5 bytes).
+    /// Ping: no match starts before this offset (a u32 kept as bytes:
+    /// aligned to 1, it shares the chunked scan's 5 bytes).
     Searched([u8; 4]),
     /// HTTP: the head is whole (it is parsed again: at most 64 KiB, most
-    /// often a few hundred bytes); the chunked body's scan.
+    /// often a few hundred bytes); the chunked body's scan, counting from
+    /// the bytes kept after the head.
     Chunked(wire::http::ChunkedScan),
+    /// HTTP with a Content-Length: this many of the body's bytes were read
+    /// and dropped.
+    Body([u8; 4]),
 }
 
 const _: () = assert!(std::mem::size_of::<Resume>() == 5 && std::mem::align_of::<Resume>() == 1);
@@ -100,6 +112,14 @@ impl Resume {
     fn search_from(self, buf: &[u8]) -> usize {
         match self.0 {
             Place::Searched(at) => (u32::from_ne_bytes(at) as usize).min(buf.len()),
+            _ => 0,
+        }
+    }
+
+    /// HTTP: the body's bytes dropped so far.
+    fn body_gone(self) -> u64 {
+        match self.0 {
+            Place::Body(n) => u64::from(u32::from_ne_bytes(n)),
             _ => 0,
         }
     }
@@ -301,7 +321,7 @@ impl Codec {
     /// (kept from the last call on the same front bytes, or the default).
     pub fn decode(&self, buf: &[u8], resume: &mut Resume) -> Frame {
         let frame = self.decode_on(buf, resume);
-        if frame != Frame::Incomplete {
+        if !matches!(frame, Frame::Incomplete | Frame::Partial { .. }) {
             *resume = Resume::default();
         }
         frame
@@ -371,24 +391,40 @@ impl Codec {
                 Err(wire::http::HttpError::HeadTooLarge) => Frame::Oversized,
                 Err(_) => Frame::Malformed,
                 Ok(Some(h)) => {
+                    let body = &buf[h.head_len..];
                     let body_len = match h.body {
-                        wire::http::Body::Length(n) => n as usize,
+                        wire::http::Body::Length(n) => {
+                            // What is left of it after the bytes dropped.
+                            let left = n.saturating_sub(resume.body_gone());
+                            if (body.len() as u64) < left {
+                                let gone = resume.body_gone() + body.len() as u64;
+                                let Ok(gone) = u32::try_from(gone) else {
+                                    // A body past 4 GiB: not counted here.
+                                    return Frame::Oversized;
+                                };
+                                *resume = Resume(Place::Body(gone.to_ne_bytes()));
+                                return partial(h.head_len, body.len());
+                            }
+                            left as usize
+                        }
                         wire::http::Body::Chunked => {
                             let mut scan = resume.chunked();
-                            let r = scan.scan(&buf[h.head_len..]);
-                            *resume = Resume(Place::Chunked(scan));
-                            match r {
+                            match scan.scan(body) {
                                 Ok(Some(n)) => n,
-                                Ok(None) => return Frame::Incomplete,
+                                Ok(None) => {
+                                    let skip = scan.forget(body.len());
+                                    *resume = Resume(Place::Chunked(scan));
+                                    return partial(h.head_len, skip);
+                                }
+                                Err(wire::http::HttpError::ChunkTooLarge) => {
+                                    return Frame::Oversized
+                                }
                                 Err(_) => return Frame::Malformed,
                             }
                         }
                         // No length: cannot be told from the next response.
                         wire::http::Body::UntilClose => return Frame::Malformed,
                     };
-                    if buf.len() < h.head_len + body_len {
-                        return Frame::Incomplete;
-                    }
                     Frame::Response {
                         len: h.head_len + body_len,
                         key: None,
@@ -399,20 +435,17 @@ impl Codec {
             },
             Codec::Raw { marker, .. } => match marker {
                 Some(m) => {
-                    let from = resume.search_from(buf);
                     let n = m.needle().len();
-                    match m.find(&buf[from..]) {
+                    match m.find(buf) {
                         Some(at) => Frame::Response {
-                            len: from + at + n,
+                            len: at + n,
                             key: None,
                             status: Status::Ok,
                             close: false,
                         },
-                        None => {
-                            // A marker may start in the last n - 1 bytes.
-                            resume.searched(buf.len().saturating_sub(n.saturating_sub(1)));
-                            Frame::Incomplete
-                        }
+                        // A marker may start in the last n - 1 bytes: the
+                        // ones before them are searched and dropped.
+                        None => partial(0, buf.len().saturating_sub(n.saturating_sub(1))),
                     }
                 }
                 // No marker: whatever arrives answers the oldest message.
@@ -425,6 +458,15 @@ impl Codec {
                 },
             },
         }
+    }
+}
+
+/// Not whole yet: drop the `skip` bytes after the first `keep`, if any.
+fn partial(keep: usize, skip: usize) -> Frame {
+    if skip == 0 {
+        Frame::Incomplete
+    } else {
+        Frame::Partial { keep, skip }
     }
 }
 
@@ -662,32 +704,57 @@ mod tests {
                 ..
             }
         ));
-        assert_eq!(fresh(&c, &resp[..len - 1]), Frame::Incomplete);
+        // The body's bytes are dropped as they come; the head is kept.
+        assert_eq!(
+            fresh(&c, &resp[..len - 1]),
+            Frame::Partial {
+                keep: len - 2,
+                skip: 1
+            }
+        );
+        assert_eq!(fresh(&c, &resp[..len - 2]), Frame::Incomplete);
     }
 
     /// Frames `stream` as it arrives `step` bytes a read, as the worker
     /// does: the bytes not framed yet kept with their [`Resume`] between
-    /// reads, a response's bytes dropped from the front once framed.
-    /// Returns each response's length and status, and the bytes left.
-    fn frames_in_reads(c: &Codec, stream: &[u8], step: usize) -> (Vec<(usize, Status)>, usize) {
+    /// reads, those it says are read dropped, a response's bytes dropped
+    /// from the front once framed. Returns each response's length and
+    /// status, the bytes of the unfinished one, and the most bytes kept
+    /// between reads.
+    fn frames_kept(c: &Codec, stream: &[u8], step: usize) -> (Vec<(usize, Status)>, usize, usize) {
         let mut pending = Vec::new();
         let mut resume = Resume::default();
         let mut frames = Vec::new();
+        // Bytes of the unfinished response dropped.
+        let mut gone = 0;
+        let mut most = 0;
         for read in stream.chunks(step) {
             pending.extend_from_slice(read);
             while !pending.is_empty() {
                 match c.decode(&pending, &mut resume) {
                     Frame::Response { len, status, .. } => {
                         assert_eq!(resume, Resume::default(), "reset for the next");
-                        frames.push((len, status));
+                        frames.push((gone + len, status));
+                        gone = 0;
                         pending.drain(..len);
                     }
                     Frame::Incomplete => break,
+                    Frame::Partial { keep, skip } => {
+                        pending.drain(keep..keep + skip);
+                        gone += skip;
+                        break;
+                    }
                     f @ (Frame::Malformed | Frame::Oversized) => panic!("{f:?} after {frames:?}"),
                 }
             }
+            most = most.max(pending.len());
         }
-        (frames, pending.len())
+        (frames, gone + pending.len(), most)
+    }
+
+    fn frames_in_reads(c: &Codec, stream: &[u8], step: usize) -> (Vec<(usize, Status)>, usize) {
+        let (frames, left, _) = frames_kept(c, stream, step);
+        (frames, left)
     }
 
     /// Every read size frames `stream` as one read of all of it does.
@@ -733,26 +800,60 @@ mod tests {
     }
 
     #[test]
-    fn http_chunked_body_is_not_decoded_again_at_each_read() {
+    fn http_chunked_body_is_dropped_as_it_is_read() {
         let c = http();
         let mut buf = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        let head = buf.len();
         let mut resume = Resume::default();
         assert_eq!(c.decode(&buf, &mut resume), Frame::Incomplete);
         buf.extend_from_slice(b"3e8\r\n");
-        assert_eq!(c.decode(&buf, &mut resume), Frame::Incomplete);
-        // The scan is kept: inside the data it waits for the data's end.
-        let Place::Chunked(scan) = resume.0 else {
-            panic!("{resume:?}")
-        };
-        buf.resize(buf.len() + 999, b'd');
-        assert_eq!(c.decode(&buf, &mut resume), Frame::Incomplete);
-        assert_eq!(resume.0, Place::Chunked(scan), "nothing to read yet");
+        // The size line is read: dropped; the scan waits for the data.
+        assert_eq!(
+            c.decode(&buf, &mut resume),
+            Frame::Partial {
+                keep: head,
+                skip: 5
+            }
+        );
+        buf.truncate(head);
+        buf.resize(head + 999, b'd');
+        assert_eq!(
+            c.decode(&buf, &mut resume),
+            Frame::Partial {
+                keep: head,
+                skip: 999
+            }
+        );
+        buf.truncate(head);
         buf.extend_from_slice(b"d\r\n0\r\n\r\n");
         assert!(matches!(
             c.decode(&buf, &mut resume),
             Frame::Response { len, status: Status::Http(200), .. } if len == buf.len()
         ));
         assert_eq!(resume, Resume::default());
+    }
+
+    #[test]
+    fn an_http_body_of_any_length_keeps_its_head_and_a_read() {
+        let mut stream = b"HTTP/1.1 200 OK\r\nContent-Length: 3000000\r\n\r\n".to_vec();
+        let first = stream.len() + 3_000_000;
+        stream.resize(first, b'x');
+        stream.extend_from_slice(b"HTTP/1.1 201 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for _ in 0..300 {
+            stream.extend_from_slice(b"2710\r\n");
+            stream.resize(stream.len() + 10_000, b'y');
+            stream.extend_from_slice(b"\r\n");
+        }
+        stream.extend_from_slice(b"0\r\n\r\n");
+        for step in [1000, 64 * 1024] {
+            let (frames, left, most) = frames_kept(&http(), &stream, step);
+            assert_eq!(frames.len(), 2);
+            assert_eq!(frames[0], (first, Status::Http(200)));
+            assert_eq!(frames[1].1, Status::Http(201));
+            assert_eq!(frames[0].0 + frames[1].0, stream.len());
+            assert_eq!(left, 0);
+            assert!(most < 100 + step, "reads of {step}: kept {most}");
+        }
     }
 
     #[test]
@@ -796,17 +897,23 @@ mod tests {
     }
 
     #[test]
-    fn raw_marker_search_goes_on_where_it_stopped() {
+    fn raw_marker_search_keeps_only_where_a_marker_may_start() {
         // A long reply arriving a byte at a time, full of near misses:
-        // starting over at each read would search ~5 * 10^9 bytes.
+        // keeping it and starting over at each read would search ~5 * 10^9
+        // bytes.
         let c = raw(b"END!");
         let mut buf = Vec::new();
         let mut resume = Resume::default();
         let mut searched = 0;
         for i in 0..100_000 {
             buf.push(b"END"[i % 3]);
-            searched += buf.len() - resume.search_from(&buf);
-            assert_eq!(c.decode(&buf, &mut resume), Frame::Incomplete);
+            searched += buf.len();
+            match c.decode(&buf, &mut resume) {
+                Frame::Incomplete => {}
+                Frame::Partial { keep: 0, skip } => drop(buf.drain(..skip)),
+                f => panic!("{f:?}"),
+            }
+            assert!(buf.len() <= 3);
         }
         // Each read searches its byte and the three before it.
         assert!(searched <= 4 * 100_000, "searched {searched}");
@@ -855,7 +962,9 @@ mod tests {
                 close: false,
             }
         );
-        assert_eq!(fresh(&c, b"ok\r"), Frame::Incomplete);
+        // "ok" is read; a marker may start at "\r".
+        assert_eq!(fresh(&c, b"ok\r"), Frame::Partial { keep: 0, skip: 2 });
+        assert_eq!(fresh(&c, b"\r"), Frame::Incomplete);
         assert_eq!(
             fresh(&Codec::Ping, b"pong 5\n"),
             Frame::Response {
