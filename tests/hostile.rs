@@ -482,6 +482,70 @@ fn ping_line_that_never_ends_is_oversized() {
     endless_reply_is_cut("ping-endless", addr, &["--proto", "ping"]);
 }
 
+// ---- a server that never reads ------------------------------------------
+
+/// A server that accepts and never reads: the client's writes fill the
+/// kernel's buffers, then its queries wait behind the full sockets; those
+/// that waited --timeout are given up as `not_sent` (and the rest at the
+/// end), so the client holds at most the rate times --timeout of them.
+/// Every query due is counted once (sent or not_sent), the summary blames
+/// the server, memory stays that of a run against a server that answers,
+/// and the run ends on time.
+#[test]
+fn server_that_never_reads_backs_up_and_is_named() {
+    // Holds each connection, unread, for longer than the run lasts.
+    let addr = peer(|s| {
+        thread::sleep(Duration::from_secs(8));
+        drop(s);
+    });
+    let args = [
+        "--proto",
+        "echo",
+        "--size",
+        "1024",
+        "-c",
+        "4",
+        "-r",
+        "20k",
+        "-T",
+        "2s",
+        "--timeout",
+        "500ms",
+    ];
+    let srv = common::server(&[]);
+    let (code, out, v, _, answering) = run_rss("noread-answered", srv.addr, &args);
+    assert_eq!(code, 0, "{out}");
+    drop(srv);
+    let (code, out, v2, secs, rss) = run_rss("noread", addr, &args);
+    assert_eq!(code, 1, "{out}");
+    // -T, then --drain (--timeout) at most, and the close.
+    assert!(secs < 2.0 + 0.5 + 2.0, "{secs} s: {out}");
+    let due = q(&v, "sent");
+    let (sent, not_sent) = (q(&v2, "sent"), err(&v2, "not_sent"));
+    assert!(not_sent > 0, "{out}");
+    assert_eq!(q(&v2, "answered"), 0, "{out}");
+    assert_eq!(q(&v2, "timed_out"), sent, "{out}");
+    assert_eq!(errors(&v2), not_sent, "{out}");
+    // Every query due counted once: as many as the run that was answered
+    // sent, within 2%.
+    let all = sent + not_sent;
+    assert!(
+        all.abs_diff(due) * 50 <= due,
+        "{sent} + {not_sent} vs {due}: {out}"
+    );
+    assert!(
+        out.contains("could not be sent within --timeout")
+            && out.contains("the server is not reading"),
+        "{out}"
+    );
+    assert!(!out.contains("client could not keep up"), "{out}");
+    assert!(!out.contains("client is the bottleneck"), "{out}");
+    assert!(
+        rss < answering + 4 * CAP,
+        "peak RSS {rss} B, answered {answering} B: {out}"
+    );
+}
+
 // ---- answers to queries never sent -----------------------------------------
 
 /// Answers every DNS query with an ID it was not sent: each answer is

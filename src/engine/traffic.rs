@@ -14,7 +14,7 @@ use super::io::lend;
 use super::pacing::Due;
 use super::proto::Status;
 use super::worker::{End, Worker};
-use crate::metrics::{bump, E_CONNECT, E_CONN_LOST, E_NO_CONNECTION, E_UNMATCHED};
+use crate::metrics::{bump, E_CONNECT, E_CONN_LOST, E_NOT_SENT, E_NO_CONNECTION, E_UNMATCHED};
 use crate::sys::signals::Reason;
 
 impl Worker {
@@ -154,10 +154,28 @@ impl Worker {
             return;
         }
         if !conn.room(t.window) || !conn.flight.waiting.is_empty() {
-            conn.flight.waiting.push_back(intended);
+            self.wait(key, intended);
             return;
         }
         self.send_now(key, intended);
+    }
+
+    /// Queues a due query behind its connection's full window or socket.
+    /// Those that have waited there for --timeout are given up first
+    /// (`not_sent`): a server that never reads holds at most the rate times
+    /// --timeout of them, not the whole run's.
+    fn wait(&mut self, key: usize, intended: u64) {
+        let now = self.now_ns();
+        let Some(t) = self.traffic.as_mut() else {
+            return;
+        };
+        let waiting = &mut self.conns[key].flight.waiting;
+        let stale = now.saturating_sub(t.timeout_ns);
+        while waiting.front().is_some_and(|&at| at < stale) {
+            waiting.pop_front();
+            t.rec.error(E_NOT_SENT);
+        }
+        waiting.push_back(intended);
     }
 
     /// Now, in ns since the start: the time of the read being processed

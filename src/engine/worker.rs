@@ -42,7 +42,8 @@ use super::recorder::{Recorder, RttLog};
 use super::SecondReport;
 use crate::domain::Transport;
 use crate::metrics::{
-    bump, ConnCounters, Histograms, QueryCounters, Shared, StatusCounts, E_NO_CONNECTION,
+    bump, ConnCounters, Histograms, QueryCounters, Shared, StatusCounts, E_NOT_SENT,
+    E_NO_CONNECTION,
 };
 use crate::scenario::{Model, Query, Scenario};
 use crate::sys::signals::Reason;
@@ -443,6 +444,9 @@ impl Worker {
         let mut held = 0;
         let mut in_flight = 0;
         for c in self.conns.drain() {
+            // Due, never sent: the connection's socket or window stayed
+            // full to the end.
+            bump(&self.q.errors[E_NOT_SENT], c.flight.waiting.len() as u64);
             if c.has(super::conn::Flags::UNPROVEN) {
                 // Established, never answered: not verified.
                 bump(&self.counters.unverified, 1);

@@ -361,7 +361,7 @@ impl ConnTotals {
 /// Why a query ended in error (`queries.errors.<cause>`).
 /// New causes go at the end, so that the others' indices (`E_*`) keep
 /// their meaning.
-pub const ERROR_CAUSES: [&str; 7] = [
+pub const ERROR_CAUSES: [&str; 8] = [
     "malformed",
     "unmatched",
     "mismatch",
@@ -369,6 +369,7 @@ pub const ERROR_CAUSES: [&str; 7] = [
     "no_connection",
     "connect",
     "oversized",
+    "not_sent",
 ];
 pub const E_MALFORMED: usize = 0;
 pub const E_UNMATCHED: usize = 1;
@@ -380,6 +381,10 @@ pub const E_CONNECT: usize = 5;
 /// A response longer than the connection's input cap (see
 /// `Codec::input_cap`): its connection ends, as with malformed bytes.
 pub const E_OVERSIZED: usize = 6;
+/// Due on a connection that could not take it (its socket full: the
+/// server not reading; or its --window full) for --timeout, or until the
+/// end of the run: given up, never sent.
+pub const E_NOT_SENT: usize = 7;
 
 /// Live query counters of one client worker.
 #[repr(align(128))]

@@ -490,8 +490,10 @@ pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<String> {
 
 /// Whether the client's own lateness explains the response times, from
 /// the figures: its send lag (and its loop's) set against the service
-/// time's tail. None when it sent on time.
-pub fn lag_warning(h: &crate::metrics::Histograms) -> Option<String> {
+/// time's tail. None when it sent on time. `not_sent`: queries given up
+/// behind full sockets or windows; then the lag is theirs, not the
+/// client's.
+pub fn lag_warning(h: &crate::metrics::Histograms, not_sent: u64) -> Option<String> {
     let lag = h.send_lag.value_at_quantile(0.99);
     let loop_lag = h.loop_lag.value_at_quantile(0.99);
     if lag.max(loop_lag) <= 1000 {
@@ -502,6 +504,13 @@ pub fn lag_warning(h: &crate::metrics::Histograms) -> Option<String> {
         human_us(lag),
         human_us(loop_lag)
     );
+    if not_sent > 0 {
+        return Some(format!(
+            "note: queries waited to be sent ({lags}) behind their connections' full sockets \
+             or windows, and {not_sent} were never sent: the server did not take them; the \
+             wait counts in their response time"
+        ));
+    }
     if h.service_time.is_empty() {
         return Some(format!(
             "warning: the client sent late ({lags}); with no answer there is no service time \
@@ -679,14 +688,29 @@ fn queries_summary(
                 expected
             )?;
         } else if sent_pct < 99.0 {
+            let not_sent = t.errors[crate::metrics::E_NOT_SENT];
+            let window = sc.traffic.as_ref().and_then(|t| t.window);
+            let why = if not_sent > 0 && window.is_none() {
+                format!(
+                    ": {not_sent} queries could not be sent within --timeout, their connections' \
+                     sockets full: the server is not reading what it is sent"
+                )
+            } else if let (true, Some(w)) = (not_sent > 0, window) {
+                format!(
+                    ": {not_sent} queries could not be sent within --timeout, their connections' \
+                     --window {w} full (the server answering too slowly) or their sockets full \
+                     (the server not reading)"
+                )
+            } else if h.loop_lag.value_at_quantile(0.99) > 1000 {
+                " and the client's own loop fell behind its schedule (see loop lag): the client \
+                 could not keep up"
+                    .into()
+            } else {
+                ": queries waited for their connection (window full or socket busy)".into()
+            };
             writeln!(
                 out,
-                "    warning: the sent rate is below 99% of the target{}",
-                if h.loop_lag.value_at_quantile(0.99) > 1000 {
-                    " and the client's own loop fell behind its schedule (see loop lag): the client could not keep up"
-                } else {
-                    ": queries waited for their connection (window full or socket busy)"
-                }
+                "    warning: the sent rate is below 99% of the target{why}"
             )?;
         }
         if pct < 99.0 && t.sent > 0 && (t.answered as f64) < 0.99 * t.sent as f64 {
@@ -696,7 +720,7 @@ fn queries_summary(
                  errors): it did not keep up, or does not answer this protocol",
                 100.0 * t.answered as f64 / t.sent as f64,
                 t.timed_out,
-                t.errors_total()
+                t.errors_total() - t.errors[crate::metrics::E_NOT_SENT]
             )?;
         }
     }
@@ -757,7 +781,7 @@ fn queries_summary(
                 t.sent_late
             )?;
         }
-        if let Some(w) = lag_warning(h) {
+        if let Some(w) = lag_warning(h, t.errors[crate::metrics::E_NOT_SENT]) {
             writeln!(out, "    {w}")?;
         }
     }
