@@ -8,7 +8,7 @@ use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::process::Command;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{in_netns, output, server, set_sysctl, temp_dir, BIN};
 use serde_json::Value;
@@ -475,6 +475,46 @@ fn more_than_the_host_holds_is_refused_within_a_second() {
     assert_eq!(child.wait().unwrap().code(), Some(130));
     let (status, _) = srv.stop();
     assert!(status.success());
+}
+
+/// A second Ctrl-C (or SIGTERM) ends the process at once, even while the
+/// first one's orderly stop waits for answers that will never come (a
+/// peer that holds its connections and answers nothing, --drain 30s).
+#[test]
+fn a_second_interrupt_ends_the_run_at_once() {
+    for (first, second) in [(libc::SIGINT, libc::SIGINT), (libc::SIGTERM, libc::SIGINT)] {
+        let addr = common::peer(|s| {
+            std::thread::sleep(Duration::from_secs(10));
+            drop(s);
+        });
+        let (mut child, mut err) = spawn_client(
+            &[
+                &addr.to_string(),
+                "-c",
+                "2",
+                "-r",
+                "100",
+                "-T",
+                "60s",
+                "--timeout",
+                "30s",
+                "--drain",
+                "30s",
+                "--no-verify",
+            ],
+            "ramp done",
+        );
+        common::signal(child.id() as i32, first);
+        common::wait_for_line(&mut err, "traffic over: waiting up to 30.00 s");
+        let t = Instant::now();
+        common::signal(child.id() as i32, second);
+        let status = child.wait().unwrap();
+        let took = t.elapsed();
+        assert_eq!(status.code(), Some(130));
+        assert!(took < Duration::from_secs(1), "{took:?}");
+        let line = common::wait_for_line(&mut err, "second interrupt");
+        assert!(line.contains("stopping at once"), "{line}");
+    }
 }
 
 #[test]

@@ -531,6 +531,10 @@ pub fn run(
             last_q = q;
             live.second(&s, sc.connections);
             per_second.push(s);
+            // Seconds every worker has reported take their exact figures
+            // now, and their histograms go: kept to the end, they grew the
+            // client by a histogram (~30 kB) a second.
+            settle(&mut per_second, &mut reports, handles.len());
             tick += 1;
         }
         if end_at.is_some_and(|e| now >= e) || handles.iter().any(|h| h.is_finished()) {
@@ -594,17 +598,10 @@ pub fn run(
     while let Ok(r) = rep_rx.try_recv() {
         merge_report(&mut reports, r);
     }
-    // The exact per-second figures, now that every report is in.
+    // The exact per-second figures of the rest, now that every report is
+    // in.
     if sc.traffic.is_some() {
-        for s in &mut per_second {
-            if let Some(r) = reports.get(&(s.t - 1)) {
-                s.sent = Some(r.sent);
-                s.answered = Some(r.answered);
-                s.timed_out = Some(r.timed_out);
-                s.errors = Some(r.errors);
-                s.set_latency(&r.hist, true);
-            }
-        }
+        settle(&mut per_second, &mut reports, 0);
     }
     live.finish();
     let queries = sc.traffic.as_ref().zip(traffic_start).map(|(t, ts)| {
@@ -629,6 +626,28 @@ pub fn run(
         elapsed: start.elapsed(),
         queries,
     })
+}
+
+/// Gives the seconds whose report has `workers` parts (any report when 0)
+/// their exact figures, and lets those reports go.
+fn settle(per_second: &mut [Sample], reports: &mut BTreeMap<u64, SecondReport>, workers: usize) {
+    reports.retain(|&idx, r| {
+        if r.workers < workers {
+            return true;
+        }
+        // Samples are in time order; a report's second is a recent one.
+        let recent = per_second.iter_mut().rev().take_while(|s| s.t > idx);
+        let Some(s) = recent.last().filter(|s| s.t == idx + 1) else {
+            // Its second's sample is not made yet.
+            return true;
+        };
+        s.sent = Some(r.sent);
+        s.answered = Some(r.answered);
+        s.timed_out = Some(r.timed_out);
+        s.errors = Some(r.errors);
+        s.set_latency(&r.hist, true);
+        false
+    });
 }
 
 fn merge_report(reports: &mut BTreeMap<u64, SecondReport>, r: SecondReport) {
