@@ -106,6 +106,7 @@ pub fn keys() -> Vec<String> {
         "queries.sent_late",
         "queries.in_flight_at_end",
         "queries.pipelined",
+        "queries.truncated",
         "queries.recycled_connections",
         "queries.bytes_out",
         "queries.bytes_in",
