@@ -167,9 +167,14 @@ fn udp_truncated_answers_are_counted_apart() {
             "1s",
             "--timeout",
             "300ms",
+            "--check",
+            "queries.answered>=99%",
+            "--check",
+            "queries.truncated>=40%",
         ],
     );
     assert_eq!(code, 0, "every query was answered: {out}");
+    assert!(out.contains("PASS  queries.truncated>=40%"), "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
     let sent = q(&v, "sent");
     assert!(sent >= 20, "{out}");
@@ -412,6 +417,14 @@ fn tls_broken_session_counted(name: &str, broken: fn(Vec<u8>) -> Vec<u8>, words:
     let e = tls_error(&v);
     assert!(e.starts_with("after the handshake: "), "{e}");
     assert!(e.contains(words), "{e}");
+    assert!(
+        out.contains("hint (tls): TLS sessions broke after"),
+        "{out}"
+    );
+    // Fewer queries went out than asked because the connections were gone,
+    // not because the client fell behind.
+    assert!(out.contains("connections failed (see above)"), "{out}");
+    assert!(!out.contains("could not keep up"), "{out}");
     assert!(!out.contains("panicked"), "{out}");
 }
 

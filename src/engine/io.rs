@@ -498,6 +498,24 @@ mod tests {
     }
 
     #[test]
+    fn tls_errors_say_whose_bytes_were_wrong() {
+        use rustls::{AlertDescription, Error, InvalidMessage};
+        let not_tls = Error::InvalidMessage(InvalidMessage::InvalidContentType);
+        assert!(tls_words(&not_tls, true).starts_with(NOT_TLS));
+        let alert = Error::AlertReceived(AlertDescription::HandshakeFailure);
+        let words = tls_words(&alert, true);
+        assert!(words.starts_with(TLS_ALERT), "{words}");
+        assert!(words.contains("HandshakeFailure"), "{words}");
+        let words = tls_words(&Error::DecryptError, false);
+        assert!(words.starts_with(AFTER_HANDSHAKE), "{words}");
+        assert!(words.contains("integrity check"), "{words}");
+        assert_eq!(
+            tls_words(&not_tls, false),
+            format!("{AFTER_HANDSHAKE}{}", tls_words(&not_tls, true))
+        );
+    }
+
+    #[test]
     fn spares_are_bounded_in_number_and_size() {
         let mut spare = Vec::new();
         give_back(Vec::with_capacity(SPARE_BYTES + 1), &mut spare);

@@ -64,6 +64,7 @@ const PERCENT_OF: &[(&str, &str)] = &[
     ("queries.timed_out", "queries.sent"),
     ("queries.errors", "queries.sent"),
     ("queries.sent_late", "queries.sent"),
+    ("queries.truncated", "queries.sent"),
     ("queries.in_flight_at_end", "queries.sent"),
     ("queries.rate_achieved", "queries.rate_target"),
     ("queries.rate_sent", "queries.rate_target"),

@@ -341,7 +341,7 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     if let Some(q) = &o.queries {
-        queries_summary(sc, q, &o.hists, out)?;
+        queries_summary(sc, q, &o.hists, t.failed_total(), out)?;
         if sc.transport == Transport::TcpPerQuery && !o.hists.service_time.is_empty() {
             let service = o.hists.service_time.mean().max(1.0);
             writeln!(
@@ -685,11 +685,13 @@ fn mbps(bytes: u64, secs: f64) -> String {
     format!("{:.2} Mbps", bytes as f64 * 8.0 / secs.max(1e-9) / 1e6)
 }
 
-/// The query part of the summary.
+/// The query part of the summary (`conns_failed`: connections that
+/// failed, whose queries may never have been sent).
 fn queries_summary(
     sc: &Scenario,
     q: &crate::engine::QueryOutcome,
     h: &crate::metrics::Histograms,
+    conns_failed: u64,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     use crate::scenario::Model;
@@ -748,7 +750,11 @@ fn queries_summary(
             writeln!(
                 out,
                 "    warning: the sent rate is below 99% of the target{}",
-                if h.loop_lag.value_at_quantile(0.99) > 1000 {
+                if conns_failed > 0 {
+                    // Not the client's pace: the connections that would have
+                    // carried the queries were gone.
+                    ": connections failed (see above), and the queries due on them were not sent"
+                } else if h.loop_lag.value_at_quantile(0.99) > 1000 {
                     " and the client's own loop fell behind its schedule (see loop lag): the client could not keep up"
                 } else {
                     ": queries waited for their connection (window full or socket busy)"
