@@ -377,6 +377,7 @@ pub(crate) mod tests {
             timed_out: n,
             bytes_out: 1000 * n,
             bytes_in: 900 * n,
+            truncated: 2 * n,
             ..QueryTotals::default()
         };
         qt.errors[E_CONN_LOST] = n;
@@ -458,6 +459,7 @@ pub(crate) mod tests {
             (3000, 2700, 3)
         );
         assert_eq!(q.errors["conn_lost"], 3);
+        assert_eq!(q.truncated, 6);
         let l = m.latency.as_ref().unwrap();
         assert_eq!(l.response_time_us.count, 4);
         assert_eq!(l.response_time_us.max, 2000);

@@ -12,6 +12,7 @@ use super::link::BATCH;
 use super::proto::{Frame, Status};
 use super::worker::{End, Worker};
 use crate::metrics::{bump, Bucket, E_MALFORMED, E_OVERSIZED};
+use crate::metrics::{AFTER_HANDSHAKE, NOT_TLS, TLS_ALERT};
 use crate::scenario::Query;
 
 impl Worker {
@@ -158,8 +159,9 @@ impl Worker {
             }
             if let Err(e) = tls.process_new_packets() {
                 // Tell the server why (the alert), then give up.
+                let handshaking = self.conns[key].state == State::Handshaking;
                 self.conns[key].link.send_alert();
-                self.tls_failed(key, &e);
+                self.tls_failed(key, &tls_words(&e, handshaking));
                 break false;
             }
             let conn = &self.conns[key];
@@ -424,12 +426,41 @@ fn give_back(mut buf: Vec<u8>, spare: &mut Vec<Vec<u8>>) {
     }
 }
 
+/// A TLS error in words that say whose bytes were wrong: bytes that are
+/// not TLS at all, an alert, a record that fails its check; after the
+/// handshake, said so (the session was up: not a question of
+/// certificates).
+fn tls_words(e: &rustls::Error, handshaking: bool) -> String {
+    use rustls::{Error, InvalidMessage};
+    let what = match e {
+        Error::InvalidMessage(
+            InvalidMessage::InvalidContentType | InvalidMessage::UnknownProtocolVersion,
+        ) => format!("{NOT_TLS} ({e})"),
+        Error::AlertReceived(_) if handshaking => {
+            format!("{TLS_ALERT} ({e})")
+        }
+        Error::DecryptError => format!(
+            "a record from the server failed its integrity check ({e}): corrupted on the way, \
+             or not sealed by this session"
+        ),
+        _ => e.to_string(),
+    };
+    if handshaking {
+        what
+    } else {
+        format!("{AFTER_HANDSHAKE}{what}")
+    }
+}
+
 /// A probe's answer that refuses it, in words: an HTTP error status, a DNS
 /// FORMERR, NOTIMP or REFUSED, or a reply that does not match.
 fn refusal(status: Status) -> Option<String> {
     match status {
         Status::Http(code) if code >= 400 => Some(format!("HTTP {code}")),
-        Status::Rcode(rc @ (1 | 4 | 5)) => Some(format!(
+        Status::Rcode {
+            rcode: rc @ (1 | 4 | 5),
+            ..
+        } => Some(format!(
             "DNS {}",
             match rc {
                 1 => "FORMERR",
@@ -464,6 +495,24 @@ mod tests {
         let kept = c.as_ptr();
         lend(&mut c, &mut spare);
         assert_eq!(c.as_ptr(), kept);
+    }
+
+    #[test]
+    fn tls_errors_say_whose_bytes_were_wrong() {
+        use rustls::{AlertDescription, Error, InvalidMessage};
+        let not_tls = Error::InvalidMessage(InvalidMessage::InvalidContentType);
+        assert!(tls_words(&not_tls, true).starts_with(NOT_TLS));
+        let alert = Error::AlertReceived(AlertDescription::HandshakeFailure);
+        let words = tls_words(&alert, true);
+        assert!(words.starts_with(TLS_ALERT), "{words}");
+        assert!(words.contains("HandshakeFailure"), "{words}");
+        let words = tls_words(&Error::DecryptError, false);
+        assert!(words.starts_with(AFTER_HANDSHAKE), "{words}");
+        assert!(words.contains("integrity check"), "{words}");
+        assert_eq!(
+            tls_words(&not_tls, false),
+            format!("{AFTER_HANDSHAKE}{}", tls_words(&not_tls, true))
+        );
     }
 
     #[test]

@@ -254,7 +254,13 @@ impl Recorder {
                 s.ok += 1;
                 Label::Word("ok")
             }
-            Status::Rcode(r) => {
+            Status::Rcode {
+                rcode: r,
+                truncated,
+            } => {
+                if truncated {
+                    bump(&self.q.truncated, 1);
+                }
                 s.rcodes[usize::from(r & 15)] += 1;
                 if let Some((_, row)) = s.by_qtype.get_mut(usize::from(o.qtype_slot)) {
                     row[usize::from(r & 15)] += 1;
@@ -391,13 +397,24 @@ mod tests {
         let (mut r, _rx) = recorder(false, false);
         let mut aaaa = o(0, 0, 0);
         aaaa.qtype_slot = 1;
-        r.answered(1, &aaaa, 1000, Status::Rcode(3));
+        let nxdomain = Status::Rcode {
+            rcode: 3,
+            truncated: false,
+        };
+        r.answered(1, &aaaa, 1000, nxdomain);
+        let cut = Status::Rcode {
+            rcode: 0,
+            truncated: true,
+        };
+        r.answered(1, &o(3, 0, 0), 1000, cut);
         r.answered(1, &o(1, 0, 0), 1000, Status::Http(503));
         r.answered(1, &o(2, 0, 0), 1000, Status::Mismatch);
         assert_eq!(r.q.errors[E_MISMATCH].load(Relaxed), 1);
         assert_eq!(r.sec_report.errors, 1);
+        let r_truncated = r.q.truncated.load(Relaxed);
         let m = r.finish();
-        assert_eq!(m.statuses.rcodes[3], 1);
+        assert_eq!((m.statuses.rcodes[3], m.statuses.rcodes[0]), (1, 1));
+        assert_eq!(r_truncated, 1, "a truncated answer is counted apart");
         assert_eq!(
             m.statuses.by_qtype[1],
             (28, {
@@ -416,7 +433,11 @@ mod tests {
         r.start(1_000_000, 1_000_000);
         r.answered(7, &o(3, 2_000_000, 3_000_000), 8_000_000, Status::Http(200));
         r.timed_out(7, &o(4, 2_000_000, 3_500_000));
-        r.answered(8, &o(5, 1_000_000, 1_000_000), 1_500_000, Status::Rcode(0));
+        let noerror = Status::Rcode {
+            rcode: 0,
+            truncated: false,
+        };
+        r.answered(8, &o(5, 1_000_000, 1_000_000), 1_500_000, noerror);
         let log = String::from_utf8(r.log.as_ref().expect("log").buf.clone()).expect("utf-8");
         assert_eq!(
             log,

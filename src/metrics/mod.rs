@@ -193,6 +193,16 @@ impl Bucket {
     }
 }
 
+/// How the words of a TLS error start when the session was up (the
+/// handshake done) before it broke.
+pub const AFTER_HANDSHAKE: &str = "after the handshake: ";
+/// How the words of a TLS error start when the server's bytes were not TLS
+/// records at all.
+pub const NOT_TLS: &str = "the server's bytes are not TLS records";
+/// How the words of a TLS error start when the server answered the
+/// ClientHello with an alert.
+pub const TLS_ALERT: &str = "the server refused the handshake with an alert";
+
 /// Live counters of one client worker.
 #[repr(align(128))]
 pub struct ConnCounters {
@@ -403,6 +413,9 @@ pub struct QueryCounters {
     /// Queries sent while another was in flight on their connection: what
     /// Nagle's algorithm holds back against a delayed ACK.
     pub pipelined: AtomicU64,
+    /// DNS answers with the TC bit set (counted as answered too): the
+    /// answer did not fit and was cut.
+    pub truncated: AtomicU64,
 }
 
 /// Query counters summed over workers.
@@ -417,6 +430,7 @@ pub struct QueryTotals {
     pub sent_late: u64,
     pub recycled: u64,
     pub pipelined: u64,
+    pub truncated: u64,
 }
 
 impl QueryTotals {
@@ -432,6 +446,7 @@ impl QueryTotals {
             sent_late: w.sent_late.load(Relaxed),
             recycled: w.recycled.load(Relaxed),
             pipelined: w.pipelined.load(Relaxed),
+            truncated: w.truncated.load(Relaxed),
         }
     }
 
@@ -457,6 +472,7 @@ impl QueryTotals {
         self.sent_late += o.sent_late;
         self.recycled += o.recycled;
         self.pipelined += o.pipelined;
+        self.truncated += o.truncated;
     }
 
     pub fn errors_total(&self) -> u64 {
@@ -703,6 +719,7 @@ mod tests {
             bump(&c.sent_late, n);
             bump(&c.recycled, n);
             bump(&c.pipelined, 3 * n);
+            bump(&c.truncated, 4 * n);
         }
         let t = QueryTotals::sum([&a, &b]);
         let mut errors = [0; ERROR_CAUSES.len()];
@@ -720,6 +737,7 @@ mod tests {
                 sent_late: 3,
                 recycled: 3,
                 pipelined: 9,
+                truncated: 12,
             }
         );
         let mut m = QueryTotals::of(&a);

@@ -163,6 +163,10 @@ pub struct Queries {
     /// Queries sent while another was in flight on their connection.
     #[serde(default)]
     pub pipelined: u64,
+    /// DNS answers with the TC bit set (answered too: the server did
+    /// answer, but the answer did not fit in a datagram).
+    #[serde(default)]
+    pub truncated: u64,
     pub bytes_out: u64,
     pub bytes_in: u64,
     pub seconds: f64,
@@ -262,6 +266,7 @@ impl RunResult {
                 in_flight_at_end: q.in_flight,
                 recycled_connections: t.recycled,
                 pipelined: t.pipelined,
+                truncated: t.truncated,
                 bytes_out: t.bytes_out,
                 bytes_in: t.bytes_in,
                 seconds: q.seconds,
@@ -463,6 +468,7 @@ impl RunResult {
                     sent_late: q.sent_late,
                     recycled: q.recycled_connections,
                     pipelined: q.pipelined,
+                    truncated: q.truncated,
                     ..QueryTotals::default()
                 };
                 for (i, cause) in ERROR_CAUSES.iter().enumerate() {

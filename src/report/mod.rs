@@ -341,7 +341,7 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     if let Some(q) = &o.queries {
-        queries_summary(sc, q, &o.hists, out)?;
+        queries_summary(sc, q, &o.hists, t.failed_total(), out)?;
         if sc.transport == Transport::TcpPerQuery && !o.hists.service_time.is_empty() {
             let service = o.hists.service_time.mean().max(1.0);
             writeln!(
@@ -358,7 +358,11 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     }
     for b in Bucket::ALL {
         if t.failed[b as usize] > 0 {
-            writeln!(out, "  hint ({}): {}", b.key(), b.hint())?;
+            let hint = match b {
+                Bucket::Tls => tls_hint(t.tls_error.as_deref()),
+                _ => b.hint(),
+            };
+            writeln!(out, "  hint ({}): {hint}", b.key())?;
             if b == Bucket::NoFreePort && sc.transport == Transport::TcpPerQuery {
                 writeln!(
                     out,
@@ -374,7 +378,13 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     } else if let Some(h) = client_connect_hint(sc, o) {
         writeln!(out, "  hint (client): {h}")?;
     }
-    if t.unverified > 0 && t.verified == 0 && t.probe_rejected == 0 {
+    let udp_silent = udp_silence_hint(sc, o);
+    if let Some(h) = udp_silent {
+        writeln!(out, "  hint (udp): {h}")?;
+    }
+    if udp_silent.is_some() {
+        // Said above, with the causes UDP has.
+    } else if t.unverified > 0 && t.verified == 0 && t.probe_rejected == 0 {
         // Not one answer: an accept queue drops some connections, not all.
         let what = sc
             .traffic
@@ -581,6 +591,62 @@ pub fn nagle_hint(
     ))
 }
 
+/// The summary's words for `n` DNS answers with the TC bit set: counted
+/// as answered (the server did answer), but cut short, and why.
+fn truncated_words(sc: &Scenario, n: u64) -> String {
+    let cut = format!("{n} answers had TC=1 (counted as answered)");
+    if sc.transport == Transport::Udp {
+        format!(
+            "{cut}: they did not fit in a UDP datagram and came cut short; over TCP \
+             (--transport tcp) they would come whole, and --edns SIZE offers a larger datagram"
+        )
+    } else {
+        format!(
+            "{cut}: the server cut them short even over TCP, which carries answers up to 64 KiB whole"
+        )
+    }
+}
+
+/// Over UDP, queries sent and not one datagram back: nothing serves
+/// UDP there or a firewall drops the datagrams (the usual causes, first),
+/// or the server answers from another address or port than it was asked
+/// on, which a connected UDP socket never receives (the kernel drops it).
+pub fn udp_silence_hint(sc: &Scenario, o: &Outcome) -> Option<&'static str> {
+    let t = &o.queries.as_ref()?.totals;
+    let silent = sc.transport == Transport::Udp && t.timed_out > 0 && t.bytes_in == 0;
+    silent.then_some(
+        "no answer came back over UDP (every query timed out): nothing serves UDP on that \
+         address and port, a firewall drops the datagrams, or the server answers from another \
+         address or port than it was asked on, which throng's connected UDP sockets never \
+         receive (tcpdump on either side shows which)",
+    )
+}
+
+/// The hint for TLS failures, by the first error's words: a session that
+/// broke after its handshake, a server that does not speak TLS, or one
+/// that refused the handshake is not a question of the client's trust.
+fn tls_hint(first_error: Option<&str>) -> &'static str {
+    use crate::metrics::{AFTER_HANDSHAKE, NOT_TLS, TLS_ALERT};
+    match first_error {
+        Some(e) if e.starts_with(AFTER_HANDSHAKE) => {
+            "TLS sessions broke after their handshake succeeded (the first error is shown \
+             above): the server, or something on the path, sent bytes that are not records of \
+             the session; certificates and --sni are not the cause"
+        }
+        Some(e) if e.starts_with(NOT_TLS) => {
+            "the server did not answer the ClientHello with TLS (the first error is shown \
+             above): what listens on that port does not speak TLS (a plain TCP port? DNS over \
+             TLS is port 853)"
+        }
+        Some(e) if e.starts_with(TLS_ALERT) => {
+            "the server refused the handshake (its alert is shown above): it accepts none of \
+             the TLS versions or ciphers offered, or not the name (--sni) or protocol (--alpn) \
+             asked, or it wants a client certificate"
+        }
+        _ => Bucket::Tls.hint(),
+    }
+}
+
 /// One line of connection-time percentiles (nothing when empty).
 fn time_row(
     name: &str,
@@ -628,11 +694,13 @@ fn mbps(bytes: u64, secs: f64) -> String {
     format!("{:.2} Mbps", bytes as f64 * 8.0 / secs.max(1e-9) / 1e6)
 }
 
-/// The query part of the summary.
+/// The query part of the summary (`conns_failed`: connections that
+/// failed, whose queries may never have been sent).
 fn queries_summary(
     sc: &Scenario,
     q: &crate::engine::QueryOutcome,
     h: &crate::metrics::Histograms,
+    conns_failed: u64,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     use crate::scenario::Model;
@@ -701,6 +769,10 @@ fn queries_summary(
                      --window {w} full (the server answering too slowly) or their sockets full \
                      (the server not reading)"
                 )
+            } else if conns_failed > 0 {
+                // Not the client's pace: the connections that would have
+                // carried the queries were gone.
+                ": connections failed (see above), and the queries due on them were not sent".into()
             } else if h.loop_lag.value_at_quantile(0.99) > 1000 {
                 " and the client's own loop fell behind its schedule (see loop lag): the client \
                  could not keep up"
@@ -749,6 +821,9 @@ fn queries_summary(
     if !rcodes.is_empty() {
         let list: Vec<String> = rcodes.iter().map(|(k, v)| format!("{k} {v}")).collect();
         writeln!(out, "    rcodes      {}", list.join("  "))?;
+    }
+    if t.truncated > 0 {
+        writeln!(out, "    truncated   {}", truncated_words(sc, t.truncated))?;
     }
     let by_qtype = q.statuses.rcodes_by_qtype_map();
     if by_qtype.len() > 1 {

@@ -129,7 +129,10 @@ pub(super) fn dns_frame(message: &[u8], len: usize) -> Frame {
             len,
             key: Some(u64::from(info.id)),
             status: if info.is_response {
-                Status::Rcode(info.rcode)
+                Status::Rcode {
+                    rcode: info.rcode,
+                    truncated: info.truncated,
+                }
             } else {
                 Status::Echoed
             },

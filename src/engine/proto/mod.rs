@@ -21,8 +21,12 @@ const ECHO_MAGIC: [u8; 4] = *b"THRG";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     Ok,
-    /// DNS response code.
-    Rcode(u8),
+    /// DNS response code; `truncated`: the TC bit was set (the answer did
+    /// not fit and was cut).
+    Rcode {
+        rcode: u8,
+        truncated: bool,
+    },
     /// A DNS query came back as it was sent (QR bit clear: an echo server).
     Echoed,
     /// HTTP status code.

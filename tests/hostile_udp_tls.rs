@@ -1,0 +1,452 @@
+//! `throng client` against hostile peers over UDP and TLS, written here:
+//! DNS answers cut short (TC=1), UDP answers from another port than the
+//! one asked, a TLS peer that answers the ClientHello with an alert or
+//! with bytes that are not TLS, and a TLS session broken in its middle by
+//! garbage or a corrupted record. Each test asserts what was counted and
+//! that the run ended on time.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::Instant;
+
+use common::{errors, peer, temp_dir, BIN};
+use serde_json::Value;
+
+/// Runs `throng client ADDR <args>`: (exit code, output, JSON, seconds).
+fn run(name: &str, addr: SocketAddr, args: &[&str]) -> (i32, String, Value, f64) {
+    let dir = temp_dir(name);
+    let json = dir.join("r.json");
+    let t = Instant::now();
+    let out = Command::new(BIN)
+        .arg("client")
+        .arg(addr.to_string())
+        .args(args)
+        .args(["--json", json.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run throng client");
+    let secs = t.elapsed().as_secs_f64();
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = std::fs::read_to_string(&json)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    let _ = std::fs::remove_dir_all(&dir);
+    (out.status.code().unwrap_or(-1), text, v, secs)
+}
+
+fn q(v: &Value, key: &str) -> u64 {
+    v["queries"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("queries.{key}: {v}"))
+}
+
+/// `queries.errors.<cause>`.
+fn err(v: &Value, cause: &str) -> u64 {
+    v["queries"]["errors"][cause]
+        .as_u64()
+        .unwrap_or_else(|| panic!("queries.errors.{cause}: {v}"))
+}
+
+/// `connections.failed.<bucket>`.
+fn failed(v: &Value, bucket: &str) -> u64 {
+    v["connections"]["failed"][bucket]
+        .as_u64()
+        .unwrap_or_else(|| panic!("connections.failed.{bucket}: {v}"))
+}
+
+fn failed_total(v: &Value) -> u64 {
+    v["connections"]["failed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum()
+}
+
+/// `connections.tls_error`: the first TLS error, in words.
+fn tls_error(v: &Value) -> String {
+    v["connections"]["tls_error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("connections.tls_error: {v}"))
+        .to_string()
+}
+
+/// The answer to a DNS query (no TCP length): the query with QR set
+/// (NOERROR, the question echoed, no records), and TC when `truncated`.
+fn dns_answer(query: &[u8], truncated: bool) -> Vec<u8> {
+    let mut m = query.to_vec();
+    m[2] |= 0x80;
+    if truncated {
+        m[2] |= 0x02;
+    }
+    m
+}
+
+/// Reads one length-prefixed DNS message (None at the end).
+fn read_dns(s: &mut impl Read) -> Option<Vec<u8>> {
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).ok()?;
+    let mut msg = vec![0; usize::from(u16::from_be_bytes(len))];
+    s.read_exact(&mut msg).ok()?;
+    Some(msg)
+}
+
+/// `m` behind its TCP length.
+fn framed(m: &[u8]) -> Vec<u8> {
+    let mut f = (m.len() as u16).to_be_bytes().to_vec();
+    f.extend_from_slice(m);
+    f
+}
+
+/// A UDP peer on 127.0.0.1:0 that receives on one socket and answers each
+/// datagram with `answer(datagram, n)` (n counts from 0), sent from
+/// `reply` when given (another socket), else from the one that received.
+/// Returns the address and the number of datagrams received.
+fn udp_peer(
+    reply: Option<UdpSocket>,
+    answer: impl Fn(&[u8], u64) -> Option<Vec<u8>> + Send + 'static,
+) -> (SocketAddr, Arc<AtomicU64>) {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = sock.local_addr().unwrap();
+    let got = Arc::new(AtomicU64::new(0));
+    let count = got.clone();
+    thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let i = count.fetch_add(1, Ordering::Relaxed);
+            if let Some(a) = answer(&buf[..n], i) {
+                let _ = reply.as_ref().unwrap_or(&sock).send_to(&a, from);
+            }
+        }
+    });
+    (addr, got)
+}
+
+// ---- truncated answers -----------------------------------------------------
+
+/// Every other answer over UDP has TC=1: all are answered (the server did
+/// answer), and those are counted apart in `queries.truncated`, named in
+/// the summary with what it means. Two processes: the parent's merge sums
+/// them.
+#[test]
+fn udp_truncated_answers_are_counted_apart() {
+    let cut = Arc::new(AtomicU64::new(0));
+    let counted = cut.clone();
+    let (addr, got) = udp_peer(None, move |m, i| {
+        let truncated = i % 2 == 1;
+        if truncated {
+            counted.fetch_add(1, Ordering::Relaxed);
+        }
+        Some(dns_answer(m, truncated))
+    });
+    let (code, out, v, secs) = run(
+        "udp-truncated",
+        addr,
+        &[
+            "--transport",
+            "udp",
+            "--proto",
+            "dns",
+            "-c",
+            "2",
+            "--processes",
+            "2",
+            "--interval",
+            "50ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "300ms",
+            "--check",
+            "queries.answered>=99%",
+            "--check",
+            "queries.truncated>=40%",
+        ],
+    );
+    assert_eq!(code, 0, "every query was answered: {out}");
+    assert!(out.contains("PASS  queries.truncated>=40%"), "{out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    let sent = q(&v, "sent");
+    assert!(sent >= 20, "{out}");
+    assert_eq!(got.load(Ordering::Relaxed), sent, "{out}");
+    assert_eq!(q(&v, "answered"), sent, "{out}");
+    assert_eq!(v["dns"]["rcodes"]["NOERROR"].as_u64(), Some(sent), "{out}");
+    let truncated = cut.load(Ordering::Relaxed);
+    assert_eq!(truncated, sent / 2, "{out}");
+    assert_eq!(q(&v, "truncated"), truncated, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    assert_eq!(q(&v, "timed_out"), 0, "{out}");
+    let line = format!("truncated   {truncated} answers had TC=1 (counted as answered)");
+    assert!(out.contains(&line), "{out}");
+    assert!(out.contains("did not fit in a UDP datagram"), "{out}");
+    assert!(out.contains("--transport tcp"), "{out}");
+}
+
+/// Over TCP a TC=1 answer counts the same way; the summary does not
+/// speak of datagrams.
+#[test]
+fn tcp_truncated_answers_are_counted_apart() {
+    let addr = peer(|mut s| {
+        while let Some(m) = read_dns(&mut s) {
+            if s.write_all(&framed(&dns_answer(&m, true))).is_err() {
+                return;
+            }
+        }
+    });
+    let (code, out, v, secs) = run(
+        "tcp-truncated",
+        addr,
+        &[
+            "-c",
+            "2",
+            "--interval",
+            "100ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "300ms",
+            "-q",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    let sent = q(&v, "sent");
+    assert!(sent >= 10, "{out}");
+    assert_eq!(q(&v, "answered"), sent, "{out}");
+    assert_eq!(q(&v, "truncated"), sent, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    assert_eq!(failed_total(&v), 0, "{out}");
+    assert!(out.contains("cut them short even over TCP"), "{out}");
+    assert!(!out.contains("datagram"), "{out}");
+}
+
+// ---- answers from another port ---------------------------------------------
+
+/// The peer receives on one socket and answers from another (another
+/// port): the client's UDP sockets are connected, so the kernel drops
+/// those answers and every query times out. The summary says what that
+/// means, without blaming the client.
+#[test]
+fn udp_answers_from_another_port_time_out() {
+    let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (addr, got) = udp_peer(Some(other), |m, _| Some(dns_answer(m, false)));
+    let (code, out, v, secs) = run(
+        "udp-other-port",
+        addr,
+        &[
+            "--transport",
+            "udp",
+            "--proto",
+            "dns",
+            "-c",
+            "2",
+            "--interval",
+            "100ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "300ms",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    let sent = q(&v, "sent");
+    assert!(sent >= 10, "{out}");
+    // Every query reached the peer, and it answered each one.
+    assert_eq!(got.load(Ordering::Relaxed), sent, "{out}");
+    assert_eq!(q(&v, "answered"), 0, "{out}");
+    assert_eq!(q(&v, "timed_out"), sent, "{out}");
+    assert_eq!(q(&v, "in_flight_at_end"), 0, "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    assert_eq!(failed_total(&v), 0, "{out}");
+    assert!(out.contains("hint (udp): no answer came back"), "{out}");
+    assert!(out.contains("from another address or port"), "{out}");
+}
+
+// ---- TLS: the handshake refused ---------------------------------------------
+
+/// A peer that reads the ClientHello, answers `reply` (not a TLS
+/// handshake), then waits for the client to close.
+fn tls_refusing(reply: &'static [u8]) -> SocketAddr {
+    peer(move |mut s| {
+        let mut buf = [0u8; 4096];
+        if !matches!(s.read(&mut buf), Ok(1..)) || s.write_all(reply).is_err() {
+            return;
+        }
+        while let Ok(1..) = s.read(&mut buf) {}
+    })
+}
+
+/// Runs DNS over TLS on 2 connections against a peer that fails the
+/// handshake: both fail into the `tls` bucket, nothing is sent, and the
+/// run ends at once (every connection failed). Returns the output and
+/// the JSON.
+fn tls_handshake_fails(name: &str, addr: SocketAddr) -> (String, Value) {
+    let (code, out, v, secs) = run(
+        name,
+        addr,
+        &[
+            "--transport",
+            "tls",
+            "--tls-insecure",
+            "-c",
+            "2",
+            "--interval",
+            "100ms",
+            "-T",
+            "3s",
+            "--timeout",
+            "300ms",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(secs < 2.0, "ends at once: {secs} s: {out}");
+    assert_eq!(v["connections"]["established"].as_u64(), Some(2), "{out}");
+    assert_eq!(failed(&v, "tls"), 2, "{out}");
+    assert_eq!(failed_total(&v), 2, "{out}");
+    assert_eq!(v["connections"]["tls_handshake_us"]["count"], 0, "{out}");
+    assert!(out.contains("hint (tls)"), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+    (out, v)
+}
+
+/// A fatal alert (handshake_failure) for the ClientHello.
+#[test]
+fn tls_alert_for_the_client_hello_is_a_tls_failure() {
+    let addr = tls_refusing(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28]);
+    let (out, v) = tls_handshake_fails("tls-alert", addr);
+    let e = tls_error(&v);
+    assert!(e.contains("alert") && e.contains("HandshakeFailure"), "{e}");
+    assert!(out.contains(&format!("tls error     {e}")), "{out}");
+}
+
+/// Bytes that are not TLS records for the ClientHello.
+#[test]
+fn tls_garbage_for_the_client_hello_is_a_tls_failure() {
+    let addr = tls_refusing(b"SSH-2.0-OpenSSH_9.6\r\n");
+    let (out, v) = tls_handshake_fails("tls-garbage", addr);
+    let e = tls_error(&v);
+    assert!(e.contains("not TLS"), "{e}");
+    assert!(out.contains(&format!("tls error     {e}")), "{out}");
+}
+
+// ---- TLS: a session broken in its middle -------------------------------------
+
+/// A self-signed server configuration, made once.
+fn server_config() -> Arc<rustls::ServerConfig> {
+    static CONFIG: OnceLock<Arc<rustls::ServerConfig>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let c = throng::tls::self_signed().unwrap();
+            throng::tls::server_config(c.cert_pem.as_bytes(), c.key_pem.as_bytes(), "test").unwrap()
+        })
+        .clone()
+}
+
+/// A DNS-over-TLS peer that completes the handshake, answers the first
+/// query of each connection, and puts `broken(answer)` on the wire in
+/// place of the second's record (the connection's TLS session sealed it
+/// first), then waits for the client to close.
+fn tls_broken_midway(broken: fn(Vec<u8>) -> Vec<u8>) -> SocketAddr {
+    server_config();
+    peer(move |s| {
+        let conn = rustls::ServerConnection::new(server_config()).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, s);
+        let Some(m) = read_dns(&mut tls) else { return };
+        if tls.write_all(&framed(&dns_answer(&m, false))).is_err() {
+            return;
+        }
+        let Some(m) = read_dns(&mut tls) else { return };
+        let _ = tls.conn.writer().write_all(&framed(&dns_answer(&m, false)));
+        let mut record = Vec::new();
+        while tls.conn.wants_write() {
+            tls.conn.write_tls(&mut record).unwrap();
+        }
+        let sock: &mut TcpStream = &mut tls.sock;
+        if sock.write_all(&broken(record)).is_err() {
+            return;
+        }
+        let mut buf = [0u8; 4096];
+        while let Ok(1..) = sock.read(&mut buf) {}
+    })
+}
+
+/// Each of the 2 connections: one answer, then the broken bytes: the
+/// connection fails into the `tls` bucket with `words` in its error, and
+/// the query in flight on it is `conn_lost`; the rest find no connection.
+fn tls_broken_session_counted(name: &str, broken: fn(Vec<u8>) -> Vec<u8>, words: &str) {
+    let addr = tls_broken_midway(broken);
+    let (code, out, v, secs) = run(
+        name,
+        addr,
+        &[
+            "--transport",
+            "tls",
+            "--tls-insecure",
+            "-c",
+            "2",
+            "--interval",
+            "100ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "300ms",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    assert_eq!(v["connections"]["tls_handshake_us"]["count"], 2, "{out}");
+    assert_eq!(q(&v, "answered"), 2, "{out}");
+    assert_eq!(failed(&v, "tls"), 2, "{out}");
+    assert_eq!(failed_total(&v), 2, "{out}");
+    assert_eq!(err(&v, "conn_lost"), 2, "{out}");
+    assert_eq!(err(&v, "malformed"), 0, "{out}");
+    assert_eq!(q(&v, "timed_out"), 0, "{out}");
+    assert_eq!(errors(&v), 2 + err(&v, "no_connection"), "{out}");
+    assert_eq!(q(&v, "in_flight_at_end"), 0, "{out}");
+    let e = tls_error(&v);
+    assert!(e.starts_with("after the handshake: "), "{e}");
+    assert!(e.contains(words), "{e}");
+    assert!(
+        out.contains("hint (tls): TLS sessions broke after"),
+        "{out}"
+    );
+    // Fewer queries went out than asked because the connections were gone,
+    // not because the client fell behind.
+    assert!(out.contains("connections failed (see above)"), "{out}");
+    assert!(!out.contains("could not keep up"), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+}
+
+/// Bytes that are not a TLS record in place of an answer's record.
+#[test]
+fn tls_garbage_in_the_middle_of_a_session_ends_it() {
+    tls_broken_session_counted(
+        "tls-garbage-midway",
+        |_| b"garbage, not a TLS record".to_vec(),
+        "not TLS",
+    );
+}
+
+/// An answer's record with its last byte flipped: it fails its check.
+#[test]
+fn tls_corrupted_record_ends_the_session() {
+    tls_broken_session_counted(
+        "tls-corrupted",
+        |mut r| {
+            *r.last_mut().unwrap() ^= 0xff;
+            r
+        },
+        "decrypt",
+    );
+}
