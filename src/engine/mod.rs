@@ -17,6 +17,7 @@ mod pacer;
 mod pacing;
 mod proto;
 mod recorder;
+mod seconds;
 mod traffic;
 mod worker;
 
@@ -38,6 +39,7 @@ use crate::metrics::{
 };
 use crate::scenario::{End, Scenario};
 use crate::sys::signals::{Reason, Stop};
+use seconds::Seconds;
 
 /// What one worker measured in one second (since the run's start).
 pub struct SecondReport {
@@ -372,7 +374,7 @@ pub fn run(
     let totals = |counters: &[Arc<ConnCounters>]| ConnTotals::sum(counters.iter().map(|c| &**c));
     let qtotals = |q: &[Arc<QueryCounters>]| QueryTotals::sum(q.iter().map(|c| &**c));
     let mut reports: BTreeMap<u64, SecondReport> = BTreeMap::new();
-    let mut per_second = Vec::new();
+    let mut per_second = Seconds::new();
     let mut tick = 1u64;
     let mut ramp_workers = 0;
     let mut established_workers = 0;
@@ -530,11 +532,11 @@ pub fn run(
             last_established = t.established;
             last_q = q;
             live.second(&s, sc.connections);
-            per_second.push(s);
+            per_second.push(s, sc.traffic.is_none());
             // Seconds every worker has reported take their exact figures
             // now, and their histograms go: kept to the end, they grew the
             // client by a histogram (~30 kB) a second.
-            settle(&mut per_second, &mut reports, handles.len());
+            per_second.settle(&mut reports, handles.len(), tick);
             tick += 1;
         }
         if end_at.is_some_and(|e| now >= e) || handles.iter().any(|h| h.is_finished()) {
@@ -600,9 +602,7 @@ pub fn run(
     }
     // The exact per-second figures of the rest, now that every report is
     // in.
-    if sc.traffic.is_some() {
-        settle(&mut per_second, &mut reports, 0);
-    }
+    let per_second = per_second.finish(&mut reports);
     live.finish();
     let queries = sc.traffic.as_ref().zip(traffic_start).map(|(t, ts)| {
         let seconds = end.saturating_duration_since(ts).as_secs_f64();
@@ -626,28 +626,6 @@ pub fn run(
         elapsed: start.elapsed(),
         queries,
     })
-}
-
-/// Gives the seconds whose report has `workers` parts (any report when 0)
-/// their exact figures, and lets those reports go.
-fn settle(per_second: &mut [Sample], reports: &mut BTreeMap<u64, SecondReport>, workers: usize) {
-    reports.retain(|&idx, r| {
-        if r.workers < workers {
-            return true;
-        }
-        // Samples are in time order; a report's second is a recent one.
-        let recent = per_second.iter_mut().rev().take_while(|s| s.t > idx);
-        let Some(s) = recent.last().filter(|s| s.t == idx + 1) else {
-            // Its second's sample is not made yet.
-            return true;
-        };
-        s.sent = Some(r.sent);
-        s.answered = Some(r.answered);
-        s.timed_out = Some(r.timed_out);
-        s.errors = Some(r.errors);
-        s.set_latency(&r.hist, true);
-        false
-    });
 }
 
 fn merge_report(reports: &mut BTreeMap<u64, SecondReport>, r: SecondReport) {
