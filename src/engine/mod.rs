@@ -107,7 +107,8 @@ pub struct Sample {
     pub p50_us: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_us: Option<u64>,
-    /// The second's response times (HdrHistogram V2, compressed, base64):
+    /// The second's response times (HdrHistogram V2, base64, not
+    /// compressed: see `encode_histogram_plain`):
     /// seconds of several processes or hosts merge into exact percentiles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hdr: Option<String>,
