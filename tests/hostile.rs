@@ -9,6 +9,8 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -480,6 +482,136 @@ fn http_body_far_past_the_cap_is_answered() {
 fn ping_line_that_never_ends_is_oversized() {
     let addr = endless(b"pong ", b"1111111111111111");
     endless_reply_is_cut("ping-endless", addr, &["--proto", "ping"]);
+}
+
+// ---- a flood on every connection -----------------------------------------
+
+/// A peer on one thread that accepts every connection and, once it holds
+/// `n`, writes `filler` to each as fast as it takes it (none when empty),
+/// until the returned flag is set. Fair: a few writes per connection in
+/// turn, so that one fast reader does not keep it from the others.
+fn flooding(filler: &'static [u8], n: usize) -> (SocketAddr, Arc<AtomicBool>) {
+    use mio::net::TcpListener;
+    use mio::{Events, Interest, Poll, Token};
+    let mut l = TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = stop.clone();
+    thread::spawn(move || {
+        let mut poll = Poll::new().unwrap();
+        poll.registry()
+            .register(&mut l, Token(0), Interest::READABLE)
+            .unwrap();
+        let mut conns = Vec::new();
+        // Connections the kernel takes bytes from, each once.
+        let mut ready = std::collections::VecDeque::new();
+        let mut queued: Vec<bool> = Vec::new();
+        let mut events = Events::with_capacity(1024);
+        while !done.load(Relaxed) {
+            let wait = if ready.is_empty() { 50 } else { 0 };
+            poll.poll(&mut events, Some(Duration::from_millis(wait)))
+                .unwrap();
+            for ev in &events {
+                if ev.token() == Token(0) {
+                    while let Ok((mut c, _)) = l.accept() {
+                        let t = Token(conns.len() + 1);
+                        poll.registry()
+                            .register(&mut c, t, Interest::WRITABLE)
+                            .unwrap();
+                        conns.push(Some(c));
+                        queued.push(false);
+                    }
+                    if conns.len() == n && !filler.is_empty() {
+                        // All in: the flood begins.
+                        ready.extend(0..n);
+                        queued.fill(true);
+                    }
+                } else if conns.len() >= n {
+                    let i = ev.token().0 - 1;
+                    if !filler.is_empty() && !queued[i] {
+                        queued[i] = true;
+                        ready.push_back(i);
+                    }
+                }
+            }
+            for _ in 0..ready.len() {
+                let i = ready.pop_front().unwrap();
+                let Some(c) = conns[i].as_mut() else { continue };
+                let mut more = true;
+                for _ in 0..4 {
+                    match c.write(filler) {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            more = false;
+                            break;
+                        }
+                        Err(_) => {
+                            conns[i] = None;
+                            more = false;
+                            break;
+                        }
+                    }
+                }
+                if more {
+                    ready.push_back(i);
+                } else {
+                    queued[i] = false;
+                }
+            }
+        }
+    });
+    (addr, stop)
+}
+
+/// 10,000 connections each flooded at full speed with a reply that never
+/// ends (raw, its --marker never comes): the client reads it all and
+/// keeps only the marker's length of it, so its memory is that of the
+/// same run against a peer that sends nothing, plus less than 4 KiB a
+/// connection (a read's buffer is not kept); every query times out, no
+/// connection is lost, and the run ends on time.
+#[test]
+fn a_flood_on_ten_thousand_connections_is_read_within_bounds() {
+    common::raise_fd_limit();
+    const N: u64 = 10_000;
+    let args = [
+        "--proto",
+        "raw",
+        "-m",
+        r"hello\n",
+        "--marker",
+        r"\r\n.\r\n",
+        "-c",
+        "10000",
+        "--interval",
+        "1s",
+        "-T",
+        "3s",
+        "--timeout",
+        "500ms",
+    ];
+    let (silent, stop) = flooding(b"", N as usize);
+    let (code, out, v, _, quiet) = run_rss("flood-silent", silent, &args);
+    stop.store(true, Relaxed);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(q(&v, "bytes_in"), 0, "{out}");
+    let filler: &'static [u8] = Box::leak(b"flood ".repeat(2000).into_boxed_slice());
+    let (flood, stop) = flooding(filler, N as usize);
+    let (code, out, v, secs, rss) = run_rss("flood", flood, &args);
+    stop.store(true, Relaxed);
+    assert_eq!(code, 1, "{out}");
+    // The ramp (~1 s at the default 10,000/s), -T, --drain (--timeout).
+    assert!(secs < 2.0 + 3.0 + 0.5 + 3.0, "{secs} s: {out}");
+    assert_eq!(q(&v, "answered"), 0, "{out}");
+    assert_eq!(q(&v, "timed_out"), q(&v, "sent"), "{out}");
+    assert_eq!(errors(&v), 0, "{out}");
+    assert_eq!(failed_total(&v), 0, "{out}");
+    assert_eq!(v["connections"]["established"], N, "{out}");
+    let bytes_in = q(&v, "bytes_in");
+    assert!(bytes_in > 100 * CAP, "it read: {bytes_in}: {out}");
+    assert!(
+        rss < quiet + N * 4096,
+        "peak RSS {rss} B, silent {quiet} B: {out}"
+    );
 }
 
 // ---- a server that never reads ------------------------------------------

@@ -42,12 +42,14 @@ impl Worker {
         }
     }
 
-    /// Receives datagrams, a batch per call, until the socket is empty.
+    /// Receives datagrams, a batch per call, until the socket is empty or
+    /// [`READS`] batches are in (then the connection is read again next
+    /// turn).
     fn read_udp(&mut self, key: usize, scratch: &mut [u8]) {
         let slot = self.udp_slot.min(scratch.len());
         let slots = (scratch.len() / slot).clamp(1, BATCH);
         let mut lens = [0usize; BATCH];
-        loop {
+        for _ in 0..READS {
             let Some(conn) = self.conns.get(key) else {
                 return;
             };
@@ -76,6 +78,7 @@ impl Worker {
                 return;
             }
         }
+        self.unread.push(key);
     }
 
     /// One datagram: one whole response (or garbage, counted).
@@ -90,10 +93,31 @@ impl Worker {
         }
     }
 
+    /// Reads until the socket is empty, or [`READS`] reads (then the
+    /// connection is read again next turn).
     fn read_all(&mut self, key: usize, scratch: &mut [u8], closing: bool) {
-        loop {
+        for _ in 0..READS {
             let conn = &mut self.conns[key];
-            let n = match conn.link.read(scratch) {
+            // A small unfinished frame goes in front of the read, in the
+            // scratch buffer: framing sees one slice, and the connection's
+            // own buffer never grows to a read's size (a reply streaming by
+            // would leave every connection holding that much).
+            let k = conn.pending_in.len();
+            let front = k > 0 && k <= FRONT && conn.link.tls().is_none();
+            let k = if front {
+                scratch[..k].copy_from_slice(&conn.pending_in);
+                // (Freed: an idle connection holds no buffer.)
+                conn.pending_in = Vec::new();
+                k
+            } else {
+                0
+            };
+            let got = conn.link.read(&mut scratch[k..]);
+            if !matches!(got, Ok(1..)) {
+                // Nothing read: the frame goes back (a close looks at it).
+                conn.pending_in.extend_from_slice(&scratch[..k]);
+            }
+            let n = match got {
                 Ok(0) => return self.end(key, End::Lost(Bucket::ClosedByPeer)),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -116,7 +140,7 @@ impl Worker {
             let alive = if self.conns[key].link.tls().is_some() {
                 self.on_tls_bytes(key, &scratch[..n])
             } else {
-                self.on_bytes(key, &scratch[..n])
+                self.on_bytes(key, &scratch[..k + n])
             };
             if !alive {
                 return;
@@ -124,10 +148,14 @@ impl Worker {
             // A short read took all there was: more data makes a new edge,
             // so skip the read that would only say WouldBlock (unless the
             // peer's close is pending, which makes no new edge).
-            if n < scratch.len() && !closing {
+            if k + n < scratch.len() && !closing {
                 return;
             }
         }
+        // A peer that sends as fast as it is read would hold the loop here:
+        // the rest waits for the next turn, after the other connections and
+        // the timers.
+        self.unread.push(key);
     }
 
     /// A TLS error ends the connection; the first one's words are kept.
@@ -200,7 +228,13 @@ impl Worker {
     /// Frames bytes just read. False when the connection is gone.
     fn on_bytes(&mut self, key: usize, data: &[u8]) -> bool {
         let conn = &mut self.conns[key];
-        let mut buf = std::mem::take(&mut conn.pending_in);
+        // Nothing pending: the connection keeps its (empty) buffer, and
+        // what is left of `data` goes into it with no new allocation.
+        let mut buf = if conn.pending_in.is_empty() {
+            Vec::new()
+        } else {
+            std::mem::take(&mut conn.pending_in)
+        };
         let mut resume = std::mem::take(&mut conn.resume);
         let input: &[u8] = if buf.is_empty() {
             data
@@ -303,6 +337,11 @@ impl Worker {
                 } else {
                     buf.drain(at..at + skip);
                     buf.drain(..used);
+                    if buf.capacity() > 16 * 1024 && buf.len() * 4 < buf.capacity() {
+                        // Most of it was dropped (a body streaming by): keep
+                        // what is left, not the room of the read it came in.
+                        buf.shrink_to(buf.len().max(1024));
+                    }
                     conn.pending_in = buf;
                 }
             }
@@ -338,6 +377,24 @@ impl Worker {
         lend(&mut conn.pending_out, &mut self.spare);
         conn.link.queue(&mut conn.pending_out, data);
         self.mark_dirty(key);
+    }
+
+    /// Reads on the connections whose last read stopped at its budget.
+    pub(super) fn read_on(&mut self) {
+        let mut unread = std::mem::take(&mut self.unread);
+        for &key in &unread {
+            let open = self
+                .conns
+                .get(key)
+                .is_some_and(|c| c.state != State::Connecting);
+            if open {
+                self.on_readable(key, false);
+            }
+        }
+        unread.clear();
+        if self.unread.is_empty() {
+            self.unread = unread;
+        }
     }
 
     /// Puts the connection on the list flushed at the end of this turn.
@@ -401,6 +458,14 @@ impl Worker {
         }
     }
 }
+
+/// Reads (TCP) or batches (UDP) of one connection in one loop turn: 1 MiB
+/// through the 64 KiB scratch buffer.
+const READS: usize = 16;
+
+/// The longest unfinished frame a read is put behind in the scratch buffer
+/// (longer ones take the read into the connection's own buffer).
+const FRONT: usize = 4 * 1024;
 
 /// The most spare output buffers a worker keeps, and the largest it
 /// keeps: enough for the connections that write in one loop turn of an

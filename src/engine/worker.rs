@@ -154,6 +154,9 @@ pub struct Worker {
     pub(super) spare: Vec<Vec<u8>>,
     /// Connections with bytes to write at the end of this loop turn.
     pub(super) dirty: Vec<usize>,
+    /// Connections whose read stopped at its budget with bytes left: read
+    /// again next turn (their readiness will not be reported again).
+    pub(super) unread: Vec<usize>,
     /// Queries are sparse per connection (--interval, or none): free a
     /// connection's query queue whenever it empties.
     pub(super) sparse: bool,
@@ -279,6 +282,7 @@ impl Worker {
             out: Vec::with_capacity(4096),
             spare: Vec::new(),
             dirty: Vec::new(),
+            unread: Vec::new(),
             busy: matches!(model, Some(Model::ClosedLoop { .. })),
             sparse: !matches!(
                 model,
@@ -356,6 +360,8 @@ impl Worker {
             };
             self.check_quota_done();
             let timeout = match wakeup {
+                // Connections left unread: look at the events, then read on.
+                _ if !self.unread.is_empty() => Some(Duration::ZERO),
                 None => None,
                 Some(at) => {
                     let wait = at.saturating_duration_since(Instant::now());
@@ -409,6 +415,7 @@ impl Worker {
                     }
                 }
             }
+            self.read_on();
             self.pq_fill();
             self.flush_dirty();
         }
