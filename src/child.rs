@@ -14,6 +14,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::de::DeserializeOwned;
@@ -265,6 +266,13 @@ impl Children {
         }
     }
 
+    /// Ends child `i` with SIGKILL (one that stopped answering).
+    pub fn kill(&mut self, i: usize) {
+        if let Some(c) = self.children.get_mut(i) {
+            let _ = c.kill();
+        }
+    }
+
     /// Waits for every child; what each one's exit said.
     pub fn wait(&mut self) -> Vec<Result<i32, String>> {
         self.children
@@ -318,6 +326,71 @@ pub fn sum_samples(latest: &[Option<Sample>], t: u64) -> Sample {
     s.t = t;
     s.unix_s = latest.iter().flatten().map(|x| x.unix_s).max().unwrap_or(0);
     s
+}
+
+/// Children (processes, load hosts) that fell silent. A running child
+/// prints a line every second; one silent for longer than its own deadline
+/// allows (`--drain` + [`crate::engine::GRACE`] + a margin) is frozen or
+/// stuck, and its parent ends it rather than wait for ever.
+pub struct Silence {
+    last: Vec<Option<Instant>>,
+    limit: Duration,
+}
+
+impl Silence {
+    /// `n` children, heard from now; silent past `limit` is overdue.
+    pub fn new(n: usize, limit: Duration) -> Silence {
+        Silence::from(n, limit, Instant::now())
+    }
+
+    /// `n` children that are not expected to speak before `from` (load
+    /// hosts waiting for `--start-at`).
+    pub fn from(n: usize, limit: Duration, from: Instant) -> Silence {
+        Silence {
+            last: vec![Some(from); n],
+            limit,
+        }
+    }
+
+    /// The margin past `--drain` and [`crate::engine::GRACE`] a child gets
+    /// (a loaded host's seconds and a result's writing).
+    pub fn limit(drain_s: f64) -> Duration {
+        Duration::from_secs_f64(drain_s) + crate::engine::GRACE + Duration::from_secs(10)
+    }
+
+    pub fn heard(&mut self, i: usize) {
+        if let Some(l) = self.last.get_mut(i).filter(|l| l.is_some()) {
+            *l = Some(Instant::now());
+        }
+    }
+
+    /// Child `i` ended: no longer watched.
+    pub fn gone(&mut self, i: usize) {
+        if let Some(l) = self.last.get_mut(i) {
+            *l = None;
+        }
+    }
+
+    /// When the next child becomes overdue, if it stays silent.
+    pub fn next(&self) -> Option<Instant> {
+        self.last.iter().flatten().min().map(|l| *l + self.limit)
+    }
+
+    /// The children silent past the limit now, each named once: (index,
+    /// seconds silent).
+    pub fn overdue(&mut self) -> Vec<(usize, f64)> {
+        let now = Instant::now();
+        let mut out = Vec::new();
+        for (i, l) in self.last.iter_mut().enumerate() {
+            if let Some(t) = *l {
+                if now >= t + self.limit {
+                    out.push((i, (now - t).as_secs_f64()));
+                    *l = None;
+                }
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]

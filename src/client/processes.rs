@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::preflight::{check_problems, preflight, warnings};
 use super::{run_here, usage, Here};
-use crate::child::{sum_samples, ChildLine, Children, Own, PartsDir};
+use crate::child::{sum_samples, ChildLine, Children, Own, PartsDir, Silence};
 use crate::cli::ClientArgs;
 use crate::domain::{ConnectMode, Segment};
 use crate::engine::Live;
@@ -153,8 +153,26 @@ pub(super) fn run_processes(
     let mut alive = n;
     let mut interrupted = false;
     let mut end_at: Option<std::time::Instant> = None;
+    let drain = whole.traffic.as_ref().map_or(0.0, |t| t.drain_s);
+    let mut silence = Silence::new(n as usize, Silence::limit(drain));
+    let mut killed: Vec<Option<String>> = vec![None; n as usize];
     while alive > 0 {
-        let reason = stop.wait_reason(end_at);
+        let wake = match (end_at, silence.next()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let reason = stop.wait_reason(wake);
+        for (i, secs) in silence.overdue() {
+            children.kill(i);
+            killed[i] = Some(format!(
+                "{} fell silent for {secs:.0} s (frozen, or stuck past its deadline) and was \
+                 killed: its share is missing",
+                children.names[i]
+            ));
+        }
+        if let Some(Reason::ChildLine(i, _)) = &reason {
+            silence.heard(*i);
+        }
         if reason.is_none() && end_at.is_some_and(|e| std::time::Instant::now() >= e) {
             end_at = None;
             children.enter_all();
@@ -169,7 +187,10 @@ pub(super) fn run_processes(
                 interrupted = true;
                 children.signal(libc::SIGINT);
             }
-            Some(Reason::ChildExit(_)) => alive -= 1,
+            Some(Reason::ChildExit(i)) => {
+                alive -= 1;
+                silence.gone(i);
+            }
             Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
                 Ok(ChildLine::Sample(s)) => {
                     let t = s.t;
@@ -225,6 +246,7 @@ pub(super) fn run_processes(
                 results.push(r);
                 names.push(name);
             }
+            (_, Err(_)) if killed[k].is_some() => missing.extend(killed[k].take()),
             (Ok(code), Err(_)) => {
                 missing.push(format!("{name} exited with code {code} and no result"))
             }

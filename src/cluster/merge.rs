@@ -401,6 +401,7 @@ pub(crate) mod tests {
             verify_time: Some(Duration::from_secs_f64(secs / 2.0)),
             ramp_time: Some(Duration::from_secs_f64(secs / 4.0)),
             elapsed: Duration::from_secs_f64(secs),
+            overrun: Vec::new(),
             queries: Some(crate::engine::QueryOutcome {
                 totals: qt,
                 statuses,

@@ -5,9 +5,9 @@
 //! opened and no daemon runs.
 
 use std::process::{Command, ExitCode};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::child::{sum_samples, ChildLine, Children};
+use crate::child::{sum_samples, ChildLine, Children, Silence};
 use crate::cli::ClusterArgs;
 use crate::engine::{Live, Sample};
 use crate::report::json::RunResult;
@@ -167,6 +167,16 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
         })
         .collect();
     let mut children = Children::spawn_commands(cmds, &stop, true)?;
+    // A host prints a second a second from --start-at on; one silent past
+    // its deadline's margin is frozen or cut off, and is ended here (its
+    // ssh, which ends the remote run when the pipe closes).
+    let drain = client.traffic()?.map_or(0.0, |t| t.drain_s);
+    let mut silence = Silence::from(
+        hosts.len(),
+        Silence::limit(drain),
+        Instant::now() + a.start_in,
+    );
+    let mut killed: Vec<Option<String>> = vec![None; hosts.len()];
     let mut live = LiveView::new(a.quiet, client.connections);
     let mut latest: Vec<Option<Sample>> = vec![None; hosts.len()];
     let mut pids: Vec<Option<u32>> = vec![None; hosts.len()];
@@ -175,7 +185,18 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
     let mut shown = 0;
     let mut interrupted = false;
     while done.iter().any(|d| !d) {
-        match stop.wait_reason(None) {
+        let reason = stop.wait_reason(silence.next());
+        for (i, secs) in silence.overdue() {
+            children.kill(i);
+            killed[i] = Some(format!(
+                "fell silent for {secs:.0} s (frozen, unreachable, or stuck past its deadline) \
+                 and its ssh was killed: its share is missing"
+            ));
+        }
+        if let Some(Reason::ChildLine(i, _)) = &reason {
+            silence.heard(*i);
+        }
+        match reason {
             Some(Reason::Signal) => {
                 interrupted = true;
                 for (i, h) in hosts.iter().enumerate() {
@@ -184,7 +205,10 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
                     }
                 }
             }
-            Some(Reason::ChildExit(i)) => done[i] = true,
+            Some(Reason::ChildExit(i)) => {
+                done[i] = true;
+                silence.gone(i);
+            }
             Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
                 Ok(ChildLine::Pid(p)) => pids[i] = Some(p),
                 Ok(ChildLine::Result(r)) => results[i] = serde_json::from_value(*r).ok(),
@@ -236,6 +260,7 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
             }
             None => {
                 let why = match &statuses[i] {
+                    _ if killed[i].is_some() => killed[i].take().unwrap_or_default(),
                     Ok(255) => format!(
                         "ssh failed (unreachable or refused): {}",
                         children.last_error(i)

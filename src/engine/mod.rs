@@ -226,6 +226,9 @@ pub struct Outcome {
     pub ramp_time: Option<Duration>,
     pub elapsed: Duration,
     pub queries: Option<QueryOutcome>,
+    /// What had not stopped at the run's deadline (`-T` + `--drain` +
+    /// [`GRACE`]) and was left behind, in words.
+    pub overrun: Vec<String>,
 }
 
 impl QueryOutcome {
@@ -259,6 +262,7 @@ impl Outcome {
         self.verify_time = self.verify_time.max(o.verify_time);
         self.ramp_time = self.ramp_time.max(o.ramp_time);
         self.elapsed = self.elapsed.max(o.elapsed);
+        self.overrun.extend(o.overrun.iter().cloned());
         match (self.queries.as_mut(), &o.queries) {
             (Some(q), Some(oq)) => q.merge(oq),
             (None, Some(oq)) => self.queries = Some(oq.clone()),
@@ -579,10 +583,25 @@ pub fn run(
     for w in &wakers {
         w.wake()?;
     }
+    // Past this, whatever has not stopped is named and left behind: the
+    // run ends with what it has, whatever a peer or a file does.
+    let deadline = end + Duration::from_secs_f64(drain) + GRACE;
+    let mut overrun = Vec::new();
     let mut hists = crate::metrics::Histograms::default();
     let mut statuses = StatusCounts::default();
     let mut in_flight = 0;
-    for h in handles {
+    finish_by(deadline, || handles.iter().all(|h| h.is_finished()));
+    for (i, h) in handles.into_iter().enumerate() {
+        if !h.is_finished() {
+            // Dropping the handle detaches the thread; the process's exit
+            // ends it.
+            overrun.push(format!(
+                "worker {} had not stopped by the deadline {}: its histograms and in-flight count are missing",
+                i + 1,
+                overrun_words(drain)
+            ));
+            continue;
+        }
         let f = h
             .join()
             .map_err(|_| anyhow::anyhow!("a client worker panicked"))?
@@ -593,10 +612,20 @@ pub fn run(
     }
     if let Some(w) = writer {
         drop(w.tx);
-        w.thread
-            .join()
-            .map_err(|_| anyhow::anyhow!("the RTT log writer panicked"))?
-            .context("writing --rtt-log")?;
+        finish_by(deadline.max(Instant::now() + WRITER_GRACE), || {
+            w.thread.is_finished()
+        });
+        if w.thread.is_finished() {
+            w.thread
+                .join()
+                .map_err(|_| anyhow::anyhow!("the RTT log writer panicked"))?
+                .context("writing --rtt-log")?;
+        } else {
+            overrun.push(format!(
+                "the --rtt-log writer was still writing at the deadline {}: its file or pipe did not take the lines, and the log is cut short",
+                overrun_words(drain)
+            ));
+        }
     }
     while let Ok(r) = rep_rx.try_recv() {
         merge_report(&mut reports, r);
@@ -626,7 +655,34 @@ pub fn run(
         verify_time,
         elapsed: start.elapsed(),
         queries,
+        overrun,
     })
+}
+
+/// How long past `-T` and `--drain` a run may take to stop its workers
+/// before it ends without them, naming what overran.
+pub const GRACE: Duration = Duration::from_secs(5);
+
+/// The least time the --rtt-log writer gets to write the lines the workers
+/// left it, even when the workers took the whole grace.
+const WRITER_GRACE: Duration = Duration::from_secs(1);
+
+/// "(-T + --drain D + 5 s)": the deadline in words.
+fn overrun_words(drain: f64) -> String {
+    format!(
+        "(-T + --drain {} + {} s)",
+        crate::units::human_us((drain * 1e6) as u64),
+        GRACE.as_secs()
+    )
+}
+
+/// Waits until `done()` or `deadline`, whichever is first. (A thread's end
+/// has no readiness signal to wait on; 5 ms is far below the deadline's
+/// grain.)
+fn finish_by(deadline: Instant, mut done: impl FnMut() -> bool) {
+    while !done() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(5));
+    }
 }
 
 fn merge_report(reports: &mut BTreeMap<u64, SecondReport>, r: SecondReport) {

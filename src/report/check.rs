@@ -424,6 +424,12 @@ pub fn exit_code(
     if result.partial {
         code = 1;
     }
+    if !result.overrun.is_empty() {
+        for w in &result.overrun {
+            eprintln!("throng: overran: {w}");
+        }
+        code = 1;
+    }
     std::process::ExitCode::from(code)
 }
 

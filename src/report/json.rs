@@ -222,6 +222,10 @@ pub struct RunResult {
     pub partial: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
+    /// What had not stopped by the run's deadline (`-T` + `--drain` + 5 s)
+    /// and was left behind, in words; the rest of the result is whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrun: Vec<String>,
     /// `--check` outcomes, in the order given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<crate::report::check::Verdict>,
@@ -325,6 +329,7 @@ impl RunResult {
             parts: Vec::new(),
             partial: false,
             missing: Vec::new(),
+            overrun: o.overrun.clone(),
             checks: Vec::new(),
         }
     }
@@ -535,6 +540,7 @@ impl RunResult {
                 .transpose()?,
             elapsed: duration("duration_s", self.duration_s)?,
             queries,
+            overrun: self.overrun.clone(),
         })
     }
 }

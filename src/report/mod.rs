@@ -246,6 +246,9 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         "throng client: {:.1}s{status}",
         o.elapsed.as_secs_f64()
     )?;
+    for w in &o.overrun {
+        writeln!(out, "  OVERRUN: {w}")?;
+    }
     match sc.transport {
         Transport::TcpPerQuery => writeln!(
             out,
@@ -467,13 +470,18 @@ pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<String> {
     }
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let threads = sc.workers.clamp(1, cores) as f64;
-    let busy = o.ramp_time.map_or(0.0, |r| {
+    // tcp-per-query connects through the whole run, not in a ramp.
+    let (window, during) = match sc.transport {
+        Transport::TcpPerQuery => (Some(o.elapsed), "the run"),
+        _ => (o.ramp_time, "the ramp"),
+    };
+    let busy = window.map_or(0.0, |r| {
         sys.mean() * sys.len() as f64 / 1e6 / r.as_secs_f64().max(1e-3) / threads
     });
     let busy_pct = (busy * 100.0).min(100.0);
     let calls = format!(
         "its connect() calls took p99 {} (p50 {}) and kept its workers {busy_pct:.0}% busy \
-         during the ramp",
+         during {during}",
         human_us(sys_p99),
         human_us(sys.value_at_quantile(0.5)),
     );

@@ -1,0 +1,163 @@
+//! The global deadline: a run ends by -T + --drain + 5 s whatever a peer, a
+//! file or one of its own processes does, with its results written and
+//! what overran named (exit code 1).
+
+mod common;
+
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{server, temp_dir, BIN};
+use serde_json::Value;
+
+fn read_json(p: &std::path::Path) -> Value {
+    let t = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&t).unwrap()
+}
+
+/// --rtt-log into a pipe nobody reads: the writer blocks for ever once the
+/// pipe is full. The run still ends at its deadline, writes its result and
+/// names the cut log.
+#[test]
+fn an_rtt_log_nobody_reads_does_not_hold_the_run() {
+    let srv = server(&["--mode", "echo"]);
+    let dir = temp_dir("deadline-fifo");
+    let fifo = dir.join("rtt.fifo");
+    let json = dir.join("r.json");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    // Held open for reading (so the client's open does not wait), never read.
+    let _held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let t = Instant::now();
+    let out = Command::new(BIN)
+        .args([
+            "client",
+            &srv.addr.to_string(),
+            "--proto",
+            "echo",
+            "-c",
+            "50",
+            "-r",
+            "5k",
+            "-T",
+            "2s",
+            "--drain",
+            "1s",
+            "-q",
+            "--rtt-log",
+            fifo.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // -T 2 s + --drain 1 s + 5 s grace (+ ramp, start and the writer's
+    // last second).
+    assert!(took < Duration::from_secs(13), "{took:?}\n{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let v = read_json(&json);
+    let overrun: Vec<&str> = v["overrun"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no overrun: {v}"))
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert!(
+        overrun.iter().any(|s| s.contains("--rtt-log writer")),
+        "{overrun:?}"
+    );
+    assert!(err.contains("overran"), "{err}");
+    assert!(common::n(&v, &["queries", "answered"]) > 0, "{v}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("OVERRUN"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (status, _) = srv.stop();
+    assert!(status.success());
+}
+
+/// The pids of `pid`'s children.
+fn children_of(pid: u32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+/// One of two --processes frozen (SIGSTOP) mid-run: the parent hears
+/// nothing from it, kills it once it has been silent past --drain + 15 s,
+/// and writes the other's share as a partial result naming the lost one.
+#[test]
+fn a_frozen_process_is_killed_and_named_missing() {
+    let srv = server(&["--mode", "echo"]);
+    let dir = temp_dir("deadline-frozen");
+    let json = dir.join("r.json");
+    let t = Instant::now();
+    let mut child = Command::new(BIN)
+        .args([
+            "client",
+            &srv.addr.to_string(),
+            "--proto",
+            "echo",
+            "-c",
+            "40",
+            "-r",
+            "400",
+            "-T",
+            "4s",
+            "--drain",
+            "1s",
+            "--processes",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    // The first second shown: both processes are running.
+    common::wait_for_line(&mut err, "open");
+    let kids = children_of(child.id());
+    assert_eq!(kids.len(), 2, "{kids:?}");
+    common::signal(kids[1], libc::SIGSTOP);
+    let mut rest = String::new();
+    for l in err.lines() {
+        rest.push_str(&l.unwrap());
+        rest.push('\n');
+    }
+    let status = child.wait().unwrap();
+    let took = t.elapsed();
+    // Killed at --drain 1 s + 5 s + 10 s of silence; the run ends then.
+    assert!(
+        took > Duration::from_secs(14) && took < Duration::from_secs(30),
+        "{took:?}\n{rest}"
+    );
+    assert_eq!(status.code(), Some(1), "{rest}");
+    // It is gone, not left stopped.
+    assert!(
+        !std::path::Path::new(&format!("/proc/{}", kids[1])).exists()
+            || std::fs::read_to_string(format!("/proc/{}/stat", kids[1]))
+                .is_ok_and(|s| s.contains(") Z")),
+        "process {} still there",
+        kids[1]
+    );
+    let v = read_json(&json);
+    assert_eq!(v["partial"], true, "{v}");
+    let missing = v["missing"].to_string();
+    assert!(missing.contains("fell silent"), "{missing}");
+    assert!(common::n(&v, &["queries", "answered"]) > 0, "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (status, _) = srv.stop();
+    assert!(status.success());
+}
