@@ -47,6 +47,9 @@ pub enum ChildLine {
     Filling,
     /// Server children of --processes auto: nearly full.
     Full,
+    /// Server children of --processes auto: full once, now below half:
+    /// it may take new connections again.
+    Room,
     /// Client children: the process id (so a remote one can be signalled).
     Pid(u32),
     /// Client children: the whole result (a `RunResult`), at the end.

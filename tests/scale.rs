@@ -226,3 +226,50 @@ fn a_full_server_process_leaves_new_connections_to_its_siblings() {
         assert!(per.iter().all(|&n| n <= 90), "{per:?}");
     });
 }
+
+/// Churn against the default (elastic) server: connections that live 1 s
+/// and are replaced. A member that filled and emptied is steered to again,
+/// so a steady 1,200 connections keep a steady group (the one taking new
+/// connections and one waiting ahead, at most one more) instead of a new
+/// process for each lifetime.
+#[test]
+fn elastic_server_under_churn_reuses_its_processes() {
+    // 1,024 fds a process: each takes ~800 connections before it hands
+    // over, so 1,200 need two.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "ulimit -n 1024 && exec \"$0\" \"$@\"", BIN, "server"]);
+    let srv = common::server_with(
+        &mut cmd,
+        &[
+            "--processes",
+            "auto",
+            "--workers",
+            "1",
+            "--max-connections",
+            "4000",
+        ],
+    );
+    let (code, out, err) = output(Command::new(BIN).args([
+        "client",
+        &srv.addr.to_string(),
+        "-c",
+        "1200",
+        "--lifetime",
+        "1s",
+        "--reconnect",
+        "--connect-rate",
+        "5k",
+        "-T",
+        "10s",
+        "-q",
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let kids = children_of(srv.pid()).len();
+    let (status, summary) = srv.stop();
+    assert!(status.success());
+    assert!(out.contains("failed        0"), "{out}");
+    // ~10,000 connections over 10 s, ~800 a process: without reuse, a
+    // process for each.
+    assert!(kids <= 3, "{kids} server children\n{summary}");
+    assert!(summary.contains("overflows +0, drops +0"), "{summary}");
+}

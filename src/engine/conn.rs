@@ -42,6 +42,9 @@ impl Flags {
     pub const DIRTY: u8 = 1 << 5;
     /// The socket refused bytes: wait for it to become writable.
     pub const BLOCKED: u8 = 1 << 6;
+    /// Its --lifetime is over with queries in flight: it takes no new
+    /// query and closes once the last is answered or timed out.
+    pub const RETIRING: u8 = 1 << 7;
 
     #[inline]
     pub fn has(self, f: u8) -> bool {

@@ -437,7 +437,13 @@ pub fn run(
                     break;
                 }
             }
-            Some(Reason::ChildLine(..) | Reason::ChildExit(_) | Reason::Grow | Reason::Full) => {}
+            Some(
+                Reason::ChildLine(..)
+                | Reason::ChildExit(_)
+                | Reason::Grow
+                | Reason::Full
+                | Reason::Room,
+            ) => {}
             Some(Reason::RampEstablished) => {
                 established_workers += 1;
                 if established_workers == sc.workers {

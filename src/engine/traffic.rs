@@ -148,6 +148,11 @@ impl Worker {
         {
             return;
         }
+        if conn.has(Flags::RETIRING) {
+            // (An interval's tick on a connection whose lifetime is over:
+            // its replacement keeps its own.)
+            return;
+        }
         if conn.has(Flags::PEER_CLOSING) {
             // Due on a connection the server is closing: lost with it.
             t.rec.error(E_CONN_LOST);
@@ -247,6 +252,24 @@ impl Worker {
         }
     }
 
+    /// `key`'s --lifetime is over. With nothing in flight it closes now;
+    /// otherwise it takes no new query and closes when its last one is
+    /// answered or timed out: a close with an answer on its way would lose
+    /// that query, and reset the server's end.
+    pub(super) fn lifetime_over(&mut self, key: usize) {
+        let conn = &mut self.conns[key];
+        let busy = conn.live() > 0 || !conn.flight.waiting.is_empty();
+        let Some(t) = self.traffic.as_mut().filter(|_| busy) else {
+            self.end(key, End::Lifetime);
+            return;
+        };
+        conn.set(Flags::RETIRING, true);
+        let pos = conn.active_pos;
+        if pos != NOT_ACTIVE {
+            remove_active(&mut t.active, &mut self.conns, pos);
+        }
+    }
+
     /// A response arrived for `qkey` (or the oldest query).
     pub(super) fn answered(&mut self, key: usize, qkey: Option<u64>, status: Status) {
         let now = self.now_ns();
@@ -299,9 +322,15 @@ impl Worker {
             return;
         }
         let conn = &mut self.conns[key];
+        let retiring = conn.has(Flags::RETIRING);
+        if retiring && conn.live() == 0 && conn.flight.waiting.is_empty() {
+            self.end(key, End::Lifetime);
+            return;
+        }
         // Draining: an answer lets no new query go.
         let more = t.started.is_some()
             && self.draining.is_none()
+            && !retiring
             && !t.cap.is_some_and(|c| conn.flight.queries >= c);
         if more {
             if let Some(at) = t.pacing.next_after(key, conn.seq, now) {

@@ -541,7 +541,7 @@ impl Worker {
             }
         }
         while let Some(key) = self.dial.life_expired(now, &self.conns) {
-            self.end(key, End::Lifetime);
+            self.lifetime_over(key);
         }
         self.expire_queries(self.ns(now));
     }

@@ -120,6 +120,7 @@ fn run_child(server: Running, signals: &Stop) -> Result<()> {
             Wake::Second(sec) => ChildLine::Stats(serde_json::to_value(&sec)?).print(),
             Wake::Other(Reason::Grow) => ChildLine::Filling.print(),
             Wake::Other(Reason::Full) => ChildLine::Full.print(),
+            Wake::Other(Reason::Room) => ChildLine::Room.print(),
             Wake::Other(_) => return Ok(false),
         }
         Ok(true)

@@ -8,7 +8,10 @@
 //!   that one is nearly full, this parent steers the port's new
 //!   connections to the next with a classic BPF program on the
 //!   SO_REUSEPORT group; every member keeps its listeners, so nothing
-//!   queued at them is lost. Idle, it is one process.
+//!   queued at them is lost. Idle, it is one process. Under churn
+//!   (connections that end), a member that filled and has emptied below
+//!   half is steered to again before a new process is started, so a
+//!   steady number of connections keeps a steady number of processes.
 //! - `--processes N`, [`run`]: N children from the start; this parent
 //!   checks and reserves the ports and only watches.
 
@@ -221,6 +224,9 @@ struct Member {
     filling: bool,
     /// Past 13/16 of its fds: new connections should go to the next.
     full: bool,
+    /// Full once, below half since (its connections ended): new
+    /// connections may come back to it.
+    room: bool,
     /// Its last stats second, and the rates of the seconds it reported
     /// since the parent's last line.
     last: Second,
@@ -236,6 +242,7 @@ impl Member {
             ready,
             filling: false,
             full: false,
+            room: false,
             last: Second::default(),
             rates: Second::default(),
             fin: None,
@@ -313,6 +320,7 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut out: StatsOut) -> Result<()>
         most,
         started,
         steered: 0,
+        frontier: 0,
         steered_at: Instant::now(),
         ahead: 1,
         late: usize::MAX,
@@ -337,6 +345,7 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut out: StatsOut) -> Result<()>
             Wake::Other(reason) => return Ok(g.hear(reason)),
             Wake::Second(own) => own,
         };
+        g.members[0].last = own.clone();
         let others: Vec<Second> = g.members[1..]
             .iter()
             .map(|m| {
@@ -455,6 +464,7 @@ impl Parent<'_> {
                 members[0].full = true;
                 self.alive += group.hand_over(members, children, spare);
             }
+            Reason::Room => self.room(0),
             Reason::ChildLine(i, line) => {
                 let m = &mut members[i + 1];
                 match serde_json::from_str::<ChildLine>(&line) {
@@ -480,6 +490,7 @@ impl Parent<'_> {
                         m.full = true;
                         self.alive += group.hand_over(members, children, spare);
                     }
+                    Ok(ChildLine::Room) => self.room(i + 1),
                     _ => {}
                 }
             }
@@ -501,6 +512,14 @@ impl Parent<'_> {
             _ => {}
         }
         true
+    }
+
+    /// Member `k` re-armed (full once, now below half): it may be steered
+    /// to again, unless it is the one steered to now.
+    fn room(&mut self, k: usize) {
+        let m = &mut self.members[k];
+        (m.full, m.filling) = (false, false);
+        m.room = self.group.steered != k;
     }
 
     /// Stops the group: the members not told to listen yet are let go, the
@@ -525,6 +544,9 @@ struct Group<'a> {
     started: Instant,
     /// The member new connections go to, since when.
     steered: usize,
+    /// The last member ever steered to: those after it wait, started
+    /// ahead.
+    frontier: usize,
     steered_at: Instant,
     /// Processes kept started ahead of the steered one: 1, and one more
     /// each time a member filled before the next was listening (a connect
@@ -555,7 +577,7 @@ impl Group<'_> {
         let mut started = 0;
         while !self.stuck
             && (members.len() as u64) < self.most
-            && members.len() <= self.steered + self.ahead
+            && members.len() <= self.frontier + self.ahead
         {
             let added = member(self.cfg, self.addrs, self.cfg.workers as u64, true)
                 .and_then(|m| spare.with(|| children.add(m, self.stop)));
@@ -602,13 +624,28 @@ impl Group<'_> {
         children: &mut Children,
         spare: &mut Spare,
     ) -> u64 {
-        let next = self.steered + 1;
-        let ready = members
-            .get(next)
-            .is_some_and(|m| m.ready && m.exit.is_none());
         if self.stuck || !members[self.steered].full {
             return 0;
         }
+        // A member that has emptied since it was full comes first (the
+        // emptiest): churn then cycles through the processes it has.
+        let back = members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.room && m.ready && m.exit.is_none())
+            .min_by_key(|(_, m)| m.last.connections)
+            .map(|(k, _)| k);
+        if let Some(k) = back {
+            if self.steer(k) {
+                members[k].room = false;
+                self.steered_at = Instant::now();
+            }
+            return 0;
+        }
+        let next = self.frontier + 1;
+        let ready = members
+            .get(next)
+            .is_some_and(|m| m.ready && m.exit.is_none());
         if !ready {
             // Full before the next listens: what arrives meanwhile is shed.
             // Start further ahead from now on.
@@ -622,6 +659,7 @@ impl Group<'_> {
         if !self.steer(next) {
             return 0;
         }
+        self.frontier = next;
         // Under a connect storm (the last one filled in under a second) the
         // next one would fill from 11/16 to 13/16 faster than a process
         // starts: the one after it starts now. So does it when the next is

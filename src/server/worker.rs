@@ -111,6 +111,9 @@ pub struct HandOver {
     /// over.
     full_at: AtomicI64,
     full_sent: AtomicBool,
+    /// Open connections under which a member that said it was full may
+    /// take new connections again (see [`HandOver::rearm`]).
+    rearm_at: AtomicI64,
     /// Listeners of this process on a port (one per worker): what one
     /// accept queue holds, times this, is about what all of them hold.
     queues: AtomicI64,
@@ -127,6 +130,7 @@ impl HandOver {
             grow_sent: AtomicBool::new(false),
             full_at: AtomicI64::new(i64::MAX),
             full_sent: AtomicBool::new(false),
+            rearm_at: AtomicI64::new(0),
             queues: AtomicI64::new(1),
             notify: None,
         }
@@ -140,6 +144,7 @@ impl HandOver {
             grow_sent: AtomicBool::new(false),
             full_at: AtomicI64::new(i64::MAX),
             full_sent: AtomicBool::new(false),
+            rearm_at: AtomicI64::new(0),
             queues: AtomicI64::new(1),
             notify: Some(notify),
         }
@@ -155,7 +160,28 @@ impl HandOver {
         if self.notify.is_some() {
             self.grow_at.store(max_open / 16 * 11, Relaxed);
             self.full_at.store(max_open / 16 * 13, Relaxed);
+            self.rearm_at.store(max_open / 2, Relaxed);
             self.queues.store(queues.max(1) as i64, Relaxed);
+        }
+    }
+
+    /// After a close, `open` connections now. A member that said it was
+    /// full and has emptied below half its cap (connections that end:
+    /// churn) may be steered to again: it says so (the parent steers back
+    /// only once it hears it), and says again when it fills.
+    fn closed(&self, open: i64) {
+        let Some(tx) = &self.notify else {
+            return;
+        };
+        if open < self.rearm_at.load(Relaxed)
+            && self.full_sent.load(Relaxed)
+            && self
+                .full_sent
+                .compare_exchange(true, false, Relaxed, Relaxed)
+                .is_ok()
+        {
+            self.grow_sent.store(false, Relaxed);
+            let _ = tx.send(Reason::Room);
         }
     }
 
@@ -527,6 +553,9 @@ impl Worker {
         drop(self.conns.remove(key));
         bump(&self.io.stats.closed, 1);
         self.shared.closed();
+        if let Some(h) = &self.hand_over {
+            h.closed(self.shared.current.load(Relaxed));
+        }
         if self.accept_paused {
             self.resume_accepting();
         }

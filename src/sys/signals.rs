@@ -46,6 +46,9 @@ pub enum Reason {
     /// A server process of an elastic group is nearly full: time for the
     /// next one to take the new connections.
     Full,
+    /// A server process of an elastic group that was full has emptied
+    /// below half: it may take new connections again.
+    Room,
 }
 
 impl Stop {
