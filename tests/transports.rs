@@ -64,7 +64,7 @@ fn udp_losses_are_timeouts_counted_exactly() {
         let mut i = 0u64;
         while let Ok((len, from)) = sock.recv_from(&mut buf) {
             i += 1;
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 d.fetch_add(1, Ordering::SeqCst);
             } else {
                 sock.send_to(&buf[..len], from).unwrap();
