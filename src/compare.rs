@@ -320,7 +320,7 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
                     Some(n) => print_sequential_row(header, case, n, &result, &mut io::stdout())?,
                     None => print_row(header, case, &result, &mut io::stdout())?,
                 }
-                if !result.queries.as_ref().is_some_and(|q| q.answered > 0) {
+                if result.queries.as_ref().is_none_or(|q| q.answered == 0) {
                     failures.push(format!("{}: no query was answered", case.label()));
                 }
                 runs.push(Run {

@@ -74,6 +74,14 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Cluster(args) => cluster::ssh::run(&args),
         cli::Command::Tune(args) => tune(&args),
         cli::Command::Compare(args) => compare::run(&args),
+        cli::Command::Completions(args) => {
+            cli::docs::completions(args.shell, &mut std::io::stdout().lock())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        cli::Command::Man => {
+            cli::docs::man(&mut std::io::stdout().lock())?;
+            Ok(ExitCode::SUCCESS)
+        }
         cli::Command::Server(args) => {
             // A child of --processes is given its configuration whole.
             let cfg: server::ServerConfig = if args.child {

@@ -1,5 +1,7 @@
 //! TLS settings for both sides, built once per run with rustls (ring):
-//! the client's trust (a CA file, the system bundle, or --tls-insecure),
+//! the client's trust (a CA file, the system's store through
+//! rustls-native-certs, which honours SSL_CERT_FILE and SSL_CERT_DIR, or
+//! --tls-insecure),
 //! server names, ALPN and resumption; the server's certificate from files
 //! or made at start (rcgen), with its SHA-256 fingerprint.
 
@@ -18,8 +20,6 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, S
 use crate::scenario::TlsOptions;
 use crate::UsageError;
 
-/// The system's CA bundle on Debian and its kin.
-const SYSTEM_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// Sessions each side remembers for resumption.
 const SESSIONS: usize = 64 * 1024;
 
@@ -61,17 +61,20 @@ pub fn client_config(o: &TlsOptions) -> Result<Arc<ClientConfig>> {
             .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider())))
             .with_no_client_auth()
     } else {
-        let mut roots = RootCertStore::empty();
-        let file = o.ca.clone().unwrap_or_else(|| SYSTEM_CA.into());
-        if o.ca.is_some() || file.is_file() {
-            let (added, _) = roots.add_parsable_certificates(certs(&file)?);
-            if added == 0 {
-                return Err(usage(format!(
-                    "{}: no usable CA certificate in the file",
-                    file.display()
-                )));
+        let roots = match &o.ca {
+            Some(file) => {
+                let mut roots = RootCertStore::empty();
+                let (added, _) = roots.add_parsable_certificates(certs(file)?);
+                if added == 0 {
+                    return Err(usage(format!(
+                        "{}: no usable CA certificate in the file",
+                        file.display()
+                    )));
+                }
+                roots
             }
-        }
+            None => system_roots()?,
+        };
         builder.with_root_certificates(roots).with_no_client_auth()
     };
     cfg.alpn_protocols = o.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
@@ -81,6 +84,68 @@ pub fn client_config(o: &TlsOptions) -> Result<Arc<ClientConfig>> {
         Resumption::disabled()
     };
     Ok(Arc::new(cfg))
+}
+
+/// The system's trusted CA certificates (SSL_CERT_FILE and SSL_CERT_DIR
+/// when set, else the platform's store); an error naming the cause and the
+/// fix when none is usable (every handshake would fail), or when the file
+/// SSL_CERT_FILE names cannot be read (its user meant that file, not the
+/// rest of the store).
+fn system_roots() -> Result<RootCertStore> {
+    const OR_FLAGS: &str = "or give --tls-ca FILE (--tls-insecure trusts any certificate)";
+    let found = rustls_native_certs::load_native_certs();
+    if let Some(file) = std::env::var_os("SSL_CERT_FILE") {
+        let unreadable = found.errors.iter().find_map(|e| match &e.kind {
+            rustls_native_certs::ErrorKind::Io { inner, path } if path.as_os_str() == file => {
+                Some(inner)
+            }
+            _ => None,
+        });
+        if let Some(e) = unreadable {
+            return Err(usage(format!(
+                "SSL_CERT_FILE={}: cannot read the CA certificates for TLS: {e}; point \
+                 SSL_CERT_FILE at a PEM bundle or unset it to use the system's store, {OR_FLAGS}",
+                file.to_string_lossy()
+            )));
+        }
+    }
+    let mut roots = RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(found.certs);
+    if added > 0 {
+        return Ok(roots);
+    }
+    let set: Vec<(&str, String)> = ["SSL_CERT_FILE", "SSL_CERT_DIR"]
+        .into_iter()
+        .filter_map(|k| std::env::var_os(k).map(|v| (k, v.to_string_lossy().into_owned())))
+        .collect();
+    let cause = found
+        .errors
+        .first()
+        .map_or(String::new(), |e| format!(" ({e})"));
+    let (from, fix) = if set.is_empty() {
+        (
+            "the system's store".to_string(),
+            "install the system's CA certificates (Debian: apt-get install ca-certificates) \
+             or set SSL_CERT_FILE to a PEM bundle"
+                .to_string(),
+        )
+    } else {
+        let names: Vec<&str> = set.iter().map(|(k, _)| *k).collect();
+        (
+            set.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            format!(
+                "point {} at PEM certificates, or unset {} to use the system's store",
+                names.join(" or "),
+                if names.len() == 1 { "it" } else { "them" }
+            ),
+        )
+    };
+    Err(usage(format!(
+        "no trusted CA certificate for TLS in {from}{cause}: {fix}, {OR_FLAGS}"
+    )))
 }
 
 /// The name a connection to `target` (as given, or its address) presents

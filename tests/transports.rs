@@ -64,7 +64,7 @@ fn udp_losses_are_timeouts_counted_exactly() {
         let mut i = 0u64;
         while let Ok((len, from)) = sock.recv_from(&mut buf) {
             i += 1;
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 d.fetch_add(1, Ordering::SeqCst);
             } else {
                 sock.send_to(&buf[..len], from).unwrap();
@@ -393,6 +393,65 @@ fn tls_with_the_wrong_ca_fails_at_once_with_the_reason() {
         false,
     );
     assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn tls_without_ca_roots_is_bad_usage_before_any_connection() {
+    // The system's store comes through rustls-native-certs, which reads
+    // SSL_CERT_FILE and SSL_CERT_DIR: a missing file is named with its fix,
+    // where every handshake used to fail one by one.
+    let accepted = Arc::new(AtomicU64::new(0));
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let count = accepted.clone();
+    thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            count.fetch_add(1, Ordering::SeqCst);
+            drop(s);
+        }
+    });
+    for (file, dir, needle) in [
+        (
+            "/nonexistent",
+            None,
+            "SSL_CERT_FILE=/nonexistent: cannot read",
+        ),
+        // Named even when SSL_CERT_DIR would give roots: the file was meant.
+        (
+            "/nonexistent",
+            Some("/etc/ssl/certs"),
+            "SSL_CERT_FILE=/nonexistent: cannot read",
+        ),
+        (
+            "/dev/null",
+            None,
+            "no trusted CA certificate for TLS in SSL_CERT_FILE=/dev/null",
+        ),
+    ] {
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "client",
+            &addr.to_string(),
+            "--transport",
+            "tls",
+            "-c",
+            "2",
+            "-T",
+            "1s",
+        ])
+        .env("SSL_CERT_FILE", file)
+        .env_remove("SSL_CERT_DIR");
+        if let Some(d) = dir {
+            cmd.env("SSL_CERT_DIR", d);
+        }
+        let (code, out, err) = output(&mut cmd);
+        assert_eq!(code, 2, "{file} {dir:?}: {out}\n{err}");
+        assert!(err.contains(needle), "{file} {dir:?}: {err}");
+        assert!(err.contains("--tls-ca FILE"), "the fix is named: {err}");
+        assert!(out.is_empty(), "nothing planned or run: {out}");
+    }
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(accepted.load(Ordering::SeqCst), 0, "a connection was made");
 }
 
 #[test]

@@ -9,6 +9,7 @@
 //! below them (scenario, engine, server, report) nothing sees a flag.
 
 mod client;
+pub mod docs;
 mod scenario;
 mod server;
 
@@ -57,6 +58,25 @@ pub enum Command {
     /// The same DNS workload over UDP, TCP per query, persistent TCP and
     /// TLS, one after another, in one table.
     Compare(CompareArgs),
+    /// Print a shell's completion script (bash, zsh, fish, elvish, powershell).
+    ///
+    /// For example `throng completions bash >
+    /// ~/.local/share/bash-completion/completions/throng`, `throng
+    /// completions zsh > ~/.zfunc/_throng` (with ~/.zfunc in fpath),
+    /// `throng completions fish > ~/.config/fish/completions/throng.fish`.
+    Completions(CompletionsArgs),
+    /// Print the manual page throng(1): every command in one page (roff).
+    ///
+    /// Read it with `throng man | man -l -`, or install it with `throng man >
+    /// /usr/local/share/man/man1/throng.1`.
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell the script is for.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 /// A flag's value names and their help (the clap side of a domain type):

@@ -139,6 +139,11 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     };
     let mut whole = a.scenario(probe_targets.clone(), a.targets.is_empty(), Vec::new())?;
     let checks = report::check::parse_all(&a.check, whole.traffic.is_some()).map_err(usage)?;
+    if let (Some(o), false) = (&whole.tls, a.targets.is_empty() || a.child) {
+        // Trust that cannot be built (no CA roots) fails every handshake:
+        // say so once, before any process, server or connection starts.
+        crate::tls::client_config(o)?;
+    }
     let nproc = if a.segment.is_some() || a.child {
         1
     } else {

@@ -139,7 +139,7 @@ fn read_back(mut f: File, into: &mut Vec<Sample>) -> io::Result<()> {
 /// A report for a second whose sample is still to come (kept), as opposed
 /// to one already written (let go: too late to change it).
 fn s_is_pending(recent: &VecDeque<(Sample, bool)>, idx: u64) -> bool {
-    recent.back().map_or(true, |(s, _)| s.t <= idx)
+    recent.back().is_none_or(|(s, _)| s.t <= idx)
 }
 
 /// A file in the temporary directory, removed from it at once: it lives as

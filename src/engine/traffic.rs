@@ -71,7 +71,7 @@ impl Worker {
                 }
                 Due::NewConnection(at) => self.per_query(at),
                 Due::Tick { key, seq, at } | Due::Think { key, seq, at } => {
-                    if !self.conns.get(key).is_some_and(|c| c.seq == seq) {
+                    if self.conns.get(key).is_none_or(|c| c.seq != seq) {
                         continue;
                     }
                     if matches!(due, Due::Tick { .. }) {
@@ -331,7 +331,7 @@ impl Worker {
         let more = t.started.is_some()
             && self.draining.is_none()
             && !retiring
-            && !t.cap.is_some_and(|c| conn.flight.queries >= c);
+            && t.cap.is_none_or(|c| conn.flight.queries < c);
         if more {
             if let Some(at) = t.pacing.next_after(key, conn.seq, now) {
                 // Due now: sent with this turn's other writes, not a loop

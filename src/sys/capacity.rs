@@ -127,7 +127,7 @@ pub fn check(need: &Need, host: &Host) -> Vec<Limit> {
     // The soft limit can always be raised to the hard one (throng does);
     // past the hard one only with CAP_SYS_RESOURCE, up to fs.nr_open.
     let fd_ok = host.fd_hard >= per_process
-        || (host.can_raise && host.nr_open.map_or(true, |m| m >= per_process));
+        || (host.can_raise && host.nr_open.is_none_or(|m| m >= per_process));
     let why = if need.processes > 1 {
         format!(
             "each connection end is an fd; {} connections are spread over {} processes \
