@@ -411,6 +411,51 @@ mod tests {
         assert!(m.response_time.equivalent(m.response_time.min(), 200_000));
     }
 
+    /// With --metrics each second's report carries its service times, and
+    /// the run's histogram still gets every one of them.
+    #[test]
+    fn service_times_go_with_their_second_when_asked() {
+        let (tx, rx) = mpsc::channel();
+        let q = Arc::new(QueryCounters::default());
+        let mut r = Recorder::new(q, 10_000_000, &[1], tx, None, (false, true));
+        r.start(0, 0);
+        r.answered(1, &o(0, 0, 100_000_000), 300_000_000, Status::Ok);
+        r.roll(1_000_000_000);
+        r.answered(
+            1,
+            &o(1, 1_000_000_000, 1_000_000_000),
+            1_050_000_000,
+            Status::Ok,
+        );
+        let m = r.finish();
+        let secs: Vec<SecondReport> = rx.try_iter().collect();
+        let service = |s: &SecondReport| s.service.as_ref().expect("kept").max();
+        assert!(secs[0].hist.equivalent(secs[0].hist.max(), 300_000));
+        assert!(secs[0]
+            .service
+            .as_ref()
+            .unwrap()
+            .equivalent(service(&secs[0]), 200_000));
+        assert!(secs[1]
+            .service
+            .as_ref()
+            .unwrap()
+            .equivalent(service(&secs[1]), 50_000));
+        assert_eq!(m.service_time.len(), 2);
+        assert!(m.service_time.equivalent(m.service_time.max(), 200_000));
+
+        // Closed loop: a second's service times are its response times.
+        let (tx, rx) = mpsc::channel();
+        let q = Arc::new(QueryCounters::default());
+        let mut r = Recorder::new(q, 10_000_000, &[1], tx, None, (true, true));
+        r.start(0, 0);
+        r.answered(1, &o(0, 0, 0), 2_000_000, Status::Ok);
+        let m = r.finish();
+        let last = rx.try_recv().unwrap();
+        assert_eq!(last.service.as_ref().unwrap().len(), 1);
+        assert_eq!(m.service_time, m.response_time);
+    }
+
     #[test]
     fn closed_loop_service_time_is_the_response_time() {
         let (mut r, _rx) = recorder(true, false);

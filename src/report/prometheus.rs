@@ -431,13 +431,13 @@ mod tests {
     fn counters_take_their_total_in_the_text_format() {
         let om = "# HELP a_requests Requests.\n# TYPE a_requests counter\na_requests_total 3\n\
                   a_requests_created 1.5\n# HELP a_open Open.\n# TYPE a_open gauge\na_open 2\n\
-                  # HELP a_t Time.\n# TYPE a_t_seconds histogram\n# UNIT a_t_seconds seconds\n\
+                  # HELP a_t_seconds Time.\n# TYPE a_t_seconds histogram\n# UNIT a_t_seconds seconds\n\
                   a_t_seconds_sum 1.0\n# EOF\n";
         assert_eq!(
             to_text_format(om),
             "# HELP a_requests_total Requests.\n# TYPE a_requests_total counter\n\
              a_requests_total 3\n# HELP a_open Open.\n# TYPE a_open gauge\na_open 2\n\
-             # HELP a_t Time.\n# TYPE a_t_seconds histogram\na_t_seconds_sum 1.0\n"
+             # HELP a_t_seconds Time.\n# TYPE a_t_seconds histogram\na_t_seconds_sum 1.0\n"
         );
     }
 

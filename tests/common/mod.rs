@@ -313,3 +313,17 @@ pub fn which(name: &str) -> Option<std::path::PathBuf> {
         .map(|d| d.join(name))
         .find(|p| p.is_file())
 }
+
+/// The program, or None after saying loudly that the test is skipped (a
+/// failure in CI, which installs it).
+pub fn program(name: &str, package: &str) -> Option<std::path::PathBuf> {
+    let p = which(name);
+    if p.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{name} is needed in CI (apt-get install {package}); .ci/run installs it"
+        );
+        eprintln!("SKIPPED: {name} is not installed (apt-get install {package})");
+    }
+    p
+}
