@@ -211,8 +211,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
             &fd,
             &stop,
             (shortfall, &why),
-            &checks,
-            exported,
+            (&checks, exported),
         );
     }
 

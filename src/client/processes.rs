@@ -59,9 +59,9 @@ pub(super) fn run_processes(
     stop: &Stop,
     // The source planner's advice and its reasons, for the plan paragraph.
     (shortfall, why): (Option<String>, &str),
-    checks: &[report::check::Check],
-    // The parent's --metrics figures: the sum of its children's.
-    exported: Option<Arc<Mutex<RunFigures>>>,
+    // The checks of the merged result, and the figures of --metrics (the
+    // sum of the children's).
+    (checks, exported): (&[report::check::Check], Option<Arc<Mutex<RunFigures>>>),
 ) -> Result<ExitCode> {
     // Each process checks its own share; the ports are the whole's.
     let mut problems = preflight(

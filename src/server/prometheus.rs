@@ -132,6 +132,9 @@ impl Exported {
     }
 }
 
+/// A per-process counter family: name, help, and its value of a process.
+type PerProcess = (&'static str, &'static str, fn(&Figures) -> u64);
+
 /// Errors by kind, with the summary's words as label values: `malformed`
 /// (input), `connection` (reset...), `out_of_fds` (refused), `udp_dropped`
 /// (replies), `accept_<errno>`.
@@ -246,7 +249,7 @@ impl Collector for Exported {
                 .enumerate()
                 .map(|(i, m)| ((i + 1).to_string(), m.connections)),
         )?;
-        let per_process: [(&str, &str, fn(&Figures) -> u64); 6] = [
+        let per_process: [PerProcess; 6] = [
             (
                 "throng_server_process_accepted",
                 "Connections accepted by each process.",
