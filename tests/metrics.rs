@@ -326,6 +326,69 @@ fn a_server_of_several_processes_shows_each_and_all() {
     assert_eq!(summary_number(&summary, "requests", "requests"), 300);
 }
 
+/// The elastic server (the default, --processes auto) serves its endpoint
+/// from its first process: its own counters live, each process it adds
+/// from that one's lines, each with its own series.
+#[test]
+fn an_elastic_server_grows_and_its_endpoint_follows() {
+    // 400 fds per process: 700 connections need three processes.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "ulimit -n 400 && exec \"$0\" \"$@\"", BIN, "server"]);
+    let srv = common::server_with(
+        &mut cmd,
+        &[
+            "--processes",
+            "auto",
+            "--workers",
+            "1",
+            "--max-connections",
+            "2000",
+            "--metrics",
+            "127.0.0.1:0",
+        ],
+    );
+    let m = metrics_addr(&srv.banner);
+    let (code, out, err) = common::output(Command::new(BIN).args([
+        "client",
+        &srv.addr.to_string(),
+        "-c",
+        "700",
+        "--connect-rate",
+        "2k",
+        "-T",
+        "1s",
+        "--processes",
+        "1",
+        "-q",
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    let text = scrape_until(&m, "every process's closes", |t| {
+        count(t, "throng_server_closed_total") == 700
+    });
+    promtool_passes(&text);
+    let processes = count(&text, "throng_server_processes");
+    assert!(processes >= 3, "{text}");
+    let per = |name: &str| -> u64 {
+        (1..=processes)
+            .map(|p| count(&text, &format!("{name}{{process=\"{p}\"}}")))
+            .sum()
+    };
+    assert_eq!(per("throng_server_process_accepted_total"), 700);
+    assert_eq!(per("throng_server_process_closed_total"), 700);
+    assert_eq!(count(&text, "throng_server_accepted_total"), 700);
+    let (status, summary) = srv.stop();
+    assert!(status.success(), "{summary}");
+    assert_eq!(summary_number(&summary, "connections", "accepted"), 700);
+    assert_eq!(
+        summary_number(&summary, "connections", "peak"),
+        count(&text, "throng_server_connections_peak")
+    );
+    assert_eq!(
+        summary_number(&summary, "requests", "requests"),
+        count(&text, "throng_server_requests_total")
+    );
+}
+
 /// A client child with piped stdout; its stdout lines up to the one that
 /// names the endpoint, and the endpoint.
 fn client_with_metrics(args: &[&str]) -> (Child, BufReader<std::process::ChildStdout>, String) {
