@@ -54,6 +54,9 @@ pub enum ChildLine {
     Pid(u32),
     /// Client children: the whole result (a `RunResult`), at the end.
     Result(Box<serde_json::Value>),
+    /// Client children of a parent with --metrics: the figures so far,
+    /// after each second's sample.
+    Metrics(Box<crate::metrics::exported::RunFigures>),
 }
 
 impl ChildLine {

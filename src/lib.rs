@@ -15,7 +15,8 @@
 //! - [`server`]: the reference server: a mio loop per worker, SO_REUSEPORT
 //!   listeners, responders built on the pure codecs of `crates/wire`; one
 //!   process or a group on one port.
-//! - [`report`]: live view, summary, JSON result.
+//! - [`report`]: live view, summary, JSON result, the Prometheus endpoint
+//!   (`--metrics`, the server's too).
 //! - [`child`]: the line protocol between a parent and its child processes.
 //! - [`engine`]: the client's data plane: a mio loop per worker.
 //! - [`server_config`]: the reference server's configuration, as plain

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{domain, parse_processes, parse_segment};
+use super::{domain, parse_metrics_addr, parse_processes, parse_segment};
 use super::{ArrivalsArg, ConnectModeArg, ProtoArg, SpreadArg, TransportArg};
 use crate::domain::{Arrivals, ConnectMode, Processes, Proto, Segment, Spread, Transport};
 use crate::units::{
@@ -301,6 +301,12 @@ pub struct ClientArgs {
     /// Write the whole result as JSON to FILE (atomically).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+
+    /// Serve the live run's figures for Prometheus at
+    /// http://ADDR:PORT/metrics (queries, connections, response and service
+    /// time histograms; see README, Metrics). Binds that address only.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_metrics_addr)]
+    pub metrics: Option<std::net::SocketAddr>,
 
     /// Run slice K of N of the scenario: its share of connections and rate,
     /// its own source addresses and seed. N slices offer exactly the whole.

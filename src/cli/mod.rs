@@ -402,6 +402,17 @@ fn parse_segment(s: &str) -> Result<Segment, String> {
 }
 
 /// `[::]:53`, `127.0.0.1:0`; a bare port means all addresses.
+/// `--metrics ADDR:PORT`: an address and a port, both given (a bare port
+/// would mean every interface, which nobody should get by accident).
+fn parse_metrics_addr(s: &str) -> Result<SocketAddr, String> {
+    s.parse().map_err(|_| {
+        format!(
+            "'{s}' is not ADDR:PORT; examples: 127.0.0.1:9464, [::1]:9464, 0.0.0.0:9464 (every \
+             interface), 127.0.0.1:0 (a free port, printed at start)"
+        )
+    })
+}
+
 fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {
         return Ok(SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)));

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 
-use super::{domain, parse_listen, parse_processes, ModeArg};
+use super::{domain, parse_listen, parse_metrics_addr, parse_processes, ModeArg};
 use crate::domain::{Mode, Processes};
 use crate::server_config::{ServerConfig, ServerTls};
 use crate::units::{parse_duration, parse_positive_count, parse_size};
@@ -91,6 +91,13 @@ pub struct ServerArgs {
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
 
+    /// Serve the server's counters for Prometheus at
+    /// http://ADDR:PORT/metrics (connections, requests, bytes, errors, the
+    /// kernel's listen queue drops; every process's, and each one's with a
+    /// `process` label when there are several). Binds that address only.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_metrics_addr)]
+    pub metrics: Option<SocketAddr>,
+
     /// Processes sharing the port (SO_REUSEPORT), each with its own fd
     /// limit. auto: one process, and one more each time the open ones near
     /// their fd limit, up to what --max-connections needs; N: N from the
@@ -170,6 +177,7 @@ impl ServerArgs {
             on_prefix,
             stats: self.stats,
             stats_json: self.stats_json.clone(),
+            metrics: self.metrics,
             processes: self.processes,
             max_connections: self.max_connections,
             child: false,

@@ -12,7 +12,7 @@ use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
@@ -21,7 +21,9 @@ use crate::child::ChildLine;
 use crate::cli::ClientArgs;
 use crate::domain::{Mode, Transport};
 use crate::engine::Outcome;
+use crate::metrics::exported::RunFigures;
 use crate::report::json::{write_atomic, Environment, RunResult};
+use crate::report::prometheus::{client_registry, Endpoint};
 use crate::report::{self, LiveView};
 use crate::scenario::{self, Scenario};
 use crate::server::{self, ServerConfig};
@@ -144,6 +146,8 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         // say so once, before any process, server or connection starts.
         crate::tls::client_config(o)?;
     }
+    // Bound now: a busy address stops the run before any connection.
+    let endpoint = a.metrics.map(Endpoint::bind).transpose()?;
     let nproc = if a.segment.is_some() || a.child {
         1
     } else {
@@ -190,8 +194,30 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     };
     check_source_families(&probe_targets, &chosen)?;
     whole.sources = chosen;
+    let exported = match endpoint {
+        Some(e) => {
+            let figures = Arc::new(Mutex::new(RunFigures::default()));
+            let banner = e.banner();
+            e.serve(client_registry(figures.clone()))?;
+            if a.child {
+                eprintln!("{banner}");
+            } else {
+                println!("{banner}");
+            }
+            Some(figures)
+        }
+        None => None,
+    };
     if nproc > 1 {
-        return processes::run_processes(a, &whole, nproc, &fd, &stop, (shortfall, &why), &checks);
+        return processes::run_processes(
+            a,
+            &whole,
+            nproc,
+            &fd,
+            &stop,
+            (shortfall, &why),
+            (&checks, exported),
+        );
     }
 
     let embedded = if a.targets.is_empty() {
@@ -248,6 +274,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         control: a.control.is_some(),
         child: a.child,
         quiet: a.quiet,
+        exported,
     };
     let Some((sc, outcome, mut result)) = run_here(&whole, ran, here, &stop, env)? else {
         return Ok(ExitCode::from(130));
@@ -288,6 +315,9 @@ struct Here {
     /// parent instead of a live view.
     child: bool,
     quiet: bool,
+    /// The figures of a --metrics endpoint (this process's, or its
+    /// parent's), kept up to date by the engine.
+    exported: Option<Arc<Mutex<RunFigures>>>,
 }
 
 /// Runs `ran`, the part of `whole` this process runs: opens the RTT log,
@@ -318,11 +348,17 @@ fn run_here(
         stop.on_control()?;
     }
     let mut live = if here.child {
-        LiveView::Child
+        LiveView::Child(here.exported.clone())
     } else {
         LiveView::new(here.quiet, sc.connections)
     };
-    let outcome = crate::engine::run(sc.clone(), stop, &mut live, rtt_log)?;
+    let outcome = crate::engine::run(
+        sc.clone(),
+        stop,
+        &mut live,
+        rtt_log,
+        here.exported.as_deref(),
+    )?;
     let result = RunResult::new(whole, &sc, env, &outcome);
     Ok(Some((sc, outcome, result)))
 }

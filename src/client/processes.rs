@@ -11,6 +11,7 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,7 @@ use crate::child::{sum_samples, ChildLine, Children, Own, PartsDir, Silence};
 use crate::cli::ClientArgs;
 use crate::domain::{ConnectMode, Segment};
 use crate::engine::Live;
+use crate::metrics::exported::RunFigures;
 use crate::report::json::Environment;
 use crate::report::{self, LiveView};
 use crate::scenario::{End, Scenario};
@@ -42,6 +44,9 @@ pub(super) struct ChildPlan {
     force: bool,
     /// The source planner's advice, for the preflight's words.
     shortfall: Option<String>,
+    /// The parent serves --metrics: send the figures each second.
+    #[serde(default)]
+    metrics: bool,
 }
 
 /// Runs the scenario as `n` child processes, one segment each, and merges
@@ -54,7 +59,9 @@ pub(super) fn run_processes(
     stop: &Stop,
     // The source planner's advice and its reasons, for the plan paragraph.
     (shortfall, why): (Option<String>, &str),
-    checks: &[report::check::Check],
+    // The checks of the merged result, and the figures of --metrics (the
+    // sum of the children's).
+    (checks, exported): (&[report::check::Check], Option<Arc<Mutex<RunFigures>>>),
 ) -> Result<ExitCode> {
     // Each process checks its own share; the ports are the whole's.
     let mut problems = preflight(
@@ -137,6 +144,7 @@ pub(super) fn run_processes(
             start_at: a.start_at,
             force: a.force,
             shortfall: shortfall.clone(),
+            metrics: exported.is_some(),
         };
         own.push(Own::new(
             vec!["client".into(), "--child-plan".into()],
@@ -146,6 +154,7 @@ pub(super) fn run_processes(
     let mut children = Children::spawn(own, stop, common_end)?;
     let mut live = LiveView::new(a.quiet, whole.connections);
     let mut latest: Vec<Option<crate::engine::Sample>> = vec![None; n as usize];
+    let mut figures: Vec<RunFigures> = vec![RunFigures::default(); n as usize];
     let mut ramps = 0;
     // The children's established and failed connections when their ramps were done.
     let mut ramp_counts = (0, 0);
@@ -199,6 +208,16 @@ pub(super) fn run_processes(
                     if t > shown && latest.iter().all(|x| x.as_ref().is_some_and(|x| x.t >= t)) {
                         shown = t;
                         live.second(&sum_samples(&latest, t), whole.connections);
+                    }
+                }
+                Ok(ChildLine::Metrics(f)) => {
+                    if let Some(e) = &exported {
+                        figures[i] = *f;
+                        let mut sum = RunFigures::default();
+                        for f in &figures {
+                            sum.merge(f);
+                        }
+                        *e.lock().unwrap_or_else(|p| p.into_inner()) = sum;
                     }
                 }
                 Ok(ChildLine::RampDone {
@@ -289,6 +308,9 @@ pub(super) fn run_child(plan: ChildPlan) -> Result<ExitCode> {
         control: false,
         child: true,
         quiet: true,
+        exported: plan
+            .metrics
+            .then(|| Arc::new(Mutex::new(RunFigures::default()))),
     };
     match run_here(&plan.whole, ran, here, &stop, env)? {
         Some((_, _, result)) => super::child_end(&result, Some(&plan.json)),
@@ -332,6 +354,7 @@ mod tests {
                 start_at: Some(1_700_000_000.123_456_7),
                 force: false,
                 shortfall: None,
+                metrics: false,
             };
             let own = Own::new(Vec::new(), &plan).unwrap();
             let back: ChildPlan = serde_json::from_str(&own.plan).unwrap();

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -34,6 +34,7 @@ use hdrhistogram::Histogram;
 use mio::{Poll, Waker};
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::exported::RunFigures;
 use crate::metrics::{
     ConnCounters, ConnTotals, Histograms, QueryCounters, QueryTotals, Shared, StatusCounts,
 };
@@ -50,19 +51,25 @@ pub struct SecondReport {
     pub errors: u64,
     /// Response times of the queries answered in this second.
     pub hist: Histogram<u64>,
+    /// Their service times, when the run exports them (`--metrics`).
+    pub service: Option<Histogram<u64>>,
     /// Workers whose part is in (1 as sent; the main thread adds).
     pub workers: usize,
 }
 
 impl SecondReport {
-    pub fn new(idx: u64) -> SecondReport {
+    /// An empty report of second `idx`; with `service`, it keeps service
+    /// times too.
+    pub fn new(idx: u64, service: bool) -> SecondReport {
+        let hist = || Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds");
         SecondReport {
             idx,
             sent: 0,
             answered: 0,
             timed_out: 0,
             errors: 0,
-            hist: Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds"),
+            hist: hist(),
+            service: service.then(hist),
             workers: 1,
         }
     }
@@ -74,6 +81,9 @@ impl SecondReport {
         self.errors += o.errors;
         self.workers += o.workers;
         let _ = self.hist.add(&o.hist);
+        if let (Some(a), Some(b)) = (self.service.as_mut(), &o.service) {
+            let _ = a.add(b);
+        }
     }
 }
 
@@ -298,11 +308,14 @@ fn rtt_writer(file: File) -> RttWriter {
 }
 
 /// Runs the scenario to its end (or a signal) and returns what it measured.
+/// `exported`: the figures a Prometheus endpoint shows (`--metrics`),
+/// brought up to date once a second and as each worker's second comes in.
 pub fn run(
     sc: Arc<Scenario>,
     stop: &Stop,
     live: &mut dyn Live,
     rtt_log: Option<File>,
+    exported: Option<&Mutex<RunFigures>>,
 ) -> Result<Outcome> {
     let shared = Arc::new(Shared::default());
     let mut counters = Vec::new();
@@ -355,6 +368,7 @@ pub fn run(
             rtt_log: writer.as_ref().map(|w| (w.tx.clone(), epoch_unix_us)),
             hosts: hosts.clone(),
             tls: tls.clone(),
+            service_seconds: exported.is_some(),
         })?;
         if sc.preallocate {
             w.preallocate().map_err(|errno| {
@@ -396,6 +410,8 @@ pub fn run(
     let mut controls = Vec::new();
     // Rates set on --control: (seconds into the traffic, rate).
     let mut rate_changes: Vec<(f64, f64)> = Vec::new();
+    // Seconds of traffic whose target is in `exported` already.
+    let mut targeted_s = 0.0;
     loop {
         let next_tick = start + Duration::from_secs(tick);
         let wake = end_at.map_or(next_tick, |e| e.min(next_tick));
@@ -497,7 +513,7 @@ pub fn run(
             None => {}
         }
         while let Ok(r) = rep_rx.try_recv() {
-            merge_report(&mut reports, r);
+            merge_report(&mut reports, r, exported);
         }
         let now = Instant::now();
         if now >= next_tick {
@@ -522,7 +538,7 @@ pub fn run(
                 while reports.get(&(tick - 1)).map_or(0, |r| r.workers) < handles.len() {
                     match rep_rx.recv_timeout(wait_until.saturating_duration_since(Instant::now()))
                     {
-                        Ok(r) => merge_report(&mut reports, r),
+                        Ok(r) => merge_report(&mut reports, r, exported),
                         Err(_) => break,
                     }
                 }
@@ -539,6 +555,16 @@ pub fn run(
                     s.set_latency(&r.hist, stop.is_child());
                 }
                 s.target = target_at(&sc, start, traffic_start, tick, &rate_changes);
+            }
+            if let Some(e) = exported {
+                let upto = traffic_start.map_or(0.0, |ts| ts.elapsed().as_secs_f64());
+                let mut f = e.lock().unwrap_or_else(|p| p.into_inner());
+                f.set_counters(&t, &q, s.connections);
+                if let Some(traffic) = &sc.traffic {
+                    f.target_queries +=
+                        target_between(traffic, sc.connections, &rate_changes, targeted_s, upto);
+                    targeted_s = upto;
+                }
             }
             last_established = t.established;
             last_q = q;
@@ -634,7 +660,20 @@ pub fn run(
         }
     }
     while let Ok(r) = rep_rx.try_recv() {
-        merge_report(&mut reports, r);
+        merge_report(&mut reports, r, exported);
+    }
+    if let Some(e) = exported {
+        let upto = traffic_start.map_or(0.0, |ts| end.saturating_duration_since(ts).as_secs_f64());
+        let mut f = e.lock().unwrap_or_else(|p| p.into_inner());
+        f.set_counters(
+            &totals(&counters),
+            &qtotals(&qcounters),
+            shared.current.load(Relaxed),
+        );
+        if let Some(traffic) = &sc.traffic {
+            f.target_queries +=
+                target_between(traffic, sc.connections, &rate_changes, targeted_s, upto);
+        }
     }
     // The exact per-second figures of the rest, now that every report is
     // in.
@@ -691,7 +730,18 @@ fn finish_by(deadline: Instant, mut done: impl FnMut() -> bool) {
     }
 }
 
-fn merge_report(reports: &mut BTreeMap<u64, SecondReport>, r: SecondReport) {
+/// Takes in one worker's report of a second; each is counted once in
+/// `exported`'s latencies as it arrives.
+fn merge_report(
+    reports: &mut BTreeMap<u64, SecondReport>,
+    r: SecondReport,
+    exported: Option<&Mutex<RunFigures>>,
+) {
+    if let Some(e) = exported {
+        e.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .add_second(&r.hist, r.service.as_ref());
+    }
     match reports.get_mut(&r.idx) {
         Some(agg) => agg.add(&r),
         None => {
@@ -755,10 +805,26 @@ fn target_queries(
     seconds: f64,
     changes: &[(f64, f64)],
 ) -> f64 {
-    let steps = (seconds * 100.0).ceil().max(1.0) as u64;
-    let dt = seconds / steps as f64;
+    target_between(t, connections, changes, 0.0, seconds)
+}
+
+/// Queries asked for from `from` to `to` seconds into the traffic, summed
+/// in steps of 10 ms at most.
+fn target_between(
+    t: &crate::scenario::Traffic,
+    connections: u64,
+    changes: &[(f64, f64)],
+    from: f64,
+    to: f64,
+) -> f64 {
+    let span = to - from;
+    if span <= 0.0 {
+        return 0.0;
+    }
+    let steps = (span * 100.0).ceil().max(1.0) as u64;
+    let dt = span / steps as f64;
     (0..steps)
-        .map(|i| rate_at(t, connections, changes, (i as f64 + 0.5) * dt) * dt)
+        .map(|i| rate_at(t, connections, changes, from + (i as f64 + 0.5) * dt) * dt)
         .sum()
 }
 

@@ -104,6 +104,11 @@ pub struct Recorder {
     /// second's, half the memory.)
     second_hist: Histogram<u32>,
     response_time: Histogram<u64>,
+    /// Service times of the current second, when the run's seconds carry
+    /// them (a Prometheus endpoint shows them): recorded here instead of
+    /// in `service_time`, and added to it and to the report as the second
+    /// ends, as response times are.
+    second_service: Option<Histogram<u32>>,
     /// Queries sent the instant they were due (closed loop: all of them),
     /// counted and added to `send_lag` at the end instead of one by one.
     on_time: u64,
@@ -125,20 +130,23 @@ pub struct Recorder {
 
 impl Recorder {
     /// `highest`: the largest response time kept, in µs; `qtypes`: the
-    /// query types whose RCODEs are counted apart.
+    /// query types whose RCODEs are counted apart; `service_seconds`:
+    /// each second's report carries its service times too.
     pub fn new(
         q: Arc<QueryCounters>,
         highest: u64,
         qtypes: &[u16],
         reports: mpsc::Sender<SecondReport>,
         log: Option<RttLog>,
-        closed_loop: bool,
+        (closed_loop, service_seconds): (bool, bool),
     ) -> Recorder {
         let hist = || Histogram::new_with_bounds(1, highest, 3).expect("valid bounds");
         Recorder {
             q,
             second_hist: Histogram::new_with_bounds(1, highest, 3).expect("valid bounds"),
             response_time: hist(),
+            second_service: service_seconds
+                .then(|| Histogram::new_with_bounds(1, highest, 3).expect("valid bounds")),
             on_time: 0,
             service_time: hist(),
             send_lag: new_histogram(),
@@ -148,7 +156,7 @@ impl Recorder {
                 ..StatusCounts::default()
             },
             sec: 0,
-            sec_report: SecondReport::new(0),
+            sec_report: SecondReport::new(0, service_seconds),
             reports,
             log,
             closed_loop,
@@ -160,8 +168,11 @@ impl Recorder {
     pub fn start(&mut self, started: u64, now_ns: u64) {
         self.started = started;
         self.sec = now_ns / 1_000_000_000;
-        self.sec_report = SecondReport::new(self.sec);
+        self.sec_report = SecondReport::new(self.sec, self.second_service.is_some());
         self.second_hist.reset();
+        if let Some(h) = self.second_service.as_mut() {
+            h.reset();
+        }
     }
 
     /// When the current second ends (ns since the run's start).
@@ -173,7 +184,7 @@ impl Recorder {
     pub fn roll(&mut self, now_ns: u64) {
         let sec = now_ns / 1_000_000_000;
         while self.sec < sec {
-            let next = SecondReport::new(self.sec + 1);
+            let next = SecondReport::new(self.sec + 1, self.second_service.is_some());
             let mut done = std::mem::replace(&mut self.sec_report, next);
             self.fold_second(&mut done);
             let _ = self.reports.send(done);
@@ -181,10 +192,23 @@ impl Recorder {
         }
     }
 
-    /// Ends a second: its answers go into the run's histogram and, at the
+    /// Ends a second: its answers go into the run's histograms and, at the
     /// report's precision, into its report (the buckets nest, so this is
-    /// what recording there directly would give).
+    /// what recording there directly would give). In closed loop the
+    /// report's service times are its response times.
     fn fold_second(&mut self, report: &mut SecondReport) {
+        if let Some(h) = self.second_service.as_mut() {
+            if !h.is_empty() {
+                for v in h.iter_recorded() {
+                    let (value, n) = (v.value_iterated_to(), u64::from(v.count_at_value()));
+                    self.service_time.saturating_record_n(value, n);
+                    if let Some(r) = report.service.as_mut() {
+                        r.saturating_record_n(value, n);
+                    }
+                }
+                h.reset();
+            }
+        }
         if self.second_hist.is_empty() {
             return;
         }
@@ -193,6 +217,11 @@ impl Recorder {
             // Same bounds and precision: the same bucket, exactly.
             self.response_time.saturating_record_n(value, n);
             report.hist.saturating_record_n(value, n);
+            if self.closed_loop {
+                if let Some(r) = report.service.as_mut() {
+                    r.saturating_record_n(value, n);
+                }
+            }
         }
         self.second_hist.reset();
     }
@@ -243,8 +272,11 @@ impl Recorder {
         self.second_hist
             .saturating_record(us(now.saturating_sub(o.intended)));
         if !self.closed_loop {
-            self.service_time
-                .saturating_record(us(now.saturating_sub(o.sent)));
+            let service = us(now.saturating_sub(o.sent));
+            match self.second_service.as_mut() {
+                Some(h) => h.saturating_record(service),
+                None => self.service_time.saturating_record(service),
+            }
         }
         self.sec_report.answered += 1;
         bump(&self.q.answered, 1);
@@ -297,7 +329,7 @@ impl Recorder {
 
     /// The worker stops: the last second is reported, the log handed over.
     pub fn finish(mut self) -> Measured {
-        let mut last = std::mem::replace(&mut self.sec_report, SecondReport::new(0));
+        let mut last = std::mem::replace(&mut self.sec_report, SecondReport::new(0, false));
         self.fold_second(&mut last);
         let _ = self.reports.send(last);
         let _ = self.send_lag.record_n(0, self.on_time);
@@ -341,7 +373,7 @@ mod tests {
         });
         let q = Arc::new(QueryCounters::default());
         (
-            Recorder::new(q, 10_000_000, &[1, 28], tx, log, closed_loop),
+            Recorder::new(q, 10_000_000, &[1, 28], tx, log, (closed_loop, false)),
             rx,
         )
     }
@@ -377,6 +409,51 @@ mod tests {
         assert!(m.service_time.equivalent(m.service_time.max(), 900_000));
         assert!(m.service_time.equivalent(m.service_time.min(), 150_000));
         assert!(m.response_time.equivalent(m.response_time.min(), 200_000));
+    }
+
+    /// With --metrics each second's report carries its service times, and
+    /// the run's histogram still gets every one of them.
+    #[test]
+    fn service_times_go_with_their_second_when_asked() {
+        let (tx, rx) = mpsc::channel();
+        let q = Arc::new(QueryCounters::default());
+        let mut r = Recorder::new(q, 10_000_000, &[1], tx, None, (false, true));
+        r.start(0, 0);
+        r.answered(1, &o(0, 0, 100_000_000), 300_000_000, Status::Ok);
+        r.roll(1_000_000_000);
+        r.answered(
+            1,
+            &o(1, 1_000_000_000, 1_000_000_000),
+            1_050_000_000,
+            Status::Ok,
+        );
+        let m = r.finish();
+        let secs: Vec<SecondReport> = rx.try_iter().collect();
+        let service = |s: &SecondReport| s.service.as_ref().expect("kept").max();
+        assert!(secs[0].hist.equivalent(secs[0].hist.max(), 300_000));
+        assert!(secs[0]
+            .service
+            .as_ref()
+            .unwrap()
+            .equivalent(service(&secs[0]), 200_000));
+        assert!(secs[1]
+            .service
+            .as_ref()
+            .unwrap()
+            .equivalent(service(&secs[1]), 50_000));
+        assert_eq!(m.service_time.len(), 2);
+        assert!(m.service_time.equivalent(m.service_time.max(), 200_000));
+
+        // Closed loop: a second's service times are its response times.
+        let (tx, rx) = mpsc::channel();
+        let q = Arc::new(QueryCounters::default());
+        let mut r = Recorder::new(q, 10_000_000, &[1], tx, None, (true, true));
+        r.start(0, 0);
+        r.answered(1, &o(0, 0, 0), 2_000_000, Status::Ok);
+        let m = r.finish();
+        let last = rx.try_recv().unwrap();
+        assert_eq!(last.service.as_ref().unwrap().len(), 1);
+        assert_eq!(m.service_time, m.response_time);
     }
 
     #[test]

@@ -171,7 +171,7 @@ mod tests {
     }
 
     fn report(idx: u64, answered: u64, workers: usize) -> SecondReport {
-        let mut r = SecondReport::new(idx);
+        let mut r = SecondReport::new(idx, false);
         r.answered = answered;
         r.sent = answered;
         r.hist.record(100 * answered).unwrap();

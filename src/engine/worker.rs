@@ -74,6 +74,8 @@ pub struct Setup {
     /// Targets as given, for HTTP Host headers.
     pub hosts: Vec<String>,
     pub tls: Option<Arc<TlsClient>>,
+    /// Each second's report carries its service times (--metrics).
+    pub service_seconds: bool,
 }
 
 /// What a worker hands back when it stops.
@@ -205,7 +207,7 @@ impl Worker {
                 codec.qtypes(),
                 s.reports.clone(),
                 log,
-                closed_loop,
+                (closed_loop, s.service_seconds),
             );
             Traffic {
                 codec,

@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod json;
+pub mod prometheus;
 
 use std::io::{self, IsTerminal, Write};
 use std::time::Duration;
@@ -12,6 +13,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::domain::Transport;
 use crate::engine::{Live, Outcome, Sample};
+use crate::metrics::exported::RunFigures;
 use crate::metrics::{Bucket, ConnTotals};
 use crate::scenario::{End, Scenario};
 use crate::units::{human_bytes, human_us};
@@ -22,8 +24,10 @@ pub enum LiveView {
     Bar(ProgressBar),
     Lines,
     Quiet,
-    /// A child of --processes: JSON lines on stdout for the parent.
-    Child,
+    /// A child of --processes: JSON lines on stdout for the parent; with
+    /// the figures of a parent's --metrics endpoint, they follow each
+    /// second.
+    Child(Option<std::sync::Arc<std::sync::Mutex<RunFigures>>>),
 }
 
 impl LiveView {
@@ -81,7 +85,13 @@ impl Live for LiveView {
                 traffic.unwrap_or_default()
             ),
             LiveView::Quiet => {}
-            LiveView::Child => crate::child::ChildLine::Sample(s.clone()).print(),
+            LiveView::Child(figures) => {
+                crate::child::ChildLine::Sample(s.clone()).print();
+                if let Some(f) = figures {
+                    let f = f.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    crate::child::ChildLine::Metrics(Box::new(f)).print();
+                }
+            }
         }
     }
 
@@ -89,7 +99,7 @@ impl Live for LiveView {
         match self {
             LiveView::Bar(bar) => bar.println(line),
             LiveView::Lines => eprintln!("{line}"),
-            LiveView::Quiet | LiveView::Child => {}
+            LiveView::Quiet | LiveView::Child(_) => {}
         }
     }
 
@@ -114,7 +124,7 @@ impl Live for LiveView {
             // --pause must say it waits even when quiet.
             LiveView::Quiet if *end == End::Pause => eprintln!("{line}"),
             LiveView::Quiet => {}
-            LiveView::Child => crate::child::ChildLine::RampDone {
+            LiveView::Child(_) => crate::child::ChildLine::RampDone {
                 seconds: after.as_secs_f64(),
                 established: t.established,
                 failed: t.failed_total(),

@@ -7,11 +7,13 @@
 //! certificate and its files); `bind` (the sockets) and `running` (the
 //! workers started, their counters, their stop); `seconds` (the stats of a
 //! second, the loop that takes them, where they go) and `summary`; `multi`
-//! (several processes on one port); `worker` and `responder` (the serving).
+//! (several processes on one port); `prometheus` (--metrics); `worker` and
+//! `responder` (the serving).
 
 mod bind;
 mod config;
 mod multi;
+mod prometheus;
 mod responder;
 mod running;
 mod seconds;
@@ -33,6 +35,7 @@ use anyhow::Result;
 
 use crate::child::ChildLine;
 use crate::domain::Processes;
+use crate::report::prometheus::Endpoint;
 use crate::sys::signals::{Reason, Stop};
 use running::start_with;
 use seconds::{each_second, ListenCounters, StatsOut, Wake};
@@ -47,10 +50,16 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     } else {
         Stop::install()?
     };
+    // Bound before the server's own sockets: a busy address stops it
+    // before it serves anything.
+    let endpoint = match cfg.metrics.filter(|_| !cfg.child) {
+        Some(addr) => Some(Endpoint::bind(addr)?),
+        None => None,
+    };
     if !cfg.child {
         match cfg.processes {
-            Processes::Auto => return multi::elastic(cfg, &signals, out),
-            Processes::Count(n) if n > 1 => return multi::run(cfg, n, &signals, out),
+            Processes::Auto => return multi::elastic(cfg, &signals, out, endpoint),
+            Processes::Count(n) if n > 1 => return multi::run(cfg, n, &signals, out, endpoint),
             Processes::Count(_) => {}
         }
     }
@@ -83,6 +92,9 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         if cfg.workers == 1 { "" } else { "s" }
     )?;
     listening(cfg, &server.addrs, &mut banner)?;
+    if let Some(e) = &endpoint {
+        writeln!(banner, "{}", e.banner())?;
+    }
     for l in &server.limits {
         writeln!(banner, "{l}")?;
     }
@@ -91,6 +103,11 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
 
     let started = Instant::now();
     let mut listen = ListenCounters::read();
+    if let Some(e) = endpoint {
+        let exported = prometheus::Exported::new(listen.start());
+        exported.add_live(server.probe());
+        e.serve(exported.registry())?;
+    }
     let last = each_second(&server, &signals, started, |wake| {
         let Wake::Second(mut sec) = wake else {
             return Ok(false);
@@ -117,7 +134,11 @@ fn run_child(server: Running, signals: &Stop) -> Result<()> {
     each_second(&server, signals, Instant::now(), |wake| {
         match wake {
             // The parent reads the kernel's listen counters (one netns for all).
-            Wake::Second(sec) => ChildLine::Stats(serde_json::to_value(&sec)?).print(),
+            Wake::Second(mut sec) => {
+                // Its counters since it started, for the parent's --metrics.
+                sec.totals = Some(server.totals());
+                ChildLine::Stats(serde_json::to_value(&sec)?).print()
+            }
             Wake::Other(Reason::Grow) => ChildLine::Filling.print(),
             Wake::Other(Reason::Full) => ChildLine::Full.print(),
             Wake::Other(Reason::Room) => ChildLine::Room.print(),

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::bind::{reserve, steer_new_connections};
+use super::prometheus::Exported;
 use super::running::start_with;
 use super::seconds::{combine, each_second, ListenCounters, Second, StatsOut, Wake};
 use super::stats::Totals;
@@ -32,6 +33,7 @@ use super::summary::{backlog, listening, print_summary, ChildTotals};
 use super::{HandOver, ServerConfig};
 use crate::child::{ChildLine, Children, Own};
 use crate::domain::Processes;
+use crate::report::prometheus::Endpoint;
 use crate::sys::signals::{Reason, Stop};
 use crate::sys::{capacity, limits, proc};
 use crate::units::human;
@@ -64,8 +66,15 @@ fn planned_connections(cfg: &ServerConfig) -> u64 {
         .max(1)
 }
 
-/// Runs the server as `n` child processes.
-pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut out: StatsOut) -> Result<()> {
+/// Runs the server as `n` child processes; the endpoint, when there is
+/// one, shows them all.
+pub fn run(
+    cfg: &ServerConfig,
+    n: u64,
+    stop: &Stop,
+    mut out: StatsOut,
+    endpoint: Option<Endpoint>,
+) -> Result<()> {
     let fd = limits::raise_nofile()?;
     let (addrs, reserved) = reserve(cfg)?;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
@@ -107,6 +116,9 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut out: StatsOut) -> Result
         if workers == 1 { "" } else { "s" }
     )?;
     listening(cfg, &addrs, &mut banner)?;
+    if let Some(e) = &endpoint {
+        writeln!(banner, "{}", e.banner())?;
+    }
     writeln!(
         banner,
         "{}: {n} processes hold at most {} connections",
@@ -129,6 +141,17 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut out: StatsOut) -> Result
 
     let started = Instant::now();
     let mut listen = ListenCounters::read();
+    let exported = match endpoint {
+        Some(e) => {
+            let x = Exported::new(listen.start());
+            for _ in 0..n {
+                x.add_reported();
+            }
+            e.serve(x.registry())?;
+            Some(x)
+        }
+        None => None,
+    };
     let mut reserved = Some(reserved);
     let mut seconds: Vec<Vec<Second>> = vec![Vec::new(); n as usize];
     let mut shown = 0usize;
@@ -145,6 +168,9 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut out: StatsOut) -> Result
             Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
                 Ok(ChildLine::Stats(v)) => {
                     if let Ok(sec) = serde_json::from_value::<Second>(v) {
+                        if let Some(x) = &exported {
+                            x.report(i, &sec);
+                        }
                         seconds[i].push(sec);
                     }
                     // Every child is up: the ports no longer need holding.
@@ -159,7 +185,12 @@ pub fn run(cfg: &ServerConfig, n: u64, stop: &Stop, mut out: StatsOut) -> Result
                         out.emit(&sec);
                     }
                 }
-                Ok(ChildLine::Totals(v)) => finals[i] = serde_json::from_value(v).ok(),
+                Ok(ChildLine::Totals(v)) => {
+                    finals[i] = serde_json::from_value(v).ok();
+                    if let (Some(x), Some(t)) = (&exported, &finals[i]) {
+                        x.finish(i, t);
+                    }
+                }
                 _ => {}
             },
             _ => {}
@@ -207,6 +238,7 @@ fn member(cfg: &ServerConfig, addrs: &[SocketAddr], workers: u64, elastic: bool)
     m.elastic = elastic;
     m.stats = false;
     m.stats_json = None;
+    m.metrics = None;
     if let Some(t) = m.tls.as_mut() {
         // Made (or read) here: this process removes its files, not a child.
         t.self_signed = false;
@@ -252,8 +284,14 @@ impl Member {
 }
 
 /// `--processes auto`: serves in this process and adds processes as the
-/// open ones fill up (see the module header).
-pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut out: StatsOut) -> Result<()> {
+/// open ones fill up (see the module header); the endpoint, when there is
+/// one, shows them all.
+pub fn elastic(
+    cfg: &ServerConfig,
+    stop: &Stop,
+    mut out: StatsOut,
+    endpoint: Option<Endpoint>,
+) -> Result<()> {
     let fd = limits::raise_nofile()?;
     let planned = planned_connections(cfg);
     // This process serves until its fds run out, so it holds back what the
@@ -293,6 +331,9 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut out: StatsOut) -> Result<()>
         }
     )?;
     listening(cfg, &server.addrs, &mut banner)?;
+    if let Some(e) = &endpoint {
+        writeln!(banner, "{}", e.banner())?;
+    }
     writeln!(
         banner,
         "{}: {capacity} connections per process, {} in {most} process{} (planned for {planned}; \
@@ -310,6 +351,15 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut out: StatsOut) -> Result<()>
 
     let started = Instant::now();
     let mut listen = ListenCounters::read();
+    let exported = match endpoint {
+        Some(e) => {
+            let x = Exported::new(listen.start());
+            x.add_live(server.probe());
+            e.serve(x.registry())?;
+            Some(x)
+        }
+        None => None,
+    };
     let migrate0 = migrations();
     let children = Children::spawn(Vec::new(), stop, true)?;
     let mut group = Group {
@@ -327,6 +377,7 @@ pub fn elastic(cfg: &ServerConfig, stop: &Stop, mut out: StatsOut) -> Result<()>
         told: 1,
         stopping: false,
         stuck: false,
+        exported,
     };
     if most > 1 {
         // New connections to this process alone from the start: the next,
@@ -470,11 +521,19 @@ impl Parent<'_> {
                 match serde_json::from_str::<ChildLine>(&line) {
                     Ok(ChildLine::Stats(v)) => {
                         if let Ok(sec) = serde_json::from_value::<Second>(v) {
+                            if let Some(x) = &group.exported {
+                                x.report(i + 1, &sec);
+                            }
                             m.rates.add_rates(&sec);
                             m.last = sec;
                         }
                     }
-                    Ok(ChildLine::Totals(v)) => m.fin = serde_json::from_value(v).ok(),
+                    Ok(ChildLine::Totals(v)) => {
+                        m.fin = serde_json::from_value(v).ok();
+                        if let (Some(x), Some(t)) = (&group.exported, &m.fin) {
+                            x.finish(i + 1, t);
+                        }
+                    }
                     Ok(ChildLine::Ready) => {
                         m.ready = true;
                         group.tell_next(members, children);
@@ -562,6 +621,8 @@ struct Group<'a> {
     stuck: bool,
     /// The group is stopping.
     stopping: bool,
+    /// --metrics: every member, in order.
+    exported: Option<Arc<Exported>>,
 }
 
 impl Group<'_> {
@@ -584,6 +645,9 @@ impl Group<'_> {
             match added {
                 Ok(()) => {
                     members.push(Member::new(self.started.elapsed(), false));
+                    if let Some(x) = &self.exported {
+                        x.add_reported();
+                    }
                     started += 1;
                     self.tell_next(members, children);
                 }

@@ -63,6 +63,37 @@ fn limits_banner(cfg: &ServerConfig, fd: &limits::FdLimit) -> Vec<String> {
     lines
 }
 
+/// A running server's counters, to read from another thread (the metrics
+/// endpoint's).
+#[derive(Clone)]
+pub(crate) struct Probe {
+    stats: Vec<Arc<WorkerStats>>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probe")
+            .field("workers", &self.stats.len())
+            .finish()
+    }
+}
+
+impl Probe {
+    /// Counters summed over workers, now.
+    pub(crate) fn totals(&self) -> Totals {
+        Totals::sum(self.stats.iter().map(|s| &**s))
+    }
+
+    pub(crate) fn connections(&self) -> i64 {
+        self.shared.current.load(Relaxed)
+    }
+
+    pub(crate) fn peak(&self) -> i64 {
+        self.shared.peak.load(Relaxed)
+    }
+}
+
 /// A server whose workers are running.
 pub struct Running {
     /// Addresses actually bound, one per --listen.
@@ -80,6 +111,14 @@ pub struct Running {
 }
 
 impl Running {
+    /// A handle on the counters for another thread.
+    pub(crate) fn probe(&self) -> Probe {
+        Probe {
+            stats: self.worker_stats.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+
     /// Counters summed over workers, now.
     pub fn totals(&self) -> Totals {
         Totals::sum(self.worker_stats.iter().map(|s| &**s))
@@ -102,6 +141,7 @@ impl Running {
             listen_overflows: 0,
             listen_drops: 0,
             processes: 0,
+            totals: None,
         }
     }
 

@@ -36,6 +36,10 @@ pub(crate) struct Second {
     /// Server processes running (several share the port).
     #[serde(default)]
     pub(super) processes: u64,
+    /// A child's counters since it started, for the parent's --metrics
+    /// (not in --stats-json: only children's lines carry them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) totals: Option<Totals>,
 }
 
 impl Second {
@@ -164,6 +168,11 @@ impl ListenCounters {
         self.last = now;
     }
 
+    /// The reading the start counts from.
+    pub(super) fn start(&self) -> (u64, u64) {
+        self.start
+    }
+
     /// Overflows and drops since the start, for the summary.
     pub(super) fn since_start(&self) -> (u64, u64) {
         let now = proc::listen_counters().unwrap_or(self.start);
@@ -243,6 +252,7 @@ mod tests {
             listen_overflows: 7,
             listen_drops: 7,
             processes: 7,
+            totals: None,
         }
     }
 

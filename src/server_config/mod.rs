@@ -34,6 +34,10 @@ pub struct ServerConfig {
     pub on_prefix: Vec<u8>,
     pub stats: bool,
     pub stats_json: Option<PathBuf>,
+    /// --metrics: where the Prometheus endpoint listens (the parent's
+    /// alone in a group of processes).
+    #[serde(default)]
+    pub metrics: Option<SocketAddr>,
     #[serde(default = "one_process")]
     pub processes: Processes,
     #[serde(default)]
@@ -72,6 +76,7 @@ impl ServerConfig {
             on_prefix: Vec::new(),
             stats: false,
             stats_json: None,
+            metrics: None,
             processes: Processes::Count(1),
             max_connections: 1_000_000,
             child: false,
