@@ -13,22 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{client, errors, n, output, temp_dir, which, BIN};
+use common::{client, errors, n, output, program, temp_dir, BIN};
 use serde_json::Value;
-
-/// The program, or None after saying loudly that the test is skipped (a
-/// failure in CI, which installs it).
-fn program(name: &str, package: &str) -> Option<PathBuf> {
-    let p = which(name);
-    if p.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{name} is needed in CI (apt-get install {package}); .ci/run installs it"
-        );
-        eprintln!("SKIPPED: {name} is not installed (apt-get install {package})");
-    }
-    p
-}
 
 /// A port free for both TCP and UDP on 127.0.0.1 right now.
 fn free_port() -> u16 {
