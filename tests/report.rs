@@ -365,6 +365,61 @@ fn two_results_overlay_with_a_legend_entry_each() {
     assert_drawn(&page, &[(BLUE, 4), (ORANGE, 4)]);
 }
 
+#[test]
+fn compare_puts_the_transports_side_by_side_and_report_reads_its_file() {
+    let dir = temp_dir("report-compare");
+    let (json, html, again) = (
+        dir.join("cmp.json"),
+        dir.join("cmp.html"),
+        dir.join("again.html"),
+    );
+    let (code, out, err) = output(Command::new(BIN).args([
+        "compare",
+        "--transports",
+        "udp,tcp",
+        "--rate",
+        "300",
+        "--queries",
+        "450",
+        "-c",
+        "3",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "report",
+        json.to_str().unwrap(),
+        "--html",
+        again.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    for page in [&html, &again] {
+        let text = std::fs::read_to_string(page).unwrap();
+        assert_well_formed(&text);
+        assert!(text.contains("<tr><th></th><th>udp</th><th>tcp</th></tr>"));
+        for (id, what) in [
+            ("rates", "answered"),
+            ("latency", "p99"),
+            ("spectrum", "response"),
+        ] {
+            let svg = chart(&text, id);
+            for run in ["udp", "tcp"] {
+                assert!(
+                    svg.contains(&format!(">\n{run} {what}\n</text>")),
+                    "{}: {id}: no legend entry for {run}",
+                    page.display()
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// (value µs, percentile, total count) rows and the footer of a .hgrm.
 fn hgrm(path: &Path) -> (Vec<(u64, f64, u64)>, Vec<String>) {
     let text = std::fs::read_to_string(path).unwrap();

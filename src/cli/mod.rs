@@ -64,23 +64,22 @@ pub enum Command {
 
 /// The files a person looks at, beside the JSON result.
 #[derive(Debug, Clone, Default, Args)]
-#[command(next_help_heading = "Reports")]
 pub struct ViewArgs {
     /// Write a report to FILE: one HTML page that needs nothing else (inline
     /// SVG charts; no script, no font, nothing fetched when opened).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
     pub html: Option<PathBuf>,
 
     /// Write the percentile spectra of response and service time in
     /// HdrHistogram's .hgrm text format, in ms: PREFIX.response.hgrm and
     /// PREFIX.service.hgrm (several runs: PREFIX.RUN.response.hgrm ...).
-    #[arg(long, value_name = "PREFIX")]
+    #[arg(long, value_name = "PREFIX", help_heading = "Reports")]
     pub hgrm: Option<PathBuf>,
 
     /// A `throng server --stats-json` file of the same run: the report's
     /// connections chart shows the server's accepted/s, ListenOverflows
     /// and ListenDrops.
-    #[arg(long, value_name = "FILE", requires = "html")]
+    #[arg(long, value_name = "FILE", requires = "html", help_heading = "Reports")]
     pub server_stats: Option<PathBuf>,
 }
 

@@ -263,6 +263,16 @@ fn label_style() -> TextStyle<'static> {
     ("sans-serif", 17).into_font().color(&BLACK)
 }
 
+/// Points drawn on a series too short to be seen as a line (a run of a
+/// second or two).
+fn dot_size(points: usize) -> u32 {
+    if points <= 2 {
+        4
+    } else {
+        0
+    }
+}
+
 /// A legend entry's line in `style`.
 fn legend_line(style: ShapeStyle) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
     move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style)
@@ -347,8 +357,10 @@ fn rates_chart(runs: &[Drawn]) -> Result<String> {
                 sent.label(name("sent")).legend(legend_line(style));
             }
             let style = answered_c.stroke_width(3);
+            let answered = series(|s| s.answered);
+            let dots = dot_size(answered.len());
             chart
-                .draw_series(LineSeries::new(series(|s| s.answered), style))?
+                .draw_series(LineSeries::new(answered, style).point_size(dots))?
                 .label(name("answered"))
                 .legend(legend_line(style));
             let style = timeout_c.stroke_width(2);
@@ -456,8 +468,10 @@ fn latency_chart(runs: &[Drawn]) -> Result<Option<String>> {
                 p50.label(name("p50")).legend(legend_line(style));
             }
             let style = p99_c.stroke_width(3);
+            let p99 = series(|s| s.p99);
+            let dots = dot_size(p99.len());
             chart
-                .draw_series(LineSeries::new(series(|s| s.p99), style))?
+                .draw_series(LineSeries::new(p99, style).point_size(dots))?
                 .label(name("p99"))
                 .legend(legend_line(style));
             let style = max_c.stroke_width(1);
@@ -578,8 +592,9 @@ fn ramp_chart(runs: &[Drawn], server: Option<&[ServerSecond]>) -> Result<String>
             };
             let open: Vec<(f64, f64)> = d.seconds.iter().map(|s| (s.t, s.open)).collect();
             let style = open_c.stroke_width(3);
+            let dots = dot_size(open.len());
             chart
-                .draw_series(LineSeries::new(open, style))?
+                .draw_series(LineSeries::new(open, style).point_size(dots))?
                 .label(name("open"))
                 .legend(legend_line(style));
             let style = rate_c.stroke_width(2);

@@ -113,29 +113,27 @@ fn hgrm_tags(runs: &[html::Run]) -> Vec<Option<String>> {
     if runs.len() < 2 {
         return vec![None; runs.len()];
     }
-    let tags: Vec<String> = runs
-        .iter()
-        .map(|r| {
-            r.label
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                        c
-                    } else {
-                        '-'
-                    }
-                })
-                .collect::<String>()
-                .trim_matches('-')
-                .to_string()
-        })
-        .collect();
+    let tags: Vec<String> = runs.iter().map(|r| file_word(&r.label)).collect();
     let unique = tags.iter().collect::<std::collections::BTreeSet<_>>().len() == tags.len();
     if unique && tags.iter().all(|t| !t.is_empty()) {
         tags.into_iter().map(Some).collect()
     } else {
         (1..=runs.len()).map(|i| Some(i.to_string())).collect()
     }
+}
+
+/// A label as a word of a file name: "tcp (recycle 100)" is
+/// "tcp-recycle-100".
+fn file_word(label: &str) -> String {
+    let mut word = String::new();
+    for c in label.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else if !word.is_empty() && !word.ends_with('-') {
+            word.push('-');
+        }
+    }
+    word.trim_end_matches('-').to_string()
 }
 
 /// The live view: a progress bar on a terminal, one plain line per second
@@ -994,4 +992,51 @@ fn queries_summary(
         mbps(t.bytes_in, secs),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::merge::tests::{outcome, slice};
+
+    #[test]
+    fn labels_become_words_of_file_names() {
+        assert_eq!(file_word("tcp (recycle 100)"), "tcp-recycle-100");
+        assert_eq!(file_word("tcp-per-query"), "tcp-per-query");
+        assert_eq!(file_word("  a/b.json "), "a-b-json");
+    }
+
+    #[test]
+    fn several_runs_tag_their_spectra_by_label_or_by_number() {
+        let r = slice(1, &outcome(1, 2.0));
+        let run = |label: &str| html::Run {
+            label: label.into(),
+            result: &r,
+        };
+        assert_eq!(hgrm_tags(&[run("x")]), [None]);
+        assert_eq!(
+            hgrm_tags(&[run("udp"), run("tcp (recycle 10)")]),
+            [Some("udp".into()), Some("tcp-recycle-10".into())]
+        );
+        // Labels that would name the same files: numbers instead.
+        assert_eq!(
+            hgrm_tags(&[run("a b"), run("a-b")]),
+            [Some("1".into()), Some("2".into())]
+        );
+    }
+
+    #[test]
+    fn a_view_into_a_missing_directory_is_refused() {
+        let v = Views {
+            html: Some("/nonexistent/dir/r.html".into()),
+            ..Views::default()
+        };
+        assert!(v.check().unwrap_err().contains("/nonexistent/dir"));
+        let v = Views {
+            html: Some("r.html".into()),
+            hgrm: Some("out".into()),
+            server_stats: None,
+        };
+        assert_eq!(v.check(), Ok(()));
+    }
 }
