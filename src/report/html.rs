@@ -1059,11 +1059,16 @@ pub fn scenario_words(r: &RunResult) -> Vec<(&'static str, String)> {
         let mut hosts: Vec<&str> = r.parts.iter().map(|p| p.hostname.as_str()).collect();
         hosts.sort_unstable();
         hosts.dedup();
+        let mut from: Vec<&str> = r.parts.iter().take(8).map(|p| p.from.as_str()).collect();
+        if r.parts.len() > 8 {
+            from.push("...");
+        }
         rows.push((
             "merged",
             format!(
-                "{} on {} ({})",
+                "{} ({}) measured on {} ({})",
                 plural(r.parts.len() as u64, "result", "results"),
+                from.join(", "),
                 plural(hosts.len() as u64, "host", "hosts"),
                 hosts.join(", ")
             ),
