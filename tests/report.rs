@@ -549,6 +549,40 @@ fn a_report_that_cannot_be_written_loses_nothing_of_the_run() {
 }
 
 #[test]
+fn a_run_in_processes_reports_the_merge_of_its_slices() {
+    let srv = server(&[]);
+    let dir = temp_dir("report-processes");
+    let html = dir.join("p.html");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "client",
+        &srv.addr.to_string(),
+        "-c",
+        "20",
+        "-r",
+        "200",
+        "-T",
+        "1",
+        "--proto",
+        "echo",
+        "-q",
+        "--processes",
+        "2",
+        "--html",
+        html.to_str().unwrap(),
+        "--hgrm",
+        dir.join("p").to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_well_formed(&page);
+    assert!(page.contains("<th>merged</th><td>2 results ("), "{page}");
+    assert!(page.contains("<th>established</th><td class=\"n\">20</td>"));
+    assert!(dir.join("p.response.hgrm").exists() && dir.join("p.service.hgrm").exists());
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn report_usage_errors_exit_2() {
     let dir = temp_dir("report-usage");
     let junk = dir.join("junk.json");
