@@ -231,6 +231,8 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
             )));
         }
     }
+    let views = a.views.views();
+    views.check().map_err(usage)?;
     let stop = Stop::install()?;
     let (servers, target, tls_target, tls_ca) = match &a.target {
         Some(t) => {
@@ -348,20 +350,28 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
         anyhow::bail!("no run produced a result");
     }
     print_notes(&runs, one_by_one, &mut io::stdout())?;
+    let comparison = Comparison {
+        target: target.clone(),
+        runs,
+    };
     if let Some(p) = &a.json {
-        write_atomic(
-            p,
-            &Comparison {
-                target: target.clone(),
-                runs,
-            },
-        )?;
+        write_atomic(p, &comparison)?;
     }
-    Ok(if failures.is_empty() {
+    let code = if failures.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    })
+    };
+    // The transports side by side in one report.
+    let drawn: Vec<crate::report::html::Run> = comparison
+        .runs
+        .iter()
+        .map(|r| crate::report::html::Run {
+            label: r.case.label(),
+            result: &r.result,
+        })
+        .collect();
+    Ok(views.finish(&drawn, code))
 }
 
 const HEADER: &str = "transport                 queries/s      mean       p50       p99     p99.9    errors  connections";

@@ -16,7 +16,8 @@
 //!   listeners, responders built on the pure codecs of `crates/wire`; one
 //!   process or a group on one port.
 //! - [`report`]: live view, summary, JSON result, the Prometheus endpoint
-//!   (`--metrics`, the server's too).
+//!   (`--metrics`, the server's too); the HTML report and the .hgrm spectra
+//!   (`throng report`, `--html`, `--hgrm`).
 //! - [`child`]: the line protocol between a parent and its child processes.
 //! - [`engine`]: the client's data plane: a mio loop per worker.
 //! - [`server_config`]: the reference server's configuration, as plain
@@ -83,6 +84,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
             cli::docs::man(&mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)
         }
+        cli::Command::Report(args) => report_files(&args),
         cli::Command::Server(args) => {
             // A child of --processes is given its configuration whole.
             let cfg: server::ServerConfig = if args.child {
@@ -107,6 +109,8 @@ fn merge(a: &cli::MergeArgs) -> anyhow::Result<ExitCode> {
         results.push(cluster::merge::read(p)?);
         names.push(p.display().to_string());
     }
+    let views = a.views.views();
+    views.check().map_err(UsageError)?;
     let mut merged = cluster::merge::merge(&results, &names)?;
     let checks =
         report::check::parse_all(&a.check, merged.queries.is_some()).map_err(UsageError)?;
@@ -122,11 +126,76 @@ fn merge(a: &cli::MergeArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = &a.json {
         report::json::write_atomic(p, &merged)?;
     }
-    Ok(report::check::exit_code(
-        &merged,
-        merged.scenario.max_failures,
-        false,
-    ))
+    let code = report::check::exit_code(&merged, merged.scenario.max_failures, false);
+    let run = report::html::Run {
+        label: report::html::label_of(&merged),
+        result: &merged,
+    };
+    Ok(views.finish(&[run], code))
+}
+
+/// `throng report`: the HTML report and the .hgrm spectra of results
+/// already written (a `throng compare --json` file gives each of its runs).
+fn report_files(a: &cli::ReportArgs) -> anyhow::Result<ExitCode> {
+    let views = a.views.views();
+    if views.html.is_none() && views.hgrm.is_none() {
+        return Err(UsageError(
+            "nothing to write: give --html FILE (the report) or --hgrm PREFIX (the spectra), or both"
+                .into(),
+        )
+        .into());
+    }
+    views.check().map_err(UsageError)?;
+    let mut runs: Vec<(String, report::json::RunResult)> = Vec::new();
+    for p in &a.results {
+        let stem = p.file_stem().map_or_else(
+            || p.display().to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        let text =
+            std::fs::read_to_string(p).map_err(|e| UsageError(format!("{}: {e}", p.display())))?;
+        match report::json::parse(&text) {
+            Ok(r) => runs.push((stem, r)),
+            Err(e) => {
+                // A comparison: its runs, each by its transport.
+                let compared = serde_json::from_str::<serde_json::Value>(&text)
+                    .ok()
+                    .and_then(|v| v.get("runs").and_then(|r| r.as_array()).cloned());
+                let Some(compared) = compared else {
+                    return Err(UsageError(format!(
+                        "{}: not a throng result (nor a throng compare --json file): {e}",
+                        p.display()
+                    ))
+                    .into());
+                };
+                for (i, run) in compared.iter().enumerate() {
+                    let r = report::json::parse(&run["result"].to_string()).map_err(|e| {
+                        UsageError(format!("{}: runs[{i}].result: {e}", p.display()))
+                    })?;
+                    let case: compare::Case = serde_json::from_value(run.clone())
+                        .map_err(|e| UsageError(format!("{}: runs[{i}]: {e}", p.display())))?;
+                    let label = if a.results.len() > 1 {
+                        format!("{stem} {}", case.label())
+                    } else {
+                        case.label()
+                    };
+                    runs.push((label, r));
+                }
+            }
+        }
+    }
+    let runs: Vec<report::html::Run> = runs
+        .iter()
+        .map(|(label, r)| report::html::Run {
+            label: label.clone(),
+            result: r,
+        })
+        .collect();
+    Ok(if views.write(&runs) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// `throng tune`: the limits table, the commands, and --apply.

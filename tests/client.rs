@@ -829,6 +829,25 @@ fn merge_checks_the_merged_result() {
     let (code, out, _) = merge(&[]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("PASS  queries.answered>=99%"), "{out}");
+    // The merge's report and spectra: its parts named, its verdicts, the
+    // merged histogram's spectrum.
+    let (html, hgrm) = (dir.join("merged.html"), dir.join("merged"));
+    let (code, out, err) = output(
+        Command::new(BIN)
+            .arg("merge")
+            .args(&parts)
+            .args(["--html", html.to_str().unwrap()])
+            .args(["--hgrm", hgrm.to_str().unwrap()]),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<th>merged</th><td>2 results ("), "{page}");
+    assert!(page.contains("<td class=\"pass\">PASS</td><td>queries.answered&gt;=99%</td>"));
+    let v = read_json(&merged);
+    let count = v["latency"]["response_time_us"]["count"].as_u64().unwrap();
+    let spectrum = std::fs::read_to_string(dir.join("merged.response.hgrm")).unwrap();
+    assert!(spectrum.contains(&format!("Total count    = {count:>12}]")));
+    assert!(dir.join("merged.service.hgrm").exists());
     let (code, _, err) = merge(&["nonsense"]);
     assert_eq!(code, 2, "{err}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -190,10 +190,22 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
             a
         };
         let json = d.join("merged.json");
-        let args = cluster_args(
+        let html = d.join("merged.html");
+        let mut args = cluster_args(
             &json,
             &[&target, "-c", "300", "--closed-loop", "-T", "2s"],
             true,
+        );
+        // The merged run's report and spectra, written by cluster itself.
+        let hgrm = d.join("merged");
+        args.splice(
+            1..1,
+            [
+                "--html".to_string(),
+                html.display().to_string(),
+                "--hgrm".into(),
+                hgrm.display().to_string(),
+            ],
         );
         let (code, out, err) = common::output(Command::new(BIN).args(&args));
         assert_eq!(code, 0, "{out}\n{err}");
@@ -201,6 +213,24 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         assert_eq!(v["connections"]["established"], 300, "{out}");
         assert_eq!(v["parts"].as_array().unwrap().len(), 3);
         assert_eq!(v["partial"], false);
+        let page = std::fs::read_to_string(&html).unwrap();
+        assert!(
+            page.contains(
+                "<th>merged</th><td>3 results (root@198.18.0.2, root@198.18.0.3, \
+                 root@198.18.0.4:22) measured on 1 host"
+            ),
+            "the report names the hosts merged"
+        );
+        assert!(page.contains("id=\"spectrum\""));
+        for (f, key) in [
+            ("merged.response.hgrm", "response_time_us"),
+            ("merged.service.hgrm", "service_time_us"),
+        ] {
+            let text = std::fs::read_to_string(d.join(f)).unwrap();
+            let count = v["latency"][key]["count"].as_u64().unwrap();
+            let total = format!("Total count    = {count:>12}]");
+            assert!(text.contains(&total), "{f}: {text}");
+        }
         let answered = v["queries"]["answered"].as_u64().unwrap();
         let sent = v["queries"]["sent"].as_u64().unwrap();
         let (status, summary) = srv.stop();

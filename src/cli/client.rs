@@ -308,6 +308,9 @@ pub struct ClientArgs {
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_metrics_addr)]
     pub metrics: Option<std::net::SocketAddr>,
 
+    #[command(flatten)]
+    pub views: super::ViewArgs,
+
     /// Run slice K of N of the scenario: its share of connections and rate,
     /// its own source addresses and seed. N slices offer exactly the whole.
     #[arg(long, value_name = "K/N", value_parser = parse_segment, help_heading = "Scale out")]

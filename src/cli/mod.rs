@@ -70,6 +70,9 @@ pub enum Command {
     /// Read it with `throng man | man -l -`, or install it with `throng man >
     /// /usr/local/share/man/man1/throng.1`.
     Man,
+    /// An HTML report (inline SVG charts, nothing fetched when opened) and
+    /// HdrHistogram .hgrm spectra of results; several are overlaid.
+    Report(ReportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -77,6 +80,49 @@ pub struct CompletionsArgs {
     /// The shell the script is for.
     #[arg(value_name = "SHELL")]
     pub shell: clap_complete::Shell,
+}
+
+/// The files a person looks at, beside the JSON result.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ViewArgs {
+    /// Write a report to FILE: one HTML page that needs nothing else (inline
+    /// SVG charts; no script, no font, nothing fetched when opened).
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub html: Option<PathBuf>,
+
+    /// Write the percentile spectra of response and service time in
+    /// HdrHistogram's .hgrm text format, in ms: PREFIX.response.hgrm and
+    /// PREFIX.service.hgrm (several runs: PREFIX.RUN.response.hgrm ...).
+    #[arg(long, value_name = "PREFIX", help_heading = "Reports")]
+    pub hgrm: Option<PathBuf>,
+
+    /// A `throng server --stats-json` file of the same run: the report's
+    /// connections chart shows the server's accepted/s, ListenOverflows
+    /// and ListenDrops.
+    #[arg(long, value_name = "FILE", requires = "html", help_heading = "Reports")]
+    pub server_stats: Option<PathBuf>,
+}
+
+impl ViewArgs {
+    pub fn views(&self) -> crate::report::Views {
+        crate::report::Views {
+            html: self.html.clone(),
+            hgrm: self.hgrm.clone(),
+            server_stats: self.server_stats.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Result files (of `throng client`, `merge` or `cluster --json`), or
+    /// the `--json` of `throng compare` (each of its runs). Several are
+    /// drawn over each other, a legend entry each.
+    #[arg(value_name = "RESULT.json", required = true)]
+    pub results: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub views: ViewArgs,
 }
 
 /// A flag's value names and their help (the clap side of a domain type):
@@ -223,6 +269,9 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
+    #[command(flatten)]
+    pub views: ViewArgs,
+
     /// No live view (the summary is still printed).
     #[arg(short, long)]
     pub quiet: bool,
@@ -345,6 +394,9 @@ pub struct CompareArgs {
     /// Write every run's full result as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub views: ViewArgs,
 }
 
 #[derive(Debug, Args)]
@@ -356,6 +408,9 @@ pub struct MergeArgs {
     /// Write the merged result as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub views: ViewArgs,
 
     /// A condition on the merged result (as `throng client --check`);
     /// repeatable. Default with queries: queries.answered>=99%.

@@ -105,6 +105,10 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
             )));
         }
     }
+    let views = a.views.views();
+    if !a.child {
+        views.check().map_err(usage)?;
+    }
     let mut sources_given = Vec::new();
     for spec in &a.source_ip {
         sources_given.extend(
@@ -296,11 +300,12 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     if let Some(p) = &a.json {
         write_atomic(p, &result)?;
     }
-    Ok(report::check::exit_code(
-        &result,
-        sc.max_failures,
-        result.interrupted,
-    ))
+    let code = report::check::exit_code(&result, sc.max_failures, result.interrupted);
+    let run = report::html::Run {
+        label: report::html::label_of(&result),
+        result: &result,
+    };
+    Ok(views.finish(&[run], code))
 }
 
 /// How this process runs its slice.

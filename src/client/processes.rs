@@ -282,6 +282,7 @@ pub(super) fn run_processes(
         },
         Some(whole),
         a.json.as_deref(),
+        &a.views.views(),
         "processes",
         whole.max_failures,
         checks,

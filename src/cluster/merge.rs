@@ -15,70 +15,9 @@ use crate::engine::Sample;
 use crate::report::json::{Part, RunResult};
 use crate::UsageError;
 
-/// Reads one result file.
-pub fn read(path: &Path) -> Result<RunResult> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
-    parse(&text).map_err(|e| {
-        UsageError(format!(
-            "{}: not a throng client result: {e}",
-            path.display()
-        ))
-        .into()
-    })
-}
-
-/// The largest count a result may hold: 2^53, the last integer every JSON
-/// reader keeps exact. Counts up to it sum without overflow over the
-/// files of any merge short of 2,048 of them, each at the limit.
-pub const MAX_COUNT: u64 = 1 << 53;
-
-/// A result from the text of its file (what [`read`] reads; the fuzz
-/// target `merge_result` feeds it any text). The file is not trusted: a
-/// count past [`MAX_COUNT`] in what it measured is refused here rather
-/// than overflowing a sum in the merge or the summary.
-pub fn parse(text: &str) -> Result<RunResult, String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    for key in [
-        "connections",
-        "queries",
-        "latency",
-        "dns",
-        "per_second",
-        "duration_s",
-    ] {
-        if let Some(m) = v.get(key) {
-            too_large(m, key)?;
-        }
-    }
-    serde_json::from_value(v).map_err(|e| e.to_string())
-}
-
-/// The first integer in `v` out of ±[`MAX_COUNT`], named by its path.
-fn too_large(v: &Value, path: &str) -> Result<(), String> {
-    match v {
-        Value::Number(n) => {
-            let fits = n
-                .as_u64()
-                .map(|u| u <= MAX_COUNT)
-                .or(n.as_i64().map(|i| i.unsigned_abs() <= MAX_COUNT));
-            match fits {
-                Some(false) => Err(format!(
-                    "{path} is {n}, more than a run counts (at most 2^53)"
-                )),
-                _ => Ok(()),
-            }
-        }
-        Value::Array(a) => a
-            .iter()
-            .enumerate()
-            .try_for_each(|(i, x)| too_large(x, &format!("{path}[{i}]"))),
-        Value::Object(o) => o
-            .iter()
-            .try_for_each(|(k, x)| too_large(x, &format!("{path}.{k}"))),
-        _ => Ok(()),
-    }
-}
+// The reader of result files lives with the result's type; merge, the
+// fuzz target and the scripts that used it here still find it here.
+pub use crate::report::json::{parse, read, MAX_COUNT};
 
 /// The first path at which two JSON values differ.
 fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
@@ -221,12 +160,14 @@ pub struct Slices {
 
 /// The end of a sliced run: merges what arrived (marked partial when some
 /// slice is missing), writes --json, prints the summary with one line per
-/// missing slice. Exit code 1 for a partial merge or more failed
-/// connections than `max_failures`.
+/// missing slice, then the report and spectra of `views`. Exit code 1
+/// for a partial merge or more failed connections than `max_failures`
+/// (or a report that could not be written).
 pub fn finish(
     s: Slices,
     scenario: Option<&crate::scenario::Scenario>,
     json: Option<&Path>,
+    views: &crate::report::Views,
     label: &str,
     max_failures: u64,
     checks: &[crate::report::check::Check],
@@ -263,11 +204,12 @@ pub fn finish(
     if let Some(p) = json {
         crate::report::json::write_atomic(p, &merged)?;
     }
-    Ok(crate::report::check::exit_code(
-        &merged,
-        max_failures,
-        merged.interrupted,
-    ))
+    let code = crate::report::check::exit_code(&merged, max_failures, merged.interrupted);
+    let run = crate::report::html::Run {
+        label: crate::report::html::label_of(&merged),
+        result: &merged,
+    };
+    Ok(views.finish(&[run], code))
 }
 
 #[cfg(test)]

@@ -100,6 +100,9 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
         (client.segment.is_some(), "--segment"),
         (client.start_at.is_some(), "--start-at"),
         (client.json.is_some(), "--json"),
+        (client.views.html.is_some(), "--html"),
+        (client.views.hgrm.is_some(), "--hgrm"),
+        (client.views.server_stats.is_some(), "--server-stats"),
         (client.control.is_some(), "--control"),
         (client.pause, "--pause"),
     ] {
@@ -116,6 +119,8 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
         )
         .into());
     }
+    let views = a.views.views();
+    views.check().map_err(UsageError)?;
     // Checks run on the merged result: cluster's own, else the client's.
     let given = if a.check.is_empty() {
         &client.check
@@ -282,6 +287,7 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
         },
         None,
         a.json.as_deref(),
+        &views,
         "hosts",
         client.max_failures,
         &checks,

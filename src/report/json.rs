@@ -10,6 +10,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::engine::{Outcome, Sample};
 use crate::metrics::{Bucket, Latency, Percentiles, ERROR_CAUSES};
@@ -375,30 +376,101 @@ fn errno_numbers(names: &BTreeMap<String, u64>) -> BTreeMap<i32, u64> {
 /// Writes `value` as pretty JSON to `path` atomically: a temporary file in
 /// the same directory, then a rename, so a reader never sees half a file.
 pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value)?;
+    bytes.push(b'\n');
+    write_bytes_atomic(path, &bytes, "--json")
+}
+
+/// Writes `bytes` to `path` atomically (a temporary file beside it, then a
+/// rename); `flag` names the file in an error ("--json", "--html").
+pub fn write_bytes_atomic(path: &Path, bytes: &[u8], flag: &str) -> Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let name = path
         .file_name()
-        .with_context(|| format!("--json {}: not a file name", path.display()))?;
+        .with_context(|| format!("{flag} {}: not a file name", path.display()))?;
     let tmp = dir.join(format!(
         ".{}.tmp.{}",
         name.to_string_lossy(),
         std::process::id()
     ));
-    let mut bytes = serde_json::to_vec_pretty(value)?;
-    bytes.push(b'\n');
     let result = (|| {
         let mut f = fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
+        f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    result.with_context(|| format!("writing --json {}", path.display()))
+    result.with_context(|| format!("writing {flag} {}", path.display()))
+}
+
+/// Reads one result file.
+pub fn read(path: &Path) -> Result<RunResult> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| crate::UsageError(format!("{}: {e}", path.display())))?;
+    parse(&text).map_err(|e| {
+        crate::UsageError(format!(
+            "{}: not a throng client result: {e}",
+            path.display()
+        ))
+        .into()
+    })
+}
+
+/// The largest count a result may hold: 2^53, the last integer every JSON
+/// reader keeps exact. Counts up to it sum without overflow over the
+/// files of any merge short of 2,048 of them, each at the limit.
+pub const MAX_COUNT: u64 = 1 << 53;
+
+/// A result from the text of its file (what [`read`] reads; the fuzz
+/// target `merge_result` feeds it any text). The file is not trusted: a
+/// count past [`MAX_COUNT`] in what it measured is refused here rather
+/// than overflowing a sum in the merge or the summary.
+pub fn parse(text: &str) -> Result<RunResult, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    for key in [
+        "connections",
+        "queries",
+        "latency",
+        "dns",
+        "per_second",
+        "duration_s",
+    ] {
+        if let Some(m) = v.get(key) {
+            too_large(m, key)?;
+        }
+    }
+    serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+/// The first integer in `v` out of ±[`MAX_COUNT`], named by its path.
+fn too_large(v: &Value, path: &str) -> Result<(), String> {
+    match v {
+        Value::Number(n) => {
+            let fits = n
+                .as_u64()
+                .map(|u| u <= MAX_COUNT)
+                .or(n.as_i64().map(|i| i.unsigned_abs() <= MAX_COUNT));
+            match fits {
+                Some(false) => Err(format!(
+                    "{path} is {n}, more than a run counts (at most 2^53)"
+                )),
+                _ => Ok(()),
+            }
+        }
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, x)| too_large(x, &format!("{path}[{i}]"))),
+        Value::Object(o) => o
+            .iter()
+            .try_for_each(|(k, x)| too_large(x, &format!("{path}.{k}"))),
+        _ => Ok(()),
+    }
 }
 
 /// A time read back from a result: a file may hold any number, and

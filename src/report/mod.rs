@@ -1,12 +1,18 @@
 //! What a person and a script see of a client run: the live view while it
-//! runs, the summary at the end, the JSON result. Reads snapshots only; it
-//! never holds anything a worker waits on.
+//! runs, the summary at the end, the JSON result, and the files made to be
+//! looked at: an HTML report (`html`) and the percentile spectra in
+//! HdrHistogram's text format (`hgrm`). Reads snapshots only; it never
+//! holds anything a worker waits on.
 
 pub mod check;
+pub mod hgrm;
+pub mod html;
 pub mod json;
 pub mod prometheus;
 
 use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -17,6 +23,120 @@ use crate::metrics::exported::RunFigures;
 use crate::metrics::{Bucket, ConnTotals};
 use crate::scenario::{End, Scenario};
 use crate::units::{human_bytes, human_us};
+
+/// The files a person looks at, beside the JSON result: `--html` (the
+/// report), `--hgrm` (the spectra's prefix) and `--server-stats` (a
+/// `throng server --stats-json` file the report draws).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Views {
+    pub html: Option<PathBuf>,
+    pub hgrm: Option<PathBuf>,
+    pub server_stats: Option<PathBuf>,
+}
+
+impl Views {
+    /// Before a run: a file whose directory does not exist is refused
+    /// (the run would measure for nothing).
+    pub fn check(&self) -> Result<(), String> {
+        let dir_of = |p: &Path| {
+            p.parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .map(Path::to_path_buf)
+        };
+        for (flag, p) in [("--html", &self.html), ("--hgrm", &self.hgrm)] {
+            if let Some(d) = p.as_deref().and_then(dir_of) {
+                if !d.is_dir() {
+                    return Err(format!(
+                        "{flag} {}: the directory {} does not exist",
+                        p.as_deref().unwrap_or(Path::new("")).display(),
+                        d.display()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the report and the spectra of `runs` (the result and the
+    /// summary are written before: nothing measured is lost here). Says
+    /// what it wrote on stdout and each failure on stderr; false when
+    /// something could not be written.
+    pub fn write(&self, runs: &[html::Run]) -> bool {
+        let mut ok = true;
+        if let Some(path) = &self.html {
+            let server = self
+                .server_stats
+                .as_deref()
+                .map(html::read_server_stats)
+                .transpose();
+            let written = server.and_then(|s| html::write(path, runs, s.as_deref()));
+            match written {
+                Ok(()) => println!("  report        {}", path.display()),
+                Err(e) => {
+                    eprintln!("throng: the HTML report was not written: {e:#}");
+                    ok = false;
+                }
+            }
+        }
+        if let Some(prefix) = &self.hgrm {
+            let tags = hgrm_tags(runs);
+            for (run, tag) in runs.iter().zip(&tags) {
+                match hgrm::write(prefix, tag.as_deref(), run.result) {
+                    Ok(files) => {
+                        for f in files {
+                            println!("  spectrum      {}", f.display());
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("throng: --hgrm {}: {e:#}", prefix.display());
+                        ok = false;
+                    }
+                }
+            }
+        }
+        ok
+    }
+
+    /// [`Views::write`], then the exit code: `code` when all was
+    /// written, else 1 (a run's own failure keeps its code).
+    pub fn finish(&self, runs: &[html::Run], code: ExitCode) -> ExitCode {
+        if self.write(runs) || code != ExitCode::SUCCESS {
+            code
+        } else {
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The tag in the names of each run's `.hgrm` files: none for one run;
+/// for several, each label made a file name (or its number in the list
+/// when labels would collide).
+fn hgrm_tags(runs: &[html::Run]) -> Vec<Option<String>> {
+    if runs.len() < 2 {
+        return vec![None; runs.len()];
+    }
+    let tags: Vec<String> = runs.iter().map(|r| file_word(&r.label)).collect();
+    let unique = tags.iter().collect::<std::collections::BTreeSet<_>>().len() == tags.len();
+    if unique && tags.iter().all(|t| !t.is_empty()) {
+        tags.into_iter().map(Some).collect()
+    } else {
+        (1..=runs.len()).map(|i| Some(i.to_string())).collect()
+    }
+}
+
+/// A label as a word of a file name: "tcp (recycle 100)" is
+/// "tcp-recycle-100".
+fn file_word(label: &str) -> String {
+    let mut word = String::new();
+    for c in label.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else if !word.is_empty() && !word.ends_with('-') {
+            word.push('-');
+        }
+    }
+    word.trim_end_matches('-').to_string()
+}
 
 /// The live view: a progress bar on a terminal, one plain line per second
 /// otherwise, nothing when quiet.
@@ -890,4 +1010,51 @@ fn queries_summary(
         mbps(t.bytes_in, secs),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::merge::tests::{outcome, slice};
+
+    #[test]
+    fn labels_become_words_of_file_names() {
+        assert_eq!(file_word("tcp (recycle 100)"), "tcp-recycle-100");
+        assert_eq!(file_word("tcp-per-query"), "tcp-per-query");
+        assert_eq!(file_word("  a/b.json "), "a-b-json");
+    }
+
+    #[test]
+    fn several_runs_tag_their_spectra_by_label_or_by_number() {
+        let r = slice(1, &outcome(1, 2.0));
+        let run = |label: &str| html::Run {
+            label: label.into(),
+            result: &r,
+        };
+        assert_eq!(hgrm_tags(&[run("x")]), [None]);
+        assert_eq!(
+            hgrm_tags(&[run("udp"), run("tcp (recycle 10)")]),
+            [Some("udp".into()), Some("tcp-recycle-10".into())]
+        );
+        // Labels that would name the same files: numbers instead.
+        assert_eq!(
+            hgrm_tags(&[run("a b"), run("a-b")]),
+            [Some("1".into()), Some("2".into())]
+        );
+    }
+
+    #[test]
+    fn a_view_into_a_missing_directory_is_refused() {
+        let v = Views {
+            html: Some("/nonexistent/dir/r.html".into()),
+            ..Views::default()
+        };
+        assert!(v.check().unwrap_err().contains("/nonexistent/dir"));
+        let v = Views {
+            html: Some("r.html".into()),
+            hgrm: Some("out".into()),
+            server_stats: None,
+        };
+        assert_eq!(v.check(), Ok(()));
+    }
 }

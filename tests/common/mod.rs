@@ -304,16 +304,6 @@ pub fn banner_addr(srv: &Server, ip: &str) -> String {
         .unwrap_or_else(|| panic!("no listener on {ip}: {:?}", srv.banner))
 }
 
-/// The path of a program on PATH (or /usr/sbin).
-pub fn which(name: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .chain([std::path::PathBuf::from("/usr/sbin")])
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
 /// The program, or None after saying loudly that the test is skipped (a
 /// failure in CI, which installs it).
 pub fn program(name: &str, package: &str) -> Option<std::path::PathBuf> {
@@ -326,4 +316,14 @@ pub fn program(name: &str, package: &str) -> Option<std::path::PathBuf> {
         eprintln!("SKIPPED: {name} is not installed (apt-get install {package})");
     }
     p
+}
+
+/// The path of a program on PATH (or /usr/sbin).
+pub fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain([std::path::PathBuf::from("/usr/sbin")])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
 }

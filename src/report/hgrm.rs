@@ -1,0 +1,225 @@
+//! The percentile spectrum of a latency histogram in HdrHistogram's `.hgrm`
+//! text format: what its `outputPercentileDistribution` prints (columns
+//! Value, Percentile, TotalCount, 1/(1-Percentile); five ticks per half
+//! distance to 100%; the `#[Mean`, `#[Max` and `#[Buckets` footer), so
+//! HdrHistogram's plotter and the tools around it read throng's results.
+//! Values are in milliseconds (the histograms hold microseconds).
+//!
+//! Pure text: the caller decides where it goes.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use hdrhistogram::Histogram;
+
+use super::json::{write_bytes_atomic, RunResult};
+use crate::metrics::decode_histogram;
+
+/// Percentile ticks per half distance to 100%, as HdrHistogram's default.
+pub const TICKS_PER_HALF_DISTANCE: u32 = 5;
+
+/// Microseconds per unit of the file's values (milliseconds).
+const US_PER_MS: f64 = 1000.0;
+
+/// The spectrum of `h` (microseconds), values in milliseconds.
+pub fn spectrum(h: &Histogram<u64>) -> String {
+    let mut s = String::new();
+    // write! to a String cannot fail.
+    let _ = writeln!(
+        s,
+        "{:>12} {:>14} {:>10} {:>14}\n",
+        "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
+    );
+    let mut total = 0u64;
+    if !h.is_empty() {
+        for v in h.iter_quantiles(TICKS_PER_HALF_DISTANCE) {
+            total += v.count_since_last_iteration();
+            let q = v.quantile_iterated_to();
+            let value = v.value_iterated_to() as f64 / US_PER_MS;
+            if q < 1.0 {
+                let _ = writeln!(
+                    s,
+                    "{value:>12.3} {q:>2.12} {total:>10} {:>14.2}",
+                    1.0 / (1.0 - q)
+                );
+            } else {
+                let _ = writeln!(s, "{value:>12.3} {q:>2.12} {total:>10}");
+            }
+        }
+    }
+    let (mean, stdev) = if h.is_empty() {
+        (0.0, 0.0)
+    } else {
+        (h.mean() / US_PER_MS, h.stdev() / US_PER_MS)
+    };
+    let _ = writeln!(
+        s,
+        "#[Mean    = {mean:>12.3}, StdDeviation   = {stdev:>12.3}]"
+    );
+    let _ = writeln!(
+        s,
+        "#[Max     = {:>12.3}, Total count    = {:>12}]",
+        h.max() as f64 / US_PER_MS,
+        h.len()
+    );
+    let _ = writeln!(
+        s,
+        "#[Buckets = {:>12}, SubBuckets     = {:>12}]",
+        h.buckets(),
+        sub_buckets(h)
+    );
+    s
+}
+
+/// The histogram's sub-bucket count, as HdrHistogram computes it from its
+/// lowest discernible value and significant digits (the crate keeps it
+/// private).
+fn sub_buckets(h: &Histogram<u64>) -> u64 {
+    let single_unit = 2 * 10u64.pow(u32::from(h.sigfig()));
+    let magnitude = (single_unit as f64).log2().ceil() as u32;
+    1 << magnitude.max(1)
+}
+
+/// Where the spectra of one result go: `PREFIX.response.hgrm` and
+/// `PREFIX.service.hgrm`, or with `tag` (one of several runs)
+/// `PREFIX.TAG.response.hgrm`.
+pub fn paths(prefix: &Path, tag: Option<&str>) -> [PathBuf; 2] {
+    let base = prefix.as_os_str().to_string_lossy();
+    let stem = match tag {
+        Some(t) => format!("{base}.{t}"),
+        None => base.into_owned(),
+    };
+    [
+        PathBuf::from(format!("{stem}.response.hgrm")),
+        PathBuf::from(format!("{stem}.service.hgrm")),
+    ]
+}
+
+/// Writes the response and service time spectra of `r`; the files
+/// written. A result without queries has no latency, and gets no file.
+pub fn write(prefix: &Path, tag: Option<&str>, r: &RunResult) -> Result<Vec<PathBuf>> {
+    let Some(l) = &r.latency else {
+        return Ok(Vec::new());
+    };
+    let [response, service] = paths(prefix, tag);
+    let mut written = Vec::new();
+    for (path, hdr) in [
+        (response, &l.response_time_us.hdr),
+        (service, &l.service_time_us.hdr),
+    ] {
+        let h = decode_histogram(hdr)?;
+        write_bytes_atomic(&path, spectrum(&h).as_bytes(), "--hgrm")?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::new_histogram;
+
+    fn histogram(values: impl IntoIterator<Item = u64>) -> Histogram<u64> {
+        let mut h = new_histogram();
+        for v in values {
+            h.record(v).unwrap();
+        }
+        h
+    }
+
+    /// (value ms, percentile, total count) of each row.
+    fn rows(text: &str) -> Vec<(f64, f64, u64)> {
+        text.lines()
+            .skip(2)
+            .take_while(|l| !l.starts_with('#'))
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (
+                    f[0].parse().unwrap(),
+                    f[1].parse().unwrap(),
+                    f[2].parse().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn columns_and_footer_are_hdrhistograms() {
+        let h = histogram(1..=10_000);
+        let text = spectrum(&h);
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next().unwrap(),
+            "       Value     Percentile TotalCount 1/(1-Percentile)"
+        );
+        assert_eq!(lines.next().unwrap(), "");
+        assert_eq!(
+            lines.next().unwrap(),
+            "       0.001 0.000000000000          1           1.00"
+        );
+        let footer: Vec<&str> = text.lines().filter(|l| l.starts_with("#[")).collect();
+        assert_eq!(footer.len(), 3);
+        assert!(
+            footer[0].starts_with("#[Mean    =        5.00"),
+            "{}",
+            footer[0]
+        );
+        assert_eq!(
+            footer[1],
+            "#[Max     =       10.007, Total count    =        10000]"
+        );
+        assert_eq!(
+            footer[2],
+            format!(
+                "#[Buckets = {:>12}, SubBuckets     =         2048]",
+                h.buckets()
+            )
+        );
+        // The last row is 100%, without the 1/(1-Percentile) column.
+        let last = text.lines().rfind(|l| !l.starts_with('#')).unwrap();
+        assert_eq!(last.split_whitespace().count(), 3, "{last}");
+        assert!(last.contains(" 1.000000000000 "), "{last}");
+    }
+
+    #[test]
+    fn each_row_is_the_histograms_value_at_its_percentile() {
+        let h = histogram((1..=5000).map(|i| i * i % 977_777 + 1));
+        let r = rows(&spectrum(&h));
+        assert!(r.len() > 50);
+        for w in r.windows(2) {
+            assert!(w[0].0 <= w[1].0 && w[0].1 <= w[1].1 && w[0].2 <= w[1].2);
+        }
+        // The count up to each row's value is its TotalCount, at least its
+        // percentile of all; the count below the value falls short of it.
+        let all = h.len() as f64;
+        for &(ms, q, total) in &r {
+            let us = (ms * 1000.0).round() as u64;
+            assert_eq!(us, h.highest_equivalent(us), "at {q}");
+            assert_eq!(h.count_between(0, us), total, "at {q}");
+            assert!(total as f64 >= q * all * (1.0 - 1e-12), "at {q}");
+            let below = h.count_between(0, h.lowest_equivalent(us).saturating_sub(1));
+            assert!(
+                (below as f64) < q * all * (1.0 + 1e-12) || q == 0.0,
+                "at {q}"
+            );
+        }
+        assert_eq!(r.last().unwrap().2, 5000);
+    }
+
+    #[test]
+    fn an_empty_histogram_has_the_header_and_footer() {
+        let text = spectrum(&new_histogram());
+        assert!(rows(&text).is_empty());
+        assert!(text.contains("#[Max     =        0.000, Total count    =            0]"));
+    }
+
+    #[test]
+    fn several_runs_get_a_tag() {
+        let [a, b] = paths(Path::new("out/run"), None);
+        assert_eq!(a, Path::new("out/run.response.hgrm"));
+        assert_eq!(b, Path::new("out/run.service.hgrm"));
+        let [a, _] = paths(Path::new("run"), Some("udp"));
+        assert_eq!(a, Path::new("run.udp.response.hgrm"));
+    }
+}

@@ -1,0 +1,621 @@
+//! The reports people look at: `--html` and `throng report` pages from
+//! real runs (the client against `throng server` on loopback, over TCP
+//! and over UDP, with the server's `--stats-json`), checked as text
+//! (every chart, the scenario, the figures, well-formed, nothing to
+//! fetch) and in a real browser (headless Chromium draws them: the
+//! screenshot has the charts' colours, the console no error); `--hgrm`
+//! spectra read back against the JSON; a report that cannot be written
+//! after a run loses nothing of the run. Chromium is Debian's `chromium`
+//! package: a failure in CI when missing, a loud skip elsewhere.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::{output, program, server, temp_dir, BIN};
+use serde_json::Value;
+
+/// Two real runs against one server: over TCP (with --html, --hgrm and
+/// --server-stats) and over UDP.
+struct Measured {
+    dir: PathBuf,
+    tcp: Value,
+    tcp_html: String,
+    udp: Value,
+}
+
+/// Queries of each run: the run ends once they are answered.
+const QUERIES: u64 = 800;
+
+/// The runs, made once for the tests of this file.
+fn measured() -> &'static Measured {
+    static RUNS: OnceLock<Measured> = OnceLock::new();
+    RUNS.get_or_init(|| {
+        let dir = temp_dir("report");
+        let stats = dir.join("server.jsonl");
+        let srv = server(&["--udp", "--stats-json", stats.to_str().unwrap()]);
+        let addr = srv.addr.to_string();
+        let queries = QUERIES.to_string();
+        let run = |transport: &str, extra: &[&str]| {
+            let json = dir.join(format!("{transport}.json"));
+            let mut cmd = Command::new(BIN);
+            cmd.args(["client", &addr, "-c", "20", "--connect-rate", "200"])
+                .args(["-r", "400", "--queries", &queries, "-T", "4"])
+                .args(["--proto", "echo", "--transport", transport, "-q"])
+                .args(["--processes", "1", "--json", json.to_str().unwrap()])
+                .args(extra);
+            let (code, out, err) = output(&mut cmd);
+            assert_eq!(code, 0, "{transport}: {out}\n{err}");
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+            (v, out)
+        };
+        let html = dir.join("tcp.html");
+        let (tcp, out) = run(
+            "tcp",
+            &[
+                "--html",
+                html.to_str().unwrap(),
+                "--hgrm",
+                dir.join("tcp").to_str().unwrap(),
+                "--server-stats",
+                stats.to_str().unwrap(),
+            ],
+        );
+        assert!(
+            out.contains(&format!("report        {}", html.display())),
+            "{out}"
+        );
+        let (udp, _) = run("udp", &[]);
+        srv.stop();
+        let tcp_html = std::fs::read_to_string(&html).unwrap();
+        Measured {
+            dir,
+            tcp,
+            tcp_html,
+            udp,
+        }
+    })
+}
+
+fn n(v: &Value, path: &[&str]) -> u64 {
+    common::n(v, path)
+}
+
+/// Checks that `page` is well-formed: every element closed in order (the
+/// void ones of HTML excepted), no stray `<` in text, and nothing to fetch.
+fn assert_well_formed(page: &str) {
+    const VOID: &[&str] = &["meta", "br", "hr", "img", "input", "link"];
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = page;
+    while let Some(at) = rest.find('<') {
+        let tag = &rest[at + 1..];
+        let end = tag.find('>').expect("a tag without its '>'");
+        let body = &tag[..end];
+        rest = &tag[end + 1..];
+        assert!(!body.contains('<'), "a '<' inside a tag: <{body}>");
+        if body.starts_with('!') {
+            continue;
+        }
+        if let Some(name) = body.strip_prefix('/') {
+            let open = stack
+                .pop()
+                .unwrap_or_else(|| panic!("</{name}> closes nothing"));
+            assert_eq!(open, name.trim(), "</{name}> closes <{open}>");
+            continue;
+        }
+        let name = body
+            .split(|c: char| c.is_whitespace() || c == '/')
+            .next()
+            .unwrap()
+            .to_string();
+        assert!(
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric()),
+            "not a tag: <{body}>"
+        );
+        if !body.ends_with('/') && !VOID.contains(&name.as_str()) {
+            stack.push(name);
+        }
+    }
+    assert!(stack.is_empty(), "never closed: {stack:?}");
+    // Nothing fetched when opened: no script, no link to a resource; the
+    // one URL is SVG's namespace name (never fetched).
+    for bad in ["<script", " src=", " href=", "@import", "url("] {
+        assert!(!page.contains(bad), "the page holds {bad}");
+    }
+    let urls = page.matches("http").count();
+    let namespaces = page.matches("xmlns=\"http://www.w3.org/2000/svg\"").count();
+    assert_eq!(urls, namespaces, "a URL other than SVG's namespace");
+}
+
+/// The chart `id`'s SVG.
+fn chart<'a>(page: &'a str, id: &str) -> &'a str {
+    let start = page
+        .find(&format!("<div class=\"chart\" id=\"{id}\">"))
+        .unwrap_or_else(|| panic!("no chart {id}"));
+    let len = page[start..].find("</div>").unwrap();
+    let c = &page[start..start + len];
+    assert!(c.contains("<svg") && c.contains("</svg>"), "{id}: no SVG");
+    c
+}
+
+/// Chromium's screenshot of `page` (1200x3000) and its log; None when
+/// Chromium is not installed (and not in CI).
+fn screenshot(page: &Path) -> Option<(Vec<[u8; 3]>, u32, u32, String)> {
+    let chromium = program("chromium", "chromium")?;
+    let png = page.with_extension("png");
+    let profile = page.with_extension("profile");
+    let mut child = Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu"])
+        .args([
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1200,3000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start chromium");
+    let mut err = child.stderr.take().unwrap();
+    let log = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("chromium took more than 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = log.join().unwrap();
+    let _ = std::fs::remove_dir_all(&profile);
+    let decoder = png::Decoder::new(std::fs::File::open(&png).expect("a screenshot"));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!(info.bit_depth, png::BitDepth::Eight);
+    let step = info.color_type.samples();
+    assert!(step >= 3, "{:?}", info.color_type);
+    let pixels = buf[..info.buffer_size()]
+        .chunks(step)
+        .map(|p| [p[0], p[1], p[2]])
+        .collect();
+    Some((pixels, info.width, info.height, log))
+}
+
+/// Rows of the image (of 100 px bands) that hold a pixel near `colour`,
+/// and how many such pixels in all.
+fn where_drawn(pixels: &[[u8; 3]], width: u32, colour: [u8; 3]) -> (Vec<usize>, usize) {
+    let near = |p: &[u8; 3]| (0..3).all(|i| p[i].abs_diff(colour[i]) <= 12);
+    let mut bands = Vec::new();
+    let mut count = 0;
+    for (row, line) in pixels.chunks(width as usize).enumerate() {
+        let here = line.iter().filter(|p| near(p)).count();
+        count += here;
+        if here > 0 && bands.last() != Some(&(row / 100)) {
+            bands.push(row / 100);
+        }
+    }
+    (bands, count)
+}
+
+const BLUE: [u8; 3] = [31, 119, 180];
+const ORANGE: [u8; 3] = [255, 127, 14];
+const GREEN: [u8; 3] = [44, 160, 44];
+
+/// The browser drew the page: not blank, the charts' colours in several
+/// places down the page, and no console error.
+fn assert_drawn(page: &Path, colours: &[([u8; 3], usize)]) {
+    let Some((pixels, width, height, log)) = screenshot(page) else {
+        return;
+    };
+    assert_eq!((width, height), (1200, 3000));
+    let white = pixels.iter().filter(|p| **p == [255, 255, 255]).count();
+    assert!(white < pixels.len(), "a blank screenshot");
+    for &(c, least) in colours {
+        let (bands, count) = where_drawn(&pixels, width, c);
+        // Lines and bars of that colour in `least` charts at least (a
+        // chart is four bands tall).
+        assert!(count > 500, "{c:?}: {count} pixels");
+        let mut charts = bands.clone();
+        charts.dedup_by(|a, b| *a <= *b + 3);
+        assert!(charts.len() >= least, "{c:?} drawn only in bands {bands:?}");
+    }
+    for bad in ["Uncaught", ":CONSOLE("] {
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains(bad)).collect();
+        assert!(lines.is_empty(), "console: {lines:?}");
+    }
+}
+
+#[test]
+fn a_runs_report_has_every_chart_the_scenario_and_its_figures() {
+    let m = measured();
+    let page = &m.tcp_html;
+    assert_eq!(n(&m.tcp, &["queries", "sent"]), QUERIES);
+    assert_eq!(n(&m.tcp, &["queries", "answered"]), QUERIES);
+    assert_well_formed(page);
+    for (id, title) in [
+        ("rates", "Queries per second"),
+        ("latency", "Response time per second (log scale)"),
+        ("ramp", "the server&apos;s accepts and listen queue"),
+        ("spectrum", "Percentile spectrum"),
+        ("outcomes", "Connections by outcome"),
+    ] {
+        let svg = chart(page, id);
+        assert!(svg.contains(title), "{id}: no title '{title}'");
+        assert!(svg.contains("<path") || svg.contains("<polyline") || svg.contains("<rect"));
+    }
+    // Each series of the single run in its legend; the server's too.
+    for (id, entries) in [
+        (
+            "rates",
+            &["target", "sent", "answered", "timeouts (right axis)"][..],
+        ),
+        ("latency", &["p50", "p99", "max", "service p99 (whole run)"]),
+        (
+            "ramp",
+            &[
+                "open",
+                "established/s (right axis)",
+                "server accepted/s (right axis)",
+                "ListenOverflows/s (right axis)",
+                "ListenDrops/s (right axis)",
+            ],
+        ),
+        ("spectrum", &["response time", "service time"]),
+    ] {
+        let svg = chart(page, id);
+        for e in entries {
+            assert!(
+                svg.contains(&format!(">\n{e}\n</text>")),
+                "{id}: no legend '{e}'"
+            );
+        }
+    }
+    // The scenario in words.
+    let addr = m.tcp["scenario"]["target_names"][0].as_str().unwrap();
+    for words in [
+        format!("<th>targets</th><td>{addr}</td>"),
+        "<th>transport</th><td>TCP, persistent connections</td>".into(),
+        "<th>connections</th><td>20, opened at 200/s</td>".into(),
+        "<th>protocol</th><td>echo, 64 bytes</td>".into(),
+        "open loop, 400 queries/s over all connections, Poisson arrivals".into(),
+    ] {
+        assert!(page.contains(&words), "no '{words}'");
+    }
+    // The summary's figures, as measured.
+    let p99 = n(&m.tcp, &["latency", "response_time_us", "p99"]);
+    for (row, value) in [
+        ("queries sent", QUERIES.to_string()),
+        ("answered", format!("{QUERIES} (100.00%)")),
+        ("established", "20".into()),
+        ("response time p99", human_us(p99)),
+    ] {
+        assert!(
+            page.contains(&format!(
+                "<tr><th>{row}</th><td class=\"n\">{value}</td></tr>"
+            )),
+            "{row}: not {value}"
+        );
+    }
+    // The default check's verdict.
+    assert!(page.contains("<td class=\"pass\">PASS</td><td>queries.answered&gt;=99%</td>"));
+    assert!(page.contains("throng client: "), "the summary as printed");
+    // Blue: sent, p50, open connections, the spectrum, the outcome bars;
+    // green: answered, established per second.
+    assert_drawn(&m.dir.join("tcp.html"), &[(BLUE, 4), (GREEN, 2)]);
+}
+
+/// `crate::units::human_us`, as the page writes times.
+fn human_us(us: u64) -> String {
+    match us {
+        u if u >= 1_000_000 => format!("{:.2} s", u as f64 / 1e6),
+        u if u >= 1_000 => format!("{:.1} ms", u as f64 / 1e3),
+        u => format!("{u} µs"),
+    }
+}
+
+#[test]
+fn two_results_overlay_with_a_legend_entry_each() {
+    let m = measured();
+    let page = m.dir.join("both.html");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "report",
+        m.dir.join("tcp.json").to_str().unwrap(),
+        m.dir.join("udp.json").to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let text = std::fs::read_to_string(&page).unwrap();
+    assert_well_formed(&text);
+    for (id, what) in [
+        ("rates", "answered"),
+        ("latency", "p99"),
+        ("ramp", "open"),
+        ("spectrum", "response"),
+    ] {
+        let svg = chart(&text, id);
+        for run in ["tcp", "udp"] {
+            assert!(
+                svg.contains(&format!(">\n{run} {what}\n</text>")),
+                "{id}: no legend entry for {run}"
+            );
+        }
+    }
+    // Side by side: a column per run, the transports in words.
+    assert!(text.contains("<tr><th></th><th>tcp</th><th>udp</th></tr>"));
+    assert!(text.contains("UDP, a connected socket per connection"));
+    let sent = |v: &Value| n(v, &["queries", "sent"]).to_string();
+    assert!(text.contains(&format!(
+        "<tr><th>queries sent</th><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+        sent(&m.tcp),
+        sent(&m.udp)
+    )));
+    // A colour per run in every chart.
+    assert_drawn(&page, &[(BLUE, 4), (ORANGE, 4)]);
+}
+
+#[test]
+fn compare_puts_the_transports_side_by_side_and_report_reads_its_file() {
+    let dir = temp_dir("report-compare");
+    let (json, html, again) = (
+        dir.join("cmp.json"),
+        dir.join("cmp.html"),
+        dir.join("again.html"),
+    );
+    let (code, out, err) = output(Command::new(BIN).args([
+        "compare",
+        "--transports",
+        "udp,tcp",
+        "--rate",
+        "300",
+        "--queries",
+        "450",
+        "-c",
+        "3",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "report",
+        json.to_str().unwrap(),
+        "--html",
+        again.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    for page in [&html, &again] {
+        let text = std::fs::read_to_string(page).unwrap();
+        assert_well_formed(&text);
+        assert!(text.contains("<tr><th></th><th>udp</th><th>tcp</th></tr>"));
+        for (id, what) in [
+            ("rates", "answered"),
+            ("latency", "p99"),
+            ("spectrum", "response"),
+        ] {
+            let svg = chart(&text, id);
+            for run in ["udp", "tcp"] {
+                assert!(
+                    svg.contains(&format!(">\n{run} {what}\n</text>")),
+                    "{}: {id}: no legend entry for {run}",
+                    page.display()
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// (value µs, percentile, total count) rows and the footer of a .hgrm.
+fn hgrm(path: &Path) -> (Vec<(u64, f64, u64)>, Vec<String>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "       Value     Percentile TotalCount 1/(1-Percentile)"
+    );
+    assert_eq!(lines.next().unwrap(), "");
+    let mut rows = Vec::new();
+    let mut footer = Vec::new();
+    for l in lines {
+        if l.starts_with("#[") {
+            footer.push(l.to_string());
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let ms: f64 = f[0].parse().unwrap();
+        rows.push((
+            (ms * 1000.0).round() as u64,
+            f[1].parse().unwrap(),
+            f[2].parse().unwrap(),
+        ));
+    }
+    (rows, footer)
+}
+
+#[test]
+fn hgrm_spectra_read_back_as_the_jsons_percentiles() {
+    let m = measured();
+    for (file, key) in [
+        ("tcp.response.hgrm", "response_time_us"),
+        ("tcp.service.hgrm", "service_time_us"),
+    ] {
+        let (rows, footer) = hgrm(&m.dir.join(file));
+        let l = &m.tcp["latency"][key];
+        let count = l["count"].as_u64().unwrap();
+        let h = throng::metrics::decode_histogram(l["hdr"].as_str().unwrap()).unwrap();
+        assert_eq!(rows.last().unwrap().1, 1.0);
+        assert_eq!(rows.last().unwrap().2, count);
+        // Every row is the histogram's value at its percentile, in ms to
+        // the microsecond: the count up to it is the row's TotalCount, at
+        // least its percentile of all, and the count below it short of it.
+        let all = count as f64;
+        for &(us, q, total) in &rows {
+            assert_eq!(
+                us,
+                h.highest_equivalent(us),
+                "{file} at {q}: not a bucket's top"
+            );
+            assert_eq!(h.count_between(0, us), total, "{file} at {q}");
+            assert!(total as f64 >= q * all * (1.0 - 1e-12), "{file} at {q}");
+            let below = h.count_between(0, h.lowest_equivalent(us).saturating_sub(1));
+            assert!(
+                (below as f64) < q * all * (1.0 + 1e-12) || q == 0.0,
+                "{file} at {q}"
+            );
+        }
+        // p99 lies between the rows around 99% (the spectrum's ticks):
+        // the value of the first row at or past it, and of the one before.
+        let p99 = l["p99"].as_u64().unwrap();
+        let at = rows.iter().position(|r| r.1 >= 0.99).unwrap();
+        assert!(
+            rows[at - 1].0 <= p99 && p99 <= rows[at].0,
+            "{file}: p99 {p99} µs outside {:?}..{:?}",
+            rows[at - 1],
+            rows[at]
+        );
+        assert_eq!(p99, h.value_at_quantile(0.99));
+        let max = l["max"].as_u64().unwrap() as f64 / 1000.0;
+        assert_eq!(
+            footer[1],
+            format!("#[Max     = {max:>12.3}, Total count    = {count:>12}]")
+        );
+        assert!(footer[0].starts_with("#[Mean    = "), "{footer:?}");
+        assert!(footer[2].starts_with("#[Buckets = "), "{footer:?}");
+    }
+}
+
+#[test]
+fn a_report_that_cannot_be_written_loses_nothing_of_the_run() {
+    let dir = temp_dir("report-unwritable");
+    let json = dir.join("r.json");
+    // A directory where the page should go: the rename onto it fails
+    // after the run.
+    let html = dir.join("taken");
+    std::fs::create_dir(&html).unwrap();
+    let (code, out, err) = output(Command::new(BIN).args([
+        "client",
+        "-c",
+        "5",
+        "-r",
+        "50",
+        "-T",
+        "1",
+        "--proto",
+        "echo",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(err.contains("the HTML report was not written"), "{err}");
+    assert!(out.contains("throng client: ") && out.contains("check         PASS"));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(n(&v, &["queries", "answered"]) > 0);
+    // A merge too, and a server's stats that are not stats.
+    let bad = dir.join("stats.jsonl");
+    std::fs::write(&bad, "not json\n").unwrap();
+    let merged = dir.join("m.json");
+    let (code, _, err) = output(Command::new(BIN).args([
+        "merge",
+        json.to_str().unwrap(),
+        "--json",
+        merged.to_str().unwrap(),
+        "--html",
+        dir.join("m.html").to_str().unwrap(),
+        "--server-stats",
+        bad.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 1);
+    assert!(err.contains("line 1"), "{err}");
+    assert!(merged.exists() && !dir.join("m.html").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_run_in_processes_reports_the_merge_of_its_slices() {
+    let srv = server(&[]);
+    let dir = temp_dir("report-processes");
+    let html = dir.join("p.html");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "client",
+        &srv.addr.to_string(),
+        "-c",
+        "20",
+        "-r",
+        "200",
+        "-T",
+        "1",
+        "--proto",
+        "echo",
+        "-q",
+        "--processes",
+        "2",
+        "--html",
+        html.to_str().unwrap(),
+        "--hgrm",
+        dir.join("p").to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_well_formed(&page);
+    assert!(page.contains("<th>merged</th><td>2 results ("), "{page}");
+    assert!(page.contains("<th>established</th><td class=\"n\">20</td>"));
+    assert!(dir.join("p.response.hgrm").exists() && dir.join("p.service.hgrm").exists());
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn report_usage_errors_exit_2() {
+    let dir = temp_dir("report-usage");
+    let junk = dir.join("junk.json");
+    std::fs::write(&junk, "{\"hello\": 1}").unwrap();
+    let html = dir.join("x.html");
+    for (args, says) in [
+        (
+            vec![
+                "report",
+                junk.to_str().unwrap(),
+                "--html",
+                html.to_str().unwrap(),
+            ],
+            "not a throng result",
+        ),
+        (vec!["report", junk.to_str().unwrap()], "nothing to write"),
+        (
+            vec![
+                "report",
+                junk.to_str().unwrap(),
+                "--html",
+                "/nonexistent/x.html",
+            ],
+            "does not exist",
+        ),
+        (
+            vec!["client", "--html", "/nonexistent/x.html", "-T", "1"],
+            "does not exist",
+        ),
+    ] {
+        let (code, out, err) = output(Command::new(BIN).args(&args));
+        assert_eq!(code, 2, "{args:?}: {out}\n{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
