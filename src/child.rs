@@ -27,7 +27,7 @@ use crate::sys::signals::{Reason, Stop};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChildLine {
-    Sample(Sample),
+    Sample(Box<Sample>),
     RampDone {
         seconds: f64,
         /// The child's connections at that moment (the parent's view sums

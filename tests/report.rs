@@ -245,7 +245,10 @@ fn a_runs_report_has_every_chart_the_scenario_and_its_figures() {
     assert_well_formed(page);
     for (id, title) in [
         ("rates", "Queries per second"),
-        ("latency", "Response time per second (log scale)"),
+        (
+            "latency",
+            "Response and service time per second (log scale)",
+        ),
         ("ramp", "the server&apos;s accepts and listen queue"),
         ("spectrum", "Percentile spectrum"),
         ("outcomes", "Connections by outcome"),
@@ -260,7 +263,10 @@ fn a_runs_report_has_every_chart_the_scenario_and_its_figures() {
             "rates",
             &["target", "sent", "answered", "timeouts (right axis)"][..],
         ),
-        ("latency", &["p50", "p99", "max", "service p99 (whole run)"]),
+        (
+            "latency",
+            &["p50", "p99", "max", "service p50", "service p99"],
+        ),
         (
             "ramp",
             &[

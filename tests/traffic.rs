@@ -89,8 +89,19 @@ fn dns_against_dns_mode() {
         "errors",
         "p50_us",
         "p99_us",
+        "service_p50_us",
+        "service_p99_us",
+        "service_hdr",
     ] {
         assert!(!s[key].is_null(), "per_second.{key}: {s}");
+    }
+    // Each second's answers have a response and a service time each.
+    let len = |h: &serde_json::Value| {
+        h.as_str()
+            .map_or(0, |h| throng::metrics::decode_histogram(h).unwrap().len())
+    };
+    for s in v["per_second"].as_array().unwrap() {
+        assert_eq!(len(&s["service_hdr"]), len(&s["hdr"]), "{s}");
     }
     drop(srv);
 }

@@ -203,7 +203,7 @@ pub(super) fn run_processes(
             Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
                 Ok(ChildLine::Sample(s)) => {
                     let t = s.t;
-                    latest[i] = Some(s);
+                    latest[i] = Some(*s);
                     // One line per second once every live child reported it.
                     if t > shown && latest.iter().all(|x| x.as_ref().is_some_and(|x| x.t >= t)) {
                         shown = t;

@@ -219,7 +219,7 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
                 Ok(ChildLine::Result(r)) => results[i] = serde_json::from_value(*r).ok(),
                 Ok(ChildLine::Sample(s)) => {
                     let t = s.t;
-                    latest[i] = Some(s);
+                    latest[i] = Some(*s);
                     let ready = (0..hosts.len())
                         .all(|j| done[j] || latest[j].as_ref().is_some_and(|x| x.t >= t));
                     if t > shown && ready {

@@ -51,7 +51,8 @@ pub struct SecondReport {
     pub errors: u64,
     /// Response times of the queries answered in this second.
     pub hist: Histogram<u64>,
-    /// Their service times, when the run exports them (`--metrics`).
+    /// Their service times (from the send; always kept by a run, which
+    /// reports them per second; a test's report may leave them out).
     pub service: Option<Histogram<u64>>,
     /// Workers whose part is in (1 as sent; the main thread adds).
     pub workers: usize,
@@ -122,6 +123,13 @@ pub struct Sample {
     /// seconds of several processes or hosts merge into exact percentiles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hdr: Option<String>,
+    /// The second's service times (from the actual send), as above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_p50_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_p99_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_hdr: Option<String>,
 }
 
 impl Sample {
@@ -134,6 +142,22 @@ impl Sample {
         self.hdr = (has && keep).then(|| crate::metrics::encode_histogram_plain(h));
     }
 
+    /// The second's service times, as [`Sample::set_latency`].
+    pub fn set_service(&mut self, h: &Histogram<u64>, keep: bool) {
+        let has = !h.is_empty();
+        self.service_p50_us = has.then(|| h.value_at_quantile(0.5));
+        self.service_p99_us = has.then(|| h.value_at_quantile(0.99));
+        self.service_hdr = (has && keep).then(|| crate::metrics::encode_histogram_plain(h));
+    }
+
+    /// Both of a worker report's histograms.
+    pub fn set_times(&mut self, r: &SecondReport, keep: bool) {
+        self.set_latency(&r.hist, keep);
+        if let Some(h) = &r.service {
+            self.set_service(h, keep);
+        }
+    }
+
     /// The same second of several processes or hosts as one: counts
     /// summed, histograms added, percentiles of the sum. (A sample written
     /// before seconds carried their histogram has percentiles only: those
@@ -142,19 +166,12 @@ impl Sample {
     pub fn merged<'a>(parts: impl IntoIterator<Item = &'a Sample>) -> Sample {
         use crate::metrics::add_opt as add;
         let mut m: Option<Sample> = None;
-        let mut hist: Option<Histogram<u64>> = None;
-        let mut unknown = false;
+        let (mut response, mut service) = (HdrSum::default(), HdrSum::default());
         let mut n = 0;
         for o in parts {
             n += 1;
-            match o.hdr.as_deref().map(crate::metrics::decode_histogram) {
-                Some(Ok(h)) => match hist.as_mut() {
-                    Some(all) => unknown |= all.add(&h).is_err(),
-                    None => hist = Some(h),
-                },
-                Some(Err(_)) => unknown = true,
-                None => unknown |= o.p50_us.is_some(),
-            }
+            response.add(o.hdr.as_deref(), o.p50_us.is_some());
+            service.add(o.service_hdr.as_deref(), o.service_p50_us.is_some());
             let Some(s) = m.as_mut() else {
                 m = Some(o.clone());
                 continue;
@@ -176,11 +193,41 @@ impl Sample {
             // One part: its figures as they are.
             return m;
         }
-        match hist.filter(|_| !unknown) {
+        match response.sum() {
             Some(h) => m.set_latency(&h, true),
             None => (m.p50_us, m.p99_us, m.hdr) = (None, None, None),
         }
+        match service.sum() {
+            Some(h) => m.set_service(&h, true),
+            None => (m.service_p50_us, m.service_p99_us, m.service_hdr) = (None, None, None),
+        }
         m
+    }
+}
+
+/// One second's histograms of several parts, added.
+#[derive(Default)]
+struct HdrSum {
+    hist: Option<Histogram<u64>>,
+    /// A part had percentiles but no histogram (or one that did not
+    /// decode): the sum is unknown.
+    unknown: bool,
+}
+
+impl HdrSum {
+    fn add(&mut self, hdr: Option<&str>, has_percentiles: bool) {
+        match hdr.map(crate::metrics::decode_histogram) {
+            Some(Ok(h)) => match self.hist.as_mut() {
+                Some(all) => self.unknown |= all.add(&h).is_err(),
+                None => self.hist = Some(h),
+            },
+            Some(Err(_)) => self.unknown = true,
+            None => self.unknown |= has_percentiles,
+        }
+    }
+
+    fn sum(self) -> Option<Histogram<u64>> {
+        self.hist.filter(|_| !self.unknown)
     }
 }
 
@@ -368,7 +415,7 @@ pub fn run(
             rtt_log: writer.as_ref().map(|w| (w.tx.clone(), epoch_unix_us)),
             hosts: hosts.clone(),
             tls: tls.clone(),
-            service_seconds: exported.is_some(),
+            service_seconds: true,
         })?;
         if sc.preallocate {
             w.preallocate().map_err(|errno| {
@@ -552,7 +599,7 @@ pub fn run(
                     // (A child's seconds go to its parent's live view,
                     // histogram and all; here the result's are made at the
                     // end.)
-                    s.set_latency(&r.hist, stop.is_child());
+                    s.set_times(r, stop.is_child());
                 }
                 s.target = target_at(&sc, start, traffic_start, tick, &rate_changes);
             }

@@ -105,9 +105,10 @@ pub struct Recorder {
     second_hist: Histogram<u32>,
     response_time: Histogram<u64>,
     /// Service times of the current second, when the run's seconds carry
-    /// them (a Prometheus endpoint shows them): recorded here instead of
-    /// in `service_time`, and added to it and to the report as the second
-    /// ends, as response times are.
+    /// them (a run's always do: its result and a Prometheus endpoint show
+    /// them per second): recorded here instead of in `service_time`, and
+    /// added to it and to the report as the second ends, as response times
+    /// are.
     second_service: Option<Histogram<u32>>,
     /// Queries sent the instant they were due (closed loop: all of them),
     /// counted and added to `send_lag` at the end instead of one by one.

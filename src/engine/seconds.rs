@@ -71,7 +71,7 @@ impl Seconds {
             s.answered = Some(r.answered);
             s.timed_out = Some(r.timed_out);
             s.errors = Some(r.errors);
-            s.set_latency(&r.hist, true);
+            s.set_times(r, true);
             *done = true;
             false
         });

@@ -6,7 +6,7 @@
 //!
 //! What it shows: the scenario in words and the summary's figures; per
 //! second, the rates (target, sent, answered) with timeouts and errors;
-//! p50, p99 and max response time per second with the run's service time;
+//! p50, p99 and max response time per second with service time p50, p99;
 //! open connections and the connect rate over the ramp (with a server's
 //! `--stats-json`: its accepts, listen overflows and drops); the
 //! percentile spectrum of response and service time, HdrHistogram style;
@@ -143,6 +143,10 @@ struct Second {
     p50: Option<f64>,
     p99: Option<f64>,
     max: Option<f64>,
+    /// Service time percentiles of the second, µs (results that carry
+    /// them).
+    service_p50: Option<f64>,
+    service_p99: Option<f64>,
 }
 
 /// A run read for drawing.
@@ -165,6 +169,11 @@ impl<'a> Drawn<'a> {
                 // else the percentiles it wrote.
                 let h = s.hdr.as_deref().and_then(|h| decode_histogram(h).ok());
                 let at = |q: f64| h.as_ref().map(|h| h.value_at_quantile(q) as f64);
+                let sh = s
+                    .service_hdr
+                    .as_deref()
+                    .and_then(|h| decode_histogram(h).ok());
+                let service_at = |q: f64| sh.as_ref().map(|h| h.value_at_quantile(q) as f64);
                 Second {
                     t: s.t as f64,
                     open: s.connections as f64,
@@ -177,6 +186,8 @@ impl<'a> Drawn<'a> {
                     p50: at(0.5).or(s.p50_us.map(|v| v as f64)),
                     p99: at(0.99).or(s.p99_us.map(|v| v as f64)),
                     max: h.as_ref().map(|h| h.max() as f64),
+                    service_p50: service_at(0.5).or(s.service_p50_us.map(|v| v as f64)),
+                    service_p99: service_at(0.99).or(s.service_p99_us.map(|v| v as f64)),
                 }
             })
             .collect();
@@ -399,8 +410,9 @@ fn rates_chart(runs: &[Drawn]) -> Result<String> {
     })
 }
 
-/// Response time per second: p50, p99 and max on a log axis, with the
-/// whole run's service time p50 and p99 as flat lines.
+/// Response time per second: p50, p99 and max on a log axis, with service
+/// time p50 and p99 per second (or, from a result without them, the whole
+/// run's as flat lines).
 fn latency_chart(runs: &[Drawn]) -> Result<Option<String>> {
     let with: Vec<&Drawn> = runs
         .iter()
@@ -412,13 +424,19 @@ fn latency_chart(runs: &[Drawn]) -> Result<Option<String>> {
             .filter(|h| !h.is_empty())
             .map(|h| h.value_at_quantile(q) as f64)
     };
+    let per_second = |d: &Drawn| d.seconds.iter().any(|s| s.service_p50.is_some());
     let values = with.iter().flat_map(|d| {
         d.seconds
             .iter()
-            .flat_map(|s| [s.p50, s.p99, s.max])
+            .flat_map(|s| [s.p50, s.p99, s.max, s.service_p50, s.service_p99])
             .chain([service(d, 0.5), service(d, 0.99)])
             .flatten()
     });
+    let caption = if with.iter().all(|d| per_second(d)) {
+        "Response and service time per second (log scale)"
+    } else {
+        "Response time per second (log scale), service time of the whole run"
+    };
     let Some(y) = decades(values) else {
         return Ok(None);
     };
@@ -426,10 +444,7 @@ fn latency_chart(runs: &[Drawn]) -> Result<Option<String>> {
     let one = with.len() == 1;
     svg("response time per second", HEIGHT, |root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(
-                "Response time per second (log scale), service time of the whole run",
-                caption_style(),
-            )
+            .caption(caption, caption_style())
             .margin(12)
             .x_label_area_size(42)
             .y_label_area_size(80)
@@ -478,6 +493,19 @@ fn latency_chart(runs: &[Drawn]) -> Result<Option<String>> {
             let max = chart.draw_series(LineSeries::new(series(|s| s.max), style))?;
             if one {
                 max.label(name("max")).legend(legend_line(style));
+            }
+            if per_second(d) {
+                for (f, what, dash) in [
+                    (series(|s| s.service_p50), "service p50", 2),
+                    (series(|s| s.service_p99), "service p99", 6),
+                ] {
+                    let style = service_c.mix(0.8).stroke_width(2);
+                    let line = chart.draw_series(DashedLineSeries::new(f, dash, 4, style))?;
+                    if one {
+                        line.label(what).legend(legend_line(style));
+                    }
+                }
+                continue;
             }
             let end = d.seconds.last().map_or(tmax, |s| s.t);
             for (q, what, dash) in [(0.5, "service p50", 2), (0.99, "service p99", 6)] {
@@ -1332,13 +1360,14 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
                 "latency",
                 &svg,
                 if several {
-                    "A colour per run: p99 (solid), p50 (dashed), max (thin); the run's service \
-                     time p50 and p99 as flat dashed lines. Response time counts from when each \
+                    "A colour per run: p99 (solid), p50 (dashed), max (thin); service time p50 \
+                     and p99 in short dashes (flat: the whole run's, from a result written \
+                     before seconds kept service times). Response time counts from when each \
                      query was due, service time from when it was sent."
                 } else {
                     "Response time counts from when each query was due (coordinated omission \
-                     corrected), service time from when it was sent; the service time is the \
-                     whole run's (results keep one histogram per second, of response times)."
+                     corrected), service time from when it was sent (flat lines: the whole \
+                     run's, from a result written before seconds kept service times)."
                 },
             ),
             None => {
