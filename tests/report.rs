@@ -252,6 +252,7 @@ fn a_runs_report_has_every_chart_the_scenario_and_its_figures() {
         ("ramp", "the server&apos;s accepts and listen queue"),
         ("spectrum", "Percentile spectrum"),
         ("outcomes", "Connections by outcome"),
+        ("connect", "Connect time p99 per second"),
     ] {
         let svg = chart(page, id);
         assert!(svg.contains(title), "{id}: no title '{title}'");

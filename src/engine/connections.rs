@@ -14,7 +14,7 @@ use super::connector;
 use super::dialer::CONNECTS_PER_TURN;
 use super::link::Link;
 use super::worker::{End, TlsClient, Worker};
-use crate::metrics::{bump, Bucket, E_CONN_LOST};
+use crate::metrics::{bump, connect_bucket, Bucket, E_CONN_LOST};
 
 fn errno_of(e: &std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
@@ -168,6 +168,7 @@ impl Worker {
         let conn = &mut self.conns[key];
         let us = now.duration_since(conn.since).as_micros() as u64;
         self.dial.connect_time.saturating_record(us.max(1));
+        bump(&self.counters.connect_buckets[connect_bucket(us)], 1);
         bump(&self.counters.established, 1);
         self.shared.opened();
         if !self.per_query {

@@ -36,7 +36,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::metrics::exported::RunFigures;
 use crate::metrics::{
-    ConnCounters, ConnTotals, Histograms, QueryCounters, QueryTotals, Shared, StatusCounts,
+    ConnCounters, ConnTotals, ConnectBuckets, Histograms, QueryCounters, QueryTotals, Shared,
+    StatusCounts,
 };
 use crate::scenario::{End, Scenario};
 use crate::sys::signals::{Reason, Stop};
@@ -130,6 +131,11 @@ pub struct Sample {
     pub service_p99_us: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_hdr: Option<String>,
+    /// The p99 of the connect times of the connections established in
+    /// this second (to a quarter-octave bucket's top; of several processes
+    /// or hosts, the highest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_p99_us: Option<u64>,
 }
 
 impl Sample {
@@ -187,6 +193,7 @@ impl Sample {
             s.answered = add(s.answered, o.answered);
             s.timed_out = add(s.timed_out, o.timed_out);
             s.errors = add(s.errors, o.errors);
+            s.connect_p99_us = s.connect_p99_us.max(o.connect_p99_us);
         }
         let mut m = m.unwrap_or_default();
         if n == 1 {
@@ -453,6 +460,7 @@ pub fn run(
     let mut enter_seen = false;
     let mut interrupted = false;
     let mut last_established = 0;
+    let mut last_connects = ConnectBuckets::read(&counters);
     let mut last_q = QueryTotals::default();
     let mut controls = Vec::new();
     // Rates set on --control: (seconds into the traffic, rate).
@@ -577,6 +585,9 @@ pub fn run(
                 established_per_s: t.established - last_established,
                 ..Sample::default()
             };
+            let connects = ConnectBuckets::read(&counters);
+            s.connect_p99_us = connects.p99_since(&last_connects);
+            last_connects = connects;
             if sc.traffic.is_some() && traffic_start.is_some() {
                 // The workers send the second just ended as they notice it,
                 // a moment after this tick: wait for them (briefly), so that

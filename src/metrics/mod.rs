@@ -229,6 +229,71 @@ pub struct ConnCounters {
     pub probe_reply: std::sync::Mutex<Option<String>>,
     /// Initial attempts not resolved yet (connecting).
     pub ramp_left: AtomicU64,
+    /// Connect times so far, in quarter-octave buckets ([`ConnectBuckets`]):
+    /// the main thread takes each second's p99 from their growth.
+    pub connect_buckets: [AtomicU64; CONNECT_BUCKETS],
+}
+
+/// Quarter-octave buckets of connect times, 1 µs to ~134 s.
+pub const CONNECT_BUCKETS: usize = 108;
+
+/// The bucket of a connect time of `us` µs: four a doubling (each ~19%
+/// wide), so a second's p99 from them is within a quarter of the truth.
+pub fn connect_bucket(us: u64) -> usize {
+    let us = us.max(1);
+    let log2 = 63 - us.leading_zeros() as usize;
+    let i = if log2 < 2 {
+        us as usize - 1
+    } else {
+        log2 * 4 + ((us >> (log2 - 2)) & 3) as usize
+    };
+    i.min(CONNECT_BUCKETS - 1)
+}
+
+/// The largest time in bucket `i`, µs.
+pub fn connect_bucket_top(i: usize) -> u64 {
+    if i < 8 {
+        // 1, 2 and 3 µs (3..7 are not used).
+        return i as u64 + 1;
+    }
+    let (log2, f) = (i / 4, (i % 4) as u64);
+    ((4 + f + 1) << (log2 - 2)) - 1
+}
+
+/// Counts of connect times per bucket, summed over workers: a second's
+/// are the difference of two readings.
+#[derive(Clone)]
+pub struct ConnectBuckets(pub [u64; CONNECT_BUCKETS]);
+
+impl ConnectBuckets {
+    pub fn read(counters: &[std::sync::Arc<ConnCounters>]) -> ConnectBuckets {
+        let mut b = [0; CONNECT_BUCKETS];
+        for c in counters {
+            for (n, a) in b.iter_mut().zip(&c.connect_buckets) {
+                *n += a.load(Relaxed);
+            }
+        }
+        ConnectBuckets(b)
+    }
+
+    /// The p99 of the connects between `before` and `self` (the top of its
+    /// bucket), if any.
+    pub fn p99_since(&self, before: &ConnectBuckets) -> Option<u64> {
+        let d: Vec<u64> = self.0.iter().zip(&before.0).map(|(a, b)| a - b).collect();
+        let n: u64 = d.iter().sum();
+        if n == 0 {
+            return None;
+        }
+        let rank = n - n / 100; // the (n - n/100)-th smallest
+        let mut seen = 0;
+        for (i, c) in d.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(connect_bucket_top(i));
+            }
+        }
+        None
+    }
 }
 
 impl Default for ConnCounters {
@@ -247,6 +312,7 @@ impl Default for ConnCounters {
             probe_rejected: AtomicU64::new(0),
             probe_reply: std::sync::Mutex::new(None),
             ramp_left: AtomicU64::new(0),
+            connect_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
@@ -592,6 +658,30 @@ fn named_rcodes(counts: &[u64; 16]) -> BTreeMap<String, u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connect_buckets_hold_their_values_within_a_quarter() {
+        for us in 1..200_000u64 {
+            let i = connect_bucket(us);
+            let top = connect_bucket_top(i);
+            assert!(
+                top >= us && top <= us + us / 4,
+                "{us}: bucket {i} tops at {top}"
+            );
+            if i > 0 {
+                assert!(connect_bucket_top(i - 1) < us || i <= 8, "{us}");
+            }
+        }
+        let before = ConnectBuckets([0; CONNECT_BUCKETS]);
+        let mut now = before.clone();
+        for us in 1..=1000u64 {
+            now.0[connect_bucket(us * 10)] += 1;
+        }
+        // 1,000 connects of 10 µs .. 10 ms: the p99 is 9.9 ms, to its bucket.
+        let p99 = now.p99_since(&before).unwrap();
+        assert!((9_900..=12_400).contains(&p99), "{p99}");
+        assert_eq!(before.p99_since(&before), None);
+    }
 
     #[test]
     fn buckets_by_errno() {

@@ -8,8 +8,8 @@
 //! second, the rates (target, sent, answered) with timeouts and errors;
 //! p50, p99 and max response time per second with service time p50, p99;
 //! open connections and the connect rate over the ramp (with a server's
-//! `--stats-json`: its accepts, listen overflows and drops); the
-//! percentile spectrum of response and service time, HdrHistogram style;
+//! `--stats-json`: its accepts, listen overflows and drops) and the
+//! connect-time p99 per second; the percentile spectrum of response and service time, HdrHistogram style;
 //! connections by outcome; the `--check` verdicts.
 //!
 //! It reads results and never changes one: what was measured is written
@@ -147,6 +147,8 @@ struct Second {
     /// them).
     service_p50: Option<f64>,
     service_p99: Option<f64>,
+    /// p99 of the connect times of the second's new connections, µs.
+    connect_p99: Option<f64>,
 }
 
 /// A run read for drawing.
@@ -188,6 +190,7 @@ impl<'a> Drawn<'a> {
                     max: h.as_ref().map(|h| h.max() as f64),
                     service_p50: service_at(0.5).or(s.service_p50_us.map(|v| v as f64)),
                     service_p99: service_at(0.99).or(s.service_p99_us.map(|v| v as f64)),
+                    connect_p99: s.connect_p99_us.map(|v| v as f64),
                 }
             })
             .collect();
@@ -524,6 +527,65 @@ fn latency_chart(runs: &[Drawn]) -> Result<Option<String>> {
                         .legend(legend_line(style));
                 }
             }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(label_style())
+            .draw()?;
+        Ok(())
+    })
+    .map(Some)
+}
+
+/// Connect time p99 per second (log scale), a line per run: how long the
+/// second's new connections took to be established, over the ramp and
+/// any churn. None when no result has it.
+fn connect_chart(runs: &[Drawn]) -> Result<Option<String>> {
+    let with: Vec<&Drawn> = runs
+        .iter()
+        .filter(|d| d.seconds.iter().any(|s| s.connect_p99.is_some()))
+        .collect();
+    let values = with
+        .iter()
+        .flat_map(|d| d.seconds.iter().filter_map(|s| s.connect_p99));
+    let Some(y) = decades(values) else {
+        return Ok(None);
+    };
+    let tmax = t_max(runs);
+    svg("connect time per second", HEIGHT, |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption("Connect time p99 per second (log scale)", caption_style())
+            .margin(12)
+            .x_label_area_size(42)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0f64..tmax, y.clone().log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds since the start")
+            .y_desc("connect time p99")
+            .y_labels(12)
+            .y_label_formatter(&|v| human_us(v.round() as u64))
+            .label_style(label_style())
+            .draw()?;
+        for (i, d) in with.iter().enumerate() {
+            let style = colour(i).stroke_width(2);
+            let points: Vec<(f64, f64)> = d
+                .seconds
+                .iter()
+                .filter_map(|s| s.connect_p99.filter(|v| *v > 0.0).map(|v| (s.t, v)))
+                .collect();
+            let dots = dot_size(points.len());
+            chart
+                .draw_series(LineSeries::new(points, style).point_size(dots.max(2)))?
+                .label(if with.len() == 1 {
+                    "connect p99".to_string()
+                } else {
+                    format!("{} connect p99", d.label)
+                })
+                .legend(legend_line(style));
         }
         chart
             .configure_series_labels()
@@ -1394,6 +1456,16 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
         None => String::new(),
     };
     chart(&mut p, "ramp", &ramp_chart(&drawn, server)?, &server_note);
+    if let Some(svg) = connect_chart(&drawn)? {
+        chart(
+            &mut p,
+            "connect",
+            &svg,
+            "From connect() to established, for the connections established in each second \
+             (the top of a quarter-octave bucket: within a quarter above the true p99; of \
+             several processes or hosts merged, the slowest one's).",
+        );
+    }
     if let Some(svg) = spectrum_chart(&drawn)? {
         chart(
             &mut p,
