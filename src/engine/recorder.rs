@@ -181,9 +181,11 @@ impl Recorder {
         (self.sec + 1) * 1_000_000_000
     }
 
-    /// Sends one report per second that has ended by `now_ns`.
-    pub fn roll(&mut self, now_ns: u64) {
+    /// Sends one report per second that has ended by `now_ns`; true when a
+    /// second ended.
+    pub fn roll(&mut self, now_ns: u64) -> bool {
         let sec = now_ns / 1_000_000_000;
+        let rolled = self.sec < sec;
         while self.sec < sec {
             let next = SecondReport::new(self.sec + 1, self.second_service.is_some());
             let mut done = std::mem::replace(&mut self.sec_report, next);
@@ -191,6 +193,7 @@ impl Recorder {
             let _ = self.reports.send(done);
             self.sec += 1;
         }
+        rolled
     }
 
     /// Ends a second: its answers go into the run's histograms and, at the

@@ -41,7 +41,9 @@ impl Worker {
         let Some(t) = self.traffic.as_mut() else {
             return;
         };
-        t.rec.roll(now_ns);
+        if t.rec.roll(now_ns) {
+            self.spare.trim();
+        }
         if self.draining.is_some() {
             // The traffic is over: answers only.
             return;

@@ -151,9 +151,8 @@ pub struct Worker {
     pub(super) scratch: Vec<u8>,
     pub(super) out: Vec<u8>,
     /// Output buffers given back by connections that went idle, lent to
-    /// the next one that queues a message: a message costs no allocation,
-    /// and an idle connection holds no buffer.
-    pub(super) spare: Vec<Vec<u8>>,
+    /// the next one that queues a message.
+    pub(super) spare: super::io::Spares,
     /// Connections with bytes to write at the end of this loop turn.
     pub(super) dirty: Vec<usize>,
     /// Connections whose read stopped at its budget with bytes left: read
@@ -282,7 +281,7 @@ impl Worker {
             traffic,
             scratch: vec![0; 64 * 1024],
             out: Vec::with_capacity(4096),
-            spare: Vec::new(),
+            spare: Default::default(),
             dirty: Vec::new(),
             unread: Vec::new(),
             busy: matches!(model, Some(Model::ClosedLoop { .. })),
