@@ -334,46 +334,48 @@ pub fn sum_samples(latest: &[Option<Sample>], t: u64) -> Sample {
     s
 }
 
-/// Children (processes, load hosts) that fell silent. A running child
-/// prints a line every second; one silent for longer than its own deadline
-/// allows (`--drain` + [`crate::engine::GRACE`] + a margin) is frozen or
-/// stuck, and its parent ends it rather than wait for ever.
+/// Children (processes, load hosts) that fell silent. A child that has
+/// started its run prints a line every second; one silent for longer than
+/// its own deadline allows (`--drain` + [`crate::engine::grace`] + a
+/// margin) is frozen or stuck, and its parent ends it rather than wait for
+/// ever. A child is watched from its first second on: before it (a wait
+/// for --start-at, --preallocate) it may be quiet.
 pub struct Silence {
     last: Vec<Option<Instant>>,
+    gone: Vec<bool>,
     limit: Duration,
 }
 
 impl Silence {
-    /// `n` children, heard from now; silent past `limit` is overdue.
+    /// `n` children, none watched yet; silent past `limit` is overdue.
     pub fn new(n: usize, limit: Duration) -> Silence {
-        Silence::from(n, limit, Instant::now())
-    }
-
-    /// `n` children that are not expected to speak before `from` (load
-    /// hosts waiting for `--start-at`).
-    pub fn from(n: usize, limit: Duration, from: Instant) -> Silence {
         Silence {
-            last: vec![Some(from); n],
+            last: vec![None; n],
+            gone: vec![false; n],
             limit,
         }
     }
 
-    /// The margin past `--drain` and [`crate::engine::GRACE`] a child gets
-    /// (a loaded host's seconds and a result's writing).
-    pub fn limit(drain_s: f64) -> Duration {
-        Duration::from_secs_f64(drain_s) + crate::engine::GRACE + Duration::from_secs(10)
+    /// The margin a child running `connections` gets past `--drain` and
+    /// its grace (a loaded host's seconds and a result's writing).
+    pub fn limit(drain_s: f64, connections: u64) -> Duration {
+        Duration::from_secs_f64(drain_s)
+            + crate::engine::grace(connections)
+            + Duration::from_secs(10)
     }
 
+    /// Child `i` printed a second of its run: watched from now.
     pub fn heard(&mut self, i: usize) {
-        if let Some(l) = self.last.get_mut(i).filter(|l| l.is_some()) {
-            *l = Some(Instant::now());
+        if !self.gone.get(i).copied().unwrap_or(true) {
+            self.last[i] = Some(Instant::now());
         }
     }
 
     /// Child `i` ended: no longer watched.
     pub fn gone(&mut self, i: usize) {
-        if let Some(l) = self.last.get_mut(i) {
-            *l = None;
+        if let Some(g) = self.gone.get_mut(i) {
+            *g = true;
+            self.last[i] = None;
         }
     }
 
@@ -387,12 +389,10 @@ impl Silence {
     pub fn overdue(&mut self) -> Vec<(usize, f64)> {
         let now = Instant::now();
         let mut out = Vec::new();
-        for (i, l) in self.last.iter_mut().enumerate() {
-            if let Some(t) = *l {
-                if now >= t + self.limit {
-                    out.push((i, (now - t).as_secs_f64()));
-                    *l = None;
-                }
+        for i in 0..self.last.len() {
+            if let Some(t) = self.last[i].filter(|t| now >= *t + self.limit) {
+                out.push((i, (now - t).as_secs_f64()));
+                self.gone(i);
             }
         }
         out

@@ -163,7 +163,8 @@ pub(super) fn run_processes(
     let mut interrupted = false;
     let mut end_at: Option<std::time::Instant> = None;
     let drain = whole.traffic.as_ref().map_or(0.0, |t| t.drain_s);
-    let mut silence = Silence::new(n as usize, Silence::limit(drain));
+    let share = whole.connections.div_ceil(n);
+    let mut silence = Silence::new(n as usize, Silence::limit(drain, share));
     let mut killed: Vec<Option<String>> = vec![None; n as usize];
     while alive > 0 {
         let wake = match (end_at, silence.next()) {
@@ -179,8 +180,10 @@ pub(super) fn run_processes(
                 children.names[i]
             ));
         }
-        if let Some(Reason::ChildLine(i, _)) = &reason {
-            silence.heard(*i);
+        if let Some(Reason::ChildLine(i, line)) = &reason {
+            if line.starts_with("{\"sample\"") {
+                silence.heard(*i);
+            }
         }
         if reason.is_none() && end_at.is_some_and(|e| std::time::Instant::now() >= e) {
             end_at = None;

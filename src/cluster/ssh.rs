@@ -5,7 +5,7 @@
 //! opened and no daemon runs.
 
 use std::process::{Command, ExitCode};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::child::{sum_samples, ChildLine, Children, Silence};
 use crate::cli::ClusterArgs;
@@ -172,15 +172,12 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
         })
         .collect();
     let mut children = Children::spawn_commands(cmds, &stop, true)?;
-    // A host prints a second a second from --start-at on; one silent past
-    // its deadline's margin is frozen or cut off, and is ended here (its
-    // ssh, which ends the remote run when the pipe closes).
+    // A host prints a second a second once its run starts; one silent
+    // past its deadline's margin after that is frozen or cut off, and is
+    // ended here (its ssh, which ends the remote run when the pipe closes).
     let drain = client.traffic()?.map_or(0.0, |t| t.drain_s);
-    let mut silence = Silence::from(
-        hosts.len(),
-        Silence::limit(drain),
-        Instant::now() + a.start_in,
-    );
+    let share = client.connections.div_ceil(hosts.len() as u64);
+    let mut silence = Silence::new(hosts.len(), Silence::limit(drain, share));
     let mut killed: Vec<Option<String>> = vec![None; hosts.len()];
     let mut live = LiveView::new(a.quiet, client.connections);
     let mut latest: Vec<Option<Sample>> = vec![None; hosts.len()];
@@ -198,8 +195,10 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
                  and its ssh was killed: its share is missing"
             ));
         }
-        if let Some(Reason::ChildLine(i, _)) = &reason {
-            silence.heard(*i);
+        if let Some(Reason::ChildLine(i, line)) = &reason {
+            if line.starts_with("{\"sample\"") {
+                silence.heard(*i);
+            }
         }
         match reason {
             Some(Reason::Signal) => {

@@ -335,6 +335,8 @@ impl Worker {
     /// where the run asks for one.
     pub(super) fn end(&mut self, key: usize, why: End) {
         let c = &self.conns[key];
+        // A retiring one's replacement was owed when its lifetime ended.
+        let replaced = c.has(Flags::RETIRING);
         let initial = c.initial();
         let pending = matches!(c.state, State::Handshaking | State::Probing);
         match why {
@@ -374,7 +376,7 @@ impl Worker {
             }
             _ => false,
         };
-        if replace {
+        if replace && !replaced {
             self.dial.owe();
         }
     }

@@ -177,7 +177,12 @@ impl Sample {
         for o in parts {
             n += 1;
             response.add(o.hdr.as_deref(), o.p50_us.is_some());
-            service.add(o.service_hdr.as_deref(), o.service_p50_us.is_some());
+            // (A part from before seconds kept service times has response
+            // times only: the sum of service times is then unknown.)
+            service.add(
+                o.service_hdr.as_deref(),
+                o.service_p50_us.is_some() || o.p50_us.is_some(),
+            );
             let Some(s) = m.as_mut() else {
                 m = Some(o.clone());
                 continue;
@@ -675,7 +680,7 @@ pub fn run(
     }
     // Past this, whatever has not stopped is named and left behind: the
     // run ends with what it has, whatever a peer or a file does.
-    let deadline = end + Duration::from_secs_f64(drain) + GRACE;
+    let deadline = end + Duration::from_secs_f64(drain) + grace(sc.connections);
     let mut overrun = Vec::new();
     let mut hists = crate::metrics::Histograms::default();
     let mut statuses = StatusCounts::default();
@@ -688,7 +693,7 @@ pub fn run(
             overrun.push(format!(
                 "worker {} had not stopped by the deadline {}: its histograms and in-flight count are missing",
                 i + 1,
-                overrun_words(drain)
+                overrun_words(drain, sc.connections)
             ));
             continue;
         }
@@ -713,7 +718,7 @@ pub fn run(
         } else {
             overrun.push(format!(
                 "the --rtt-log writer was still writing at the deadline {}: its file or pipe did not take the lines, and the log is cut short",
-                overrun_words(drain)
+                overrun_words(drain, sc.connections)
             ));
         }
     }
@@ -770,12 +775,19 @@ pub const GRACE: Duration = Duration::from_secs(5);
 /// left it, even when the workers took the whole grace.
 const WRITER_GRACE: Duration = Duration::from_secs(1);
 
+/// What a run of `connections` gets past `-T` and `--drain` to stop:
+/// [`GRACE`], and a second more for each 100,000 connections its workers
+/// close as they finish.
+pub fn grace(connections: u64) -> Duration {
+    GRACE + Duration::from_secs(connections / 100_000)
+}
+
 /// "(-T + --drain D + 5 s)": the deadline in words.
-fn overrun_words(drain: f64) -> String {
+fn overrun_words(drain: f64, connections: u64) -> String {
     format!(
         "(-T + --drain {} + {} s)",
         crate::units::human_us((drain * 1e6) as u64),
-        GRACE.as_secs()
+        grace(connections).as_secs()
     )
 }
 

@@ -257,15 +257,20 @@ impl Worker {
     /// `key`'s --lifetime is over. With nothing in flight it closes now;
     /// otherwise it takes no new query and closes when its last one is
     /// answered or timed out: a close with an answer on its way would lose
-    /// that query, and reset the server's end.
+    /// that query, and reset the server's end. (Queries still waiting to
+    /// be sent go to other connections when it closes.) Its replacement
+    /// (--reconnect) is owed now, so the open count does not dip.
     pub(super) fn lifetime_over(&mut self, key: usize) {
         let conn = &mut self.conns[key];
-        let busy = conn.live() > 0 || !conn.flight.waiting.is_empty();
+        let busy = conn.live() > 0;
         let Some(t) = self.traffic.as_mut().filter(|_| busy) else {
             self.end(key, End::Lifetime);
             return;
         };
         conn.set(Flags::RETIRING, true);
+        if self.sc.reconnect {
+            self.dial.owe();
+        }
         let pos = conn.active_pos;
         if pos != NOT_ACTIVE {
             remove_active(&mut t.active, &mut self.conns, pos);
@@ -325,7 +330,7 @@ impl Worker {
         }
         let conn = &mut self.conns[key];
         let retiring = conn.has(Flags::RETIRING);
-        if retiring && conn.live() == 0 && conn.flight.waiting.is_empty() {
+        if retiring && conn.live() == 0 {
             self.end(key, End::Lifetime);
             return;
         }

@@ -455,8 +455,10 @@ impl Worker {
             // Due, never sent: the connection's socket or window stayed
             // full to the end.
             bump(&self.q.errors[E_NOT_SENT], c.flight.waiting.len() as u64);
-            if c.has(super::conn::Flags::UNPROVEN) {
-                // Established, never answered: not verified.
+            if c.has(super::conn::Flags::UNPROVEN) && c.flight.queries > 0 {
+                // Established, sent queries, never answered: not verified.
+                // (One no query was sent on yet, a replacement opened in
+                // the last moments of a churning run, says nothing.)
                 bump(&self.counters.unverified, 1);
             }
             if c.state != State::Connecting {

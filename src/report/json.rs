@@ -310,7 +310,8 @@ impl RunResult {
                 failed_other_by_errno,
                 ramp_s,
                 verify_s: o.verify_time.map(|d| d.as_secs_f64()),
-                connect_rate: ramp_s.map(|r| t.established as f64 / r.max(1e-9)),
+                connect_rate: ramp_s
+                    .map(|r| ran.ramp_established(t.established) as f64 / r.max(1e-9)),
                 connect_time_us: Percentiles::of(&o.hists.connect_time),
                 connect_syscall_us: (!o.hists.connect_syscall.is_empty())
                     .then(|| Percentiles::of(&o.hists.connect_syscall)),

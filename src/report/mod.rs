@@ -429,7 +429,7 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     match o.ramp_time {
         _ if sc.transport == Transport::TcpPerQuery => {}
         Some(r) => {
-            let rate = t.established as f64 / r.as_secs_f64().max(1e-9);
+            let rate = sc.ramp_established(t.established) as f64 / r.as_secs_f64().max(1e-9);
             writeln!(
                 out,
                 "  ramp          {:.2} s, {:.0} connections/s established (asked {:.0}/s)",

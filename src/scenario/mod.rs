@@ -245,6 +245,17 @@ impl Scenario {
         self.lifetime_s.map(Duration::from_secs_f64)
     }
 
+    /// Of `established` over the run, those the ramp made (the ramp's
+    /// connect rate): with churn (--lifetime, --reconnect) the replacements
+    /// after it are not the ramp's, and it made at most the target.
+    pub fn ramp_established(&self, established: u64) -> u64 {
+        if self.lifetime_s.is_some() || self.reconnect {
+            established.min(self.connections)
+        } else {
+            established
+        }
+    }
+
     /// Connections to the busiest target.
     pub fn per_target(&self) -> u64 {
         self.connections.div_ceil(self.targets.len() as u64)

@@ -506,13 +506,13 @@ impl Parent<'_> {
         match reason {
             Reason::Signal => return false,
             Reason::Grow => {
-                members[0].filling = true;
+                (members[0].filling, members[0].room) = (true, false);
                 if group.steered == 0 {
                     self.alive += group.standby(members, children, spare);
                 }
             }
             Reason::Full => {
-                members[0].full = true;
+                (members[0].full, members[0].room) = (true, false);
                 self.alive += group.hand_over(members, children, spare);
             }
             Reason::Room => self.room(0),
@@ -540,13 +540,13 @@ impl Parent<'_> {
                         self.alive += group.hand_over(members, children, spare);
                     }
                     Ok(ChildLine::Filling) => {
-                        m.filling = true;
+                        (m.filling, m.room) = (true, false);
                         if group.steered == i + 1 {
                             self.alive += group.standby(members, children, spare);
                         }
                     }
                     Ok(ChildLine::Full) => {
-                        m.full = true;
+                        (m.full, m.room) = (true, false);
                         self.alive += group.hand_over(members, children, spare);
                     }
                     Ok(ChildLine::Room) => self.room(i + 1),
@@ -696,7 +696,7 @@ impl Group<'_> {
         let back = members
             .iter()
             .enumerate()
-            .filter(|(_, m)| m.room && m.ready && m.exit.is_none())
+            .filter(|(_, m)| m.room && !m.full && m.ready && m.exit.is_none())
             .min_by_key(|(_, m)| m.last.connections)
             .map(|(k, _)| k);
         if let Some(k) = back {
