@@ -277,6 +277,21 @@ fn label_style() -> TextStyle<'static> {
     ("sans-serif", 17).into_font().color(&BLACK)
 }
 
+/// A chart's legend, boxed on a light background, where `at` says.
+fn legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    at: SeriesLabelPosition,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(label_style())
+        .draw()?;
+    Ok(())
+}
+
 /// Points drawn on a series too short to be seen as a line (a run of a
 /// second or two).
 fn dot_size(points: usize) -> u32 {
@@ -402,13 +417,7 @@ fn rates_chart(runs: &[Drawn]) -> Result<String> {
                     .legend(legend_line(style));
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(label_style())
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         Ok(())
     })
 }
@@ -528,13 +537,7 @@ fn latency_chart(runs: &[Drawn]) -> Result<Option<String>> {
                 }
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(label_style())
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         Ok(())
     })
     .map(Some)
@@ -587,13 +590,7 @@ fn connect_chart(runs: &[Drawn]) -> Result<Option<String>> {
                 })
                 .legend(legend_line(style));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(label_style())
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         Ok(())
     })
     .map(Some)
@@ -734,13 +731,7 @@ fn ramp_chart(runs: &[Drawn], server: Option<&[ServerSecond]>) -> Result<String>
                     .legend(legend_line(style));
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(label_style())
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         Ok(())
     })
 }
@@ -838,13 +829,7 @@ fn spectrum_chart(runs: &[Drawn]) -> Result<Option<String>> {
                     .legend(legend_line(style));
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(label_style())
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         Ok(())
     })
     .map(Some)
@@ -1046,23 +1031,11 @@ pub fn scenario_words(r: &RunResult) -> Vec<(&'static str, String)> {
         Ramp::Batch { size, delay_s } => format!("opened in batches of {size} every {delay_s} s"),
     };
     let connections = match (&sc.connections_schedule, sc.transport) {
-        (Some(phases), _) => {
-            let steps: Vec<String> = phases
-                .iter()
-                .map(|p| {
-                    if p.from == p.to {
-                        format!("{}s@{}", p.seconds, p.from)
-                    } else {
-                        format!("{}s@{}..{}", p.seconds, p.from, p.to)
-                    }
-                })
-                .collect();
-            format!(
-                "up to {}, following {} ({ramp})",
-                sc.connections,
-                steps.join(",")
-            )
-        }
+        (Some(phases), _) => format!(
+            "up to {}, following {} ({ramp})",
+            sc.connections,
+            super::phase_steps(phases)
+        ),
         (None, Transport::TcpPerQuery) => format!("up to {} open at once", sc.connections),
         (None, _) => format!(
             "{}, {ramp}{}{}",

@@ -300,21 +300,11 @@ pub fn plan_paragraph(sc: &Scenario, ports_per_source: u64) -> String {
         crate::domain::ConnectMode::Sync => "sync, one at a time".into(),
     };
     if let (Some(phases), Some(total)) = (&sc.connections_schedule, sc.schedule_seconds()) {
-        let steps: Vec<String> = phases
-            .iter()
-            .map(|p| {
-                if p.from == p.to {
-                    format!("{}s@{}", p.seconds, p.from)
-                } else {
-                    format!("{}s@{}..{}", p.seconds, p.from, p.to)
-                }
-            })
-            .collect();
         return format!(
             "Up to {} connections to {targets} from {sources}, following {} for {total} s \
              (opening at up to {ramp}, closing the oldest first; {mode}, {} worker{}).",
             sc.connections,
-            steps.join(","),
+            phase_steps(phases),
             sc.workers,
             if sc.workers == 1 { "" } else { "s" },
         );
@@ -365,6 +355,21 @@ pub fn plan_paragraph(sc: &Scenario, ports_per_source: u64) -> String {
     }
     p.push('.');
     p
+}
+
+/// --connections-schedule's phases as given: `30s@10k,60s@10k..100k`.
+pub(crate) fn phase_steps(phases: &[crate::scenario::Phase]) -> String {
+    let steps: Vec<String> = phases
+        .iter()
+        .map(|p| {
+            if p.from == p.to {
+                format!("{}s@{}", p.seconds, p.from)
+            } else {
+                format!("{}s@{}..{}", p.seconds, p.from, p.to)
+            }
+        })
+        .collect();
+    steps.join(",")
 }
 
 /// The human summary of a run.
