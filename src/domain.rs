@@ -27,6 +27,8 @@ pub enum Mode {
     /// Sends the configured reply for every received chunk that starts with
     /// the configured prefix.
     Fixed,
+    /// Sends every client a message each period (`wire::push`), unasked.
+    Push,
 }
 
 impl Mode {
@@ -38,6 +40,7 @@ impl Mode {
             Mode::Dns => "dns",
             Mode::Discard => "discard",
             Mode::Fixed => "fixed",
+            Mode::Push => "push",
         }
     }
 }

@@ -172,6 +172,9 @@ flag_values! {
         Discard,
         /// Sends --reply for every received chunk that starts with --on.
         Fixed,
+        /// Sends every client a message each --every (TCP: every connection;
+        /// UDP: every peer that sent a datagram), and reads nothing.
+        Push,
     }
 }
 

@@ -82,6 +82,24 @@ pub struct ServerArgs {
     #[arg(long = "on", value_name = "PREFIX")]
     pub on_prefix: Option<String>,
 
+    /// push mode: how often each client is sent a message (or --burst).
+    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = parse_duration)]
+    pub every: Duration,
+
+    /// push mode: payload bytes of each message, after its 32-byte header
+    /// (sequence number, send times) [default: 160, a 20 ms G.711 frame].
+    #[arg(long, value_name = "SIZE", default_value = "160", value_parser = parse_size)]
+    pub size: u64,
+
+    /// push mode: messages sent back to back at each --every.
+    #[arg(long, value_name = "K", default_value = "1", value_parser = parse_positive_count)]
+    pub burst: u64,
+
+    /// push mode with --udp: a UDP subscriber silent this long is dropped
+    /// (any datagram subscribes and keeps it subscribed; `bye` ends it).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub udp_idle: Duration,
+
     /// Print a stats line every second on stderr even when it is not a
     /// terminal (it is printed on a terminal anyway).
     #[arg(long)]
@@ -148,10 +166,40 @@ impl ServerArgs {
         };
         if self.udp && matches!(self.mode, Mode::Http | Mode::Fixed) {
             return Err(usage(format!(
-                "--udp works with --mode echo, pong, dns or discard, not {} \
+                "--udp works with --mode echo, pong, dns, discard or push, not {} \
                  (its replies can be larger than the request)",
                 self.mode.name()
             )));
+        }
+        let push = self.mode == Mode::Push;
+        let defaults = crate::server_config::PushConfig::default();
+        if !push
+            && (self.every.as_nanos() as u64 != defaults.every_ns
+                || self.size != defaults.size as u64
+                || self.burst != 1
+                || self.udp_idle.as_nanos() as u64 != defaults.udp_idle_ns)
+        {
+            return Err(usage(
+                "--every, --size, --burst and --udp-idle only apply to --mode push; add --mode push",
+            ));
+        }
+        if push && self.every.is_zero() {
+            return Err(usage("--every must be above 0, e.g. 20ms"));
+        }
+        if push && self.tls {
+            return Err(usage(
+                "--mode push does not work with --tls yet; push over tcp or --udp",
+            ));
+        }
+        if self.size > wire::push::MAX_MESSAGE as u64 - wire::push::HEADER as u64 {
+            return Err(usage(
+                "--size is at most 1048544 (a message is at most 1 MiB with its header)",
+            ));
+        }
+        if push && self.udp && self.size > 65_507 - wire::push::HEADER as u64 {
+            return Err(usage(
+                "--size is at most 65475 with --udp (a message is one datagram)",
+            ));
         }
         if self.max_pending == 0 {
             return Err(usage("--max-pending must be at least 1 byte, e.g. 64KiB"));
@@ -182,6 +230,12 @@ impl ServerArgs {
             max_connections: self.max_connections,
             child: false,
             elastic: false,
+            push: crate::server_config::PushConfig {
+                every_ns: self.every.as_nanos().min(u64::MAX as u128) as u64,
+                size: self.size as usize,
+                burst: self.burst.min(u32::MAX as u64) as u32,
+                udp_idle_ns: self.udp_idle.as_nanos().min(u64::MAX as u128) as u64,
+            },
             tls: if self.tls {
                 Some(ServerTls::load(self.cert.as_deref(), self.key.as_deref())?)
             } else {

@@ -14,6 +14,7 @@ mod bind;
 mod config;
 mod multi;
 mod prometheus;
+mod push;
 mod responder;
 mod running;
 mod seconds;

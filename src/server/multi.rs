@@ -394,7 +394,7 @@ pub fn elastic(
     let last = each_second(&server, stop, started, |wake| {
         let own = match wake {
             Wake::Other(reason) => return Ok(g.hear(reason)),
-            Wake::Second(own) => own,
+            Wake::Second(own) => *own,
         };
         g.members[0].last = own.clone();
         let others: Vec<Second> = g.members[1..]

@@ -236,6 +236,33 @@ impl Collector for Exported {
              listener).",
             listen.1,
         )?;
+        if let Some(p) = &t.push {
+            counter(
+                e,
+                "throng_server_push_due",
+                "--mode push: messages due to subscribers.",
+                p.due,
+            )?;
+            counters_by(
+                e,
+                "throng_server_push_messages",
+                "--mode push: messages due, by outcome: sent on time (within 1 ms), sent late, \
+                 dropped on a full socket, dropped a period behind.",
+                "outcome",
+                [
+                    ("on_time".to_string(), p.on_time),
+                    ("late".to_string(), p.late),
+                    ("skipped_full".to_string(), p.skipped_full),
+                    ("skipped_behind".to_string(), p.skipped_behind),
+                ],
+            )?;
+            gauge(
+                e,
+                "throng_server_push_late_max_seconds",
+                "--mode push: the latest a message went after its due time, this run.",
+                p.late_max_us as f64 / 1e6,
+            )?;
+        }
         if members.len() < 2 {
             return Ok(());
         }

@@ -176,6 +176,9 @@ impl Responder {
                 Processed::new(Action::Continue, 1, 0)
             }
             Mode::Discard => Processed::new(Action::Continue, 1, 0),
+            // What a push client sends is read and dropped; its messages
+            // go out on the worker's timer ([`super::push`]).
+            Mode::Push => Processed::new(Action::Continue, 0, 0),
             Mode::Fixed => {
                 let hit = chunk.starts_with(&self.on_prefix);
                 if hit {
@@ -321,6 +324,8 @@ impl Responder {
             // Refused at start-up (a reply larger than the request would make
             // the server a reflector).
             Mode::Http | Mode::Fixed => (0, 0),
+            // A datagram subscribes (the worker's, before the responder).
+            Mode::Push => (0, 0),
         }
     }
 }

@@ -11,10 +11,11 @@ use anyhow::{Context, Result};
 use mio::{Poll, Waker};
 
 use super::bind::bind;
-use super::seconds::{unix_now, Second};
+use super::seconds::{unix_now, PushSecond, Second};
 use super::stats::{Shared, Totals, WorkerStats};
 use super::summary::backlog;
 use super::{worker, HandOver, ServerConfig};
+use crate::domain::Mode;
 use crate::sys::limits;
 
 /// Fds a worker needs besides connections: epoll, waker, reserve.
@@ -69,6 +70,7 @@ fn limits_banner(cfg: &ServerConfig, fd: &limits::FdLimit) -> Vec<String> {
 pub(crate) struct Probe {
     stats: Vec<Arc<WorkerStats>>,
     shared: Arc<Shared>,
+    push: bool,
 }
 
 impl std::fmt::Debug for Probe {
@@ -82,7 +84,7 @@ impl std::fmt::Debug for Probe {
 impl Probe {
     /// Counters summed over workers, now.
     pub(crate) fn totals(&self) -> Totals {
-        Totals::sum(self.stats.iter().map(|s| &**s))
+        Totals::sum(self.stats.iter().map(|s| &**s), self.push)
     }
 
     pub(crate) fn connections(&self) -> i64 {
@@ -106,6 +108,8 @@ pub struct Running {
     pub groups: Vec<std::os::fd::OwnedFd>,
     pub shared: Arc<Shared>,
     worker_stats: Vec<Arc<WorkerStats>>,
+    /// --mode push: its counters are in the totals.
+    push: bool,
     wakers: Vec<Waker>,
     workers: Vec<thread::JoinHandle<io::Result<()>>>,
 }
@@ -116,12 +120,13 @@ impl Running {
         Probe {
             stats: self.worker_stats.clone(),
             shared: self.shared.clone(),
+            push: self.push,
         }
     }
 
     /// Counters summed over workers, now.
     pub fn totals(&self) -> Totals {
-        Totals::sum(self.worker_stats.iter().map(|s| &**s))
+        Totals::sum(self.worker_stats.iter().map(|s| &**s), self.push)
     }
 
     /// The stats of second `t`: gauges now, rates since `last` (listen
@@ -142,6 +147,21 @@ impl Running {
             listen_drops: 0,
             processes: 0,
             totals: None,
+            push: totals.push.as_ref().map(|p| {
+                let last = last.push.clone().unwrap_or_default();
+                let late_max_us = self
+                    .worker_stats
+                    .iter()
+                    .map(|w| w.push_late_max_us_second.swap(0, Relaxed))
+                    .max()
+                    .unwrap_or(0);
+                let subscribers = self
+                    .worker_stats
+                    .iter()
+                    .map(|w| w.push_subscribers.load(Relaxed) as i64)
+                    .sum();
+                PushSecond::of(&p.since(&last), late_max_us, subscribers)
+            }),
         }
     }
 
@@ -164,7 +184,7 @@ impl Running {
                 Err(_) => failure = Some(anyhow::anyhow!("a worker thread panicked")),
             }
         }
-        let totals = Totals::sum(self.worker_stats.iter().map(|s| &**s));
+        let totals = Totals::sum(self.worker_stats.iter().map(|s| &**s), self.push);
         match failure {
             Some(e) => Err(e),
             None => Ok(totals),
@@ -247,6 +267,7 @@ pub(crate) fn start_with(cfg: &ServerConfig, hand_over: Option<Arc<HandOver>>) -
             max_open,
             hand_over: hand_over.clone(),
             tls: tls.clone(),
+            push: (cfg.mode == Mode::Push).then(|| cfg.push.clone()),
         })?;
         workers.push(
             thread::Builder::new()
@@ -261,6 +282,7 @@ pub(crate) fn start_with(cfg: &ServerConfig, hand_over: Option<Arc<HandOver>>) -
         groups,
         shared,
         worker_stats,
+        push: cfg.mode == Mode::Push,
         wakers,
         workers,
     })

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::stats::Totals;
+use super::stats::{PushTotals, Totals};
 use super::{Running, ServerConfig};
 use crate::sys::proc;
 use crate::sys::signals::{Reason, Stop};
@@ -40,6 +40,71 @@ pub(crate) struct Second {
     /// (not in --stats-json: only children's lines carry them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) totals: Option<Totals>,
+    /// --mode push: the second's messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) push: Option<PushSecond>,
+}
+
+/// One second of --mode push: messages due, sent on time, sent late (and
+/// the latest, µs after its due time), dropped because a subscriber's
+/// socket was full or the worker a period behind; subscribers now.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PushSecond {
+    pub due: u64,
+    pub on_time: u64,
+    pub late: u64,
+    pub late_max_us: u64,
+    pub skipped_full: u64,
+    pub skipped_behind: u64,
+    pub subscribers: i64,
+}
+
+impl PushSecond {
+    pub(super) fn of(p: &PushTotals, late_max_us: u64, subscribers: i64) -> PushSecond {
+        PushSecond {
+            due: p.due,
+            on_time: p.on_time,
+            late: p.late,
+            late_max_us,
+            skipped_full: p.skipped_full,
+            skipped_behind: p.skipped_behind,
+            subscribers,
+        }
+    }
+
+    fn add(&mut self, o: &PushSecond) {
+        self.due += o.due;
+        self.on_time += o.on_time;
+        self.late += o.late;
+        self.late_max_us = self.late_max_us.max(o.late_max_us);
+        self.skipped_full += o.skipped_full;
+        self.skipped_behind += o.skipped_behind;
+        self.subscribers += o.subscribers;
+    }
+
+    fn line(&self) -> String {
+        let sent = self.on_time + self.late;
+        let mut s = format!(
+            "  push due {}/s sent {}/s",
+            human(self.due as f64),
+            human(sent as f64)
+        );
+        if self.late > 0 {
+            s += &format!(
+                " late {} (up to {:.1} ms)",
+                self.late,
+                self.late_max_us as f64 / 1000.0
+            );
+        }
+        let skipped = self.skipped_full + self.skipped_behind;
+        if skipped > 0 {
+            s += &format!(
+                " skipped {skipped} (socket full {}, behind {})",
+                self.skipped_full, self.skipped_behind
+            );
+        }
+        s
+    }
 }
 
 impl Second {
@@ -53,6 +118,13 @@ impl Second {
         self.bytes_in_per_s += o.bytes_in_per_s;
         self.bytes_out_per_s += o.bytes_out_per_s;
         self.errors += o.errors;
+        if let Some(p) = &o.push {
+            let mine = self.push.get_or_insert_with(PushSecond::default);
+            let subscribers = mine.subscribers;
+            mine.add(p);
+            // (A gauge: merge adds it, rates do not.)
+            mine.subscribers = subscribers;
+        }
     }
 
     /// Adds another process's second: its gauges and its rates.
@@ -60,6 +132,9 @@ impl Second {
         self.add_rates(o);
         self.connections += o.connections;
         self.peak_connections += o.peak_connections;
+        if let (Some(mine), Some(p)) = (self.push.as_mut(), &o.push) {
+            mine.subscribers += p.subscribers;
+        }
     }
 
     pub(super) fn line(&self) -> String {
@@ -76,7 +151,8 @@ impl Second {
             self.errors,
             self.listen_overflows,
             self.listen_drops,
-        ) + &if self.processes > 0 {
+        ) + &self.push.as_ref().map_or(String::new(), PushSecond::line)
+            + &if self.processes > 0 {
             format!("  processes {}", self.processes)
         } else {
             String::new()
@@ -94,7 +170,7 @@ pub(super) fn unix_now() -> u64 {
 pub(super) enum Wake {
     /// A second's stats: gauges now, rates since the last second (the
     /// listen counters are left to the caller).
-    Second(Second),
+    Second(Box<Second>),
     /// Anything else that came first: a signal, a child's line, a worker's
     /// word that its process fills up.
     Other(Reason),
@@ -127,7 +203,7 @@ pub(super) fn each_second(
         let sec = server.second(tick, &totals, &last);
         last = totals;
         tick += 1;
-        if !on(Wake::Second(sec))? {
+        if !on(Wake::Second(Box::new(sec)))? {
             break;
         }
     }
@@ -253,6 +329,7 @@ mod tests {
             listen_drops: 7,
             processes: 7,
             totals: None,
+            push: None,
         }
     }
 

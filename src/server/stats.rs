@@ -32,6 +32,22 @@ pub struct WorkerStats {
     pub queued_at_close: AtomicU64,
     /// Other accept errors, by errno.
     pub accept_errno: [AtomicU64; MAX_ERRNO],
+    /// --mode push: messages due, sent on time, sent late, dropped because
+    /// the subscriber's socket was full or the worker a period behind;
+    /// UDP subscriptions started and expired; the latest send (µs after
+    /// its due time) of the run, and of the second (the main thread takes
+    /// it each second).
+    pub push_due: AtomicU64,
+    pub push_on_time: AtomicU64,
+    pub push_late: AtomicU64,
+    pub push_skipped_full: AtomicU64,
+    pub push_skipped_behind: AtomicU64,
+    pub push_subscribed: AtomicU64,
+    pub push_expired: AtomicU64,
+    pub push_late_max_us: AtomicU64,
+    pub push_late_max_us_second: AtomicU64,
+    /// Subscribers now (a gauge).
+    pub push_subscribers: AtomicU64,
 }
 
 impl Default for WorkerStats {
@@ -48,6 +64,16 @@ impl Default for WorkerStats {
             udp_dropped: AtomicU64::new(0),
             queued_at_close: AtomicU64::new(0),
             accept_errno: std::array::from_fn(|_| AtomicU64::new(0)),
+            push_due: AtomicU64::new(0),
+            push_on_time: AtomicU64::new(0),
+            push_late: AtomicU64::new(0),
+            push_skipped_full: AtomicU64::new(0),
+            push_skipped_behind: AtomicU64::new(0),
+            push_subscribed: AtomicU64::new(0),
+            push_expired: AtomicU64::new(0),
+            push_late_max_us: AtomicU64::new(0),
+            push_late_max_us_second: AtomicU64::new(0),
+            push_subscribers: AtomicU64::new(0),
         }
     }
 }
@@ -70,6 +96,56 @@ pub struct Totals {
     pub queued_at_close: u64,
     #[serde(default)]
     pub accept_errno: Vec<(i32, u64)>,
+    /// --mode push (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushTotals>,
+}
+
+/// --mode push's counters: messages due, how they went, subscriptions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct PushTotals {
+    pub due: u64,
+    pub on_time: u64,
+    pub late: u64,
+    /// The latest a message went (µs after its due time).
+    pub late_max_us: u64,
+    pub skipped_full: u64,
+    pub skipped_behind: u64,
+    /// UDP: subscriptions started, and ended by silence (--udp-idle).
+    pub subscribed: u64,
+    pub expired: u64,
+}
+
+impl PushTotals {
+    fn merge(&mut self, o: &PushTotals) {
+        self.due += o.due;
+        self.on_time += o.on_time;
+        self.late += o.late;
+        self.late_max_us = self.late_max_us.max(o.late_max_us);
+        self.skipped_full += o.skipped_full;
+        self.skipped_behind += o.skipped_behind;
+        self.subscribed += o.subscribed;
+        self.expired += o.expired;
+    }
+
+    /// Messages sent (on time or late).
+    pub fn sent(&self) -> u64 {
+        self.on_time + self.late
+    }
+
+    /// The counters since `o` (a second's); the latest send is this one's.
+    pub fn since(&self, o: &PushTotals) -> PushTotals {
+        PushTotals {
+            due: self.due - o.due,
+            on_time: self.on_time - o.on_time,
+            late: self.late - o.late,
+            late_max_us: self.late_max_us,
+            skipped_full: self.skipped_full - o.skipped_full,
+            skipped_behind: self.skipped_behind - o.skipped_behind,
+            subscribed: self.subscribed - o.subscribed,
+            expired: self.expired - o.expired,
+        }
+    }
 }
 
 impl Totals {
@@ -93,15 +169,34 @@ impl Totals {
                 .map(|(e, c)| (e as i32, c.load(Relaxed)))
                 .filter(|&(_, n)| n > 0)
                 .collect(),
+            push: None,
+        }
+    }
+
+    /// One worker's push counters.
+    fn push_of(w: &WorkerStats) -> PushTotals {
+        PushTotals {
+            due: w.push_due.load(Relaxed),
+            on_time: w.push_on_time.load(Relaxed),
+            late: w.push_late.load(Relaxed),
+            late_max_us: w.push_late_max_us.load(Relaxed),
+            skipped_full: w.push_skipped_full.load(Relaxed),
+            skipped_behind: w.push_skipped_behind.load(Relaxed),
+            subscribed: w.push_subscribed.load(Relaxed),
+            expired: w.push_expired.load(Relaxed),
         }
     }
 
     /// The workers' counters together: each one's snapshot, merged (the
     /// errnos in their order).
-    pub fn sum<'a>(workers: impl IntoIterator<Item = &'a WorkerStats>) -> Totals {
+    pub fn sum<'a>(workers: impl IntoIterator<Item = &'a WorkerStats>, push: bool) -> Totals {
         let mut t = Totals::default();
         for w in workers {
-            t.merge(&Totals::of(w));
+            let mut one = Totals::of(w);
+            if push {
+                one.push = Some(Totals::push_of(w));
+            }
+            t.merge(&one);
         }
         t.accept_errno.sort_unstable();
         t
@@ -120,6 +215,9 @@ impl Totals {
         self.accept_no_fds += o.accept_no_fds;
         self.udp_dropped += o.udp_dropped;
         self.queued_at_close += o.queued_at_close;
+        if let Some(p) = &o.push {
+            self.push.get_or_insert_with(PushTotals::default).merge(p);
+        }
         for &(e, n) in &o.accept_errno {
             match self.accept_errno.iter_mut().find(|(x, _)| *x == e) {
                 Some((_, m)) => *m += n,
@@ -149,7 +247,7 @@ mod tests {
         bump(&a.requests, 3);
         bump(&b.requests, 4);
         bump(&b.accept_errno[libc::ECONNABORTED as usize], 2);
-        let t = Totals::sum([&a, &b]);
+        let t = Totals::sum([&a, &b], false);
         assert_eq!(t.requests, 7);
         assert_eq!(t.accept_errno, vec![(libc::ECONNABORTED, 2)]);
         assert_eq!(t.errors(), 2);
@@ -166,7 +264,7 @@ mod tests {
         bump(&a.accept_errno[libc::ECONNABORTED as usize], 1);
         bump(&b.accept_errno[libc::EPERM as usize], 3);
         bump(&b.accept_errno[libc::ECONNABORTED as usize], 2);
-        let t = Totals::sum([&a, &b]);
+        let t = Totals::sum([&a, &b], false);
         assert_eq!((t.accepted, t.bytes_in, t.queued_at_close), (7, 10, 1));
         assert_eq!(
             t.accept_errno,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use super::stats::Totals;
+use super::stats::{PushTotals, Totals};
 use super::ServerConfig;
 use crate::sys::proc;
 use crate::units::{human, human_bytes};
@@ -47,6 +47,33 @@ pub(crate) struct ChildTotals {
     pub peak: i64,
 }
 
+/// --mode push in words: whether the server kept its period.
+fn push_summary(p: &PushTotals) -> String {
+    let pct = |n: u64| 100.0 * n as f64 / p.due.max(1) as f64;
+    let mut s = format!(
+        "  push         due {}, sent {} ({:.2}%): on time {}, late {} (up to {:.1} ms)",
+        p.due,
+        p.sent(),
+        pct(p.sent()),
+        p.on_time,
+        p.late,
+        p.late_max_us as f64 / 1000.0
+    );
+    if p.skipped_full + p.skipped_behind > 0 {
+        s += &format!(
+            "; skipped {} on full sockets (slow clients), {} a period behind (the server could not keep up)",
+            p.skipped_full, p.skipped_behind
+        );
+    }
+    if p.subscribed > 0 {
+        s += &format!(
+            "; UDP subscriptions {}, expired {}",
+            p.subscribed, p.expired
+        );
+    }
+    s
+}
+
 /// The summary: counters, errors in words, and hints for what to raise.
 pub(super) fn print_summary(
     t: &Totals,
@@ -78,6 +105,9 @@ pub(super) fn print_summary(
         human_bytes(t.bytes_in as f64),
         human_bytes(t.bytes_out as f64)
     )?;
+    if let Some(p) = &t.push {
+        writeln!(out, "{}", push_summary(p))?;
+    }
     let mut errors = Vec::new();
     for (n, what) in [
         (t.bad_input, "malformed input"),

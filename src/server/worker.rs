@@ -18,9 +18,12 @@ use mio::net::{TcpListener, TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
+use super::push::{Pusher, Sent, Target};
 use super::responder::{Action, Responder, Session};
 use super::stats::{bump, Shared, WorkerStats, MAX_ERRNO};
+use crate::server_config::PushConfig;
 use crate::sys::signals::Reason;
+use crate::sys::timer::{monotonic_ns, wall_ns, Timer};
 
 /// Size of the per-worker read buffer.
 const SCRATCH: usize = 64 * 1024;
@@ -40,10 +43,14 @@ fn udp_token(i: usize) -> Token {
     Token(usize::MAX - 1 - MAX_SOCKETS - i)
 }
 
+/// --mode push: the worker's timer.
+const PUSH_TIMER: Token = Token(usize::MAX - 1 - 2 * MAX_SOCKETS);
+
 enum Source {
     Conn(usize),
     Listener(usize),
     Udp(usize),
+    PushTimer,
     Waker,
 }
 
@@ -52,8 +59,15 @@ fn source(t: Token) -> Source {
         0 => Source::Waker,
         d if d <= MAX_SOCKETS => Source::Listener(d - 1),
         d if d <= 2 * MAX_SOCKETS => Source::Udp(d - 1 - MAX_SOCKETS),
+        d if d == 2 * MAX_SOCKETS + 1 => Source::PushTimer,
         _ => Source::Conn(t.0),
     }
+}
+
+/// A push worker's schedule and the timer that wakes it at each slot.
+struct Push {
+    pusher: Pusher,
+    timer: Timer,
 }
 
 /// One accepted connection: a few dozen bytes while idle.
@@ -70,6 +84,8 @@ struct Conn {
     read_blocked: bool,
     /// Close once `pending_out` is flushed.
     closing: bool,
+    /// --mode push: its subscription.
+    sub: Option<u32>,
 }
 
 /// What a worker is given by the server at start.
@@ -91,6 +107,8 @@ pub struct Setup {
     /// may close its listeners, and when to ask for the next process.
     pub hand_over: Option<Arc<HandOver>>,
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// --mode push: what to send, how often.
+    pub push: Option<PushConfig>,
 }
 
 /// How a process of a group hands new connections to its siblings. Of
@@ -246,6 +264,7 @@ pub struct Worker {
     /// client learns at once instead of waiting in the accept queue.
     reserve: Option<File>,
     accept_paused: bool,
+    push: Option<Push>,
 }
 
 enum Next {
@@ -269,7 +288,21 @@ impl Worker {
             max_open,
             hand_over,
             tls,
+            push,
         } = setup;
+        let push = match push {
+            Some(cfg) => {
+                let timer = Timer::new()?;
+                poll.registry().register(
+                    &mut mio::unix::SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&timer)),
+                    PUSH_TIMER,
+                    Interest::READABLE,
+                )?;
+                let pusher = Pusher::new(&cfg, monotonic_ns());
+                Some(Push { pusher, timer })
+            }
+            None => None,
+        };
         for (i, l) in listeners.iter_mut().enumerate() {
             poll.registry()
                 .register(l, listener_token(i), Interest::READABLE)?;
@@ -304,12 +337,14 @@ impl Worker {
             shared,
             reserve: File::open("/dev/null").ok(),
             accept_paused: false,
+            push,
         })
     }
 
     /// Serves until the shared stop flag is set (and the waker fires).
     pub fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
+        self.push_due()?;
         loop {
             let timeout = self.accept_paused.then_some(ACCEPT_PAUSE);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -329,6 +364,7 @@ impl Worker {
                     Source::Waker => {}
                     Source::Listener(i) => self.accept(i),
                     Source::Udp(i) => self.serve_udp(i),
+                    Source::PushTimer => self.push_due()?,
                     Source::Conn(key) => {
                         let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
                         let closing = ev.is_read_closed() || ev.is_error();
@@ -527,6 +563,10 @@ impl Worker {
             bump(&self.io.stats.accept_errno[errno.min(MAX_ERRNO - 1)], 1);
             return;
         }
+        let sub = self
+            .push
+            .as_mut()
+            .map(|p| p.pusher.subscribe(Target::Tcp(key), monotonic_ns()));
         entry.insert(Conn {
             stream,
             pending_in: Vec::new(),
@@ -535,6 +575,7 @@ impl Worker {
             tls,
             read_blocked: false,
             closing: false,
+            sub,
         });
         bump(&self.io.stats.accepted, 1);
         self.shared.opened();
@@ -550,7 +591,11 @@ impl Worker {
             Next::Failed => bump(&self.io.stats.conn_errors, 1),
         }
         // Dropping the stream closes it, which also removes it from epoll.
-        drop(self.conns.remove(key));
+        let conn = self.conns.remove(key);
+        if let (Some(p), Some(id)) = (self.push.as_mut(), conn.sub) {
+            p.pusher.unsubscribe(id);
+        }
+        drop(conn);
         bump(&self.io.stats.closed, 1);
         self.shared.closed();
         if let Some(h) = &self.hand_over {
@@ -567,7 +612,56 @@ impl Worker {
         }
     }
 
+    /// --mode push: sends what is due, then sets the timer for the next
+    /// slot.
+    fn push_due(&mut self) -> io::Result<()> {
+        let Some(push) = self.push.as_mut() else {
+            return Ok(());
+        };
+        push.timer.clear();
+        let conns = &mut self.conns;
+        let udp = &self.udp;
+        let stats = &self.io.stats;
+        push.pusher.run(
+            || (monotonic_ns(), wall_ns()),
+            stats,
+            |target, msg| match target {
+                Target::Tcp(key) => match conns.get_mut(key) {
+                    Some(c) if c.pending_out.is_empty() && c.tls.is_none() => {
+                        match write_some(&mut c.stream, msg, stats) {
+                            Ok(n) if n == msg.len() => Sent::Whole,
+                            // Its rest goes when the socket takes it; until
+                            // then, the messages due are dropped.
+                            Ok(n) if n > 0 => {
+                                c.pending_out.extend_from_slice(&msg[n..]);
+                                Sent::Whole
+                            }
+                            // Full, or failed (its next event closes it).
+                            _ => Sent::Full,
+                        }
+                    }
+                    _ => Sent::Full,
+                },
+                Target::Udp { sock, peer } => match udp[sock].send_to(msg, peer) {
+                    Ok(n) => {
+                        bump(&stats.bytes_out, n as u64);
+                        Sent::Whole
+                    }
+                    Err(_) => Sent::Full,
+                },
+            },
+        );
+        stats
+            .push_subscribers
+            .store(push.pusher.len() as u64, Relaxed);
+        let wait = push.pusher.next_due_ns().saturating_sub(monotonic_ns());
+        push.timer.arm(Duration::from_nanos(wait))
+    }
+
     fn serve_udp(&mut self, i: usize) {
+        if self.push.is_some() {
+            return self.subscribe_udp(i);
+        }
         let Io {
             scratch,
             out,
@@ -597,6 +691,28 @@ impl Worker {
             match sock.send_to(out, peer) {
                 Ok(m) => bump(&stats.bytes_out, m as u64),
                 Err(_) => bump(&stats.udp_dropped, 1),
+            }
+        }
+    }
+}
+
+impl Worker {
+    /// --mode push: datagrams subscribe their sender (`bye` unsubscribes).
+    fn subscribe_udp(&mut self, i: usize) {
+        let Some(push) = self.push.as_mut() else {
+            return;
+        };
+        let stats = &self.io.stats;
+        loop {
+            let (n, peer) = match self.udp[i].recv_from(&mut self.io.scratch) {
+                Ok(r) => r,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+            bump(&stats.bytes_in, n as u64);
+            let bye = self.io.scratch[..n].trim_ascii() == b"bye";
+            if push.pusher.heard(i, peer, bye, monotonic_ns()) {
+                bump(&stats.push_subscribed, 1);
             }
         }
     }

@@ -52,6 +52,32 @@ pub struct ServerConfig {
     /// A child of an elastic group (--processes auto).
     #[serde(default)]
     pub elastic: bool,
+    /// --mode push: what is sent, how often.
+    #[serde(default)]
+    pub push: PushConfig,
+}
+
+/// --mode push: every subscriber gets `burst` messages of `size` payload
+/// bytes (after the 32-byte header) every `every_ns`; a UDP subscriber
+/// silent for `udp_idle_ns` is dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushConfig {
+    pub every_ns: u64,
+    pub size: usize,
+    pub burst: u32,
+    pub udp_idle_ns: u64,
+}
+
+impl Default for PushConfig {
+    /// A 20 ms G.711 voice frame (160 bytes) to each client.
+    fn default() -> Self {
+        PushConfig {
+            every_ns: 20_000_000,
+            size: 160,
+            burst: 1,
+            udp_idle_ns: 30_000_000_000,
+        }
+    }
 }
 
 fn one_process() -> Processes {
@@ -82,6 +108,7 @@ impl ServerConfig {
             child: false,
             elastic: false,
             tls,
+            push: PushConfig::default(),
         }
     }
 }

@@ -59,6 +59,25 @@ impl Timer {
     }
 }
 
+/// CLOCK_MONOTONIC now, in ns: the clock `Instant` reads, as a number
+/// another process on this host can compare (a push message's stamp).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The wall clock now, in ns since the Unix epoch (0 before it).
+pub fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
 impl AsRawFd for Timer {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()

@@ -11,3 +11,4 @@ pub mod dns;
 pub mod escape;
 pub mod http;
 pub mod line;
+pub mod push;
