@@ -95,6 +95,18 @@ pub enum Proto {
     Http,
     /// A given message; each marker in the reply completes the oldest query.
     Raw,
+    /// Nothing sent: the server's pushed messages are measured.
+    Push,
+}
+
+/// How --proto push reads the server's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PushFormat {
+    /// throng server's (`wire::push`): sequence number and send times.
+    Throng,
+    /// One message per line, its sequence number in decimal at its start.
+    Line,
 }
 
 /// How open-loop queries are spread over connections.

@@ -113,7 +113,8 @@ fn merge(a: &cli::MergeArgs) -> anyhow::Result<ExitCode> {
     views.check().map_err(UsageError)?;
     let mut merged = cluster::merge::merge(&results, &names)?;
     let checks =
-        report::check::parse_all(&a.check, merged.queries.is_some()).map_err(UsageError)?;
+        report::check::parse_all(&a.check, merged.queries.is_some(), merged.push.is_some())
+            .map_err(UsageError)?;
     let outcome = merged.outcome()?;
     let mut out = std::io::stdout().lock();
     report::summary(&merged.scenario, &outcome, &mut out)?;

@@ -7,8 +7,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{domain, parse_metrics_addr, parse_processes, parse_segment};
-use super::{ArrivalsArg, ConnectModeArg, ProtoArg, SpreadArg, TransportArg};
-use crate::domain::{Arrivals, ConnectMode, Processes, Proto, Segment, Spread, Transport};
+use super::{ArrivalsArg, ConnectModeArg, ProtoArg, PushFormatArg, SpreadArg, TransportArg};
+use crate::domain::{
+    Arrivals, ConnectMode, Processes, Proto, PushFormat, Segment, Spread, Transport,
+};
 use crate::units::{
     parse_count, parse_duration, parse_positive_count, parse_rate, parse_size, parse_start_at,
 };
@@ -261,6 +263,23 @@ pub struct ClientArgs {
     /// raw: each occurrence in the incoming bytes completes the oldest outstanding message.
     #[arg(long, value_name = "STRING", help_heading = "Protocol")]
     pub marker: Option<String>,
+
+    /// push: the period the server sends at (what jitter and the messages
+    /// due count from).
+    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = parse_duration, help_heading = "Protocol")]
+    pub every: Duration,
+
+    /// push: how messages are framed: throng (throng server --mode push:
+    /// sequence number and send times) or line (a sequence number in
+    /// decimal at the start of each line).
+    #[arg(long, value_parser = domain::<PushFormatArg, PushFormat>(), default_value = "throng", help_heading = "Protocol")]
+    pub push_format: PushFormat,
+
+    /// push: take the one-way delay from the wall-clock send stamp even when
+    /// the server is on another host (trust that the clocks agree, e.g. by
+    /// PTP). On this host the monotonic stamp is used without it.
+    #[arg(long, help_heading = "Protocol")]
+    pub clock_sync: bool,
 
     /// tcp (persistent), udp (connected sockets), tcp-per-query (a
     /// connection per query), tls (or dot: DNS over TLS).

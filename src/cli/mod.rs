@@ -24,7 +24,7 @@ use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::domain::{
-    Arrivals, ConnectMode, Mode, Processes, Proto, Role, Segment, Spread, Transport,
+    Arrivals, ConnectMode, Mode, Processes, Proto, PushFormat, Role, Segment, Spread, Transport,
 };
 use crate::units::{parse_duration, parse_positive_count, parse_rate};
 
@@ -216,6 +216,19 @@ flag_values! {
         Http,
         /// --message bytes; each --marker in the reply completes the oldest query.
         Raw,
+        /// Sends nothing (UDP: subscribes) and measures what the server
+        /// pushes every --every (throng server --mode push, or lines).
+        Push,
+    }
+}
+
+flag_values! {
+    /// How --proto push reads the server's messages.
+    PushFormatArg => PushFormat {
+        /// throng server --mode push's: sequence number and send times.
+        Throng,
+        /// One message per line, its sequence number in decimal first.
+        Line,
     }
 }
 

@@ -6,10 +6,10 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::ClientArgs;
-use crate::domain::{ConnectMode, Proto, Transport};
+use crate::domain::{ConnectMode, Proto, PushFormat, Transport};
 use crate::scenario::{
-    check_name, parse_phases, parse_query_file, End, Model, Phase, Query, Ramp, Scenario,
-    TlsOptions, Traffic, DEFAULT_CONNECT_RATE, ECHO_HEADER, MAX_DATAGRAM, MAX_QTYPES,
+    check_name, parse_phases, parse_query_file, End, Model, Phase, PushListen, Query, Ramp,
+    Scenario, TlsOptions, Traffic, DEFAULT_CONNECT_RATE, ECHO_HEADER, MAX_DATAGRAM, MAX_QTYPES,
 };
 use crate::UsageError;
 
@@ -70,9 +70,11 @@ impl ClientArgs {
             return Err(usage("--lifetime must be above 0, e.g. 30s"));
         }
         let traffic = self.traffic()?;
+        let push = self.push_listen()?;
         // With traffic its first answer verifies; without, one query of
-        // the run's protocol does (raw needs a marker to know an answer).
-        let probe = if self.verify && !self.no_verify && traffic.is_none() {
+        // the run's protocol does (raw needs a marker to know an answer;
+        // push, the server's first message).
+        let probe = if self.verify && !self.no_verify && traffic.is_none() && push.is_none() {
             match self.query()? {
                 Query::Raw { marker: None, .. } => None,
                 q => Some(q),
@@ -127,7 +129,39 @@ impl ClientArgs {
             max_failures: self.max_failures,
             transport: self.transport,
             tls,
+            push,
         })
+    }
+
+    /// --proto push's settings (None for the other protocols).
+    fn push_listen(&self) -> anyhow::Result<Option<PushListen>> {
+        let defaults = crate::scenario::PushListen::default_every();
+        if self.proto != Proto::Push {
+            if self.every != defaults || self.clock_sync || self.push_format != PushFormat::Throng {
+                return Err(usage(
+                    "--every, --push-format and --clock-sync only apply to --proto push; \
+                     add --proto push",
+                ));
+            }
+            return Ok(None);
+        }
+        if self.every.is_zero() {
+            return Err(usage("--every must be above 0, e.g. 20ms"));
+        }
+        if !matches!(
+            self.transport,
+            Transport::Tcp | Transport::Udp | Transport::Tls
+        ) {
+            return Err(usage(
+                "--proto push works over --transport tcp, udp or tls (a connection listens \
+                 for the whole run)",
+            ));
+        }
+        Ok(Some(PushListen {
+            format: self.push_format,
+            every_s: self.every.as_secs_f64(),
+            clock_sync: self.clock_sync,
+        }))
     }
 
     /// The query of `--proto` and its flags (the traffic's, and the
@@ -221,6 +255,11 @@ impl ClientArgs {
                     };
                 Query::Http { request }
             }
+            Proto::Push => {
+                return Err(usage(
+                    "--proto push sends no queries: it listens to what the server pushes",
+                ))
+            }
             Proto::Raw => {
                 let message = match (&self.message, &self.message_file) {
                     (Some(m), _) => {
@@ -312,6 +351,12 @@ impl ClientArgs {
         } else {
             return Ok(None);
         };
+        if self.proto == Proto::Push {
+            return Err(usage(
+                "--proto push sends no queries: drop -r/--rate, --schedule, --interval and \
+                 --closed-loop (the server sets the pace; --every says what it is)",
+            ));
+        }
         let query = self.query()?;
         if self.validate && self.proto != Proto::Echo {
             return Err(usage("--validate only applies to --proto echo"));

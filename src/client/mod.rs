@@ -44,16 +44,22 @@ fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()
 }
 
-fn embedded_config(transport: Transport) -> Result<ServerConfig> {
-    let tls = match transport {
+/// The embedded server: echo, or push at the period --proto push expects.
+fn embedded_config(sc: &crate::scenario::Scenario) -> Result<ServerConfig> {
+    let tls = match sc.transport {
         Transport::Tls => Some(crate::server::ServerTls::load(None, None)?),
         _ => None,
     };
-    Ok(ServerConfig::embedded(
-        Mode::Echo,
-        transport == Transport::Udp,
-        tls,
-    ))
+    let mode = if sc.push.is_some() {
+        Mode::Push
+    } else {
+        Mode::Echo
+    };
+    let mut cfg = ServerConfig::embedded(mode, sc.transport == Transport::Udp, tls);
+    if let Some(p) = &sc.push {
+        cfg.push.every_ns = ((p.every_s * 1e9) as u64).max(1);
+    }
+    Ok(cfg)
 }
 
 /// Resolves each HOST:PORT once.
@@ -144,7 +150,8 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         targets.clone()
     };
     let mut whole = a.scenario(probe_targets.clone(), a.targets.is_empty(), Vec::new())?;
-    let checks = report::check::parse_all(&a.check, whole.traffic.is_some()).map_err(usage)?;
+    let checks = report::check::parse_all(&a.check, whole.traffic.is_some(), whole.push.is_some())
+        .map_err(usage)?;
     if let (Some(o), false) = (&whole.tls, a.targets.is_empty() || a.child) {
         // Trust that cannot be built (no CA roots) fails every handshake:
         // say so once, before any process, server or connection starts.
@@ -225,11 +232,12 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     }
 
     let embedded = if a.targets.is_empty() {
-        let cfg = embedded_config(whole.transport)?;
+        let cfg = embedded_config(&whole)?;
         let srv = server::start(&cfg)?;
         if !a.child {
+            let mode = cfg.mode.name();
             println!(
-                "no target given: started the embedded echo server on {} (the code of `throng server --mode echo`)",
+                "no target given: started the embedded {mode} server on {} (the code of `throng server --mode {mode}`)",
                 srv.addrs[0]
             );
         }

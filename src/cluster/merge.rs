@@ -336,6 +336,7 @@ pub(crate) mod tests {
                 service_time: histogram(&[900 * n]),
                 send_lag: histogram(&[1]),
                 loop_lag: histogram(&[2]),
+                ..crate::metrics::Histograms::default()
             },
             peak: 9 * n as i64,
             per_second: Vec::new(),
@@ -344,6 +345,7 @@ pub(crate) mod tests {
             ramp_time: Some(Duration::from_secs_f64(secs / 4.0)),
             elapsed: Duration::from_secs_f64(secs),
             overrun: Vec::new(),
+            push: None,
             queries: Some(crate::engine::QueryOutcome {
                 totals: qt,
                 statuses,

@@ -128,7 +128,12 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
         &a.check
     };
     let has_queries = client.traffic()?.is_some();
-    let checks = crate::report::check::parse_all(given, has_queries).map_err(UsageError)?;
+    let checks = crate::report::check::parse_all(
+        given,
+        has_queries,
+        client.proto == crate::domain::Proto::Push,
+    )
+    .map_err(UsageError)?;
     let stop = Stop::install()?;
     let n = hosts.len() as u64;
     let mut binary = a.binary.clone();

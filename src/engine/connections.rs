@@ -182,6 +182,7 @@ impl Worker {
         if let Some(life) = self.sc.lifetime() {
             self.dial.life_q.push_back((key, conn.seq, now + life));
         }
+        self.push_opened(key);
         if let Some(tls) = self.tls.clone() {
             self.start_tls(key, &tls, now);
             return;
@@ -421,6 +422,9 @@ impl Worker {
     }
 
     fn drop_conn(&mut self, key: usize) {
+        if self.conns[key].state != State::Connecting {
+            self.push_closed(key);
+        }
         let mut c = self.conns.remove(key);
         if c.state != State::Connecting {
             self.shared.closed();

@@ -84,6 +84,9 @@ impl Worker {
     /// One datagram: one whole response (or garbage, counted).
     fn on_datagram(&mut self, key: usize, data: &[u8]) {
         self.conns[key].set(Flags::GOT_DATA, true);
+        if self.push.is_some() {
+            return self.on_push_datagram(key, data);
+        }
         let Some(t) = self.traffic.as_mut() else {
             return;
         };
@@ -227,6 +230,9 @@ impl Worker {
 
     /// Frames bytes just read. False when the connection is gone.
     fn on_bytes(&mut self, key: usize, data: &[u8]) -> bool {
+        if self.push.is_some() {
+            return self.on_push_bytes(key, data);
+        }
         let conn = &mut self.conns[key];
         // Nothing pending: the connection keeps its (empty) buffer, and
         // what is left of `data` goes into it with no new allocation.

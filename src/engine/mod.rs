@@ -16,9 +16,11 @@ mod link;
 mod pacer;
 mod pacing;
 mod proto;
+mod push;
 mod recorder;
 mod seconds;
 mod traffic;
+pub use push::delay_clock;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -36,8 +38,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::metrics::exported::RunFigures;
 use crate::metrics::{
-    ConnCounters, ConnTotals, ConnectBuckets, Histograms, QueryCounters, QueryTotals, Shared,
-    StatusCounts,
+    ConnCounters, ConnTotals, ConnectBuckets, Histograms, PushTotals, QueryCounters, QueryTotals,
+    Shared, StatusCounts,
 };
 use crate::scenario::{End, Scenario};
 use crate::sys::signals::{Reason, Stop};
@@ -136,6 +138,16 @@ pub struct Sample {
     /// or hosts, the highest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connect_p99_us: Option<u64>,
+    /// --proto push: messages received and found lost (sequence gaps; a
+    /// connection's silent tail when it ends) in this second, and the
+    /// jitter's p99 (µs, a quarter-octave bucket's top; of several parts,
+    /// the highest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_received: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_lost: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_jitter_p99_us: Option<u64>,
 }
 
 impl Sample {
@@ -199,6 +211,9 @@ impl Sample {
             s.timed_out = add(s.timed_out, o.timed_out);
             s.errors = add(s.errors, o.errors);
             s.connect_p99_us = s.connect_p99_us.max(o.connect_p99_us);
+            s.push_received = add(s.push_received, o.push_received);
+            s.push_lost = add(s.push_lost, o.push_lost);
+            s.push_jitter_p99_us = s.push_jitter_p99_us.max(o.push_jitter_p99_us);
         }
         let mut m = m.unwrap_or_default();
         if n == 1 {
@@ -298,6 +313,8 @@ pub struct Outcome {
     /// What had not stopped at the run's deadline (`-T` + `--drain` +
     /// [`GRACE`]) and was left behind, in words.
     pub overrun: Vec<String>,
+    /// --proto push: what arrived (its times are in `hists`).
+    pub push: Option<PushTotals>,
 }
 
 impl QueryOutcome {
@@ -336,6 +353,9 @@ impl Outcome {
             (Some(q), Some(oq)) => q.merge(oq),
             (None, Some(oq)) => self.queries = Some(oq.clone()),
             (_, None) => {}
+        }
+        if let Some(p) = &o.push {
+            self.push.get_or_insert_with(PushTotals::default).merge(p);
         }
         Ok(())
     }
@@ -466,6 +486,8 @@ pub fn run(
     let mut interrupted = false;
     let mut last_established = 0;
     let mut last_connects = ConnectBuckets::read(&counters);
+    let mut last_push = PushTotals::default();
+    let mut last_jitter = crate::metrics::jitter_buckets(&counters);
     let mut last_q = QueryTotals::default();
     let mut controls = Vec::new();
     // Rates set on --control: (seconds into the traffic, rate).
@@ -593,6 +615,14 @@ pub fn run(
             let connects = ConnectBuckets::read(&counters);
             s.connect_p99_us = connects.p99_since(&last_connects);
             last_connects = connects;
+            if sc.push.is_some() {
+                let p = PushTotals::sum(counters.iter().map(|c| &**c));
+                let jitter = crate::metrics::jitter_buckets(&counters);
+                s.push_received = Some(p.received - last_push.received);
+                s.push_lost = Some(p.lost.saturating_sub(last_push.lost));
+                s.push_jitter_p99_us = jitter.p99_since(&last_jitter);
+                (last_push, last_jitter) = (p, jitter);
+            }
             if sc.traffic.is_some() && traffic_start.is_some() {
                 // The workers send the second just ended as they notice it,
                 // a moment after this tick: wait for them (briefly), so that
@@ -764,6 +794,10 @@ pub fn run(
         elapsed: start.elapsed(),
         queries,
         overrun,
+        push: sc
+            .push
+            .is_some()
+            .then(|| PushTotals::sum(counters.iter().map(|c| &**c))),
     })
 }
 

@@ -170,6 +170,8 @@ pub struct Worker {
     /// Closed loop: every connection always has queries in flight, so it
     /// keeps its output buffer between writes.
     pub(super) busy: bool,
+    /// --proto push: what arrives is measured here.
+    pub(super) push: Option<super::push::PushRx>,
 }
 
 impl Worker {
@@ -291,6 +293,11 @@ impl Worker {
             ),
             draining: None,
             drain_looked: None,
+            push: s
+                .scenario
+                .push
+                .as_ref()
+                .map(|p| super::push::PushRx::new(&s.scenario, p)),
             sc: s.scenario,
         })
     }
@@ -347,6 +354,7 @@ impl Worker {
             self.expire(now);
             self.dial.shrink();
             self.traffic_due(now);
+            self.push_keepalive(now);
             self.pq_fill();
             self.flush_dirty();
             let wakeup = match self.draining {
@@ -446,6 +454,22 @@ impl Worker {
     }
 
     fn finish(mut self) -> io::Result<Finished> {
+        if self.push.is_some() {
+            // UDP subscribers leave (the server stops at once instead of
+            // after its --udp-idle); every stream's tail is counted.
+            if self.udp {
+                self.push_say(super::push::BYE);
+            }
+            let keys: Vec<usize> = self
+                .conns
+                .iter()
+                .filter(|(_, c)| c.state != State::Connecting)
+                .map(|(k, _)| k)
+                .collect();
+            for key in keys {
+                self.push_closed(key);
+            }
+        }
         // Due, never sent: no connection came for them.
         bump(&self.q.errors[E_NO_CONNECTION], self.orphans.len() as u64);
         // The end of the run: close everything we hold, cleanly (FIN).
@@ -470,13 +494,17 @@ impl Worker {
         bump(&self.counters.closed, held);
         let d = self.dial;
         let Some(t) = self.traffic.take() else {
+            let mut hists = Histograms {
+                connect_time: d.connect_time,
+                connect_syscall: d.connect_syscall,
+                tls_handshake: d.tls_handshake,
+                ..Histograms::default()
+            };
+            if let Some(p) = self.push.take() {
+                (hists.push_gap, hists.push_jitter, hists.push_delay) = (p.gap, p.jitter, p.delay);
+            }
             return Ok(Finished {
-                hists: Histograms {
-                    connect_time: d.connect_time,
-                    connect_syscall: d.connect_syscall,
-                    tls_handshake: d.tls_handshake,
-                    ..Histograms::default()
-                },
+                hists,
                 statuses: StatusCounts::default(),
                 in_flight: 0,
             });
@@ -491,6 +519,7 @@ impl Worker {
                 service_time: m.service_time,
                 send_lag: m.send_lag,
                 loop_lag: m.loop_lag,
+                ..Histograms::default()
             },
             statuses: m.statuses,
             in_flight,
@@ -502,6 +531,9 @@ impl Worker {
         let mut t: Option<Instant> = None;
         let mut consider = |i: Instant| t = Some(t.map_or(i, |t| t.min(i)));
         self.dial.wakeup(self.start, &self.sc, &mut consider);
+        if let Some(at) = self.push_wakeup() {
+            consider(at);
+        }
         if self.sc.connections_schedule.is_some() || self.shared.conn_level.load(Relaxed) > 0 {
             // The level moves: look again every 10 ms.
             consider(Instant::now() + Duration::from_millis(10));

@@ -57,6 +57,10 @@ pub struct Histograms {
     pub send_lag: Histogram<u64>,
     /// How late the loop itself noticed due queries.
     pub loop_lag: Histogram<u64>,
+    /// --proto push: arrival gaps, jitter, one-way delay (µs).
+    pub push_gap: Histogram<u64>,
+    pub push_jitter: Histogram<u64>,
+    pub push_delay: Histogram<u64>,
 }
 
 impl Default for Histograms {
@@ -69,12 +73,15 @@ impl Default for Histograms {
             service_time: new_histogram(),
             send_lag: new_histogram(),
             loop_lag: new_histogram(),
+            push_gap: new_histogram(),
+            push_jitter: new_histogram(),
+            push_delay: new_histogram(),
         }
     }
 }
 
 impl Histograms {
-    fn each_mut(&mut self) -> [&mut Histogram<u64>; 7] {
+    fn each_mut(&mut self) -> [&mut Histogram<u64>; 10] {
         [
             &mut self.connect_time,
             &mut self.connect_syscall,
@@ -83,6 +90,9 @@ impl Histograms {
             &mut self.service_time,
             &mut self.send_lag,
             &mut self.loop_lag,
+            &mut self.push_gap,
+            &mut self.push_jitter,
+            &mut self.push_delay,
         ]
     }
 
@@ -96,6 +106,9 @@ impl Histograms {
             &o.service_time,
             &o.send_lag,
             &o.loop_lag,
+            &o.push_gap,
+            &o.push_jitter,
+            &o.push_delay,
         ];
         for (mine, theirs) in self.each_mut().into_iter().zip(theirs) {
             mine.add(theirs)?;

@@ -232,6 +232,91 @@ pub struct ConnCounters {
     /// Connect times so far, in quarter-octave buckets ([`ConnectBuckets`]):
     /// the main thread takes each second's p99 from their growth.
     pub connect_buckets: [AtomicU64; CONNECT_BUCKETS],
+    /// --proto push: what arrived.
+    pub push: PushCounters,
+}
+
+/// --proto push's counts, one block per worker (see
+/// [`crate::engine`]'s push module for what each means).
+pub struct PushCounters {
+    pub received: AtomicU64,
+    pub lost: AtomicU64,
+    pub out_of_order: AtomicU64,
+    pub duplicates: AtomicU64,
+    pub malformed: AtomicU64,
+    /// Messages due by sequence and by time, summed as connections end.
+    pub expected: AtomicU64,
+    pub connections_with_loss: AtomicU64,
+    /// Jitter (µs) in quarter-octave buckets, as connect times: a second's
+    /// p99 from their growth.
+    pub jitter_buckets: [AtomicU64; CONNECT_BUCKETS],
+}
+
+impl Default for PushCounters {
+    fn default() -> Self {
+        PushCounters {
+            received: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            out_of_order: AtomicU64::new(0),
+            duplicates: AtomicU64::new(0),
+            malformed: AtomicU64::new(0),
+            expected: AtomicU64::new(0),
+            connections_with_loss: AtomicU64::new(0),
+            jitter_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+/// --proto push's counts summed (workers, processes, hosts).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PushTotals {
+    pub received: u64,
+    pub lost: u64,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    pub malformed: u64,
+    pub expected: u64,
+    pub connections_with_loss: u64,
+}
+
+impl PushTotals {
+    pub fn sum<'a>(workers: impl IntoIterator<Item = &'a ConnCounters>) -> PushTotals {
+        let mut t = PushTotals::default();
+        for w in workers {
+            let p = &w.push;
+            t.merge(&PushTotals {
+                received: p.received.load(Relaxed),
+                lost: p.lost.load(Relaxed),
+                out_of_order: p.out_of_order.load(Relaxed),
+                duplicates: p.duplicates.load(Relaxed),
+                malformed: p.malformed.load(Relaxed),
+                expected: p.expected.load(Relaxed),
+                connections_with_loss: p.connections_with_loss.load(Relaxed),
+            });
+        }
+        t
+    }
+
+    pub fn merge(&mut self, o: &PushTotals) {
+        self.received += o.received;
+        self.lost += o.lost;
+        self.out_of_order += o.out_of_order;
+        self.duplicates += o.duplicates;
+        self.malformed += o.malformed;
+        self.expected += o.expected;
+        self.connections_with_loss += o.connections_with_loss;
+    }
+}
+
+/// Jitter buckets summed over workers (see [`ConnectBuckets`]).
+pub fn jitter_buckets(counters: &[std::sync::Arc<ConnCounters>]) -> ConnectBuckets {
+    let mut b = [0; CONNECT_BUCKETS];
+    for c in counters {
+        for (n, a) in b.iter_mut().zip(&c.push.jitter_buckets) {
+            *n += a.load(Relaxed);
+        }
+    }
+    ConnectBuckets(b)
 }
 
 /// Quarter-octave buckets of connect times, 1 µs to ~134 s.
@@ -313,6 +398,7 @@ impl Default for ConnCounters {
             probe_reply: std::sync::Mutex::new(None),
             ramp_left: AtomicU64::new(0),
             connect_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            push: PushCounters::default(),
         }
     }
 }

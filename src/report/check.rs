@@ -61,6 +61,10 @@ pub struct Verdict {
 /// Counts a percentage can be taken of, and of what.
 const PERCENT_OF: &[(&str, &str)] = &[
     ("queries.answered", "queries.sent"),
+    ("push.received", "push.expected"),
+    ("push.lost", "push.expected"),
+    ("push.out_of_order", "push.expected"),
+    ("push.duplicates", "push.expected"),
     ("queries.timed_out", "queries.sent"),
     ("queries.errors", "queries.sent"),
     ("queries.sent_late", "queries.sent"),
@@ -112,6 +116,13 @@ pub fn keys() -> Vec<String> {
         "queries.bytes_out",
         "queries.bytes_in",
         "queries.seconds",
+        "push.received",
+        "push.lost",
+        "push.out_of_order",
+        "push.duplicates",
+        "push.expected",
+        "push.malformed",
+        "push.connections_with_loss",
         "duration_s",
     ]
     .iter()
@@ -132,6 +143,11 @@ pub fn keys() -> Vec<String> {
             k.push(format!("latency.{h}.{p}"));
         }
     }
+    for h in ["gap_us", "jitter_us", "delay_us"] {
+        for p in PERCENTILES.iter().chain(LATENCY_EXTRA) {
+            k.push(format!("push.{h}.{p}"));
+        }
+    }
     k
 }
 
@@ -142,9 +158,12 @@ fn key_list() -> String {
         "{}, connections.failed.CAUSE, queries.errors.CAUSE, dns.rcodes.RCODE, \
          dns.rcodes_by_qtype.TYPE.RCODE, queries.http_status.CODE, \
          connections.{{connect_time_us,connect_syscall_us,tls_handshake_us}}.{{{}}}, \
-         latency.{{response_time_us,service_time_us,send_lag_us,loop_lag_us}}.{{{},{}}}",
+         latency.{{response_time_us,service_time_us,send_lag_us,loop_lag_us}}.{{{},{}}}, \
+         push.{{gap_us,jitter_us,delay_us}}.{{{},{}}}",
         plain.join(", "),
         PERCENTILES.join(","),
+        PERCENTILES.join(","),
+        LATENCY_EXTRA.join(","),
         PERCENTILES.join(","),
         LATENCY_EXTRA.join(",")
     )
@@ -218,8 +237,8 @@ pub fn parse(expr: &str) -> Result<Check, String> {
         else {
             return Err(format!(
                 "--check '{expr}': '{key}' has nothing to be a percentage of; give a number \
-                 (percentages work for counts of queries, of sent, and of connections, of the \
-                 target, and for rate_achieved, of rate_target)"
+                 (percentages work for counts of queries, of sent, of connections, of the \
+                 target, of push messages, of expected, and for rate_achieved, of rate_target)"
             ));
         };
         let v: f64 = pct
@@ -346,8 +365,9 @@ fn trim(v: f64, unit: &str) -> String {
 }
 
 /// The checks of a run: those given, or the default when none was: a run
-/// with queries checks `queries.answered>=99%`. `none` turns it off.
-pub fn parse_all(given: &[String], has_queries: bool) -> Result<Vec<Check>, String> {
+/// with queries checks `queries.answered>=99%`, one of --proto push
+/// `push.received>=99%` (of expected). `none` turns it off.
+pub fn parse_all(given: &[String], has_queries: bool, push: bool) -> Result<Vec<Check>, String> {
     if given.iter().any(|g| g.trim() == "none") {
         if given.len() > 1 {
             return Err("--check none turns the checks off; it cannot go with other checks".into());
@@ -357,6 +377,8 @@ pub fn parse_all(given: &[String], has_queries: bool) -> Result<Vec<Check>, Stri
     if given.is_empty() {
         return Ok(if has_queries {
             vec![parse("queries.answered>=99%")?]
+        } else if push {
+            vec![parse("push.received>=99%")?]
         } else {
             Vec::new()
         });
@@ -568,13 +590,18 @@ mod tests {
 
     #[test]
     fn default_and_none() {
-        let d = parse_all(&[], true).unwrap();
+        let d = parse_all(&[], true, false).unwrap();
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].expr, "queries.answered>=99%");
-        assert!(parse_all(&[], false).unwrap().is_empty());
-        assert!(parse_all(&["none".into()], true).unwrap().is_empty());
-        assert!(parse_all(&["none".into(), "connections.failed==0".into()], true).is_err());
-        let e = parse_all(&["queries.sent>=1".into()], false).unwrap_err();
+        assert!(parse_all(&[], false, false).unwrap().is_empty());
+        assert!(parse_all(&["none".into()], true, false).unwrap().is_empty());
+        assert!(parse_all(
+            &["none".into(), "connections.failed==0".into()],
+            true,
+            false
+        )
+        .is_err());
+        let e = parse_all(&["queries.sent>=1".into()], false, false).unwrap_err();
         assert!(e.contains("sends no queries"), "{e}");
     }
 }

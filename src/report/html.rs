@@ -999,8 +999,9 @@ pub fn scenario_words(r: &RunResult) -> Vec<(&'static str, String)> {
     let mut rows = Vec::new();
     let targets = if sc.embedded_server {
         format!(
-            "{} (the embedded echo server)",
-            sc.targets.first().map_or("?".into(), ToString::to_string)
+            "{} (the embedded {} server)",
+            sc.targets.first().map_or("?".into(), ToString::to_string),
+            if sc.push.is_some() { "push" } else { "echo" }
         )
     } else if sc.target_names.is_empty() {
         sc.targets

@@ -198,6 +198,38 @@ pub struct Dns {
     pub rcodes_by_qtype: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
+/// --proto push: what the server pushed and how it arrived.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PushResult {
+    /// Messages that arrived (each sequence number once).
+    pub received: u64,
+    /// Sequence numbers that never arrived, and the periods at each
+    /// connection's end that brought nothing.
+    pub lost: u64,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    /// received + lost.
+    pub expected: u64,
+    /// Bytes that were not push messages (the connection ended).
+    pub malformed: u64,
+    /// Connections with at least one message lost.
+    pub connections_with_loss: u64,
+    /// The period expected (--every), µs.
+    pub every_us: u64,
+    /// Time between consecutive arrivals on a connection.
+    pub gap_us: Latency,
+    /// That gap minus the period times the sequence numbers it spans
+    /// (absolute).
+    pub jitter_us: Latency,
+    /// One-way delay from the server's send stamp: with `delay_clock`
+    /// "monotonic" (server on this host) or "wall" (--clock-sync); absent
+    /// when neither applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_us: Option<Latency>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_clock: Option<String>,
+}
+
 /// The whole result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
@@ -212,6 +244,8 @@ pub struct RunResult {
     pub latency: Option<LatencyResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<Dns>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushResult>,
     pub duration_s: f64,
     pub per_second: Vec<Sample>,
     /// For a merge: the results it was made of.
@@ -326,6 +360,23 @@ impl RunResult {
             queries,
             latency,
             dns,
+            push: o.push.as_ref().zip(sc.push.as_ref()).map(|(p, listen)| {
+                let clock = crate::engine::delay_clock(sc, listen);
+                PushResult {
+                    received: p.received,
+                    lost: p.lost,
+                    out_of_order: p.out_of_order,
+                    duplicates: p.duplicates,
+                    expected: p.expected,
+                    malformed: p.malformed,
+                    connections_with_loss: p.connections_with_loss,
+                    every_us: (listen.every_s * 1e6).round() as u64,
+                    gap_us: Latency::of(&o.hists.push_gap),
+                    jitter_us: Latency::of(&o.hists.push_jitter),
+                    delay_us: clock.map(|_| Latency::of(&o.hists.push_delay)),
+                    delay_clock: clock.map(str::to_string),
+                }
+            }),
             duration_s: o.elapsed.as_secs_f64(),
             per_second: o.per_second.clone(),
             parts: Vec::new(),
@@ -532,6 +583,13 @@ impl RunResult {
         if let Some(p) = &c.connect_syscall_us {
             hists.connect_syscall = decode_histogram(&p.hdr)?;
         }
+        if let Some(p) = &self.push {
+            hists.push_gap = decode_histogram(&p.gap_us.hdr)?;
+            hists.push_jitter = decode_histogram(&p.jitter_us.hdr)?;
+            if let Some(d) = &p.delay_us {
+                hists.push_delay = decode_histogram(&d.hdr)?;
+            }
+        }
         if let Some(p) = &c.tls_handshake_us {
             hists.tls_handshake = decode_histogram(&p.hdr)?;
         }
@@ -614,6 +672,15 @@ impl RunResult {
             elapsed: duration("duration_s", self.duration_s)?,
             queries,
             overrun: self.overrun.clone(),
+            push: self.push.as_ref().map(|p| crate::metrics::PushTotals {
+                received: p.received,
+                lost: p.lost,
+                out_of_order: p.out_of_order,
+                duplicates: p.duplicates,
+                malformed: p.malformed,
+                expected: p.expected,
+                connections_with_loss: p.connections_with_loss,
+            }),
         })
     }
 }

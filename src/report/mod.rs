@@ -170,6 +170,13 @@ impl LiveView {
 
 impl Live for LiveView {
     fn second(&mut self, s: &Sample, target: u64) {
+        let push = s.push_received.map(|got| {
+            format!(
+                "  push received {got}/s  lost {}  jitter p99 {}",
+                s.push_lost.unwrap_or(0),
+                s.push_jitter_p99_us.map_or("-".into(), human_us)
+            )
+        });
         let traffic = s.sent.map(|sent| {
             let lat = match (s.p50_us, s.p99_us) {
                 (Some(a), Some(b)) => format!("  p50 {}  p99 {}", human_us(a), human_us(b)),
@@ -202,7 +209,7 @@ impl Live for LiveView {
                 s.established_per_s,
                 s.verified,
                 s.failed,
-                traffic.unwrap_or_default()
+                traffic.or(push).unwrap_or_default()
             ),
             LiveView::Quiet => {}
             LiveView::Child(figures) => {
@@ -263,7 +270,8 @@ impl Live for LiveView {
 /// The preflight paragraph: what is about to happen.
 pub fn plan_paragraph(sc: &Scenario, ports_per_source: u64) -> String {
     let targets = if sc.embedded_server {
-        format!("{} (embedded echo server)", sc.targets[0])
+        let mode = if sc.push.is_some() { "push" } else { "echo" };
+        format!("{} (embedded {mode} server)", sc.targets[0])
     } else {
         sc.targets
             .iter()
@@ -409,7 +417,7 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
             t.probe_rejected,
             t.probe_reply.as_deref().unwrap_or("?")
         )?;
-    } else if sc.verify && sc.traffic.is_none() && sc.probe.is_none() {
+    } else if sc.verify && sc.traffic.is_none() && sc.probe.is_none() && sc.push.is_none() {
         writeln!(
             out,
             "  probe         none: --proto raw without --marker cannot tell an answer from \
@@ -491,6 +499,9 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
             )?;
         }
     }
+    if let (Some(p), Some(listen)) = (&o.push, &sc.push) {
+        push_summary(sc, listen, p, &o.hists, out)?;
+    }
     if let Some(e) = &t.tls_error {
         writeln!(out, "  tls error     {e}")?;
     }
@@ -522,6 +533,15 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     }
     if udp_silent.is_some() {
         // Said above, with the causes UDP has.
+    } else if t.unverified > 0 && sc.push.is_some() {
+        writeln!(
+            out,
+            "  hint (unverified): {} connection(s) got no message in all their time (more than \
+             two periods): the server accepted them and pushed nothing to them. Is it a push \
+             server, with this --push-format? (throng server --mode push, or lines with a \
+             sequence number first)",
+            t.unverified
+        )?;
     } else if t.unverified > 0 && t.verified == 0 && t.probe_rejected == 0 {
         // Not one answer: an accept queue drops some connections, not all.
         let what = sc
@@ -547,6 +567,105 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     Ok(())
+}
+
+/// Above this share of the messages due received, and under this jitter
+/// p99, the server kept its period.
+const PUSH_KEPT_SHARE: f64 = 0.999;
+const PUSH_KEPT_JITTER_US: u64 = 5_000;
+
+/// --proto push in words: what arrived, whether the server kept its
+/// period, and the times.
+fn push_summary(
+    sc: &Scenario,
+    listen: &crate::scenario::PushListen,
+    p: &crate::metrics::PushTotals,
+    h: &crate::metrics::Histograms,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let share = p.received as f64 / p.expected.max(1) as f64;
+    writeln!(
+        out,
+        "  push          received {} of {} expected ({:.2}%), one every {} a connection",
+        p.received,
+        p.expected,
+        100.0 * share,
+        human_us((listen.every_s * 1e6).round() as u64)
+    )?;
+    let mut odd = Vec::new();
+    if p.lost > 0 {
+        odd.push(format!(
+            "lost {} ({:.2}%) on {} connection(s)",
+            p.lost,
+            100.0 * p.lost as f64 / p.expected.max(1) as f64,
+            p.connections_with_loss
+        ));
+    }
+    for (n, what) in [
+        (p.out_of_order, "out of order"),
+        (p.duplicates, "duplicates"),
+        (p.malformed, "malformed (connection ended)"),
+    ] {
+        if n > 0 {
+            odd.push(format!("{what} {n}"));
+        }
+    }
+    if !odd.is_empty() {
+        writeln!(out, "    {}", odd.join(", "))?;
+    }
+    time_row(
+        "  jitter",
+        &h.push_jitter,
+        "  (arrival gap minus the period)",
+        out,
+    )?;
+    time_row(
+        "  gap",
+        &h.push_gap,
+        "  (between arrivals on a connection)",
+        out,
+    )?;
+    if let Some(clock) = crate::engine::delay_clock(sc, listen) {
+        let from = match clock {
+            "wall" => "  (from the send stamp, wall clocks: --clock-sync)",
+            _ => "  (from the send stamp; the server is on this host)",
+        };
+        time_row("  delay", &h.push_delay, from, out)?;
+    }
+    let jitter_p99 = (!h.push_jitter.is_empty()).then(|| h.push_jitter.value_at_quantile(0.99));
+    let kept = share >= PUSH_KEPT_SHARE && jitter_p99.is_none_or(|j| j <= PUSH_KEPT_JITTER_US);
+    let verdict = if p.expected == 0 {
+        "no message was due: the connections did not last a period".to_string()
+    } else if kept {
+        format!(
+            "the server kept its period: {:.2}% arrived, jitter p99 {}",
+            100.0 * share,
+            jitter_p99.map_or("-".into(), human_us)
+        )
+    } else {
+        let why = if share < PUSH_KEPT_SHARE {
+            let tcp = sc.transport != Transport::Udp;
+            format!(
+                "{:.2}% of the messages due arrived{}",
+                100.0 * share,
+                if tcp {
+                    " (over TCP nothing is lost on the way: the server skipped them, or fell \
+                     silent; its summary says which)"
+                } else {
+                    " (over UDP, lost on the way or skipped by the server: its summary says \
+                     how many it sent)"
+                }
+            )
+        } else {
+            format!(
+                "jitter p99 {} is above {}",
+                jitter_p99.map_or("-".into(), human_us),
+                human_us(PUSH_KEPT_JITTER_US)
+            )
+        };
+        format!("the server did not keep its period: {why}")
+    };
+    writeln!(out, "    {verdict}")
 }
 
 /// The kernel's first retransmission timeout for a SYN, in µs: a handshake

@@ -216,6 +216,28 @@ pub struct Scenario {
     pub transport: Transport,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsOptions>,
+    /// --proto push: no queries; what the server pushes is measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushListen>,
+}
+
+/// --proto push: how the server's messages are read, and their period.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PushListen {
+    pub format: crate::domain::PushFormat,
+    /// The period the server sends at (--every): what the jitter and the
+    /// messages due after the last one count from.
+    pub every_s: f64,
+    /// --clock-sync: the one-way delay from the wall-clock stamp even when
+    /// the server is on another host.
+    pub clock_sync: bool,
+}
+
+impl PushListen {
+    /// --every's default: throng server --mode push's.
+    pub fn default_every() -> std::time::Duration {
+        std::time::Duration::from_millis(20)
+    }
 }
 
 /// The client's TLS settings (--transport tls).

@@ -48,6 +48,8 @@ pub enum Sent {
     Whole,
     /// The socket could not take it: dropped.
     Full,
+    /// The socket failed (the peer is gone; its close is on its way).
+    Gone,
 }
 
 #[derive(Debug)]
@@ -230,6 +232,7 @@ impl Pusher {
                             }
                         }
                         Sent::Full => bump(&stats.push_skipped_full, 1),
+                        Sent::Gone => {}
                     }
                 }
             }

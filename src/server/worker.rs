@@ -636,8 +636,9 @@ impl Worker {
                                 c.pending_out.extend_from_slice(&msg[n..]);
                                 Sent::Whole
                             }
-                            // Full, or failed (its next event closes it).
-                            _ => Sent::Full,
+                            Ok(_) => Sent::Full,
+                            // (Its next event closes it.)
+                            Err(_) => Sent::Gone,
                         }
                     }
                     _ => Sent::Full,

@@ -1,0 +1,375 @@
+//! --proto push: the client sends nothing (over UDP, a datagram that
+//! subscribes, again every [`KEEPALIVE`]) and measures what the server
+//! pushes, per connection and in total:
+//!
+//! - received: messages that arrived, each sequence number once;
+//! - lost: sequence numbers skipped (a gap; one that arrives later is
+//!   taken back and counted out of order), and at a connection's end the
+//!   periods since its last message (or since it opened) that brought
+//!   nothing, less one period for the message on its way;
+//! - expected = received + lost: the sequence numbers from the first
+//!   (0 for throng's format, the first seen for lines) to the last, and
+//!   the periods after it that brought nothing;
+//! - duplicates: a sequence number seen again (of the last 64);
+//! - the arrival gap between consecutive messages of a connection, and the
+//!   jitter: that gap minus the expected period times the sequence numbers
+//!   it spans (its absolute value);
+//! - the one-way delay, from the message's send stamp: the monotonic one
+//!   when the server is on this host (a loopback target), the wall clock
+//!   one with --clock-sync, none otherwise (clocks of two hosts differ by
+//!   more than what is measured).
+//!
+//! Over TCP nothing is lost on the way: a gap is a message the server
+//! skipped (its socket to us was full, or it fell a period behind).
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use super::conn::State;
+use super::worker::{End, Worker};
+use crate::domain::PushFormat;
+use crate::metrics::{bump, connect_bucket, new_histogram, PushCounters};
+use crate::scenario::{PushListen, Scenario};
+use crate::sys::timer::{monotonic_ns, wall_ns};
+
+/// A UDP subscriber says it is still there this often (the server drops
+/// one silent for its --udp-idle, 30 s by default).
+pub const KEEPALIVE: Duration = Duration::from_secs(10);
+/// What a UDP subscriber sends to subscribe (and to stay subscribed).
+pub const SUBSCRIBE: &[u8] = b"subscribe\n";
+/// What it sends when it leaves.
+pub const BYE: &[u8] = b"bye\n";
+
+/// Which send stamp gives the one-way delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DelayClock {
+    /// The server is on this host: CLOCK_MONOTONIC is the same clock.
+    Monotonic,
+    /// --clock-sync: the wall clocks are trusted to agree.
+    Wall,
+    None,
+}
+
+/// One connection's stream of messages.
+#[derive(Debug, Clone, Copy, Default)]
+struct Stream {
+    opened_ns: u64,
+    got_any: bool,
+    /// The first sequence number expected, and the highest seen + 1.
+    base: u64,
+    next: u64,
+    /// Bit i: sequence number `next - 1 - i` arrived.
+    seen: u64,
+    received: u64,
+    lost: u64,
+    /// The last in-order arrival (mono ns) and its sequence number.
+    last_ns: u64,
+    last_seq: u64,
+}
+
+pub(super) struct PushRx {
+    format: PushFormat,
+    period_ns: u64,
+    clock: DelayClock,
+    streams: Vec<Stream>,
+    pub gap: Histogram<u64>,
+    pub jitter: Histogram<u64>,
+    pub delay: Histogram<u64>,
+    /// UDP: when the subscriptions are said again.
+    next_keepalive: Instant,
+}
+
+impl DelayClock {
+    /// The clock for a run's targets: the monotonic one when every target
+    /// is on this host (loopback) and no --clock-sync asks for the wall.
+    pub fn of(sc: &Scenario, p: &PushListen) -> DelayClock {
+        let loopback = sc.targets.iter().all(|t| t.ip().is_loopback());
+        match (p.format, loopback, p.clock_sync) {
+            (PushFormat::Line, _, _) => DelayClock::None,
+            (PushFormat::Throng, _, true) => DelayClock::Wall,
+            (PushFormat::Throng, true, false) => DelayClock::Monotonic,
+            (PushFormat::Throng, false, false) => DelayClock::None,
+        }
+    }
+
+    /// Its name in the result (None: no delay measured).
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            DelayClock::Monotonic => Some("monotonic"),
+            DelayClock::Wall => Some("wall"),
+            DelayClock::None => None,
+        }
+    }
+}
+
+/// The name of the clock a run's one-way delay comes from (None: none).
+pub fn delay_clock(sc: &Scenario, p: &PushListen) -> Option<&'static str> {
+    DelayClock::of(sc, p).name()
+}
+
+impl PushRx {
+    pub fn new(sc: &Scenario, p: &PushListen) -> PushRx {
+        let clock = DelayClock::of(sc, p);
+        PushRx {
+            format: p.format,
+            period_ns: ((p.every_s * 1e9) as u64).max(1),
+            clock,
+            streams: Vec::new(),
+            gap: new_histogram(),
+            jitter: new_histogram(),
+            delay: new_histogram(),
+            next_keepalive: Instant::now() + KEEPALIVE,
+        }
+    }
+
+    fn opened(&mut self, key: usize, now_ns: u64) {
+        if self.streams.len() <= key {
+            self.streams.resize(key + 1, Stream::default());
+        }
+        self.streams[key] = Stream {
+            opened_ns: now_ns,
+            ..Stream::default()
+        };
+    }
+
+    /// One message of sequence number `seq` arrived at `now_ns`, with the
+    /// server's send stamps (mono, wall) when the format has them. True
+    /// when it is the connection's first (which verifies it: the server
+    /// serves it).
+    fn message(
+        &mut self,
+        key: usize,
+        seq: u64,
+        stamps: Option<(u64, u64)>,
+        now_ns: u64,
+        c: &PushCounters,
+    ) -> bool {
+        let Some(s) = self.streams.get_mut(key) else {
+            return false;
+        };
+        let first = !s.got_any;
+        if first {
+            s.got_any = true;
+            s.base = match self.format {
+                PushFormat::Throng => 0,
+                PushFormat::Line => seq,
+            };
+            s.next = s.base;
+        }
+        if seq >= s.next {
+            let skipped = seq - s.next;
+            if skipped > 0 {
+                s.lost += skipped;
+                bump(&c.lost, skipped);
+            }
+            let shift = skipped + 1;
+            s.seen = if shift >= 64 { 0 } else { s.seen << shift } | 1;
+            s.next = seq + 1;
+            if s.received > 0 {
+                let gap = now_ns.saturating_sub(s.last_ns);
+                let due = (seq - s.last_seq).saturating_mul(self.period_ns);
+                let jitter_us = gap.abs_diff(due) / 1000;
+                self.gap.saturating_record(gap / 1000);
+                self.jitter.saturating_record(jitter_us);
+                bump(&c.jitter_buckets[connect_bucket(jitter_us)], 1);
+            }
+            s.last_ns = now_ns;
+            s.last_seq = seq;
+        } else {
+            let back = s.next - 1 - seq;
+            if back < 64 {
+                if s.seen & (1 << back) != 0 {
+                    bump(&c.duplicates, 1);
+                    return false;
+                }
+                s.seen |= 1 << back;
+            }
+            // Counted lost when the numbers after it came: taken back.
+            if s.lost > 0 {
+                s.lost -= 1;
+                c.lost.fetch_sub(1, Relaxed);
+            }
+            bump(&c.out_of_order, 1);
+        }
+        s.received += 1;
+        bump(&c.received, 1);
+        let delay_ns = match (self.clock, stamps) {
+            (DelayClock::Monotonic, Some((mono, _))) => Some(now_ns.saturating_sub(mono)),
+            (DelayClock::Wall, Some((_, wall))) => Some(wall_ns().saturating_sub(wall)),
+            _ => None,
+        };
+        if let Some(d) = delay_ns {
+            self.delay.saturating_record(d / 1000);
+        }
+        first
+    }
+
+    /// The connection ended at `now_ns`: the periods since its last message
+    /// that brought nothing count as lost, and its expected count is in.
+    /// True when it got no message in more than two periods (unverified:
+    /// the server pushed nothing to it).
+    fn closed(&mut self, key: usize, now_ns: u64, c: &PushCounters) -> bool {
+        let Some(s) = self.streams.get_mut(key) else {
+            return false;
+        };
+        let silent = !s.got_any && now_ns.saturating_sub(s.opened_ns) > 2 * self.period_ns;
+        let since = if s.got_any { s.last_ns } else { s.opened_ns };
+        // One period for the message on its way (and, before the first,
+        // for the server's phase).
+        let tail = (now_ns.saturating_sub(since) / self.period_ns).saturating_sub(1);
+        s.lost += tail;
+        bump(&c.lost, tail);
+        bump(&c.expected, (s.next - s.base) + tail);
+        if s.lost > 0 {
+            bump(&c.connections_with_loss, 1);
+        }
+        *s = Stream::default();
+        silent
+    }
+}
+
+impl Worker {
+    /// A connection is established: its stream starts (UDP: it subscribes).
+    pub(super) fn push_opened(&mut self, key: usize) {
+        let Some(p) = self.push.as_mut() else {
+            return;
+        };
+        p.opened(key, monotonic_ns());
+        if self.udp {
+            self.write(key, SUBSCRIBE);
+        }
+    }
+
+    /// A connection ends: its stream's tail is counted.
+    pub(super) fn push_closed(&mut self, key: usize) {
+        if let Some(p) = self.push.as_mut() {
+            if p.closed(key, monotonic_ns(), &self.counters.push) {
+                bump(&self.counters.unverified, 1);
+            }
+        }
+    }
+
+    /// UDP: says every subscription again (the server forgets a silent
+    /// subscriber); at the end of the run, says bye.
+    pub(super) fn push_keepalive(&mut self, now: Instant) {
+        let due = match self.push.as_mut() {
+            Some(p) if self.udp && now >= p.next_keepalive => {
+                p.next_keepalive = now + KEEPALIVE;
+                true
+            }
+            _ => false,
+        };
+        if due {
+            self.push_say(SUBSCRIBE);
+        }
+    }
+
+    /// UDP: every held connection sends `what`.
+    pub(super) fn push_say(&mut self, what: &[u8]) {
+        let keys: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.state == State::Held)
+            .map(|(k, _)| k)
+            .collect();
+        for key in keys {
+            self.write(key, what);
+        }
+        self.flush_dirty();
+    }
+
+    /// When the next keepalive is due (UDP).
+    pub(super) fn push_wakeup(&self) -> Option<Instant> {
+        self.push
+            .as_ref()
+            .filter(|_| self.udp)
+            .map(|p| p.next_keepalive)
+    }
+
+    /// Bytes of a push stream: whole messages counted; the rest kept for
+    /// the next read. False when the connection is gone (bytes that are
+    /// not push messages end it).
+    pub(super) fn on_push_bytes(&mut self, key: usize, data: &[u8]) -> bool {
+        let now_ns = monotonic_ns();
+        let mut buf = std::mem::take(&mut self.conns[key].pending_in);
+        let input: &[u8] = if buf.is_empty() {
+            data
+        } else {
+            buf.extend_from_slice(data);
+            &buf
+        };
+        let Some(p) = self.push.as_mut() else {
+            return true;
+        };
+        let c = &self.counters.push;
+        let mut used = 0;
+        let mut bad = false;
+        while used < input.len() {
+            let framed = match p.format {
+                PushFormat::Throng => wire::push::decode(&input[used..])
+                    .map(|m| m.map(|(h, n)| (h.seq, Some((h.mono_ns, h.wall_ns)), n))),
+                PushFormat::Line => wire::push::decode_line(&input[used..])
+                    .map(|m| m.map(|(seq, n)| (seq, None, n))),
+            };
+            match framed {
+                Ok(Some((seq, stamps, n))) => {
+                    if p.message(key, seq, stamps, now_ns, c) {
+                        bump(&self.counters.verified, 1);
+                    }
+                    used += n;
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    bad = true;
+                    break;
+                }
+            }
+        }
+        if bad {
+            bump(&c.malformed, 1);
+            self.end(key, End::Garbled);
+            return false;
+        }
+        let rest = &input[used..];
+        let conn = &mut self.conns[key];
+        if !rest.is_empty() {
+            if buf.is_empty() {
+                conn.pending_in.extend_from_slice(rest);
+            } else {
+                buf.drain(..used);
+                conn.pending_in = buf;
+            }
+        }
+        true
+    }
+
+    /// One datagram: one message (anything else is counted malformed; the
+    /// socket stays).
+    pub(super) fn on_push_datagram(&mut self, key: usize, d: &[u8]) {
+        let now_ns = monotonic_ns();
+        let Some(p) = self.push.as_mut() else {
+            return;
+        };
+        let c = &self.counters.push;
+        let framed = match p.format {
+            PushFormat::Throng => {
+                wire::push::decode_datagram(d).map(|h| (h.seq, Some((h.mono_ns, h.wall_ns))))
+            }
+            PushFormat::Line => match wire::push::decode_line(d) {
+                Ok(Some((seq, _))) => Ok((seq, None)),
+                Ok(None) => Err(wire::push::PushError::NoSequence),
+                Err(e) => Err(e),
+            },
+        };
+        match framed {
+            Ok((seq, stamps)) => {
+                if p.message(key, seq, stamps, now_ns, c) {
+                    bump(&self.counters.verified, 1);
+                }
+            }
+            Err(_) => bump(&c.malformed, 1),
+        }
+    }
+}
