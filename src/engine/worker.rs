@@ -411,6 +411,16 @@ impl Worker {
                         if ev.is_writable() || ev.is_error() || ev.is_write_closed() {
                             self.on_connected(key);
                         }
+                        // A server that speaks first (a push, a banner) may
+                        // have sent already: this event is the only edge
+                        // those bytes make.
+                        let up = self
+                            .conns
+                            .get(key)
+                            .is_some_and(|c| c.state != State::Connecting);
+                        if up && (ev.is_readable() || ev.is_read_closed()) {
+                            self.on_readable(key, ev.is_read_closed());
+                        }
                     }
                     State::Handshaking | State::Probing | State::Held => {
                         if ev.is_writable() && conn.has(super::conn::Flags::BLOCKED) {

@@ -505,10 +505,22 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     if let Some(e) = &t.tls_error {
         writeln!(out, "  tls error     {e}")?;
     }
+    // Connections the client closed because their bytes could not be
+    // framed are counted with resets: say whose bytes they were.
+    let garbled = o.push.as_ref().map_or(0, |p| p.malformed)
+        + o.queries.as_ref().map_or(0, |q| {
+            q.totals.errors[crate::metrics::E_MALFORMED]
+                + q.totals.errors[crate::metrics::E_OVERSIZED]
+        });
     for b in Bucket::ALL {
         if t.failed[b as usize] > 0 {
             let hint = match b {
                 Bucket::Tls => tls_hint(t.tls_error.as_deref()),
+                Bucket::Reset if garbled >= t.failed[b as usize] => {
+                    "the client closed these connections: the server sent bytes that are not \
+                     the protocol asked for (counted malformed or oversized): check --proto (and \
+                     --push-format) against what the server speaks"
+                }
                 _ => b.hint(),
             };
             writeln!(out, "  hint ({}): {hint}", b.key())?;

@@ -1,0 +1,397 @@
+//! Server push: `throng server --mode push` sends each client a numbered,
+//! stamped message every period; `throng client --proto push` counts what
+//! arrives. Exact counts over TCP, loss through a lossy UDP relay, a slow
+//! client the server drops messages for (its memory bounded), a push
+//! server throng did not write (Python, lines), and the merge of two
+//! segments.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{banner_addr, client, n, server, temp_dir, BIN};
+use serde_json::Value;
+
+/// received + lost = expected, and each connection's expected count is
+/// its lifetime in periods, within one at each edge.
+fn assert_accounted(v: &Value, conns: u64, periods: u64, what: &str) {
+    let (received, lost, expected) = (
+        n(v, &["push", "received"]),
+        n(v, &["push", "lost"]),
+        n(v, &["push", "expected"]),
+    );
+    assert_eq!(received + lost, expected, "{what}: {}", v["push"]);
+    let (lo, hi) = (conns * (periods - 2), conns * (periods + 2));
+    assert!(
+        (lo..=hi).contains(&expected),
+        "{what}: expected {expected} not in {lo}..={hi}"
+    );
+}
+
+#[test]
+fn tcp_counts_are_exact_and_the_server_kept_its_period() {
+    let srv = server(&["--mode", "push", "--every", "10ms", "--size", "64"]);
+    let target = banner_addr(&srv, "127.0.0.1");
+    let (code, out, v, _) = client(
+        "push-tcp",
+        &[
+            &target, "--proto", "push", "--every", "10ms", "-c", "20", "-T", "2s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_accounted(&v, 20, 200, "tcp");
+    assert_eq!(n(&v, &["push", "lost"]), 0, "{}", v["push"]);
+    assert_eq!(n(&v, &["push", "duplicates"]), 0);
+    assert_eq!(n(&v, &["push", "out_of_order"]), 0);
+    assert_eq!(n(&v, &["connections", "verified"]), 20);
+    // Same host: the one-way delay from the monotonic stamp.
+    assert_eq!(v["push"]["delay_clock"], "monotonic");
+    assert!(n(&v, &["push", "delay_us", "count"]) > 0);
+    // The gaps are the period.
+    let p50 = n(&v, &["push", "gap_us", "p50"]);
+    assert!((9_000..=11_000).contains(&p50), "gap p50 {p50} µs");
+    assert!(out.contains("the server kept its period"), "{out}");
+    assert!(v["per_second"][1]["push_received"].as_u64().unwrap() > 0);
+    assert_eq!(v["checks"][0]["expr"], "push.received>=99%");
+    let (_, summary) = srv.stop();
+    assert!(summary.contains("  push         due "), "{summary}");
+}
+
+#[test]
+fn udp_through_a_relay_that_drops_every_tenth_counts_ten_percent_lost() {
+    let srv = server(&["--mode", "push", "--udp", "--every", "10ms"]);
+    let upstream: SocketAddr = banner_addr(&srv, "127.0.0.1").parse().unwrap();
+    let dropped = Arc::new(AtomicU64::new(0));
+    let relay = lossy_relay(upstream, 10, dropped.clone());
+    let (code, out, v, _) = client(
+        "push-udp",
+        &[
+            &relay.to_string(),
+            "--proto",
+            "push",
+            "--transport",
+            "udp",
+            "--every",
+            "10ms",
+            "-c",
+            "10",
+            "-T",
+            "3s",
+            "--check",
+            "push.lost>=9%",
+            "--check",
+            "push.lost<=11%",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}\n{}", v["push"]);
+    assert_accounted(&v, 10, 300, "udp");
+    // The client's count is the relay's, give or take what was on its way
+    // when the run ended.
+    let lost = n(&v, &["push", "lost"]);
+    let gone = dropped.load(Relaxed);
+    assert!(
+        lost.abs_diff(gone) <= 10,
+        "client lost {lost}, relay dropped {gone}"
+    );
+    assert_eq!(n(&v, &["push", "connections_with_loss"]), 10);
+    assert!(out.contains("did not keep its period"), "{out}");
+    // The client said bye: the server holds no subscriber.
+    let (_, summary) = srv.stop();
+    assert!(
+        summary.contains("UDP subscriptions 10, expired 0"),
+        "{summary}"
+    );
+}
+
+/// A UDP relay on 127.0.0.1:0 to `upstream`: one upstream socket per
+/// client; every `nth` datagram from the server to a client is dropped
+/// (counted in `dropped`).
+fn lossy_relay(upstream: SocketAddr, nth: u64, dropped: Arc<AtomicU64>) -> SocketAddr {
+    let front = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = front.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut ups: HashMap<SocketAddr, UdpSocket> = HashMap::new();
+        let mut buf = [0u8; 2048];
+        loop {
+            let Ok((len, from)) = front.recv_from(&mut buf) else {
+                return;
+            };
+            let up = ups.entry(from).or_insert_with(|| {
+                let up = UdpSocket::bind("127.0.0.1:0").unwrap();
+                up.connect(upstream).unwrap();
+                let back = up.try_clone().unwrap();
+                let front = front.try_clone().unwrap();
+                let dropped = dropped.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 2048];
+                    let mut i = 0u64;
+                    while let Ok(len) = back.recv(&mut buf) {
+                        i += 1;
+                        if i.is_multiple_of(nth) {
+                            dropped.fetch_add(1, Relaxed);
+                            continue;
+                        }
+                        let _ = front.send_to(&buf[..len], from);
+                    }
+                });
+                up
+            });
+            let _ = up.send(&buf[..len]);
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_client_that_never_reads_loses_messages_not_server_memory() {
+    let dir = temp_dir("push-slow");
+    let stats = dir.join("stats.jsonl");
+    let srv = server(&[
+        "--mode",
+        "push",
+        "--every",
+        "1ms",
+        "--size",
+        "16KiB",
+        "--stats-json",
+        stats.to_str().unwrap(),
+    ]);
+    let target = banner_addr(&srv, "127.0.0.1");
+    // Let the server settle, then take its memory before the slow clients.
+    let before = srv.rss_kb();
+    let slow: Vec<TcpStream> = (0..20)
+        .map(|_| TcpStream::connect(&target).unwrap())
+        .collect();
+    // 20 clients x 16 KiB x 1000/s = 320 MB/s offered, read by nobody.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut skipped = 0;
+    while skipped < 1000 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        skipped = std::fs::read_to_string(&stats)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|s| s["push"]["skipped_full"].as_u64().unwrap_or(0))
+            .sum();
+    }
+    assert!(
+        skipped >= 1000,
+        "the server dropped {skipped} messages for full sockets"
+    );
+    // Each connection holds at most one message's rest beyond what the
+    // kernel's buffers took.
+    let grown = srv.rss_kb().saturating_sub(before);
+    assert!(
+        grown < 8 * 1024,
+        "the server grew {grown} kB for 20 clients that never read"
+    );
+    drop(slow);
+    let (_, summary) = srv.stop();
+    assert!(
+        summary.contains("on full sockets (slow clients)"),
+        "{summary}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A push server throng did not write: Python's asyncio, sending
+/// `<seq> tick\n` every 10 ms to each client from 0.
+const LINE_SERVER: &str = r#"
+import asyncio, sys
+async def serve(reader, writer):
+    seq = 0
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    try:
+        while True:
+            writer.write(b"%d tick\n" % seq)
+            await writer.drain()
+            seq += 1
+            await asyncio.sleep(max(0, start + seq * 0.01 - loop.time()))
+    except (ConnectionError, asyncio.CancelledError):
+        pass
+async def main():
+    srv = await asyncio.start_server(serve, "127.0.0.1", 0)
+    print(srv.sockets[0].getsockname()[1], flush=True)
+    await srv.serve_forever()
+asyncio.run(main())
+"#;
+
+#[test]
+fn reads_numbered_lines_from_a_push_server_it_did_not_write() {
+    let mut py = Command::new("python3")
+        .args(["-c", LINE_SERVER])
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("python3");
+    let mut port = String::new();
+    BufReader::new(py.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let target = format!("127.0.0.1:{}", port.trim());
+    let (code, out, v, _) = client(
+        "push-line",
+        &[
+            &target,
+            "--proto",
+            "push",
+            "--push-format",
+            "line",
+            "--every",
+            "10ms",
+            "-c",
+            "10",
+            "-T",
+            "2s",
+        ],
+        false,
+    );
+    let _ = py.kill();
+    let _ = py.wait();
+    assert_eq!(code, 0, "{out}");
+    assert_accounted(&v, 10, 200, "line");
+    assert_eq!(n(&v, &["push", "lost"]), 0, "{}", v["push"]);
+    // No stamps in a line: no delay.
+    assert!(v["push"]["delay_us"].is_null());
+    assert!(out.contains("push          received"), "{out}");
+}
+
+#[test]
+fn bytes_that_are_not_push_messages_are_malformed() {
+    let addr = common::peer(|mut s| {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\n\r\n");
+        std::thread::sleep(Duration::from_secs(3));
+    });
+    let (code, out, v, _) = client(
+        "push-garbage",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "push",
+            "-c",
+            "3",
+            "-T",
+            "1s",
+            "--max-failures",
+            "10",
+        ],
+        false,
+    );
+    assert_eq!(n(&v, &["push", "malformed"]), 3, "{out}");
+    assert_eq!(n(&v, &["push", "received"]), 0);
+    // The client closed them: the hint says whose bytes were wrong, not
+    // that the server reset them.
+    assert!(out.contains("the client closed these connections"), "{out}");
+    assert_ne!(code, 0, "nothing arrived: the default check fails");
+}
+
+#[test]
+fn two_segments_merge_into_the_sums_of_their_counts() {
+    let srv = server(&["--mode", "push", "--every", "10ms"]);
+    let target = banner_addr(&srv, "127.0.0.1");
+    let dir = temp_dir("push-merge");
+    let part = |k: u32| {
+        let json = dir.join(format!("{k}.json"));
+        let child = Command::new(BIN)
+            .args(["client", &target, "--proto", "push", "--every", "10ms"])
+            .args(["-c", "20", "-T", "2s", "-q", "--segment", &format!("{k}/2")])
+            .args(["--json", json.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        (child, json)
+    };
+    let parts = [part(1), part(2)];
+    let mut files = Vec::new();
+    for (mut child, json) in parts {
+        assert!(child.wait().unwrap().success());
+        files.push(json);
+    }
+    let read = |p: &std::path::Path| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let (a, b) = (read(&files[0]), read(&files[1]));
+    let merged = dir.join("m.json");
+    let status = Command::new(BIN)
+        .args([
+            "merge",
+            files[0].to_str().unwrap(),
+            files[1].to_str().unwrap(),
+        ])
+        .args(["--json", merged.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let m = read(&merged);
+    for key in ["received", "lost", "expected", "out_of_order", "duplicates"] {
+        assert_eq!(
+            n(&m, &["push", key]),
+            n(&a, &["push", key]) + n(&b, &["push", key]),
+            "push.{key}"
+        );
+    }
+    for h in ["gap_us", "jitter_us", "delay_us"] {
+        assert_eq!(
+            n(&m, &["push", h, "count"]),
+            n(&a, &["push", h, "count"]) + n(&b, &["push", h, "count"]),
+            "push.{h}.count"
+        );
+    }
+    assert_accounted(&m, 20, 200, "merged");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn push_flags_elsewhere_are_refused_with_the_fix() {
+    let (code, _, err) = common::run(&["client", "--every", "10ms", "-c", "1", "-T", "1s"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("add --proto push"), "{err}");
+    let (code, _, err) = common::run(&["client", "--proto", "push", "-r", "10", "-T", "1s"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--proto push sends no queries"), "{err}");
+    let (code, _, err) = common::run(&["server", "--burst", "3"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("add --mode push"), "{err}");
+}
+
+/// Regression: a server that sends the moment it accepts can have its
+/// bytes in the same epoll event as the connect's completion; the client
+/// handled only the completion, and the bytes' one edge was lost (some
+/// connections never read their first message).
+#[test]
+fn a_server_that_speaks_first_is_read_on_every_connection() {
+    let addr = common::peer(|mut s| {
+        let _ = s.write_all(b"0 hello\n");
+        std::thread::sleep(Duration::from_secs(3));
+    });
+    let (code, out, v, _) = client(
+        "push-first",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "push",
+            "--push-format",
+            "line",
+            "--every",
+            "10s",
+            "-c",
+            "50",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(n(&v, &["push", "received"]), 50, "{out}");
+    assert_eq!(n(&v, &["connections", "verified"]), 50);
+}
