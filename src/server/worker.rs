@@ -588,6 +588,9 @@ impl Worker {
         match serve(conn, &mut self.io, readable, closing) {
             Next::Keep => return,
             Next::Close => {}
+            // A push client leaves by closing with messages unread, which
+            // its kernel answers with a reset: its way out, not an error.
+            Next::Failed if self.push.is_some() => {}
             Next::Failed => bump(&self.io.stats.conn_errors, 1),
         }
         // Dropping the stream closes it, which also removes it from epoll.
