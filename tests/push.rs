@@ -203,9 +203,10 @@ fn a_client_that_never_reads_loses_messages_not_server_memory() {
 }
 
 /// A push server throng did not write: Python's asyncio, sending
-/// `<seq> tick\n` every 10 ms to each client from 0.
+/// `<seq> tick\n` every PERIOD seconds (its argument) to each client from 0.
 const LINE_SERVER: &str = r#"
 import asyncio, sys
+PERIOD = float(sys.argv[1])
 async def serve(reader, writer):
     seq = 0
     loop = asyncio.get_running_loop()
@@ -215,7 +216,7 @@ async def serve(reader, writer):
             writer.write(b"%d tick\n" % seq)
             await writer.drain()
             seq += 1
-            await asyncio.sleep(max(0, start + seq * 0.01 - loop.time()))
+            await asyncio.sleep(max(0, start + seq * PERIOD - loop.time()))
     except (ConnectionError, asyncio.CancelledError):
         pass
 async def main():
@@ -225,10 +226,10 @@ async def main():
 asyncio.run(main())
 "#;
 
-#[test]
-fn reads_numbered_lines_from_a_push_server_it_did_not_write() {
+/// Starts [`LINE_SERVER`] at `period`; its process and address.
+fn line_server(period: &str) -> (std::process::Child, String) {
     let mut py = Command::new("python3")
-        .args(["-c", LINE_SERVER])
+        .args(["-c", LINE_SERVER, period])
         .stdout(Stdio::piped())
         .stdin(Stdio::null())
         .spawn()
@@ -237,7 +238,12 @@ fn reads_numbered_lines_from_a_push_server_it_did_not_write() {
     BufReader::new(py.stdout.take().unwrap())
         .read_line(&mut port)
         .unwrap();
-    let target = format!("127.0.0.1:{}", port.trim());
+    (py, format!("127.0.0.1:{}", port.trim()))
+}
+
+#[test]
+fn reads_numbered_lines_from_a_push_server_it_did_not_write() {
+    let (mut py, target) = line_server("0.01");
     let (code, out, v, _) = client(
         "push-line",
         &[
@@ -263,6 +269,39 @@ fn reads_numbered_lines_from_a_push_server_it_did_not_write() {
     // No stamps in a line: no delay.
     assert!(v["push"]["delay_us"].is_null());
     assert!(out.contains("push          received"), "{out}");
+}
+
+/// A server that sends every 20 ms when its clients were promised 10 ms
+/// skips no number: the connections' time says half is missing.
+#[test]
+fn a_server_slower_than_its_period_loses_what_it_never_sent() {
+    let (mut py, target) = line_server("0.02");
+    let (code, out, v, _) = client(
+        "push-slow-server",
+        &[
+            &target,
+            "--proto",
+            "push",
+            "--push-format",
+            "line",
+            "--every",
+            "10ms",
+            "-c",
+            "10",
+            "-T",
+            "2s",
+            "--check",
+            "push.lost>=45%",
+            "--check",
+            "push.lost<=55%",
+        ],
+        false,
+    );
+    let _ = py.kill();
+    let _ = py.wait();
+    assert_eq!(code, 0, "{out}\n{}", v["push"]);
+    assert_accounted(&v, 10, 200, "slow server");
+    assert!(out.contains("did not keep its period"), "{out}");
 }
 
 #[test]

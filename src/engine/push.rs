@@ -9,7 +9,10 @@
 //!   nothing, less one period for the message on its way;
 //! - expected = received + lost: the sequence numbers from the first
 //!   (0 for throng's format, the first seen for lines) to the last, and
-//!   the periods after it that brought nothing;
+//!   the periods after it that brought nothing; or, when more, the whole
+//!   periods the connection lived less one (a server that falls behind
+//!   without skipping numbers sends fewer than its period says: those it
+//!   did not send count as lost);
 //! - duplicates: a sequence number seen again (of the last 64);
 //! - the arrival gap between consecutive messages of a connection, and the
 //!   jitter: that gap minus the expected period times the sequence numbers
@@ -219,9 +222,14 @@ impl PushRx {
         // One period for the message on its way (and, before the first,
         // for the server's phase).
         let tail = (now_ns.saturating_sub(since) / self.period_ns).saturating_sub(1);
-        s.lost += tail;
-        bump(&c.lost, tail);
-        bump(&c.expected, (s.next - s.base) + tail);
+        // A server that falls behind without skipping numbers sends fewer
+        // than its period says: the connection's time counts them too.
+        let by_seq = (s.next - s.base) + tail;
+        let by_time = (now_ns.saturating_sub(s.opened_ns) / self.period_ns).saturating_sub(1);
+        let behind = by_time.saturating_sub(by_seq);
+        s.lost += tail + behind;
+        bump(&c.lost, tail + behind);
+        bump(&c.expected, by_seq + behind);
         if s.lost > 0 {
             bump(&c.connections_with_loss, 1);
         }
@@ -244,8 +252,14 @@ impl Worker {
 
     /// A connection ends: its stream's tail is counted.
     pub(super) fn push_closed(&mut self, key: usize) {
+        self.push_closed_at(key, monotonic_ns());
+    }
+
+    /// The same, with the end's time given (the run's end: when reading
+    /// stopped, not when the connection's turn to close came).
+    pub(super) fn push_closed_at(&mut self, key: usize, now_ns: u64) {
         if let Some(p) = self.push.as_mut() {
-            if p.closed(key, monotonic_ns(), &self.counters.push) {
+            if p.closed(key, now_ns, &self.counters.push) {
                 bump(&self.counters.unverified, 1);
             }
         }

@@ -465,6 +465,7 @@ impl Worker {
 
     fn finish(mut self) -> io::Result<Finished> {
         if self.push.is_some() {
+            let end_ns = crate::sys::timer::monotonic_ns();
             // UDP subscribers leave (the server stops at once instead of
             // after its --udp-idle); every stream's tail is counted.
             if self.udp {
@@ -477,7 +478,7 @@ impl Worker {
                 .map(|(k, _)| k)
                 .collect();
             for key in keys {
-                self.push_closed(key);
+                self.push_closed_at(key, end_ns);
             }
         }
         // Due, never sent: no connection came for them.
