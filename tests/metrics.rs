@@ -641,3 +641,40 @@ fn prometheus_scrapes_a_server_and_finds_it_up() {
     drop(_daemon);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_push_server_exports_its_messages_by_outcome() {
+    let srv = server(&[
+        "--mode",
+        "push",
+        "--every",
+        "10ms",
+        "--metrics",
+        "127.0.0.1:0",
+    ]);
+    let m = metrics_addr(&srv.banner);
+    let target = srv.addr.to_string();
+    let (code, out, v, _) = client(
+        "metrics-push",
+        &[
+            &target, "--proto", "push", "--every", "10ms", "-c", "10", "-T", "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let received = common::n(&v, &["push", "received"]);
+    // What the server counts as sent is at least what arrived.
+    let text = scrape_until(&m, "counted the pushes", |t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("throng_server_push_messages_total{outcome=\"on_time\"} "))
+            .and_then(|n| n.parse::<f64>().ok())
+            .is_some_and(|n| n > 0.0)
+    });
+    let sent = value(
+        &text,
+        "throng_server_push_messages_total{outcome=\"on_time\"}",
+    ) + value(&text, "throng_server_push_messages_total{outcome=\"late\"}");
+    assert!(sent >= received as f64, "sent {sent}, received {received}");
+    assert!(value(&text, "throng_server_push_due_total") >= sent);
+    promtool_passes(&text);
+}

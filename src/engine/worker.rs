@@ -335,6 +335,7 @@ impl Worker {
     pub fn run(mut self) -> io::Result<Finished> {
         let mut events = Events::with_capacity(1024);
         self.dial.begin();
+        let mut turn_start = Instant::now();
         loop {
             let now = Instant::now();
             if self.draining.is_none() && self.shared.drain.load(Relaxed) {
@@ -385,10 +386,25 @@ impl Worker {
                     }
                 }
             };
+            let polled = self.push.is_some().then(Instant::now);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     return Err(e);
                 }
+            }
+            if let Some(before) = polled {
+                // --proto push: the turn's time outside epoll_wait.
+                let woke = Instant::now();
+                let c = &self.counters.push;
+                bump(
+                    &c.busy_ns,
+                    before.saturating_duration_since(turn_start).as_nanos() as u64,
+                );
+                bump(
+                    &c.worker_ns,
+                    woke.saturating_duration_since(turn_start).as_nanos() as u64,
+                );
+                turn_start = woke;
             }
             if self.shared.stop.load(Relaxed) {
                 break;

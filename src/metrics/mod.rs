@@ -247,6 +247,10 @@ pub struct PushCounters {
     /// Messages due by sequence and by time, summed as connections end.
     pub expected: AtomicU64,
     pub connections_with_loss: AtomicU64,
+    /// The worker's time outside epoll_wait (reading, closing...), and
+    /// its whole time, ns: a busy worker reads arrivals late.
+    pub busy_ns: AtomicU64,
+    pub worker_ns: AtomicU64,
     /// Jitter (µs) in quarter-octave buckets, as connect times: a second's
     /// p99 from their growth.
     pub jitter_buckets: [AtomicU64; CONNECT_BUCKETS],
@@ -262,6 +266,8 @@ impl Default for PushCounters {
             malformed: AtomicU64::new(0),
             expected: AtomicU64::new(0),
             connections_with_loss: AtomicU64::new(0),
+            busy_ns: AtomicU64::new(0),
+            worker_ns: AtomicU64::new(0),
             jitter_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -277,9 +283,19 @@ pub struct PushTotals {
     pub malformed: u64,
     pub expected: u64,
     pub connections_with_loss: u64,
+    /// The client's workers: time busy, and time in all (ns).
+    #[serde(default)]
+    pub busy_ns: u64,
+    #[serde(default)]
+    pub worker_ns: u64,
 }
 
 impl PushTotals {
+    /// The share of its time the client's workers were busy (0..1).
+    pub fn busy(&self) -> f64 {
+        self.busy_ns as f64 / self.worker_ns.max(1) as f64
+    }
+
     pub fn sum<'a>(workers: impl IntoIterator<Item = &'a ConnCounters>) -> PushTotals {
         let mut t = PushTotals::default();
         for w in workers {
@@ -292,6 +308,8 @@ impl PushTotals {
                 malformed: p.malformed.load(Relaxed),
                 expected: p.expected.load(Relaxed),
                 connections_with_loss: p.connections_with_loss.load(Relaxed),
+                busy_ns: p.busy_ns.load(Relaxed),
+                worker_ns: p.worker_ns.load(Relaxed),
             });
         }
         t
@@ -305,6 +323,8 @@ impl PushTotals {
         self.malformed += o.malformed;
         self.expected += o.expected;
         self.connections_with_loss += o.connections_with_loss;
+        self.busy_ns += o.busy_ns;
+        self.worker_ns += o.worker_ns;
     }
 }
 

@@ -228,6 +228,16 @@ pub struct PushResult {
     pub delay_us: Option<Latency>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_clock: Option<String>,
+    /// The share of their time the client's workers were busy (reading,
+    /// not waiting): near 100%, arrivals were read late and the times
+    /// include the client's own delay.
+    #[serde(default)]
+    pub client_busy_pct: f64,
+    /// Its parts, to merge: busy and whole worker time (ns).
+    #[serde(default)]
+    pub client_busy_ns: u64,
+    #[serde(default)]
+    pub client_worker_ns: u64,
 }
 
 /// The whole result.
@@ -375,6 +385,9 @@ impl RunResult {
                     jitter_us: Latency::of(&o.hists.push_jitter),
                     delay_us: clock.map(|_| Latency::of(&o.hists.push_delay)),
                     delay_clock: clock.map(str::to_string),
+                    client_busy_pct: 100.0 * p.busy(),
+                    client_busy_ns: p.busy_ns,
+                    client_worker_ns: p.worker_ns,
                 }
             }),
             duration_s: o.elapsed.as_secs_f64(),
@@ -680,6 +693,8 @@ impl RunResult {
                 malformed: p.malformed,
                 expected: p.expected,
                 connections_with_loss: p.connections_with_loss,
+                busy_ns: p.client_busy_ns,
+                worker_ns: p.client_worker_ns,
             }),
         })
     }

@@ -585,6 +585,8 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
 /// p99, the server kept its period.
 const PUSH_KEPT_SHARE: f64 = 0.999;
 const PUSH_KEPT_JITTER_US: u64 = 5_000;
+/// A client whose workers were busy this share of their time read late.
+const PUSH_BUSY: f64 = 0.8;
 
 /// --proto push in words: what arrived, whether the server kept its
 /// period, and the times.
@@ -646,8 +648,22 @@ fn push_summary(
     }
     let jitter_p99 = (!h.push_jitter.is_empty()).then(|| h.push_jitter.value_at_quantile(0.99));
     let kept = share >= PUSH_KEPT_SHARE && jitter_p99.is_none_or(|j| j <= PUSH_KEPT_JITTER_US);
+    // A client whose workers never waited read what arrived late: its
+    // jitter and delay are its own as much as the server's.
+    let busy = p.busy();
+    let late_reads = busy >= PUSH_BUSY && !(kept && share >= PUSH_KEPT_SHARE);
     let verdict = if p.expected == 0 {
         "no message was due: the connections did not last a period".to_string()
+    } else if late_reads && share >= PUSH_KEPT_SHARE {
+        format!(
+            "cannot tell whether the server kept its period: {:.2}% arrived, but the client's \
+             workers were busy {:.0}% of the time, so arrivals were read late and the jitter \
+             (p99 {}) is partly the client's own. Give the client more cores (--processes, \
+             another host: throng cluster)",
+            100.0 * share,
+            100.0 * busy,
+            jitter_p99.map_or("-".into(), human_us)
+        )
     } else if kept {
         format!(
             "the server kept its period: {:.2}% arrived, jitter p99 {}",
@@ -677,7 +693,18 @@ fn push_summary(
         };
         format!("the server did not keep its period: {why}")
     };
-    writeln!(out, "    {verdict}")
+    writeln!(out, "    {verdict}")?;
+    if late_reads && share < PUSH_KEPT_SHARE {
+        writeln!(
+            out,
+            "    warning: the client's workers were busy {:.0}% of the time: it read late and \
+             its sockets may have filled (then the server skipped messages for it). Measure \
+             again with the client on more cores (--processes, another host) before blaming \
+             the server",
+            100.0 * busy
+        )?;
+    }
+    Ok(())
 }
 
 /// The kernel's first retransmission timeout for a SYN, in µs: a handshake
