@@ -196,7 +196,7 @@ fn a_client_that_never_reads_loses_messages_not_server_memory() {
     drop(slow);
     let (_, summary) = srv.stop();
     assert!(
-        summary.contains("on full sockets (slow clients)"),
+        summary.contains("on full sockets (TCP: clients reading too slowly"),
         "{summary}"
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -433,4 +433,117 @@ fn a_server_that_speaks_first_is_read_on_every_connection() {
     assert_eq!(code, 0, "{out}");
     assert_eq!(n(&v, &["push", "received"]), 50, "{out}");
     assert_eq!(n(&v, &["connections", "verified"]), 50);
+}
+
+#[test]
+fn udp_messages_larger_than_two_kib_arrive_whole() {
+    let srv = server(&[
+        "--mode", "push", "--udp", "--every", "10ms", "--size", "4000",
+    ]);
+    let target = banner_addr(&srv, "127.0.0.1");
+    let (code, out, v, _) = client(
+        "push-udp-large",
+        &[
+            &target,
+            "--proto",
+            "push",
+            "--transport",
+            "udp",
+            "--every",
+            "10ms",
+        ]
+        .into_iter()
+        .chain(["-c", "5", "-T", "1s"])
+        .collect::<Vec<_>>(),
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(n(&v, &["push", "malformed"]), 0, "{}", v["push"]);
+    assert_accounted(&v, 5, 100, "udp 4 KB");
+}
+
+#[test]
+fn a_burst_is_due_together() {
+    let srv = server(&["--mode", "push", "--every", "10ms", "--burst", "3"]);
+    let target = banner_addr(&srv, "127.0.0.1");
+    let (code, out, v, _) = client(
+        "push-burst",
+        &[
+            &target, "--proto", "push", "--every", "10ms", "--burst", "3",
+        ]
+        .into_iter()
+        .chain(["-c", "5", "-T", "2s"])
+        .collect::<Vec<_>>(),
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(n(&v, &["push", "lost"]), 0, "{}", v["push"]);
+    // Three a period, and the two after the first of each burst are not
+    // a period late.
+    let expected = n(&v, &["push", "expected"]);
+    assert!(
+        (5 * 3 * 198..=5 * 3 * 202).contains(&expected),
+        "expected {expected}"
+    );
+    let p90 = n(&v, &["push", "jitter_us", "p90"]);
+    assert!(p90 < 5_000, "jitter p90 {p90} µs");
+}
+
+#[test]
+fn numbers_no_period_explains_and_stamps_from_the_future_are_not_believed() {
+    // Lines 0, 1, a number near 2^64, 2: the wild one is malformed, the
+    // rest arrive in order with nothing lost.
+    let addr = common::peer(|mut s| {
+        let _ = s.write_all(b"0 a\n1 b\n18446744073709551614 c\n2 d\n");
+        std::thread::sleep(Duration::from_secs(2));
+    });
+    let (_, out, v, _) = client(
+        "push-wild",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "push",
+            "--push-format",
+            "line",
+        ]
+        .into_iter()
+        .chain(["--every", "10s", "-c", "1", "-T", "1s"])
+        .collect::<Vec<_>>(),
+        false,
+    );
+    assert_eq!(n(&v, &["push", "malformed"]), 1, "{out}");
+    assert_eq!(n(&v, &["push", "received"]), 3);
+    assert_eq!(n(&v, &["push", "lost"]), 0);
+    // A throng header stamped far ahead of this host's monotonic clock:
+    // not this host's clock (a forwarded port): no delay.
+    let addr = common::peer(|mut s| {
+        let mut m = Vec::new();
+        for seq in 0u64..2 {
+            m.extend_from_slice(b"THRP");
+            m.extend_from_slice(&40u32.to_be_bytes());
+            m.extend_from_slice(&seq.to_be_bytes());
+            m.extend_from_slice(&(u64::MAX / 2).to_be_bytes());
+            m.extend_from_slice(&0u64.to_be_bytes());
+            m.extend_from_slice(&[b'p'; 8]);
+        }
+        let _ = s.write_all(&m);
+        std::thread::sleep(Duration::from_secs(2));
+    });
+    let (_, out, v, _) = client(
+        "push-ahead",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "push",
+            "--every",
+            "10s",
+            "-c",
+            "1",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(n(&v, &["push", "stamps_ahead"]), 2, "{out}");
+    assert!(out.contains("delay       not measured"), "{out}");
 }

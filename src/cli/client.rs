@@ -275,6 +275,11 @@ pub struct ClientArgs {
     #[arg(long, value_parser = domain::<PushFormatArg, PushFormat>(), default_value = "throng", help_heading = "Protocol")]
     pub push_format: PushFormat,
 
+    /// push: messages the server sends back to back at each period (its
+    /// --burst): they are due together.
+    #[arg(long, value_name = "K", default_value = "1", value_parser = parse_positive_count, help_heading = "Protocol")]
+    pub burst: u64,
+
     /// push: take the one-way delay from the wall-clock send stamp even when
     /// the server is on another host (trust that the clocks agree, e.g. by
     /// PTP). On this host the monotonic stamp is used without it.

@@ -161,6 +161,7 @@ impl ClientArgs {
             format: self.push_format,
             every_s: self.every.as_secs_f64(),
             clock_sync: self.clock_sync,
+            burst: self.burst,
         }))
     }
 

@@ -96,7 +96,8 @@ pub struct ServerArgs {
     pub burst: u64,
 
     /// push mode with --udp: a UDP subscriber silent this long is dropped
-    /// (any datagram subscribes and keeps it subscribed; `bye` ends it).
+    /// (a datagram `subscribe` subscribes and keeps it subscribed; `bye`
+    /// ends it). At least 20s.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub udp_idle: Duration,
 
@@ -181,6 +182,11 @@ impl ServerArgs {
         {
             return Err(usage(
                 "--every, --size, --burst and --udp-idle only apply to --mode push; add --mode push",
+            ));
+        }
+        if push && self.udp_idle < std::time::Duration::from_secs(20) {
+            return Err(usage(
+                "--udp-idle is at least 20s: throng clients say they are still there every 10 s",
             ));
         }
         if push && self.every.is_zero() {

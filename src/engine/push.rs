@@ -38,8 +38,11 @@ use crate::scenario::{PushListen, Scenario};
 use crate::sys::timer::{monotonic_ns, wall_ns};
 
 /// A UDP subscriber says it is still there this often (the server drops
-/// one silent for its --udp-idle, 30 s by default).
+/// one silent for its --udp-idle, 30 s by default, at least 20 s).
 pub const KEEPALIVE: Duration = Duration::from_secs(10);
+/// A UDP subscriber that has had no message yet subscribes again this
+/// often (its first datagram may have been lost).
+const RESUBSCRIBE: Duration = Duration::from_secs(1);
 /// What a UDP subscriber sends to subscribe (and to stay subscribed).
 pub const SUBSCRIBE: &[u8] = b"subscribe\n";
 /// What it sends when it leaves.
@@ -70,18 +73,24 @@ struct Stream {
     /// The last in-order arrival (mono ns) and its sequence number.
     last_ns: u64,
     last_seq: u64,
+    /// The first arrival (mono ns).
+    first_ns: u64,
 }
 
 pub(super) struct PushRx {
     format: PushFormat,
     period_ns: u64,
+    /// Messages the server sends at each period (--burst).
+    burst: u64,
     clock: DelayClock,
     streams: Vec<Stream>,
     pub gap: Histogram<u64>,
     pub jitter: Histogram<u64>,
     pub delay: Histogram<u64>,
-    /// UDP: when the subscriptions are said again.
+    /// UDP: when the subscriptions not answered yet are said again, and
+    /// when all are.
     next_keepalive: Instant,
+    next_refresh: Instant,
 }
 
 impl DelayClock {
@@ -118,12 +127,14 @@ impl PushRx {
         PushRx {
             format: p.format,
             period_ns: ((p.every_s * 1e9) as u64).max(1),
+            burst: p.burst.max(1),
             clock,
             streams: Vec::new(),
             gap: new_histogram(),
             jitter: new_histogram(),
             delay: new_histogram(),
-            next_keepalive: Instant::now() + KEEPALIVE,
+            next_keepalive: Instant::now() + RESUBSCRIBE,
+            next_refresh: Instant::now() + KEEPALIVE,
         }
     }
 
@@ -138,9 +149,7 @@ impl PushRx {
     }
 
     /// One message of sequence number `seq` arrived at `now_ns`, with the
-    /// server's send stamps (mono, wall) when the format has them. True
-    /// when it is the connection's first (which verifies it: the server
-    /// serves it).
+    /// server's send stamps (mono, wall) when the format has them.
     fn message(
         &mut self,
         key: usize,
@@ -148,13 +157,16 @@ impl PushRx {
         stamps: Option<(u64, u64)>,
         now_ns: u64,
         c: &PushCounters,
-    ) -> bool {
+    ) -> Arrival {
+        let (period, burst) = (self.period_ns, self.burst);
         let Some(s) = self.streams.get_mut(key) else {
-            return false;
+            return Arrival::Other;
         };
+        if seq == u64::MAX {
+            return Arrival::Implausible;
+        }
         let first = !s.got_any;
         if first {
-            s.got_any = true;
             s.base = match self.format {
                 PushFormat::Throng => 0,
                 PushFormat::Line => seq,
@@ -163,6 +175,16 @@ impl PushRx {
         }
         if seq >= s.next {
             let skipped = seq - s.next;
+            // Numbers from the wire are checked before they count: a jump
+            // past what the time since could bring (with room) is not a
+            // gap but bytes that lie.
+            let since = if s.got_any { s.last_ns } else { s.opened_ns };
+            let could = (now_ns.saturating_sub(since) / period + 2)
+                .saturating_mul(burst)
+                .saturating_add(1024);
+            if skipped > could {
+                return Arrival::Implausible;
+            }
             if skipped > 0 {
                 s.lost += skipped;
                 bump(&c.lost, skipped);
@@ -170,13 +192,18 @@ impl PushRx {
             let shift = skipped + 1;
             s.seen = if shift >= 64 { 0 } else { s.seen << shift } | 1;
             s.next = seq + 1;
-            if s.received > 0 {
+            if s.got_any {
+                // Messages of one burst are due together; bursts a period
+                // apart.
+                let bursts = (seq - s.base) / burst - (s.last_seq - s.base) / burst;
                 let gap = now_ns.saturating_sub(s.last_ns);
-                let due = (seq - s.last_seq).saturating_mul(self.period_ns);
+                let due = bursts.saturating_mul(period);
                 let jitter_us = gap.abs_diff(due) / 1000;
                 self.gap.saturating_record(gap / 1000);
                 self.jitter.saturating_record(jitter_us);
                 bump(&c.jitter_buckets[connect_bucket(jitter_us)], 1);
+            } else {
+                s.first_ns = now_ns;
             }
             s.last_ns = now_ns;
             s.last_seq = seq;
@@ -185,7 +212,7 @@ impl PushRx {
             if back < 64 {
                 if s.seen & (1 << back) != 0 {
                     bump(&c.duplicates, 1);
-                    return false;
+                    return Arrival::Other;
                 }
                 s.seen |= 1 << back;
             }
@@ -196,17 +223,28 @@ impl PushRx {
             }
             bump(&c.out_of_order, 1);
         }
+        s.got_any = true;
         s.received += 1;
         bump(&c.received, 1);
-        let delay_ns = match (self.clock, stamps) {
-            (DelayClock::Monotonic, Some((mono, _))) => Some(now_ns.saturating_sub(mono)),
-            (DelayClock::Wall, Some((_, wall))) => Some(wall_ns().saturating_sub(wall)),
+        let delay_ns: Option<u64> = match (self.clock, stamps) {
+            (DelayClock::Monotonic, Some((mono, _))) => now_ns.checked_sub(mono),
+            (DelayClock::Wall, Some((_, wall))) => wall_ns().checked_sub(wall),
             _ => None,
         };
-        if let Some(d) = delay_ns {
-            self.delay.saturating_record(d / 1000);
+        match delay_ns {
+            Some(d) => self.delay.saturating_record(d / 1000),
+            // A stamp ahead of this host's clock: not the same clock (a
+            // forwarded port) or clocks that disagree.
+            None if stamps.is_some() && self.clock != DelayClock::None => {
+                bump(&c.stamps_ahead, 1);
+            }
+            None => {}
         }
-        first
+        if first {
+            Arrival::First
+        } else {
+            Arrival::Other
+        }
     }
 
     /// The connection ended at `now_ns`: the periods since its last message
@@ -214,18 +252,27 @@ impl PushRx {
     /// True when it got no message in more than two periods (unverified:
     /// the server pushed nothing to it).
     fn closed(&mut self, key: usize, now_ns: u64, c: &PushCounters) -> bool {
+        let (period, burst) = (self.period_ns, self.burst);
         let Some(s) = self.streams.get_mut(key) else {
             return false;
         };
-        let silent = !s.got_any && now_ns.saturating_sub(s.opened_ns) > 2 * self.period_ns;
+        let silent = !s.got_any && now_ns.saturating_sub(s.opened_ns) > 2 * period;
         let since = if s.got_any { s.last_ns } else { s.opened_ns };
         // One period for the message on its way (and, before the first,
         // for the server's phase).
-        let tail = (now_ns.saturating_sub(since) / self.period_ns).saturating_sub(1);
+        let tail = (now_ns.saturating_sub(since) / period)
+            .saturating_sub(1)
+            .saturating_mul(burst);
         // A server that falls behind without skipping numbers sends fewer
-        // than its period says: the connection's time counts them too.
-        let by_seq = (s.next - s.base) + tail;
-        let by_time = (now_ns.saturating_sub(s.opened_ns) / self.period_ns).saturating_sub(1);
+        // than its period says: the time since the first message counts
+        // them too (from the first arrival: the way there is not the
+        // server's delay).
+        let by_seq = (s.next - s.base).saturating_add(tail);
+        let by_time = if s.got_any {
+            (now_ns.saturating_sub(s.first_ns) / period).saturating_mul(burst)
+        } else {
+            0
+        };
         let behind = by_time.saturating_sub(by_seq);
         s.lost += tail + behind;
         bump(&c.lost, tail + behind);
@@ -236,6 +283,23 @@ impl PushRx {
         *s = Stream::default();
         silent
     }
+
+    /// A UDP connection that has not had a message yet (its subscription
+    /// may have been lost).
+    fn waiting(&self, key: usize) -> bool {
+        self.streams.get(key).is_some_and(|s| !s.got_any)
+    }
+}
+
+/// What one message was to its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arrival {
+    /// Its first: the connection is verified.
+    First,
+    Other,
+    /// A sequence number no period could explain (or u64::MAX): counted
+    /// malformed, not as a gap of billions.
+    Implausible,
 }
 
 impl Worker {
@@ -265,19 +329,34 @@ impl Worker {
         }
     }
 
-    /// UDP: says every subscription again (the server forgets a silent
-    /// subscriber); at the end of the run, says bye.
+    /// UDP: says again the subscriptions that have had no message yet
+    /// (every second) and all of them (every [`KEEPALIVE`]: the server
+    /// forgets a silent subscriber).
     pub(super) fn push_keepalive(&mut self, now: Instant) {
-        let due = match self.push.as_mut() {
+        let refresh = match self.push.as_mut() {
             Some(p) if self.udp && now >= p.next_keepalive => {
-                p.next_keepalive = now + KEEPALIVE;
-                true
+                p.next_keepalive = now + RESUBSCRIBE;
+                let refresh = now >= p.next_refresh;
+                if refresh {
+                    p.next_refresh = now + KEEPALIVE;
+                }
+                refresh
             }
-            _ => false,
+            _ => return,
         };
-        if due {
-            self.push_say(SUBSCRIBE);
+        let Some(p) = self.push.as_ref() else {
+            return;
+        };
+        let keys: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|&(k, c)| c.state == State::Held && (refresh || p.waiting(k)))
+            .map(|(k, _)| k)
+            .collect();
+        for key in keys {
+            self.write(key, SUBSCRIBE);
         }
+        self.flush_dirty();
     }
 
     /// UDP: every held connection sends `what`.
@@ -329,8 +408,10 @@ impl Worker {
             };
             match framed {
                 Ok(Some((seq, stamps, n))) => {
-                    if p.message(key, seq, stamps, now_ns, c) {
-                        bump(&self.counters.verified, 1);
+                    match p.message(key, seq, stamps, now_ns, c) {
+                        Arrival::First => bump(&self.counters.verified, 1),
+                        Arrival::Other => {}
+                        Arrival::Implausible => bump(&c.malformed, 1),
                     }
                     used += n;
                 }
@@ -378,11 +459,11 @@ impl Worker {
             },
         };
         match framed {
-            Ok((seq, stamps)) => {
-                if p.message(key, seq, stamps, now_ns, c) {
-                    bump(&self.counters.verified, 1);
-                }
-            }
+            Ok((seq, stamps)) => match p.message(key, seq, stamps, now_ns, c) {
+                Arrival::First => bump(&self.counters.verified, 1),
+                Arrival::Other => {}
+                Arrival::Implausible => bump(&c.malformed, 1),
+            },
             Err(_) => bump(&c.malformed, 1),
         }
     }

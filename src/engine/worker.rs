@@ -192,7 +192,15 @@ impl Worker {
         let udp_slot = match s.scenario.traffic.as_ref().map(|t| &t.query) {
             Some(Query::Echo { size, .. }) => (*size).max(2048),
             Some(Query::Raw { message, .. }) => (message.len() * 2).max(2048),
+            // A pushed datagram may be as large as UDP allows (the server's
+            // --size): a slot of that, and a scratch of eight.
+            None if s.scenario.push.is_some() => 64 * 1024,
             _ => 2048,
+        };
+        let scratch_len = if udp_slot > 2048 && transport == Transport::Udp {
+            8 * udp_slot
+        } else {
+            64 * 1024
         };
         let traffic = s.scenario.traffic.as_ref().map(|t| {
             let highest = ((t.timeout_s * 2e6) as u64).max(1000);
@@ -281,7 +289,7 @@ impl Worker {
                 &s.hosts,
             ),
             traffic,
-            scratch: vec![0; 64 * 1024],
+            scratch: vec![0; scratch_len],
             out: Vec::with_capacity(4096),
             spare: Default::default(),
             dirty: Vec::new(),

@@ -251,6 +251,8 @@ pub struct PushCounters {
     /// its whole time, ns: a busy worker reads arrivals late.
     pub busy_ns: AtomicU64,
     pub worker_ns: AtomicU64,
+    /// Send stamps ahead of this host's clock (no delay taken from them).
+    pub stamps_ahead: AtomicU64,
     /// Jitter (µs) in quarter-octave buckets, as connect times: a second's
     /// p99 from their growth.
     pub jitter_buckets: [AtomicU64; CONNECT_BUCKETS],
@@ -268,6 +270,7 @@ impl Default for PushCounters {
             connections_with_loss: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
             worker_ns: AtomicU64::new(0),
+            stamps_ahead: AtomicU64::new(0),
             jitter_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -288,6 +291,8 @@ pub struct PushTotals {
     pub busy_ns: u64,
     #[serde(default)]
     pub worker_ns: u64,
+    #[serde(default)]
+    pub stamps_ahead: u64,
 }
 
 impl PushTotals {
@@ -310,6 +315,7 @@ impl PushTotals {
                 connections_with_loss: p.connections_with_loss.load(Relaxed),
                 busy_ns: p.busy_ns.load(Relaxed),
                 worker_ns: p.worker_ns.load(Relaxed),
+                stamps_ahead: p.stamps_ahead.load(Relaxed),
             });
         }
         t
@@ -325,6 +331,7 @@ impl PushTotals {
         self.connections_with_loss += o.connections_with_loss;
         self.busy_ns += o.busy_ns;
         self.worker_ns += o.worker_ns;
+        self.stamps_ahead += o.stamps_ahead;
     }
 }
 

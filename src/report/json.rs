@@ -238,6 +238,10 @@ pub struct PushResult {
     pub client_busy_ns: u64,
     #[serde(default)]
     pub client_worker_ns: u64,
+    /// Send stamps ahead of this host's clock: no delay was taken from
+    /// them (the server is not on this host, or the clocks disagree).
+    #[serde(default)]
+    pub stamps_ahead: u64,
 }
 
 /// The whole result.
@@ -388,6 +392,7 @@ impl RunResult {
                     client_busy_pct: 100.0 * p.busy(),
                     client_busy_ns: p.busy_ns,
                     client_worker_ns: p.worker_ns,
+                    stamps_ahead: p.stamps_ahead,
                 }
             }),
             duration_s: o.elapsed.as_secs_f64(),
@@ -695,6 +700,7 @@ impl RunResult {
                 connections_with_loss: p.connections_with_loss,
                 busy_ns: p.client_busy_ns,
                 worker_ns: p.client_worker_ns,
+                stamps_ahead: p.stamps_ahead,
             }),
         })
     }

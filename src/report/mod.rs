@@ -640,11 +640,26 @@ fn push_summary(
         out,
     )?;
     if let Some(clock) = crate::engine::delay_clock(sc, listen) {
-        let from = match clock {
-            "wall" => "  (from the send stamp, wall clocks: --clock-sync)",
-            _ => "  (from the send stamp; the server is on this host)",
-        };
-        time_row("  delay", &h.push_delay, from, out)?;
+        if p.stamps_ahead > 0 {
+            writeln!(
+                out,
+                "    delay       not measured: {} send stamps were ahead of this host's {} \
+                 clock: {}",
+                p.stamps_ahead,
+                clock,
+                if clock == "wall" {
+                    "the hosts' clocks disagree (--clock-sync trusts that they agree)"
+                } else {
+                    "the server is not on this host (a forwarded port?)"
+                }
+            )?;
+        } else {
+            let from = match clock {
+                "wall" => "  (from the send stamp, wall clocks: --clock-sync)",
+                _ => "  (from the send stamp; the server is on this host)",
+            };
+            time_row("  delay", &h.push_delay, from, out)?;
+        }
     }
     let jitter_p99 = (!h.push_jitter.is_empty()).then(|| h.push_jitter.value_at_quantile(0.99));
     let kept = share >= PUSH_KEPT_SHARE && jitter_p99.is_none_or(|j| j <= PUSH_KEPT_JITTER_US);

@@ -231,6 +231,13 @@ pub struct PushListen {
     /// --clock-sync: the one-way delay from the wall-clock stamp even when
     /// the server is on another host.
     pub clock_sync: bool,
+    /// Messages the server sends together at each period (--burst).
+    #[serde(default = "one")]
+    pub burst: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 impl PushListen {

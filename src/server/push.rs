@@ -46,7 +46,8 @@ pub enum Target {
 pub enum Sent {
     /// Sent (or, over TCP, the rest of it queued behind what was written).
     Whole,
-    /// The socket could not take it: dropped.
+    /// The socket could not take it (a TCP client's, full because it
+    /// reads too slowly; over UDP the server's own): dropped.
     Full,
     /// The socket failed (the peer is gone; its close is on its way).
     Gone,
@@ -185,14 +186,14 @@ impl Pusher {
             let slot = self.cursor;
             self.cursor = (self.cursor + 1) % self.slots.len();
             self.cursor_ns += self.slot_ns;
-            let n = self.slots[slot].len() as u64 * u64::from(self.burst);
-            bump(&stats.push_due, n);
             if now_ns - due >= self.period_ns {
                 // A whole period behind: this slot's messages are dropped
                 // and their numbers spent, so the worker catches up.
+                let n = self.slots[slot].len() as u64 * u64::from(self.burst);
                 for &id in &self.slots[slot] {
                     self.subs[id as usize].seq += u64::from(self.burst);
                 }
+                bump(&stats.push_due, n);
                 bump(&stats.push_skipped_behind, n);
                 continue;
             }
@@ -218,7 +219,12 @@ impl Pusher {
                         },
                     );
                     sub.seq += 1;
-                    match send(sub.target, &self.msg) {
+                    let sent = send(sub.target, &self.msg);
+                    if sent != Sent::Gone {
+                        // (Due: to a subscriber still there.)
+                        bump(&stats.push_due, 1);
+                    }
+                    match sent {
                         Sent::Whole => {
                             let late = mono_ns.saturating_sub(due);
                             if late > LATE_NS {

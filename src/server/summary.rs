@@ -61,7 +61,7 @@ fn push_summary(p: &PushTotals) -> String {
     );
     if p.skipped_full + p.skipped_behind > 0 {
         s += &format!(
-            "; skipped {} on full sockets (slow clients), {} a period behind (the server could not keep up)",
+            "; skipped {} on full sockets (TCP: clients reading too slowly; UDP: the server's own send buffer), {} a period behind (the server could not keep up)",
             p.skipped_full, p.skipped_behind
         );
     }

@@ -270,7 +270,17 @@ pub struct Worker {
 enum Next {
     Keep,
     Close,
-    Failed,
+    /// A read or write failed; true when it was the peer's reset (or a
+    /// write after its close).
+    Failed(bool),
+}
+
+/// The peer reset the connection, or it is gone (a write after its close).
+fn is_reset(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+    )
 }
 
 impl Worker {
@@ -590,8 +600,8 @@ impl Worker {
             Next::Close => {}
             // A push client leaves by closing with messages unread, which
             // its kernel answers with a reset: its way out, not an error.
-            Next::Failed if self.push.is_some() => {}
-            Next::Failed => bump(&self.io.stats.conn_errors, 1),
+            Next::Failed(true) if self.push.is_some() => {}
+            Next::Failed(_) => bump(&self.io.stats.conn_errors, 1),
         }
         // Dropping the stream closes it, which also removes it from epoll.
         let conn = self.conns.remove(key);
@@ -714,7 +724,16 @@ impl Worker {
                 Err(_) => return,
             };
             bump(&stats.bytes_in, n as u64);
-            let bye = self.io.scratch[..n].trim_ascii() == b"bye";
+            // Only the words subscribe: a stray or spoofed datagram of
+            // anything else does not make the server send to its source.
+            let bye = match self.io.scratch[..n].trim_ascii() {
+                b"subscribe" => false,
+                b"bye" => true,
+                _ => {
+                    bump(&stats.bad_input, 1);
+                    continue;
+                }
+            };
             if push.pusher.heard(i, peer, bye, monotonic_ns()) {
                 bump(&stats.push_subscribed, 1);
             }
@@ -725,8 +744,10 @@ impl Worker {
 /// Serves one readiness event of a connection. `closing`: the peer closed
 /// or failed, so reads go on until that is seen.
 fn serve(conn: &mut Conn, io: &mut Io, mut readable: bool, mut closing: bool) -> Next {
-    if !conn.pending_out.is_empty() && flush(conn, &io.stats).is_err() {
-        return Next::Failed;
+    if !conn.pending_out.is_empty() {
+        if let Err(e) = flush(conn, &io.stats) {
+            return Next::Failed(is_reset(&e));
+        }
     }
     if conn.read_blocked && conn.pending_out.is_empty() {
         // Output drained: read again what the peer sent meanwhile (no new
@@ -740,7 +761,7 @@ fn serve(conn: &mut Conn, io: &mut Io, mut readable: bool, mut closing: bool) ->
             Ok(Action::Continue) => {}
             Ok(Action::CloseAfterReply) => conn.closing = true,
             Ok(Action::Abort) => return Next::Close,
-            Err(_) => return Next::Failed,
+            Err(e) => return Next::Failed(is_reset(&e)),
         }
     }
     if conn.closing && conn.pending_out.is_empty() {
