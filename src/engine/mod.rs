@@ -148,6 +148,9 @@ pub struct Sample {
     pub push_lost: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push_jitter_p99_us: Option<u64>,
+    /// The one-way delay's p99 in this second (as the jitter's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_delay_p99_us: Option<u64>,
 }
 
 impl Sample {
@@ -214,6 +217,7 @@ impl Sample {
             s.push_received = add(s.push_received, o.push_received);
             s.push_lost = add(s.push_lost, o.push_lost);
             s.push_jitter_p99_us = s.push_jitter_p99_us.max(o.push_jitter_p99_us);
+            s.push_delay_p99_us = s.push_delay_p99_us.max(o.push_delay_p99_us);
         }
         let mut m = m.unwrap_or_default();
         if n == 1 {
@@ -487,7 +491,8 @@ pub fn run(
     let mut last_established = 0;
     let mut last_connects = ConnectBuckets::read(&counters);
     let mut last_push = PushTotals::default();
-    let mut last_jitter = crate::metrics::jitter_buckets(&counters);
+    let mut last_jitter = crate::metrics::push_buckets(&counters, false);
+    let mut last_delay = crate::metrics::push_buckets(&counters, true);
     let mut last_q = QueryTotals::default();
     let mut controls = Vec::new();
     // Rates set on --control: (seconds into the traffic, rate).
@@ -617,7 +622,10 @@ pub fn run(
             last_connects = connects;
             if sc.push.is_some() {
                 let p = PushTotals::sum(counters.iter().map(|c| &**c));
-                let jitter = crate::metrics::jitter_buckets(&counters);
+                let jitter = crate::metrics::push_buckets(&counters, false);
+                let delay = crate::metrics::push_buckets(&counters, true);
+                s.push_delay_p99_us = delay.p99_since(&last_delay);
+                last_delay = delay;
                 s.push_received = Some(p.received - last_push.received);
                 s.push_lost = Some(p.lost.saturating_sub(last_push.lost));
                 s.push_jitter_p99_us = jitter.p99_since(&last_jitter);

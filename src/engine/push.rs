@@ -232,7 +232,10 @@ impl PushRx {
             _ => None,
         };
         match delay_ns {
-            Some(d) => self.delay.saturating_record(d / 1000),
+            Some(d) => {
+                self.delay.saturating_record(d / 1000);
+                bump(&c.delay_buckets[connect_bucket(d / 1000)], 1);
+            }
             // A stamp ahead of this host's clock: not the same clock (a
             // forwarded port) or clocks that disagree.
             None if stamps.is_some() && self.clock != DelayClock::None => {

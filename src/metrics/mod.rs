@@ -253,9 +253,10 @@ pub struct PushCounters {
     pub worker_ns: AtomicU64,
     /// Send stamps ahead of this host's clock (no delay taken from them).
     pub stamps_ahead: AtomicU64,
-    /// Jitter (µs) in quarter-octave buckets, as connect times: a second's
-    /// p99 from their growth.
+    /// Jitter and one-way delay (µs) in quarter-octave buckets, as
+    /// connect times: a second's p99 from their growth.
     pub jitter_buckets: [AtomicU64; CONNECT_BUCKETS],
+    pub delay_buckets: [AtomicU64; CONNECT_BUCKETS],
 }
 
 impl Default for PushCounters {
@@ -272,6 +273,7 @@ impl Default for PushCounters {
             worker_ns: AtomicU64::new(0),
             stamps_ahead: AtomicU64::new(0),
             jitter_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            delay_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
@@ -335,11 +337,17 @@ impl PushTotals {
     }
 }
 
-/// Jitter buckets summed over workers (see [`ConnectBuckets`]).
-pub fn jitter_buckets(counters: &[std::sync::Arc<ConnCounters>]) -> ConnectBuckets {
+/// Push jitter (`delay` false) or delay buckets summed over workers (see
+/// [`ConnectBuckets`]).
+pub fn push_buckets(counters: &[std::sync::Arc<ConnCounters>], delay: bool) -> ConnectBuckets {
     let mut b = [0; CONNECT_BUCKETS];
     for c in counters {
-        for (n, a) in b.iter_mut().zip(&c.push.jitter_buckets) {
+        let of = if delay {
+            &c.push.delay_buckets
+        } else {
+            &c.push.jitter_buckets
+        };
+        for (n, a) in b.iter_mut().zip(of) {
             *n += a.load(Relaxed);
         }
     }
