@@ -692,11 +692,11 @@ fn push_summary(
                 "{:.2}% of the messages due arrived{}",
                 100.0 * share,
                 if tcp {
-                    " (over TCP nothing is lost on the way: the server skipped them, or fell \
-                     silent; its summary says which)"
+                    " (over TCP nothing is lost on the way: the server skipped them, sent \
+                     them late, or fell silent; a throng server's summary says which)"
                 } else {
-                    " (over UDP, lost on the way or skipped by the server: its summary says \
-                     how many it sent)"
+                    " (over UDP, lost on the way or not sent by the server: a throng \
+                     server's summary says how many it sent)"
                 }
             )
         } else {
