@@ -38,13 +38,8 @@ work=$(mktemp -d)
 port=4243
 pids=()
 
-tree_pids() {
-  ps -eo pid=,ppid= | awk -v root="$1" '
-    { kids[$2] = kids[$2] " " $1 }
-    END { q[1] = root; h = 1; t = 1
-          while (h <= t) { p = q[h++]; print p; m = split(kids[p], k, " ")
-                           for (i = 1; i <= m; i++) q[++t] = k[i] } }'
-}
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
 tree_anon() {
   local total=0 p kb
   for p in $(tree_pids "$1"); do

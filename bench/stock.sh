@@ -42,14 +42,8 @@ work=$(mktemp -d)
 port=4242
 pids=()
 
-# The pid given and all its descendants.
-tree_pids() {
-  ps -eo pid=,ppid= | awk -v root="$1" '
-    { kids[$2] = kids[$2] " " $1 }
-    END { q[1] = root; h = 1; t = 1
-          while (h <= t) { p = q[h++]; print p; m = split(kids[p], k, " ")
-                           for (i = 1; i <= m; i++) q[++t] = k[i] } }'
-}
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
 # Sums anonymous memory (kB) over a process and its descendants.
 tree_rss() {
   local total=0 p kb

@@ -347,27 +347,19 @@ impl Worker {
             }
             _ => return,
         };
+        self.push_say(SUBSCRIBE, refresh);
+    }
+
+    /// UDP: the held connections send `what`: all of them, or (not `all`)
+    /// those that have had no message yet.
+    pub(super) fn push_say(&mut self, what: &[u8], all: bool) {
         let Some(p) = self.push.as_ref() else {
             return;
         };
         let keys: Vec<usize> = self
             .conns
             .iter()
-            .filter(|&(k, c)| c.state == State::Held && (refresh || p.waiting(k)))
-            .map(|(k, _)| k)
-            .collect();
-        for key in keys {
-            self.write(key, SUBSCRIBE);
-        }
-        self.flush_dirty();
-    }
-
-    /// UDP: every held connection sends `what`.
-    pub(super) fn push_say(&mut self, what: &[u8]) {
-        let keys: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.state == State::Held)
+            .filter(|&(k, c)| c.state == State::Held && (all || p.waiting(k)))
             .map(|(k, _)| k)
             .collect();
         for key in keys {

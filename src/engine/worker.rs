@@ -493,7 +493,7 @@ impl Worker {
             // UDP subscribers leave (the server stops at once instead of
             // after its --udp-idle); every stream's tail is counted.
             if self.udp {
-                self.push_say(super::push::BYE);
+                self.push_say(super::push::BYE, true);
             }
             let keys: Vec<usize> = self
                 .conns
