@@ -167,12 +167,70 @@ pub fn encode_histogram_plain(h: &Histogram<u64>) -> String {
 }
 
 /// The inverse of [`encode_histogram`] and [`encode_histogram_plain`].
+/// The encoding comes from a file (`throng merge`, `report`) or a child
+/// process: its header is checked before the decoder sizes anything by it.
 pub fn decode_histogram(s: &str) -> anyhow::Result<Histogram<u64>> {
     let bytes = base64::engine::general_purpose::STANDARD.decode(s)?;
+    let plain = checked_v2(&bytes).map_err(|e| anyhow::anyhow!("bad HDR histogram: {e}"))?;
     let h = hdrhistogram::serialization::Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
+        .deserialize(&mut &plain[..])
         .map_err(|e| anyhow::anyhow!("bad HDR histogram: {e:?}"))?;
     Ok(h)
+}
+
+/// The plain V2 encoding of `bytes` (inflated if it is the compressed one),
+/// refused when its header promises more than it holds. The decoder would
+/// allocate the header's payload length (up to 4 GiB) and a counts array as
+/// large as its bounds and digits ask; throng writes 2 or 3 digits, whose
+/// counts array is under 512 KiB for any bounds, and its plain encoding
+/// (at most 9 bytes a count) under [`MAX_PLAIN`].
+fn checked_v2(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, String> {
+    use std::io::Read;
+    const PLAIN: u32 = 0x1c84_9313;
+    const DEFLATE: u32 = 0x1c84_9314;
+    const HEADER: usize = 40;
+    const MAX_PLAIN: usize = 1 << 20;
+    let word = |b: &[u8], at: usize| {
+        b.get(at..at + 4)
+            .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+    };
+    let plain = match word(bytes, 0) {
+        Some(PLAIN) => std::borrow::Cow::Borrowed(bytes),
+        Some(DEFLATE) => {
+            let len = word(bytes, 4).ok_or("cut short in its header")? as usize;
+            let body = bytes
+                .get(8..)
+                .and_then(|b| b.get(..len))
+                .ok_or_else(|| format!("compressed length {len} runs past its end"))?;
+            let mut out = Vec::new();
+            flate2::read::ZlibDecoder::new(body)
+                .take(MAX_PLAIN as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| format!("does not inflate: {e}"))?;
+            if out.len() > MAX_PLAIN {
+                return Err(format!("inflates past {MAX_PLAIN} bytes"));
+            }
+            std::borrow::Cow::Owned(out)
+        }
+        _ => return Err("not an HdrHistogram V2 encoding".into()),
+    };
+    if plain.len() < HEADER {
+        return Err("cut short in its header".into());
+    }
+    let payload = word(&plain, 4).unwrap_or(0) as usize;
+    if payload > plain.len() - HEADER {
+        return Err(format!(
+            "payload length {payload} runs past its end ({} bytes)",
+            plain.len() - HEADER
+        ));
+    }
+    let digits = word(&plain, 12).unwrap_or(0);
+    if digits > 3 {
+        return Err(format!(
+            "{digits} significant digits (throng writes 2 or 3)"
+        ));
+    }
+    Ok(plain)
 }
 
 #[cfg(test)]
@@ -191,5 +249,54 @@ mod tests {
         let p = Percentiles::of(&h);
         assert_eq!(p.count, 4);
         assert!(p.p50 >= 100 && p.p50 <= 1001);
+        let back = decode_histogram(&encode_histogram_plain(&h)).unwrap();
+        assert_eq!(back.len(), 4);
+    }
+
+    /// A header that promises a 4 GiB payload, or a counts array of 5
+    /// digits up to 2^62, is refused before anything is sized by it (the
+    /// decoder allocated both: `throng merge` of such a file ran out of
+    /// memory; found by the merge_result fuzz target).
+    #[test]
+    fn hostile_headers_are_refused_before_allocating() {
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let mut h = new_histogram();
+        h.record(100).unwrap();
+        let mut plain = Vec::new();
+        V2Serializer::new().serialize(&h, &mut plain).unwrap();
+        let mut huge = plain.clone();
+        huge[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
+        let e = decode_histogram(&b64(&huge)).unwrap_err().to_string();
+        assert!(e.contains("payload length 4294967295 runs past"), "{e}");
+        let mut digits = plain.clone();
+        digits[12..16].copy_from_slice(&5u32.to_be_bytes());
+        digits[24..32].copy_from_slice(&(1u64 << 62).to_be_bytes());
+        let e = decode_histogram(&b64(&digits)).unwrap_err().to_string();
+        assert!(e.contains("5 significant digits"), "{e}");
+        // The same inside the compressed encoding.
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut z, &huge).unwrap();
+        let z = z.finish().unwrap();
+        let mut deflated = 0x1c84_9314u32.to_be_bytes().to_vec();
+        deflated.extend((z.len() as u32).to_be_bytes());
+        deflated.extend(&z);
+        let e = decode_histogram(&b64(&deflated)).unwrap_err().to_string();
+        assert!(e.contains("payload length 4294967295 runs past"), "{e}");
+        // A compressed length past the end, a bomb, a short header.
+        deflated[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
+        let e = decode_histogram(&b64(&deflated)).unwrap_err().to_string();
+        assert!(e.contains("runs past its end"), "{e}");
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        std::io::Write::write_all(&mut z, &vec![0u8; 8 << 20]).unwrap();
+        let z = z.finish().unwrap();
+        let mut bomb = 0x1c84_9314u32.to_be_bytes().to_vec();
+        bomb.extend((z.len() as u32).to_be_bytes());
+        bomb.extend(&z);
+        let e = decode_histogram(&b64(&bomb)).unwrap_err().to_string();
+        assert!(e.contains("inflates past"), "{e}");
+        let e = decode_histogram(&b64(&plain[..20]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cut short"), "{e}");
     }
 }
