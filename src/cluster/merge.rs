@@ -64,9 +64,13 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
         }
     }
     // One measurement: each result's, merged, written back as a result.
-    let mut o = first.outcome()?;
-    for r in &results[1..] {
-        o.merge(&r.outcome()?)?;
+    let outcome = |r: &RunResult, name: &str| {
+        r.outcome()
+            .map_err(|e| UsageError(format!("{name}: not a throng client result: {e:#}")))
+    };
+    let mut o = outcome(first, &names[0])?;
+    for (r, name) in results.iter().zip(names).skip(1) {
+        o.merge(&outcome(r, name)?)?;
     }
     let mut whole = first.scenario.clone();
     whole.segment = None;
@@ -542,6 +546,38 @@ pub(crate) mod tests {
             assert!(e.contains(path[path.len() - 1]), "{e}");
             assert!(merge(&[r.clone(), r], &names()).is_err());
         }
+    }
+
+    /// Regression (CI's merge_result fuzz run): a histogram whose header
+    /// promises a 4 GiB payload ran `throng merge` out of memory. Now an
+    /// error that names the file and the key.
+    #[test]
+    fn a_histogram_header_past_its_end_is_named_not_allocated() {
+        use base64::Engine;
+        let mut bytes = 0x1c84_9313u32.to_be_bytes().to_vec();
+        bytes.extend(u32::MAX.to_be_bytes());
+        bytes.extend([0; 4]);
+        bytes.extend(3u32.to_be_bytes());
+        bytes.extend(1u64.to_be_bytes());
+        bytes.extend(3_600_000_000u64.to_be_bytes());
+        bytes.extend(1f64.to_be_bytes());
+        bytes.extend([2, 0]);
+        let hdr = base64::engine::general_purpose::STANDARD.encode(bytes);
+        let r = parse(&file_with(
+            &["connections", "connect_time_us", "hdr"],
+            hdr.into(),
+        ))
+        .unwrap();
+        let good = slice(2, &outcome(1, 2.0));
+        let e = merge(&[good, r], &names()).unwrap_err().to_string();
+        assert!(
+            e.starts_with("b.json: not a throng client result: connections.connect_time_us.hdr:"),
+            "{e}"
+        );
+        assert!(
+            e.contains("payload length 4294967295 runs past its end"),
+            "{e}"
+        );
     }
 
     /// Regression (found writing the merge_result fuzz target): counts near

@@ -572,6 +572,7 @@ impl RunResult {
     /// `throng merge` and the parent of --processes).
     pub fn outcome(&self) -> anyhow::Result<crate::engine::Outcome> {
         use crate::metrics::{decode_histogram, ConnTotals, QueryTotals, StatusCounts};
+        let hdr = |s: &str, key: &str| decode_histogram(s).with_context(|| format!("{key}.hdr"));
         let c = &self.connections;
         let mut totals = ConnTotals {
             attempted: c.attempted,
@@ -595,21 +596,21 @@ impl RunResult {
             totals.other_errno.clone_from(&c.failed_other_by_errno);
         }
         let mut hists = crate::metrics::Histograms {
-            connect_time: decode_histogram(&c.connect_time_us.hdr)?,
+            connect_time: hdr(&c.connect_time_us.hdr, "connections.connect_time_us")?,
             ..crate::metrics::Histograms::default()
         };
         if let Some(p) = &c.connect_syscall_us {
-            hists.connect_syscall = decode_histogram(&p.hdr)?;
+            hists.connect_syscall = hdr(&p.hdr, "connections.connect_syscall_us")?;
         }
         if let Some(p) = &self.push {
-            hists.push_gap = decode_histogram(&p.gap_us.hdr)?;
-            hists.push_jitter = decode_histogram(&p.jitter_us.hdr)?;
+            hists.push_gap = hdr(&p.gap_us.hdr, "push.gap_us")?;
+            hists.push_jitter = hdr(&p.jitter_us.hdr, "push.jitter_us")?;
             if let Some(d) = &p.delay_us {
-                hists.push_delay = decode_histogram(&d.hdr)?;
+                hists.push_delay = hdr(&d.hdr, "push.delay_us")?;
             }
         }
         if let Some(p) = &c.tls_handshake_us {
-            hists.tls_handshake = decode_histogram(&p.hdr)?;
+            hists.tls_handshake = hdr(&p.hdr, "connections.tls_handshake_us")?;
         }
         let queries = match (&self.queries, &self.latency) {
             (Some(q), Some(l)) => {
@@ -658,10 +659,10 @@ impl RunResult {
                         statuses.http[code.min(599)] += n;
                     }
                 }
-                hists.response_time = decode_histogram(&l.response_time_us.hdr)?;
-                hists.service_time = decode_histogram(&l.service_time_us.hdr)?;
-                hists.send_lag = decode_histogram(&l.send_lag_us.hdr)?;
-                hists.loop_lag = decode_histogram(&l.loop_lag_us.hdr)?;
+                hists.response_time = hdr(&l.response_time_us.hdr, "latency.response_time_us")?;
+                hists.service_time = hdr(&l.service_time_us.hdr, "latency.service_time_us")?;
+                hists.send_lag = hdr(&l.send_lag_us.hdr, "latency.send_lag_us")?;
+                hists.loop_lag = hdr(&l.loop_lag_us.hdr, "latency.loop_lag_us")?;
                 Some(crate::engine::QueryOutcome {
                     totals: qt,
                     statuses,
