@@ -61,10 +61,35 @@ pub enum ChildLine {
 
 impl ChildLine {
     pub fn print(&self) {
-        if let Ok(s) = serde_json::to_string(self) {
-            println!("{s}");
-        }
+        print_line(self);
     }
+
+    /// A second's sample as [`ChildLine::Sample`] prints it, without a copy.
+    pub fn print_sample(s: &Sample) {
+        #[derive(Serialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Borrowed<'a> {
+            Sample(&'a Sample),
+        }
+        print_line(&Borrowed::Sample(s));
+    }
+}
+
+/// One JSON line on stdout, made in a buffer kept from one line to the next
+/// (a child prints a line or two every second of a long run: lines made
+/// anew each time fragmented its heap).
+fn print_line(v: &impl Serialize) {
+    use std::io::Write;
+    thread_local! {
+        static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    LINE.with_borrow_mut(|line| {
+        line.clear();
+        if serde_json::to_writer(&mut *line, v).is_ok() {
+            line.push(b'\n');
+            let _ = std::io::stdout().lock().write_all(line);
+        }
+    });
 }
 
 /// A child of this binary: the arguments it runs with and its plan, the

@@ -211,6 +211,7 @@ pub(super) fn run_processes(
                     if t > shown && latest.iter().all(|x| x.as_ref().is_some_and(|x| x.t >= t)) {
                         shown = t;
                         live.second(&sum_samples(&latest, t), whole.connections);
+                        crate::sys::release_free_memory();
                     }
                 }
                 Ok(ChildLine::Metrics(f)) => {

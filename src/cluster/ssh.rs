@@ -244,6 +244,7 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
                             }
                         }
                         live.second(&sum_samples(&latest, t), client.connections);
+                        crate::sys::release_free_memory();
                     }
                 }
                 _ => {}

@@ -494,11 +494,13 @@ impl Spares {
     /// second go. Without it the pool drifts up to its bound under churn
     /// (more given back than taken in one second, fewer in the next), and
     /// the client's memory creeps for minutes; with it the pool follows
-    /// what the traffic takes.
+    /// what the traffic takes. (The list itself keeps its room, at most
+    /// 24 KiB: shrunk to another size every second, its old blocks filled
+    /// the allocator's per-thread cache size by size, see
+    /// `metrics::text_capacity`.)
     pub(super) fn trim(&mut self) {
         let unused = self.low.min(self.bufs.len());
         self.bufs.truncate(self.bufs.len() - unused / 2);
-        self.bufs.shrink_to(SPARES.min(self.bufs.len() * 2));
         self.low = self.bufs.len();
     }
 }

@@ -124,14 +124,22 @@ pub struct Sample {
     /// The second's response times (HdrHistogram V2, base64, not
     /// compressed: see `encode_histogram_plain`):
     /// seconds of several processes or hosts merge into exact percentiles.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::metrics::de_histogram_text"
+    )]
     pub hdr: Option<String>,
     /// The second's service times (from the actual send), as above.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_p50_us: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_p99_us: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::metrics::de_histogram_text"
+    )]
     pub service_hdr: Option<String>,
     /// The p99 of the connect times of the connections established in
     /// this second (to a quarter-octave bucket's top; of several processes
@@ -404,7 +412,6 @@ pub fn run(
     let mut counters = Vec::new();
     let mut qcounters = Vec::new();
     let mut wakers = Vec::new();
-    let mut workers = Vec::new();
     let mut handles = Vec::new();
     let (rep_tx, rep_rx) = mpsc::channel();
     let start = Instant::now();
@@ -431,6 +438,13 @@ pub fn run(
         })),
         None => None,
     };
+    // Each worker is made on its own thread: what it allocates, and every
+    // buffer and queue it grows later, then lives in that thread's malloc
+    // arena. Made here, they stayed in the main thread's (a realloc keeps a
+    // block's arena), and the churn of a long run fragmented it: the
+    // client's memory crept for minutes (bench/soak.sh).
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
+    let mut go = Vec::new();
     for id in 0..sc.workers {
         let poll = Poll::new()?;
         wakers.push(Waker::new(poll.registry(), worker::WAKER)?);
@@ -438,7 +452,7 @@ pub fn run(
         counters.push(c.clone());
         let q = Arc::new(QueryCounters::default());
         qcounters.push(q.clone());
-        let mut w = worker::Worker::new(worker::Setup {
+        let setup = worker::Setup {
             id,
             scenario: sc.clone(),
             poll,
@@ -452,25 +466,58 @@ pub fn run(
             hosts: hosts.clone(),
             tls: tls.clone(),
             service_seconds: true,
-        })?;
-        if sc.preallocate {
-            w.preallocate().map_err(|errno| {
-                anyhow::Error::new(std::io::Error::from_raw_os_error(errno))
-                    .context("--preallocate: creating and binding the sockets")
-            })?;
-        }
-        workers.push(w);
-    }
-    drop(rep_tx);
-    // With --preallocate the sockets took time to make: the schedule starts now.
-    let start = Instant::now();
-    for (id, mut w) in workers.into_iter().enumerate() {
-        w.set_start(start);
+        };
+        let (go_tx, go_rx) = mpsc::channel::<Instant>();
+        go.push(go_tx);
+        let ready = ready_tx.clone();
+        let preallocate = sc.preallocate;
         handles.push(
             thread::Builder::new()
                 .name(format!("client-{id}"))
-                .spawn(move || w.run())?,
+                .spawn(move || {
+                    let made = worker::Worker::new(setup)
+                        .map_err(anyhow::Error::new)
+                        .and_then(|mut w| {
+                            if preallocate {
+                                w.preallocate().map_err(|errno| {
+                                    anyhow::Error::new(std::io::Error::from_raw_os_error(errno))
+                                        .context("--preallocate: creating and binding the sockets")
+                                })?;
+                            }
+                            Ok(w)
+                        });
+                    let mut w = match made {
+                        Ok(w) => {
+                            let _ = ready.send(Ok(()));
+                            w
+                        }
+                        Err(e) => {
+                            let _ = ready.send(Err(e));
+                            return Err(std::io::Error::other("not made"));
+                        }
+                    };
+                    // (Not held while it waits: a worker that panicked
+                    // while made leaves the main thread a closed channel.)
+                    drop(ready);
+                    // No start: another worker could not be made.
+                    let start = go_rx
+                        .recv()
+                        .map_err(|_| std::io::Error::other("not started"))?;
+                    w.set_start(start);
+                    w.run()
+                })?,
         );
+    }
+    drop((rep_tx, ready_tx));
+    for _ in 0..sc.workers {
+        ready_rx
+            .recv()
+            .map_err(|_| anyhow::anyhow!("a client worker ended while it was made"))??;
+    }
+    // With --preallocate the sockets took time to make: the schedule starts now.
+    let start = Instant::now();
+    for g in go {
+        let _ = g.send(start);
     }
 
     let totals = |counters: &[Arc<ConnCounters>]| ConnTotals::sum(counters.iter().map(|c| &**c));
@@ -675,6 +722,7 @@ pub fn run(
             // now, and their histograms go: kept to the end, they grew the
             // client by a histogram (~30 kB) a second.
             per_second.settle(&mut reports, handles.len(), tick);
+            crate::sys::release_free_memory();
             tick += 1;
         }
         if end_at.is_some_and(|e| now >= e) || handles.iter().any(|h| h.is_finished()) {

@@ -29,6 +29,8 @@ pub struct Seconds {
     failed: bool,
     /// Samples kept in memory instead (no temporary file).
     kept: Vec<Sample>,
+    /// The line being written, kept from one to the next.
+    line: Vec<u8>,
 }
 
 impl Seconds {
@@ -43,6 +45,7 @@ impl Seconds {
             written: 0,
             failed: false,
             kept: Vec::new(),
+            line: Vec::new(),
         }
     }
 
@@ -86,9 +89,10 @@ impl Seconds {
 
     fn write(&mut self, s: Sample) {
         if let Some(f) = self.file.as_mut().filter(|_| !self.failed) {
-            let mut line = serde_json::to_vec(&s).expect("a sample serializes");
-            line.push(b'\n');
-            match f.write_all(&line) {
+            self.line.clear();
+            serde_json::to_writer(&mut self.line, &s).expect("a sample serializes");
+            self.line.push(b'\n');
+            match f.write_all(&self.line) {
                 Ok(()) => {
                     self.written += 1;
                     return;

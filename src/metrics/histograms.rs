@@ -158,24 +158,80 @@ pub fn encode_histogram(h: &Histogram<u64>) -> String {
 /// The V2 encoding without compression, base64: for the histogram of one
 /// second, encoded every second, where deflate's set-up would cost more
 /// than the bytes it saves. [`decode_histogram`] reads both.
+/// The serializer and its output are kept from one call to the next (one
+/// set a thread): a long run encodes a second's histograms every second,
+/// and buffers made anew each time, of a size that varies, fragmented the
+/// heap they came from (bench/soak.sh).
 pub fn encode_histogram_plain(h: &Histogram<u64>) -> String {
-    let mut bytes = Vec::new();
-    V2Serializer::new()
-        .serialize(h, &mut bytes)
-        .expect("serializing to memory");
-    base64::engine::general_purpose::STANDARD.encode(bytes)
+    thread_local! {
+        static PLAIN: std::cell::RefCell<(V2Serializer, Vec<u8>)> =
+            std::cell::RefCell::new((V2Serializer::new(), Vec::new()));
+    }
+    PLAIN.with_borrow_mut(|(ser, bytes)| {
+        bytes.clear();
+        ser.serialize(h, bytes).expect("serializing to memory");
+        let mut text = String::with_capacity(text_capacity(bytes.len().div_ceil(3) * 4));
+        base64::engine::general_purpose::STANDARD.encode_string(&bytes, &mut text);
+        text
+    })
+}
+
+/// The capacity of a second's histogram text: its length rounded up to a
+/// multiple of 512 bytes, and past 1,032. glibc keeps up to seven freed
+/// blocks of each size below that in a per-thread cache that nothing
+/// trims, and the text of one second's histogram is of another length
+/// than the last's: made to measure, they filled that cache size by size
+/// for half an hour, up to ~0.2 MB a process (bench/soak.sh).
+fn text_capacity(len: usize) -> usize {
+    len.max(1033).next_multiple_of(512)
+}
+
+/// Reads a second's histogram text (`Sample::hdr`) into a String of
+/// [`text_capacity`], as [`encode_histogram_plain`] makes it.
+pub fn de_histogram_text<'de, D>(d: D) -> Result<Option<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Text(String);
+    impl<'de> Deserialize<'de> for Text {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Text, D::Error> {
+            struct V;
+            impl serde::de::Visitor<'_> for V {
+                type Value = Text;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a histogram's text (HdrHistogram V2, base64)")
+                }
+                fn visit_str<E>(self, s: &str) -> Result<Text, E> {
+                    let mut t = String::with_capacity(text_capacity(s.len()));
+                    t.push_str(s);
+                    Ok(Text(t))
+                }
+            }
+            d.deserialize_str(V)
+        }
+    }
+    Ok(Option::<Text>::deserialize(d)?.map(|t| t.0))
 }
 
 /// The inverse of [`encode_histogram`] and [`encode_histogram_plain`].
 /// The encoding comes from a file (`throng merge`, `report`) or a child
 /// process: its header is checked before the decoder sizes anything by it.
+/// (Its buffers are kept from one call to the next, as
+/// [`encode_histogram_plain`]'s: the parent of --processes decodes its
+/// children's seconds every second.)
 pub fn decode_histogram(s: &str) -> anyhow::Result<Histogram<u64>> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(s)?;
-    let plain = checked_v2(&bytes).map_err(|e| anyhow::anyhow!("bad HDR histogram: {e}"))?;
-    let h = hdrhistogram::serialization::Deserializer::new()
-        .deserialize(&mut &plain[..])
-        .map_err(|e| anyhow::anyhow!("bad HDR histogram: {e:?}"))?;
-    Ok(h)
+    use hdrhistogram::serialization::Deserializer;
+    thread_local! {
+        static DECODE: std::cell::RefCell<(Deserializer, Vec<u8>)> =
+            std::cell::RefCell::new((Deserializer::new(), Vec::new()));
+    }
+    DECODE.with_borrow_mut(|(de, bytes)| {
+        bytes.clear();
+        base64::engine::general_purpose::STANDARD.decode_vec(s, bytes)?;
+        let plain = checked_v2(bytes).map_err(|e| anyhow::anyhow!("bad HDR histogram: {e}"))?;
+        de.deserialize(&mut &plain[..])
+            .map_err(|e| anyhow::anyhow!("bad HDR histogram: {e:?}"))
+    })
 }
 
 /// The plain V2 encoding of `bytes` (inflated if it is the compressed one),
@@ -251,6 +307,40 @@ mod tests {
         assert!(p.p50 >= 100 && p.p50 <= 1001);
         let back = decode_histogram(&encode_histogram_plain(&h)).unwrap();
         assert_eq!(back.len(), 4);
+    }
+
+    /// A second's histogram text, encoded or read from JSON, has a
+    /// capacity past the allocator's per-thread cache sizes, in steps of
+    /// 512 bytes (see `text_capacity`), and reads back as it was.
+    #[test]
+    fn histogram_texts_are_not_made_to_measure() {
+        #[derive(Deserialize)]
+        struct S {
+            #[serde(default, deserialize_with = "de_histogram_text")]
+            hdr: Option<String>,
+        }
+        let mut h = new_histogram();
+        for v in 1..300 {
+            h.record(v * 37).unwrap();
+        }
+        let text = encode_histogram_plain(&h);
+        assert!(
+            text.capacity() > 1032 && text.capacity().is_multiple_of(512),
+            "{}",
+            text.capacity()
+        );
+        assert_eq!(decode_histogram(&text).unwrap(), h);
+        let json = format!("{{\"hdr\":\"{text}\"}}");
+        let back: S = serde_json::from_str(&json).unwrap();
+        let back = back.hdr.unwrap();
+        assert_eq!(back, text);
+        assert!(back.capacity() > 1032 && back.capacity().is_multiple_of(512));
+        let back: S = serde_json::from_value(serde_json::json!({ "hdr": text })).unwrap();
+        assert_eq!(back.hdr.as_deref(), Some(&text[..]));
+        let none: S = serde_json::from_str("{}").unwrap();
+        assert_eq!(none.hdr, None);
+        let null: S = serde_json::from_str("{\"hdr\":null}").unwrap();
+        assert_eq!(null.hdr, None);
     }
 
     /// A header that promises a 4 GiB payload, or a counts array of 5

@@ -12,8 +12,8 @@ pub mod exported;
 mod histograms;
 
 pub use histograms::{
-    decode_histogram, encode_histogram, encode_histogram_plain, new_histogram, Histograms, Latency,
-    Percentiles,
+    de_histogram_text, decode_histogram, encode_histogram, encode_histogram_plain, new_histogram,
+    Histograms, Latency, Percentiles,
 };
 
 /// Sums two optional figures: the one there when only one is.

@@ -213,7 +213,7 @@ impl Live for LiveView {
             ),
             LiveView::Quiet => {}
             LiveView::Child(figures) => {
-                crate::child::ChildLine::Sample(Box::new(s.clone())).print();
+                crate::child::ChildLine::print_sample(s);
                 if let Some(f) = figures {
                     let f = f.lock().unwrap_or_else(|p| p.into_inner()).clone();
                     crate::child::ChildLine::Metrics(Box::new(f)).print();
