@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 
 use super::inflight::Outstanding;
 use super::proto::Status;
-use super::SecondReport;
+use super::{ReportTx, SecondReport};
 use crate::metrics::{bump, new_histogram, QueryCounters, StatusCounts, E_MISMATCH};
 
 /// A query sent later than this after its intended time counts as late.
@@ -120,7 +120,7 @@ pub struct Recorder {
     /// The current second (since the run's start) and its figures.
     sec: u64,
     sec_report: SecondReport,
-    reports: mpsc::Sender<SecondReport>,
+    reports: ReportTx,
     log: Option<RttLog>,
     /// In closed loop each query is sent when due: response and service
     /// time are the same, recorded once and copied at the end.
@@ -137,7 +137,7 @@ impl Recorder {
         q: Arc<QueryCounters>,
         highest: u64,
         qtypes: &[u16],
-        reports: mpsc::Sender<SecondReport>,
+        reports: impl Into<ReportTx>,
         log: Option<RttLog>,
         (closed_loop, service_seconds): (bool, bool),
     ) -> Recorder {
@@ -158,7 +158,7 @@ impl Recorder {
             },
             sec: 0,
             sec_report: SecondReport::new(0, service_seconds),
-            reports,
+            reports: reports.into(),
             log,
             closed_loop,
             started: 0,
@@ -187,10 +187,12 @@ impl Recorder {
         let sec = now_ns / 1_000_000_000;
         let rolled = self.sec < sec;
         while self.sec < sec {
-            let next = SecondReport::new(self.sec + 1, self.second_service.is_some());
+            let next = self
+                .reports
+                .fresh(self.sec + 1, self.second_service.is_some());
             let mut done = std::mem::replace(&mut self.sec_report, next);
             self.fold_second(&mut done);
-            let _ = self.reports.send(done);
+            self.reports.send(done);
             self.sec += 1;
         }
         rolled
@@ -335,7 +337,7 @@ impl Recorder {
     pub fn finish(mut self) -> Measured {
         let mut last = std::mem::replace(&mut self.sec_report, SecondReport::new(0, false));
         self.fold_second(&mut last);
-        let _ = self.reports.send(last);
+        self.reports.send(last);
         let _ = self.send_lag.record_n(0, self.on_time);
         if let Some(log) = self.log.as_mut() {
             log.flush();
@@ -380,6 +382,39 @@ mod tests {
             Recorder::new(q, 10_000_000, &[1, 28], tx, log, (closed_loop, false)),
             rx,
         )
+    }
+
+    /// Reports given back come out again emptied, with their new second:
+    /// a worker's seconds allocate nothing once the first are back.
+    #[test]
+    fn reports_given_back_are_used_again_empty() {
+        let (tx, rx) = mpsc::channel();
+        let back = ReportTx::from(tx);
+        let q = Arc::new(QueryCounters::default());
+        let mut r = Recorder::new(q, 10_000_000, &[1], back.clone(), None, (false, true));
+        r.start(0, 0);
+        r.sent(0, false);
+        r.answered(1, &o(0, 0, 0), 500_000_000, Status::Ok);
+        r.roll(1_000_000_000);
+        let first = rx.try_recv().unwrap();
+        assert_eq!((first.idx, first.answered, first.hist.len()), (0, 1, 1));
+        back.give_back(first);
+        // Second 1 was made before the give-back; second 2 is the first.
+        r.roll(3_000_000_000);
+        let secs: Vec<SecondReport> = rx.try_iter().collect();
+        assert_eq!(secs.iter().map(|s| s.idx).collect::<Vec<_>>(), [1, 2]);
+        for s in &secs {
+            assert_eq!((s.sent, s.answered, s.hist.len(), s.workers), (0, 0, 0, 1));
+            assert!(s.service.as_ref().is_some_and(|h| h.is_empty()));
+        }
+        assert_eq!(r.sec_report.idx, 3);
+        assert!(back.spare.lock().unwrap().is_empty(), "second 2 took it");
+        // One of another shape (no service times) is not used.
+        let mut other = SecondReport::new(9, false);
+        other.answered = 5;
+        back.give_back(other);
+        let fresh = back.fresh(4, true);
+        assert!(fresh.service.is_some() && fresh.answered == 0);
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct Seconds {
     kept: Vec<Sample>,
     /// The line being written, kept from one to the next.
     line: Vec<u8>,
+    /// The seconds whose reports go, kept from one call to the next.
+    gone: Vec<u64>,
 }
 
 impl Seconds {
@@ -46,6 +48,7 @@ impl Seconds {
             failed: false,
             kept: Vec::new(),
             line: Vec::new(),
+            gone: Vec::new(),
         }
     }
 
@@ -56,19 +59,30 @@ impl Seconds {
     }
 
     /// Gives the seconds whose report has `workers` parts their exact
-    /// figures and lets those reports go; writes out the samples that are
-    /// final or have waited long enough. `now`: the latest second.
-    pub fn settle(&mut self, reports: &mut BTreeMap<u64, SecondReport>, workers: usize, now: u64) {
-        let recent = &mut self.recent;
-        reports.retain(|&idx, r| {
+    /// figures and lets those reports go (to `done_with`); writes out the
+    /// samples that are final or have waited long enough. `now`: the
+    /// latest second.
+    pub fn settle(
+        &mut self,
+        reports: &mut BTreeMap<u64, SecondReport>,
+        workers: usize,
+        now: u64,
+        mut done_with: impl FnMut(SecondReport),
+    ) {
+        let (recent, gone) = (&mut self.recent, &mut self.gone);
+        gone.clear();
+        for (&idx, r) in reports.iter() {
             let pending = s_is_pending(recent, idx);
             let Some((s, done)) = recent.iter_mut().find(|(s, _)| s.t == idx + 1) else {
                 // Its second's sample is not made yet (kept), or already
                 // written (let go: too late).
-                return pending;
+                if !pending {
+                    gone.push(idx);
+                }
+                continue;
             };
             if r.workers < workers {
-                return true;
+                continue;
             }
             s.sent = Some(r.sent);
             s.answered = Some(r.answered);
@@ -76,8 +90,13 @@ impl Seconds {
             s.errors = Some(r.errors);
             s.set_times(r, true);
             *done = true;
-            false
-        });
+            gone.push(idx);
+        }
+        for idx in gone.drain(..) {
+            if let Some(r) = reports.remove(&idx) {
+                done_with(r);
+            }
+        }
         while let Some((s, done)) = self.recent.front() {
             if !*done && s.t + WAIT > now {
                 break;
@@ -114,7 +133,7 @@ impl Seconds {
     /// read back are missing from the result, said on stderr; the rest of
     /// the result stands.
     pub fn finish(mut self, reports: &mut BTreeMap<u64, SecondReport>) -> Vec<Sample> {
-        self.settle(reports, 0, 0);
+        self.settle(reports, 0, 0, drop);
         let mut all = Vec::new();
         if let Some(f) = self.file.take() {
             if let Err(e) = read_back(f, &mut all) {
@@ -194,7 +213,7 @@ mod tests {
             // except sample 6's: one part only, never completed.
             let workers = if t == 6 { 1 } else { 2 };
             reports.insert(t - 1, report(t - 1, t, workers));
-            sec.settle(&mut reports, 2, t);
+            sec.settle(&mut reports, 2, t, drop);
             // Only what waits for its reports stays in memory.
             assert!(sec.recent.len() <= WAIT as usize, "{}", sec.recent.len());
         }
@@ -229,7 +248,7 @@ mod tests {
         let mut none = BTreeMap::new();
         for t in 1..=5 {
             sec.push(sample(t), true);
-            sec.settle(&mut none, 2, t);
+            sec.settle(&mut none, 2, t, drop);
             assert!(sec.recent.is_empty());
         }
         assert_eq!(sec.finish(&mut none).len(), 5);

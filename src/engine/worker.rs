@@ -39,7 +39,6 @@ use super::dialer::Dialer;
 use super::pacing::Pacing;
 use super::proto::Codec;
 use super::recorder::{Recorder, RttLog};
-use super::SecondReport;
 use crate::domain::Transport;
 use crate::metrics::{
     bump, ConnCounters, Histograms, QueryCounters, Shared, StatusCounts, E_NOT_SENT,
@@ -69,7 +68,7 @@ pub struct Setup {
     pub shared: Arc<Shared>,
     pub start: Instant,
     pub notify: mpsc::Sender<Reason>,
-    pub reports: mpsc::Sender<SecondReport>,
+    pub reports: super::ReportTx,
     pub rtt_log: Option<(mpsc::Sender<Vec<u8>>, u64)>,
     /// Targets as given, for HTTP Host headers.
     pub hosts: Vec<String>,
