@@ -101,18 +101,28 @@ impl SecondReport {
 pub struct ReportTx {
     tx: mpsc::Sender<SecondReport>,
     spare: Arc<Mutex<Vec<SecondReport>>>,
+    /// The most kept: two a worker. (After a stall of the main thread the
+    /// workers make new ones, and then more come back than are taken: an
+    /// unbounded pool would keep them all.)
+    keep: usize,
 }
 
 impl From<mpsc::Sender<SecondReport>> for ReportTx {
     fn from(tx: mpsc::Sender<SecondReport>) -> ReportTx {
-        ReportTx {
-            tx,
-            spare: Arc::default(),
-        }
+        ReportTx::new(tx, 1)
     }
 }
 
 impl ReportTx {
+    /// For `workers` workers.
+    pub fn new(tx: mpsc::Sender<SecondReport>, workers: usize) -> ReportTx {
+        ReportTx {
+            tx,
+            spare: Arc::default(),
+            keep: 2 * workers,
+        }
+    }
+
     pub fn send(&self, r: SecondReport) {
         let _ = self.tx.send(r);
     }
@@ -133,7 +143,7 @@ impl ReportTx {
     /// A report the main thread is done with, for [`ReportTx::fresh`].
     pub fn give_back(&self, mut r: SecondReport) {
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
-        if spare.len() < 16 {
+        if spare.len() < self.keep {
             (r.sent, r.answered, r.timed_out, r.errors, r.workers) = (0, 0, 0, 0, 1);
             r.hist.reset();
             if let Some(h) = r.service.as_mut() {
@@ -467,7 +477,7 @@ pub fn run(
     let mut wakers = Vec::new();
     let mut handles = Vec::new();
     let (rep_tx, rep_rx) = mpsc::channel();
-    let rep_tx = ReportTx::from(rep_tx);
+    let rep_tx = ReportTx::new(rep_tx, sc.workers);
     let start = Instant::now();
     let epoch_unix_us = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -415,6 +415,11 @@ mod tests {
         back.give_back(other);
         let fresh = back.fresh(4, true);
         assert!(fresh.service.is_some() && fresh.answered == 0);
+        // Two a worker are kept, no more.
+        for i in 0..5 {
+            back.give_back(SecondReport::new(i, true));
+        }
+        assert_eq!(back.spare.lock().unwrap().len(), 2);
     }
 
     #[test]
