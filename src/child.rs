@@ -87,7 +87,11 @@ fn print_line(v: &impl Serialize) {
         line.clear();
         if serde_json::to_writer(&mut *line, v).is_ok() {
             line.push(b'\n');
-            let _ = std::io::stdout().lock().write_all(line);
+            // As println! did: a parent that is gone (a closed pipe) ends
+            // the child here rather than leave it running unheard.
+            if let Err(e) = std::io::stdout().lock().write_all(line) {
+                panic!("failed printing to stdout: {e}");
+            }
         }
     });
 }
