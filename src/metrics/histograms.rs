@@ -364,24 +364,24 @@ mod tests {
         let e = decode_histogram(&b64(&digits)).unwrap_err().to_string();
         assert!(e.contains("5 significant digits"), "{e}");
         // The same inside the compressed encoding.
-        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
-        std::io::Write::write_all(&mut z, &huge).unwrap();
-        let z = z.finish().unwrap();
-        let mut deflated = 0x1c84_9314u32.to_be_bytes().to_vec();
-        deflated.extend((z.len() as u32).to_be_bytes());
-        deflated.extend(&z);
+        // V2's compressed encoding of `inner`: cookie, length, zlib.
+        let compressed = |inner: &[u8]| {
+            let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+            std::io::Write::write_all(&mut z, inner).unwrap();
+            let z = z.finish().unwrap();
+            let mut out = 0x1c84_9314u32.to_be_bytes().to_vec();
+            out.extend((z.len() as u32).to_be_bytes());
+            out.extend(&z);
+            out
+        };
+        let mut deflated = compressed(&huge);
         let e = decode_histogram(&b64(&deflated)).unwrap_err().to_string();
         assert!(e.contains("payload length 4294967295 runs past"), "{e}");
         // A compressed length past the end, a bomb, a short header.
         deflated[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
         let e = decode_histogram(&b64(&deflated)).unwrap_err().to_string();
         assert!(e.contains("runs past its end"), "{e}");
-        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
-        std::io::Write::write_all(&mut z, &vec![0u8; 8 << 20]).unwrap();
-        let z = z.finish().unwrap();
-        let mut bomb = 0x1c84_9314u32.to_be_bytes().to_vec();
-        bomb.extend((z.len() as u32).to_be_bytes());
-        bomb.extend(&z);
+        let bomb = compressed(&vec![0u8; 8 << 20]);
         let e = decode_histogram(&b64(&bomb)).unwrap_err().to_string();
         assert!(e.contains("inflates past"), "{e}");
         let e = decode_histogram(&b64(&plain[..20]))
