@@ -11,6 +11,8 @@
 use slab::Slab;
 
 const NIL: u32 = u32::MAX;
+/// Slabs with room for fewer (40 kB) are left as they are.
+const COMPACT_ABOVE: usize = 1024;
 
 /// Whose deadline: a connection (slab key and attempt number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,11 +90,41 @@ impl Deadlines {
             NIL => self.tail = node.prev,
             n => self.nodes[n as usize].prev = node.prev,
         }
-        if self.nodes.is_empty() && self.nodes.capacity() > 4096 {
-            // After a burst in flight: give the memory back.
-            self.nodes = Slab::new();
-        }
         node.entry
+    }
+
+    /// Once a second: after a burst in flight (a server that stalled for
+    /// 300 ms left 3,000 connections of a worker waiting), the slab holds
+    /// room for the burst, most of it vacant, for good (a stall's peak
+    /// stayed in the client's memory). Far emptier than its room, it is
+    /// made again in deadline order, the room twice what is held: every
+    /// deadline gets a new id, told to `rekey` (its entry, its new id).
+    pub fn compact(&mut self, mut rekey: impl FnMut(Entry, u32)) {
+        let (len, room) = (self.nodes.len(), self.nodes.capacity());
+        if room < COMPACT_ABOVE || len * 4 > room {
+            return;
+        }
+        let mut nodes = Slab::with_capacity((len * 2).max(64));
+        let mut prev = NIL;
+        let mut at = self.head;
+        while at != NIL {
+            let node = &self.nodes[at as usize];
+            let id = nodes.insert(Node {
+                prev,
+                next: NIL,
+                at: node.at,
+                entry: node.entry,
+            }) as u32;
+            if prev != NIL {
+                nodes[prev as usize].next = id;
+            }
+            rekey(node.entry, id);
+            prev = id;
+            at = node.next;
+        }
+        self.head = if nodes.is_empty() { NIL } else { 0 };
+        self.tail = prev;
+        self.nodes = nodes;
     }
 
     /// The earliest deadline.
@@ -173,5 +205,48 @@ mod tests {
         }
         assert_eq!(d.len(), 16);
         assert!(d.nodes.capacity() < 64, "{}", d.nodes.capacity());
+    }
+
+    #[test]
+    fn a_burst_gives_its_room_back_and_the_order_holds() {
+        let mut d = Deadlines::default();
+        // 5,000 set at once (out of order at the end), then all but 7 go.
+        let mut ids: Vec<u32> = (0..5000).map(|c| d.push(1000 + c as u64, e(c))).collect();
+        ids.push(d.push(10, e(5000)));
+        ids.push(d.push(1500, e(5001)));
+        for c in (0..5000).filter(|c| c % 1000 != 999) {
+            d.remove(ids[c]);
+        }
+        assert_eq!(d.len(), 7);
+        assert!(d.nodes.capacity() >= 5000);
+        let mut moved = vec![];
+        d.compact(|entry, id| moved.push((entry.conn, id)));
+        assert!(d.nodes.capacity() < 100, "{}", d.nodes.capacity());
+        // Every deadline was told its new id, in deadline order.
+        let conns: Vec<usize> = moved.iter().map(|m| m.0).collect();
+        assert_eq!(conns, [5000, 5001, 999, 1999, 2999, 3999, 4999]);
+        // The new ids are the ones to remove by.
+        assert_eq!(d.remove(moved[2].1), e(999));
+        assert_eq!(d.remove(moved[0].1), e(5000));
+        // (1999's deadline is 2999, 2999's 3999.)
+        d.push(3000, e(1));
+        assert_eq!(drain(&mut d), vec![5001, 1999, 1, 2999, 3999, 4999]);
+        // Emptied, it compacts to nothing and works again.
+        d.compact(|_, _| unreachable!("nothing to move"));
+        d.push(5, e(3));
+        assert_eq!(drain(&mut d), vec![3]);
+    }
+
+    #[test]
+    fn a_slab_in_use_is_left_alone() {
+        let mut d = Deadlines::default();
+        let ids: Vec<u32> = (0..2048).map(|c| d.push(c as u64, e(c))).collect();
+        for &id in &ids[..1000] {
+            d.remove(id);
+        }
+        let room = d.nodes.capacity();
+        d.compact(|_, _| panic!("not far emptier than its room"));
+        assert_eq!(d.nodes.capacity(), room);
+        assert_eq!(d.first(), Some((1000, e(1000))));
     }
 }

@@ -1,7 +1,9 @@
 //! A connection's queries between due and done: those sent and waiting
 //! for their answers (in send order), those due but not sent yet (a full
 //! window or a busy socket), and the connection's one entry in the
-//! worker's deadlines. Idle, it holds no buffer.
+//! worker's deadlines. Idle, it holds no buffer; with one query in flight
+//! (a connection that queries now and then) neither: the table keeps one
+//! query in place and allocates from the second.
 
 use std::collections::VecDeque;
 
@@ -31,6 +33,97 @@ pub enum Answer {
     Unmatched,
 }
 
+/// The queries sent and waiting for their answers, in send order. One
+/// is kept in place: a query that is the only one in flight (the common
+/// case of a connection among many) allocates nothing, so a burst of them
+/// (a server that stalls for 100 ms holds thousands) does not scatter
+/// blocks over the worker's heap that outlive it. (Boxed beyond one, the
+/// table stays 32 bytes, the size of a `VecDeque`.)
+#[derive(Debug)]
+enum Table {
+    Empty,
+    One(Outstanding),
+    // Boxed so the table is 32 bytes, not 40 (every Conn holds one).
+    #[allow(clippy::box_collection)]
+    Many(Box<VecDeque<Outstanding>>),
+}
+
+impl Table {
+    fn len(&self) -> usize {
+        match self {
+            Table::Empty => 0,
+            Table::One(_) => 1,
+            Table::Many(q) => q.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn slices(&self) -> (&[Outstanding], &[Outstanding]) {
+        match self {
+            Table::Empty => (&[], &[]),
+            Table::One(o) => (std::slice::from_ref(o), &[]),
+            Table::Many(q) => q.as_slices(),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Outstanding> {
+        let (a, b) = self.slices();
+        a.iter().chain(b)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Outstanding> {
+        let (a, b) = match self {
+            Table::Empty => (&mut [][..], &mut [][..]),
+            Table::One(o) => (std::slice::from_mut(o), &mut [][..]),
+            Table::Many(q) => q.as_mut_slices(),
+        };
+        a.iter_mut().chain(b)
+    }
+
+    fn push_back(&mut self, o: Outstanding) {
+        match self {
+            Table::Empty => *self = Table::One(o),
+            Table::One(first) => {
+                let mut q = VecDeque::with_capacity(4);
+                q.push_back(*first);
+                q.push_back(o);
+                *self = Table::Many(Box::new(q));
+            }
+            Table::Many(q) => q.push_back(o),
+        }
+    }
+
+    /// Takes out the `i`th. A table of many that empties lets its buffer
+    /// go: the tables a burst made go back together, as they came, and
+    /// the allocator can give their pages back (kept until the connection
+    /// closed, they were scattered among newer blocks and held them).
+    fn remove(&mut self, i: usize) -> Option<Outstanding> {
+        let (o, emptied) = match self {
+            Table::Empty => (None, false),
+            Table::One(o) => ((i == 0).then_some(*o), i == 0),
+            Table::Many(q) => {
+                let o = if i == 0 { q.pop_front() } else { q.remove(i) };
+                (o, q.is_empty())
+            }
+        };
+        if emptied {
+            *self = Table::Empty;
+        }
+        o
+    }
+
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        match self {
+            Table::Many(q) => q.capacity(),
+            _ => 0,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Flight {
     /// Queries encoded on this connection (their numbers).
@@ -43,7 +136,7 @@ pub struct Flight {
     /// a query is in flight, at or before the oldest one's deadline. (A
     /// plain u32: an Option would add 8 bytes to every connection.)
     pub deadline: u32,
-    outstanding: VecDeque<Outstanding>,
+    outstanding: Table,
     /// Intended times of due queries not sent yet (window full or socket
     /// busy): they keep their place and their intended time.
     pub waiting: VecDeque<u64>,
@@ -56,7 +149,7 @@ impl Default for Flight {
             done: 0,
             ghosts: 0,
             deadline: NO_DEADLINE,
-            outstanding: VecDeque::new(),
+            outstanding: Table::Empty,
             waiting: VecDeque::new(),
         }
     }
@@ -95,10 +188,7 @@ impl Flight {
             None => (!self.outstanding.is_empty()).then_some(0),
         };
         // Answers mostly come in order: the oldest leaves from the front.
-        let Some(o) = idx.and_then(|i| match i {
-            0 => self.outstanding.pop_front(),
-            i => self.outstanding.remove(i),
-        }) else {
+        let Some(o) = idx.and_then(|i| self.outstanding.remove(i)) else {
             return Answer::Unmatched;
         };
         if o.timed_out {
@@ -107,14 +197,6 @@ impl Flight {
         }
         self.done += 1;
         Answer::Matched(o)
-    }
-
-    /// Frees the table's memory once nothing is in it (connections that
-    /// query now and then hold no buffer between their queries).
-    pub fn release(&mut self) {
-        if self.outstanding.is_empty() {
-            self.outstanding = VecDeque::new();
-        }
     }
 
     /// Times out the oldest live query if it was sent `timeout_ns` or more
@@ -199,6 +281,52 @@ mod tests {
     }
 
     #[test]
+    fn one_query_in_flight_allocates_nothing() {
+        let mut f = Flight::default();
+        f.sent(q(0, 0));
+        assert_eq!(f.outstanding.capacity(), 0, "one is kept in place");
+        assert_eq!(f.oldest_sent(), Some(0));
+        assert_eq!(f.answer(Some(0)), Answer::Matched(q(0, 0)));
+        assert!(f.idle());
+        // A second makes a table of many, in send order, answers matched
+        // out of order too.
+        for k in 1..4 {
+            f.sent(q(k, k));
+        }
+        assert!(f.outstanding.capacity() >= 3);
+        assert_eq!(f.answer(Some(2)), Answer::Matched(q(2, 2)));
+        assert_eq!(f.live_intended().collect::<Vec<_>>(), [1, 3]);
+        assert_eq!(f.answer(None), Answer::Matched(q(1, 1)));
+        assert_eq!(f.answer(Some(3)), Answer::Matched(q(3, 3)));
+        assert_eq!(f.answer(None), Answer::Unmatched);
+        assert!(f.idle());
+    }
+
+    #[test]
+    fn a_lone_query_times_out_and_absorbs_its_late_answer() {
+        let mut f = Flight::default();
+        f.sent(q(5, 0));
+        assert_eq!(
+            f.answer(Some(6)),
+            Answer::Unmatched,
+            "another key is not it"
+        );
+        assert!(f.time_out_oldest(100, 100).is_some());
+        assert_eq!((f.live(), f.done), (0, 1));
+        assert_eq!(f.oldest_sent(), None);
+        assert_eq!(f.answer(Some(5)), Answer::Late);
+        assert_eq!(f.answer(None), Answer::Unmatched);
+    }
+
+    #[test]
+    fn the_table_is_the_size_of_a_deque() {
+        assert_eq!(
+            std::mem::size_of::<Table>(),
+            std::mem::size_of::<VecDeque<Outstanding>>()
+        );
+    }
+
+    #[test]
     fn deadline_is_taken_once() {
         let mut f = Flight::default();
         assert_eq!(f.take_deadline(), None);
@@ -208,16 +336,17 @@ mod tests {
     }
 
     #[test]
-    fn release_frees_only_an_empty_table() {
+    fn an_emptied_table_holds_no_buffer() {
         let mut f = Flight::default();
         for k in 0..64 {
             f.sent(q(k, 0));
         }
-        f.release();
-        assert_eq!(f.live(), 64);
-        while f.answer(None) != Answer::Unmatched {}
-        assert!(f.outstanding.capacity() > 0);
-        f.release();
+        while f.live() > 1 {
+            f.answer(None);
+        }
+        assert!(f.outstanding.capacity() > 0, "kept while queries are in it");
+        f.answer(None);
         assert_eq!(f.outstanding.capacity(), 0);
+        assert!(matches!(f.outstanding, Table::Empty));
     }
 }

@@ -43,6 +43,12 @@ impl Worker {
         };
         if t.rec.roll(now_ns) {
             self.spare.trim();
+            let conns = &mut self.conns;
+            t.deadlines.compact(|entry, id| {
+                let conn = &mut conns[entry.conn];
+                debug_assert_eq!(conn.seq, entry.seq, "a deadline outlived its connection");
+                conn.flight.deadline = id;
+            });
         }
         if self.draining.is_some() {
             // The traffic is over: answers only.
@@ -300,11 +306,6 @@ impl Worker {
             if let Some(id) = conn.flight.take_deadline() {
                 t.deadlines.remove(id);
             }
-        }
-        if self.sparse {
-            // Nothing in flight on a connection that queries now and then:
-            // hold no buffer until the next query.
-            conn.flight.release();
         }
         let Answer::Matched(o) = answer else {
             // Its timeout was counted; the late answer is only absorbed.

@@ -157,9 +157,6 @@ pub struct Worker {
     /// Connections whose read stopped at its budget with bytes left: read
     /// again next turn (their readiness will not be reported again).
     pub(super) unread: Vec<usize>,
-    /// Queries are sparse per connection (--interval, or none): free a
-    /// connection's query queue whenever it empties.
-    pub(super) sparse: bool,
     /// The traffic has ended: no new query is due (what was due and waits
     /// for its connection's window still leaves); the worker reads until
     /// nothing is in flight or this instant passes (--drain).
@@ -294,10 +291,6 @@ impl Worker {
             dirty: Vec::new(),
             unread: Vec::new(),
             busy: matches!(model, Some(Model::ClosedLoop { .. })),
-            sparse: !matches!(
-                model,
-                Some(Model::OpenLoop { .. } | Model::ClosedLoop { .. })
-            ),
             draining: None,
             drain_looked: None,
             push: s
