@@ -672,6 +672,63 @@ fn coordinated_omission_is_corrected() {
     drop(srv);
 }
 
+/// A server that stalls twice under 3,000 connections of one worker: the
+/// first stall (shorter than --timeout) leaves a deadline on nearly every
+/// connection, answered when it ends, and the worker's deadline list,
+/// emptied, is made again smaller at the next second; in the second
+/// (longer than --timeout) the queries time out through that new list.
+/// Every query is accounted for: a deadline that lost its connection
+/// (or the reverse) leaves queries in flight or crashes the client.
+#[test]
+fn deadlines_hold_through_stalls_that_fill_and_empty_them() {
+    common::raise_fd_limit();
+    let srv = server(&[]);
+    let pid = srv.pid();
+    let dir = temp_dir("stalls");
+    let json = dir.join("r.json");
+    let (mut child, mut err) = common::spawn_piped(
+        Command::new(BIN)
+            .args(["client", &srv.addr.to_string(), "-c", "3000", "-r", "30000"])
+            .args([
+                "--workers",
+                "1",
+                "--processes",
+                "1",
+                "--arrivals",
+                "constant",
+            ])
+            .args(["-T", "6s", "--timeout", "500ms"])
+            .args(["--json", json.to_str().unwrap()]),
+    );
+    common::wait_for_line(&mut err, "ramp done");
+    common::wait_for_line(&mut err, "answered");
+    // The stalls are the subject of the test.
+    common::signal(pid, libc::SIGSTOP);
+    thread::sleep(Duration::from_millis(250));
+    common::signal(pid, libc::SIGCONT);
+    // Two seconds end: the answers came back and the list was looked at.
+    common::wait_for_line(&mut err, "answered");
+    common::wait_for_line(&mut err, "answered");
+    common::signal(pid, libc::SIGSTOP);
+    thread::sleep(Duration::from_millis(1200));
+    common::signal(pid, libc::SIGCONT);
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    let code = child.wait().unwrap().code();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (sent, answered, timed_out) = (q(&v, "sent"), q(&v, "answered"), q(&v, "timed_out"));
+    assert_eq!(q(&v, "in_flight_at_end"), 0, "{rest}");
+    assert_eq!(errors(&v), 0, "{rest}");
+    assert_eq!(sent, answered + timed_out, "{rest}");
+    // The second stall: 30,000/s for 0.7 s past the timeout, at least.
+    assert!(timed_out >= 10_000, "{timed_out} timed out: {rest}");
+    assert!(answered >= sent / 2, "{answered} of {sent}: {rest}");
+    // Timeouts fail the default check: a verdict, not a crash.
+    assert_eq!(code, Some(1), "{rest}");
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(srv);
+}
+
 #[test]
 fn timeouts_and_close_on_timeout() {
     let srv = server(&["--mode", "discard"]);

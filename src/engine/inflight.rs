@@ -49,6 +49,7 @@ enum Table {
 }
 
 impl Table {
+    #[inline]
     fn len(&self) -> usize {
         match self {
             Table::Empty => 0,
@@ -57,10 +58,12 @@ impl Table {
         }
     }
 
+    #[inline]
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    #[inline]
     fn slices(&self) -> (&[Outstanding], &[Outstanding]) {
         match self {
             Table::Empty => (&[], &[]),
@@ -69,11 +72,13 @@ impl Table {
         }
     }
 
+    #[inline]
     fn iter(&self) -> impl Iterator<Item = &Outstanding> {
         let (a, b) = self.slices();
         a.iter().chain(b)
     }
 
+    #[inline]
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut Outstanding> {
         let (a, b) = match self {
             Table::Empty => (&mut [][..], &mut [][..]),
@@ -83,6 +88,7 @@ impl Table {
         a.iter_mut().chain(b)
     }
 
+    #[inline]
     fn push_back(&mut self, o: Outstanding) {
         match self {
             Table::Empty => *self = Table::One(o),
@@ -96,25 +102,6 @@ impl Table {
         }
     }
 
-    /// Takes out the `i`th. A table of many that empties lets its buffer
-    /// go: the tables a burst made go back together, as they came, and
-    /// the allocator can give their pages back (kept until the connection
-    /// closed, they were scattered among newer blocks and held them).
-    fn remove(&mut self, i: usize) -> Option<Outstanding> {
-        let (o, emptied) = match self {
-            Table::Empty => (None, false),
-            Table::One(o) => ((i == 0).then_some(*o), i == 0),
-            Table::Many(q) => {
-                let o = if i == 0 { q.pop_front() } else { q.remove(i) };
-                (o, q.is_empty())
-            }
-        };
-        if emptied {
-            *self = Table::Empty;
-        }
-        o
-    }
-
     #[cfg(test)]
     fn capacity(&self) -> usize {
         match self {
@@ -126,12 +113,12 @@ impl Table {
 
 #[derive(Debug)]
 pub struct Flight {
-    /// Queries encoded on this connection (their numbers).
+    /// Queries sent on this connection (their numbers; counted by
+    /// [`Flight::sent`]).
     pub queries: u64,
-    /// Queries answered or timed out.
+    /// Queries answered or timed out (timed-out ones stay in the table
+    /// until their late answer, which is then absorbed).
     pub done: u64,
-    /// Timed-out queries still in `outstanding` (a late answer is absorbed).
-    ghosts: u32,
     /// Its entry in the worker's deadlines (or NO_DEADLINE): set whenever
     /// a query is in flight, at or before the oldest one's deadline. (A
     /// plain u32: an Option would add 8 bytes to every connection.)
@@ -147,7 +134,6 @@ impl Default for Flight {
         Flight {
             queries: 0,
             done: 0,
-            ghosts: 0,
             deadline: NO_DEADLINE,
             outstanding: Table::Empty,
             waiting: VecDeque::new(),
@@ -156,10 +142,11 @@ impl Default for Flight {
 }
 
 impl Flight {
-    /// Queries sent and neither answered nor timed out.
+    /// Queries sent and neither answered nor timed out (from the counts:
+    /// asked for several times an answer, it reads no table).
     #[inline]
     pub fn live(&self) -> u64 {
-        self.outstanding.len() as u64 - u64::from(self.ghosts)
+        self.queries - self.done
     }
 
     /// Nothing in flight and nothing waiting to be sent.
@@ -173,9 +160,10 @@ impl Flight {
         (id != NO_DEADLINE).then_some(id)
     }
 
-    /// A query went out.
+    /// A query went out (the next number: `queries` before it).
     #[inline]
     pub fn sent(&mut self, o: Outstanding) {
+        self.queries += 1;
         self.outstanding.push_back(o);
     }
 
@@ -183,20 +171,46 @@ impl Flight {
     /// query is done.
     #[inline]
     pub fn answer(&mut self, qkey: Option<u64>) -> Answer {
-        let idx = match qkey {
-            Some(k) => self.outstanding.iter().position(|o| o.key == k),
-            None => (!self.outstanding.is_empty()).then_some(0),
+        let mine = |o: &Outstanding| qkey.is_none_or(|k| o.key == k);
+        // (One look at the table's kind: this runs for every answer.)
+        let found = match &mut self.outstanding {
+            Table::Empty => None,
+            Table::One(o) if mine(o) => {
+                let o = *o;
+                self.outstanding = Table::Empty;
+                Some(o)
+            }
+            Table::One(_) => None,
+            // Answers mostly come in order: the oldest leaves from the front.
+            Table::Many(q) => match q.front().map(mine) {
+                Some(true) => q.pop_front(),
+                Some(false) => q.iter().position(mine).and_then(|i| q.remove(i)),
+                None => None,
+            },
         };
-        // Answers mostly come in order: the oldest leaves from the front.
-        let Some(o) = idx.and_then(|i| self.outstanding.remove(i)) else {
+        let Some(o) = found else {
             return Answer::Unmatched;
         };
         if o.timed_out {
-            self.ghosts -= 1;
             return Answer::Late;
         }
         self.done += 1;
         Answer::Matched(o)
+    }
+
+    /// Frees an emptied table of many. Open loop calls it on every answer
+    /// that empties one: more than one query in flight on a connection is
+    /// a burst there (a server that stalled), and the tables a burst made
+    /// go back together, as they came, so the allocator can give their
+    /// pages back (kept until their connections closed, they were
+    /// scattered among newer blocks and held them). A closed loop keeps
+    /// its tables: they fill again at once (freed and made again with
+    /// every window's worth of answers, they cost a quarter more work an
+    /// answer).
+    pub fn release(&mut self) {
+        if self.outstanding.is_empty() {
+            self.outstanding = Table::Empty;
+        }
     }
 
     /// Times out the oldest live query if it was sent `timeout_ns` or more
@@ -208,7 +222,6 @@ impl Flight {
             .find(|o| !o.timed_out)
             .filter(|o| o.sent + timeout_ns <= now_ns)?;
         o.timed_out = true;
-        self.ghosts += 1;
         self.done += 1;
         Some(*o)
     }
@@ -344,8 +357,11 @@ mod tests {
         while f.live() > 1 {
             f.answer(None);
         }
+        f.release();
         assert!(f.outstanding.capacity() > 0, "kept while queries are in it");
         f.answer(None);
+        assert!(f.outstanding.capacity() > 0, "kept until released");
+        f.release();
         assert_eq!(f.outstanding.capacity(), 0);
         assert!(matches!(f.outstanding, Table::Empty));
     }

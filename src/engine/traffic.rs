@@ -45,9 +45,11 @@ impl Worker {
             self.spare.trim();
             let conns = &mut self.conns;
             t.deadlines.compact(|entry, id| {
-                let conn = &mut conns[entry.conn];
-                debug_assert_eq!(conn.seq, entry.seq, "a deadline outlived its connection");
-                conn.flight.deadline = id;
+                // (As in expire_queries: an entry is its connection's only
+                // while the attempt is the same.)
+                if let Some(c) = conns.get_mut(entry.conn).filter(|c| c.seq == entry.seq) {
+                    c.flight.deadline = id;
+                }
             });
         }
         if self.draining.is_some() {
@@ -223,7 +225,6 @@ impl Worker {
                     codec.encode(n, target, now, rng, out)
                 }
             });
-        conn.flight.queries += 1;
         if !conn.has(Flags::DIRTY) {
             conn.set(Flags::DIRTY, true);
             self.dirty.push(key);
@@ -306,6 +307,9 @@ impl Worker {
             if let Some(id) = conn.flight.take_deadline() {
                 t.deadlines.remove(id);
             }
+        }
+        if !self.busy {
+            conn.flight.release();
         }
         let Answer::Matched(o) = answer else {
             // Its timeout was counted; the late answer is only absorbed.

@@ -164,7 +164,8 @@ pub struct Worker {
     /// When the drain last looked for queries in flight.
     drain_looked: Option<Instant>,
     /// Closed loop: every connection always has queries in flight, so it
-    /// keeps its output buffer between writes.
+    /// keeps its output buffer between writes, and its table of queries
+    /// in flight when a window's answers empty it.
     pub(super) busy: bool,
     /// --proto push: what arrives is measured here.
     pub(super) push: Option<super::push::PushRx>,
