@@ -1,9 +1,10 @@
 //! A connection's queries between due and done: those sent and waiting
 //! for their answers (in send order), those due but not sent yet (a full
 //! window or a busy socket), and the connection's one entry in the
-//! worker's deadlines. Idle, it holds no buffer; with one query in flight
-//! (a connection that queries now and then) neither: the table keeps one
-//! query in place and allocates from the second.
+//! worker's deadlines. With at most one query in flight it holds no
+//! buffer: the table keeps one query in place and allocates from the
+//! second (open loop frees that as it empties; a closed loop keeps it for
+//! its next window).
 
 use std::collections::VecDeque;
 
