@@ -638,6 +638,13 @@ fn schedule_errors_are_clear() {
     }
 }
 
+/// Stops the server `pid` for `d` (a stall is what these tests are about).
+fn stall(pid: i32, d: Duration) {
+    common::signal(pid, libc::SIGSTOP);
+    thread::sleep(d);
+    common::signal(pid, libc::SIGCONT);
+}
+
 #[test]
 fn coordinated_omission_is_corrected() {
     let srv = server(&[]);
@@ -654,9 +661,7 @@ fn coordinated_omission_is_corrected() {
     // The stall is the subject of the test: the server stops for 1 s in
     // the middle of the 5 s of traffic.
     thread::sleep(Duration::from_secs(2));
-    common::signal(pid, libc::SIGSTOP);
-    thread::sleep(Duration::from_secs(1));
-    common::signal(pid, libc::SIGCONT);
+    stall(pid, Duration::from_secs(1));
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(0), "{rest}");
@@ -703,15 +708,11 @@ fn deadlines_hold_through_stalls_that_fill_and_empty_them() {
     common::wait_for_line(&mut err, "ramp done");
     common::wait_for_line(&mut err, "answered");
     // The stalls are the subject of the test.
-    common::signal(pid, libc::SIGSTOP);
-    thread::sleep(Duration::from_millis(250));
-    common::signal(pid, libc::SIGCONT);
+    stall(pid, Duration::from_millis(250));
     // Two seconds end: the answers came back and the list was looked at.
     common::wait_for_line(&mut err, "answered");
     common::wait_for_line(&mut err, "answered");
-    common::signal(pid, libc::SIGSTOP);
-    thread::sleep(Duration::from_millis(1200));
-    common::signal(pid, libc::SIGCONT);
+    stall(pid, Duration::from_millis(1200));
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();
     let code = child.wait().unwrap().code();

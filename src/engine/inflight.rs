@@ -51,17 +51,12 @@ enum Table {
 
 impl Table {
     #[inline]
-    fn len(&self) -> usize {
-        match self {
-            Table::Empty => 0,
-            Table::One(_) => 1,
-            Table::Many(q) => q.len(),
-        }
-    }
-
-    #[inline]
     fn is_empty(&self) -> bool {
-        self.len() == 0
+        match self {
+            Table::Empty => true,
+            Table::One(_) => false,
+            Table::Many(q) => q.is_empty(),
+        }
     }
 
     #[inline]
