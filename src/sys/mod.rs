@@ -10,6 +10,26 @@ pub mod sources;
 pub mod timer;
 pub mod tune;
 
+/// Makes the threads of this process share the one main heap, with
+/// nothing kept spare at its top. A client's workers allocate little once
+/// connected (about a hundred blocks a second), but a stall of the peer
+/// makes them allocate in a burst; each in a heap of its own (glibc's
+/// default), the burst's pages stayed resident for good: a thread's heap
+/// gives back the top of its heap only above a threshold and never in
+/// [`release_free_memory`]. In the main heap that once-a-second trim gives
+/// them back (a 300 ms stall of the server under the soak's load: the
+/// client +190 kB for good before, +50 kB after; bench/RESULTS.md).
+/// To be called before the process starts a thread: glibc fixes the number
+/// of heaps when a second thread first allocates.
+pub fn one_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt takes no pointer; it sets the allocator's parameters.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_TOP_PAD, 0);
+    }
+}
+
 /// Gives the memory the allocator holds free back to the system (glibc's
 /// `malloc_trim`: the free pages inside every arena, not only at the top).
 /// A long run's client calls it once a second: without it the pages its
