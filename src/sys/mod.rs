@@ -17,8 +17,9 @@ pub mod tune;
 /// default), the burst's pages stayed resident for good: a thread's heap
 /// gives back the top of its heap only above a threshold and never in
 /// [`release_free_memory`]. In the main heap that once-a-second trim gives
-/// them back (a 300 ms stall of the server under the soak's load: the
-/// client +190 kB for good before, +50 kB after; bench/RESULTS.md).
+/// them back (stalls of the server of 100 and 300 ms under the soak's
+/// load: the client +212 kB for good before, +24 kB after;
+/// bench/RESULTS.md).
 /// To be called before the process starts a thread: glibc fixes the number
 /// of heaps when a second thread first allocates.
 pub fn one_heap() {
