@@ -19,7 +19,9 @@ pub mod tune;
 /// [`release_free_memory`]. In the main heap that once-a-second trim gives
 /// them back (stalls of the server of 100 and 300 ms under the soak's
 /// load: the client +212 kB for good before, +24 kB after;
-/// bench/RESULTS.md).
+/// bench/RESULTS.md). Setting the pad also fixes the threshold above which
+/// a block is mapped apart at glibc's 128 kB (it no longer rises with the
+/// blocks freed): such blocks go back to the system as they are freed.
 /// To be called before the process starts a thread: glibc fixes the number
 /// of heaps when a second thread first allocates.
 pub fn one_heap() {
