@@ -450,3 +450,37 @@ fn tls_corrupted_record_ends_the_session() {
         "decrypt",
     );
 }
+
+/// A peer that accepts, reads the ClientHello and says nothing: the
+/// handshake times out, and the hint says the server did not answer it,
+/// not that the client should trust a certificate (none came).
+#[test]
+fn tls_peer_that_never_answers_the_client_hello_times_out_the_handshake() {
+    let addr = tls_refusing(b"");
+    let (code, out, v, _) = run(
+        "tls-silent",
+        addr,
+        &[
+            "--transport",
+            "tls",
+            "--tls-insecure",
+            "-c",
+            "2",
+            "--connect-timeout",
+            "500ms",
+            "-T",
+            "1s",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(failed(&v, "tls"), 2, "{out}");
+    assert!(
+        tls_error(&v).contains("did not finish within --connect-timeout"),
+        "{out}"
+    );
+    assert!(
+        out.contains("hint (tls): the server accepted the connections but did not answer"),
+        "{out}"
+    );
+    assert!(!out.contains("--tls-ca"), "{out}");
+}

@@ -591,9 +591,8 @@ impl Worker {
         while let Some((key, state)) = self.dial.probe_expired(now, &self.conns) {
             if state == State::Handshaking {
                 let secs = self.sc.connect_timeout_s;
-                self.counters.tls_failed(|| {
-                    format!("the TLS handshake did not finish within --connect-timeout {secs}s")
-                });
+                self.counters
+                    .tls_failed(|| format!("{} {secs}s", crate::metrics::TLS_TIMED_OUT));
                 self.end(key, End::TlsFailed);
             } else {
                 // Established but unverified: kept, not failed.

@@ -200,6 +200,9 @@ pub const AFTER_HANDSHAKE: &str = "after the handshake: ";
 /// How the words of a TLS error start when the server's bytes were not TLS
 /// records at all.
 pub const NOT_TLS: &str = "the server's bytes are not TLS records";
+/// How the words of a TLS error start when the server accepted the
+/// connection but did not finish the handshake in time.
+pub const TLS_TIMED_OUT: &str = "the TLS handshake did not finish within --connect-timeout";
 /// How the words of a TLS error start when the server answered the
 /// ClientHello with an alert.
 pub const TLS_ALERT: &str = "the server refused the handshake with an alert";

@@ -939,10 +939,11 @@ pub fn udp_silence_hint(sc: &Scenario, o: &Outcome) -> Option<&'static str> {
 }
 
 /// The hint for TLS failures, by the first error's words: a session that
-/// broke after its handshake, a server that does not speak TLS, or one
-/// that refused the handshake is not a question of the client's trust.
+/// broke after its handshake, a server that does not speak TLS, one that
+/// refused the handshake or never finished it is not a question of the
+/// client's trust.
 fn tls_hint(first_error: Option<&str>) -> &'static str {
-    use crate::metrics::{AFTER_HANDSHAKE, NOT_TLS, TLS_ALERT};
+    use crate::metrics::{AFTER_HANDSHAKE, NOT_TLS, TLS_ALERT, TLS_TIMED_OUT};
     match first_error {
         Some(e) if e.starts_with(AFTER_HANDSHAKE) => {
             "TLS sessions broke after their handshake succeeded (the first error is shown \
@@ -958,6 +959,13 @@ fn tls_hint(first_error: Option<&str>) -> &'static str {
             "the server refused the handshake (its alert is shown above): it accepts none of \
              the TLS versions or ciphers offered, or not the name (--sni) or protocol (--alpn) \
              asked, or it wants a client certificate"
+        }
+        Some(e) if e.starts_with(TLS_TIMED_OUT) => {
+            "the server accepted the connections but did not answer the ClientHello in time \
+             (nothing, or not all of it, came back within --connect-timeout): what listens on \
+             that port may not speak TLS and waits for bytes of its own protocol (a plain TCP \
+             port? DNS over TLS is port 853), or it is too busy to finish handshakes (a longer \
+             --connect-timeout tells the two apart); certificates and --sni are not the cause"
         }
         _ => Bucket::Tls.hint(),
     }
