@@ -71,17 +71,11 @@ pub fn exit_code(err: &anyhow::Error) -> ExitCode {
 /// Runs one command line; the exit code when it ran to its end.
 pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        cli::Command::Client(args) => {
-            sys::one_heap();
-            client::run(&args)
-        }
+        cli::Command::Client(args) => client::run(&args),
         cli::Command::Merge(args) => merge(&args),
         cli::Command::Cluster(args) => cluster::ssh::run(&args),
         cli::Command::Tune(args) => tune(&args),
-        cli::Command::Compare(args) => {
-            sys::one_heap();
-            compare::run(&args)
-        }
+        cli::Command::Compare(args) => compare::run(&args),
         cli::Command::Completions(args) => {
             cli::docs::completions(args.shell, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)

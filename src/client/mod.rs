@@ -99,6 +99,8 @@ fn wait_start_at(at: Option<f64>, stop: &Stop) -> Result<bool> {
 
 /// Runs `throng client`.
 pub fn run(a: &ClientArgs) -> Result<ExitCode> {
+    // Before any thread starts, in the parent and in every child.
+    crate::sys::one_heap();
     if a.child_plan {
         return processes::run_child(crate::child::read_plan()?);
     }

@@ -1,10 +1,10 @@
 //! A connection's queries between due and done: those sent and waiting
 //! for their answers (in send order), those due but not sent yet (a full
 //! window or a busy socket), and the connection's one entry in the
-//! worker's deadlines. With at most one query in flight it holds no
-//! buffer: the table keeps one query in place and allocates from the
-//! second (open loop frees that as it empties; a closed loop keeps it for
-//! its next window).
+//! worker's deadlines. A query alone in flight allocates nothing: the
+//! table keeps one in place and allocates from the second; open loop
+//! frees that table when it empties, a closed loop keeps it for its next
+//! window.
 
 use std::collections::VecDeque;
 
@@ -38,7 +38,7 @@ pub enum Answer {
 /// is kept in place: a query that is the only one in flight (the common
 /// case of a connection among many) allocates nothing, so a burst of them
 /// (a server that stalls for 100 ms holds thousands) does not scatter
-/// blocks over the worker's heap that outlive it. (Boxed beyond one, the
+/// blocks over the client's heap that outlive it. (Boxed beyond one, the
 /// table stays 32 bytes, the size of a `VecDeque`.)
 #[derive(Debug)]
 enum Table {
@@ -50,15 +50,6 @@ enum Table {
 }
 
 impl Table {
-    #[inline]
-    fn is_empty(&self) -> bool {
-        match self {
-            Table::Empty => true,
-            Table::One(_) => false,
-            Table::Many(q) => q.is_empty(),
-        }
-    }
-
     #[inline]
     fn slices(&self) -> (&[Outstanding], &[Outstanding]) {
         match self {
@@ -204,7 +195,7 @@ impl Flight {
     /// every window's worth of answers, they cost a quarter more work an
     /// answer).
     pub fn release(&mut self) {
-        if self.outstanding.is_empty() {
+        if matches!(&self.outstanding, Table::Many(q) if q.is_empty()) {
             self.outstanding = Table::Empty;
         }
     }

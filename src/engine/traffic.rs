@@ -307,9 +307,9 @@ impl Worker {
             if let Some(id) = conn.flight.take_deadline() {
                 t.deadlines.remove(id);
             }
-        }
-        if !self.busy {
-            conn.flight.release();
+            if !self.busy {
+                conn.flight.release();
+            }
         }
         let Answer::Matched(o) = answer else {
             // Its timeout was counted; the late answer is only absorbed.
