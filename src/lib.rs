@@ -112,9 +112,13 @@ fn merge(a: &cli::MergeArgs) -> anyhow::Result<ExitCode> {
     let views = a.views.views();
     views.check().map_err(UsageError)?;
     let mut merged = cluster::merge::merge(&results, &names)?;
-    let checks =
-        report::check::parse_all(&a.check, merged.queries.is_some(), merged.push.is_some())
-            .map_err(UsageError)?;
+    let checks = report::check::parse_all(
+        &a.check,
+        merged.queries.is_some(),
+        merged.push.is_some(),
+        merged.scenario.verify,
+    )
+    .map_err(UsageError)?;
     let outcome = merged.outcome()?;
     let mut out = std::io::stdout().lock();
     report::summary(&merged.scenario, &outcome, &mut out)?;

@@ -75,9 +75,17 @@ pub struct ClientArgs {
     pub lifetime: Option<Duration>,
 
     /// Open a new connection in place of each one that ends: by --lifetime
-    /// (connection churn), --close-on-timeout, or the server's doing.
-    #[arg(long)]
+    /// (connection churn), --close-on-timeout, or the server's doing (a
+    /// keep-alive limit, an idle timeout, a reset) [default: on when the
+    /// run sends queries, as wrk; off for a run that only holds
+    /// connections].
+    #[arg(long, overrides_with = "no_reconnect")]
     pub reconnect: bool,
+
+    /// Do not replace connections that end: the run's concurrency falls
+    /// with each one the server closes (the summary says how many).
+    #[arg(long = "no-reconnect", overrides_with = "reconnect")]
+    pub no_reconnect: bool,
 
     /// The number of open connections over time, as comma-separated phases
     /// DURATION@N (hold N) or DURATION@A..B (go linearly from A to B), e.g.

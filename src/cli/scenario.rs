@@ -117,7 +117,11 @@ impl ClientArgs {
             sources,
             end,
             lifetime_s: self.lifetime.map(|l| l.as_secs_f64()),
-            reconnect: self.reconnect,
+            // Queries keep their connections: one the server ends is
+            // replaced unless asked otherwise (a closed loop would lose
+            // its concurrency, an open loop its rate). A run that only
+            // holds connections counts what the server closed instead.
+            reconnect: !self.no_reconnect && (self.reconnect || traffic.is_some()),
             preallocate: self.preallocate && schedule.is_none(),
             connections_schedule: schedule,
             traffic,

@@ -152,8 +152,13 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         targets.clone()
     };
     let mut whole = a.scenario(probe_targets.clone(), a.targets.is_empty(), Vec::new())?;
-    let checks = report::check::parse_all(&a.check, whole.traffic.is_some(), whole.push.is_some())
-        .map_err(usage)?;
+    let checks = report::check::parse_all(
+        &a.check,
+        whole.traffic.is_some(),
+        whole.push.is_some(),
+        whole.verify,
+    )
+    .map_err(usage)?;
     if let (Some(o), false) = (&whole.tls, a.targets.is_empty() || a.child) {
         // Trust that cannot be built (no CA roots) fails every handshake:
         // say so once, before any process, server or connection starts.

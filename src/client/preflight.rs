@@ -86,7 +86,13 @@ pub(super) fn warnings(sc: &Scenario, shortfall: Option<String>) -> Vec<String> 
     if let Some(msg) = time_wait_warning(sc) {
         w.push(msg);
     }
-    if sc.reconnect && proc::sysctl_u64("net.ipv4.tcp_tw_reuse") == Some(0) {
+    let churn = sc.reconnect
+        && (sc.lifetime_s.is_some()
+            || sc
+                .traffic
+                .as_ref()
+                .is_some_and(|t| t.max_queries_per_conn.is_some()));
+    if churn && proc::sysctl_u64("net.ipv4.tcp_tw_reuse") == Some(0) {
         w.push(
             "connections will churn and each closed one keeps its port in TIME_WAIT for 60 s, \
              but net.ipv4.tcp_tw_reuse is 0; set it (sysctl -w net.ipv4.tcp_tw_reuse=1) or add \

@@ -104,7 +104,10 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
     };
     c.ramp_s = longest(|r| r.connections.ramp_s);
     c.verify_s = longest(|r| r.connections.verify_s);
-    c.connect_rate = c.ramp_s.map(|r| c.established as f64 / r.max(1e-9));
+    // (The ramp's own connections: replacements made after it are not.)
+    c.connect_rate = c
+        .ramp_s
+        .map(|r| c.established.min(c.target) as f64 / r.max(1e-9));
     m.duration_s = results.iter().map(|r| r.duration_s).fold(0.0, f64::max);
     if first.queries.is_none() {
         // A merge has traffic when its first slice has.
@@ -425,7 +428,8 @@ pub(crate) mod tests {
         let c = &m.connections;
         assert_eq!(c.ramp_s, Some(0.75));
         assert_eq!(c.verify_s, Some(1.5));
-        assert_eq!(c.connect_rate, Some(27.0 / 0.75));
+        // 27 established of a target of 11: the ramp's are 11.
+        assert_eq!(c.connect_rate, Some(11.0 / 0.75));
         assert_eq!(m.duration_s, 3.0);
         let q = m.queries.as_ref().unwrap();
         assert_eq!(q.seconds, 3.0);

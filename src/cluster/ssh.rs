@@ -132,6 +132,7 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
         given,
         has_queries,
         client.proto == crate::domain::Proto::Push,
+        client.verify && !client.no_verify,
     )
     .map_err(UsageError)?;
     let stop = Stop::install()?;

@@ -463,8 +463,17 @@ impl Worker {
             self.pq_lost(c.flight.done + c.live());
         }
         // Due queries it never sent go to another connection (with
-        // tcp-per-query the query failed with its connection: counted).
-        if !self.per_query {
+        // tcp-per-query the query failed with its connection: counted). A
+        // closed loop's waiting queries are its window's slots, not a
+        // schedule's: the replacement connection opens its own window,
+        // from when it can send; handed to another connection with their
+        // old times they would stack onto its window and count the wait
+        // for this one's replacement as response time.
+        let closed_loop = self
+            .traffic
+            .as_ref()
+            .is_some_and(|t| t.pacing.closed_loop());
+        if !self.per_query && !closed_loop {
             self.orphans.extend(c.flight.waiting);
         }
     }

@@ -14,7 +14,7 @@ use super::io::lend;
 use super::pacing::Due;
 use super::proto::Status;
 use super::worker::{End, Worker};
-use crate::metrics::{bump, E_CONNECT, E_CONN_LOST, E_NOT_SENT, E_NO_CONNECTION, E_UNMATCHED};
+use crate::metrics::{bump, E_CONNECT, E_NOT_SENT, E_NO_CONNECTION, E_UNMATCHED};
 use crate::sys::signals::Reason;
 
 impl Worker {
@@ -164,8 +164,12 @@ impl Worker {
             return;
         }
         if conn.has(Flags::PEER_CLOSING) {
-            // Due on a connection the server is closing: lost with it.
-            t.rec.error(E_CONN_LOST);
+            // Due on a connection the server is closing: never sent. (A
+            // closed loop's slot is not a query yet: the replacement
+            // connection starts its own.)
+            if !t.pacing.closed_loop() {
+                t.rec.error(E_NO_CONNECTION);
+            }
             return;
         }
         if !conn.room(t.window) || !conn.flight.waiting.is_empty() {
@@ -340,9 +344,12 @@ impl Worker {
             return;
         }
         // Draining: an answer lets no new query go.
+        // Nor one the server said it is closing: the next query would
+        // cross its close (a closed loop's replacement takes the slot).
         let more = t.started.is_some()
             && self.draining.is_none()
             && !retiring
+            && !conn.has(Flags::PEER_CLOSING)
             && t.cap.is_none_or(|c| conn.flight.queries < c);
         if more {
             if let Some(at) = t.pacing.next_after(key, conn.seq, now) {

@@ -669,6 +669,18 @@ impl QueryTotals {
     pub fn errors_total(&self) -> u64 {
         self.errors.iter().sum()
     }
+
+    /// Queries that came due, sent or not: those sent, and those given up
+    /// unsent (no connection to take them, a socket or window that stayed
+    /// full, tcp-per-query's connection that failed before its query).
+    pub fn due(&self) -> u64 {
+        self.sent + self.unsent()
+    }
+
+    /// Due queries never sent.
+    pub fn unsent(&self) -> u64 {
+        self.errors[E_NOT_SENT] + self.errors[E_NO_CONNECTION] + self.errors[E_CONNECT]
+    }
 }
 
 /// Response statuses counted by a worker (fixed arrays: no allocation

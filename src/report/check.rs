@@ -56,11 +56,15 @@ pub struct Verdict {
     /// checks, µs for `_us` keys); None when the result lacks the key.
     pub value: Option<f64>,
     pub pass: bool,
+    /// Why there is no value: "no samples" (a percentile of an empty
+    /// histogram, a share of zero), or "not in the result".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Counts a percentage can be taken of, and of what.
 const PERCENT_OF: &[(&str, &str)] = &[
-    ("queries.answered", "queries.sent"),
+    ("queries.answered", "queries.due"),
     ("push.received", "push.expected"),
     ("push.lost", "push.expected"),
     ("push.out_of_order", "push.expected"),
@@ -101,6 +105,7 @@ pub fn keys() -> Vec<String> {
         "connections.peer_closed",
         "connections.probe_rejected",
         "connections.tls_resumed",
+        "queries.due",
         "queries.sent",
         "queries.answered",
         "queries.timed_out",
@@ -294,16 +299,37 @@ fn value_in_unit(key: &str, raw: &str) -> Result<f64, String> {
     num(raw)
 }
 
+/// What a key reads in a result.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Read {
+    Value(f64),
+    /// A percentile of a histogram that holds nothing: it measures
+    /// nothing, and reads as 0 in the JSON.
+    NoSamples,
+    Missing,
+}
+
 /// The number at `key` in a result's JSON; a map of numbers is their sum.
-fn lookup(result: &Value, key: &str) -> Option<f64> {
+/// A key inside a histogram (`latency.response_time_us.p99`) whose
+/// `count` is 0 has no samples.
+fn lookup(result: &Value, key: &str) -> Read {
     let mut v = result;
+    let mut parent = result;
     for part in key.split('.') {
-        v = v.get(part)?;
+        parent = v;
+        match v.get(part) {
+            Some(next) => v = next,
+            None => return Read::Missing,
+        }
     }
+    let empty_histogram = key.contains("_us.")
+        && parent.get("hdr").is_some()
+        && parent.get("count").and_then(Value::as_u64) == Some(0);
     match v {
-        Value::Number(n) => n.as_f64(),
-        Value::Object(m) => Some(m.values().filter_map(Value::as_f64).sum()),
-        _ => None,
+        _ if empty_histogram => Read::NoSamples,
+        Value::Number(n) => n.as_f64().map_or(Read::Missing, Read::Value),
+        Value::Object(m) => Read::Value(m.values().filter_map(Value::as_f64).sum()),
+        _ => Read::Missing,
     }
 }
 
@@ -313,26 +339,39 @@ impl Check {
         self.key.starts_with("queries.") || self.key.starts_with("latency.")
     }
 
-    /// Evaluates on a result's JSON. A missing key fails.
+    /// Evaluates on a result's JSON. A missing key fails, and so does one
+    /// with no samples (a percentile of nothing, a share of zero): a check
+    /// passes on what was measured, never on a 0 that stands for nothing.
     pub fn evaluate(&self, result: &Value) -> Verdict {
-        let measured = lookup(result, &self.key).and_then(|v| match self.of {
-            None => Some(v),
-            Some(base) => {
-                let b = lookup(result, base)?;
-                Some(if b > 0.0 { 100.0 * v / b } else { 0.0 })
-            }
-        });
+        let measured = match (lookup(result, &self.key), self.of) {
+            (Read::Value(v), None) => Read::Value(v),
+            (Read::Value(v), Some(base)) => match lookup(result, base) {
+                Read::Value(b) if b > 0.0 => Read::Value(100.0 * v / b),
+                Read::Value(_) | Read::NoSamples => Read::NoSamples,
+                Read::Missing => Read::Missing,
+            },
+            (other, _) => other,
+        };
+        let (value, reason) = match measured {
+            Read::Value(v) => (Some(v), None),
+            Read::NoSamples => (None, Some("no samples".to_string())),
+            Read::Missing => (None, Some("not in the result".to_string())),
+        };
         Verdict {
             expr: self.expr.clone(),
-            value: measured,
-            pass: measured.is_some_and(|m| self.op.holds(m, self.value)),
+            value,
+            pass: value.is_some_and(|m| self.op.holds(m, self.value)),
+            reason,
         }
     }
 
     /// The measured value in the check's terms, for the summary.
     pub fn show(&self, v: &Verdict) -> String {
         let Some(m) = v.value else {
-            return "not in the result".into();
+            return v
+                .reason
+                .clone()
+                .unwrap_or_else(|| "not in the result".into());
         };
         if self.of.is_some() {
             let k = self.key.rsplit('.').next().unwrap_or(&self.key);
@@ -364,27 +403,38 @@ fn trim(v: f64, unit: &str) -> String {
     }
 }
 
-/// The checks of a run: those given, or the default when none was: a run
-/// with queries checks `queries.answered>=99%`, one of --proto push
-/// `push.received>=99%` (of expected). `none` turns it off.
-pub fn parse_all(given: &[String], has_queries: bool, push: bool) -> Result<Vec<Check>, String> {
-    if given.iter().any(|g| g.trim() == "none") {
-        if given.len() > 1 {
-            return Err("--check none turns the checks off; it cannot go with other checks".into());
-        }
-        return Ok(Vec::new());
+/// The checks a run makes unless `--check none`: with queries,
+/// `queries.answered>=99%` (of the queries that were due, sent or not);
+/// with --proto push, `push.received>=99%` (of expected); with
+/// verification, `connections.unverified==0` (an established connection
+/// the server never answered may never have been accepted).
+pub fn defaults(has_queries: bool, push: bool, verify: bool) -> Vec<&'static str> {
+    let mut d = Vec::new();
+    if has_queries {
+        d.push("queries.answered>=99%");
+    } else if push {
+        d.push("push.received>=99%");
     }
-    if given.is_empty() {
-        return Ok(if has_queries {
-            vec![parse("queries.answered>=99%")?]
-        } else if push {
-            vec![parse("push.received>=99%")?]
-        } else {
-            Vec::new()
-        });
+    if verify {
+        d.push("connections.unverified==0");
     }
+    d
+}
+
+/// The checks of a run: the defaults ([`defaults`]) and those given,
+/// which add to them (a given check on the same key and operator replaces
+/// the default's bound: `queries.answered>=99.9%`). `none` drops the
+/// defaults.
+pub fn parse_all(
+    given: &[String],
+    has_queries: bool,
+    push: bool,
+    verify: bool,
+) -> Result<Vec<Check>, String> {
+    let none = given.iter().any(|g| g.trim() == "none");
     let checks = given
         .iter()
+        .filter(|g| g.trim() != "none")
         .map(|g| parse(g))
         .collect::<Result<Vec<_>, _>>()?;
     if !has_queries {
@@ -396,7 +446,17 @@ pub fn parse_all(given: &[String], has_queries: bool, push: bool) -> Result<Vec<
             ));
         }
     }
-    Ok(checks)
+    let mut all = Vec::new();
+    if !none {
+        for d in defaults(has_queries, push, verify) {
+            let d = parse(d)?;
+            if !checks.iter().any(|c| c.key == d.key && c.op == d.op) {
+                all.push(d);
+            }
+        }
+    }
+    all.extend(checks);
+    Ok(all)
 }
 
 /// Evaluates every check on `result` (its JSON).
@@ -481,7 +541,7 @@ mod tests {
             "connections": {"target": 100, "established": 100, "connect_rate": 12000.0,
                             "failed": {"refused": 2, "reset": 1},
                             "connect_time_us": {"p99": 800}},
-            "queries": {"sent": 1000, "answered": 996, "timed_out": 4,
+            "queries": {"due": 1000, "sent": 1000, "answered": 996, "timed_out": 4,
                         "errors": {"malformed": 0}, "rate_target": 100.0, "rate_achieved": 99.6},
             "latency": {"response_time_us": {"p99": 4200, "p999": 9000}}
         })
@@ -588,20 +648,72 @@ mod tests {
         assert_eq!(v.value, None);
     }
 
+    fn exprs(c: &[Check]) -> Vec<&str> {
+        c.iter().map(|c| c.expr.as_str()).collect()
+    }
+
     #[test]
     fn default_and_none() {
-        let d = parse_all(&[], true, false).unwrap();
-        assert_eq!(d.len(), 1);
-        assert_eq!(d[0].expr, "queries.answered>=99%");
-        assert!(parse_all(&[], false, false).unwrap().is_empty());
-        assert!(parse_all(&["none".into()], true, false).unwrap().is_empty());
-        assert!(parse_all(
+        let d = parse_all(&[], true, false, false).unwrap();
+        assert_eq!(exprs(&d), ["queries.answered>=99%"]);
+        assert!(parse_all(&[], false, false, false).unwrap().is_empty());
+        assert!(parse_all(&["none".into()], true, false, true)
+            .unwrap()
+            .is_empty());
+        let only = parse_all(
             &["none".into(), "connections.failed==0".into()],
             true,
-            false
+            false,
+            true,
         )
-        .is_err());
-        let e = parse_all(&["queries.sent>=1".into()], false, false).unwrap_err();
+        .unwrap();
+        assert_eq!(exprs(&only), ["connections.failed==0"]);
+        let e = parse_all(&["queries.sent>=1".into()], false, false, false).unwrap_err();
         assert!(e.contains("sends no queries"), "{e}");
+    }
+
+    /// A user's check added to the defaults did not replace them: a
+    /// discard server's run with a latency check passed on 0 answers.
+    #[test]
+    fn given_checks_add_to_the_defaults() {
+        let c = parse_all(
+            &["latency.response_time_us.p99<5ms".into()],
+            true,
+            false,
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            exprs(&c),
+            [
+                "queries.answered>=99%",
+                "connections.unverified==0",
+                "latency.response_time_us.p99<5ms"
+            ]
+        );
+        // The same key and operator: the user's bound.
+        let c = parse_all(&["queries.answered>=99.9%".into()], true, false, false).unwrap();
+        assert_eq!(exprs(&c), ["queries.answered>=99.9%"]);
+        let c = parse_all(&[], false, false, true).unwrap();
+        assert_eq!(exprs(&c), ["connections.unverified==0"]);
+    }
+
+    /// A percentile of no samples read as 0 and passed `p99<5ms`.
+    #[test]
+    fn a_measure_with_no_samples_fails() {
+        let r = json!({
+            "queries": {"due": 392, "sent": 392, "answered": 0, "timed_out": 0},
+            "latency": {"response_time_us": {"count": 0, "p99": 0, "hdr": ""}}
+        });
+        let v = parse("latency.response_time_us.p99<5ms")
+            .unwrap()
+            .evaluate(&r);
+        assert!(!v.pass);
+        assert_eq!(v.value, None);
+        assert_eq!(v.reason.as_deref(), Some("no samples"));
+        let none = json!({"queries": {"due": 0, "sent": 0, "timed_out": 0}});
+        let v = parse("queries.timed_out<=1%").unwrap().evaluate(&none);
+        assert!(!v.pass);
+        assert_eq!(v.reason.as_deref(), Some("no samples"));
     }
 }

@@ -143,6 +143,11 @@ pub struct Connections {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Queries {
+    /// Queries that came due, sent or not: sent + the errors of queries
+    /// never sent (not_sent, no_connection, connect). What the default
+    /// check's `answered` is a share of.
+    #[serde(default)]
+    pub due: u64,
     pub sent: u64,
     pub answered: u64,
     pub timed_out: u64,
@@ -304,6 +309,7 @@ impl RunResult {
             let t = &q.totals;
             let secs = q.seconds.max(1e-9);
             Queries {
+                due: t.due(),
                 sent: t.sent,
                 answered: t.answered,
                 timed_out: t.timed_out,
@@ -782,8 +788,10 @@ mod tests {
             &r.outcome().unwrap(),
         );
         let mut want = r.clone();
-        // `target` is the part's share; new() takes it from the scenario it ran.
+        // `target` is the part's share; new() takes it from the scenario it
+        // ran, and the ramp's rate counts at most that many.
         want.connections.target = again.connections.target;
+        want.connections.connect_rate = again.connections.connect_rate;
         assert_eq!(again, want);
     }
 }

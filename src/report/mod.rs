@@ -482,8 +482,9 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     if t.peer_closed > 0 {
         writeln!(
             out,
-            "  peer closed   {} after answering all they were sent (not failures)",
-            t.peer_closed
+            "  peer closed   {} after answering all they were sent (not failures){}",
+            t.peer_closed,
+            peer_closed_fate(sc, o)
         )?;
     }
     if let Some(q) = &o.queries {
@@ -554,6 +555,12 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
              sequence number first)",
             t.unverified
         )?;
+    }
+    if let Some(stall) = verification_stall(o) {
+        writeln!(out, "  verified      {stall}")?;
+    }
+    if udp_silent.is_some() || (t.unverified > 0 && sc.push.is_some()) {
+        // Said above.
     } else if t.unverified > 0 && t.verified == 0 && t.probe_rejected == 0 {
         // Not one answer: an accept queue drops some connections, not all.
         let what = sc
@@ -579,6 +586,53 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     Ok(())
+}
+
+/// Where verification stopped growing while establishment went on: the
+/// server's kernel completed handshakes its process never took (a full
+/// accept queue that still answers SYNs, a process out of fds).
+fn verification_stall(o: &Outcome) -> Option<String> {
+    let t = &o.totals;
+    if t.unverified == 0 || t.verified == 0 {
+        return None;
+    }
+    let last_growth = o
+        .per_second
+        .windows(2)
+        .rev()
+        .find(|w| w[1].verified > w[0].verified)
+        .map(|w| &w[1])
+        .or(o.per_second.first())?;
+    (t.established > last_growth.established).then(|| {
+        format!(
+            "stopped at {} ({} s into the run) while established went on to {}",
+            last_growth.verified, last_growth.t, t.established
+        )
+    })
+}
+
+/// What the server's closes did to a run with queries: replaced, or (with
+/// --no-reconnect) the connections and rate they took away.
+fn peer_closed_fate(sc: &Scenario, o: &Outcome) -> String {
+    if sc.traffic.is_none() || sc.transport == Transport::TcpPerQuery {
+        return String::new();
+    }
+    if sc.reconnect {
+        return ", each replaced".into();
+    }
+    let open_at_end = o.per_second.last().map_or(0, |s| s.connections.max(0));
+    let first = o.per_second.first().and_then(|s| s.answered).unwrap_or(0);
+    let last = o
+        .per_second
+        .iter()
+        .rev()
+        .find_map(|s| s.answered)
+        .unwrap_or(0);
+    format!(
+        "; not replaced (--no-reconnect): {open_at_end} of {} open at the end, answered \
+         {first}/s in the first second and {last}/s in the last",
+        sc.connections
+    )
 }
 
 /// Above this share of the messages due received, and under this jitter

@@ -275,14 +275,11 @@ impl Scenario {
     }
 
     /// Of `established` over the run, those the ramp made (the ramp's
-    /// connect rate): with churn (--lifetime, --reconnect) the replacements
-    /// after it are not the ramp's, and it made at most the target.
+    /// connect rate): it made at most the target, and replacements after
+    /// it (--lifetime, reconnects, --max-queries-per-conn) are not the
+    /// ramp's.
     pub fn ramp_established(&self, established: u64) -> u64 {
-        if self.lifetime_s.is_some() || self.reconnect {
-            established.min(self.connections)
-        } else {
-            established
-        }
+        established.min(self.connections)
     }
 
     /// Connections to the busiest target.
