@@ -42,6 +42,7 @@ pub mod cluster;
 pub mod compare;
 pub mod domain;
 pub mod engine;
+pub mod evidence;
 pub mod metrics;
 pub mod report;
 pub mod scenario;

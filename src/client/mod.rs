@@ -295,9 +295,19 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         quiet: a.quiet,
         exported,
     };
-    let Some((sc, outcome, mut result)) = run_here(&whole, ran, here, &stop, env)? else {
+    // A child's parent watches; the embedded server is this process.
+    let observer = (!a.child).then(|| {
+        crate::evidence::Observer::start(watched_target(&whole).filter(|_| embedded.is_none()))
+    });
+    let Some((sc, mut outcome, mut result)) = run_here(&whole, ran, here, &stop, env)? else {
         return Ok(ExitCode::from(130));
     };
+    if let Some(o) = observer {
+        let answered = result.queries.as_ref().map_or(0, |q| q.answered);
+        outcome.observed = o.finish(answered);
+        result.client = outcome.observed.client.clone();
+        result.server_seen = outcome.observed.server.clone();
+    }
     if let Some((srv, tls)) = embedded {
         if let Some(t) = tls {
             t.cleanup();
@@ -321,6 +331,15 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         result: &result,
     };
     Ok(views.finish(&[run], code))
+}
+
+/// The target whose server the client watches when it is on this host
+/// (the first: one process seen is enough to name a cause).
+fn watched_target(sc: &Scenario) -> Option<SocketAddr> {
+    sc.targets
+        .first()
+        .copied()
+        .filter(|t| t.port() != 0 && on_this_host(t))
 }
 
 /// How this process runs its slice.

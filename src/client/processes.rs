@@ -151,6 +151,9 @@ pub(super) fn run_processes(
             &plan,
         )?);
     }
+    // The parent watches the whole tree's CPU (its children's comes in
+    // as they are reaped) and the server, when it is on this host.
+    let observer = crate::evidence::Observer::start(super::watched_target(whole));
     let mut children = Children::spawn(own, stop, common_end)?;
     let mut live = LiveView::new(a.quiet, whole.connections);
     let mut latest: Vec<Option<crate::engine::Sample>> = vec![None; n as usize];
@@ -283,6 +286,7 @@ pub(super) fn run_processes(
             missing,
             interrupted,
             ended_as_planned: common_end && whole.end == End::Hold,
+            observed: Some(observer.finish(0)),
         },
         Some(whole),
         a.json.as_deref(),

@@ -163,6 +163,10 @@ pub struct Slices {
     /// The run ended as planned, whatever the slices say (--hold ended by
     /// Ctrl-C: the children, run with --pause, saw the terminal's signal).
     pub ended_as_planned: bool,
+    /// What the parent of the slices watched (--processes: the whole
+    /// process tree's CPU, the server on this host): it replaces what the
+    /// slices say of it.
+    pub observed: Option<crate::evidence::Observed>,
 }
 
 /// The end of a sliced run: merges what arrived (marked partial when some
@@ -193,6 +197,14 @@ pub fn finish(
     }
     merged.partial = !s.missing.is_empty();
     merged.missing = s.missing.clone();
+    if let Some(mut seen) = s.observed.clone() {
+        let answered = merged.queries.as_ref().map_or(0, |q| q.answered);
+        if let Some(c) = seen.client.as_mut() {
+            c.derive(answered);
+        }
+        merged.client = seen.client;
+        merged.server_seen = seen.server;
+    }
     let outcome = merged.outcome()?;
     let mut out = std::io::stdout().lock();
     crate::report::summary(&merged.scenario, &outcome, &mut out)?;
@@ -353,6 +365,7 @@ pub(crate) mod tests {
             elapsed: Duration::from_secs_f64(secs),
             overrun: Vec::new(),
             push: None,
+            observed: Default::default(),
             queries: Some(crate::engine::QueryOutcome {
                 totals: qt,
                 statuses,

@@ -290,6 +290,7 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
             missing,
             interrupted,
             ended_as_planned: false,
+            observed: None,
         },
         None,
         a.json.as_deref(),

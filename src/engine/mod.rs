@@ -390,6 +390,9 @@ pub struct Outcome {
     pub overrun: Vec<String>,
     /// --proto push: what arrived (its times are in `hists`).
     pub push: Option<PushTotals>,
+    /// The client's CPU and what was seen of the server on this host (set
+    /// by the caller, which watched the run).
+    pub observed: crate::evidence::Observed,
 }
 
 impl QueryOutcome {
@@ -424,6 +427,9 @@ impl Outcome {
         self.ramp_time = self.ramp_time.max(o.ramp_time);
         self.elapsed = self.elapsed.max(o.elapsed);
         self.overrun.extend(o.overrun.iter().cloned());
+        let answered = |q: &Option<QueryOutcome>| q.as_ref().map_or(0, |q| q.totals.answered);
+        let all = answered(&self.queries) + answered(&o.queries);
+        self.observed.merge(&o.observed, all);
         match (self.queries.as_mut(), &o.queries) {
             (Some(q), Some(oq)) => q.merge(oq),
             (None, Some(oq)) => self.queries = Some(oq.clone()),
@@ -920,6 +926,7 @@ pub fn run(
             .push
             .is_some()
             .then(|| PushTotals::sum(counters.iter().map(|c| &**c))),
+        observed: Default::default(),
     })
 }
 

@@ -152,9 +152,10 @@ impl Bucket {
                  `ss -ltn` on the server)"
             }
             Bucket::TimedOut => {
-                "SYNs went unanswered: the server's SYN or accept queue is full (raise its \
-                 listen backlog, net.core.somaxconn and net.ipv4.tcp_max_syn_backlog), it is \
-                 overloaded, or a firewall drops them"
+                "SYNs went unanswered. throng cannot see the server from here: on the server \
+                 look at its accept queue (`ss -ltn`: Recv-Q against Send-Q; `nstat -az \
+                 TcpExtListenOverflows`), its process's open fds against its limit \
+                 (/proc/PID/fd, /proc/PID/limits), its error log, and any firewall between"
             }
             Bucket::NoFreePort => {
                 "ephemeral ports ran out: add source addresses (--source-ip 127.0.0.2/24 on \
@@ -175,10 +176,11 @@ impl Bucket {
                 "the server reset established connections: a crash, a restart or a limit"
             }
             Bucket::HalfOpen => {
-                "connect() succeeded but the server never accepted: its accept queue overflowed \
-                 and it dropped the connection (the client only learns when it sends data). On \
-                 the server raise the listen backlog, net.core.somaxconn and \
-                 net.ipv4.tcp_max_syn_backlog, or accept faster"
+                "connect() succeeded but the server reset the connection before answering \
+                 anything: on the wire that is what an accept queue that overflowed looks like. \
+                 throng cannot see the server from here: on the server look at `nstat -az \
+                 TcpExtListenOverflows`, `ss -ltn` (Recv-Q against Send-Q) and its process's \
+                 open fds against its limit"
             }
             Bucket::Tls => {
                 "the TLS handshake failed (the first error is shown above): for a self-signed \

@@ -283,6 +283,13 @@ pub struct RunResult {
     /// `--check` outcomes, in the order given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<crate::report::check::Verdict>,
+    /// The client's own CPU over the run (its process tree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<crate::evidence::ClientCpu>,
+    /// What was seen of the server when it ran on this host: its process,
+    /// fds against its limit, its accept queue, the kernel's counters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_seen: Option<crate::evidence::ServerSeen>,
 }
 
 impl RunResult {
@@ -408,6 +415,8 @@ impl RunResult {
             missing: Vec::new(),
             overrun: o.overrun.clone(),
             checks: Vec::new(),
+            client: o.observed.client.clone(),
+            server_seen: o.observed.server.clone(),
         }
     }
 }
@@ -697,6 +706,10 @@ impl RunResult {
             elapsed: duration("duration_s", self.duration_s)?,
             queries,
             overrun: self.overrun.clone(),
+            observed: crate::evidence::Observed {
+                client: self.client.clone(),
+                server: self.server_seen.clone(),
+            },
             push: self.push.as_ref().map(|p| crate::metrics::PushTotals {
                 received: p.received,
                 lost: p.lost,

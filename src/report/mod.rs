@@ -488,7 +488,8 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     if let Some(q) = &o.queries {
-        queries_summary(sc, q, &o.hists, t.failed_total(), out)?;
+        let cpu = o.observed.client.as_ref();
+        queries_summary(sc, q, &o.hists, (t.failed_total(), cpu), out)?;
         if sc.transport == Transport::TcpPerQuery && !o.hists.service_time.is_empty() {
             let service = o.hists.service_time.mean().max(1.0);
             writeln!(
@@ -522,6 +523,9 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
                      the protocol asked for (counted malformed or oversized): check --proto (and \
                      --push-format) against what the server speaks"
                 }
+                Bucket::TimedOut | Bucket::HalfOpen => {
+                    &*unaccepted_hint(b, o).unwrap_or_else(|| b.hint().into())
+                }
                 _ => b.hint(),
             };
             writeln!(out, "  hint ({}): {hint}", b.key())?;
@@ -534,6 +538,12 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
                 )?;
             }
         }
+    }
+    if let Some(c) = &o.observed.client {
+        writeln!(out, "  client cpu    {}", cpu_words(c, o))?;
+    }
+    if let Some(seen) = &o.observed.server {
+        writeln!(out, "  server seen   {}", seen.line())?;
     }
     if let Some(h) = retransmit_hint(o) {
         writeln!(out, "  hint (handshake): {h}")?;
@@ -561,6 +571,18 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     }
     if udp_silent.is_some() || (t.unverified > 0 && sc.push.is_some()) {
         // Said above.
+    } else if let Some(cause) = o
+        .observed
+        .server
+        .as_ref()
+        .filter(|_| t.unverified > 0)
+        .and_then(|s| s.cause(t.unverified))
+    {
+        writeln!(
+            out,
+            "  hint (unverified): {} connection(s) were established but never answered: {cause}",
+            t.unverified
+        )?;
     } else if t.unverified > 0 && t.verified == 0 && t.probe_rejected == 0 {
         // Not one answer: an accept queue drops some connections, not all.
         let what = sc
@@ -587,6 +609,57 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     }
     Ok(())
 }
+
+/// The timed-out and half-open buckets from what was seen of the server:
+/// the cause it showed, or, when it was seen and showed none, the causes
+/// that are left. None when it was not seen (the bucket's own words say
+/// what to look at).
+fn unaccepted_hint(b: Bucket, o: &Outcome) -> Option<String> {
+    let seen = o.observed.server.as_ref()?;
+    let t = &o.totals;
+    let never = t.failed[Bucket::TimedOut as usize] + t.failed[Bucket::HalfOpen as usize];
+    if let Some(cause) = seen.cause(never + t.unverified) {
+        return Some(cause);
+    }
+    Some(match b {
+        Bucket::TimedOut => format!(
+            "SYNs went unanswered, though the server's process ({}, pid {}) had fds to spare \
+             ({} of {}) and its accept queue never overflowed: the SYN backlog \
+             (net.ipv4.tcp_max_syn_backlog, SYN cookies) or a firewall dropped them",
+            seen.name, seen.pid, seen.fds_max, seen.fd_limit
+        ),
+        _ => format!(
+            "the server reset connections before answering anything, though its process ({}, \
+             pid {}) had fds to spare and its accept queue never overflowed: it closed them \
+             itself (a limit of its own; see its log)",
+            seen.name, seen.pid
+        ),
+    })
+}
+
+/// The client's CPU in words: its share of the cores it may use, per
+/// answer, and whether it shared them with the server.
+fn cpu_words(c: &crate::evidence::ClientCpu, o: &Outcome) -> String {
+    let per_answer = if c.cpu_us_per_answer > 0.0 {
+        format!(", {:.1} µs per answer", c.cpu_us_per_answer)
+    } else {
+        String::new()
+    };
+    let shared = match &o.observed.server {
+        Some(s) if c.shares_cores_with_server => format!(
+            "; it shares its cores with the server ({}, {:.2} s of CPU)",
+            s.name, s.cpu_s
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "{:.0}% of {} core(s) ({:.2} s){per_answer}{shared}",
+        c.cpu_pct, c.cores, c.cpu_s
+    )
+}
+
+/// A client this busy (% of its cores) may be why queries were late.
+pub const CLIENT_BUSY_PCT: f64 = 80.0;
 
 /// Where verification stopped growing while establishment went on: the
 /// server's kernel completed handshakes its process never took (a full
@@ -870,14 +943,40 @@ pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<String> {
 
 /// Whether the client's own lateness explains the response times, from
 /// the figures: its send lag (and its loop's) set against the service
-/// time's tail. None when it sent on time. `not_sent`: queries given up
-/// behind full sockets or windows; then the lag is theirs, not the
-/// client's.
-pub fn lag_warning(h: &crate::metrics::Histograms, not_sent: u64) -> Option<String> {
+/// time's tail, and its CPU (`cpu`: a client near its cores' limit, or
+/// sharing them with the server, clears neither side). None when it sent
+/// on time and was not busy. `not_sent`: queries given up behind full
+/// sockets or windows; then the lag is theirs, not the client's.
+pub fn lag_warning(
+    h: &crate::metrics::Histograms,
+    not_sent: u64,
+    cpu: Option<&crate::evidence::ClientCpu>,
+) -> Option<String> {
     let lag = h.send_lag.value_at_quantile(0.99);
     let loop_lag = h.loop_lag.value_at_quantile(0.99);
+    let busy = cpu.filter(|c| c.cpu_pct >= CLIENT_BUSY_PCT);
+    let competing =
+        cpu.filter(|c| c.shares_cores_with_server && c.with_server_pct >= CLIENT_BUSY_PCT);
+    let contended = match (busy, competing) {
+        (_, Some(c)) => Some(format!(
+            "the client used {:.0}% of its {} core(s), which it shares with the server: the two \
+             together kept them {:.0}% busy",
+            c.cpu_pct, c.cores, c.with_server_pct
+        )),
+        (Some(c), None) => Some(format!(
+            "the client used {:.0}% of its {} core(s)",
+            c.cpu_pct, c.cores
+        )),
+        _ => None,
+    };
     if lag.max(loop_lag) <= 1000 {
-        return None;
+        return contended.map(|c| {
+            format!(
+                "note: {c}; it sent on time, but the times measured include waits for a core on \
+                 both sides: run the client on other cores (taskset) or another host to tell \
+                 the server's own figure"
+            )
+        });
     }
     let lags = format!(
         "send lag p99 {}, its loop's p99 {}",
@@ -898,11 +997,30 @@ pub fn lag_warning(h: &crate::metrics::Histograms, not_sent: u64) -> Option<Stri
         ));
     }
     let service = h.service_time.value_at_quantile(0.99);
-    if lag * 2 >= service {
+    let sharing = cpu.filter(|c| c.shares_cores_with_server);
+    if let (true, Some(c)) = (lag * 2 >= service, sharing) {
+        Some(format!(
+            "warning: the client sent late ({lags}) against a service time p99 of {}, and it \
+             shares its {} core(s) with the server (the two kept them {:.0}% busy; the client \
+             {:.0}%): each delays the other, so neither side's figure is its own. Run the \
+             client on other cores (taskset -c) or another host",
+            human_us(service),
+            c.cores,
+            c.with_server_pct,
+            c.cpu_pct
+        ))
+    } else if lag * 2 >= service {
         Some(format!(
             "warning: the client is the bottleneck: it sent late ({lags}) against a service \
              time p99 of {}: much of the response time is its own delay. Give it more cores \
              (--workers, --processes, more hosts) or ask for less",
+            human_us(service)
+        ))
+    } else if let Some(c) = contended {
+        Some(format!(
+            "note: the client sent some queries late ({lags}) and {c}: the service time's tail \
+             (p99 {}) cannot be put on the server alone; run the client on other cores \
+             (taskset) or another host to tell",
             human_us(service)
         ))
     } else {
@@ -1078,7 +1196,7 @@ fn queries_summary(
     sc: &Scenario,
     q: &crate::engine::QueryOutcome,
     h: &crate::metrics::Histograms,
-    conns_failed: u64,
+    (conns_failed, cpu): (u64, Option<&crate::evidence::ClientCpu>),
     out: &mut dyn Write,
 ) -> io::Result<()> {
     use crate::scenario::Model;
@@ -1234,7 +1352,7 @@ fn queries_summary(
                 t.sent_late
             )?;
         }
-        if let Some(w) = lag_warning(h, t.errors[crate::metrics::E_NOT_SENT]) {
+        if let Some(w) = lag_warning(h, t.errors[crate::metrics::E_NOT_SENT], cpu) {
             writeln!(out, "    {w}")?;
         }
     }

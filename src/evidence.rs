@@ -1,0 +1,555 @@
+//! What the machine says about a run, read while it runs: the client's own
+//! CPU (its process tree), and, when the target is on this host, the
+//! server's listening socket and the process that owns it (its fds
+//! against its limit, its CPU, the cores it may use) and the kernel's
+//! accept-queue counters. The client's hints name a cause only from what
+//! this module saw; it reads /proc and never changes anything.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::sys::proc;
+
+/// The client's CPU over its run (`client` in the result).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientCpu {
+    /// User + system time of the client's processes (its children of
+    /// --processes included), seconds.
+    pub cpu_s: f64,
+    /// The cores it may run on (its CPU affinity).
+    pub cores: u64,
+    /// Wall time the CPU was measured over, seconds.
+    pub wall_s: f64,
+    /// cpu_s as a share of wall_s times cores: 100 is every core busy.
+    pub cpu_pct: f64,
+    /// CPU per answered query, µs (0 without answers).
+    pub cpu_us_per_answer: f64,
+    /// The server (a process of this host) may run on some of the same
+    /// cores: the two competed for them.
+    #[serde(default)]
+    pub shares_cores_with_server: bool,
+    /// When it does: the client's and the server's CPU together, as a
+    /// share of those cores over the run.
+    #[serde(default)]
+    pub with_server_pct: f64,
+}
+
+impl ClientCpu {
+    /// Sets the share and the cost per answer from the parts.
+    pub fn derive(&mut self, answered: u64) {
+        let room = self.wall_s * self.cores.max(1) as f64;
+        self.cpu_pct = if room > 0.0 {
+            100.0 * self.cpu_s / room
+        } else {
+            0.0
+        };
+        self.cpu_us_per_answer = if answered > 0 {
+            self.cpu_s * 1e6 / answered as f64
+        } else {
+            0.0
+        };
+    }
+
+    /// Adds another host's or process's (a merge): CPU and cores summed,
+    /// the longest wall time.
+    pub fn merge(&mut self, o: &ClientCpu) {
+        self.cpu_s += o.cpu_s;
+        self.cores += o.cores;
+        self.wall_s = self.wall_s.max(o.wall_s);
+        self.shares_cores_with_server |= o.shares_cores_with_server;
+        self.with_server_pct = self.with_server_pct.max(o.with_server_pct);
+    }
+}
+
+/// What was seen of a server on this host (`server_seen` in the result).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerSeen {
+    /// The process that owns the listening socket (the one holding the
+    /// most fds when several share it: nginx's workers).
+    pub pid: i32,
+    pub name: String,
+    /// The most fds it held at once while it was watched, and its limit
+    /// (RLIMIT_NOFILE, soft).
+    pub fds_max: u64,
+    pub fd_limit: u64,
+    /// Its user + system time over the run, seconds.
+    pub cpu_s: f64,
+    /// The listening socket's accept queue (connections the kernel
+    /// completed and the process has not taken): the longest it was seen.
+    pub accept_queue_max: u64,
+    /// The kernel's TcpExt counters' growth over the run (this network
+    /// namespace, every listener in it).
+    pub listen_overflows: u64,
+    pub listen_drops: u64,
+}
+
+impl ServerSeen {
+    /// It held (nearly) all the fds it may: it cannot accept more.
+    pub fn out_of_fds(&self) -> bool {
+        self.fd_limit > 0 && self.fds_max + 2 >= self.fd_limit
+    }
+
+    /// The kernel counted accept-queue overflows.
+    pub fn queue_full(&self) -> bool {
+        self.listen_overflows > 0
+    }
+
+    /// The cause this evidence shows for `never` connections that were
+    /// never accepted or answered, in words; None when it shows none.
+    pub fn cause(&self, never: u64) -> Option<String> {
+        let who = format!("the server's process ({}, pid {})", self.name, self.pid);
+        if self.out_of_fds() {
+            return Some(format!(
+                "{who} held {} fds of its {}: it cannot accept more (raise its fd limit: \
+                 LimitNOFILE= for a systemd unit, worker_rlimit_nofile for nginx, ulimit -n)",
+                self.fds_max, self.fd_limit
+            ));
+        }
+        // (Connections waiting in the queue at the end of the ramp are
+        // the ones it never took.)
+        let held_back = self.accept_queue_max > 0 && self.accept_queue_max >= never;
+        if self.queue_full() || held_back {
+            return Some(format!(
+                "{who} did not take the connections the kernel completed for it: its accept \
+                 queue held up to {} connections and the kernel counted {} overflow(s) \
+                 (ListenOverflows). It is too busy to accept, or stopped accepting (stopped, \
+                 or at a connection limit of its own, such as nginx's worker_connections); a \
+                 larger backlog only delays this",
+                self.accept_queue_max, self.listen_overflows
+            ));
+        }
+        None
+    }
+
+    /// What it saw, in a line for the summary.
+    pub fn line(&self) -> String {
+        format!(
+            "{} (pid {}): {} fds of its {} at most, accept queue up to {}, {} listen \
+             overflow(s), CPU {:.2} s",
+            self.name,
+            self.pid,
+            self.fds_max,
+            self.fd_limit,
+            self.accept_queue_max,
+            self.listen_overflows,
+            self.cpu_s
+        )
+    }
+}
+
+/// What the run was watched for, as the result keeps it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    pub client: Option<ClientCpu>,
+    pub server: Option<ServerSeen>,
+}
+
+impl Observed {
+    /// Adds another part's (a process's, a host's): CPU summed; of the
+    /// server, the view that saw the most fds held.
+    pub fn merge(&mut self, o: &Observed, answered: u64) {
+        match (self.client.as_mut(), &o.client) {
+            (Some(c), Some(oc)) => {
+                c.merge(oc);
+                c.derive(answered);
+            }
+            (None, Some(oc)) => self.client = Some(oc.clone()),
+            _ => {}
+        }
+        if let Some(s) = &o.server {
+            if self.server.as_ref().is_none_or(|m| s.fds_max > m.fds_max) {
+                self.server = Some(s.clone());
+            }
+        }
+    }
+}
+
+/// A listening TCP socket from /proc/net/tcp{,6}.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listener {
+    pub inode: u64,
+    /// Connections in its accept queue (the file's rx_queue of a
+    /// listener; its room, the backlog, is not in the file).
+    pub queued: u64,
+}
+
+/// Parses one /proc/net/tcp line of a listener on `port` whose address is
+/// `addr` or the wildcard. Addresses are hex in the kernel's byte order.
+fn listener_of(line: &str, port: u16, addr_hex: &[String]) -> Option<Listener> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    if f.len() < 10 || f[3] != "0A" {
+        return None;
+    }
+    let (ip, p) = f[1].split_once(':')?;
+    if u16::from_str_radix(p, 16).ok()? != port {
+        return None;
+    }
+    let wildcard = ip.bytes().all(|b| b == b'0');
+    if !wildcard && !addr_hex.iter().any(|a| a.eq_ignore_ascii_case(ip)) {
+        return None;
+    }
+    let (_, rx) = f[4].split_once(':')?;
+    Some(Listener {
+        inode: f[9].parse().ok()?,
+        queued: u64::from_str_radix(rx, 16).ok()?,
+    })
+}
+
+/// An address as /proc/net/tcp{,6} writes it.
+fn proc_hex(addr: &SocketAddr) -> Vec<String> {
+    match addr {
+        SocketAddr::V4(a) => {
+            let o = a.ip().octets();
+            vec![format!("{:02X}{:02X}{:02X}{:02X}", o[3], o[2], o[1], o[0])]
+        }
+        SocketAddr::V6(a) => {
+            let o = a.ip().octets();
+            let words: String = o
+                .chunks(4)
+                .map(|w| format!("{:02X}{:02X}{:02X}{:02X}", w[3], w[2], w[1], w[0]))
+                .collect();
+            let mut v = vec![words];
+            if let Some(v4) = a.ip().to_ipv4_mapped() {
+                v.extend(proc_hex(&SocketAddr::new(v4.into(), a.port())));
+            }
+            v
+        }
+    }
+}
+
+/// The listening socket a connection to `target` reaches, if this host
+/// (this network namespace) has it.
+pub fn listener(target: &SocketAddr) -> Option<Listener> {
+    let hex = proc_hex(target);
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().find_map(|f| {
+        let text = fs::read_to_string(f).ok()?;
+        text.lines()
+            .skip(1)
+            .find_map(|l| listener_of(l, target.port(), &hex))
+    })
+}
+
+/// The processes holding socket `inode` (several when a listener is
+/// shared by fork, as nginx's workers).
+pub fn owners(inode: u64) -> Vec<i32> {
+    let want = format!("socket:[{inode}]");
+    let me = std::process::id() as i32;
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        let holds = fds
+            .flatten()
+            .any(|fd| fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == want.as_str()));
+        if holds {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Open fds of a process.
+fn fd_count(pid: i32) -> Option<u64> {
+    Some(fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64)
+}
+
+/// A process's soft RLIMIT_NOFILE, from /proc/PID/limits.
+fn fd_limit(pid: i32) -> Option<u64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A process's user + system time, seconds.
+fn cpu_s(pid: i32) -> Option<f64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command (which may hold spaces) in parentheses.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / clock_ticks())
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// The cores a process may run on (Cpus_allowed_list of its status).
+fn allowed_cores(pid: &str) -> BTreeSet<u32> {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let Some(list) = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+    else {
+        return BTreeSet::new();
+    };
+    let mut cores = BTreeSet::new();
+    for part in list.trim().split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+            cores.extend(a..=b);
+        }
+    }
+    cores
+}
+
+fn process_name(pid: i32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// This process and its reaped children's user + system time, seconds.
+fn own_cpu_s() -> f64 {
+    let of = |who| {
+        // SAFETY: rusage is plain data; all zeroes is a valid value.
+        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage writes only the struct it is given.
+        if unsafe { libc::getrusage(who, &mut r) } != 0 {
+            return 0.0;
+        }
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        tv(r.ru_utime) + tv(r.ru_stime)
+    };
+    of(libc::RUSAGE_SELF) + of(libc::RUSAGE_CHILDREN)
+}
+
+/// The server's process being watched.
+struct Watched {
+    pids: Vec<i32>,
+    target: SocketAddr,
+    seen: ServerSeen,
+    cpu_at_start: f64,
+    counters_at_start: (u64, u64),
+}
+
+impl Watched {
+    fn sample(&mut self) {
+        if let Some(l) = listener(&self.target) {
+            self.seen.accept_queue_max = self.seen.accept_queue_max.max(l.queued);
+        }
+        // The owner with the most fds is the one that runs short first.
+        let mut best: Option<(u64, i32)> = None;
+        for &pid in &self.pids {
+            if let Some(n) = fd_count(pid) {
+                if best.is_none_or(|(m, _)| n > m) {
+                    best = Some((n, pid));
+                }
+            }
+        }
+        if let Some((n, pid)) = best {
+            if n > self.seen.fds_max {
+                self.seen.fds_max = n;
+                self.seen.pid = pid;
+                self.seen.name = process_name(pid);
+                self.seen.fd_limit = fd_limit(pid).unwrap_or(0);
+            }
+        }
+    }
+
+    fn cpu_now(&self) -> f64 {
+        self.pids.iter().filter_map(|&p| cpu_s(p)).sum()
+    }
+}
+
+/// Watches a run: started before the first connection, finished after
+/// the last answer. Samples the server once every [`Observer::EVERY`]
+/// on a thread of its own (reading a process's fd table of tens of
+/// thousands of entries costs milliseconds: never on a worker).
+pub struct Observer {
+    started: Instant,
+    cpu_at_start: f64,
+    cores: BTreeSet<u32>,
+    watched: Option<Arc<Mutex<Watched>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Observer {
+    const EVERY: Duration = Duration::from_millis(250);
+
+    /// Starts watching. `target`: the first target when it is on this
+    /// host and not this process's own (embedded) server.
+    pub fn start(target: Option<SocketAddr>) -> Observer {
+        let watched = target.and_then(|t| {
+            let l = listener(&t)?;
+            let pids = owners(l.inode);
+            if pids.is_empty() {
+                return None;
+            }
+            let mut w = Watched {
+                pids,
+                target: t,
+                seen: ServerSeen::default(),
+                cpu_at_start: 0.0,
+                counters_at_start: proc::listen_counters().unwrap_or((0, 0)),
+            };
+            w.cpu_at_start = w.cpu_now();
+            w.sample();
+            Some(Arc::new(Mutex::new(w)))
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = watched.clone().map(|w| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                while !stop.load(Relaxed) {
+                    thread::sleep(Self::EVERY);
+                    w.lock().unwrap_or_else(|p| p.into_inner()).sample();
+                }
+            })
+        });
+        Observer {
+            started: Instant::now(),
+            cpu_at_start: own_cpu_s(),
+            cores: allowed_cores("self"),
+            watched,
+            stop,
+            thread,
+        }
+    }
+
+    /// Ends the watch: what it saw. `answered`: the run's answered
+    /// queries (for the CPU per answer).
+    pub fn finish(mut self, answered: u64) -> Observed {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let mut client = ClientCpu {
+            cpu_s: (own_cpu_s() - self.cpu_at_start).max(0.0),
+            cores: self.cores.len().max(1) as u64,
+            wall_s: self.started.elapsed().as_secs_f64(),
+            ..ClientCpu::default()
+        };
+        client.derive(answered);
+        let server = self.watched.map(|w| {
+            let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
+            w.sample();
+            let (o, d) = proc::listen_counters().unwrap_or((0, 0));
+            w.seen.listen_overflows = o.saturating_sub(w.counters_at_start.0);
+            w.seen.listen_drops = d.saturating_sub(w.counters_at_start.1);
+            w.seen.cpu_s = (w.cpu_now() - w.cpu_at_start).max(0.0);
+            let theirs: BTreeSet<u32> = w
+                .pids
+                .iter()
+                .flat_map(|p| allowed_cores(&p.to_string()))
+                .collect();
+            client.shares_cores_with_server = !theirs.is_disjoint(&self.cores);
+            if client.shares_cores_with_server {
+                let room = client.wall_s * self.cores.union(&theirs).count().max(1) as f64;
+                client.with_server_pct = 100.0 * (client.cpu_s + w.seen.cpu_s) / room.max(1e-9);
+            }
+            w.seen.clone()
+        });
+        Observed {
+            client: Some(client),
+            server,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_listener_line_of_proc_net_tcp() {
+        // 127.0.0.1:8089 listening, 3 in its accept queue.
+        let line = "   1: 0100007F:1F99 00000000:0000 0A 000001FF:00000003 00:00000000 \
+                    00000000     0        0 123456 1 0000000000000000 100 0 0 10 0";
+        let hex = proc_hex(&"127.0.0.1:8089".parse().unwrap());
+        assert_eq!(hex, ["0100007F"]);
+        assert_eq!(
+            listener_of(line, 8089, &hex),
+            Some(Listener {
+                inode: 123456,
+                queued: 3,
+            })
+        );
+        assert_eq!(listener_of(line, 8090, &hex), None);
+        let other = proc_hex(&"127.0.0.2:8089".parse().unwrap());
+        assert_eq!(listener_of(line, 8089, &other), None);
+        // A wildcard listener takes any address; an established socket
+        // (state 01) is no listener.
+        let any = line.replace("0100007F:1F99", "00000000:1F99");
+        assert!(listener_of(&any, 8089, &other).is_some());
+        assert_eq!(listener_of(&line.replace(" 0A ", " 01 "), 8089, &hex), None);
+    }
+
+    #[test]
+    fn finds_its_own_listener_and_its_owner() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let found = listener(&addr).expect("the listener in /proc/net/tcp");
+        // This process skips itself when it looks for owners.
+        assert!(owners(found.inode).is_empty());
+        let c = std::net::TcpStream::connect(addr).unwrap();
+        assert_eq!(listener(&addr).unwrap().queued, 1);
+        drop(c);
+    }
+
+    #[test]
+    fn names_the_cause_it_saw() {
+        let mut s = ServerSeen {
+            pid: 42,
+            name: "nginx".into(),
+            fds_max: 1024,
+            fd_limit: 1024,
+            ..ServerSeen::default()
+        };
+        let c = s.cause(10).unwrap();
+        assert!(
+            c.contains("(nginx, pid 42) held 1024 fds of its 1024"),
+            "{c}"
+        );
+        s.fds_max = 100;
+        assert_eq!(s.cause(10), None);
+        // A listener that never accepts: its queue holds them all.
+        s.accept_queue_max = 10;
+        assert!(s.cause(10).unwrap().contains("accept queue held up to 10"));
+        assert_eq!(s.cause(20), None);
+        // Overflows counted by the kernel: the queue was full.
+        s.listen_overflows = 3;
+        assert!(s.cause(5000).unwrap().contains("3 overflow(s)"));
+    }
+
+    #[test]
+    fn cpu_share_and_cost_per_answer() {
+        let mut c = ClientCpu {
+            cpu_s: 1.0,
+            cores: 2,
+            wall_s: 2.0,
+            ..ClientCpu::default()
+        };
+        c.derive(100_000);
+        assert_eq!(c.cpu_pct, 25.0);
+        assert_eq!(c.cpu_us_per_answer, 10.0);
+    }
+}
