@@ -82,6 +82,14 @@ pub struct ClientArgs {
     #[arg(long, overrides_with = "no_reconnect")]
     pub reconnect: bool,
 
+    /// End the ramp early when this holds (repeatable): verify-stall=T
+    /// (no connection verified for T while attempts go on: the server
+    /// stopped accepting) or failed=P% (failed attempts reached P% of
+    /// those made, after 100). The run goes on with what it has, and the
+    /// summary says where the ramp stopped.
+    #[arg(long = "stop-on", value_name = "COND")]
+    pub stop_on: Vec<String>,
+
     /// Do not replace connections that end: the run's concurrency falls
     /// with each one the server closes (the summary says how many).
     #[arg(long = "no-reconnect", overrides_with = "reconnect")]

@@ -95,6 +95,25 @@ impl ClientArgs {
                     .unwrap_or(self.duration.as_secs_f64()),
             }
         };
+        let stop_on = self
+            .stop_on
+            .iter()
+            .map(|c| crate::scenario::StopOn::parse(c).map_err(usage))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let verifies_in_ramp = probe.is_some() || tls.is_some();
+        if let Some(c) = stop_on
+            .iter()
+            .find(|c| matches!(c, crate::scenario::StopOn::VerifyStall { .. }))
+        {
+            if !verifies_in_ramp {
+                return Err(usage(format!(
+                    "--stop-on {}: nothing verifies connections during this ramp (with queries \
+                     the first answer does, after the ramp; --no-verify and raw without \
+                     --marker send no probe): use --stop-on failed=PERCENT",
+                    c.words()
+                )));
+            }
+        }
         let workers = match (self.connect_mode, self.workers) {
             // One connection at a time: one loop is all it can use.
             (ConnectMode::Sync, _) => 1,
@@ -134,6 +153,7 @@ impl ClientArgs {
             transport: self.transport,
             tls,
             push,
+            stop_on,
         })
     }
 

@@ -366,6 +366,7 @@ pub(crate) mod tests {
             overrun: Vec::new(),
             push: None,
             observed: Default::default(),
+            ramp_stopped: None,
             queries: Some(crate::engine::QueryOutcome {
                 totals: qt,
                 statuses,

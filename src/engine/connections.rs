@@ -407,14 +407,17 @@ impl Worker {
             b => b,
         };
         // (After an announced close the server may also reset: queries
-        // that crossed its last answer arrived at a closed socket.)
+        // that crossed its last answer arrived at a closed socket.) A
+        // close with nothing in flight is an idle close, whether or not
+        // the connection had carried a query yet: one thing, counted one
+        // way.
         let announced = c.has(Flags::PEER_CLOSING)
             && matches!(bucket, Bucket::ClosedByPeer | Bucket::Reset)
-            || bucket == Bucket::ClosedByPeer && c.flight.done > 0 && c.live() == 0;
+            || bucket == Bucket::ClosedByPeer && c.live() == 0;
         if c.state == State::Held && announced {
             // It answered all it was sent, or said its last answer was its
-            // last, then closed (a keep-alive limit, an idle timeout): the
-            // server's right, not a failure.
+            // last, or had nothing to answer, then closed (a keep-alive
+            // limit, an idle timeout): the server's right, not a failure.
             bump(&self.counters.peer_closed, 1);
         } else {
             self.counters.fail(bucket);

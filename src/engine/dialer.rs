@@ -237,6 +237,25 @@ impl Dialer {
         }
     }
 
+    /// --stop-on held: the ramp's attempts not started yet are dropped
+    /// (those in flight still resolve).
+    pub fn stop_ramp(&mut self) {
+        let dropped = self.initial_total - self.next;
+        if dropped == 0 {
+            return;
+        }
+        self.initial_total = self.next;
+        self.est_left -= dropped;
+        self.ramp_left -= dropped;
+        self.counters.ramp_left.store(self.ramp_left, Relaxed);
+        if self.est_left == 0 {
+            let _ = self.notify.send(Reason::RampEstablished);
+        }
+        if self.ramp_left == 0 {
+            let _ = self.notify.send(Reason::RampDone);
+        }
+    }
+
     /// An attempt of the ramp is established or failed: the ramp's own
     /// figure ends with the last (verification, which may take longer, has
     /// its own: [`Dialer::resolved`]).

@@ -393,6 +393,8 @@ pub struct Outcome {
     /// The client's CPU and what was seen of the server on this host (set
     /// by the caller, which watched the run).
     pub observed: crate::evidence::Observed,
+    /// --stop-on ended the ramp early: when and why, in words.
+    pub ramp_stopped: Option<String>,
 }
 
 impl QueryOutcome {
@@ -430,6 +432,9 @@ impl Outcome {
         let answered = |q: &Option<QueryOutcome>| q.as_ref().map_or(0, |q| q.totals.answered);
         let all = answered(&self.queries) + answered(&o.queries);
         self.observed.merge(&o.observed, all);
+        if self.ramp_stopped.is_none() {
+            self.ramp_stopped.clone_from(&o.ramp_stopped);
+        }
         match (self.queries.as_mut(), &o.queries) {
             (Some(q), Some(oq)) => q.merge(oq),
             (None, Some(oq)) => self.queries = Some(oq.clone()),
@@ -618,6 +623,9 @@ pub fn run(
     let mut rate_changes: Vec<(f64, f64)> = Vec::new();
     // Seconds of traffic whose target is in `exported` already.
     let mut targeted_s = 0.0;
+    // --stop-on: verification's last growth, and whether it stopped the ramp.
+    let mut verified_growth = (0u64, start);
+    let mut ramp_stopped = None;
     loop {
         let next_tick = start + Duration::from_secs(tick);
         let wake = end_at.map_or(next_tick, |e| e.min(next_tick));
@@ -786,6 +794,24 @@ pub fn run(
                     targeted_s = upto;
                 }
             }
+            if ramp_time.is_none() && ramp_stopped.is_none() && !sc.stop_on.is_empty() {
+                if t.verified > verified_growth.0 {
+                    verified_growth = (t.verified, now);
+                }
+                if let Some(why) = stop_on_holds(&sc.stop_on, &t, now - verified_growth.1) {
+                    shared.ramp_stop.store(true, Relaxed);
+                    for w in &wakers {
+                        w.wake()?;
+                    }
+                    let words = format!(
+                        "at {:.1} s after {} attempts: {why}",
+                        (now - start).as_secs_f64(),
+                        t.attempted
+                    );
+                    live.note(&format!("ramp stopped {words}"));
+                    ramp_stopped = Some(words);
+                }
+            }
             last_established = t.established;
             last_q = q;
             live.second(&s, sc.connections);
@@ -927,6 +953,37 @@ pub fn run(
             .is_some()
             .then(|| PushTotals::sum(counters.iter().map(|c| &**c))),
         observed: Default::default(),
+        ramp_stopped,
+    })
+}
+
+/// The first --stop-on condition that holds, in words: `stalled`, how
+/// long since verification last grew.
+fn stop_on_holds(
+    conds: &[crate::scenario::StopOn],
+    t: &ConnTotals,
+    stalled: Duration,
+) -> Option<String> {
+    use crate::scenario::StopOn;
+    conds.iter().find_map(|c| match *c {
+        StopOn::VerifyStall { seconds } if stalled.as_secs_f64() >= seconds => Some(format!(
+            "no connection verified for {:.0} s ({} verified; --stop-on {})",
+            stalled.as_secs_f64(),
+            t.verified,
+            c.words()
+        )),
+        StopOn::Failed { pct }
+            if t.attempted >= 100
+                && t.failed_total() as f64 * 100.0 >= pct * t.attempted as f64 =>
+        {
+            Some(format!(
+                "{} of {} attempts failed (--stop-on {})",
+                t.failed_total(),
+                t.attempted,
+                c.words()
+            ))
+        }
+        _ => None,
     })
 }
 

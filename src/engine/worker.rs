@@ -343,6 +343,9 @@ impl Worker {
                 let drain = self.sc.traffic.as_ref().map_or(0.0, |t| t.drain_s);
                 self.draining = Some(now + Duration::from_secs_f64(drain));
             }
+            if self.shared.ramp_stop.load(Relaxed) {
+                self.dial.stop_ramp();
+            }
             if let Some(until) = self.draining {
                 if self.drained(now, until) {
                     break;

@@ -53,6 +53,8 @@ pub struct Shared {
     pub current: AtomicI64,
     /// The most ever open at once.
     pub peak: AtomicI64,
+    /// Client: --stop-on held: attempts of the ramp not started are not.
+    pub ramp_stop: AtomicBool,
 }
 
 impl Shared {

@@ -139,6 +139,9 @@ pub struct Connections {
     pub probe_rejected: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_reply: Option<String>,
+    /// --stop-on ended the ramp early: when and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_stopped: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -383,6 +386,7 @@ impl RunResult {
                 tls_error: t.tls_error.clone(),
                 probe_rejected: t.probe_rejected,
                 probe_reply: t.probe_reply.clone(),
+                ramp_stopped: o.ramp_stopped.clone(),
             },
             queries,
             latency,
@@ -710,6 +714,7 @@ impl RunResult {
                 client: self.client.clone(),
                 server: self.server_seen.clone(),
             },
+            ramp_stopped: c.ramp_stopped.clone(),
             push: self.push.as_ref().map(|p| crate::metrics::PushTotals {
                 received: p.received,
                 lost: p.lost,

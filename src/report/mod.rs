@@ -469,6 +469,9 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?,
         None => writeln!(out, "  ramp          not finished")?,
     }
+    if let Some(why) = &o.ramp_stopped {
+        writeln!(out, "  ramp stopped  {why}")?;
+    }
     time_row("connect time", &o.hists.connect_time, "", out)?;
     time_row(
         "in connect()",
@@ -482,7 +485,8 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     if t.peer_closed > 0 {
         writeln!(
             out,
-            "  peer closed   {} after answering all they were sent (not failures){}",
+            "  peer closed   {} with nothing in flight: after answering all they were sent, or idle \
+             (not failures){}",
             t.peer_closed,
             peer_closed_fate(sc, o)
         )?;

@@ -219,6 +219,9 @@ pub struct Scenario {
     /// --proto push: no queries; what the server pushes is measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push: Option<PushListen>,
+    /// --stop-on: conditions that end the ramp early.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop_on: Vec<StopOn>,
 }
 
 /// --proto push: how the server's messages are read, and their period.
@@ -264,6 +267,59 @@ pub const MAX_DATAGRAM: u64 = 65_507;
 /// Bytes of the echo header: magic, sequence number, send timestamp (the
 /// smallest echo query).
 pub const ECHO_HEADER: usize = 20;
+
+/// A condition that stops a ramp (--stop-on): the connections not yet
+/// attempted are not, and the run goes on with what it has.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopOn {
+    /// No connection verified for this long while attempts went on.
+    VerifyStall { seconds: f64 },
+    /// Failed attempts reached this share (%) of those made (after 100).
+    Failed { pct: f64 },
+}
+
+impl StopOn {
+    /// `verify-stall=5s` or `failed=10%`.
+    pub fn parse(s: &str) -> Result<StopOn, String> {
+        let bad = || {
+            format!(
+                "--stop-on '{s}': give verify-stall=DURATION (no new verification for that \
+                 long) or failed=PERCENT (failed attempts' share), e.g. --stop-on \
+                 verify-stall=5s --stop-on failed=10%"
+            )
+        };
+        let (k, v) = s.split_once('=').ok_or_else(bad)?;
+        match k.trim() {
+            "verify-stall" => {
+                let d = crate::units::parse_duration(v.trim()).map_err(|_| bad())?;
+                if d.is_zero() {
+                    return Err(bad());
+                }
+                Ok(StopOn::VerifyStall {
+                    seconds: d.as_secs_f64(),
+                })
+            }
+            "failed" => {
+                let pct: f64 = v
+                    .trim()
+                    .strip_suffix('%')
+                    .and_then(|p| p.parse().ok())
+                    .filter(|p: &f64| *p > 0.0 && *p <= 100.0)
+                    .ok_or_else(bad)?;
+                Ok(StopOn::Failed { pct })
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    pub fn words(&self) -> String {
+        match self {
+            StopOn::VerifyStall { seconds } => format!("verify-stall={seconds}s"),
+            StopOn::Failed { pct } => format!("failed={pct}%"),
+        }
+    }
+}
 
 impl Scenario {
     pub fn connect_timeout(&self) -> Duration {
