@@ -450,6 +450,23 @@ zone:
 
 /// nginx on 127.0.0.1 with keep-alive, `keepalive_requests` as given.
 fn nginx(name: &str, keepalive_requests: u32) -> Option<(Daemon, u16, PathBuf)> {
+    nginx_with(
+        name,
+        &format!("keepalive_requests {keepalive_requests};"),
+        "",
+        None,
+    )
+}
+
+/// nginx on 127.0.0.1: `http`, more lines for its http section (its
+/// defaults otherwise, keepalive_requests 1000 among them); `listen`, more
+/// options for its listen line (`backlog=N`); `nofile`, its fd limit.
+fn nginx_with(
+    name: &str,
+    http: &str,
+    listen: &str,
+    nofile: Option<u32>,
+) -> Option<(Daemon, u16, PathBuf)> {
     let bin = program("nginx", "nginx-light")?;
     let dir = temp_dir(name);
     let port = free_port();
@@ -470,10 +487,10 @@ http {{
   fastcgi_temp_path {d}/fastcgi;
   uwsgi_temp_path {d}/uwsgi;
   scgi_temp_path {d}/scgi;
-  keepalive_requests {keepalive_requests};
+  {http}
   keepalive_timeout 60s;
   server {{
-    listen 127.0.0.1:{port};
+    listen 127.0.0.1:{port} {listen};
     location / {{ return 200 \"ok\\n\"; }}
   }}
 }}
@@ -482,11 +499,16 @@ http {{
         ),
     )
     .unwrap();
-    let child = Command::new(bin)
-        .arg("-p")
-        .arg(&dir)
+    // (`exec`: the shell's pid becomes nginx's, which the test kills.)
+    let limit = nofile.map_or(String::new(), |n| format!("ulimit -n {n} && "));
+    let child = Command::new("sh")
         .arg("-c")
-        .arg(&conf)
+        .arg(format!(
+            "{limit}exec {} -p {} -c {}",
+            bin.display(),
+            dir.display(),
+            conf.display()
+        ))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -604,4 +626,222 @@ fn nginx_verifies_an_http_probe_and_rejects_a_dns_one() {
     assert!(out.contains("the server rejected the probe"), "{out}");
     assert!(!out.contains("accept queue"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The latency p50 wrk prints (`50%  238.00us`), in µs.
+fn wrk_p50_us(out: &str) -> f64 {
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("50%"))
+        .unwrap_or_else(|| panic!("no p50 in wrk's output:\n{out}"));
+    let v = line.split_whitespace().nth(1).unwrap();
+    let (num, mult) = if let Some(n) = v.strip_suffix("us") {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix("ms") {
+        (n, 1e3)
+    } else {
+        (v.strip_suffix('s').unwrap(), 1e6)
+    };
+    num.parse::<f64>().unwrap() * mult
+}
+
+/// nginx closes a keep-alive connection after 1,000 requests (its
+/// default): a closed loop stopped within a second and passed, and with
+/// replacements stacked the closed connections' queries onto the others
+/// (response time 6x Little's law). Now each is replaced, the mean
+/// response time is connections / rate, and p50 is wrk's.
+#[test]
+fn nginx_closed_loop_keeps_its_concurrency_across_keepalive_closes() {
+    let Some((_nginx, port, dir)) = nginx_with("nginx-closed", "", "", None) else {
+        return;
+    };
+    let target = format!("127.0.0.1:{port}");
+    let conns = 16;
+    let (code, out, v, _) = client(
+        "nginx-closed-client",
+        &[
+            &target,
+            "--proto",
+            "http",
+            "--closed-loop",
+            "-c",
+            &conns.to_string(),
+            "-T",
+            "3s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let answered = n(&v, &["queries", "answered"]);
+    // 16 connections of 1,000 requests each would be 16,000: replaced,
+    // they go on.
+    assert!(answered > 3 * 16_000, "{out}");
+    assert!(
+        n(&v, &["connections", "peer_closed"]) >= answered / 1000 - 16,
+        "{out}"
+    );
+    assert_eq!(failures(&v), 0, "{out}");
+    // Little's law: the mean response time is connections / rate.
+    let rate = v["queries"]["rate_achieved"].as_f64().unwrap();
+    let mean = v["latency"]["response_time_us"]["mean"].as_f64().unwrap();
+    let little = conns as f64 / rate * 1e6;
+    assert!(
+        (mean - little).abs() <= 0.15 * little,
+        "mean {mean} µs, Little's law {little} µs\n{out}"
+    );
+    // The client's CPU is in the result.
+    assert!(v["client"]["cpu_pct"].as_f64().unwrap() > 0.0, "{out}");
+    assert!(
+        v["client"]["cpu_us_per_answer"].as_f64().unwrap() > 0.0,
+        "{out}"
+    );
+    assert!(out.contains("client cpu"), "{out}");
+    // Beside wrk on the same nginx, in the same run: p50 within 1.5x.
+    if let Some(wrk) = program("wrk", "wrk") {
+        let (wcode, wout, werr) = output(Command::new(wrk).args([
+            "-t2",
+            "-c",
+            &conns.to_string(),
+            "-d3s",
+            "--latency",
+            &format!("http://{target}/"),
+        ]));
+        assert_eq!(wcode, 0, "{wout}{werr}");
+        let ours = v["latency"]["response_time_us"]["p50"].as_f64().unwrap();
+        let theirs = wrk_p50_us(&wout);
+        assert!(
+            ours <= 1.5 * theirs.max(50.0),
+            "throng p50 {ours} µs, wrk's {theirs} µs\n{out}\n{wout}"
+        );
+    }
+    // --no-reconnect: the concurrency falls with each close, said in the
+    // summary.
+    let (_, out, v, _) = client(
+        "nginx-closed-noreconnect",
+        &[
+            &target,
+            "--proto",
+            "http",
+            "--closed-loop",
+            "-c",
+            "4",
+            "-T",
+            "2s",
+            "--no-reconnect",
+        ],
+        false,
+    );
+    assert_eq!(n(&v, &["queries", "answered"]), 4000, "{out}");
+    assert_eq!(n(&v, &["connections", "peer_closed"]), 4, "{out}");
+    assert!(
+        out.contains("not replaced (--no-reconnect): 0 of 4 open"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An open loop at a fixed rate over connections nginx closes: the
+/// queries go to the replacements; without them (--no-reconnect) the
+/// queries that had no connection fail the default check (it passed on
+/// the queries sent, 12,800 of 20,000 asked).
+#[test]
+fn nginx_open_loop_keeps_its_rate_across_keepalive_closes() {
+    let Some((_nginx, port, dir)) = nginx("nginx-open", 100) else {
+        return;
+    };
+    let target = format!("127.0.0.1:{port}");
+    let args = [
+        target.as_str(),
+        "--proto",
+        "http",
+        "-c",
+        "4",
+        "-r",
+        "1000",
+        "-T",
+        "2s",
+    ];
+    let (code, out, v, _) = client("nginx-open-client", &args, false);
+    assert_eq!(code, 0, "{out}");
+    let due = n(&v, &["queries", "due"]);
+    assert!(due >= 1900, "{out}");
+    assert!(n(&v, &["queries", "answered"]) * 100 >= due * 99, "{out}");
+    assert!(n(&v, &["connections", "peer_closed"]) >= 15, "{out}");
+    let mut without = args.to_vec();
+    without.push("--no-reconnect");
+    let (code, out, v, _) = client("nginx-open-noreconnect", &without, false);
+    assert_eq!(code, 1, "{out}");
+    // 4 connections of 100 requests: the rest had no connection.
+    assert_eq!(n(&v, &["queries", "answered"]), 400, "{out}");
+    assert!(
+        n(&v, &["queries", "errors", "no_connection"]) >= 1400,
+        "{out}"
+    );
+    assert!(out.contains("FAIL  queries.answered>=99%"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// nginx out of fds (accept4: EMFILE) with a backlog that holds the rest:
+/// every connection established, most never accepted. That passed; now
+/// the run fails, and the hint names the cause from the server's process
+/// (its fds against its limit), not a full queue to raise.
+#[test]
+fn nginx_out_of_fds_fails_and_is_named_from_its_process() {
+    let Some((_nginx, port, dir)) = nginx_with("nginx-fds", "", "backlog=2048", Some(100)) else {
+        return;
+    };
+    let target = format!("127.0.0.1:{port}");
+    let (code, out, v, _) = client(
+        "nginx-fds-client",
+        &[&target, "--proto", "http", "-c", "400", "-T", "1s"],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(n(&v, &["connections", "established"]), 400, "{out}");
+    assert!(n(&v, &["connections", "unverified"]) >= 250, "{out}");
+    let seen = &v["server_seen"];
+    assert_eq!(seen["name"], "nginx", "{out}");
+    assert_eq!(n(seen, &["fd_limit"]), 100, "{out}");
+    assert!(
+        out.contains("held 100 fds of its 100: it cannot accept more"),
+        "{out}"
+    );
+    assert!(!out.contains("raise its listen backlog"), "{out}");
+    assert!(out.contains("FAIL  connections.unverified==0"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// unbound closes idle TCP connections after its tcp-idle-timeout: a close
+/// with nothing in flight counted as a failure on connections that had not
+/// carried a query yet, and as a peer close on the others. Now all are
+/// peer closes, and the run passes.
+#[test]
+fn unbound_idle_closes_are_one_thing() {
+    let Some(u) = unbound_with("unbound-idle", "  tcp-idle-timeout: 300") else {
+        return;
+    };
+    let target = format!("127.0.0.1:{}", u.port);
+    let (code, out, v, _) = client(
+        "unbound-idle-client",
+        &[
+            &target,
+            "--qname",
+            "www.example.test",
+            "-c",
+            "200",
+            "-r",
+            "100",
+            "-T",
+            "2s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(n(&v, &["connections", "peer_closed"]) >= 100, "{out}");
+    assert_eq!(
+        n(&v, &["connections", "failed", "closed_by_peer"]),
+        0,
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&u.dir);
 }

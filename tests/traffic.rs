@@ -1228,3 +1228,135 @@ fn queries_ends_the_run_after_that_many_over_all_workers() {
     assert_eq!(v["scenario"]["traffic"]["queries"], 301);
     drop(srv);
 }
+
+/// A discard server answers nothing: a user's latency check replaced the
+/// default answered check, and a percentile of no samples read as 0, so
+/// `p99<5ms` passed on 0 answers. The user's check adds to the defaults,
+/// and a check of nothing fails with "no samples".
+#[test]
+fn a_check_with_nothing_measured_fails_beside_the_defaults() {
+    let srv = server(&["--mode", "discard"]);
+    let target = srv.addr.to_string();
+    let (code, out, v, _) = client(
+        "no-samples",
+        &[
+            &target,
+            "--proto",
+            "echo",
+            "-c",
+            "4",
+            "-r",
+            "200",
+            "-T",
+            "1s",
+            "--timeout",
+            "200ms",
+            "--check",
+            "latency.response_time_us.p99<5ms",
+        ],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(q(&v, "answered"), 0, "{out}");
+    let checks = v["checks"].as_array().unwrap();
+    let exprs: Vec<&str> = checks.iter().map(|c| c["expr"].as_str().unwrap()).collect();
+    assert_eq!(
+        exprs,
+        [
+            "queries.answered>=99%",
+            "connections.unverified==0",
+            "latency.response_time_us.p99<5ms"
+        ],
+        "{out}"
+    );
+    assert!(checks.iter().all(|c| c["pass"] == false), "{out}");
+    assert_eq!(checks[2]["reason"], "no samples", "{out}");
+    assert!(
+        out.contains("FAIL  latency.response_time_us.p99<5ms  (measured no samples)"),
+        "{out}"
+    );
+    // `--check none` drops the defaults: only the user's is left.
+    let (_, out, v, _) = client(
+        "no-samples-none",
+        &[
+            &target,
+            "--proto",
+            "echo",
+            "-c",
+            "2",
+            "-r",
+            "50",
+            "-T",
+            "500ms",
+            "--timeout",
+            "200ms",
+            "--check",
+            "none",
+            "--check",
+            "queries.sent>=1",
+        ],
+        false,
+    );
+    assert_eq!(v["checks"].as_array().unwrap().len(), 1, "{out}");
+    drop(srv);
+}
+
+/// A listener that never calls accept(): every connection is established
+/// by the kernel and none answered. That passed with a hint; it fails now,
+/// and the hint names what the server's process and its accept queue
+/// showed.
+#[test]
+fn connections_never_accepted_fail_and_are_named_from_the_accept_queue() {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+        .unwrap();
+    sock.listen(1024).unwrap();
+    let addr = sock.local_addr().unwrap().as_socket().unwrap();
+    let (code, out, v, _) = client(
+        "never-accepted",
+        &[&addr.to_string(), "-c", "300", "-T", "500ms"],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(v["connections"]["established"], 300, "{out}");
+    assert_eq!(v["connections"]["unverified"], 300, "{out}");
+    assert!(out.contains("FAIL  connections.unverified==0"), "{out}");
+    assert!(
+        out.contains("did not take the connections the kernel completed for it"),
+        "{out}"
+    );
+    assert!(
+        v["server_seen"]["accept_queue_max"].as_u64().unwrap() >= 300,
+        "{out}"
+    );
+    // --stop-on ends the ramp once nothing verifies: 2,000 asked at 500/s
+    // would take 4 s.
+    let (code, out, v, _) = client(
+        "never-accepted-stop",
+        &[
+            &addr.to_string(),
+            "-c",
+            "2000",
+            "--connect-rate",
+            "500",
+            "--connect-timeout",
+            "500ms",
+            "--stop-on",
+            "verify-stall=1s",
+            "-T",
+            "0s",
+        ],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    let attempted = v["connections"]["attempted"].as_u64().unwrap();
+    assert!(attempted < 1500, "{out}");
+    assert!(
+        v["connections"]["ramp_stopped"]
+            .as_str()
+            .unwrap()
+            .contains("no connection verified"),
+        "{out}"
+    );
+    drop(sock);
+}
