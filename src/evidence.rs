@@ -227,12 +227,17 @@ fn proc_hex(addr: &SocketAddr) -> Vec<String> {
 /// The listening socket a connection to `target` reaches, if this host
 /// (this network namespace) has it.
 pub fn listener(target: &SocketAddr) -> Option<Listener> {
+    use std::io::BufRead;
     let hex = proc_hex(target);
     ["/proc/net/tcp", "/proc/net/tcp6"].iter().find_map(|f| {
-        let text = fs::read_to_string(f).ok()?;
-        text.lines()
+        let file = std::io::BufReader::new(fs::File::open(f).ok()?);
+        // Listeners come first: stop at the first socket that is not one
+        // (a run's own connections would make the file long).
+        file.lines()
             .skip(1)
-            .find_map(|l| listener_of(l, target.port(), &hex))
+            .map_while(Result::ok)
+            .take_while(|l| l.split_whitespace().nth(3) == Some("0A"))
+            .find_map(|l| listener_of(&l, target.port(), &hex))
     })
 }
 
@@ -285,7 +290,7 @@ fn fd_limit(pid: i32) -> Option<u64> {
 fn cpu_s(pid: i32) -> Option<f64> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command (which may hold spaces) in parentheses.
-    let rest = &stat[stat.rfind(')')? + 2..];
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
     Some(ticks as f64 / clock_ticks())

@@ -799,6 +799,8 @@ fn timeouts_and_close_on_timeout() {
             "--close-on-timeout",
             "--reconnect",
             "--check",
+            "none",
+            "--check",
             "connections.attempted>5",
         ],
         false,

@@ -76,9 +76,9 @@ pub struct ClientArgs {
 
     /// Open a new connection in place of each one that ends: by --lifetime
     /// (connection churn), --close-on-timeout, or the server's doing (a
-    /// keep-alive limit, an idle timeout, a reset) [default: on when the
-    /// run sends queries, as wrk; off for a run that only holds
-    /// connections].
+    /// reset, a failure too). Without it, a run that sends queries still
+    /// replaces the connections the server closes with nothing in flight
+    /// (a keep-alive limit, an idle timeout), as wrk does.
     #[arg(long, overrides_with = "no_reconnect")]
     pub reconnect: bool,
 
@@ -90,8 +90,9 @@ pub struct ClientArgs {
     #[arg(long = "stop-on", value_name = "COND")]
     pub stop_on: Vec<String>,
 
-    /// Do not replace connections that end: the run's concurrency falls
-    /// with each one the server closes (the summary says how many).
+    /// Do not replace connections that end, not even those the server
+    /// closes: the run's concurrency falls with each (the summary says
+    /// how many).
     #[arg(long = "no-reconnect", overrides_with = "reconnect")]
     pub no_reconnect: bool,
 

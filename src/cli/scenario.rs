@@ -136,11 +136,16 @@ impl ClientArgs {
             sources,
             end,
             lifetime_s: self.lifetime.map(|l| l.as_secs_f64()),
-            // Queries keep their connections: one the server ends is
-            // replaced unless asked otherwise (a closed loop would lose
-            // its concurrency, an open loop its rate). A run that only
-            // holds connections counts what the server closed instead.
-            reconnect: !self.no_reconnect && (self.reconnect || traffic.is_some()),
+            reconnect: self.reconnect && !self.no_reconnect,
+            // Queries keep their connections: one the server closes with
+            // nothing in flight (a keep-alive limit, an idle timeout) is
+            // replaced unless asked otherwise (a closed loop would lose its
+            // concurrency, an open loop its rate). Failures are replaced
+            // only with --reconnect: a server that resets every connection
+            // would otherwise be dialled in a loop.
+            replace_closed: !self.no_reconnect
+                && traffic.is_some()
+                && self.transport != Transport::TcpPerQuery,
             preallocate: self.preallocate && schedule.is_none(),
             connections_schedule: schedule,
             traffic,

@@ -340,6 +340,7 @@ impl Worker {
         let replaced = c.has(Flags::RETIRING);
         let initial = c.initial();
         let pending = matches!(c.state, State::Handshaking | State::Probing);
+        let mut closed_clean = false;
         match why {
             End::ConnectFailed(errno) => {
                 self.dial.inflight -= 1;
@@ -350,7 +351,7 @@ impl Worker {
                 self.dial.inflight -= 1;
                 self.counters.fail(Bucket::TimedOut);
             }
-            End::Lost(bucket) => self.count_lost(key, bucket),
+            End::Lost(bucket) => closed_clean = self.count_lost(key, bucket),
             End::Garbled => self.counters.fail(Bucket::Reset),
             End::TlsFailed => {}
             End::Lifetime | End::QueryTimedOut | End::Recycled | End::Closed => {
@@ -372,6 +373,7 @@ impl Worker {
         }
         let replace = match why {
             End::Recycled => true,
+            End::Lost(_) if closed_clean => self.sc.reconnect || self.sc.replace_closed,
             End::Lost(_) | End::Garbled | End::TlsFailed | End::Lifetime | End::QueryTimedOut => {
                 self.sc.reconnect
             }
@@ -382,8 +384,9 @@ impl Worker {
         }
     }
 
-    /// Counts an established connection the server ended.
-    fn count_lost(&mut self, key: usize, bucket: Bucket) {
+    /// Counts an established connection the server ended; true when it
+    /// was the server's right (a peer close), not a failure.
+    fn count_lost(&mut self, key: usize, bucket: Bucket) -> bool {
         let c = &self.conns[key];
         if c.state == State::Probing && bucket == Bucket::ClosedByPeer && !c.pending_in.is_empty() {
             // It answered part of something that is not a reply to the
@@ -419,8 +422,10 @@ impl Worker {
             // last, or had nothing to answer, then closed (a keep-alive
             // limit, an idle timeout): the server's right, not a failure.
             bump(&self.counters.peer_closed, 1);
+            true
         } else {
             self.counters.fail(bucket);
+            false
         }
     }
 

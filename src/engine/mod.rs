@@ -794,7 +794,10 @@ pub fn run(
                     targeted_s = upto;
                 }
             }
-            if ramp_time.is_none() && ramp_stopped.is_none() && !sc.stop_on.is_empty() {
+            // (Only while attempts of the ramp are left to drop.)
+            let ramp_left = sc.connections_schedule.is_none() && t.attempted < sc.connections;
+            if ramp_time.is_none() && ramp_stopped.is_none() && !sc.stop_on.is_empty() && ramp_left
+            {
                 if t.verified > verified_growth.0 {
                     verified_growth = (t.verified, now);
                 }

@@ -479,7 +479,7 @@ impl Worker {
             return false;
         }
         self.drain_looked = Some(now);
-        let waiting = self.sc.reconnect && !self.orphans.is_empty();
+        let waiting = (self.sc.reconnect || self.sc.replace_closed) && !self.orphans.is_empty();
         !waiting && self.conns.iter().all(|(_, c)| c.flight.idle())
     }
 
@@ -501,8 +501,12 @@ impl Worker {
                 self.push_closed_at(key, end_ns);
             }
         }
-        // Due, never sent: no connection came for them.
-        bump(&self.q.errors[E_NO_CONNECTION], self.orphans.len() as u64);
+        // Due, never sent: no connection came for them (tcp-per-query's
+        // waited for a free slot to the end).
+        bump(
+            &self.q.errors[E_NO_CONNECTION],
+            (self.orphans.len() + self.pq_wait.len()) as u64,
+        );
         // The end of the run: close everything we hold, cleanly (FIN).
         let mut held = 0;
         let mut in_flight = 0;

@@ -405,15 +405,19 @@ fn trim(v: f64, unit: &str) -> String {
 
 /// The checks a run makes unless `--check none`: with queries,
 /// `queries.answered>=99%` (of the queries that were due, sent or not);
-/// with --proto push, `push.received>=99%` (of expected); with
-/// verification, `connections.unverified==0` (an established connection
-/// the server never answered may never have been accepted).
+/// with --proto push, `push.received>=99%` (of expected); a run that only
+/// holds connections, `connections.peer_closed==0` (the server closed
+/// some it was to hold); with verification, `connections.unverified==0`
+/// (an established connection the server never answered may never have
+/// been accepted).
 pub fn defaults(has_queries: bool, push: bool, verify: bool) -> Vec<&'static str> {
     let mut d = Vec::new();
     if has_queries {
         d.push("queries.answered>=99%");
     } else if push {
         d.push("push.received>=99%");
+    } else {
+        d.push("connections.peer_closed==0");
     }
     if verify {
         d.push("connections.unverified==0");
@@ -450,7 +454,10 @@ pub fn parse_all(
     if !none {
         for d in defaults(has_queries, push, verify) {
             let d = parse(d)?;
-            if !checks.iter().any(|c| c.key == d.key && c.op == d.op) {
+            if !checks
+                .iter()
+                .any(|c| c.key == d.key && c.op == d.op && c.of == d.of)
+            {
                 all.push(d);
             }
         }
@@ -656,7 +663,8 @@ mod tests {
     fn default_and_none() {
         let d = parse_all(&[], true, false, false).unwrap();
         assert_eq!(exprs(&d), ["queries.answered>=99%"]);
-        assert!(parse_all(&[], false, false, false).unwrap().is_empty());
+        let hold = parse_all(&[], false, false, false).unwrap();
+        assert_eq!(exprs(&hold), ["connections.peer_closed==0"]);
         assert!(parse_all(&["none".into()], true, false, true)
             .unwrap()
             .is_empty());
@@ -694,8 +702,11 @@ mod tests {
         // The same key and operator: the user's bound.
         let c = parse_all(&["queries.answered>=99.9%".into()], true, false, false).unwrap();
         assert_eq!(exprs(&c), ["queries.answered>=99.9%"]);
-        let c = parse_all(&[], false, false, true).unwrap();
-        assert_eq!(exprs(&c), ["connections.unverified==0"]);
+        let c = parse_all(&[], false, true, true).unwrap();
+        assert_eq!(
+            exprs(&c),
+            ["push.received>=99%", "connections.unverified==0"]
+        );
     }
 
     /// A percentile of no samples read as 0 and passed `p99<5ms`.

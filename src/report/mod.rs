@@ -694,7 +694,7 @@ fn peer_closed_fate(sc: &Scenario, o: &Outcome) -> String {
     if sc.traffic.is_none() || sc.transport == Transport::TcpPerQuery {
         return String::new();
     }
-    if sc.reconnect {
+    if sc.reconnect || sc.replace_closed {
         return ", each replaced".into();
     }
     let open_at_end = o.per_second.last().map_or(0, |s| s.connections.max(0));
@@ -878,13 +878,28 @@ pub fn retransmit_hint(o: &Outcome) -> Option<String> {
         return None;
     }
     let late = 1.0 - conn.quantile_below(SYN_RTO_US * 9 / 10);
+    let t = &o.totals;
+    let never = t.failed[Bucket::TimedOut as usize] + t.failed[Bucket::HalfOpen as usize];
+    // Why the server side dropped it: what was seen of it, or where to
+    // look (no fix for a cause not seen).
+    let why = match &o.observed.server {
+        Some(s) => s.cause(never + t.unverified).unwrap_or_else(|| {
+            format!(
+                "its process ({}, pid {}) had fds to spare and its accept queue did not \
+                 overflow, so the SYN backlog (net.ipv4.tcp_max_syn_backlog) or the path \
+                 dropped it",
+                s.name, s.pid
+            )
+        }),
+        None => "a full accept queue or SYN backlog, or the path; throng cannot see the \
+                 server from here: on it, look at `nstat -az TcpExtListenOverflows \
+                 TcpExtListenDrops` and `ss -ltn` (Recv-Q against Send-Q)"
+            .into(),
+    };
     Some(format!(
         "{:.1}% of the connections took {} or more to establish (p99 {}), while the client's \
          connect() calls took p99 {}: their handshake was retransmitted after the kernel's 1 s \
-         timeout. The server side dropped it: its accept queue was full (it accepts too slowly \
-         for this ramp; see its ListenOverflows: nstat -az TcpExtListenOverflows) or its SYN \
-         backlog was (net.ipv4.tcp_max_syn_backlog); raise its listen backlog and \
-         net.core.somaxconn, or ramp slower (--connect-rate)",
+         timeout. The server side dropped it: {why}",
         100.0 * late,
         human_us(SYN_RTO_US * 9 / 10),
         human_us(conn_p99),

@@ -191,6 +191,10 @@ pub struct Scenario {
     pub end: End,
     pub lifetime_s: Option<f64>,
     pub reconnect: bool,
+    /// A connection the server closed with nothing in flight is replaced
+    /// (the default when the run sends queries; --no-reconnect: not).
+    #[serde(default)]
+    pub replace_closed: bool,
     pub preallocate: bool,
     /// --connections-schedule: open connections over time (then
     /// `connections` is its highest level and the run lasts its phases).
