@@ -324,6 +324,24 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
                 }
                 if result.queries.as_ref().is_none_or(|q| q.answered == 0) {
                     failures.push(format!("{}: no query was answered", case.label()));
+                } else if code != 0 {
+                    // Its checks (or its connections) failed: the
+                    // comparison does not pass on it.
+                    let failed: Vec<&str> = result
+                        .checks
+                        .iter()
+                        .filter(|v| !v.pass)
+                        .map(|v| v.expr.as_str())
+                        .collect();
+                    failures.push(format!(
+                        "{}: the run failed (exit {code}{})",
+                        case.label(),
+                        if failed.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; check failed: {}", failed.join(", "))
+                        }
+                    ));
                 }
                 runs.push(Run {
                     case: case.clone(),

@@ -745,25 +745,25 @@ fn checks_pass_fail_and_refuse_what_they_cannot_read() {
     };
     // A percentile no server meets fails; the rest pass.
     let (code, out, err, v) = run(&[
-        "queries.answered>=99.5%",
+        "queries.ok>=99.5%",
         "latency.response_time_us.p99 < 1us",
         "connections.failed==0",
     ]);
     assert_eq!(code, 1, "{out}\n{err}");
-    assert!(out.contains("PASS  queries.answered>=99.5%"), "{out}");
+    assert!(out.contains("PASS  queries.ok>=99.5%"), "{out}");
     assert!(
         out.contains("FAIL  latency.response_time_us.p99<1us"),
         "{out}"
     );
-    // The defaults stay (the user's answered bound replaces the
-    // default's), the user's follow.
+    // The defaults stay (the user's bound on ok replaces the default's),
+    // the user's follow.
     let checks = v["checks"].as_array().unwrap();
     let exprs: Vec<&str> = checks.iter().map(|c| c["expr"].as_str().unwrap()).collect();
     assert_eq!(
         exprs,
         [
             "connections.unverified==0",
-            "queries.answered>=99.5%",
+            "queries.ok>=99.5%",
             "latency.response_time_us.p99<1us",
             "connections.failed==0"
         ]
@@ -849,7 +849,7 @@ fn merge_checks_the_merged_result() {
     // The default on a merge with queries: answered >= 99%.
     let (code, out, _) = merge(&[]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("PASS  queries.answered>=99%"), "{out}");
+    assert!(out.contains("PASS  queries.ok>=99%"), "{out}");
     // The merge's report and spectra: its parts named, its verdicts, the
     // merged histogram's spectrum.
     let (html, hgrm) = (dir.join("merged.html"), dir.join("merged"));

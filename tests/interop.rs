@@ -492,6 +492,7 @@ http {{
   server {{
     listen 127.0.0.1:{port} {listen};
     location / {{ return 200 \"ok\\n\"; }}
+    location /busy {{ return 503; }}
   }}
 }}
 ",
@@ -784,7 +785,7 @@ fn nginx_open_loop_keeps_its_rate_across_keepalive_closes() {
         n(&v, &["queries", "errors", "no_connection"]) >= 1400,
         "{out}"
     );
-    assert!(out.contains("FAIL  queries.answered>=99%"), "{out}");
+    assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -843,12 +844,103 @@ fn unbound_idle_closes_are_one_thing() {
         ],
         false,
     );
-    assert_eq!(code, 0, "{out}");
     assert!(n(&v, &["connections", "peer_closed"]) >= 50, "{out}");
     assert_eq!(
         n(&v, &["connections", "failed", "closed_by_peer"]),
         0,
         "{out}"
     );
+    // A query sent just as unbound's timer closed its connection crosses
+    // the close (a reset with that query in flight): a failure of its own
+    // kind, rare, and the only one this run may see.
+    let failed: u64 = v["connections"]["failed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|x| x.as_u64().unwrap())
+        .sum();
+    assert_eq!(failed, n(&v, &["queries", "errors", "conn_lost"]), "{out}");
+    assert!(failed <= 2, "{out}");
+    assert!(code == 0 || failed > 0, "{out}");
     let _ = std::fs::remove_dir_all(&u.dir);
+}
+
+/// unbound refusing this client (access-control refuse): every answer was
+/// REFUSED and the run passed its answered check. An answer that refuses
+/// is not a success: the run fails and says what the server said.
+#[test]
+fn unbound_refusing_every_query_fails_and_says_why() {
+    let Some(u) = unbound_with("unbound-refuse", "  access-control: 127.0.0.1/32 refuse") else {
+        return;
+    };
+    let target = format!("127.0.0.1:{}", u.port);
+    let args = [
+        target.as_str(),
+        "--qname",
+        "www.example.test",
+        "-c",
+        "4",
+        "-r",
+        "200",
+        "-T",
+        "1s",
+    ];
+    let (code, out, v, _) = client("unbound-refuse-client", &args, false);
+    assert_eq!(code, 1, "{out}");
+    let answered = n(&v, &["queries", "answered"]);
+    assert!(answered >= 150, "{out}");
+    assert_eq!(
+        n(&v, &["queries", "failed_answers", "REFUSED"]),
+        answered,
+        "{out}"
+    );
+    assert_eq!(n(&v, &["queries", "ok"]), 0, "{out}");
+    assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
+    assert!(out.contains("the server refuses this client"), "{out}");
+    // A server meant to refuse: --ok-rcodes says so.
+    let mut refusing = args.to_vec();
+    refusing.extend(["--ok-rcodes", "REFUSED"]);
+    let (code, out, _, _) = client("unbound-refuse-ok", &refusing, false);
+    assert_eq!(code, 0, "{out}");
+    let _ = std::fs::remove_dir_all(&u.dir);
+}
+
+/// nginx answering 503: every response a 503 passed. A 5xx is an answer
+/// that failed; --ok-status widens what succeeds.
+#[test]
+fn nginx_503_answers_fail_the_run() {
+    let Some((_nginx, port, dir)) = nginx("nginx-503", 1000) else {
+        return;
+    };
+    let target = format!("127.0.0.1:{port}");
+    let request = format!("GET /busy HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\n\\r\\n");
+    let args = [
+        target.as_str(),
+        "--proto",
+        "http",
+        "--http-request",
+        request.as_str(),
+        "-c",
+        "4",
+        "-r",
+        "200",
+        "-T",
+        "1s",
+    ];
+    let (code, out, v, _) = client("nginx-503-client", &args, false);
+    assert_eq!(code, 1, "{out}");
+    let answered = n(&v, &["queries", "answered"]);
+    assert!(answered >= 150, "{out}");
+    assert_eq!(n(&v, &["queries", "http_status", "503"]), answered, "{out}");
+    assert_eq!(
+        n(&v, &["queries", "failed_answers", "http_503"]),
+        answered,
+        "{out}"
+    );
+    assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
+    let mut busy_ok = args.to_vec();
+    busy_ok.extend(["--ok-status", "503"]);
+    let (code, out, _, _) = client("nginx-503-ok", &busy_ok, false);
+    assert_eq!(code, 0, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

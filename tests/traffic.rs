@@ -413,14 +413,19 @@ fn validate_catches_a_corrupting_echo_server() {
         ],
         false,
     );
-    assert_eq!(code, 0, "{out}");
-    let mismatches = v["queries"]["errors"]["mismatch"].as_u64().unwrap();
+    // Every reply corrupt: answered, each a failed answer (once: it was
+    // also an error, answered + errors > sent), and the run fails.
+    assert_eq!(code, 1, "{out}");
+    let mismatches = v["queries"]["failed_answers"]["mismatch"].as_u64().unwrap();
     assert!(mismatches > 100, "{out}");
     assert_eq!(
         mismatches,
         q(&v, "answered"),
         "every reply was corrupt: {out}"
     );
+    assert_eq!(v["queries"]["errors"]["mismatch"], 0, "{out}");
+    assert_eq!(v["queries"]["ok"], 0, "{out}");
+    assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
     assert_eq!(
         v["connections"]["verified"], 2,
         "a reply, even corrupt, verifies: {out}"
@@ -752,7 +757,7 @@ fn timeouts_and_close_on_timeout() {
     );
     // The server answers nothing: the default check (answered >= 99%) fails.
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("FAIL  queries.answered>=99%"), "{out}");
+    assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
     assert_eq!(q(&v, "answered"), 0);
     // The drain waits out the timeout of the last ones: every query sent
     // timed out, none is left in flight.
@@ -1265,7 +1270,7 @@ fn a_check_with_nothing_measured_fails_beside_the_defaults() {
     assert_eq!(
         exprs,
         [
-            "queries.answered>=99%",
+            "queries.ok>=99%",
             "connections.unverified==0",
             "latency.response_time_us.p99<5ms"
         ],

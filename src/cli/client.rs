@@ -125,10 +125,11 @@ pub struct ClientArgs {
     #[arg(long, value_name = "N", default_value = "0", value_parser = parse_count)]
     pub max_failures: u64,
 
-    /// A condition on the result, by its JSON key, e.g. queries.answered>=99.5%,
+    /// A condition on the result, by its JSON key, e.g. queries.ok>=99.5%,
     /// latency.response_time_us.p99<5ms, connections.failed==0 (repeatable;
-    /// exit 1 when one fails). Default with queries: queries.answered>=99%;
-    /// `none` for no check.
+    /// exit 1 when one fails). Added to the defaults: with queries
+    /// queries.ok>=99% (of due), with verification connections.unverified==0;
+    /// `none` drops the defaults.
     #[arg(long = "check", value_name = "EXPR")]
     pub check: Vec<String>,
 
@@ -252,7 +253,29 @@ pub struct ClientArgs {
     #[arg(long, value_name = "SIZE", default_value = "64", value_parser = parse_size, help_heading = "Protocol")]
     pub size: u64,
 
-    /// echo: check every echoed byte; mismatches count as errors.
+    /// dns: more RCODEs that count as successful answers, by name or
+    /// number, comma-separated (NOERROR and NXDOMAIN always do), e.g.
+    /// --ok-rcodes REFUSED for a server meant to refuse.
+    #[arg(
+        long,
+        value_name = "RCODES",
+        value_delimiter = ',',
+        help_heading = "Protocol"
+    )]
+    pub ok_rcodes: Vec<String>,
+
+    /// http: more status codes that count as successful answers,
+    /// comma-separated (2xx and 3xx always do), e.g. --ok-status 404.
+    #[arg(
+        long,
+        value_name = "CODES",
+        value_delimiter = ',',
+        help_heading = "Protocol"
+    )]
+    pub ok_status: Vec<u16>,
+
+    /// echo: check every echoed byte; a reply that differs is an answer
+    /// that failed (`mismatch`).
     #[arg(long, help_heading = "Protocol")]
     pub validate: bool,
 

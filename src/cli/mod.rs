@@ -429,7 +429,7 @@ pub struct MergeArgs {
     pub views: ViewArgs,
 
     /// A condition on the merged result (as `throng client --check`);
-    /// repeatable. Default with queries: queries.answered>=99%.
+    /// repeatable; added to the defaults (with queries: queries.ok>=99%).
     #[arg(long = "check", value_name = "EXPR")]
     pub check: Vec<String>,
 }

@@ -415,6 +415,33 @@ impl ClientArgs {
                 .min(self.timeout)
                 .as_secs_f64(),
             seed: self.seed,
+            ok_rcodes: self
+                .ok_rcodes
+                .iter()
+                .map(|r| {
+                    crate::metrics::rcode_of(r.trim())
+                        .map(|c| c as u8)
+                        .ok_or_else(|| {
+                            usage(format!(
+                                "--ok-rcodes '{r}' is not an RCODE; give names or numbers: \
+                                 NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED, 0-15"
+                            ))
+                        })
+                })
+                .collect::<anyhow::Result<_>>()?,
+            ok_status: self
+                .ok_status
+                .iter()
+                .map(|&c| {
+                    if (100..600).contains(&c) {
+                        Ok(c)
+                    } else {
+                        Err(usage(format!(
+                            "--ok-status {c} is not an HTTP status; give codes from 100 to 599"
+                        )))
+                    }
+                })
+                .collect::<anyhow::Result<_>>()?,
         }))
     }
 

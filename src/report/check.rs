@@ -65,6 +65,7 @@ pub struct Verdict {
 /// Counts a percentage can be taken of, and of what.
 const PERCENT_OF: &[(&str, &str)] = &[
     ("queries.answered", "queries.due"),
+    ("queries.ok", "queries.due"),
     ("push.received", "push.expected"),
     ("push.lost", "push.expected"),
     ("push.out_of_order", "push.expected"),
@@ -108,6 +109,7 @@ pub fn keys() -> Vec<String> {
         "queries.due",
         "queries.sent",
         "queries.answered",
+        "queries.ok",
         "queries.timed_out",
         "queries.errors",
         "queries.rate_target",
@@ -197,6 +199,7 @@ fn known(key: &str) -> bool {
         || named("dns.rcodes.")
         || named("dns.rcodes_by_qtype.")
         || named("queries.http_status.")
+        || named("queries.failed_answers.")
 }
 
 /// Parses one `--check`. The error says what is wrong and, for an unknown
@@ -404,7 +407,8 @@ fn trim(v: f64, unit: &str) -> String {
 }
 
 /// The checks a run makes unless `--check none`: with queries,
-/// `queries.answered>=99%` (of the queries that were due, sent or not);
+/// `queries.ok>=99%` (successful answers, of the queries that were due,
+/// sent or not);
 /// with --proto push, `push.received>=99%` (of expected); a run that only
 /// holds connections, `connections.peer_closed==0` (the server closed
 /// some it was to hold); with verification, `connections.unverified==0`
@@ -413,7 +417,7 @@ fn trim(v: f64, unit: &str) -> String {
 pub fn defaults(has_queries: bool, push: bool, verify: bool) -> Vec<&'static str> {
     let mut d = Vec::new();
     if has_queries {
-        d.push("queries.answered>=99%");
+        d.push("queries.ok>=99%");
     } else if push {
         d.push("push.received>=99%");
     } else {
@@ -662,7 +666,7 @@ mod tests {
     #[test]
     fn default_and_none() {
         let d = parse_all(&[], true, false, false).unwrap();
-        assert_eq!(exprs(&d), ["queries.answered>=99%"]);
+        assert_eq!(exprs(&d), ["queries.ok>=99%"]);
         let hold = parse_all(&[], false, false, false).unwrap();
         assert_eq!(exprs(&hold), ["connections.peer_closed==0"]);
         assert!(parse_all(&["none".into()], true, false, true)
@@ -694,14 +698,17 @@ mod tests {
         assert_eq!(
             exprs(&c),
             [
-                "queries.answered>=99%",
+                "queries.ok>=99%",
                 "connections.unverified==0",
                 "latency.response_time_us.p99<5ms"
             ]
         );
         // The same key and operator: the user's bound.
-        let c = parse_all(&["queries.answered>=99.9%".into()], true, false, false).unwrap();
-        assert_eq!(exprs(&c), ["queries.answered>=99.9%"]);
+        let c = parse_all(&["queries.ok>=99.9%".into()], true, false, false).unwrap();
+        assert_eq!(exprs(&c), ["queries.ok>=99.9%"]);
+        // Another base (a count, not a share) adds to the default.
+        let c = parse_all(&["queries.ok>=1".into()], true, false, false).unwrap();
+        assert_eq!(exprs(&c), ["queries.ok>=99%", "queries.ok>=1"]);
         let c = parse_all(&[], false, true, true).unwrap();
         assert_eq!(
             exprs(&c),

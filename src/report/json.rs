@@ -153,6 +153,16 @@ pub struct Queries {
     pub due: u64,
     pub sent: u64,
     pub answered: u64,
+    /// Answers that were successes (DNS NOERROR and NXDOMAIN, HTTP 2xx and
+    /// 3xx, an echo that validates, a pong with its number, and what
+    /// --ok-rcodes/--ok-status add); the default check is on these. None
+    /// in results written before the key: all answers were counted so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<u64>,
+    /// Answers that were failures, by what they said: an RCODE's name
+    /// (`REFUSED`), `http_<code>`, `mismatch`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed_answers: BTreeMap<String, u64>,
     pub timed_out: u64,
     /// Every cause, zero or not: malformed, unmatched, mismatch, conn_lost,
     /// no_connection, connect, oversized.
@@ -318,10 +328,13 @@ impl RunResult {
         let queries = o.queries.as_ref().map(|q| {
             let t = &q.totals;
             let secs = q.seconds.max(1e-9);
+            let ok_answers = ok_answers(ran);
             Queries {
                 due: t.due(),
                 sent: t.sent,
                 answered: t.answered,
+                ok: Some(q.statuses.successes(ok_answers)),
+                failed_answers: q.statuses.failures(ok_answers),
                 timed_out: t.timed_out,
                 errors: ERROR_CAUSES
                     .iter()
@@ -569,21 +582,17 @@ fn duration(key: &str, secs: f64) -> anyhow::Result<std::time::Duration> {
         .map_err(|_| anyhow::anyhow!("{key} is {secs}: not a time in seconds"))
 }
 
-/// Code of an RCODE name as [`crate::metrics::StatusCounts::rcode_map`] writes it.
-fn rcode_of(name: &str) -> Option<usize> {
-    match name {
-        "NOERROR" => Some(0),
-        "FORMERR" => Some(1),
-        "SERVFAIL" => Some(2),
-        "NXDOMAIN" => Some(3),
-        "NOTIMP" => Some(4),
-        "REFUSED" => Some(5),
-        n => n
-            .strip_prefix("RCODE")?
-            .parse()
-            .ok()
-            .filter(|&c: &usize| c < 16),
-    }
+use crate::metrics::rcode_of;
+
+/// The scenario's widening of what counts as a successful answer.
+fn ok_answers(sc: &Scenario) -> crate::metrics::OkAnswers<'_> {
+    sc.traffic
+        .as_ref()
+        .map(|t| crate::metrics::OkAnswers {
+            rcodes: &t.ok_rcodes,
+            status: &t.ok_status,
+        })
+        .unwrap_or_default()
 }
 
 impl RunResult {
@@ -678,6 +687,13 @@ impl RunResult {
                         statuses.http[code.min(599)] += n;
                     }
                 }
+                // The plain successes and mismatches (echo, ping) have no
+                // map of their own: what the counts above do not explain.
+                // (A result without `ok` counted every answer a success.)
+                let ok_answers = ok_answers(&self.scenario);
+                statuses.mismatch = q.failed_answers.get("mismatch").copied().unwrap_or(0);
+                let ok = q.ok.unwrap_or(q.answered.saturating_sub(statuses.mismatch));
+                statuses.ok = ok.saturating_sub(statuses.successes(ok_answers));
                 hists.response_time = hdr(&l.response_time_us.hdr, "latency.response_time_us")?;
                 hists.service_time = hdr(&l.service_time_us.hdr, "latency.service_time_us")?;
                 hists.send_lag = hdr(&l.send_lag_us.hdr, "latency.send_lag_us")?;

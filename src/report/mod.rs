@@ -665,6 +665,29 @@ fn cpu_words(c: &crate::evidence::ClientCpu, o: &Outcome) -> String {
 /// A client this busy (% of its cores) may be why queries were late.
 pub const CLIENT_BUSY_PCT: f64 = 80.0;
 
+/// What an answer that failed says about the server, for the summary.
+fn failed_answer_words(what: &str) -> &'static str {
+    match what {
+        "REFUSED" => {
+            "the server refuses this client: its access control (unbound's access-control, \
+             BIND's allow-query), or its rate limiting"
+        }
+        "SERVFAIL" => {
+            "the server failed to answer: an upstream it could not reach, or its own error"
+        }
+        "FORMERR" => "the server could not parse the query: check --qname, --qtype, --edns",
+        "NOTIMP" => "the server does not implement this query (its type or opcode)",
+        "mismatch" => "the reply was not the one expected (--validate, a line that is not a pong)",
+        h if h.starts_with("http_5") => {
+            "the server failed the request or is overloaded (a 5xx: its error log says which)"
+        }
+        h if h.starts_with("http_4") => {
+            "the server rejected the request: check --http-request (path, Host, method)"
+        }
+        _ => "not a success for this protocol (--ok-rcodes, --ok-status widen what is)",
+    }
+}
+
 /// Where verification stopped growing while establishment went on: the
 /// server's kernel completed handshakes its process never took (a full
 /// accept queue that still answers SYNs, a process out of fds).
@@ -1323,6 +1346,27 @@ fn queries_summary(
     for (i, cause) in crate::metrics::ERROR_CAUSES.iter().enumerate() {
         if t.errors[i] > 0 {
             writeln!(out, "      {cause:<15}{}", t.errors[i])?;
+        }
+    }
+    // Every answer judged: what failed, and what that says.
+    let ok_answers = sc
+        .traffic
+        .as_ref()
+        .map(|t| crate::metrics::OkAnswers {
+            rcodes: &t.ok_rcodes,
+            status: &t.ok_status,
+        })
+        .unwrap_or_default();
+    let failed = q.statuses.failures(ok_answers);
+    if t.answered > 0 {
+        let bad: u64 = failed.values().sum();
+        writeln!(
+            out,
+            "    answers     {} ok, {bad} failed",
+            q.statuses.successes(ok_answers)
+        )?;
+        for (what, n) in &failed {
+            writeln!(out, "      {what:<15}{n}: {}", failed_answer_words(what))?;
         }
     }
     if t.recycled > 0 {

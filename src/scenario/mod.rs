@@ -143,6 +143,12 @@ pub struct Traffic {
     /// most `timeout_s`; 0 stops at once).
     #[serde(default)]
     pub drain_s: f64,
+    /// Answers that count as successes beyond the protocol's own:
+    /// --ok-rcodes (DNS), --ok-status (HTTP).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ok_rcodes: Vec<u8>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ok_status: Vec<u16>,
 }
 
 impl Traffic {
