@@ -863,7 +863,7 @@ fn merge_checks_the_merged_result() {
     assert_eq!(code, 0, "{out}\n{err}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<th>merged</th><td>2 results ("), "{page}");
-    assert!(page.contains("<td class=\"pass\">PASS</td><td>queries.answered&gt;=99%</td>"));
+    assert!(page.contains("<td class=\"pass\">PASS</td><td>queries.ok&gt;=99%</td>"));
     let v = read_json(&merged);
     let count = v["latency"]["response_time_us"]["count"].as_u64().unwrap();
     let spectrum = std::fs::read_to_string(dir.join("merged.response.hgrm")).unwrap();

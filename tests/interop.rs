@@ -84,6 +84,16 @@ fn wait_listening(port: u16) {
     }
 }
 
+/// Connections failed, every bucket summed.
+fn failed_conns(v: &Value) -> u64 {
+    v["connections"]["failed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|x| x.as_u64().unwrap())
+        .sum()
+}
+
 /// Errors and timeouts: zero when the server answered everything.
 fn failures(v: &Value) -> u64 {
     errors(v) + n(v, &["queries", "timed_out"])
@@ -573,12 +583,7 @@ fn nginx_closing_after_keepalive_requests_is_a_peer_close_not_a_failure() {
     // open at the end fewer.
     assert!(peer_closed * 5 <= answered, "{out}");
     assert!(peer_closed * 5 + 10 * 4 >= answered, "{out}");
-    let failed: u64 = v["connections"]["failed"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum();
+    let failed = failed_conns(&v);
     assert_eq!(failed, 0, "{out}");
     assert_eq!(failures(&v), 0, "{out}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -601,12 +606,7 @@ fn nginx_verifies_an_http_probe_and_rejects_a_dns_one() {
     );
     assert_eq!(code, 0, "{out}");
     assert_eq!(n(&v, &["connections", "verified"]), 50, "{out}");
-    let failed: u64 = v["connections"]["failed"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|x| x.as_u64().unwrap())
-        .sum();
+    let failed = failed_conns(&v);
     assert_eq!(failed, 0, "{out}");
     let (code, out, v, _) = client("nginx-probe-dns", &[&target, "-c", "50", "-T", "0s"], false);
     assert_eq!(code, 1, "{out}");
@@ -853,12 +853,7 @@ fn unbound_idle_closes_are_one_thing() {
     // A query sent just as unbound's timer closed its connection crosses
     // the close (a reset with that query in flight): a failure of its own
     // kind, rare, and the only one this run may see.
-    let failed: u64 = v["connections"]["failed"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|x| x.as_u64().unwrap())
-        .sum();
+    let failed = failed_conns(&v);
     assert_eq!(failed, n(&v, &["queries", "errors", "conn_lost"]), "{out}");
     assert!(failed <= 2, "{out}");
     assert!(code == 0 || failed > 0, "{out}");

@@ -315,7 +315,7 @@ fn a_runs_report_has_every_chart_the_scenario_and_its_figures() {
         );
     }
     // The default check's verdict.
-    assert!(page.contains("<td class=\"pass\">PASS</td><td>queries.answered&gt;=99%</td>"));
+    assert!(page.contains("<td class=\"pass\">PASS</td><td>queries.ok&gt;=99%</td>"));
     assert!(page.contains("throng client: "), "the summary as printed");
     // Blue: sent, p50, open connections, the spectrum, the outcome bars;
     // green: answered, established per second.

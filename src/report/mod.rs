@@ -544,7 +544,12 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         }
     }
     if let Some(c) = &o.observed.client {
-        writeln!(out, "  client cpu    {}", cpu_words(c, o))?;
+        let embedded = if sc.embedded_server {
+            " (with the embedded server's: it runs in this process)"
+        } else {
+            ""
+        };
+        writeln!(out, "  client cpu    {}{embedded}", cpu_words(c, o))?;
     }
     if let Some(seen) = &o.observed.server {
         writeln!(out, "  server seen   {}", seen.line())?;
