@@ -14,7 +14,9 @@ use super::io::lend;
 use super::pacing::Due;
 use super::proto::Status;
 use super::worker::{End, Worker};
-use crate::metrics::{bump, E_CONNECT, E_NOT_SENT, E_NO_CONNECTION, E_UNMATCHED};
+use crate::metrics::{
+    bump, E_CONNECT, E_NOT_SENT, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKET, W_WINDOW,
+};
 use crate::sys::signals::Reason;
 
 impl Worker {
@@ -188,6 +190,12 @@ impl Worker {
         let Some(t) = self.traffic.as_mut() else {
             return;
         };
+        let cause = if self.conns[key].has(Flags::BLOCKED) {
+            W_SOCKET
+        } else {
+            W_WINDOW
+        };
+        bump(&self.q.waited[cause], 1);
         let waiting = &mut self.conns[key].flight.waiting;
         let stale = now.saturating_sub(t.timeout_ns);
         while waiting.front().is_some_and(|&at| at < stale) {
@@ -446,8 +454,21 @@ impl Worker {
     // ---- tcp-per-query ---------------------------------------------------
 
     /// A query is due: it gets a connection of its own now, or waits for a
-    /// free slot keeping its intended time.
+    /// free slot keeping its intended time. Those that waited for --timeout
+    /// are given up first (`not_sent`), as behind a full window: a slot's
+    /// wait is bounded as an answer's is.
     fn per_query(&mut self, intended: u64) {
+        if !self.pq_wait.is_empty() || self.conns.len() as u64 >= self.pq_share {
+            bump(&self.q.waited[W_SLOT], 1);
+        }
+        let now = self.now_ns();
+        if let Some(t) = self.traffic.as_mut() {
+            let stale = now.saturating_sub(t.timeout_ns);
+            while self.pq_wait.front().is_some_and(|&at| at < stale) {
+                self.pq_wait.pop_front();
+                t.rec.error(E_NOT_SENT);
+            }
+        }
         self.pq_wait.push_back(intended);
         self.pq_fill();
     }

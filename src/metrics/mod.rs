@@ -591,6 +591,16 @@ pub const E_OVERSIZED: usize = 6;
 /// end of the run: given up, never sent.
 pub const E_NOT_SENT: usize = 7;
 
+/// What a due query waited for before it could be sent
+/// (`queries.waited.<cause>`): room in its connection's window, a socket
+/// the server was not reading (its send buffer full), a free
+/// tcp-per-query slot (--concurrency). The evidence that a send lag was
+/// the server's pace, not the client's loop.
+pub const WAIT_CAUSES: [&str; 3] = ["window", "socket", "slot"];
+pub const W_WINDOW: usize = 0;
+pub const W_SOCKET: usize = 1;
+pub const W_SLOT: usize = 2;
+
 /// Live query counters of one client worker.
 #[repr(align(128))]
 #[derive(Default)]
@@ -611,6 +621,8 @@ pub struct QueryCounters {
     /// DNS answers with the TC bit set (counted as answered too): the
     /// answer did not fit and was cut.
     pub truncated: AtomicU64,
+    /// Queries that waited to be sent, by what for ([`WAIT_CAUSES`]).
+    pub waited: [AtomicU64; WAIT_CAUSES.len()],
 }
 
 /// Query counters summed over workers.
@@ -626,6 +638,7 @@ pub struct QueryTotals {
     pub recycled: u64,
     pub pipelined: u64,
     pub truncated: u64,
+    pub waited: [u64; WAIT_CAUSES.len()],
 }
 
 impl QueryTotals {
@@ -642,6 +655,7 @@ impl QueryTotals {
             recycled: w.recycled.load(Relaxed),
             pipelined: w.pipelined.load(Relaxed),
             truncated: w.truncated.load(Relaxed),
+            waited: std::array::from_fn(|i| w.waited[i].load(Relaxed)),
         }
     }
 
@@ -668,6 +682,9 @@ impl QueryTotals {
         self.recycled += o.recycled;
         self.pipelined += o.pipelined;
         self.truncated += o.truncated;
+        for (a, b) in self.waited.iter_mut().zip(&o.waited) {
+            *a += b;
+        }
     }
 
     pub fn errors_total(&self) -> u64 {
@@ -1026,6 +1043,7 @@ mod tests {
             bump(&c.recycled, n);
             bump(&c.pipelined, 3 * n);
             bump(&c.truncated, 4 * n);
+            bump(&c.waited[W_SOCKET], 5 * n);
         }
         let t = QueryTotals::sum([&a, &b]);
         let mut errors = [0; ERROR_CAUSES.len()];
@@ -1044,6 +1062,7 @@ mod tests {
                 recycled: 3,
                 pipelined: 9,
                 truncated: 12,
+                waited: [0, 15, 0],
             }
         );
         let mut m = QueryTotals::of(&a);

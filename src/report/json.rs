@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::{Outcome, Sample};
-use crate::metrics::{Bucket, Latency, Percentiles, ERROR_CAUSES};
+use crate::metrics::{Bucket, Latency, Percentiles, ERROR_CAUSES, WAIT_CAUSES};
 use crate::scenario::Scenario;
 use crate::sys::{limits, proc, sources};
 
@@ -186,6 +186,11 @@ pub struct Queries {
     /// answer, but the answer did not fit in a datagram).
     #[serde(default)]
     pub truncated: u64,
+    /// Queries that waited to be sent, by what for: `window` (room in
+    /// their connection's window), `socket` (a send buffer the server was
+    /// not reading), `slot` (a free tcp-per-query slot).
+    #[serde(default)]
+    pub waited: BTreeMap<String, u64>,
     pub bytes_out: u64,
     pub bytes_in: u64,
     pub seconds: f64,
@@ -349,6 +354,11 @@ impl RunResult {
                 recycled_connections: t.recycled,
                 pipelined: t.pipelined,
                 truncated: t.truncated,
+                waited: WAIT_CAUSES
+                    .iter()
+                    .zip(t.waited)
+                    .map(|(c, n)| (c.to_string(), n))
+                    .collect(),
                 bytes_out: t.bytes_out,
                 bytes_in: t.bytes_in,
                 seconds: q.seconds,
@@ -656,6 +666,9 @@ impl RunResult {
                 };
                 for (i, cause) in ERROR_CAUSES.iter().enumerate() {
                     qt.errors[i] = q.errors.get(*cause).copied().unwrap_or(0);
+                }
+                for (i, cause) in WAIT_CAUSES.iter().enumerate() {
+                    qt.waited[i] = q.waited.get(*cause).copied().unwrap_or(0);
                 }
                 let mut statuses = StatusCounts::default();
                 if let Some(d) = &self.dns {

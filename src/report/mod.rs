@@ -4,6 +4,7 @@
 //! HdrHistogram's text format (`hgrm`). Reads snapshots only; it never
 //! holds anything a worker waits on.
 
+pub mod books;
 pub mod check;
 pub mod hgrm;
 pub mod html;
@@ -20,7 +21,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::domain::Transport;
 use crate::engine::{Live, Outcome, Sample};
 use crate::metrics::exported::RunFigures;
-use crate::metrics::{Bucket, ConnTotals};
+use crate::metrics::{Bucket, ConnTotals, QueryTotals};
 use crate::scenario::{End, Scenario};
 use crate::units::{human_bytes, human_us};
 
@@ -988,6 +989,62 @@ pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<String> {
     None
 }
 
+/// What due queries waited for before they were sent, from the counts
+/// of [`crate::metrics::WAIT_CAUSES`]: the server's pace, named with the
+/// figures that show it. None when none waited.
+pub fn wait_words(
+    sc: &Scenario,
+    t: &QueryTotals,
+    h: &crate::metrics::Histograms,
+) -> Option<String> {
+    use crate::metrics::{W_SLOT, W_SOCKET, W_WINDOW};
+    let total: u64 = t.waited.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let most = (0..t.waited.len())
+        .max_by_key(|&i| t.waited[i])
+        .unwrap_or(W_WINDOW);
+    let n = t.waited[most];
+    let mean_us = |h: &hdrhistogram::Histogram<u64>| if h.is_empty() { 0.0 } else { h.mean() };
+    Some(match most {
+        W_SLOT => {
+            let slots = sc.connections.max(1);
+            let per_query = mean_us(&h.service_time) + mean_us(&h.connect_time);
+            let carry = if per_query > 0.0 {
+                format!(
+                    ": at {} a query (connect and answer, mean) {slots} slot{} carry at most \
+                     {:.0}/s (Little's law)",
+                    human_us(per_query.round() as u64),
+                    if slots == 1 { "" } else { "s" },
+                    slots as f64 * 1e6 / per_query
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "{n} queries waited for a free tcp-per-query slot (--concurrency {slots}){carry}: \
+                 the server's time per query sets the pace, not the client. Raise --concurrency \
+                 or ask for less"
+            )
+        }
+        W_SOCKET => format!(
+            "{n} queries waited behind sockets the server did not read (their send buffers \
+             full): the server was not reading what it was sent"
+        ),
+        _ => {
+            let window = match sc.traffic.as_ref().and_then(|t| t.window) {
+                Some(w) => format!("--window {w}"),
+                None => "window".into(),
+            };
+            format!(
+                "{n} queries waited for room in their connection's {window} (answers still \
+                 owed): the server answered slower than they came due"
+            )
+        }
+    })
+}
+
 /// Whether the client's own lateness explains the response times, from
 /// the figures: its send lag (and its loop's) set against the service
 /// time's tail, and its CPU (`cpu`: a client near its cores' limit, or
@@ -997,6 +1054,7 @@ pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<String> {
 pub fn lag_warning(
     h: &crate::metrics::Histograms,
     not_sent: u64,
+    waited: Option<&str>,
     cpu: Option<&crate::evidence::ClientCpu>,
 ) -> Option<String> {
     let lag = h.send_lag.value_at_quantile(0.99);
@@ -1030,6 +1088,20 @@ pub fn lag_warning(
         human_us(lag),
         human_us(loop_lag)
     );
+    // The loop kept its time while queries were late: they waited on
+    // their connections (a window, a socket, a slot), for the server.
+    let loop_kept = loop_lag <= 1000 || loop_lag * 4 <= lag;
+    if let (true, Some(w)) = (loop_kept || not_sent > 0, waited) {
+        let never = if not_sent > 0 {
+            format!(", and {not_sent} were never sent")
+        } else {
+            String::new()
+        };
+        return Some(format!(
+            "note: the queries' send lag ({lags}) is time they waited for the server, not the \
+             client's: {w}{never}; the wait counts in their response time"
+        ));
+    }
     if not_sent > 0 {
         return Some(format!(
             "note: queries waited to be sent ({lags}) behind their connections' full sockets \
@@ -1293,15 +1365,24 @@ fn queries_summary(
         if sent_pct < 99.0 && chance {
             writeln!(
                 out,
-                "    (Poisson arrivals: over {secs:.1} s the count varies by about ±{:.0} \
-                 queries around the {:.0} asked; this shortfall is within that)",
+                "    (Poisson arrivals: over {secs:.1} s the count varies around the {:.0} asked \
+                 with a standard deviation of {:.0}; this shortfall is within three of them, \
+                 ±{:.0})",
+                expected,
                 expected.sqrt(),
-                expected
+                3.0 * expected.sqrt()
             )?;
         } else if sent_pct < 99.0 {
             let not_sent = t.errors[crate::metrics::E_NOT_SENT];
             let window = sc.traffic.as_ref().and_then(|t| t.window);
-            let why = if not_sent > 0 && window.is_none() {
+            let waited = wait_words(sc, t, h)
+                .filter(|_| conns_failed == 0 && t.waited.iter().sum::<u64>() * 100 >= t.due());
+            let why = if let (Some(w), true) = (
+                &waited,
+                not_sent == 0 || sc.transport == Transport::TcpPerQuery,
+            ) {
+                format!(": {w}")
+            } else if not_sent > 0 && window.is_none() {
                 format!(
                     ": {not_sent} queries could not be sent within --timeout, their connections' \
                      sockets full: the server is not reading what it is sent"
@@ -1420,7 +1501,13 @@ fn queries_summary(
                 t.sent_late
             )?;
         }
-        if let Some(w) = lag_warning(h, t.errors[crate::metrics::E_NOT_SENT], cpu) {
+        let waited = wait_words(sc, t, h);
+        if let Some(w) = lag_warning(
+            h,
+            t.errors[crate::metrics::E_NOT_SENT],
+            waited.as_deref(),
+            cpu,
+        ) {
             writeln!(out, "    {w}")?;
         }
     }
