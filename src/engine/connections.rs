@@ -351,9 +351,18 @@ impl Worker {
                 self.dial.inflight -= 1;
                 self.counters.fail(Bucket::TimedOut);
             }
-            End::Lost(bucket) => closed_clean = self.count_lost(key, bucket),
-            End::Garbled => self.counters.fail(Bucket::Reset),
-            End::TlsFailed => {}
+            End::Lost(bucket) => {
+                closed_clean = self.count_lost(key, bucket);
+                if !closed_clean {
+                    bump(&self.counters.failed_established, 1);
+                }
+            }
+            End::Garbled => {
+                self.counters.fail(Bucket::Reset);
+                bump(&self.counters.failed_established, 1);
+            }
+            // (Counted in `failed` where the handshake failed.)
+            End::TlsFailed => bump(&self.counters.failed_established, 1),
             End::Lifetime | End::QueryTimedOut | End::Recycled | End::Closed => {
                 bump(&self.counters.closed, 1);
             }
@@ -436,6 +445,13 @@ impl Worker {
         let mut c = self.conns.remove(key);
         if c.state != State::Connecting {
             self.shared.closed();
+        } else {
+            bump(&self.counters.unresolved, 1);
+        }
+        if c.has(Flags::UNPROVEN) && c.flight.queries > 0 {
+            // Established, asked, and ended before any answer: not
+            // verified (as at the run's end).
+            bump(&self.counters.unverified, 1);
         }
         let live = c.live();
         let untaken = c.has(Flags::PEER_CLOSING) && !self.per_query;

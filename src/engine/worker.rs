@@ -524,6 +524,8 @@ impl Worker {
                 held += 1;
                 in_flight += c.live();
                 self.shared.closed();
+            } else {
+                bump(&self.counters.unresolved, 1);
             }
         }
         bump(&self.counters.closed, held);

@@ -222,6 +222,12 @@ pub struct ConnCounters {
     /// Closed by us: at the end of the run, or at the end of --lifetime.
     pub closed: AtomicU64,
     pub failed: [AtomicU64; BUCKETS],
+    /// Of `failed`: connections that were established first (a reset, a
+    /// close before an answer, a TLS handshake that failed).
+    pub failed_established: AtomicU64,
+    /// Attempts that never resolved: still connecting when the run ended
+    /// (or when a schedule closed them).
+    pub unresolved: AtomicU64,
     pub other_errno: [AtomicU64; MAX_ERRNO],
     /// Closed by the server after answering all it was sent (HTTP
     /// keep-alive limits): not a failure.
@@ -432,6 +438,8 @@ impl Default for ConnCounters {
             unverified: AtomicU64::new(0),
             closed: AtomicU64::new(0),
             failed: std::array::from_fn(|_| AtomicU64::new(0)),
+            failed_established: AtomicU64::new(0),
+            unresolved: AtomicU64::new(0),
             other_errno: std::array::from_fn(|_| AtomicU64::new(0)),
             peer_closed: AtomicU64::new(0),
             tls_resumed: AtomicU64::new(0),
@@ -490,6 +498,8 @@ pub struct ConnTotals {
     pub unverified: u64,
     pub closed: u64,
     pub failed: [u64; BUCKETS],
+    pub failed_established: u64,
+    pub unresolved: u64,
     pub other_errno: BTreeMap<i32, u64>,
     pub peer_closed: u64,
     pub tls_resumed: u64,
@@ -509,6 +519,8 @@ impl ConnTotals {
             unverified: w.unverified.load(Relaxed),
             closed: w.closed.load(Relaxed),
             failed: std::array::from_fn(|i| w.failed[i].load(Relaxed)),
+            failed_established: w.failed_established.load(Relaxed),
+            unresolved: w.unresolved.load(Relaxed),
             other_errno: w
                 .other_errno
                 .iter()
@@ -544,6 +556,8 @@ impl ConnTotals {
         for (a, b) in self.failed.iter_mut().zip(&o.failed) {
             *a += b;
         }
+        self.failed_established += o.failed_established;
+        self.unresolved += o.unresolved;
         for (e, n) in &o.other_errno {
             *self.other_errno.entry(*e).or_default() += n;
         }

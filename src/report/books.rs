@@ -10,9 +10,10 @@
 //! conn_lost + in_flight_at_end (malformed and oversized end a connection,
 //! whose queries are then conn_lost; unmatched answers belong to no
 //! query); answered = ok + failed answers.
-//! Connections: attempted = established + failed + pending (attempts the
-//! run's end found unresolved); established = verified + unverified + idle
-//! (never asked). Push: expected = received + lost. Per second: each
+//! Connections: attempted = established + failed before established +
+//! unresolved (attempts the run's end found connecting); established =
+//! verified + unverified + idle (never asked), so verified + unverified
+//! never exceed established. Push: expected = received + lost. Per second: each
 //! second's counts add up to at most the whole's (the drain after the last
 //! second adds answers, never sends).
 
@@ -44,24 +45,31 @@ pub fn imbalances(v: &Value) -> Vec<String> {
     let c = |k: &str| num(v, &format!("connections.{k}")).unwrap_or(0);
     let failed = sum_map(v, "connections.failed");
     if v.get("connections").is_some() {
+        // (Failures of established connections are in `failed` and in
+        // `established` both.)
+        let before = failed.saturating_sub(c("failed_established"));
         out.extend(unequal(
             "connections.attempted",
             c("attempted"),
             &[
                 ("established", c("established")),
-                ("failed", failed),
-                ("pending", c("pending")),
+                ("failed before established", before),
+                ("unresolved", c("unresolved")),
             ],
         ));
-        if num(v, "connections.idle").is_some() {
-            out.extend(unequal(
-                "connections.established",
-                c("established"),
-                &[
-                    ("verified", c("verified")),
-                    ("unverified", c("unverified")),
-                    ("idle", c("idle")),
-                ],
+        if c("failed_established") > failed {
+            out.push(format!(
+                "connections.failed_established {} > failed {failed}",
+                c("failed_established")
+            ));
+        }
+        // idle is what neither count holds, so the two must fit in it.
+        if c("verified") + c("unverified") > c("established") {
+            out.push(format!(
+                "connections.verified {} + unverified {} > established {}",
+                c("verified"),
+                c("unverified"),
+                c("established")
             ));
         }
     }
@@ -126,8 +134,9 @@ mod tests {
     fn balanced() -> Value {
         json!({
             "connections": {"attempted": 12, "established": 10, "verified": 8,
-                            "unverified": 1, "idle": 1, "pending": 0,
-                            "failed": {"refused": 2, "reset": 0}},
+                            "unverified": 1, "idle": 1, "unresolved": 1,
+                            "failed_established": 1,
+                            "failed": {"refused": 1, "reset": 1}},
             "queries": {"due": 100, "sent": 95, "answered": 90, "ok": 88,
                         "failed_answers": {"REFUSED": 2}, "timed_out": 3,
                         "in_flight_at_end": 1,
@@ -159,10 +168,10 @@ mod tests {
     }
 
     #[test]
-    fn connections_in_neither_count_are_named() {
+    fn connections_counted_in_both_are_named() {
         let mut v = balanced();
-        v["connections"]["idle"] = json!(0);
-        assert!(imbalances(&v)[0].starts_with("connections.established 10"));
+        v["connections"]["verified"] = json!(10);
+        assert!(imbalances(&v)[0].starts_with("connections.verified 10 + unverified 1"));
     }
 
     #[test]

@@ -103,6 +103,20 @@ pub struct Connections {
     /// Every bucket, zero or not: refused, timed_out, no_free_port,
     /// out_of_fds, unreachable, other, closed_by_peer, reset, half_open.
     pub failed: BTreeMap<String, u64>,
+    /// Of `failed`, those that were established first (reset, closed
+    /// before an answer, TLS refused): attempted = established + (failed
+    /// - failed_established) + unresolved.
+    #[serde(default)]
+    pub failed_established: u64,
+    /// Attempts still connecting when the run ended (neither established
+    /// nor failed).
+    #[serde(default)]
+    pub unresolved: u64,
+    /// Established connections in neither `verified` nor `unverified`:
+    /// nothing was asked on them (no probe, no query), e.g. a replacement
+    /// opened in the run's last moments.
+    #[serde(default)]
+    pub idle: u64,
     /// The errnos counted in `failed.other`, by name.
     pub failed_other_errno: BTreeMap<String, u64>,
     /// The same counts by errno number: what a merge reads back (results
@@ -390,6 +404,13 @@ impl RunResult {
                 established: t.established,
                 verified: t.verified,
                 unverified: t.unverified,
+                failed_established: t.failed_established,
+                unresolved: t.unresolved,
+                idle: if sc.verify {
+                    t.established.saturating_sub(t.verified + t.unverified)
+                } else {
+                    0
+                },
                 peak: o.peak,
                 closed: t.closed,
                 failed,
@@ -617,6 +638,8 @@ impl RunResult {
             established: c.established,
             verified: c.verified,
             unverified: c.unverified,
+            failed_established: c.failed_established,
+            unresolved: c.unresolved,
             closed: c.closed,
             peer_closed: c.peer_closed,
             tls_resumed: c.tls_resumed,
