@@ -346,6 +346,39 @@ fn a_child_that_dies_leaves_a_partial_merge() {
     drop(srv);
 }
 
+/// The children of --processes are slices of one run: one id, given by
+/// the parent, and one end (the parent's).
+#[test]
+fn processes_share_one_run_and_one_end() {
+    let srv = server(&[]);
+    let dir = temp_dir("one-run");
+    let json = dir.join("r.json");
+    let (code, out, err) = output(
+        Command::new(BIN)
+            .args(["client", &srv.addr.to_string(), "-c", "20", "-r", "1000"])
+            .args(["-T", "2s", "-q", "--processes", "2"])
+            .args(["--json", json.to_str().unwrap()]),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v = read_json(&json);
+    let id = v["slice"]["run_id"].as_str().unwrap();
+    assert_eq!(v["slice"]["run_id_from"], "generated");
+    let parts = v["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 2);
+    let ends: Vec<f64> = parts
+        .iter()
+        .map(|p| {
+            assert_eq!(p["slice"]["run_id"], id, "{p}");
+            p["slice"]["traffic_end_unix_s"].as_f64().unwrap()
+        })
+        .collect();
+    // Enter reaches both children at once.
+    assert!((ends[0] - ends[1]).abs() < 0.2, "{ends:?}");
+    assert_eq!(v["partial"], false);
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(srv);
+}
+
 #[test]
 fn a_full_server_process_leaves_new_connections_to_its_siblings() {
     // In a private namespace with tcp_migrate_req = 1, as `throng tune`

@@ -230,13 +230,12 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     if nproc > 1 {
         return processes::run_processes(
             a,
-            &whole,
+            (&whole, &run),
             nproc,
             &fd,
             &stop,
             (shortfall, &why),
             (&checks, exported),
-            &run,
         );
     }
 

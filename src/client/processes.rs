@@ -56,7 +56,8 @@ pub(super) struct ChildPlan {
 /// their results as if one process had done it.
 pub(super) fn run_processes(
     a: &ClientArgs,
-    whole: &Scenario,
+    // The whole scenario, and the run its slices are of.
+    (whole, run): (&Scenario, &RunId),
     n: u64,
     fd: &FdLimit,
     stop: &Stop,
@@ -65,7 +66,6 @@ pub(super) fn run_processes(
     // The checks of the merged result, and the figures of --metrics (the
     // sum of the children's).
     (checks, exported): (&[report::check::Check], Option<Arc<Mutex<RunFigures>>>),
-    run: &RunId,
 ) -> Result<ExitCode> {
     // Each process checks its own share; the ports are the whole's.
     let mut problems = preflight(
