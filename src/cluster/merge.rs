@@ -225,9 +225,10 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             }
         }
         _ => m.notes.push(format!(
-            "{} say(s) neither which run nor when (written by an older throng): \
+            "{} {} neither which run nor when (written by an older throng): \
              the run is not checked, and rates are each slice's own, summed",
-            unsaid.join(", ")
+            unsaid.join(", "),
+            if unsaid.len() == 1 { "says" } else { "say" }
         )),
     }
     // Each slice's share of the connections.
@@ -818,7 +819,7 @@ pub(crate) mod tests {
         let mut m = merge(std::slice::from_ref(&a), &names()[..1]).unwrap();
         m.parts.clear();
         // (It says neither which run nor when: the note says so.)
-        assert!(m.notes.remove(0).contains("a.json say(s) neither"));
+        assert!(m.notes.remove(0).contains("a.json says neither"));
         let mut want = a.clone();
         want.scenario.segment = None;
         assert_eq!(m, want);
@@ -958,7 +959,7 @@ pub(crate) mod tests {
         assert_eq!(q.rate_achieved, 90.0 / 2.0 + 90.0 / 3.0);
         assert_eq!(m.notes.len(), 1);
         assert!(
-            m.notes[0].starts_with("a.json say(s) neither which run nor when"),
+            m.notes[0].starts_with("a.json says neither which run nor when"),
             "{:?}",
             m.notes
         );
