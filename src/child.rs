@@ -36,6 +36,10 @@ pub enum ChildLine {
         established: u64,
         #[serde(default)]
         failed: u64,
+        /// Seconds from the child's start to its traffic's: with the
+        /// moment the line came, when the child started.
+        #[serde(default)]
+        since_start_s: f64,
     },
     /// Server children: one stats second.
     Stats(serde_json::Value),

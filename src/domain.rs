@@ -142,6 +142,64 @@ pub struct Segment {
     pub count: u64,
 }
 
+/// Which run a result is of: shared by every slice of the run, so that
+/// `throng merge` can refuse a slice of another run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunId {
+    pub id: String,
+    pub from: RunIdFrom,
+}
+
+/// How a run id was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunIdFrom {
+    /// `--run-id`: the user's, or the one `throng cluster` gave its hosts.
+    Flag,
+    /// Made at random by the command that runs every slice (one process,
+    /// or the parent of `--processes`).
+    Generated,
+    /// From `--start-at` and the scenario: slices started by hand at one
+    /// agreed instant agree on it.
+    StartAt,
+    /// From the scenario alone (a `--segment` without `--start-at` or
+    /// `--run-id`): two runs of one scenario share it.
+    Scenario,
+}
+
+impl RunId {
+    /// A new id: the Unix second and 32 random bits, so ids sort by time.
+    pub fn generated() -> RunId {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        RunId {
+            id: format!("{now}-{:08x}", rand::random::<u32>()),
+            from: RunIdFrom::Generated,
+        }
+    }
+}
+
+impl RunIdFrom {
+    /// The word the result file holds.
+    pub fn word(self) -> &'static str {
+        match self {
+            RunIdFrom::Flag => "flag",
+            RunIdFrom::Generated => "generated",
+            RunIdFrom::StartAt => "start-at",
+            RunIdFrom::Scenario => "scenario",
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: a digest of a scenario that every build and host
+/// computes alike (std's hashers promise no stability).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// Which side of a test a host plays (`throng tune`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -127,6 +127,7 @@ fn merge(a: &cli::MergeArgs) -> anyhow::Result<ExitCode> {
         &mut out,
         format_args!("  merged        {} results\n", results.len()),
     )?;
+    cluster::merge::say_what_is_missing(&merged, &mut out)?;
     report::check::apply(&checks, &mut merged, &mut out)?;
     drop(out);
     if let Some(p) = &a.json {

@@ -213,6 +213,15 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         assert_eq!(v["connections"]["established"], 300, "{out}");
         assert_eq!(v["parts"].as_array().unwrap().len(), 3);
         assert_eq!(v["partial"], false);
+        // One run: cluster gave every host the same id.
+        let id = &v["slice"]["run_id"];
+        assert!(id.is_string(), "{v}");
+        for p in v["parts"].as_array().unwrap() {
+            assert_eq!(
+                (&p["slice"]["run_id"], &p["slice"]["run_id_from"]),
+                (id, &"flag".into())
+            );
+        }
         let page = std::fs::read_to_string(&html).unwrap();
         assert!(
             page.contains(

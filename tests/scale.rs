@@ -136,6 +136,167 @@ fn segments_merge_into_the_whole_and_other_scenarios_are_refused() {
     drop(srv);
 }
 
+/// Runs `throng client` slice `k` of `target` with `extra` flags, its
+/// result to `path`; waits for it.
+fn slice_run(target: &str, k: &str, path: &std::path::Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["client", target, "-c", "10", "-r", "1000", "-T", "2s", "-q"])
+        .args(["--segment", k, "--json", path.to_str().unwrap()])
+        .args(extra);
+    cmd
+}
+
+fn rate(v: &Value, key: &str) -> f64 {
+    v["queries"][key].as_f64().unwrap()
+}
+
+/// Regression (issue 26): `throng merge` of one slice of two passed with
+/// exit 0, a slice given twice was counted twice, and two slices run one
+/// after the other added their rates (992/s "achieved" while the server
+/// never saw more than 519/s).
+#[test]
+fn merges_are_whole_or_say_they_are_not() {
+    let srv = server(&[]);
+    let dir = temp_dir("whole");
+    let target = srv.addr.to_string();
+    let file = |name: &str| dir.join(name);
+    let run = |k: &str, name: &str, extra: &[&str]| {
+        let (code, out, err) = output(&mut slice_run(&target, k, &file(name), extra));
+        assert_eq!(code, 0, "{out}\n{err}");
+        read_json(&file(name))
+    };
+    let merge = |files: &[&str]| {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("merge");
+        for f in files {
+            cmd.arg(file(f));
+        }
+        output(cmd.args(["--json", file("m.json").to_str().unwrap()]))
+    };
+    // Two slices of run "seq", one after the other.
+    let s1 = run("1/2", "s1.json", &["--run-id", "seq"]);
+    let s2 = run("2/2", "s2.json", &["--run-id", "seq"]);
+    for (v, k) in [(&s1, 1), (&s2, 2)] {
+        let s = &v["slice"];
+        assert_eq!(
+            (s["run_id"].as_str(), s["run_id_from"].as_str()),
+            (Some("seq"), Some("flag"))
+        );
+        assert_eq!(
+            (s["index"].as_u64(), s["count"].as_u64()),
+            (Some(k), Some(2))
+        );
+        let (a, b) = (
+            s["traffic_start_unix_s"].as_f64().unwrap(),
+            s["traffic_end_unix_s"].as_f64().unwrap(),
+        );
+        assert!((b - a - rate(v, "seconds")).abs() < 1e-3, "{s}");
+        assert!(s["start_unix_s"].as_f64().unwrap() <= a && b <= s["end_unix_s"].as_f64().unwrap());
+    }
+
+    // One slice of two: partial, exit 1.
+    let (code, out, err) = merge(&["s1.json"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("PARTIAL: slice 2/2 of run seq: no result given"),
+        "{out}"
+    );
+    let m = read_json(&file("m.json"));
+    assert_eq!(m["partial"], true);
+    assert_eq!(m["missing"][0], "slice 2/2 of run seq: no result given");
+
+    // The same slice twice: refused, both files named.
+    let (code, out, err) = merge(&["s1.json", "s1.json"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    let s1_path = file("s1.json").display().to_string();
+    assert!(
+        err.contains(&format!(
+            "{s1_path} and {s1_path} are both slice 1/2 of run seq"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("give each slice's result once"), "{err}");
+
+    // Slices of two runs: refused, the fix named.
+    run("2/2", "other.json", &["--run-id", "other"]);
+    let (code, out, err) = merge(&["s1.json", "other.json"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("of run seq and "), "{err}");
+    assert!(
+        err.contains("other.json of run other: slices of different runs"),
+        "{err}"
+    );
+    assert!(err.contains("--run-id"), "{err}");
+
+    // One after the other: the rates are over the union of their traffic
+    // (about 4 s), about half the sum of theirs.
+    let (code, out, err) = merge(&["s1.json", "s2.json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("note: the slices did not send at the same time"),
+        "{out}"
+    );
+    let m = read_json(&file("m.json"));
+    let sum = rate(&s1, "rate_achieved") + rate(&s2, "rate_achieved");
+    let secs = rate(&m, "seconds");
+    // (To the wall clock's grain at this epoch, ~0.2 µs.)
+    assert!(
+        secs >= rate(&s1, "seconds") + rate(&s2, "seconds") - 1e-3,
+        "{secs}"
+    );
+    let answered = m["queries"]["answered"].as_f64().unwrap();
+    assert!((rate(&m, "rate_achieved") - answered / secs).abs() < 1e-6);
+    assert!(
+        rate(&m, "rate_achieved") < 0.55 * sum,
+        "{} of {sum}",
+        rate(&m, "rate_achieved")
+    );
+    assert!(rate(&m, "rate_target") < 550.0, "{m}");
+    assert_eq!(m["slice"]["run_id"], "seq");
+
+    // Together (one --start-at, no --run-id: the id is derived from it):
+    // the union is the common interval, and the rate about the sum.
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        + 1.5;
+    let at = format!("{at:.3}");
+    let mut kids: Vec<_> = ["1/2", "2/2"]
+        .iter()
+        .map(|k| {
+            let name = format!("t{}.json", &k[..1]);
+            let child = slice_run(&target, k, &file(&name), &["--start-at", &at])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            (child, name)
+        })
+        .collect();
+    let mut together = Vec::new();
+    for (child, name) in &mut kids {
+        assert!(child.wait().unwrap().success());
+        together.push(read_json(&file(name)));
+    }
+    let (t1, t2) = (&together[0], &together[1]);
+    assert_eq!(t1["slice"]["run_id"], t2["slice"]["run_id"]);
+    assert_eq!(t1["slice"]["run_id_from"], "start-at");
+    assert!(t1["slice"]["run_id"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("at-{at}")));
+    let (code, out, err) = merge(&["t1.json", "t2.json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(!out.contains("note:"), "{out}");
+    let m = read_json(&file("m.json"));
+    let sum = rate(t1, "rate_achieved") + rate(t2, "rate_achieved");
+    let merged = rate(&m, "rate_achieved");
+    assert!((merged - sum).abs() < 0.05 * sum, "{merged} vs {sum}");
+    assert!(rate(&m, "seconds") < 2.2, "{m}");
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(srv);
+}
+
 #[test]
 fn start_at_in_the_past_is_refused() {
     let (code, _, err) = common::run(&["client", "127.0.0.1:9", "--start-at", "1700000000"]);
@@ -181,6 +342,39 @@ fn a_child_that_dies_leaves_a_partial_merge() {
         "{v}"
     );
     assert_eq!(conns(&v, "established"), 500, "the survivor's half is kept");
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(srv);
+}
+
+/// The children of --processes are slices of one run: one id, given by
+/// the parent, and one end (the parent's).
+#[test]
+fn processes_share_one_run_and_one_end() {
+    let srv = server(&[]);
+    let dir = temp_dir("one-run");
+    let json = dir.join("r.json");
+    let (code, out, err) = output(
+        Command::new(BIN)
+            .args(["client", &srv.addr.to_string(), "-c", "20", "-r", "1000"])
+            .args(["-T", "2s", "-q", "--processes", "2"])
+            .args(["--json", json.to_str().unwrap()]),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v = read_json(&json);
+    let id = v["slice"]["run_id"].as_str().unwrap();
+    assert_eq!(v["slice"]["run_id_from"], "generated");
+    let parts = v["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 2);
+    let ends: Vec<f64> = parts
+        .iter()
+        .map(|p| {
+            assert_eq!(p["slice"]["run_id"], id, "{p}");
+            p["slice"]["traffic_end_unix_s"].as_f64().unwrap()
+        })
+        .collect();
+    // Enter reaches both children at once.
+    assert!((ends[0] - ends[1]).abs() < 0.2, "{ends:?}");
+    assert_eq!(v["partial"], false);
     let _ = std::fs::remove_dir_all(&dir);
     drop(srv);
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{domain, parse_metrics_addr, parse_processes, parse_segment};
+use super::{domain, parse_metrics_addr, parse_processes, parse_run_id, parse_segment};
 use super::{ArrivalsArg, ConnectModeArg, ProtoArg, PushFormatArg, SpreadArg, TransportArg};
 use crate::domain::{
     Arrivals, ConnectMode, Processes, Proto, PushFormat, Segment, Spread, Transport,
@@ -384,6 +384,13 @@ pub struct ClientArgs {
     /// connecting, so that slices on many hosts start together.
     #[arg(long, value_name = "TIME", value_parser = parse_start_at, help_heading = "Scale out")]
     pub start_at: Option<f64>,
+
+    /// The run this slice is of, shared by every slice of the run (a
+    /// Slurm job id, a Kubernetes Job's uid): `throng merge` refuses
+    /// slices of different runs. Without it a --segment derives one from
+    /// --start-at and the scenario (or from the scenario alone).
+    #[arg(long, value_name = "ID", value_parser = parse_run_id, help_heading = "Scale out")]
+    pub run_id: Option<String>,
 
     /// Processes to run the scenario in (each one segment with its own fd
     /// limit), merged into one result; auto: as many as the fd limit needs.

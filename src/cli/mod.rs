@@ -462,6 +462,18 @@ fn parse_processes(s: &str) -> Result<Processes, String> {
     }
 }
 
+/// A run id: what a launcher has at hand (a job id, a uid, a name), in
+/// words that stay one word in a file name and a shell.
+fn parse_run_id(s: &str) -> Result<String, String> {
+    let fits = |c: char| c.is_ascii_alphanumeric() || "-_.:@+".contains(c);
+    if s.is_empty() || s.len() > 128 || !s.chars().all(fits) {
+        return Err(format!(
+            "'{s}' is not a run id: 1 to 128 of letters, digits and - _ . : @ +"
+        ));
+    }
+    Ok(s.to_string())
+}
+
 fn parse_segment(s: &str) -> Result<Segment, String> {
     let err = || format!("'{s}' is not a segment K/N with 1 <= K <= N, e.g. 2/4");
     let (k, n) = s.split_once('/').ok_or_else(err)?;

@@ -19,10 +19,10 @@ use anyhow::Result;
 
 use crate::child::ChildLine;
 use crate::cli::ClientArgs;
-use crate::domain::{Mode, Transport};
+use crate::domain::{Mode, RunId, RunIdFrom, Transport};
 use crate::engine::Outcome;
 use crate::metrics::exported::RunFigures;
-use crate::report::json::{write_atomic, Environment, RunResult};
+use crate::report::json::{write_atomic, Environment, RunResult, SliceOf};
 use crate::report::prometheus::{client_registry, Endpoint};
 use crate::report::{self, LiveView};
 use crate::scenario::{self, Scenario};
@@ -212,6 +212,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     };
     check_source_families(&probe_targets, &chosen)?;
     whole.sources = chosen;
+    let run = run_id(a, &whole);
     let exported = match endpoint {
         Some(e) => {
             let figures = Arc::new(Mutex::new(RunFigures::default()));
@@ -229,7 +230,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     if nproc > 1 {
         return processes::run_processes(
             a,
-            &whole,
+            (&whole, &run),
             nproc,
             &fd,
             &stop,
@@ -288,6 +289,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     }
     check_problems(a.force, problems)?;
     let here = Here {
+        run,
         rtt_log: a.rtt_log.clone(),
         start_at: a.start_at,
         control: a.control.is_some(),
@@ -342,8 +344,25 @@ fn watched_target(sc: &Scenario) -> Option<SocketAddr> {
         .filter(|t| t.port() != 0 && on_this_host(t))
 }
 
+/// The run this command's result is of: --run-id's; for a slice started
+/// by hand, one every slice of the command line derives alike; else a new
+/// one (one process, or the parent of --processes, which gives it to its
+/// children).
+fn run_id(a: &ClientArgs, whole: &Scenario) -> RunId {
+    match (&a.run_id, a.segment) {
+        (Some(id), _) => RunId {
+            id: id.clone(),
+            from: RunIdFrom::Flag,
+        },
+        (None, Some(_)) => whole.derived_run_id(a.start_at),
+        (None, None) => RunId::generated(),
+    }
+}
+
 /// How this process runs its slice.
 struct Here {
+    /// The run it is a slice of.
+    run: RunId,
     /// --rtt-log: the per-query CSV file.
     rtt_log: Option<PathBuf>,
     /// --start-at: when to start (Unix seconds).
@@ -398,7 +417,8 @@ fn run_here(
         rtt_log,
         here.exported.as_deref(),
     )?;
-    let result = RunResult::new(whole, &sc, env, &outcome);
+    let mut result = RunResult::new(whole, &sc, env, &outcome);
+    result.slice = outcome.wall.map(|w| SliceOf::new(&here.run, &sc, w));
     Ok(Some((sc, outcome, result)))
 }
 

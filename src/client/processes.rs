@@ -12,6 +12,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -20,7 +21,7 @@ use super::preflight::{check_problems, preflight, warnings};
 use super::{run_here, usage, Here};
 use crate::child::{sum_samples, ChildLine, Children, Own, PartsDir, Silence};
 use crate::cli::ClientArgs;
-use crate::domain::{ConnectMode, Segment};
+use crate::domain::{ConnectMode, RunId, Segment};
 use crate::engine::Live;
 use crate::metrics::exported::RunFigures;
 use crate::report::json::Environment;
@@ -47,13 +48,16 @@ pub(super) struct ChildPlan {
     /// The parent serves --metrics: send the figures each second.
     #[serde(default)]
     metrics: bool,
+    /// The run's id, the parent's, for every child's result.
+    run: RunId,
 }
 
 /// Runs the scenario as `n` child processes, one segment each, and merges
 /// their results as if one process had done it.
 pub(super) fn run_processes(
     a: &ClientArgs,
-    whole: &Scenario,
+    // The whole scenario, and the run its slices are of.
+    (whole, run): (&Scenario, &RunId),
     n: u64,
     fd: &FdLimit,
     stop: &Stop,
@@ -145,6 +149,7 @@ pub(super) fn run_processes(
             force: a.force,
             shortfall: shortfall.clone(),
             metrics: exported.is_some(),
+            run: run.clone(),
         };
         own.push(Own::new(
             vec!["client".into(), "--child-plan".into()],
@@ -159,6 +164,10 @@ pub(super) fn run_processes(
     let mut latest: Vec<Option<crate::engine::Sample>> = vec![None; n as usize];
     let mut figures: Vec<RunFigures> = vec![RunFigures::default(); n as usize];
     let mut ramps = 0;
+    // Each child's ramp: when its line came, and how long after its start.
+    let mut ramped: Vec<Option<(Instant, Duration)>> = vec![None; n as usize];
+    let mut exited = vec![false; n as usize];
+    let mut end_decided = false;
     // The children's established and failed connections when their ramps were done.
     let mut ramp_counts = (0, 0);
     let mut shown = 0;
@@ -204,6 +213,7 @@ pub(super) fn run_processes(
             }
             Some(Reason::ChildExit(i)) => {
                 alive -= 1;
+                exited[i] = true;
                 silence.gone(i);
             }
             Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
@@ -231,32 +241,37 @@ pub(super) fn run_processes(
                     seconds,
                     established,
                     failed,
+                    since_start_s,
                 }) => {
                     ramps += 1;
+                    ramped[i] = Some((
+                        Instant::now(),
+                        Duration::try_from_secs_f64(since_start_s).unwrap_or_default(),
+                    ));
                     ramp_counts.0 += established;
                     ramp_counts.1 += failed;
                     if ramps == n {
-                        if let (true, End::Duration { seconds }) = (common_end, whole.end) {
-                            end_at = Some(
-                                std::time::Instant::now()
-                                    + std::time::Duration::from_secs_f64(seconds),
-                            );
-                        }
                         let totals = crate::metrics::ConnTotals {
                             established: ramp_counts.0,
                             failed: std::array::from_fn(|i| if i == 0 { ramp_counts.1 } else { 0 }),
                             ..Default::default()
                         };
-                        live.ramp_done(
-                            std::time::Duration::from_secs_f64(seconds),
-                            &totals,
-                            &whole.end,
-                        );
+                        let after = Duration::from_secs_f64(seconds);
+                        live.ramp_done(after, after, &totals, &whole.end);
                     }
                 }
                 _ => {}
             },
             _ => {}
+        }
+        // Once every child that lives has ramped, the run's end is known.
+        let all_in = (0..n as usize).all(|i| ramped[i].is_some() || exited[i]);
+        if let (false, true, End::Duration { seconds }) = (end_decided, common_end, whole.end) {
+            let heard: Vec<(Instant, Duration)> = ramped.iter().flatten().copied().collect();
+            if all_in && !heard.is_empty() {
+                end_decided = true;
+                end_at = slices_end(&heard, Duration::from_secs_f64(seconds));
+            }
         }
     }
     Live::finish(&mut live);
@@ -297,6 +312,20 @@ pub(super) fn run_processes(
     )
 }
 
+/// The instant a run of slices ends, `hold` after its traffic starts: the
+/// run starts with its earliest slice (a slice's start: when its ramp was
+/// heard done, less the time its ramp took from its start), and its ramp
+/// is the longest slice's. A slice that started late does not move the
+/// end: it ends with the others, its traffic shorter.
+fn slices_end(ramps: &[(Instant, Duration)], hold: Duration) -> Option<Instant> {
+    let start = ramps
+        .iter()
+        .map(|&(heard, since)| heard.checked_sub(since).unwrap_or(heard))
+        .min()?;
+    let ramp = ramps.iter().map(|r| r.1).max()?;
+    Some(start + ramp + hold)
+}
+
 /// A child of --processes: runs the slice its plan says, then prints its
 /// result as its last line (and writes it to the parts directory); the
 /// parent merges and gives the verdict.
@@ -312,6 +341,7 @@ pub(super) fn run_child(plan: ChildPlan) -> Result<ExitCode> {
     let ran = plan.whole.slice(seg);
     check_problems(plan.force, preflight(&ran, &fd, plan.shortfall.as_deref()))?;
     let here = Here {
+        run: plan.run,
         rtt_log: plan.rtt_log,
         start_at: plan.start_at,
         control: false,
@@ -364,11 +394,45 @@ mod tests {
                 force: false,
                 shortfall: None,
                 metrics: false,
+                run: RunId::generated(),
             };
             let own = Own::new(Vec::new(), &plan).unwrap();
             let back: ChildPlan = serde_json::from_str(&own.plan).unwrap();
             assert_eq!(back.whole, plan.whole);
             assert_eq!(back.start_at, plan.start_at);
+            assert_eq!(back.run, plan.run);
         }
+    }
+
+    /// Regression (issue 26): a child that started late moved the run's
+    /// end by its lateness (the end counted from the last ramp), so the
+    /// others sent past -T: 3,483 queries for 3,000 asked.
+    #[test]
+    fn a_late_slice_ends_with_the_others() {
+        let t0 = Instant::now();
+        let s = |ms: u64| Duration::from_millis(ms);
+        // Both ramps take 0.1 s; the second child started 1 s late.
+        let on_time = (t0 + s(100), s(100));
+        let late = (t0 + s(1100), s(100));
+        let end = slices_end(&[on_time, late], s(3000)).unwrap();
+        assert_eq!(end, t0 + s(3100));
+        // In either order.
+        assert_eq!(slices_end(&[late, on_time], s(3000)), Some(end));
+        // The late one's traffic is shorter; the other's is -T.
+        assert_eq!(end - late.0, s(2000));
+        assert_eq!(end - on_time.0, s(3000));
+    }
+
+    /// A slice whose ramp took longer (not a late start) holds the end
+    /// back: every slice holds its connections for -T together.
+    #[test]
+    fn a_slow_ramp_holds_the_end_back() {
+        let t0 = Instant::now();
+        let s = |ms: u64| Duration::from_millis(ms);
+        let quick = (t0 + s(100), s(100));
+        let slow = (t0 + s(900), s(900));
+        let end = slices_end(&[quick, slow], s(2000)).unwrap();
+        assert_eq!(end, t0 + s(2900));
+        assert_eq!(slices_end(&[], s(2000)), None);
     }
 }

@@ -11,8 +11,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde_json::Value;
 
+use crate::domain::{RunIdFrom, Segment};
 use crate::engine::Sample;
-use crate::report::json::{Part, RunResult};
+use crate::report::json::{Part, RunResult, SliceOf};
 use crate::UsageError;
 
 // The reader of result files lives with the result's type; merge, the
@@ -42,8 +43,112 @@ fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
     }
 }
 
+/// Which slice of which run a result says it is: its run id (None in
+/// results written before they said so) and its K/N (None: an older
+/// whole run).
+fn slice_of(r: &RunResult) -> (Option<&str>, Option<Segment>) {
+    match &r.slice {
+        Some(s) => (
+            Some(&s.run_id),
+            Some(Segment {
+                index: s.index,
+                count: s.count,
+            }),
+        ),
+        None => (None, r.scenario.segment),
+    }
+}
+
+/// Refuses a slice given twice, slices of different runs and slices of
+/// different splits, naming the two files and what to do.
+fn check_slices(results: &[RunResult], names: &[String]) -> Result<(), UsageError> {
+    for (j, (b, nb)) in results.iter().zip(names).enumerate() {
+        for (a, na) in results.iter().zip(names).take(j) {
+            let ((ida, sa), (idb, sb)) = (slice_of(a), slice_of(b));
+            if let (Some(ida), Some(idb)) = (ida, idb) {
+                if ida != idb {
+                    return Err(UsageError(format!(
+                        "{na} is of run {ida} and {nb} of run {idb}: slices of different runs \
+                         do not merge; merge the slices of one run (slices started by hand \
+                         share a run when they are given the same --run-id, or the same \
+                         --start-at)"
+                    )));
+                }
+            }
+            let (Some(sa), Some(sb)) = (sa, sb) else {
+                continue;
+            };
+            let run = ida.map_or(String::new(), |id| format!(" of run {id}"));
+            if sa.count != sb.count {
+                return Err(UsageError(format!(
+                    "{na} is slice {}/{} and {nb} slice {}/{}{run}: slices of different splits \
+                     do not merge; merge the {} slices of one run",
+                    sa.index, sa.count, sb.index, sb.count, sa.count
+                )));
+            }
+            if sa.index == sb.index {
+                return Err(UsageError(format!(
+                    "{na} and {nb} are both slice {}/{}{run}: a slice given twice would be \
+                     counted twice; give each slice's result once",
+                    sa.index, sa.count
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The slices of a split that no result is of, in words.
+fn missing_slices(results: &[RunResult]) -> Vec<String> {
+    let segments: Vec<Segment> = results.iter().filter_map(|r| slice_of(r).1).collect();
+    let Some(count) = segments.first().map(|s| s.count) else {
+        return Vec::new();
+    };
+    let run = results
+        .iter()
+        .find_map(|r| slice_of(r).0)
+        .map_or(String::new(), |id| format!(" of run {id}"));
+    // (A count of 2^53 in a file is not a list to walk.)
+    let given: std::collections::BTreeSet<u64> = segments.iter().map(|s| s.index).collect();
+    let absent = count.saturating_sub(given.len() as u64);
+    let mut words: Vec<String> = (1..=count)
+        .filter(|k| !given.contains(k))
+        .take(20)
+        .map(|k| format!("slice {k}/{count}{run}: no result given"))
+        .collect();
+    if absent > words.len() as u64 {
+        words.push(format!(
+            "and {} more slices of {count}: no result given",
+            absent - words.len() as u64
+        ));
+    }
+    words
+}
+
+/// The length of the union of intervals (seconds): the time in which at
+/// least one of them ran.
+fn union_length(mut spans: Vec<(f64, f64)>) -> f64 {
+    spans.retain(|(a, b)| b >= a);
+    spans.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let mut total = 0.0;
+    let mut current: Option<(f64, f64)> = None;
+    for (a, b) in spans {
+        current = match current {
+            Some((ca, cb)) if a <= cb => Some((ca, cb.max(b))),
+            Some((ca, cb)) => {
+                total += cb - ca;
+                Some((a, b))
+            }
+            None => Some((a, b)),
+        };
+    }
+    total + current.map_or(0.0, |(a, b)| b - a)
+}
+
 /// Merges results of one run. `names` say where each came from (for the
-/// `parts` list). Errors when the results are of different scenarios.
+/// `parts` list). Errors when the results are of different scenarios or
+/// runs, or when a slice is given twice; a merge that misses slices is
+/// marked partial.
 pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
     let first = results.first().context("nothing to merge")?;
     let identity = first.scenario.identity();
@@ -63,6 +168,7 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             .into());
         }
     }
+    check_slices(results, names)?;
     // One measurement: each result's, merged, written back as a result.
     let outcome = |r: &RunResult, name: &str| {
         r.outcome()
@@ -88,9 +194,43 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
             started_unix_s: r.environment.started_unix_s,
             clock_offset_s: r.environment.clock_offset_s,
             interrupted: r.interrupted,
+            slice: r.slice.clone(),
         })
         .collect();
-    (m.partial, m.missing, m.checks) = (first.partial, first.missing.clone(), first.checks.clone());
+    m.checks = first.checks.clone();
+    // Missing: what the parts say they missed, and the slices not given.
+    m.missing = results.iter().flat_map(|r| r.missing.clone()).collect();
+    m.missing.extend(missing_slices(results));
+    m.partial = results.iter().any(|r| r.partial) || !m.missing.is_empty();
+    let unsaid: Vec<&str> = results
+        .iter()
+        .zip(names)
+        .filter(|(r, _)| r.slice.is_none())
+        .map(|(_, n)| n.as_str())
+        .collect();
+    match (&o.wall, results.iter().find_map(|r| r.slice.as_ref())) {
+        (Some(wall), Some(s)) => {
+            m.slice = Some(SliceOf {
+                index: 1,
+                count: 1,
+                wall: *wall,
+                ..s.clone()
+            });
+            if s.run_id_from == RunIdFrom::Scenario && results.len() > 1 {
+                m.notes.push(format!(
+                    "run {} is named after the scenario alone (--segment without --run-id or \
+                     --start-at): slices of two runs of this scenario cannot be told apart",
+                    s.run_id
+                ));
+            }
+        }
+        _ => m.notes.push(format!(
+            "{} {} neither which run nor when (written by an older throng): \
+             the run is not checked, and rates are each slice's own, summed",
+            unsaid.join(", "),
+            if unsaid.len() == 1 { "says" } else { "say" }
+        )),
+    }
     // Each slice's share of the connections.
     let c = &mut m.connections;
     c.target = results.iter().map(|r| r.connections.target).sum();
@@ -113,20 +253,50 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
         // A merge has traffic when its first slice has.
         (m.queries, m.latency, m.dns) = (None, None, None);
     }
+    let with_traffic: Vec<&RunResult> = results
+        .iter()
+        .filter(|r| r.latency.is_some() && r.queries.is_some())
+        .collect();
+    let spans: Option<Vec<(f64, f64)>> = with_traffic
+        .iter()
+        .map(|r| r.slice.as_ref().and_then(|s| s.wall.traffic()))
+        .collect();
     if let Some(q) = m.queries.as_mut() {
-        // Rates are each slice's over its own traffic time, summed: the
-        // whole's over the longest slice's time would understate them.
-        let with_traffic = || {
-            results
-                .iter()
-                .filter(|r| r.latency.is_some())
-                .filter_map(|r| r.queries.as_ref())
-        };
-        q.rate_target = with_traffic()
-            .map(|q| q.rate_target)
-            .fold(None, crate::metrics::add_opt);
-        q.rate_achieved = with_traffic().map(|q| q.rate_achieved).sum();
-        q.rate_sent = with_traffic().map(|q| q.rate_sent).sum();
+        let queries = || with_traffic.iter().filter_map(|r| r.queries.as_ref());
+        let asked = |q: &crate::report::json::Queries| q.rate_target.map(|r| r * q.seconds);
+        match spans {
+            Some(spans) => {
+                // The whole's rates are over the time in which some slice
+                // sent: slices run together give about the sum of theirs,
+                // slices run one after the other do not add their rates.
+                let longest = queries().map(|q| q.seconds).fold(0.0, f64::max);
+                let secs = union_length(spans);
+                q.seconds = secs;
+                let per = secs.max(1e-9);
+                q.rate_target = queries()
+                    .map(asked)
+                    .fold(None, crate::metrics::add_opt)
+                    .map(|n| n / per);
+                q.rate_achieved = q.answered as f64 / per;
+                q.rate_sent = q.sent as f64 / per;
+                if secs > longest * 1.05 + 0.05 {
+                    m.notes.push(format!(
+                        "the slices did not send at the same time: together they sent over \
+                         {secs:.2} s, the longest of them over {longest:.2} s; rates are over \
+                         the {secs:.2} s"
+                    ));
+                }
+            }
+            None => {
+                // Each slice's rate over its own traffic time, summed: the
+                // best figure when the slices do not say when they ran.
+                q.rate_target = queries()
+                    .map(|q| q.rate_target)
+                    .fold(None, crate::metrics::add_opt);
+                q.rate_achieved = queries().map(|q| q.rate_achieved).sum();
+                q.rate_sent = queries().map(|q| q.rate_sent).sum();
+            }
+        }
     }
     m.per_second = merge_seconds(results);
     Ok(m)
@@ -150,6 +320,18 @@ fn merge_seconds(results: &[RunResult]) -> Vec<Sample> {
             s
         })
         .collect()
+}
+
+/// The lines of a merge's summary that say what it misses (`PARTIAL:`)
+/// and what it could not check (`note:`).
+pub fn say_what_is_missing(m: &RunResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    for w in &m.missing {
+        writeln!(out, "  PARTIAL: {w}")?;
+    }
+    for n in &m.notes {
+        writeln!(out, "  note: {n}")?;
+    }
+    Ok(())
 }
 
 /// What came back from the slices of one run (child processes or hosts).
@@ -214,9 +396,7 @@ pub fn finish(
         s.results.len() + s.missing.len(),
         s.results.len()
     )?;
-    for m in &s.missing {
-        writeln!(out, "  PARTIAL: {m}")?;
-    }
+    say_what_is_missing(&merged, &mut out)?;
     crate::report::check::apply(checks, &mut merged, &mut out)?;
     out.flush()?;
     drop(out);
@@ -367,6 +547,7 @@ pub(crate) mod tests {
             push: None,
             observed: Default::default(),
             ramp_stopped: None,
+            wall: None,
             queries: Some(crate::engine::QueryOutcome {
                 totals: qt,
                 statuses,
@@ -384,8 +565,13 @@ pub(crate) mod tests {
 
     /// Slice `k` of two of a DNS run, from what it measured.
     pub(crate) fn slice(k: u64, o: &crate::engine::Outcome) -> RunResult {
+        slice_of(k, 2, o)
+    }
+
+    /// Slice `k` of `n` of a DNS run, from what it measured.
+    fn slice_of(k: u64, n: u64, o: &crate::engine::Outcome) -> RunResult {
         let whole = scenario(&["-c", "11", "-r", "100", "--proto", "dns"]);
-        let seg = crate::domain::Segment { index: k, count: 2 };
+        let seg = crate::domain::Segment { index: k, count: n };
         let mut recorded = whole.clone();
         recorded.segment = Some(seg);
         RunResult::new(
@@ -468,7 +654,11 @@ pub(crate) mod tests {
         ob.totals.probe_reply = Some("FORMERR".into());
         let mut oc = outcome(3, 1.0);
         oc.totals.tls_error = Some("expired".into());
-        let (a, b, c) = (slice(1, &oa), slice(2, &ob), slice(2, &oc));
+        let (a, b, c) = (
+            slice_of(1, 3, &oa),
+            slice_of(2, 3, &ob),
+            slice_of(3, 3, &oc),
+        );
         let names = vec!["a".to_string(), "b".into(), "c".into()];
         let m = merge(&[a, b, c], &names).unwrap();
         assert_eq!(m.connections.tls_error.as_deref(), Some("bad certificate"));
@@ -617,16 +807,162 @@ pub(crate) mod tests {
         let max = file_with(&["queries", "sent"], MAX_COUNT.into());
         let r = parse(&max).unwrap();
         assert_eq!(r.queries.as_ref().unwrap().sent, MAX_COUNT);
-        merge(&[r.clone(), r], &names()).unwrap();
+        let mut other = r.clone();
+        other.scenario.segment = Some(Segment { index: 2, count: 2 });
+        merge(&[r, other], &names()).unwrap();
     }
 
     #[test]
     fn merging_one_result_gives_it_back() {
-        let a = slice(1, &outcome(3, 2.5));
+        let mut a = slice(1, &outcome(3, 2.5));
+        a.scenario.segment = Some(Segment { index: 1, count: 1 });
         let mut m = merge(std::slice::from_ref(&a), &names()[..1]).unwrap();
         m.parts.clear();
+        // (It says neither which run nor when: the note says so.)
+        assert!(m.notes.remove(0).contains("a.json says neither"));
         let mut want = a.clone();
         want.scenario.segment = None;
         assert_eq!(m, want);
+    }
+
+    /// Slice `k` of `n` of run `id`, whose traffic ran from `from` for
+    /// `secs` seconds (wall clock).
+    fn timed(k: u64, n: u64, id: &str, from: f64, secs: f64) -> RunResult {
+        let mut r = slice_of(k, n, &outcome(1, secs));
+        let wall = crate::engine::Wall {
+            start_unix_s: from - 0.5,
+            end_unix_s: from + secs + 0.5,
+            traffic_start_unix_s: Some(from),
+            traffic_end_unix_s: Some(from + secs),
+        };
+        let run = crate::domain::RunId {
+            id: id.into(),
+            from: RunIdFrom::Flag,
+        };
+        r.slice = Some(SliceOf::new(&run, &r.scenario, wall));
+        r
+    }
+
+    fn merge_error(results: &[RunResult]) -> String {
+        merge(results, &names()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_slice_given_twice_is_refused_naming_both_files() {
+        let a = timed(1, 2, "r1", 1000.0, 2.0);
+        let e = merge_error(&[a.clone(), a]);
+        assert!(
+            e.starts_with("a.json and b.json are both slice 1/2 of run r1"),
+            "{e}"
+        );
+        assert!(e.contains("give each slice's result once"), "{e}");
+        // Results that do not say their run: by their segment.
+        let old = slice(2, &outcome(1, 2.0));
+        let e = merge_error(&[old.clone(), old]);
+        assert!(
+            e.starts_with("a.json and b.json are both slice 2/2:"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn slices_of_different_runs_are_refused() {
+        let e = merge_error(&[
+            timed(1, 2, "r1", 1000.0, 2.0),
+            timed(2, 2, "r2", 1000.0, 2.0),
+        ]);
+        assert!(
+            e.starts_with("a.json is of run r1 and b.json of run r2: slices of different runs"),
+            "{e}"
+        );
+        assert!(e.contains("the same --run-id"), "{e}");
+        let e = merge_error(&[
+            timed(1, 2, "r1", 1000.0, 2.0),
+            timed(2, 3, "r1", 1000.0, 2.0),
+        ]);
+        assert!(e.contains("slices of different splits"), "{e}");
+    }
+
+    #[test]
+    fn a_merge_missing_slices_is_partial_and_says_which() {
+        let m = merge(&[timed(2, 3, "r1", 1000.0, 2.0)], &names()[..1]).unwrap();
+        assert!(m.partial);
+        assert_eq!(
+            m.missing,
+            [
+                "slice 1/3 of run r1: no result given",
+                "slice 3/3 of run r1: no result given"
+            ]
+        );
+        let m = merge(
+            &[
+                timed(2, 2, "r1", 1000.0, 2.0),
+                timed(1, 2, "r1", 1000.0, 2.0),
+            ],
+            &names(),
+        )
+        .unwrap();
+        assert!(!m.partial && m.missing.is_empty(), "{:?}", m.missing);
+        assert!(m.notes.is_empty(), "{:?}", m.notes);
+        let s = m.slice.unwrap();
+        assert_eq!((s.run_id.as_str(), s.index, s.count), ("r1", 1, 1));
+        assert_eq!(m.parts[0].slice.as_ref().unwrap().index, 2);
+    }
+
+    #[test]
+    fn rates_are_over_the_union_of_the_slices_traffic() {
+        // Together: over the common 2 s, the sum of their rates.
+        let (a, b) = (timed(1, 2, "r", 1000.0, 2.0), timed(2, 2, "r", 1000.0, 2.0));
+        let m = merge(&[a.clone(), b], &names()).unwrap();
+        let q = m.queries.as_ref().unwrap();
+        assert_eq!(q.seconds, 2.0);
+        assert_eq!(q.rate_achieved, 180.0 / 2.0);
+        assert_eq!(
+            q.rate_achieved,
+            2.0 * a.queries.as_ref().unwrap().rate_achieved
+        );
+        let target = a.queries.as_ref().unwrap().rate_target.unwrap();
+        assert_eq!(q.rate_target, Some(2.0 * target));
+        assert!(m.notes.is_empty(), "{:?}", m.notes);
+        // One after the other: over 4 s, half the sum, and a note says so.
+        let (a, b) = (timed(1, 2, "r", 1000.0, 2.0), timed(2, 2, "r", 1002.0, 2.0));
+        let m = merge(&[a, b], &names()).unwrap();
+        let q = m.queries.as_ref().unwrap();
+        assert_eq!(q.seconds, 4.0);
+        assert_eq!(q.rate_achieved, 180.0 / 4.0);
+        assert_eq!(q.rate_sent, 200.0 / 4.0);
+        assert_eq!(q.rate_target, Some(target));
+        assert!(
+            m.notes[0].contains("did not send at the same time"),
+            "{:?}",
+            m.notes
+        );
+        let w = m.slice.unwrap().wall;
+        assert_eq!(w.traffic(), Some((1000.0, 1004.0)));
+    }
+
+    #[test]
+    fn union_lengths() {
+        assert_eq!(union_length(vec![]), 0.0);
+        assert_eq!(union_length(vec![(0.0, 2.0), (1.0, 3.0)]), 3.0);
+        assert_eq!(union_length(vec![(4.0, 5.0), (0.0, 2.0), (1.0, 1.5)]), 3.0);
+        assert_eq!(union_length(vec![(0.0, 1.0), (1.0, 2.0)]), 2.0);
+        // An interval that ends before it starts is none.
+        assert_eq!(union_length(vec![(3.0, 1.0)]), 0.0);
+    }
+
+    #[test]
+    fn results_that_do_not_say_their_run_merge_as_before_with_a_note() {
+        let (a, b) = (slice(1, &outcome(1, 2.0)), timed(2, 2, "r", 1000.0, 3.0));
+        let m = merge(&[a, b], &names()).unwrap();
+        let q = m.queries.as_ref().unwrap();
+        assert_eq!(q.rate_achieved, 90.0 / 2.0 + 90.0 / 3.0);
+        assert_eq!(m.notes.len(), 1);
+        assert!(
+            m.notes[0].starts_with("a.json says neither which run nor when"),
+            "{:?}",
+            m.notes
+        );
+        assert!(m.slice.is_none());
     }
 }

@@ -156,6 +156,12 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
     // to connect over ssh and be ready.
     let start_at =
         SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs_f64() + a.start_in.as_secs_f64();
+    // One run id for every host: the user's (--run-id in the client
+    // arguments, passed on as it is), else a new one.
+    let run_id = match &client.run_id {
+        Some(_) => None,
+        None => Some(crate::domain::RunId::generated().id),
+    };
     let cmds: Vec<(String, Command)> = hosts
         .iter()
         .enumerate()
@@ -171,6 +177,9 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
                 "1".into(),
                 "--child".into(),
             ]);
+            if let Some(id) = &run_id {
+                words.extend(["--run-id".into(), id.clone()]);
+            }
             let remote: Vec<String> = words.iter().map(|w| shell_quote(w)).collect();
             let mut c = ssh(a, h);
             c.arg(remote.join(" "));

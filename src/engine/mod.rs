@@ -346,8 +346,16 @@ pub struct ControlEvent {
 pub trait Live {
     /// Once a second.
     fn second(&mut self, s: &Sample, target: u64);
-    /// When the ramp is over (all initial attempts resolved).
-    fn ramp_done(&mut self, after: Duration, totals: &ConnTotals, hold: &End);
+    /// When the ramp is over (all initial attempts resolved): `after`, the
+    /// ramp's time (establishment's); `since_start`, the time since the
+    /// run's start, when the traffic starts.
+    fn ramp_done(
+        &mut self,
+        after: Duration,
+        since_start: Duration,
+        totals: &ConnTotals,
+        hold: &End,
+    );
     /// A line worth showing as it happens (--control commands).
     fn note(&mut self, line: &str);
     /// Before the summary.
@@ -395,6 +403,53 @@ pub struct Outcome {
     pub observed: crate::evidence::Observed,
     /// --stop-on ended the ramp early: when and why, in words.
     pub ramp_stopped: Option<String>,
+    /// When the run happened on the wall clock (None: read back from a
+    /// result written before results said so).
+    pub wall: Option<Wall>,
+}
+
+/// When a run happened, on the wall clock (Unix seconds): what slices of
+/// one run, on many processes or hosts, are aligned by.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Wall {
+    /// The first connection attempt may go (after --start-at).
+    pub start_unix_s: f64,
+    /// Everything stopped (after --drain).
+    pub end_unix_s: f64,
+    /// The traffic's interval: queries were sent from its start to its end
+    /// (the drain only waits for answers). Rates are over it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_start_unix_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_end_unix_s: Option<f64>,
+}
+
+impl Wall {
+    /// From the first start to the last end (the traffic's too).
+    pub fn hull(&self, o: &Wall) -> Wall {
+        let pick = |a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64| match (a, b) {
+            (Some(a), Some(b)) => Some(f(a, b)),
+            (a, b) => a.or(b),
+        };
+        Wall {
+            start_unix_s: self.start_unix_s.min(o.start_unix_s),
+            end_unix_s: self.end_unix_s.max(o.end_unix_s),
+            traffic_start_unix_s: pick(self.traffic_start_unix_s, o.traffic_start_unix_s, f64::min),
+            traffic_end_unix_s: pick(self.traffic_end_unix_s, o.traffic_end_unix_s, f64::max),
+        }
+    }
+
+    /// The traffic's interval, when it had one.
+    pub fn traffic(&self) -> Option<(f64, f64)> {
+        self.traffic_start_unix_s.zip(self.traffic_end_unix_s)
+    }
+}
+
+/// The wall clock now, Unix seconds.
+pub fn unix_now_f64() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 impl QueryOutcome {
@@ -428,6 +483,8 @@ impl Outcome {
         self.verify_time = self.verify_time.max(o.verify_time);
         self.ramp_time = self.ramp_time.max(o.ramp_time);
         self.elapsed = self.elapsed.max(o.elapsed);
+        // (A part that does not say when it ran leaves the whole unknown.)
+        self.wall = self.wall.zip(o.wall).map(|(a, b)| a.hull(&b));
         self.overrun.extend(o.overrun.iter().cloned());
         let answered = |q: &Option<QueryOutcome>| q.as_ref().map_or(0, |q| q.totals.answered);
         let all = answered(&self.queries) + answered(&o.queries);
@@ -593,6 +650,7 @@ pub fn run(
     }
     // With --preallocate the sockets took time to make: the schedule starts now.
     let start = Instant::now();
+    let start_unix_s = unix_now_f64();
     for g in go {
         let _ = g.send(start);
     }
@@ -704,7 +762,7 @@ pub fn run(
                     ramp_time = Some(ramp);
                     verify_time = sc.verify.then_some(now - start);
                     let t = totals(&counters);
-                    live.ramp_done(ramp, &t, &sc.end);
+                    live.ramp_done(ramp, now - start, &t, &sc.end);
                     let per_query = sc.transport == crate::domain::Transport::TcpPerQuery;
                     if !per_query
                         && !sc.reconnect
@@ -940,6 +998,16 @@ pub fn run(
             controls,
         }
     });
+    let elapsed = start.elapsed();
+    let at = |i: Instant| start_unix_s + i.saturating_duration_since(start).as_secs_f64();
+    let wall = Wall {
+        start_unix_s,
+        end_unix_s: start_unix_s + elapsed.as_secs_f64(),
+        traffic_start_unix_s: traffic_start.filter(|_| sc.traffic.is_some()).map(at),
+        traffic_end_unix_s: traffic_start
+            .filter(|_| sc.traffic.is_some())
+            .map(|_| at(end)),
+    };
     Ok(Outcome {
         totals: totals(&counters),
         hists,
@@ -948,7 +1016,8 @@ pub fn run(
         interrupted,
         ramp_time,
         verify_time,
-        elapsed: start.elapsed(),
+        elapsed,
+        wall: Some(wall),
         queries,
         overrun,
         push: sc

@@ -89,6 +89,48 @@ pub struct Part {
     pub started_unix_s: u64,
     pub clock_offset_s: Option<f64>,
     pub interrupted: bool,
+    /// The part's own run id and times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<SliceOf>,
+}
+
+/// Which slice of which run a result is, and when it ran (wall clock,
+/// Unix seconds). A merged result is the whole: slice 1/1 of its run,
+/// from its first start to its last end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SliceOf {
+    /// Shared by the slices of one run.
+    pub run_id: String,
+    /// How the id was made: `flag` (--run-id), `generated`, `start-at`
+    /// (from --start-at and the scenario), `scenario` (the scenario alone).
+    pub run_id_from: crate::domain::RunIdFrom,
+    /// K of K/N (1/1: the whole run).
+    pub index: u64,
+    pub count: u64,
+    #[serde(flatten)]
+    pub wall: crate::engine::Wall,
+}
+
+impl SliceOf {
+    pub fn new(run: &crate::domain::RunId, sc: &Scenario, wall: crate::engine::Wall) -> SliceOf {
+        let seg = sc
+            .segment
+            .unwrap_or(crate::domain::Segment { index: 1, count: 1 });
+        SliceOf {
+            run_id: run.id.clone(),
+            run_id_from: run.from,
+            index: seg.index,
+            count: seg.count,
+            wall,
+        }
+    }
+
+    pub fn run(&self) -> crate::domain::RunId {
+        crate::domain::RunId {
+            id: self.run_id.clone(),
+            from: self.run_id_from,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -299,6 +341,10 @@ pub struct RunResult {
     pub push: Option<PushResult>,
     pub duration_s: f64,
     pub per_second: Vec<Sample>,
+    /// Which slice of which run this is, and when it ran (absent in
+    /// results written before results said so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<SliceOf>,
     /// For a merge: the results it was made of.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<Part>,
@@ -308,6 +354,10 @@ pub struct RunResult {
     pub partial: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
+    /// What a merge could not check or had to assume, in words (results
+    /// that do not say which run they are of or when they ran).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// What had not stopped by the run's deadline (`-T` + `--drain` + 5 s)
     /// and was left behind, in words; the rest of the result is whole.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -458,9 +508,11 @@ impl RunResult {
             }),
             duration_s: o.elapsed.as_secs_f64(),
             per_second: o.per_second.clone(),
+            slice: None,
             parts: Vec::new(),
             partial: false,
             missing: Vec::new(),
+            notes: Vec::new(),
             overrun: o.overrun.clone(),
             checks: Vec::new(),
             client: o.observed.client.clone(),
@@ -767,6 +819,7 @@ impl RunResult {
                 server: self.server_seen.clone(),
             },
             ramp_stopped: c.ramp_stopped.clone(),
+            wall: self.slice.as_ref().map(|s| s.wall),
             push: self.push.as_ref().map(|p| crate::metrics::PushTotals {
                 received: p.received,
                 lost: p.lost,

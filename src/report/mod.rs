@@ -231,7 +231,7 @@ impl Live for LiveView {
         }
     }
 
-    fn ramp_done(&mut self, after: Duration, t: &ConnTotals, end: &End) {
+    fn ramp_done(&mut self, after: Duration, since_start: Duration, t: &ConnTotals, end: &End) {
         let hold = match end {
             End::Duration { seconds } => format!("holding for {seconds}s"),
             End::Hold => "holding until Ctrl-C".to_string(),
@@ -256,6 +256,7 @@ impl Live for LiveView {
                 seconds: after.as_secs_f64(),
                 established: t.established,
                 failed: t.failed_total(),
+                since_start_s: since_start.as_secs_f64(),
             }
             .print(),
         }

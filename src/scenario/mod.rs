@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::{Arrivals, ConnectMode, Proto, Segment, Spread, Transport};
+use crate::domain::{
+    fnv1a, Arrivals, ConnectMode, Proto, RunId, RunIdFrom, Segment, Spread, Transport,
+};
 
 mod queries;
 mod schedule;
@@ -423,6 +425,24 @@ impl Scenario {
         s.sources = Vec::new();
         s.target_names = Vec::new();
         serde_json::to_value(s).unwrap_or_default()
+    }
+
+    /// The run id of a slice of this (whole) scenario started by hand
+    /// (`--segment` without `--run-id`): from `--start-at` and the
+    /// scenario when the slices agreed an instant, else from the scenario
+    /// alone. Every slice of one command line computes the same.
+    pub fn derived_run_id(&self, start_at: Option<f64>) -> RunId {
+        let digest = fnv1a(self.identity().to_string().as_bytes());
+        match start_at {
+            Some(at) => RunId {
+                id: format!("at-{at:.6}-{digest:016x}"),
+                from: RunIdFrom::StartAt,
+            },
+            None => RunId {
+                id: format!("scenario-{digest:016x}"),
+                from: RunIdFrom::Scenario,
+            },
+        }
     }
 
     /// Total seconds of --connections-schedule.
