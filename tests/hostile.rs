@@ -985,3 +985,72 @@ fn close_after_half_an_answer_is_closed_by_peer() {
 fn reset_in_the_middle_of_an_answer_is_reset() {
     half_answer_counted("half-reset", true, "reset");
 }
+
+// ---- a server that closes after every answer -------------------------------
+
+/// A server that reads one HTTP request on each connection, answers it with
+/// `reply` and closes, lingering (RFC 9112 9.6): what the client sent
+/// meanwhile is read, so its close is a FIN, not a reset.
+fn one_answer_then_close(reply: &'static [u8]) -> SocketAddr {
+    peer(move |mut s| {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        if s.write_all(reply).is_err() {
+            return;
+        }
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        while let Ok(1..) = s.read(&mut buf) {}
+    })
+}
+
+/// Every query answered, judged ok, the server's closes clean and replaced.
+fn answered_and_closed_cleanly(name: &str, reply: &'static [u8]) {
+    let addr = one_answer_then_close(reply);
+    let (code, out, v, secs) = run(
+        name,
+        addr,
+        &["--proto", "http", "-c", "5", "-r", "100", "-T", "2s"],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(secs < 10.0, "{secs} s: {out}");
+    let answered = q(&v, "answered");
+    assert!(answered >= 150, "{out}");
+    assert_eq!(q(&v, "sent"), answered, "{out}");
+    assert_eq!(q(&v, "ok"), answered, "{out}");
+    assert_eq!(v["queries"]["http_status"]["200"].as_u64(), Some(answered));
+    assert_eq!(err(&v, "malformed"), 0, "{out}");
+    assert_eq!(err(&v, "conn_lost"), 0, "{out}");
+    // At the end a query may still wait for a replacement connection.
+    assert!(errors(&v) <= 5, "{out}");
+    assert_eq!(failed_total(&v), 0, "{out}");
+    // Each connection answered once and closed, the server's right.
+    let peer_closed = common::n(&v, &["connections", "peer_closed"]);
+    assert!(
+        peer_closed + 5 >= answered && peer_closed <= answered,
+        "{out}"
+    );
+}
+
+/// Issue 26: a body that ends with the connection (HTTP/1.0, no
+/// Content-Length: RFC 9112 6.3) was malformed, the close a lost
+/// connection: 0% answered.
+#[test]
+fn http_1_0_body_ended_by_the_close_is_an_answer() {
+    answered_and_closed_cleanly("http-1-0", b"HTTP/1.0 200 OK\r\n\r\nhello");
+}
+
+/// The same close after a response that says so and has a length.
+#[test]
+fn http_connection_close_with_a_length_is_an_answer() {
+    answered_and_closed_cleanly(
+        "http-conn-close",
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello",
+    );
+}
