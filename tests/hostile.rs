@@ -921,28 +921,33 @@ fn half_answer_then_close(reset: bool) -> SocketAddr {
             return;
         }
         if reset {
-            // The half answer goes first: a reset discards unsent bytes.
-            thread::sleep(Duration::from_millis(20));
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&s);
-            let linger = libc::linger {
-                l_onoff: 1,
-                l_linger: 0,
-            };
-            // SAFETY: setsockopt on a socket this thread owns, with a
-            // linger struct of the size given.
-            let rc = unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    libc::SO_LINGER,
-                    (&linger as *const libc::linger).cast(),
-                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
-                )
-            };
-            assert_eq!(rc, 0);
+            reset_on_drop(&s);
         }
     };
     peer(serve)
+}
+
+/// Makes `s`'s close a reset (SO_LINGER 0), after a pause for the bytes
+/// written to go first (a reset discards unsent bytes).
+fn reset_on_drop(s: &TcpStream) {
+    thread::sleep(Duration::from_millis(20));
+    let fd = std::os::fd::AsRawFd::as_raw_fd(s);
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a socket this thread owns, with a linger
+    // struct of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0);
 }
 
 /// Each of the 2 connections: one answer, then half of one and the
@@ -1052,5 +1057,49 @@ fn http_connection_close_with_a_length_is_an_answer() {
     answered_and_closed_cleanly(
         "http-conn-close",
         b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello",
+    );
+}
+
+/// A body that ends with the connection, ended by a reset: it may be cut
+/// (RFC 9112 8), so its query is lost with the connection. The server had
+/// said it closes: the reset is its close, not a failure.
+#[test]
+fn http_body_without_a_length_cut_by_a_reset_is_conn_lost() {
+    let addr = peer(|mut s| {
+        let mut buf = [0u8; 4096];
+        if !matches!(s.read(&mut buf), Ok(1..)) {
+            return;
+        }
+        if s.write_all(b"HTTP/1.0 200 OK\r\n\r\nhel").is_ok() {
+            reset_on_drop(&s);
+        }
+    });
+    let (code, out, v, secs) = run(
+        "http-1-0-reset",
+        addr,
+        &[
+            "--proto",
+            "http",
+            "-c",
+            "2",
+            "--interval",
+            "100ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "300ms",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    let lost = err(&v, "conn_lost");
+    assert!(lost >= 10, "{out}");
+    assert_eq!(q(&v, "answered"), 0, "{out}");
+    assert_eq!(err(&v, "malformed"), 0, "{out}");
+    assert_eq!(failed_total(&v), 0, "{out}");
+    assert_eq!(
+        common::n(&v, &["connections", "peer_closed"]),
+        lost,
+        "{out}"
     );
 }
