@@ -921,28 +921,33 @@ fn half_answer_then_close(reset: bool) -> SocketAddr {
             return;
         }
         if reset {
-            // The half answer goes first: a reset discards unsent bytes.
-            thread::sleep(Duration::from_millis(20));
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&s);
-            let linger = libc::linger {
-                l_onoff: 1,
-                l_linger: 0,
-            };
-            // SAFETY: setsockopt on a socket this thread owns, with a
-            // linger struct of the size given.
-            let rc = unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    libc::SO_LINGER,
-                    (&linger as *const libc::linger).cast(),
-                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
-                )
-            };
-            assert_eq!(rc, 0);
+            reset_on_drop(&s);
         }
     };
     peer(serve)
+}
+
+/// Makes `s`'s close a reset (SO_LINGER 0), after a pause for the bytes
+/// written to go first (a reset discards unsent bytes).
+fn reset_on_drop(s: &TcpStream) {
+    thread::sleep(Duration::from_millis(20));
+    let fd = std::os::fd::AsRawFd::as_raw_fd(s);
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a socket this thread owns, with a linger
+    // struct of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0);
 }
 
 /// Each of the 2 connections: one answer, then half of one and the
@@ -984,4 +989,117 @@ fn close_after_half_an_answer_is_closed_by_peer() {
 #[test]
 fn reset_in_the_middle_of_an_answer_is_reset() {
     half_answer_counted("half-reset", true, "reset");
+}
+
+// ---- a server that closes after every answer -------------------------------
+
+/// A server that reads one HTTP request on each connection, answers it with
+/// `reply` and closes, lingering (RFC 9112 9.6): what the client sent
+/// meanwhile is read, so its close is a FIN, not a reset.
+fn one_answer_then_close(reply: &'static [u8]) -> SocketAddr {
+    peer(move |mut s| {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        if s.write_all(reply).is_err() {
+            return;
+        }
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        while let Ok(1..) = s.read(&mut buf) {}
+    })
+}
+
+/// Every query answered, judged ok, the server's closes clean and replaced.
+fn answered_and_closed_cleanly(name: &str, reply: &'static [u8]) {
+    let addr = one_answer_then_close(reply);
+    let (code, out, v, secs) = run(
+        name,
+        addr,
+        &["--proto", "http", "-c", "5", "-r", "100", "-T", "2s"],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(secs < 10.0, "{secs} s: {out}");
+    let answered = q(&v, "answered");
+    assert!(answered >= 150, "{out}");
+    assert_eq!(q(&v, "sent"), answered, "{out}");
+    assert_eq!(q(&v, "ok"), answered, "{out}");
+    assert_eq!(v["queries"]["http_status"]["200"].as_u64(), Some(answered));
+    assert_eq!(err(&v, "malformed"), 0, "{out}");
+    assert_eq!(err(&v, "conn_lost"), 0, "{out}");
+    // At the end a query may still wait for a replacement connection.
+    assert!(errors(&v) <= 5, "{out}");
+    assert_eq!(failed_total(&v), 0, "{out}");
+    // Each connection answered once and closed, the server's right.
+    let peer_closed = common::n(&v, &["connections", "peer_closed"]);
+    assert!(
+        peer_closed + 5 >= answered && peer_closed <= answered,
+        "{out}"
+    );
+}
+
+/// Issue 26: a body that ends with the connection (HTTP/1.0, no
+/// Content-Length: RFC 9112 6.3) was malformed, the close a lost
+/// connection: 0% answered.
+#[test]
+fn http_1_0_body_ended_by_the_close_is_an_answer() {
+    answered_and_closed_cleanly("http-1-0", b"HTTP/1.0 200 OK\r\n\r\nhello");
+}
+
+/// The same close after a response that says so and has a length.
+#[test]
+fn http_connection_close_with_a_length_is_an_answer() {
+    answered_and_closed_cleanly(
+        "http-conn-close",
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello",
+    );
+}
+
+/// A body that ends with the connection, ended by a reset: it may be cut
+/// (RFC 9112 8), so its query is lost with the connection. The server had
+/// said it closes: the reset is its close, not a failure.
+#[test]
+fn http_body_without_a_length_cut_by_a_reset_is_conn_lost() {
+    let addr = peer(|mut s| {
+        let mut buf = [0u8; 4096];
+        if !matches!(s.read(&mut buf), Ok(1..)) {
+            return;
+        }
+        if s.write_all(b"HTTP/1.0 200 OK\r\n\r\nhel").is_ok() {
+            reset_on_drop(&s);
+        }
+    });
+    let (code, out, v, secs) = run(
+        "http-1-0-reset",
+        addr,
+        &[
+            "--proto",
+            "http",
+            "-c",
+            "2",
+            "--interval",
+            "100ms",
+            "-T",
+            "1s",
+            "--timeout",
+            "300ms",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(secs < 5.0, "{secs} s: {out}");
+    let lost = err(&v, "conn_lost");
+    assert!(lost >= 10, "{out}");
+    assert_eq!(q(&v, "answered"), 0, "{out}");
+    assert_eq!(err(&v, "malformed"), 0, "{out}");
+    assert_eq!(failed_total(&v), 0, "{out}");
+    assert_eq!(
+        common::n(&v, &["connections", "peer_closed"]),
+        lost,
+        "{out}"
+    );
 }

@@ -65,6 +65,54 @@ fn tcp_counts_are_exact_and_the_server_kept_its_period() {
     assert!(summary.contains("  push         due "), "{summary}");
 }
 
+/// Issue 26: a push server killed 1.5 s into a 4 s TCP run was "received
+/// 747 of 747 expected (100%) ... the server kept its period", PASS: its
+/// closed connections counted nothing after their close.
+#[test]
+fn tcp_a_server_that_dies_owes_the_periods_to_the_end() {
+    use std::io::Read;
+    let srv = server(&["--mode", "push", "--every", "10ms"]);
+    let target = banner_addr(&srv, "127.0.0.1");
+    let dir = temp_dir("push-dies");
+    let json = dir.join("r.json");
+    let (cl, mut err) = common::spawn_piped(Command::new(BIN).args([
+        "client",
+        &target,
+        "--proto",
+        "push",
+        "--every",
+        "10ms",
+        "-c",
+        "5",
+        "-T",
+        "4s",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    // The first second's line: messages are arriving.
+    let first = common::wait_for_line(&mut err, "push received");
+    common::signal(srv.pid(), libc::SIGKILL);
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    let out = cl.wait_with_output().unwrap();
+    let summary = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let all = format!("{first}{rest}\n{summary}");
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    // Expected is the whole run's periods, received + lost.
+    assert_accounted(&v, 5, 400, "server killed");
+    let (received, lost) = (n(&v, &["push", "received"]), n(&v, &["push", "lost"]));
+    // Killed after the first second, about three before the end: at
+    // least a quarter of the run was owed on each connection.
+    assert!(received >= 5 * 90, "{all}");
+    assert!(lost * 4 >= received + lost, "{}", v["push"]);
+    assert_eq!(n(&v, &["push", "connections_with_loss"]), 5, "{all}");
+    assert!(!summary.contains("the server kept its period"), "{all}");
+    assert!(summary.contains("did not keep its period"), "{all}");
+    assert!(summary.contains("FAIL  push.received>=99%"), "{all}");
+}
+
 #[test]
 fn udp_through_a_relay_that_drops_every_tenth_counts_ten_percent_lost() {
     let srv = server(&["--mode", "push", "--udp", "--every", "10ms"]);

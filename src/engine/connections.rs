@@ -374,7 +374,10 @@ impl Worker {
             self.pq_lost(0);
             return;
         }
-        self.drop_conn(key);
+        self.drop_conn(
+            key,
+            matches!(why, End::Lost(_) | End::Garbled | End::TlsFailed),
+        );
         // Counted and closed before the ramp hears of it: the main thread
         // reads the counters when the ramp is done.
         if pending && matches!(why, End::Lost(_) | End::TlsFailed) {
@@ -438,9 +441,11 @@ impl Worker {
         }
     }
 
-    fn drop_conn(&mut self, key: usize) {
+    /// Takes `key` out (`by_server`: the server ended it, or its bytes or
+    /// handshake did).
+    fn drop_conn(&mut self, key: usize, by_server: bool) {
         if self.conns[key].state != State::Connecting {
-            self.push_closed(key);
+            self.push_closed(key, by_server);
         }
         let mut c = self.conns.remove(key);
         if c.state != State::Connecting {

@@ -8,10 +8,11 @@ use std::io::{self, Read};
 use std::time::Instant;
 
 use super::conn::{Flags, State};
+use super::inflight::Answer;
 use super::link::BATCH;
 use super::proto::{Frame, Status};
 use super::worker::{End, Worker};
-use crate::metrics::{bump, Bucket, E_MALFORMED, E_OVERSIZED};
+use crate::metrics::{bump, Bucket, E_CONN_LOST, E_MALFORMED, E_OVERSIZED};
 use crate::metrics::{AFTER_HANDSHAKE, NOT_TLS, TLS_ALERT};
 use crate::scenario::Query;
 
@@ -121,7 +122,12 @@ impl Worker {
                 conn.pending_in.extend_from_slice(&scratch[..k]);
             }
             let n = match got {
-                Ok(0) => return self.end(key, End::Lost(Bucket::ClosedByPeer)),
+                Ok(0) => {
+                    // (TLS: a close without close_notify, which would have
+                    // ended the connection in the plaintext's read.)
+                    let whole = conn.link.tls().is_none();
+                    return self.peer_ended(key, Bucket::ClosedByPeer, whole);
+                }
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -134,7 +140,7 @@ impl Worker {
                     } else {
                         Bucket::Reset
                     };
-                    return self.end(key, End::Lost(bucket));
+                    return self.peer_ended(key, bucket, false);
                 }
             };
             conn.set(Flags::GOT_DATA, true);
@@ -208,7 +214,7 @@ impl Worker {
                 match tls.reader().read(&mut plain) {
                     Ok(0) => {
                         // close_notify: the server closed cleanly.
-                        self.end(key, End::Lost(Bucket::ClosedByPeer));
+                        self.peer_ended(key, Bucket::ClosedByPeer, true);
                         break 'feed false;
                     }
                     Ok(n) => {
@@ -218,7 +224,7 @@ impl Worker {
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(_) => {
-                        self.end(key, End::Lost(Bucket::Reset));
+                        self.peer_ended(key, Bucket::Reset, false);
                         break 'feed false;
                     }
                 }
@@ -264,6 +270,15 @@ impl Worker {
                     hole = (used + keep, skip);
                     break;
                 }
+                Frame::UntilClose { keep, skip } => {
+                    // No query more on this one: the server closes after
+                    // this answer, and its close is what ends it.
+                    if !self.conns[key].has(Flags::PEER_CLOSING) {
+                        self.peer_closes(key);
+                    }
+                    hole = (used + keep, skip);
+                    break;
+                }
                 Frame::Response {
                     len,
                     key: qkey,
@@ -274,14 +289,7 @@ impl Worker {
                         self.peer_closes(key);
                     }
                     used += len;
-                    if probing {
-                        if let Some(what) = refusal(status) {
-                            self.probe_rejected(key, what);
-                        }
-                        self.verified(key);
-                    } else if self.traffic.is_some() {
-                        self.answered(key, qkey, status);
-                    }
+                    self.on_response(key, probing, qkey, status);
                 }
                 f @ (Frame::Malformed | Frame::Oversized) => {
                     if probing {
@@ -356,6 +364,56 @@ impl Worker {
             self.after_progress(key);
         }
         alive
+    }
+
+    /// A whole response on `key` (`probing`: the answer to its probe).
+    fn on_response(&mut self, key: usize, probing: bool, qkey: Option<u64>, status: Status) {
+        if probing {
+            if let Some(what) = refusal(status) {
+                self.probe_rejected(key, what);
+            }
+            self.verified(key);
+        } else if self.traffic.is_some() {
+            self.answered(key, qkey, status);
+        }
+    }
+
+    /// The server ended `key`, by a close or a reset (`bucket`). A response
+    /// whose body its close ends (HTTP with no length) is an answer when
+    /// the end is `whole`: a clean close. A reset, or a TLS connection
+    /// closed without close_notify, may have cut it (RFC 9112 8 and 9.8:
+    /// incomplete), so its query is lost with the connection. Then the
+    /// connection ends.
+    fn peer_ended(&mut self, key: usize, bucket: Bucket, whole: bool) {
+        let conn = &self.conns[key];
+        if self.push.is_none() && !conn.pending_in.is_empty() {
+            let codec = self
+                .traffic
+                .as_ref()
+                .map_or(&self.probe_codec, |t| &t.codec);
+            if let Frame::Response {
+                key: qkey, status, ..
+            } = codec.decode_at_close(&conn.pending_in)
+            {
+                let probing = conn.state == State::Probing;
+                let conn = &mut self.conns[key];
+                conn.pending_in = Vec::new();
+                conn.resume = Default::default();
+                if whole {
+                    self.on_response(key, probing, qkey, status);
+                    if !self.conns.contains(key) {
+                        // (Its one query done, tcp-per-query's connection
+                        // ended with it.)
+                        return;
+                    }
+                } else if let Some(t) = self.traffic.as_mut().filter(|_| !probing) {
+                    if let Answer::Matched(_) = self.conns[key].flight.answer(qkey) {
+                        t.rec.error(E_CONN_LOST);
+                    }
+                }
+            }
+        }
+        self.end(key, End::Lost(bucket));
     }
 
     /// Bytes that cannot be answers (`cause`: malformed or oversized) end

@@ -6,7 +6,11 @@
 //! - lost: sequence numbers skipped (a gap; one that arrives later is
 //!   taken back and counted out of order), and at a connection's end the
 //!   periods since its last message (or since it opened) that brought
-//!   nothing, less one period for the message on its way;
+//!   nothing, less one period for the message on its way. A connection
+//!   the server ended (a close, a reset, bytes that are not messages) is
+//!   counted so on to the run's end, or until a connection opened after
+//!   it (a --reconnect replacement) takes its place: a server that dies
+//!   owes the periods it would have sent;
 //! - expected = received + lost: the sequence numbers from the first
 //!   (0 for throng's format, the first seen for lines) to the last, and
 //!   the periods after it that brought nothing; or, when more, the whole
@@ -77,6 +81,16 @@ struct Stream {
     first_ns: u64,
 }
 
+/// A stream the server ended: its periods count on from its last message
+/// (or its opening) until another connection opens or the run ends.
+#[derive(Debug, Clone, Copy)]
+struct Vacancy {
+    since_ns: u64,
+    /// It had lost messages already (counted once among the connections
+    /// with loss).
+    lossy: bool,
+}
+
 pub(super) struct PushRx {
     format: PushFormat,
     period_ns: u64,
@@ -87,6 +101,8 @@ pub(super) struct PushRx {
     pub gap: Histogram<u64>,
     pub jitter: Histogram<u64>,
     pub delay: Histogram<u64>,
+    /// The streams the server ended that no connection took back yet.
+    vacant: Vec<Vacancy>,
     /// UDP: when the subscriptions not answered yet are said again, and
     /// when all are.
     next_keepalive: Instant,
@@ -133,12 +149,19 @@ impl PushRx {
             gap: new_histogram(),
             jitter: new_histogram(),
             delay: new_histogram(),
+            vacant: Vec::new(),
             next_keepalive: Instant::now() + RESUBSCRIBE,
             next_refresh: Instant::now() + KEEPALIVE,
         }
     }
 
-    fn opened(&mut self, key: usize, now_ns: u64) {
+    /// A connection opened at `now_ns`. Not one of the ramp's (`initial`),
+    /// it takes the place of a stream the server ended, if any (whose
+    /// periods until now count).
+    fn opened(&mut self, key: usize, now_ns: u64, initial: bool, c: &PushCounters) {
+        if let Some(v) = self.vacant.pop_if(|_| !initial) {
+            self.refilled(v, now_ns, c);
+        }
         if self.streams.len() <= key {
             self.streams.resize(key + 1, Stream::default());
         }
@@ -250,22 +273,31 @@ impl PushRx {
         }
     }
 
+    /// The periods from `since_ns` to `until_ns` that brought nothing: one
+    /// less for the message on its way (and, before the first, for the
+    /// server's phase).
+    fn owed(&self, since_ns: u64, until_ns: u64) -> u64 {
+        (until_ns.saturating_sub(since_ns) / self.period_ns)
+            .saturating_sub(1)
+            .saturating_mul(self.burst)
+    }
+
     /// The connection ended at `now_ns`: the periods since its last message
     /// that brought nothing count as lost, and its expected count is in.
+    /// `vacated`: the server ended it, so those periods count on until
+    /// another connection opens or the run ends ([`PushRx::refilled`]).
     /// True when it got no message in more than two periods (unverified:
     /// the server pushed nothing to it).
-    fn closed(&mut self, key: usize, now_ns: u64, c: &PushCounters) -> bool {
-        let (period, burst) = (self.period_ns, self.burst);
-        let Some(s) = self.streams.get_mut(key) else {
+    fn closed(&mut self, key: usize, now_ns: u64, vacated: bool, c: &PushCounters) -> bool {
+        let period = self.period_ns;
+        let burst = self.burst;
+        let Some(&s) = self.streams.get(key) else {
             return false;
         };
         let silent = !s.got_any && now_ns.saturating_sub(s.opened_ns) > 2 * period;
         let since = if s.got_any { s.last_ns } else { s.opened_ns };
-        // One period for the message on its way (and, before the first,
-        // for the server's phase).
-        let tail = (now_ns.saturating_sub(since) / period)
-            .saturating_sub(1)
-            .saturating_mul(burst);
+        let tail = if vacated { 0 } else { self.owed(since, now_ns) };
+        let s = &mut self.streams[key];
         // A server that falls behind without skipping numbers sends fewer
         // than its period says: the time since the first message counts
         // them too (from the first arrival: the way there is not the
@@ -280,11 +312,36 @@ impl PushRx {
         s.lost += tail + behind;
         bump(&c.lost, tail + behind);
         bump(&c.expected, by_seq + behind);
-        if s.lost > 0 {
+        if vacated {
+            self.vacant.push(Vacancy {
+                since_ns: since,
+                lossy: s.lost > 0,
+            });
+        } else if s.lost > 0 {
             bump(&c.connections_with_loss, 1);
         }
         *s = Stream::default();
         silent
+    }
+
+    /// A stream the server ended is over at `until_ns` (another connection
+    /// took its place, or the run ended): the periods since its last
+    /// message count as lost.
+    fn refilled(&mut self, v: Vacancy, until_ns: u64, c: &PushCounters) {
+        let tail = self.owed(v.since_ns, until_ns);
+        bump(&c.lost, tail);
+        bump(&c.expected, tail);
+        if v.lossy || tail > 0 {
+            bump(&c.connections_with_loss, 1);
+        }
+    }
+
+    /// The run ends at `end_ns`: the streams the server ended that no
+    /// connection took back count to here.
+    fn ended(&mut self, end_ns: u64, c: &PushCounters) {
+        for v in std::mem::take(&mut self.vacant) {
+            self.refilled(v, end_ns, c);
+        }
     }
 
     /// A UDP connection that has not had a message yet (its subscription
@@ -311,24 +368,35 @@ impl Worker {
         let Some(p) = self.push.as_mut() else {
             return;
         };
-        p.opened(key, monotonic_ns());
+        let initial = self.conns[key].initial();
+        p.opened(key, monotonic_ns(), initial, &self.counters.push);
         if self.udp {
             self.write(key, SUBSCRIBE);
         }
     }
 
-    /// A connection ends: its stream's tail is counted.
-    pub(super) fn push_closed(&mut self, key: usize) {
-        self.push_closed_at(key, monotonic_ns());
+    /// A connection ends: its stream's tail is counted (`vacated`: the
+    /// server ended it, and the tail runs on until another connection
+    /// opens or the run ends).
+    pub(super) fn push_closed(&mut self, key: usize, vacated: bool) {
+        self.push_closed_at(key, monotonic_ns(), vacated);
     }
 
     /// The same, with the end's time given (the run's end: when reading
     /// stopped, not when the connection's turn to close came).
-    pub(super) fn push_closed_at(&mut self, key: usize, now_ns: u64) {
+    pub(super) fn push_closed_at(&mut self, key: usize, now_ns: u64, vacated: bool) {
         if let Some(p) = self.push.as_mut() {
-            if p.closed(key, now_ns, &self.counters.push) {
+            if p.closed(key, now_ns, vacated, &self.counters.push) {
                 bump(&self.counters.unverified, 1);
             }
+        }
+    }
+
+    /// The run ends at `end_ns` (every connection's tail counted): the
+    /// streams the server ended count to here.
+    pub(super) fn push_ended(&mut self, end_ns: u64) {
+        if let Some(p) = self.push.as_mut() {
+            p.ended(end_ns, &self.counters.push);
         }
     }
 

@@ -498,8 +498,9 @@ impl Worker {
                 .map(|(k, _)| k)
                 .collect();
             for key in keys {
-                self.push_closed_at(key, end_ns);
+                self.push_closed_at(key, end_ns, false);
             }
+            self.push_ended(end_ns);
         }
         // Due, never sent: no connection came for them (tcp-per-query's
         // waited for a free slot to the end).

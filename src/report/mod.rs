@@ -854,7 +854,8 @@ fn push_summary(
                 100.0 * share,
                 if tcp {
                     " (over TCP nothing is lost on the way: the server skipped them, sent \
-                     them late, or fell silent; a throng server's summary says which)"
+                     them late, fell silent or closed the connections; a throng server's \
+                     summary says which)"
                 } else {
                     " (over UDP, lost on the way or not sent by the server: a throng \
                      server's summary says how many it sent)"

@@ -46,6 +46,12 @@ pub enum Frame {
     /// the rest, and the [`Resume`] counts from there. A body of any
     /// length costs the client its head and one read.
     Partial { keep: usize, skip: usize },
+    /// A response whose body ends when the connection does (HTTP with
+    /// neither Content-Length nor chunked coding, RFC 9112 6.3): as
+    /// [`Frame::Partial`], the body's `skip` bytes after the head's `keep`
+    /// are dropped; the server closes after it, and its close frames it
+    /// ([`Codec::decode_at_close`]).
+    UntilClose { keep: usize, skip: usize },
     /// A response of `len` bytes answering the query with `key`, or the
     /// oldest outstanding one when `key` is None (in-order protocols).
     Response {
@@ -325,10 +331,32 @@ impl Codec {
     /// (kept from the last call on the same front bytes, or the default).
     pub fn decode(&self, buf: &[u8], resume: &mut Resume) -> Frame {
         let frame = self.decode_on(buf, resume);
-        if !matches!(frame, Frame::Incomplete | Frame::Partial { .. }) {
+        if !matches!(
+            frame,
+            Frame::Incomplete | Frame::Partial { .. } | Frame::UntilClose { .. }
+        ) {
             *resume = Resume::default();
         }
         frame
+    }
+
+    /// The connection closed with `buf` not framed yet (the bytes kept:
+    /// an HTTP body's were dropped as they came): the response the close
+    /// ends, when the one at the front ends so ([`Frame::UntilClose`]);
+    /// otherwise [`Frame::Incomplete`] (the close cut a response short).
+    pub fn decode_at_close(&self, buf: &[u8]) -> Frame {
+        match self {
+            Codec::Http { head, .. } => match wire::http::parse_response_head(buf, *head) {
+                Ok(Some(h)) if h.body == wire::http::Body::UntilClose => Frame::Response {
+                    len: buf.len(),
+                    key: None,
+                    status: Status::Http(h.status),
+                    close: true,
+                },
+                _ => Frame::Incomplete,
+            },
+            _ => Frame::Incomplete,
+        }
     }
 
     fn decode_on(&self, buf: &[u8], resume: &mut Resume) -> Frame {
@@ -426,8 +454,14 @@ impl Codec {
                                 Err(_) => return Frame::Malformed,
                             }
                         }
-                        // No length: cannot be told from the next response.
-                        wire::http::Body::UntilClose => return Frame::Malformed,
+                        // No length: the server's close ends it. (The head
+                        // is parsed again at each read, as a chunked one.)
+                        wire::http::Body::UntilClose => {
+                            return Frame::UntilClose {
+                                keep: h.head_len,
+                                skip: body.len(),
+                            }
+                        }
                     };
                     Frame::Response {
                         len: h.head_len + body_len,
@@ -743,7 +777,7 @@ mod tests {
                         pending.drain(..len);
                     }
                     Frame::Incomplete => break,
-                    Frame::Partial { keep, skip } => {
+                    Frame::Partial { keep, skip } | Frame::UntilClose { keep, skip } => {
                         pending.drain(keep..keep + skip);
                         gone += skip;
                         break;
@@ -858,6 +892,77 @@ mod tests {
             assert_eq!(left, 0);
             assert!(most < 100 + step, "reads of {step}: kept {most}");
         }
+    }
+
+    /// Issue 26: an HTTP/1.0 reply with no length was malformed.
+    #[test]
+    fn http_body_without_a_length_ends_at_the_close() {
+        let c = http();
+        let stream = b"HTTP/1.0 200 OK\r\nServer: x\r\n\r\nhello, world";
+        let head = stream.len() - 12;
+        for step in 1..=stream.len() {
+            let mut kept = Vec::new();
+            let mut resume = Resume::default();
+            for read in stream.chunks(step) {
+                kept.extend_from_slice(read);
+                match c.decode(&kept, &mut resume) {
+                    Frame::Incomplete => assert!(kept.len() < head, "step {step}"),
+                    Frame::UntilClose { keep, skip } => {
+                        assert_eq!(keep, head, "step {step}");
+                        kept.drain(keep..keep + skip);
+                    }
+                    f => panic!("step {step}: {f:?}"),
+                }
+            }
+            assert_eq!(resume, Resume::default());
+            assert_eq!(kept, &stream[..head], "only the head is kept");
+            assert_eq!(
+                c.decode_at_close(&kept),
+                Frame::Response {
+                    len: head,
+                    key: None,
+                    status: Status::Http(200),
+                    close: true,
+                }
+            );
+        }
+        // A 503 without a length is an answer too (judged by its status).
+        assert!(matches!(
+            c.decode_at_close(b"HTTP/1.1 503 Busy\r\n\r\n"),
+            Frame::Response {
+                status: Status::Http(503),
+                close: true,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_close_inside_a_framed_response_frames_nothing() {
+        let c = http();
+        // A body with a length the close cut short, a head not whole, a
+        // chunked body not ended: no response.
+        for cut in [
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n"[..],
+            b"HTTP/1.0 200 OK\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        ] {
+            assert_eq!(c.decode_at_close(cut), Frame::Incomplete);
+        }
+        assert_eq!(Codec::Ping.decode_at_close(b"pong"), Frame::Incomplete);
+        // `Connection: close` with a length is whole before the close.
+        assert!(matches!(
+            fresh(
+                &c,
+                b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"
+            ),
+            Frame::Response {
+                len: 59,
+                close: true,
+                status: Status::Http(200),
+                ..
+            }
+        ));
     }
 
     #[test]
