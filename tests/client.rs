@@ -23,7 +23,7 @@ fn client(name: &str, args: &[&str]) -> (i32, String, String, Value) {
         json.to_str().unwrap(),
     ]));
     let v = std::fs::read_to_string(&json)
-        .map(|t| serde_json::from_str(&t).unwrap())
+        .map(|t| common::parse_result(&t))
         .unwrap_or(Value::Null);
     let _ = std::fs::remove_dir_all(&dir);
     (code, out, err, v)
@@ -42,7 +42,7 @@ fn spawn_client(
 }
 
 fn read_json(path: &std::path::Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::read_result(path)
 }
 
 fn failed(v: &Value, bucket: &str) -> u64 {

@@ -209,7 +209,7 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         );
         let (code, out, err) = common::output(Command::new(BIN).args(&args));
         assert_eq!(code, 0, "{out}\n{err}");
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let v: Value = common::read_result(&json);
         assert_eq!(v["connections"]["established"], 300, "{out}");
         assert_eq!(v["parts"].as_array().unwrap().len(), 3);
         assert_eq!(v["partial"], false);
@@ -295,7 +295,7 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         assert_eq!(child.wait().unwrap().code(), Some(130), "{out}");
         assert!(out.contains("PARTIAL: host root@198.18.0.9"), "{out}");
         assert!(out.contains("PARTIAL: host root@198.18.0.3"), "{out}");
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let v: Value = common::read_result(&json);
         assert_eq!(v["partial"], true);
         assert_eq!(v["interrupted"], true);
         assert_eq!(v["parts"].as_array().unwrap().len(), 1);

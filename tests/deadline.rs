@@ -12,8 +12,7 @@ use common::{server, temp_dir, BIN};
 use serde_json::Value;
 
 fn read_json(p: &std::path::Path) -> Value {
-    let t = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&t).unwrap()
+    common::read_result(p)
 }
 
 /// --rtt-log into a pipe nobody reads: the writer blocks for ever once the

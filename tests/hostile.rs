@@ -63,7 +63,7 @@ fn run_rss(name: &str, addr: SocketAddr, args: &[&str]) -> (i32, String, Value, 
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
     let out = format!("{}\n{}", read("out"), read("err"));
     let v = std::fs::read_to_string(&json)
-        .map(|t| serde_json::from_str(&t).unwrap())
+        .map(|t| common::parse_result(&t))
         .unwrap_or(Value::Null);
     let _ = std::fs::remove_dir_all(&dir);
     (code, out, v, secs, usage.ru_maxrss as u64 * 1024)

@@ -38,7 +38,7 @@ fn run(name: &str, addr: SocketAddr, args: &[&str]) -> (i32, String, Value, f64)
         String::from_utf8_lossy(&out.stderr)
     );
     let v = std::fs::read_to_string(&json)
-        .map(|t| serde_json::from_str(&t).unwrap())
+        .map(|t| common::parse_result(&t))
         .unwrap_or(Value::Null);
     let _ = std::fs::remove_dir_all(&dir);
     (out.status.code().unwrap_or(-1), text, v, secs)

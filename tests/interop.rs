@@ -320,7 +320,7 @@ fn compare_runs_clean_against_unbound() {
         json.to_str().unwrap(),
     ]));
     assert_eq!(code, 0, "{out}\n{err}");
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: Value = common::read_result(&json);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4, "{out}");
     for r in runs {
@@ -367,7 +367,7 @@ fn compare_one_after_another_against_unbound() {
         "{out}"
     );
     assert_eq!(out.matches(" 200/200 ").count(), 4, "{out}");
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: Value = common::read_result(&json);
     for r in v["runs"].as_array().unwrap() {
         let res = &r["result"];
         assert_eq!(

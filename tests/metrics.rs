@@ -493,7 +493,7 @@ fn a_client_is_scraped_while_it_runs() {
     let status = child.wait().unwrap();
     assert!(status.success());
     let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        common::read_result(&json);
     assert!(sent_then <= r["queries"]["sent"].as_u64().unwrap());
     let _ = std::fs::remove_dir_all(&dir);
 }

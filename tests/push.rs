@@ -96,7 +96,7 @@ fn tcp_a_server_that_dies_owes_the_periods_to_the_end() {
     err.read_to_string(&mut rest).unwrap();
     let out = cl.wait_with_output().unwrap();
     let summary = String::from_utf8_lossy(&out.stdout);
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: Value = common::read_result(&json);
     let _ = std::fs::remove_dir_all(&dir);
     let all = format!("{first}{rest}\n{summary}");
     assert_eq!(out.status.code(), Some(1), "{all}");
@@ -409,7 +409,7 @@ fn two_segments_merge_into_the_sums_of_their_counts() {
         files.push(json);
     }
     let read = |p: &std::path::Path| -> Value {
-        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+        common::read_result(p)
     };
     let (a, b) = (read(&files[0]), read(&files[1]));
     let merged = dir.join("m.json");

@@ -49,7 +49,7 @@ fn measured() -> &'static Measured {
                 .args(extra);
             let (code, out, err) = output(&mut cmd);
             assert_eq!(code, 0, "{transport}: {out}\n{err}");
-            let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+            let v: Value = common::read_result(&json);
             (v, out)
         };
         let html = dir.join("tcp.html");
@@ -533,7 +533,7 @@ fn a_report_that_cannot_be_written_loses_nothing_of_the_run() {
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(err.contains("the HTML report was not written"), "{err}");
     assert!(out.contains("throng client: ") && out.contains("check         PASS"));
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: Value = common::read_result(&json);
     assert!(n(&v, &["queries", "answered"]) > 0);
     // A merge too, and a server's stats that are not stats.
     let bad = dir.join("stats.jsonl");

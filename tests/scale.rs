@@ -9,7 +9,7 @@ use common::{output, server, temp_dir, BIN};
 use serde_json::Value;
 
 fn read_json(path: &std::path::Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::read_result(path)
 }
 
 fn conns(v: &Value, key: &str) -> u64 {

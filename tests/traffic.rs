@@ -670,7 +670,7 @@ fn coordinated_omission_is_corrected() {
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(0), "{rest}");
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: Value = common::read_result(&json);
     let response_p99 = lat(&v, "response_time_us", "p99");
     let service_p99 = lat(&v, "service_time_us", "p99");
     assert!(
@@ -721,7 +721,7 @@ fn deadlines_hold_through_stalls_that_fill_and_empty_them() {
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();
     let code = child.wait().unwrap().code();
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: Value = common::read_result(&json);
     let (sent, answered, timed_out) = (q(&v, "sent"), q(&v, "answered"), q(&v, "timed_out"));
     assert_eq!(q(&v, "in_flight_at_end"), 0, "{rest}");
     assert_eq!(errors(&v), 0, "{rest}");
@@ -994,7 +994,7 @@ fn control_changes_the_rate_while_running() {
     err.read_to_string(&mut rest).unwrap();
     assert!(rest.contains("not understood"), "{rest}");
     assert_eq!(child.wait().unwrap().code(), Some(0));
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: Value = common::read_result(&json);
     let events = v["queries"]["control"].as_array().unwrap();
     assert_eq!(events[0]["command"], "rate 2000");
     assert_eq!(events[0]["applied"], true);
@@ -1135,7 +1135,7 @@ fn query_file_rcodes_by_type_merge_exactly() {
             path.to_str().unwrap(),
         ]));
         assert_eq!(code, 0, "{out}\n{err}");
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let v: Value = common::read_result(&path);
         all_answered(&v, &out);
         (path, v)
     };
@@ -1163,7 +1163,7 @@ fn query_file_rcodes_by_type_merge_exactly() {
         merged.to_str().unwrap(),
     ]));
     assert_eq!(code, 0, "{out}\n{err}");
-    let m: Value = serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    let m: Value = common::read_result(&merged);
     for t in ["A", "AAAA", "MX"] {
         assert_eq!(
             count(&m, t),

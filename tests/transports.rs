@@ -500,7 +500,7 @@ fn compare_prints_one_table_and_writes_every_run() {
         // errors is the second-to-last column
         assert_eq!(cols[cols.len() - 2], "0", "errors in {r}\n{out}");
     }
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: Value = common::read_result(&json);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 6);
     assert_eq!(runs[1]["transport"], "tcp-per-query");
@@ -604,7 +604,7 @@ fn compare_queries_without_rate_runs_them_one_after_another() {
             "{out}"
         );
     }
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: Value = common::read_result(&json);
     for r in v["runs"].as_array().unwrap() {
         let res = &r["result"];
         let t = r["transport"].as_str().unwrap();

@@ -219,11 +219,28 @@ pub fn client(name: &str, args: &[&str], log: bool) -> (i32, String, Value, Stri
     }
     let (code, out, err) = output(&mut cmd);
     let v = std::fs::read_to_string(&json)
-        .map(|t| serde_json::from_str(&t).unwrap())
+        .map(|t| parse_result(&t))
         .unwrap_or(Value::Null);
     let log = std::fs::read_to_string(&rtt).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
     (code, format!("{out}\n{err}"), v, log)
+}
+
+/// A result's text parsed, its books checked: every result a test reads
+/// passes through here (`throng::report::books`), so a figure that does
+/// not add up fails the test that produced it.
+pub fn parse_result(text: &str) -> Value {
+    let v: Value = serde_json::from_str(text).unwrap();
+    let wrong = throng::report::books::imbalances(&v);
+    assert!(wrong.is_empty(), "the result's books do not balance: {wrong:#?}");
+    v
+}
+
+/// A result file read back through [`parse_result`].
+pub fn read_result(path: impl AsRef<std::path::Path>) -> Value {
+    let p = path.as_ref();
+    let t = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    parse_result(&t)
 }
 
 /// A number in a JSON result, by its path.
