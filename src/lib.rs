@@ -118,6 +118,7 @@ fn merge(a: &cli::MergeArgs) -> anyhow::Result<ExitCode> {
         merged.queries.is_some(),
         merged.push.is_some(),
         merged.scenario.verify,
+        merged.scenario.connections_schedule.is_some(),
     )
     .map_err(UsageError)?;
     let outcome = merged.outcome()?;

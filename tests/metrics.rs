@@ -492,8 +492,7 @@ fn a_client_is_scraped_while_it_runs() {
     let sent_then = count(&text, "throng_client_queries_sent_total");
     let status = child.wait().unwrap();
     assert!(status.success());
-    let r: serde_json::Value =
-        common::read_result(&json);
+    let r: serde_json::Value = common::read_result(&json);
     assert!(sent_then <= r["queries"]["sent"].as_u64().unwrap());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -408,9 +408,7 @@ fn two_segments_merge_into_the_sums_of_their_counts() {
         assert!(child.wait().unwrap().success());
         files.push(json);
     }
-    let read = |p: &std::path::Path| -> Value {
-        common::read_result(p)
-    };
+    let read = |p: &std::path::Path| -> Value { common::read_result(p) };
     let (a, b) = (read(&files[0]), read(&files[1]));
     let merged = dir.join("m.json");
     let status = Command::new(BIN)

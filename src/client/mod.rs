@@ -157,6 +157,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         whole.traffic.is_some(),
         whole.push.is_some(),
         whole.verify,
+        whole.connections_schedule.is_some(),
     )
     .map_err(usage)?;
     if let (Some(o), false) = (&whole.tls, a.targets.is_empty() || a.child) {

@@ -245,9 +245,9 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
     c.ramp_s = longest(|r| r.connections.ramp_s);
     c.verify_s = longest(|r| r.connections.verify_s);
     // (The ramp's own connections: replacements made after it are not.)
-    c.connect_rate = c
-        .ramp_s
-        .map(|r| c.established.min(c.target) as f64 / r.max(1e-9));
+    c.connect_rate = c.ramp_s.map(|r| {
+        (c.established - c.replaced.min(c.established)).min(c.target) as f64 / r.max(1e-9)
+    });
     m.duration_s = results.iter().map(|r| r.duration_s).fold(0.0, f64::max);
     if first.queries.is_none() {
         // A merge has traffic when its first slice has.

@@ -133,6 +133,7 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
         has_queries,
         client.proto == crate::domain::Proto::Push,
         client.verify && !client.no_verify,
+        client.connections_schedule.is_some(),
     )
     .map_err(UsageError)?;
     let stop = Stop::install()?;

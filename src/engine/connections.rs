@@ -170,6 +170,9 @@ impl Worker {
         self.dial.connect_time.saturating_record(us.max(1));
         bump(&self.counters.connect_buckets[connect_bucket(us)], 1);
         bump(&self.counters.established, 1);
+        if initial {
+            bump(&self.counters.established_initial, 1);
+        }
         self.shared.opened();
         if !self.per_query {
             // (tcp-per-query keeps the connect start: its query counts

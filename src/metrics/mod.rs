@@ -216,6 +216,9 @@ pub const TLS_ALERT: &str = "the server refused the handshake with an alert";
 pub struct ConnCounters {
     pub attempted: AtomicU64,
     pub established: AtomicU64,
+    /// Of `established`, the ramp's own (initial attempts), not the
+    /// replacements made after.
+    pub established_initial: AtomicU64,
     pub verified: AtomicU64,
     /// Established, but the probe got no answer within --connect-timeout.
     pub unverified: AtomicU64,
@@ -434,6 +437,7 @@ impl Default for ConnCounters {
         ConnCounters {
             attempted: AtomicU64::new(0),
             established: AtomicU64::new(0),
+            established_initial: AtomicU64::new(0),
             verified: AtomicU64::new(0),
             unverified: AtomicU64::new(0),
             closed: AtomicU64::new(0),
@@ -494,6 +498,7 @@ impl ConnCounters {
 pub struct ConnTotals {
     pub attempted: u64,
     pub established: u64,
+    pub established_initial: u64,
     pub verified: u64,
     pub unverified: u64,
     pub closed: u64,
@@ -515,6 +520,7 @@ impl ConnTotals {
         ConnTotals {
             attempted: w.attempted.load(Relaxed),
             established: w.established.load(Relaxed),
+            established_initial: w.established_initial.load(Relaxed),
             verified: w.verified.load(Relaxed),
             unverified: w.unverified.load(Relaxed),
             closed: w.closed.load(Relaxed),
@@ -550,6 +556,7 @@ impl ConnTotals {
     pub fn merge(&mut self, o: &ConnTotals) {
         self.attempted += o.attempted;
         self.established += o.established;
+        self.established_initial += o.established_initial;
         self.verified += o.verified;
         self.unverified += o.unverified;
         self.closed += o.closed;

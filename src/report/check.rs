@@ -413,8 +413,9 @@ fn trim(v: f64, unit: &str) -> String {
 /// holds connections, `connections.peer_closed==0` (the server closed
 /// some it was to hold); with verification, `connections.unverified==0`
 /// (an established connection the server never answered may never have
-/// been accepted).
-pub fn defaults(has_queries: bool, push: bool, verify: bool) -> Vec<&'static str> {
+/// been accepted); with --connections-schedule, `connections.peak>=100%`
+/// (the schedule's highest level was reached).
+pub fn defaults(has_queries: bool, push: bool, verify: bool, schedule: bool) -> Vec<&'static str> {
     let mut d = Vec::new();
     if has_queries {
         d.push("queries.ok>=99%");
@@ -425,6 +426,9 @@ pub fn defaults(has_queries: bool, push: bool, verify: bool) -> Vec<&'static str
     }
     if verify {
         d.push("connections.unverified==0");
+    }
+    if schedule {
+        d.push("connections.peak>=100%");
     }
     d
 }
@@ -438,6 +442,7 @@ pub fn parse_all(
     has_queries: bool,
     push: bool,
     verify: bool,
+    schedule: bool,
 ) -> Result<Vec<Check>, String> {
     let none = given.iter().any(|g| g.trim() == "none");
     let checks = given
@@ -456,7 +461,7 @@ pub fn parse_all(
     }
     let mut all = Vec::new();
     if !none {
-        for d in defaults(has_queries, push, verify) {
+        for d in defaults(has_queries, push, verify, schedule) {
             let d = parse(d)?;
             if !checks
                 .iter()
@@ -665,11 +670,11 @@ mod tests {
 
     #[test]
     fn default_and_none() {
-        let d = parse_all(&[], true, false, false).unwrap();
+        let d = parse_all(&[], true, false, false, false).unwrap();
         assert_eq!(exprs(&d), ["queries.ok>=99%"]);
-        let hold = parse_all(&[], false, false, false).unwrap();
+        let hold = parse_all(&[], false, false, false, false).unwrap();
         assert_eq!(exprs(&hold), ["connections.peer_closed==0"]);
-        assert!(parse_all(&["none".into()], true, false, true)
+        assert!(parse_all(&["none".into()], true, false, true, false)
             .unwrap()
             .is_empty());
         let only = parse_all(
@@ -677,10 +682,11 @@ mod tests {
             true,
             false,
             true,
+            false,
         )
         .unwrap();
         assert_eq!(exprs(&only), ["connections.failed==0"]);
-        let e = parse_all(&["queries.sent>=1".into()], false, false, false).unwrap_err();
+        let e = parse_all(&["queries.sent>=1".into()], false, false, false, false).unwrap_err();
         assert!(e.contains("sends no queries"), "{e}");
     }
 
@@ -693,6 +699,7 @@ mod tests {
             true,
             false,
             true,
+            false,
         )
         .unwrap();
         assert_eq!(
@@ -704,16 +711,18 @@ mod tests {
             ]
         );
         // The same key and operator: the user's bound.
-        let c = parse_all(&["queries.ok>=99.9%".into()], true, false, false).unwrap();
+        let c = parse_all(&["queries.ok>=99.9%".into()], true, false, false, false).unwrap();
         assert_eq!(exprs(&c), ["queries.ok>=99.9%"]);
         // Another base (a count, not a share) adds to the default.
-        let c = parse_all(&["queries.ok>=1".into()], true, false, false).unwrap();
+        let c = parse_all(&["queries.ok>=1".into()], true, false, false, false).unwrap();
         assert_eq!(exprs(&c), ["queries.ok>=99%", "queries.ok>=1"]);
-        let c = parse_all(&[], false, true, true).unwrap();
+        let c = parse_all(&[], false, true, true, false).unwrap();
         assert_eq!(
             exprs(&c),
             ["push.received>=99%", "connections.unverified==0"]
         );
+        let s = parse_all(&[], true, false, false, true).unwrap();
+        assert_eq!(exprs(&s), ["queries.ok>=99%", "connections.peak>=100%"]);
     }
 
     /// A percentile of no samples read as 0 and passed `p99<5ms`.

@@ -171,8 +171,14 @@ pub struct Connections {
     /// (the ramp's is establishment's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_s: Option<f64>,
-    /// Established per second of ramp.
+    /// The ramp's own connections established per second of ramp
+    /// (replacements made after it are `replaced`).
     pub connect_rate: Option<f64>,
+    /// Connections established after the ramp's: replacements of those
+    /// that ended (--reconnect, --lifetime, --max-queries-per-conn, a
+    /// server's close), and a schedule's later rises.
+    #[serde(default)]
+    pub replaced: u64,
     pub connect_time_us: Percentiles,
     /// Time inside the connect() calls: the client's own kernel searching
     /// for a free port (TCP transports).
@@ -456,6 +462,7 @@ impl RunResult {
                 unverified: t.unverified,
                 failed_established: t.failed_established,
                 unresolved: t.unresolved,
+                replaced: t.established - t.established_initial,
                 idle: if sc.verify {
                     t.established.saturating_sub(t.verified + t.unverified)
                 } else {
@@ -468,8 +475,7 @@ impl RunResult {
                 failed_other_by_errno,
                 ramp_s,
                 verify_s: o.verify_time.map(|d| d.as_secs_f64()),
-                connect_rate: ramp_s
-                    .map(|r| ran.ramp_established(t.established) as f64 / r.max(1e-9)),
+                connect_rate: ramp_s.map(|r| ran.ramp_established(t) as f64 / r.max(1e-9)),
                 connect_time_us: Percentiles::of(&o.hists.connect_time),
                 connect_syscall_us: (!o.hists.connect_syscall.is_empty())
                     .then(|| Percentiles::of(&o.hists.connect_syscall)),
@@ -692,6 +698,7 @@ impl RunResult {
             unverified: c.unverified,
             failed_established: c.failed_established,
             unresolved: c.unresolved,
+            established_initial: c.established.saturating_sub(c.replaced),
             closed: c.closed,
             peer_closed: c.peer_closed,
             tls_resumed: c.tls_resumed,

@@ -444,7 +444,7 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     match o.ramp_time {
         _ if sc.transport == Transport::TcpPerQuery => {}
         Some(r) => {
-            let rate = sc.ramp_established(t.established) as f64 / r.as_secs_f64().max(1e-9);
+            let rate = sc.ramp_established(t) as f64 / r.as_secs_f64().max(1e-9);
             writeln!(
                 out,
                 "  ramp          {:.2} s, {:.0} connections/s established (asked {:.0}/s)",
@@ -464,12 +464,33 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
                 )?;
             }
         }
-        None if sc.connections_schedule.is_some() => writeln!(
-            out,
-            "  schedule      {:.1} s",
-            sc.schedule_seconds().unwrap_or(0.0)
-        )?,
+        None if sc.connections_schedule.is_some() => {
+            writeln!(
+                out,
+                "  schedule      {:.1} s",
+                sc.schedule_seconds().unwrap_or(0.0)
+            )?;
+            if (o.peak.max(0) as u64) < sc.connections {
+                writeln!(
+                    out,
+                    "    warning: the schedule asked for {} open connections at its highest; at \
+                     most {} were open (held back by the connect rate, {:.0}/s, or by failures \
+                     above): the levels it asked were not all reached",
+                    sc.connections,
+                    o.peak,
+                    sc.ramp.rate()
+                )?;
+            }
+        }
         None => writeln!(out, "  ramp          not finished")?,
+    }
+    let replaced = t.established - t.established_initial.min(t.established);
+    if replaced > 0 && sc.transport != Transport::TcpPerQuery && sc.connections_schedule.is_none() {
+        writeln!(
+            out,
+            "  replaced      {replaced} connections established after the ramp's own (not in its \
+             rate)"
+        )?;
     }
     if let Some(why) = &o.ramp_stopped {
         writeln!(out, "  ramp stopped  {why}")?;
@@ -1201,17 +1222,50 @@ pub fn nagle_hint(
 }
 
 /// The summary's words for `n` DNS answers with the TC bit set: counted
-/// as answered (the server did answer), but cut short, and why.
-fn truncated_words(sc: &Scenario, n: u64) -> String {
+/// as answered (the server did answer), but cut short, and why, from what
+/// the server did: over UDP, answers to the same question that came whole
+/// prove the answer fits a datagram, so the server cut the others to slow
+/// this client (response rate limiting's "slip", nsd's and BIND's
+/// rrl-slip), which no --edns changes; `whole`: DNS answers without TC,
+/// `timed_out`: queries it dropped (rate limiting drops the rest).
+fn truncated_words(sc: &Scenario, n: u64, whole: u64, timed_out: u64) -> String {
     let cut = format!("{n} answers had TC=1 (counted as answered)");
-    if sc.transport == Transport::Udp {
+    if sc.transport != Transport::Udp {
+        return format!(
+            "{cut}: the server cut them short even over TCP, which carries answers up to 64 KiB whole"
+        );
+    }
+    let one_question = match sc.traffic.as_ref().map(|t| &t.query) {
+        Some(crate::scenario::Query::Dns { names, qtypes, .. }) => {
+            names.len() == 1 && qtypes.len() <= 1
+        }
+        _ => false,
+    };
+    let dropped = if timed_out > 0 {
+        format!(", and {timed_out} queries got no answer at all (dropped)")
+    } else {
+        String::new()
+    };
+    if whole > 0 && one_question {
         format!(
-            "{cut}: they did not fit in a UDP datagram and came cut short; over TCP \
-             (--transport tcp) they would come whole, and --edns SIZE offers a larger datagram"
+            "{cut}: the same question came whole over UDP {whole} times, so the answer fits a \
+             datagram{dropped}: the server truncates to slow this client down (response rate \
+             limiting, \"slip\": nsd's rrl-ratelimit, BIND's rate-limit), and a larger --edns \
+             changes nothing. Lower the rate, spread it over more source addresses, or exempt \
+             this client in the server's rate limiting"
+        )
+    } else if whole > 0 {
+        format!(
+            "{cut}, {whole} came whole{dropped}: either some of the names' answers do not fit a \
+             UDP datagram (--edns SIZE offers a larger one; over TCP they come whole), or, when \
+             the same names also came whole, the server's response rate limiting truncates \
+             (\"slip\") to slow this client down"
         )
     } else {
         format!(
-            "{cut}: the server cut them short even over TCP, which carries answers up to 64 KiB whole"
+            "{cut}, none came whole{dropped}: the answers do not fit a UDP datagram (--edns SIZE \
+             offers a larger one; over TCP, --transport tcp, they come whole), or the server's \
+             response rate limiting truncates every answer; one query over TCP tells which"
         )
     }
 }
@@ -1470,7 +1524,13 @@ fn queries_summary(
         writeln!(out, "    rcodes      {}", list.join("  "))?;
     }
     if t.truncated > 0 {
-        writeln!(out, "    truncated   {}", truncated_words(sc, t.truncated))?;
+        let dns_answers: u64 = q.statuses.rcodes.iter().sum();
+        let whole = dns_answers.saturating_sub(t.truncated);
+        writeln!(
+            out,
+            "    truncated   {}",
+            truncated_words(sc, t.truncated, whole, t.timed_out)
+        )?;
     }
     let by_qtype = q.statuses.rcodes_by_qtype_map();
     if by_qtype.len() > 1 {

@@ -346,8 +346,8 @@ impl Scenario {
     /// connect rate): it made at most the target, and replacements after
     /// it (--lifetime, reconnects, --max-queries-per-conn) are not the
     /// ramp's.
-    pub fn ramp_established(&self, established: u64) -> u64 {
-        established.min(self.connections)
+    pub fn ramp_established(&self, t: &crate::metrics::ConnTotals) -> u64 {
+        t.established_initial.min(self.connections)
     }
 
     /// Connections to the busiest target.

@@ -232,7 +232,10 @@ pub fn client(name: &str, args: &[&str], log: bool) -> (i32, String, Value, Stri
 pub fn parse_result(text: &str) -> Value {
     let v: Value = serde_json::from_str(text).unwrap();
     let wrong = throng::report::books::imbalances(&v);
-    assert!(wrong.is_empty(), "the result's books do not balance: {wrong:#?}");
+    assert!(
+        wrong.is_empty(),
+        "the result's books do not balance: {wrong:#?}"
+    );
     v
 }
 
