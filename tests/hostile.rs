@@ -1103,3 +1103,110 @@ fn http_body_without_a_length_cut_by_a_reset_is_conn_lost() {
         "{out}"
     );
 }
+
+// ---- the books balance whatever the server does ------------------------------
+
+/// An echo server that misbehaves at random, chunk by chunk, from `seed`:
+/// echoes, drops, corrupts, stalls, closes cleanly or resets.
+fn chaos_server(seed: u64) -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        for (n, s) in l.incoming().enumerate() {
+            let Ok(mut s) = s else { return };
+            let mut x = seed ^ (n as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                let mut roll = || {
+                    // xorshift64*: the test's own reproducible dice.
+                    x ^= x >> 12;
+                    x ^= x << 25;
+                    x ^= x >> 27;
+                    (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) % 100
+                };
+                loop {
+                    let n = match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    match roll() {
+                        0..=59 => {}
+                        60..=69 => continue,
+                        70..=77 => buf[..n].iter_mut().for_each(|b| *b ^= 0x55),
+                        78..=89 => thread::sleep(Duration::from_millis(50 + roll() * 3)),
+                        90..=94 => return,
+                        _ => {
+                            let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+                            return;
+                        }
+                    }
+                    if s.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 8,
+        max_shrink_iters: 8,
+        failure_persistence: None,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// Randomized runs against a server that misbehaves at random: every
+    /// result's books balance (run's `parse_result` checks them), the run
+    /// ends on time, and whatever the server did is counted somewhere.
+    #[test]
+    fn the_books_balance_against_a_server_that_misbehaves_at_random(
+        seed in proptest::prelude::any::<u64>(),
+        per_query in proptest::prelude::any::<bool>(),
+        closed in proptest::prelude::any::<bool>(),
+        conns in 1u64..40,
+        rate in 50u64..1500,
+        window in 1u64..4,
+        reconnect in 0u8..3,
+        validate in proptest::prelude::any::<bool>(),
+        recycle in proptest::option::of(2u64..20),
+        processes in 1u8..3,
+    ) {
+        let addr = chaos_server(seed);
+        let (conns, rate, window) = (conns.to_string(), rate.to_string(), window.to_string());
+        let mut args = vec!["--proto", "echo", "-T", "1s", "--timeout", "300ms", "--drain", "500ms"];
+        if per_query {
+            args.extend(["--transport", "tcp-per-query", "--concurrency", &conns]);
+        } else {
+            args.extend(["-c", &conns, "--window", &window]);
+        }
+        if closed {
+            args.push("--closed-loop");
+        } else {
+            args.extend(["-r", &rate]);
+        }
+        match reconnect {
+            0 => args.push("--reconnect"),
+            1 => args.push("--no-reconnect"),
+            _ => {}
+        }
+        if validate {
+            args.push("--validate");
+        }
+        if processes == 2 {
+            // Two slices merged by the parent: the merge's books too.
+            args.extend(["--processes", "2"]);
+        }
+        let recycle = recycle.map(|n| n.to_string());
+        if let (Some(n), false) = (&recycle, per_query) {
+            args.extend(["--max-queries-per-conn", n]);
+        }
+        let (code, out, v, secs) = run("books-chaos", addr, &args);
+        proptest::prop_assert!(code == 0 || code == 1, "exit {code}: {args:?}\n{out}");
+        proptest::prop_assert!(!v.is_null(), "no result: {args:?}\n{out}");
+        proptest::prop_assert!(secs < 8.0, "{secs} s: {args:?}\n{out}");
+        proptest::prop_assert!(q(&v, "due") > 0, "{args:?}\n{out}");
+    }
+}

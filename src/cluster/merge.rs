@@ -506,6 +506,7 @@ pub(crate) mod tests {
         let mut totals = ConnTotals {
             attempted: 10 * n,
             established: 9 * n,
+            established_initial: 5 * n,
             verified: 9 * n,
             closed: n,
             ..ConnTotals::default()
@@ -628,7 +629,8 @@ pub(crate) mod tests {
         let c = &m.connections;
         assert_eq!(c.ramp_s, Some(0.75));
         assert_eq!(c.verify_s, Some(1.5));
-        // 27 established of a target of 11: the ramp's are 11.
+        // 27 established, 15 by the ramps, of a target of 11: the rate
+        // counts at most the target.
         assert_eq!(c.connect_rate, Some(11.0 / 0.75));
         assert_eq!(m.duration_s, 3.0);
         let q = m.queries.as_ref().unwrap();
