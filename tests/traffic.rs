@@ -1367,3 +1367,154 @@ fn connections_never_accepted_fail_and_are_named_from_the_accept_queue() {
     );
     drop(sock);
 }
+
+// ---- what late queries waited for ------------------------------------------
+
+/// An echo server that takes `delay` over each read it answers, one
+/// thread a connection.
+fn slow_echo_server(delay: Duration) -> SocketAddr {
+    common::peer(move |mut s| {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 {
+                return;
+            }
+            thread::sleep(delay);
+            if s.write_all(&buf[..n]).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// tcp-per-query with 2 slots at 50 ms an answer carries about 40/s
+/// (Little's law); asked 200/s, queries wait for a slot. The summary names
+/// that wait as the server's pace with its ceiling, not the client; a slot
+/// is waited for at most --timeout (then `not_sent`), so no response time
+/// runs far past it. With slots enough, the same run names no slot.
+#[test]
+fn tcp_per_query_slots_are_named_as_the_servers_pace() {
+    let addr = slow_echo_server(Duration::from_millis(50));
+    let a = addr.to_string();
+    let base = [
+        "--proto",
+        "echo",
+        "--transport",
+        "tcp-per-query",
+        "-r",
+        "200",
+    ];
+    let (code, out, v, _) = client(
+        "pq-slots",
+        &[
+            &[a.as_str()][..],
+            &base,
+            &["--concurrency", "2", "-T", "2s", "--timeout", "1s"],
+        ]
+        .concat(),
+        false,
+    );
+    assert_eq!(code, 1, "about a fifth of the queries can be sent: {out}");
+    assert!(
+        v["queries"]["waited"]["slot"].as_u64().unwrap() > 100,
+        "{out}"
+    );
+    assert!(
+        v["queries"]["errors"]["not_sent"].as_u64().unwrap() > 0,
+        "{out}"
+    );
+    assert!(
+        out.contains("waited for a free tcp-per-query slot (--concurrency 2)"),
+        "{out}"
+    );
+    assert!(out.contains("Little's law"), "{out}");
+    assert!(!out.contains("the client is the bottleneck"), "{out}");
+    assert!(!out.contains("could not keep up"), "{out}");
+    // Waited at most --timeout, then answered in about 50 ms.
+    let max = lat(&v, "response_time_us", "max");
+    assert!(max < 1_500_000, "response max {max} µs: {out}");
+
+    let (code, out, v, _) = client(
+        "pq-slots-enough",
+        &[
+            &[a.as_str()][..],
+            &base,
+            &["--concurrency", "50", "-T", "1s"],
+        ]
+        .concat(),
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        v["queries"]["errors"]["not_sent"].as_u64(),
+        Some(0),
+        "{out}"
+    );
+    assert!(!out.contains("free tcp-per-query slot"), "{out}");
+}
+
+/// A server stopped for 1.5 s under 32 KiB echoes: the client's sockets
+/// fill and due queries wait behind them; once it runs again they are
+/// sent and answered. The summary names the server that was not reading,
+/// not the client (whose loop kept its time); a run against the same
+/// server running throughout names no such wait.
+#[test]
+fn a_stopped_server_is_named_as_not_reading() {
+    let srv = server(&[]);
+    let a = srv.addr.to_string();
+    let args = [
+        "--proto",
+        "echo",
+        "--size",
+        "32KiB",
+        "-c",
+        "4",
+        "-r",
+        "2000",
+        "--timeout",
+        "4s",
+    ];
+    let (code, out, v, _) = client(
+        "running",
+        &[&[a.as_str()][..], &args, &["-T", "2s"]].concat(),
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v["queries"]["waited"]["socket"].as_u64(), Some(0), "{out}");
+    assert!(!out.contains("did not read"), "{out}");
+
+    let dir = temp_dir("stopped");
+    let json = dir.join("r.json");
+    let (mut child, mut err) =
+        common::spawn_piped(Command::new(BIN).args(["client", &a]).args(args).args([
+            "-T",
+            "4s",
+            "--json",
+            json.to_str().unwrap(),
+        ]));
+    common::wait_for_line(&mut err, "ramp done");
+    // The stall is the subject of the test.
+    thread::sleep(Duration::from_millis(500));
+    stall(srv.pid(), Duration::from_millis(1500));
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{out}\n{rest}");
+    let v = common::read_result(&json);
+    assert!(
+        v["queries"]["waited"]["socket"].as_u64().unwrap() > 0,
+        "{out}"
+    );
+    assert!(
+        out.contains("waited behind sockets the server did not read"),
+        "{out}"
+    );
+    assert!(!out.contains("the client is the bottleneck"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
