@@ -382,12 +382,11 @@ fn compare_one_after_another_against_unbound() {
     let _ = std::fs::remove_dir_all(&u.dir);
 }
 
-#[test]
-fn nsd_answers_its_zone_and_nxdomain_outside_it() {
-    let Some(bin) = program("nsd", "nsd") else {
-        return;
-    };
-    let dir = temp_dir("nsd");
+/// nsd on 127.0.0.1 serving example.test (www: an A record), with more
+/// lines for its `server:` section: (daemon, port, its directory).
+fn nsd_with(name: &str, extra: &str) -> Option<(Daemon, u16, PathBuf)> {
+    let bin = program("nsd", "nsd")?;
+    let dir = temp_dir(name);
     let port = free_port();
     std::fs::write(
         dir.join("example.test.zone"),
@@ -414,6 +413,7 @@ fn nsd_answers_its_zone_and_nxdomain_outside_it() {
   server-count: 1
   tcp-count: 256
   verbosity: 2
+{extra}
 remote-control:
   control-enable: no
 zone:
@@ -424,10 +424,18 @@ zone:
         ),
     )
     .unwrap();
-    let _nsd = start(
+    let nsd = start(
         Command::new(bin).arg("-d").arg("-c").arg(&conf),
         "nsd started",
     );
+    Some((nsd, port, dir))
+}
+
+#[test]
+fn nsd_answers_its_zone_and_nxdomain_outside_it() {
+    let Some((_nsd, port, dir)) = nsd_with("nsd", "") else {
+        return;
+    };
     let names = dir.join("names");
     std::fs::write(&names, "www.example.test\nnope.example.test\n").unwrap();
     let target = format!("127.0.0.1:{port}");
@@ -455,6 +463,45 @@ zone:
     // Each connection alternates the two names.
     assert!(ok.abs_diff(nx) <= 2, "NOERROR {ok} NXDOMAIN {nx}\n{out}");
     assert_eq!(failures(&v), 0, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// nsd's response rate limiting (rrl-ratelimit 50/s, slip 2) under 500
+/// UDP queries/s of one name: it drops some answers and truncates others
+/// (TC=1) while answering the rest whole. The summary names its rate
+/// limiting, not datagram size: a larger --edns would change nothing.
+#[test]
+fn nsd_rate_limiting_is_named_not_datagram_size() {
+    let Some((_nsd, port, dir)) = nsd_with("nsd-rrl", "  rrl-ratelimit: 50\n  rrl-slip: 2") else {
+        return;
+    };
+    let target = format!("127.0.0.1:{port}");
+    let (code, out, v, _) = client(
+        "nsd-rrl-client",
+        &[
+            &target,
+            "--transport",
+            "udp",
+            "--qname",
+            "www.example.test",
+            "-c",
+            "50",
+            "-r",
+            "500",
+            "-T",
+            "2s",
+            "--timeout",
+            "300ms",
+        ],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(n(&v, &["queries", "truncated"]) > 0, "{out}");
+    assert!(n(&v, &["queries", "timed_out"]) > 0, "{out}");
+    assert!(out.contains("truncates to slow this client down"), "{out}");
+    assert!(out.contains("response rate limiting dropped them"), "{out}");
+    assert!(!out.contains("do not fit a UDP datagram"), "{out}");
+    assert!(!out.contains("a full accept queue"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

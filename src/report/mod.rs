@@ -630,6 +630,17 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
              not in time. Give the protocol it speaks (--proto, --http-request, --qname, \
              --message) or --no-verify"
         )?;
+    } else if t.unverified > 0 && sc.transport == Transport::Udp {
+        // UDP has no accept queue: a socket without an answer is one whose
+        // every datagram went unanswered.
+        writeln!(
+            out,
+            "  hint (unverified): {} of the UDP sockets never got an answer to any of their \
+             queries while others did: the server dropped what they sent (its rate limiting, \
+             or datagrams lost on the way: see the queries' timeouts); --no-verify skips the \
+             check",
+            t.unverified
+        )?;
     } else if t.unverified > 0 {
         writeln!(
             out,
@@ -1466,10 +1477,21 @@ fn queries_summary(
             )?;
         }
         if pct < 99.0 && t.sent > 0 && (t.answered as f64) < 0.99 * t.sent as f64 {
+            // Truncated and dropped over UDP, while the same question also
+            // came whole: rate limiting (the truncated line says why).
+            let limited = sc.transport == Transport::Udp
+                && t.truncated > 0
+                && t.timed_out > 0
+                && q.statuses.rcodes.iter().sum::<u64>() > t.truncated;
+            let why = if limited {
+                "its response rate limiting dropped them (see truncated below)"
+            } else {
+                "it did not keep up, or does not answer this protocol"
+            };
             writeln!(
                 out,
                 "    warning: the server answered {:.1}% of the queries sent ({} timed out, {} \
-                 errors): it did not keep up, or does not answer this protocol",
+                 errors): {why}",
                 100.0 * t.answered as f64 / t.sent as f64,
                 t.timed_out,
                 t.errors_total() - t.errors[crate::metrics::E_NOT_SENT]
