@@ -848,11 +848,14 @@ fn nginx_out_of_fds_fails_and_is_named_from_its_process() {
     let target = format!("127.0.0.1:{port}");
     let (code, out, v, _) = client(
         "nginx-fds-client",
-        &[&target, "--proto", "http", "-c", "400", "-T", "1s"],
+        &[&target, "--proto", "http", "-c", "400", "-T", "2s"],
         false,
     );
     assert_eq!(code, 1, "{out}");
     assert_eq!(n(&v, &["connections", "established"]), 400, "{out}");
+    // Where verification stopped growing while establishment went on.
+    assert!(out.contains("verified      stopped at "), "{out}");
+    assert!(out.contains("while established went on to 400"), "{out}");
     assert!(n(&v, &["connections", "unverified"]) >= 250, "{out}");
     let seen = &v["server_seen"];
     assert_eq!(seen["name"], "nginx", "{out}");

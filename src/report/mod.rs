@@ -742,10 +742,17 @@ fn verification_stall(o: &Outcome) -> Option<String> {
         .find(|w| w[1].verified > w[0].verified)
         .map(|w| &w[1])
         .or(o.per_second.first())?;
-    (t.established > last_growth.established).then(|| {
+    // Grew no more for the seconds after (a ramp done within its first
+    // second stalls there too) while more connections were established.
+    let last = o.per_second.last()?;
+    (t.established > last_growth.verified && last.t > last_growth.t).then(|| {
         format!(
-            "stopped at {} ({} s into the run) while established went on to {}",
-            last_growth.verified, last_growth.t, t.established
+            "stopped at {} ({} s into the run, none verified in the {} s after) while \
+             established went on to {}",
+            last_growth.verified,
+            last_growth.t,
+            last.t - last_growth.t,
+            t.established
         )
     })
 }
