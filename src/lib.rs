@@ -43,6 +43,7 @@ pub mod compare;
 pub mod domain;
 pub mod engine;
 pub mod evidence;
+pub mod limit;
 pub mod metrics;
 pub mod report;
 pub mod scenario;
@@ -86,6 +87,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         cli::Command::Report(args) => report_files(&args),
+        cli::Command::Limit(args) => limit::run(&args),
         cli::Command::Server(args) => {
             // A child of --processes is given its configuration whole.
             let cfg: server::ServerConfig = if args.child {

@@ -73,6 +73,59 @@ pub enum Command {
     /// An HTML report (inline SVG charts, nothing fetched when opened) and
     /// HdrHistogram .hgrm spectra of results; several are overlaid.
     Report(ReportArgs),
+    /// Find where a server stops keeping up: the most connections it holds
+    /// or the highest rate it answers, by a search of client runs, and why.
+    Limit(Box<LimitArgs>),
+}
+
+/// What `throng limit` searches for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Find {
+    /// The most connections the server holds (established, verified,
+    /// none failed).
+    Connections,
+    /// The highest query rate it answers over -c connections.
+    Rate,
+}
+
+/// `throng limit`: a search of client runs. Every `throng client` flag
+/// means the same here; -c (connections) or -r (rate) is the first step's
+/// load, and --json holds the search and every step's result.
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// connections: the most the server holds; rate: the highest query
+    /// rate it answers over -c connections.
+    #[arg(long, value_enum, help_heading = "Search")]
+    pub find: Find,
+
+    /// The highest load to try (connections, or queries/s); a search that
+    /// passes there ends: no limit below it.
+    #[arg(long, value_name = "N|R", value_parser = parse_rate, help_heading = "Search")]
+    pub max: Option<f64>,
+
+    /// How long each step holds its load after its ramp.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration, help_heading = "Search")]
+    pub step_time: Duration,
+
+    /// The search ends when (fail - pass) / pass is within this share.
+    #[arg(long, value_name = "SHARE", default_value = "5%", value_parser = parse_share, help_heading = "Search")]
+    pub precision: f64,
+
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// `5%` or `0.05`.
+fn parse_share(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (v, pct) = match t.strip_suffix('%') {
+        Some(v) => (v, true),
+        None => (t, false),
+    };
+    let x: f64 = v
+        .parse()
+        .map_err(|_| format!("'{s}' is not a share: give 5% or 0.05"))?;
+    Ok(if pct { x / 100.0 } else { x })
 }
 
 #[derive(Debug, Args)]
