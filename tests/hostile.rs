@@ -1206,7 +1206,8 @@ proptest::proptest! {
         let (code, out, v, secs) = run("books-chaos", addr, &args);
         proptest::prop_assert!(code == 0 || code == 1, "exit {code}: {args:?}\n{out}");
         proptest::prop_assert!(!v.is_null(), "no result: {args:?}\n{out}");
-        proptest::prop_assert!(secs < 8.0, "{secs} s: {args:?}\n{out}");
+        // -T 1s, --drain 0.5s, the close; a loaded machine's slack.
+        proptest::prop_assert!(secs < 15.0, "{secs} s: {args:?}\n{out}");
         proptest::prop_assert!(q(&v, "due") > 0, "{args:?}\n{out}");
     }
 }

@@ -1492,9 +1492,9 @@ fn a_stopped_server_is_named_as_not_reading() {
             "--json",
             json.to_str().unwrap(),
         ]));
-    common::wait_for_line(&mut err, "ramp done");
+    // Traffic under way: its first second's line.
+    common::wait_for_line(&mut err, "answered");
     // The stall is the subject of the test.
-    thread::sleep(Duration::from_millis(500));
     stall(srv.pid(), Duration::from_millis(1500));
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();

@@ -377,8 +377,14 @@ pub fn finish(
     if s.ended_as_planned && !s.interrupted {
         merged.interrupted = false;
     }
-    merged.partial = !s.missing.is_empty();
-    merged.missing = s.missing.clone();
+    // The launcher's reasons for what is missing, besides what the merge
+    // itself found missing.
+    for m in &s.missing {
+        if !merged.missing.contains(m) {
+            merged.missing.push(m.clone());
+        }
+    }
+    merged.partial |= !s.missing.is_empty();
     if let Some(mut seen) = s.observed.clone() {
         let answered = merged.queries.as_ref().map_or(0, |q| q.answered);
         if let Some(c) = seen.client.as_mut() {

@@ -206,6 +206,9 @@ impl Worker {
                 conn.link.start_tls(c);
             }
             Err(e) => {
+                // Established (counted so): it ends as a TLS failure of an
+                // established connection, not as an attempt unresolved.
+                conn.state = State::Handshaking;
                 self.counters.tls_failed(|| e.to_string());
                 return self.end(key, End::TlsFailed);
             }
@@ -248,7 +251,9 @@ impl Worker {
         // UDP has no acceptance to verify; without traffic nothing is sent
         // (nor without a probe: raw with no marker).
         let probe = self.sc.verify && !verified && !self.udp && self.sc.probe.is_some();
-        if verified {
+        if verified && self.push.is_none() {
+            // (A push connection is verified by its first message, over
+            // TLS too: counted there, once.)
             bump(&self.counters.verified, 1);
         } else if first_query_verifies {
             // The run's own first query on this connection will verify it:

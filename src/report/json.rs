@@ -462,12 +462,8 @@ impl RunResult {
                 unverified: t.unverified,
                 failed_established: t.failed_established,
                 unresolved: t.unresolved,
-                replaced: t.established - t.established_initial,
-                idle: if sc.verify {
-                    t.established.saturating_sub(t.verified + t.unverified)
-                } else {
-                    0
-                },
+                replaced: t.established.saturating_sub(t.established_initial),
+                idle: t.established.saturating_sub(t.verified + t.unverified),
                 peak: o.peak,
                 closed: t.closed,
                 failed,

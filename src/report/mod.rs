@@ -744,8 +744,11 @@ fn verification_stall(o: &Outcome) -> Option<String> {
         .or(o.per_second.first())?;
     // Grew no more for the seconds after (a ramp done within its first
     // second stalls there too) while more connections were established.
+    // (A few unverified among many say nothing of where it stopped: at
+    // least one in a hundred established.)
     let last = o.per_second.last()?;
-    (t.established > last_growth.verified && last.t > last_growth.t).then(|| {
+    let many = t.unverified * 100 >= t.established;
+    (many && t.established > last_growth.verified && last.t > last_growth.t).then(|| {
         format!(
             "stopped at {} ({} s into the run, none verified in the {} s after) while \
              established went on to {}",
@@ -1052,6 +1055,19 @@ pub fn wait_words(
         W_SLOT => {
             let slots = sc.connections.max(1);
             let per_query = mean_us(&h.service_time) + mean_us(&h.connect_time);
+            let syscall = mean_us(&h.connect_syscall);
+            if per_query > 0.0 && syscall * 2.0 > per_query {
+                // Most of a query's time is the client's own connect()
+                // (its kernel searching for a free port): not the server.
+                return Some(format!(
+                    "{n} queries waited for a free tcp-per-query slot (--concurrency {slots}), \
+                     and most of a query's {} is the client's own connect() call ({}, its \
+                     kernel searching for a free port): give it more source addresses \
+                     (--source-ip) or a wider net.ipv4.ip_local_port_range",
+                    human_us(per_query.round() as u64),
+                    human_us(syscall.round() as u64)
+                ));
+            }
             let carry = if per_query > 0.0 {
                 format!(
                     ": at {} a query (connect and answer, mean) {slots} slot{} carry at most \
@@ -1084,6 +1100,15 @@ pub fn wait_words(
             )
         }
     })
+}
+
+/// The client's loop kept its time while queries were late (its p99 lag
+/// under 1 ms, or a quarter of theirs): what they waited for was not the
+/// client's loop.
+fn loop_kept(h: &crate::metrics::Histograms) -> bool {
+    let lag = h.send_lag.value_at_quantile(0.99);
+    let loop_lag = h.loop_lag.value_at_quantile(0.99);
+    loop_lag <= 1000 || loop_lag * 4 <= lag
 }
 
 /// Whether the client's own lateness explains the response times, from
@@ -1131,8 +1156,7 @@ pub fn lag_warning(
     );
     // The loop kept its time while queries were late: they waited on
     // their connections (a window, a socket, a slot), for the server.
-    let loop_kept = loop_lag <= 1000 || loop_lag * 4 <= lag;
-    if let (true, Some(w)) = (loop_kept || not_sent > 0, waited) {
+    if let (true, None, Some(w)) = (loop_kept(h), &contended, waited) {
         let never = if not_sent > 0 {
             format!(", and {not_sent} were never sent")
         } else {
@@ -1239,6 +1263,28 @@ pub fn nagle_hint(
     ))
 }
 
+/// DNS answers without TC=1 (whole).
+fn whole_answers(q: &crate::engine::QueryOutcome) -> u64 {
+    q.statuses
+        .rcodes
+        .iter()
+        .sum::<u64>()
+        .saturating_sub(q.totals.truncated)
+}
+
+/// Over UDP, `truncated` answers of the run's one question while `whole`
+/// others of it came whole: the answer fits a datagram, so the server cut
+/// them to slow this client (response rate limiting's slip).
+fn rate_limited(sc: &Scenario, truncated: u64, whole: u64) -> bool {
+    let one_question = match sc.traffic.as_ref().map(|t| &t.query) {
+        Some(crate::scenario::Query::Dns { names, qtypes, .. }) => {
+            names.len() == 1 && qtypes.len() <= 1
+        }
+        _ => false,
+    };
+    sc.transport == Transport::Udp && truncated > 0 && whole > 0 && one_question
+}
+
 /// The summary's words for `n` DNS answers with the TC bit set: counted
 /// as answered (the server did answer), but cut short, and why, from what
 /// the server did: over UDP, answers to the same question that came whole
@@ -1253,18 +1299,12 @@ fn truncated_words(sc: &Scenario, n: u64, whole: u64, timed_out: u64) -> String 
             "{cut}: the server cut them short even over TCP, which carries answers up to 64 KiB whole"
         );
     }
-    let one_question = match sc.traffic.as_ref().map(|t| &t.query) {
-        Some(crate::scenario::Query::Dns { names, qtypes, .. }) => {
-            names.len() == 1 && qtypes.len() <= 1
-        }
-        _ => false,
-    };
     let dropped = if timed_out > 0 {
         format!(", and {timed_out} queries got no answer at all (dropped)")
     } else {
         String::new()
     };
-    if whole > 0 && one_question {
+    if rate_limited(sc, n, whole) {
         format!(
             "{cut}: the same question came whole over UDP {whole} times, so the answer fits a \
              datagram{dropped}: the server truncates to slow this client down (response rate \
@@ -1449,8 +1489,9 @@ fn queries_summary(
         } else if sent_pct < 99.0 {
             let not_sent = t.errors[crate::metrics::E_NOT_SENT];
             let window = sc.traffic.as_ref().and_then(|t| t.window);
-            let waited = wait_words(sc, t, h)
-                .filter(|_| conns_failed == 0 && t.waited.iter().sum::<u64>() * 100 >= t.due());
+            let waited = wait_words(sc, t, h).filter(|_| {
+                conns_failed == 0 && loop_kept(h) && t.waited.iter().sum::<u64>() * 100 >= t.due()
+            });
             let why = if let (Some(w), true) = (
                 &waited,
                 not_sent == 0 || sc.transport == Transport::TcpPerQuery,
@@ -1486,10 +1527,7 @@ fn queries_summary(
         if pct < 99.0 && t.sent > 0 && (t.answered as f64) < 0.99 * t.sent as f64 {
             // Truncated and dropped over UDP, while the same question also
             // came whole: rate limiting (the truncated line says why).
-            let limited = sc.transport == Transport::Udp
-                && t.truncated > 0
-                && t.timed_out > 0
-                && q.statuses.rcodes.iter().sum::<u64>() > t.truncated;
+            let limited = t.timed_out > 0 && rate_limited(sc, t.truncated, whole_answers(q));
             let why = if limited {
                 "its response rate limiting dropped them (see truncated below)"
             } else {
@@ -1553,8 +1591,7 @@ fn queries_summary(
         writeln!(out, "    rcodes      {}", list.join("  "))?;
     }
     if t.truncated > 0 {
-        let dns_answers: u64 = q.statuses.rcodes.iter().sum();
-        let whole = dns_answers.saturating_sub(t.truncated);
+        let whole = whole_answers(q);
         writeln!(
             out,
             "    truncated   {}",
@@ -1592,7 +1629,7 @@ fn queries_summary(
                 t.sent_late
             )?;
         }
-        let waited = wait_words(sc, t, h);
+        let waited = wait_words(sc, t, h).filter(|_| conns_failed == 0);
         if let Some(w) = lag_warning(
             h,
             t.errors[crate::metrics::E_NOT_SENT],
