@@ -641,6 +641,17 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
              check",
             t.unverified
         )?;
+    } else if let (true, Some(s)) = (t.unverified > 0, &o.observed.server) {
+        // Seen, and its queue and fds show no cause: it took them.
+        writeln!(
+            out,
+            "  hint (unverified): {} connection(s) never got an answer (to the probe within \
+             --connect-timeout, or with queries to any of them): the server's \
+             process ({}, pid {}) had fds to spare and its accept queue (up to {}) never \
+             overflowed, so it accepted them and did not answer them (a limit of its own, or \
+             it answers some connections only: see its log); --no-verify skips the check",
+            t.unverified, s.name, s.pid, s.accept_queue_max
+        )?;
     } else if t.unverified > 0 {
         writeln!(
             out,

@@ -1,0 +1,318 @@
+//! The summary's hints, each reached with the cause it names and kept away
+//! from a run with another cause (issue 26: "the side is named from what
+//! was measured"). Tests of hints that need a run another file already
+//! makes live beside that run; this file holds the rest.
+//!
+//! Every reachable hint: its key phrase, the cause it names, the test that
+//! reaches it with that cause (+), the test with another cause that must
+//! not print it (-).
+//!
+//! hint (refused) "nothing listens": no listener
+//!   + client::refused_port_is_counted_and_exits_1
+//!   - hints::unreachable_and_prohibited_routes_are_named_apart
+//! hint (timed_out) (server seen: its queue) "did not take the connections"
+//!   + client::never_accepting_listener_gives_timeouts_and_unverified
+//!   - client::refused_port_is_counted_and_exits_1
+//! hint (no_free_port) "ephemeral ports ran out": one source, too few ports
+//!   + hints::ports_run_out_over_tcp_without_time_wait_words
+//!   + transports::tcp_per_query_says_when_time_wait_uses_up_the_ports
+//!   - client::refused_port_is_counted_and_exits_1
+//! hint (tcp-per-query) "TIME_WAIT": ports held by closed connections
+//!   + transports::tcp_per_query_says_when_time_wait_uses_up_the_ports
+//!   - hints::ports_run_out_over_tcp_without_time_wait_words
+//! hint (out_of_fds) "this process ran out of file descriptors": ulimit -n
+//!   + hints::the_clients_own_fd_limit_is_named
+//!   - hints::ports_run_out_over_tcp_without_time_wait_words
+//! hint (unreachable) "no route to the target": no route
+//!   + hints::unreachable_and_prohibited_routes_are_named_apart (10.1.2.3)
+//!   - the same test's prohibit route; client::refused_port_is_counted_and_exits_1
+//! hint (other) "the errno list": any other errno (EACCES: a prohibit route)
+//!   + hints::unreachable_and_prohibited_routes_are_named_apart
+//!   - the same test's missing route
+//! hint (closed_by_peer) "closed established connections": FIN mid-query
+//!   + hints::closes_and_resets_mid_query_are_named_apart
+//!   - the same test's resets; client::reset_at_first_data_is_half_open
+//! hint (reset) "reset established connections": RST after an answer
+//!   + hints::closes_and_resets_mid_query_are_named_apart
+//!   - the same test's closes; client::reset_at_first_data_is_half_open
+//! hint (reset) "the client closed these connections": bytes not the protocol
+//!   + push::(malformed push lines) ; - hints::closes_and_resets_mid_query_are_named_apart
+//! hint (half_open) (seen, no cause) "reset connections before answering anything"
+//!   + client::reset_at_first_data_is_half_open
+//!   - hints::closes_and_resets_mid_query_are_named_apart
+//! hint (handshake) "server side dropped it": SYNs dropped, retransmitted
+//!   + client::a_retransmitted_handshake_is_named_as_the_servers_not_the_clients
+//!   - client::refused_port_is_counted_and_exits_1
+//! hint (unverified) "some connections never got an answer": some unanswered
+//!   + hints::a_server_that_answers_some_connections_only
+//!   - client::a_pong_server_ramp (none answered)
+//! hint (unverified) "no connection got an answer": wrong protocol
+//!   + client::a_pong_server_ramp ; - traffic::connections_never_accepted_fail_and_are_named_from_the_accept_queue
+//! hint (unverified) "were established but never answered": queue seen
+//!   + traffic::connections_never_accepted_fail_and_are_named_from_the_accept_queue
+//!   - client::a_pong_server_ramp
+//! hint (unverified) "got no message in all their time": nothing pushed
+//!   + hints::a_server_that_pushes_nothing_is_named
+//!   - push::tcp_counts_are_exact_and_the_server_kept_its_period
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::{client, in_netns, n, output, server, set_sysctl, temp_dir, BIN};
+
+fn failed(v: &serde_json::Value, bucket: &str) -> u64 {
+    n(v, &["connections", "failed", bucket])
+}
+
+/// Inside a namespace with only loopback: a target with no route fails
+/// unreachable; one behind a `prohibit` route fails with EACCES, which
+/// is no bucket of its own (other), listed by its errno.
+#[test]
+fn unreachable_and_prohibited_routes_are_named_apart() {
+    let done = in_netns(|| {
+        let (code, out, v, _) = client(
+            "unreachable",
+            &["10.1.2.3:53", "-c", "5", "-T", "0s", "--no-verify"],
+            false,
+        );
+        assert_eq!(code, 1, "{out}");
+        assert_eq!(failed(&v, "unreachable"), 5, "{out}");
+        assert!(out.contains("hint (unreachable): no route"), "{out}");
+        for other in ["hint (other)", "hint (refused)", "hint (out_of_fds)"] {
+            assert!(!out.contains(other), "{out}");
+        }
+
+        let ip = output(Command::new("ip").args(["route", "add", "prohibit", "10.9.9.9/32"]));
+        assert_eq!(ip.0, 0, "{ip:?}");
+        let (code, out, v, _) = client(
+            "prohibited",
+            &["10.9.9.9:53", "-c", "5", "-T", "0s", "--no-verify"],
+            false,
+        );
+        assert_eq!(code, 1, "{out}");
+        assert_eq!(failed(&v, "other"), 5, "{out}");
+        assert!(out.contains("errno 13 (Permission denied"), "{out}");
+        assert!(
+            out.contains("hint (other): connect() failed with an errno"),
+            "{out}"
+        );
+        assert!(!out.contains("hint (unreachable)"), "{out}");
+    });
+    let _ = done;
+}
+
+/// The client under `ulimit -n 128` asked for 200 connections (--force
+/// past the preflight that says so): it runs out of its own fds, and the
+/// hint says so; the server had plenty.
+#[test]
+fn the_clients_own_fd_limit_is_named() {
+    let srv = server(&[]);
+    let dir = temp_dir("client-fds");
+    let json = dir.join("r.json");
+    let (code, out, err) = output(Command::new("sh").args([
+        "-c",
+        "ulimit -n 128 && exec \"$0\" client \"$1\" -c 200 -T 0s --processes 1 --force -q \
+         --json \"$2\"",
+        BIN,
+        &srv.addr.to_string(),
+        json.to_str().unwrap(),
+    ]));
+    let v = common::read_result(&json);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(failed(&v, "out_of_fds") > 0, "{out}");
+    assert!(
+        out.contains("hint (out_of_fds): this process ran out of file descriptors"),
+        "{out}"
+    );
+    assert!(!out.contains("hint (no_free_port)"), "{out}");
+    assert!(!out.contains("cannot accept more"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// 100 ports and one source address over plain TCP (--force past the
+/// preflight): the ports run out, named as such, and not as TIME_WAIT
+/// (no connection was closed) nor as the client's fds.
+#[test]
+fn ports_run_out_over_tcp_without_time_wait_words() {
+    let done = in_netns(|| {
+        set_sysctl("net.ipv4.ip_local_port_range", "40000 40099");
+        let srv = server(&[]);
+        let (code, out, v, _) = client(
+            "tcp-no-port",
+            &[
+                &srv.addr.to_string(),
+                "-c",
+                "150",
+                "--source-ip",
+                "127.0.0.1",
+                "--force",
+                "-T",
+                "0s",
+            ],
+            false,
+        );
+        assert_eq!(code, 1, "{out}");
+        assert!(failed(&v, "no_free_port") >= 50, "{out}");
+        assert!(
+            out.contains("hint (no_free_port): ephemeral ports ran out"),
+            "{out}"
+        );
+        assert!(!out.contains("hint (tcp-per-query)"), "{out}");
+        assert!(!out.contains("TIME_WAIT"), "{out}");
+        assert!(!out.contains("hint (out_of_fds)"), "{out}");
+        drop(srv);
+    });
+    let _ = done;
+}
+
+/// A peer that echoes the first read (the probe) and then, at the next
+/// read, closes (`reset`: with SO_LINGER 0, a reset; else a FIN).
+fn answers_once_then_ends(reset: bool) -> SocketAddr {
+    let serve = move |mut s: std::net::TcpStream| {
+        let mut buf = [0u8; 4096];
+        match s.read(&mut buf) {
+            Ok(n) if n > 0 => {
+                if s.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+            _ => return,
+        }
+        if let Ok(1..) = s.read(&mut buf) {
+            if reset {
+                let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+            }
+        }
+    };
+    common::peer(serve)
+}
+
+/// Queries in flight when the server ends their connection: a FIN is the
+/// server closing (closed_by_peer), a reset after an answer is a reset;
+/// neither is a half-open connection, nor the other.
+#[test]
+fn closes_and_resets_mid_query_are_named_apart() {
+    let run = |name: &str, reset: bool| {
+        let addr = answers_once_then_ends(reset);
+        let (code, out, v, _) = client(
+            name,
+            &[
+                &addr.to_string(),
+                "--proto",
+                "echo",
+                "-c",
+                "4",
+                "-r",
+                "40",
+                "-T",
+                "1s",
+                "--timeout",
+                "500ms",
+            ],
+            false,
+        );
+        assert_eq!(code, 1, "{out}");
+        (out, v)
+    };
+    let (out, v) = run("closes-mid-query", false);
+    assert!(failed(&v, "closed_by_peer") > 0, "{out}");
+    assert!(
+        out.contains("hint (closed_by_peer): the server closed established connections"),
+        "{out}"
+    );
+    assert!(!out.contains("hint (reset)"), "{out}");
+    assert!(!out.contains("hint (half_open)"), "{out}");
+
+    let (out, v) = run("resets-mid-query", true);
+    assert!(failed(&v, "reset") > 0, "{out}");
+    assert!(
+        out.contains("hint (reset): the server reset established connections"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("the client closed these connections"),
+        "{out}"
+    );
+    assert!(!out.contains("hint (closed_by_peer)"), "{out}");
+    assert!(!out.contains("hint (half_open)"), "{out}");
+}
+
+/// A peer that echoes on every other connection it accepts and holds the
+/// rest unanswered: the unanswered ones are named as the server's (it was
+/// seen, and showed no accept queue that overflowed or fds that ran out).
+#[test]
+fn a_server_that_answers_some_connections_only() {
+    static ACCEPTED: AtomicU64 = AtomicU64::new(0);
+    let addr = common::peer(|mut s| {
+        let answer = ACCEPTED.fetch_add(1, Ordering::Relaxed) % 2 == 0;
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = s.read(&mut buf) {
+            if answer && s.write_all(&buf[..n]).is_err() {
+                return;
+            }
+        }
+    });
+    let (code, out, v, _) = client(
+        "some-answered",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "echo",
+            "-c",
+            "10",
+            "--connect-timeout",
+            "500ms",
+            "-T",
+            "0s",
+        ],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(n(&v, &["connections", "verified"]), 5, "{out}");
+    assert_eq!(n(&v, &["connections", "unverified"]), 5, "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("hint (unverified)"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.contains("5 connection(s) never got an answer"),
+        "{out}"
+    );
+    assert!(
+        line.contains("it accepted them and did not answer them"),
+        "{out}"
+    );
+    assert!(!line.contains("full accept queue"), "{out}");
+    assert!(!out.contains("no connection got an answer"), "{out}");
+}
+
+/// --proto push against an echo server: connections accepted, nothing
+/// pushed; named as a server that pushed nothing, not an accept queue.
+#[test]
+fn a_server_that_pushes_nothing_is_named() {
+    let srv = server(&[]);
+    let (code, out, _, _) = client(
+        "push-nothing",
+        &[
+            &srv.addr.to_string(),
+            "--proto",
+            "push",
+            "--every",
+            "50ms",
+            "-c",
+            "4",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("got no message in all their time"), "{out}");
+    assert!(!out.contains("a full accept queue"), "{out}");
+    assert!(!out.contains("no connection got an answer"), "{out}");
+}
