@@ -316,3 +316,115 @@ fn a_server_that_pushes_nothing_is_named() {
     assert!(!out.contains("a full accept queue"), "{out}");
     assert!(!out.contains("no connection got an answer"), "{out}");
 }
+
+/// 400k echoes a second asked of one client worker sharing one core
+/// with the server: the client's lateness is named with the core they
+/// share, not as the client alone, and the service time's tail (the
+/// client's late reads) not as the server's Nagle.
+#[test]
+fn a_client_sharing_its_core_with_the_server_is_named() {
+    let srv = common::server_with(
+        Command::new("taskset").args(["-c", "1", BIN, "server"]),
+        &["--workers", "1"],
+    );
+    let a = srv.addr.to_string();
+    let run = |name: &str, core: &str| {
+        let dir = temp_dir(name);
+        let json = dir.join("r.json");
+        let (code, out, err) = output(
+            Command::new("taskset")
+                .args(["-c", core, BIN, "client"])
+                .args([
+                    &a,
+                    "--proto",
+                    "echo",
+                    "-c",
+                    "8",
+                    "-r",
+                    "400k",
+                    "--workers",
+                    "1",
+                    "-T",
+                    "1s",
+                    "--check",
+                    "none",
+                    "-q",
+                    "--json",
+                    json.to_str().unwrap(),
+                ]),
+        );
+        let v = common::read_result(&json);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(code, 0, "{out}\n{err}");
+        (out, v)
+    };
+    let (out, v) = run("one-core", "1");
+    assert_eq!(v["client"]["shares_cores_with_server"], true, "{out}");
+    // How late the client was varies with the machine's other load: a
+    // warning, a note, or "sent on time"; each names the core shared.
+    let said = out.lines().find(|l| {
+        (l.contains("    warning: the client") || l.contains("    note: the client"))
+            && l.contains("share")
+            && l.contains("with the server")
+    });
+    assert!(said.is_some(), "{out}");
+    assert!(!out.contains("the client is the bottleneck"), "{out}");
+    assert!(!out.contains("is well above that"), "{out}");
+    assert!(!out.contains("hint (nagle)"), "{out}");
+    drop(srv);
+}
+
+/// An echo server that takes `delay` over each read it answers.
+fn slow_echo(delay: Duration) -> SocketAddr {
+    common::peer(move |mut s| {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = s.read(&mut buf) {
+            // The delay is the server's pace under test.
+            std::thread::sleep(delay);
+            if s.write_all(&buf[..n]).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// 2 connections, --window 1, 50 ms an answer: 40/s carried of 200/s
+/// asked. The queries wait for room in their window, named as the
+/// server's pace (and the ones given up after --timeout as its window
+/// full), never as the client's.
+#[test]
+fn a_full_window_is_named_as_the_servers_pace() {
+    let addr = slow_echo(Duration::from_millis(50));
+    let (code, out, v, _) = client(
+        "window-full",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "echo",
+            "-c",
+            "2",
+            "--window",
+            "1",
+            "-r",
+            "200",
+            "-T",
+            "2s",
+            "--timeout",
+            "500ms",
+        ],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(n(&v, &["queries", "waited", "window"]) > 100, "{out}");
+    assert!(
+        out.contains("waited for room in their connection's --window 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("--window 1 full (the server answering too slowly)"),
+        "{out}"
+    );
+    assert!(!out.contains("the client is the bottleneck"), "{out}");
+    assert!(!out.contains("could not keep up"), "{out}");
+    assert!(!out.contains("the server is not reading"), "{out}");
+}
