@@ -3,57 +3,114 @@
 //! was measured"). Tests of hints that need a run another file already
 //! makes live beside that run; this file holds the rest.
 //!
-//! Every reachable hint: its key phrase, the cause it names, the test that
-//! reaches it with that cause (+), the test with another cause that must
-//! not print it (-).
+//! Every reachable hint: its key phrase, the cause it names, the test
+//! that reaches it with that cause ("by"), and the test with another cause
+//! that asserts it is not printed ("not").
 //!
+//! ```text
 //! hint (refused) "nothing listens": no listener
-//!   + client::refused_port_is_counted_and_exits_1
-//!   - hints::unreachable_and_prohibited_routes_are_named_apart
-//! hint (timed_out) (server seen: its queue) "did not take the connections"
-//!   + client::never_accepting_listener_gives_timeouts_and_unverified
-//!   - client::refused_port_is_counted_and_exits_1
-//! hint (no_free_port) "ephemeral ports ran out": one source, too few ports
-//!   + hints::ports_run_out_over_tcp_without_time_wait_words
-//!   + transports::tcp_per_query_says_when_time_wait_uses_up_the_ports
-//!   - client::refused_port_is_counted_and_exits_1
+//!     by client::refused_port_is_counted_and_exits_1
+//!     not hints::unreachable_and_prohibited_routes_are_named_apart
+//! hint (timed_out), server seen, "did not take the connections": its queue
+//!     by client::never_accepting_listener_gives_timeouts_and_unverified
+//!     not client::refused_port_is_counted_and_exits_1
+//! hint (no_free_port) "ephemeral ports ran out": too few ports
+//!     by hints::ports_run_out_over_tcp_without_time_wait_words,
+//!        transports::tcp_per_query_says_when_time_wait_uses_up_the_ports
+//!     not client::refused_port_is_counted_and_exits_1
 //! hint (tcp-per-query) "TIME_WAIT": ports held by closed connections
-//!   + transports::tcp_per_query_says_when_time_wait_uses_up_the_ports
-//!   - hints::ports_run_out_over_tcp_without_time_wait_words
-//! hint (out_of_fds) "this process ran out of file descriptors": ulimit -n
-//!   + hints::the_clients_own_fd_limit_is_named
-//!   - hints::ports_run_out_over_tcp_without_time_wait_words
+//!     by transports::tcp_per_query_says_when_time_wait_uses_up_the_ports
+//!     not hints::ports_run_out_over_tcp_without_time_wait_words
+//! hint (out_of_fds) "this process ran out of file descriptors"
+//!     by hints::the_clients_own_fd_limit_is_named
+//!     not hints::ports_run_out_over_tcp_without_time_wait_words
 //! hint (unreachable) "no route to the target": no route
-//!   + hints::unreachable_and_prohibited_routes_are_named_apart (10.1.2.3)
-//!   - the same test's prohibit route; client::refused_port_is_counted_and_exits_1
-//! hint (other) "the errno list": any other errno (EACCES: a prohibit route)
-//!   + hints::unreachable_and_prohibited_routes_are_named_apart
-//!   - the same test's missing route
+//!     by hints::unreachable_and_prohibited_routes_are_named_apart
+//!     not the same test's prohibit route; client::refused_port_...
+//! hint (other) "an errno none of the buckets": EACCES (prohibit route)
+//!     by hints::unreachable_and_prohibited_routes_are_named_apart
+//!     not the same test's missing route
 //! hint (closed_by_peer) "closed established connections": FIN mid-query
-//!   + hints::closes_and_resets_mid_query_are_named_apart
-//!   - the same test's resets; client::reset_at_first_data_is_half_open
+//!     by hints::closes_and_resets_mid_query_are_named_apart
+//!     not the same test's resets; client::reset_at_first_data_is_half_open
 //! hint (reset) "reset established connections": RST after an answer
-//!   + hints::closes_and_resets_mid_query_are_named_apart
-//!   - the same test's closes; client::reset_at_first_data_is_half_open
+//!     by hints::closes_and_resets_mid_query_are_named_apart
+//!     not the same test's closes; client::reset_at_first_data_is_half_open
 //! hint (reset) "the client closed these connections": bytes not the protocol
-//!   + push::(malformed push lines) ; - hints::closes_and_resets_mid_query_are_named_apart
-//! hint (half_open) (seen, no cause) "reset connections before answering anything"
-//!   + client::reset_at_first_data_is_half_open
-//!   - hints::closes_and_resets_mid_query_are_named_apart
-//! hint (handshake) "server side dropped it": SYNs dropped, retransmitted
-//!   + client::a_retransmitted_handshake_is_named_as_the_servers_not_the_clients
-//!   - client::refused_port_is_counted_and_exits_1
-//! hint (unverified) "some connections never got an answer": some unanswered
-//!   + hints::a_server_that_answers_some_connections_only
-//!   - client::a_pong_server_ramp (none answered)
-//! hint (unverified) "no connection got an answer": wrong protocol
-//!   + client::a_pong_server_ramp ; - traffic::connections_never_accepted_fail_and_are_named_from_the_accept_queue
+//!     by push (malformed lines: "the client closed these connections")
+//!     not hints::closes_and_resets_mid_query_are_named_apart
+//! hint (half_open), seen, "reset connections before answering anything"
+//!     by client::reset_at_first_data_is_half_open
+//!     not hints::closes_and_resets_mid_query_are_named_apart
+//! hint (tls) alert / not TLS / timed out / after the handshake
+//!     by hostile_udp_tls::tls_alert_for_the_client_hello_is_a_tls_failure,
+//!        tls_garbage_for_the_client_hello_..., tls_peer_that_never_answers_...,
+//!        tls_garbage_in_the_middle_of_a_session_ends_it
+//!     not each other's (every one asserts the others' words absent)
+//! hint (rejected) "rejected the probe sent on them": a 400 to a DNS probe
+//!     by interop::nginx_verifies_an_http_probe_and_rejects_a_dns_one
+//!     not client::the_ramp_is_establishment_whatever_verification_takes
+//! hint (handshake) "server side dropped it": SYNs retransmitted
+//!     by client::a_retransmitted_handshake_is_named_as_the_servers_not_the_clients
+//!     not client::refused_port_is_counted_and_exits_1
+//! hint (udp) "no answer came back over UDP": answers from another port
+//!     by hostile_udp_tls::udp_answers_from_another_port_time_out
+//!     not interop::nsd_rate_limiting_is_named_not_datagram_size
 //! hint (unverified) "were established but never answered": queue seen
-//!   + traffic::connections_never_accepted_fail_and_are_named_from_the_accept_queue
-//!   - client::a_pong_server_ramp
+//!     by traffic::connections_never_accepted_fail_and_are_named_from_the_accept_queue
+//!     not client::the_ramp_is_establishment_whatever_verification_takes
+//! hint (unverified) "no connection got an answer": another protocol
+//!     by client::the_ramp_is_establishment_whatever_verification_takes
+//!     not traffic::connections_never_accepted_..., hints::a_server_that_answers_...
+//! hint (unverified) "it accepted them and did not answer them": server seen
+//!     by hints::a_server_that_answers_some_connections_only
+//!     not client::the_ramp_is_establishment_whatever_verification_takes
 //! hint (unverified) "got no message in all their time": nothing pushed
-//!   + hints::a_server_that_pushes_nothing_is_named
-//!   - push::tcp_counts_are_exact_and_the_server_kept_its_period
+//!     by hints::a_server_that_pushes_nothing_is_named
+//!     not push::tcp_counts_are_exact_and_the_server_kept_its_period
+//! hint (nagle) "delayed-ACK timer": a server without TCP_NODELAY
+//!     by traffic::a_delayed_ack_tail_with_pipelined_queries_names_nagle
+//!     not traffic::a_stopped_server_is_named_as_not_reading (running run),
+//!         hints::a_client_sharing_its_core_with_the_server_is_named
+//! note "waited for a free tcp-per-query slot": the server's time a query
+//!     by traffic::tcp_per_query_slots_are_named_as_the_servers_pace
+//!     not the same test's run with slots enough
+//! note "waited behind sockets the server did not read": a stopped server
+//!     by traffic::a_stopped_server_is_named_as_not_reading
+//!     not the same test's running server
+//! note "waited for room in their connection's --window": a slow server
+//!     by hints::a_full_window_is_named_as_the_servers_pace
+//!     not traffic::tcp_per_query_slots_are_named_as_the_servers_pace
+//! warning/note "shares ... with the server": client and server on one core
+//!     by hints::a_client_sharing_its_core_with_the_server_is_named
+//!     not traffic::a_delayed_ack_tail_... ("the client is the bottleneck" absent
+//!         in hostile, traffic; shared-core words absent where cores differ)
+//! warning "sent rate is below 99%": "is not reading what it is sent"
+//!     by hostile::server_that_never_reads_backs_up_and_is_named
+//!     not traffic::tcp_per_query_slots_are_named_as_the_servers_pace
+//! warning "sent rate": "--window N full (the server answering too slowly)"
+//!     by hints::a_full_window_is_named_as_the_servers_pace
+//!     not hostile::server_that_never_reads_backs_up_and_is_named (no window)
+//! warning "sent rate": "connections failed (see above)"
+//!     by hostile_udp_tls::tls_garbage_in_the_middle_of_a_session_ends_it
+//!     not traffic::tcp_per_query_slots_are_named_as_the_servers_pace
+//! warning "the server answered X%": "did not keep up, or does not answer"
+//!     by hostile::server_that_never_reads_backs_up_and_is_named
+//!     not interop::nsd_rate_limiting_is_named_not_datagram_size
+//! warning "the server answered X%": "response rate limiting dropped them"
+//!     by interop::nsd_rate_limiting_is_named_not_datagram_size
+//!     not hostile::server_that_never_reads_backs_up_and_is_named
+//! push "the server kept its period" / "did not keep its period"
+//!     by push::tcp_counts_are_exact_and_the_server_kept_its_period / push.rs:112
+//!     not each other
+//! truncated: "even over TCP", "truncates to slow this client down",
+//! "do not fit a UDP datagram"
+//!     by hostile_udp_tls (udp_truncated, TCP TC=1), interop::nsd_rate_limiting_...
+//!     not each other (each asserts the others' words absent)
+//! server seen "it cannot accept more": its fds
+//!     by interop::nginx_out_of_fds_fails_and_is_named_from_its_process
+//!     not traffic::connections_never_accepted_fail_and_are_named_from_the_accept_queue
+//! ```
 
 mod common;
 
@@ -249,7 +306,7 @@ fn closes_and_resets_mid_query_are_named_apart() {
 fn a_server_that_answers_some_connections_only() {
     static ACCEPTED: AtomicU64 = AtomicU64::new(0);
     let addr = common::peer(|mut s| {
-        let answer = ACCEPTED.fetch_add(1, Ordering::Relaxed) % 2 == 0;
+        let answer = ACCEPTED.fetch_add(1, Ordering::Relaxed).is_multiple_of(2);
         let mut buf = [0u8; 4096];
         while let Ok(n @ 1..) = s.read(&mut buf) {
             if answer && s.write_all(&buf[..n]).is_err() {
