@@ -217,6 +217,15 @@ fn refused_port_is_counted_and_exits_1() {
     assert_eq!(failed(&v, "refused"), 50);
     assert_eq!(conns(&v, "established"), 0);
     assert!(out.contains("hint (refused)"), "{out}");
+    // Hints of other causes, not reached by a refusal.
+    for other in [
+        "hint (timed_out)",
+        "hint (no_free_port)",
+        "hint (unreachable)",
+        "hint (handshake)",
+    ] {
+        assert!(!out.contains(other), "{out}");
+    }
     // --max-failures lets a run with known failures pass.
     let (code, _, _, _) = client(
         "refused-ok",
@@ -265,6 +274,9 @@ fn never_accepting_listener_gives_timeouts_and_unverified() {
         out.contains("hint (timed_out)") && out.contains("hint (unverified)"),
         "{out}"
     );
+    // The listener is this process, seen: its queue is named.
+    assert!(out.contains("did not take the connections"), "{out}");
+    assert!(!out.contains("hint (refused)"), "{out}");
     drop(sock);
 }
 
@@ -354,6 +366,9 @@ fn reset_at_first_data_is_half_open() {
         "{out}"
     );
     assert!(!out.contains("somaxconn"), "{out}");
+    assert!(!out.contains("did not take the connections"), "{out}");
+    assert!(!out.contains("hint (closed_by_peer)"), "{out}");
+    assert!(!out.contains("hint (reset)"), "{out}");
 }
 
 #[test]
@@ -906,6 +921,12 @@ fn the_ramp_is_establishment_whatever_verification_takes() {
         "{out}"
     );
     assert!(out.contains("does not answer DNS queries"), "{out}");
+    assert!(
+        !out.contains("were established but never answered"),
+        "{out}"
+    );
+    assert!(!out.contains("never got an answer"), "{out}");
+    assert!(!out.contains("hint (rejected)"), "{out}");
     // In its own protocol every connection is verified.
     let (pinged, out, v3) = ramp(&["--proto", "ping"]);
     assert!((pinged - plain).abs() < 0.3, "{plain} {pinged} {out}");

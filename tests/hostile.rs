@@ -677,6 +677,11 @@ fn server_that_never_reads_backs_up_and_is_named() {
     );
     assert!(!out.contains("client could not keep up"), "{out}");
     assert!(!out.contains("client is the bottleneck"), "{out}");
+    assert!(out.contains("did not keep up, or does not answer"), "{out}");
+    assert!(
+        !out.contains("response rate limiting dropped them"),
+        "{out}"
+    );
     assert!(
         rss < answering + 4 * CAP,
         "peak RSS {rss} B, answered {answering} B: {out}"

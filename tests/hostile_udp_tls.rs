@@ -293,6 +293,7 @@ fn udp_answers_from_another_port_time_out() {
     assert_eq!(failed_total(&v), 0, "{out}");
     assert!(out.contains("hint (udp): no answer came back"), "{out}");
     assert!(out.contains("from another address or port"), "{out}");
+    assert!(!out.contains("of the UDP sockets never got"), "{out}");
 }
 
 // ---- TLS: the handshake refused ---------------------------------------------
@@ -350,6 +351,12 @@ fn tls_alert_for_the_client_hello_is_a_tls_failure() {
     let e = tls_error(&v);
     assert!(e.contains("alert") && e.contains("HandshakeFailure"), "{e}");
     assert!(out.contains(&format!("tls error     {e}")), "{out}");
+    assert!(
+        out.contains("hint (tls): the server refused the handshake"),
+        "{out}"
+    );
+    assert!(!out.contains("did not answer the ClientHello"), "{out}");
+    assert!(!out.contains("--tls-ca"), "{out}");
 }
 
 /// Bytes that are not TLS records for the ClientHello.
@@ -360,6 +367,12 @@ fn tls_garbage_for_the_client_hello_is_a_tls_failure() {
     let e = tls_error(&v);
     assert!(e.contains("not TLS"), "{e}");
     assert!(out.contains(&format!("tls error     {e}")), "{out}");
+    assert!(
+        out.contains("hint (tls): the server did not answer the ClientHello with TLS"),
+        "{out}"
+    );
+    assert!(!out.contains("refused the handshake"), "{out}");
+    assert!(!out.contains("broke after their handshake"), "{out}");
 }
 
 // ---- TLS: a session broken in its middle -------------------------------------
@@ -505,4 +518,5 @@ fn tls_peer_that_never_answers_the_client_hello_times_out_the_handshake() {
         "{out}"
     );
     assert!(!out.contains("--tls-ca"), "{out}");
+    assert!(!out.contains("with TLS (the first error"), "{out}");
 }

@@ -58,6 +58,7 @@ fn tcp_counts_are_exact_and_the_server_kept_its_period() {
     let p50 = n(&v, &["push", "gap_us", "p50"]);
     assert!((9_000..=11_000).contains(&p50), "gap p50 {p50} µs");
     assert!(out.contains("the server kept its period"), "{out}");
+    assert!(!out.contains("got no message in all their time"), "{out}");
     assert!(v["per_second"][1]["push_received"].as_u64().unwrap() > 0);
     assert!(v["per_second"][1]["push_delay_p99_us"].as_u64().is_some());
     assert_eq!(v["checks"][0]["expr"], "push.received>=99%");

@@ -660,6 +660,11 @@ fn tcp_per_query_says_when_time_wait_uses_up_the_ports() {
         assert!(no_port > 200, "{out}");
         assert_eq!(n(&v, &["queries", "errors", "connect"]), no_port, "{out}");
         assert!(out.contains("tcp_tw_reuse=1"), "the fix is named: {out}");
+        assert!(out.contains("hint (no_free_port)"), "{out}");
+        assert!(
+            out.contains("hint (tcp-per-query): each closed connection"),
+            "{out}"
+        );
         assert!(n(&v, &["queries", "answered"]) >= 90, "{out}");
     });
     let _ = done;

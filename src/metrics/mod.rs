@@ -169,7 +169,11 @@ impl Bucket {
                  limit, run fewer connections per process"
             }
             Bucket::Unreachable => "no route to the target: check the address and `ip route get`",
-            Bucket::Other => "see the errno list below",
+            Bucket::Other => {
+                "connect() failed with an errno none of the buckets above names (listed above by \
+                 errno): EACCES or EPERM is this host's own firewall or a `prohibit` route \
+                 (`ip route get` the target); others, see connect(2)"
+            }
             Bucket::ClosedByPeer => {
                 "the server closed established connections: an idle timeout or a connection \
                  limit on its side"

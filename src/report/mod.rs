@@ -641,6 +641,17 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
              check",
             t.unverified
         )?;
+    } else if let (true, Some(s)) = (t.unverified > 0, &o.observed.server) {
+        // Seen, and its queue and fds show no cause: it took them.
+        writeln!(
+            out,
+            "  hint (unverified): {} connection(s) never got an answer (to the probe within \
+             --connect-timeout, or with queries to any of them): the server's \
+             process ({}, pid {}) had fds to spare and its accept queue (up to {}) never \
+             overflowed, so it accepted them and did not answer them (a limit of its own, or \
+             it answers some connections only: see its log); --no-verify skips the check",
+            t.unverified, s.name, s.pid, s.accept_queue_max
+        )?;
     } else if t.unverified > 0 {
         writeln!(
             out,
@@ -1245,7 +1256,10 @@ pub fn nagle_hint(
         p999
     };
     let near_timer = (30_000..=60_000).contains(&tail) && p50 * 10 < tail;
-    if !near_timer || t.pipelined * 1000 < t.sent {
+    // A client whose own loop ran that late read the answers late: the
+    // tail is its wait for a core, not the server's Nagle.
+    let client_late = h.loop_lag.value_at_quantile(0.99) * 2 >= tail;
+    if !near_timer || client_late || t.pipelined * 1000 < t.sent {
         return None;
     }
     Some(format!(
