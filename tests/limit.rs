@@ -1,0 +1,215 @@
+//! `throng limit` against servers whose limit is known in advance: a
+//! throng server under a low fd limit (connections), a one-thread Python
+//! server that spends 1 ms an answer (rate), and the embedded server on
+//! this machine's two cores, where the client is the limit and must say so.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::{output, temp_dir, BIN};
+use serde_json::Value;
+
+/// Runs `throng limit <args> --json F`: (exit code, output, the JSON),
+/// every step's result passed through the books.
+fn limit(name: &str, args: &[&str]) -> (i32, String, Value) {
+    let dir = temp_dir(name);
+    let json = dir.join("limit.json");
+    let (code, out, err) = output(
+        Command::new(BIN)
+            .arg("limit")
+            .args(args)
+            .args(["--json", json.to_str().unwrap()]),
+    );
+    let out = format!("{out}\n{err}");
+    let v: Value = std::fs::read_to_string(&json)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    for s in v["steps"].as_array().into_iter().flatten() {
+        if !s["result"].is_null() {
+            common::parse_result(&s["result"].to_string());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    (code, out, v)
+}
+
+/// `throng server` in one process under `prlimit --nofile=600`: it holds
+/// what its fds allow (600 less those it had open before the first
+/// connection), and the search finds that within 5%, naming its fd limit.
+#[test]
+fn a_servers_fd_limit_is_found_and_named() {
+    let Some(prlimit) = common::which("prlimit") else {
+        panic!("prlimit (util-linux) is needed");
+    };
+    let mut srv = Command::new(prlimit)
+        .args([
+            "--nofile=600",
+            BIN,
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--processes",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(srv.stdout.take().unwrap()).lines();
+    let addr = loop {
+        let l = lines.next().expect("the server's banner").unwrap();
+        if let Some(rest) = l.strip_prefix("listening on ") {
+            break rest.split(' ').next().unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    let open = std::fs::read_dir(format!("/proc/{}/fd", srv.id()))
+        .unwrap()
+        .count() as f64;
+    let allowed = 600.0 - open;
+    let (code, out, v) = limit(
+        "limit-fds",
+        &[
+            &addr,
+            "--find",
+            "connections",
+            "-c",
+            "100",
+            "--step-time",
+            "1s",
+            "--connect-timeout",
+            "1s",
+        ],
+    );
+    // SAFETY: our own child.
+    unsafe { libc::kill(srv.id() as i32, libc::SIGTERM) };
+    let _ = srv.wait();
+    assert_eq!(code, 0, "{out}");
+    let l = &v["limit"];
+    let value = l["value"].as_f64().unwrap();
+    assert!(
+        (value - allowed).abs() <= 0.05 * allowed,
+        "found {value}, its fds allow {allowed}: {out}"
+    );
+    assert!(l["upper"].as_f64().unwrap() > value, "{out}");
+    assert!(
+        l["reason"].as_str().unwrap().contains("its fd limit"),
+        "{out}"
+    );
+    assert_eq!(l["client_limited"], false, "{out}");
+    assert!(out.contains("limit         between "), "{out}");
+    assert!(v["steps"].as_array().unwrap().len() >= 5, "{out}");
+}
+
+/// A one-thread Python echo server that spends 1 ms of CPU on each read:
+/// with one query in flight a connection (--window 1) it answers about
+/// 1,000 a second. The search finds that within 15% and names its CPU.
+#[test]
+fn a_one_thread_servers_rate_is_found_and_named_cpu() {
+    let Some(python) = common::program("python3", "python3") else {
+        return;
+    };
+    let script = r#"
+import selectors, socket, time
+sel = selectors.DefaultSelector()
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", 0)); l.listen(1024); l.setblocking(False)
+sel.register(l, selectors.EVENT_READ)
+print(l.getsockname()[1], flush=True)
+while True:
+    for key, _ in sel.select():
+        s = key.fileobj
+        if s is l:
+            c, _ = l.accept(); c.setblocking(False); sel.register(c, selectors.EVENT_READ)
+            continue
+        try:
+            d = s.recv(65536)
+        except (BlockingIOError, ConnectionError):
+            d = b""
+        if not d:
+            sel.unregister(s); s.close(); continue
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.001:
+            pass
+        try:
+            s.sendall(d)
+        except (BlockingIOError, ConnectionError):
+            pass
+"#;
+    let mut srv = Command::new(python)
+        .args(["-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    BufReader::new(srv.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let addr = format!("127.0.0.1:{}", port.trim());
+    let (code, out, v) = limit(
+        "limit-rate",
+        &[
+            &addr,
+            "--find",
+            "rate",
+            "--proto",
+            "echo",
+            "-c",
+            "10",
+            "--window",
+            "1",
+            "-r",
+            "250",
+            "--step-time",
+            "2s",
+            "--timeout",
+            "500ms",
+            "--precision",
+            "10%",
+        ],
+    );
+    let _ = srv.kill();
+    let _ = srv.wait();
+    assert_eq!(code, 0, "{out}");
+    let value = v["limit"]["value"].as_f64().unwrap();
+    assert!((850.0..=1150.0).contains(&value), "found {value}/s: {out}");
+    let reason = v["limit"]["reason"].as_str().unwrap();
+    assert!(reason.contains("CPU-bound"), "{out}");
+    assert!(reason.contains("python3"), "{out}");
+    assert!(v["limit"]["stable"].is_boolean(), "{out}");
+}
+
+/// Against the embedded server on this machine's two cores, one client
+/// worker falls behind long before the server does: the search ends with
+/// the client as the limit (exit 1) and never blames the server.
+#[test]
+fn the_client_as_the_limit_is_never_blamed_on_the_server() {
+    let (code, out, v) = limit(
+        "limit-client",
+        &[
+            "--find",
+            "rate",
+            "-r",
+            "50k",
+            "--workers",
+            "1",
+            "--processes",
+            "1",
+            "--step-time",
+            "1s",
+            "--timeout",
+            "500ms",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    let l = &v["limit"];
+    assert_eq!(l["client_limited"], true, "{out}");
+    assert!(
+        l["reason"].as_str().unwrap().contains("the load generator"),
+        "{out}"
+    );
+    assert!(out.contains("FAIL (client)"), "{out}");
+    assert!(!out.contains("CPU-bound"), "{out}");
+}
