@@ -88,6 +88,10 @@ pub struct ServerSeen {
     /// namespace, every listener in it).
     pub listen_overflows: u64,
     pub listen_drops: u64,
+    /// UDP datagrams the kernel dropped at a full receive buffer over the
+    /// run (this network namespace, every UDP socket in it).
+    #[serde(default)]
+    pub udp_rcvbuf_errors: u64,
 }
 
 impl ServerSeen {
@@ -353,6 +357,7 @@ struct Watched {
     seen: ServerSeen,
     cpu_at_start: f64,
     counters_at_start: (u64, u64),
+    udp_drops_at_start: u64,
 }
 
 impl Watched {
@@ -415,6 +420,7 @@ impl Observer {
                 seen: ServerSeen::default(),
                 cpu_at_start: 0.0,
                 counters_at_start: proc::listen_counters().unwrap_or((0, 0)),
+                udp_drops_at_start: proc::udp_rcvbuf_errors().unwrap_or(0),
             };
             w.cpu_at_start = w.cpu_now();
             w.sample();
@@ -460,6 +466,9 @@ impl Observer {
             let (o, d) = proc::listen_counters().unwrap_or((0, 0));
             w.seen.listen_overflows = o.saturating_sub(w.counters_at_start.0);
             w.seen.listen_drops = d.saturating_sub(w.counters_at_start.1);
+            w.seen.udp_rcvbuf_errors = proc::udp_rcvbuf_errors()
+                .unwrap_or(0)
+                .saturating_sub(w.udp_drops_at_start);
             w.seen.cpu_s = (w.cpu_now() - w.cpu_at_start).max(0.0);
             let theirs: BTreeSet<u32> = w
                 .pids

@@ -5,8 +5,9 @@
 //! step means what a client run means. Steps grow geometrically until one
 //! fails, then the search bisects between the last pass and the first fail
 //! until the interval is within --precision. A failing step the client
-//! explains (its own lag or CPU, a plan it cannot hold) stops the search:
-//! the load generator is the limit there, not the server. The failing
+//! explains (its own lag or CPU, a plan it cannot hold) is not the
+//! server's: when the lowest failure is such a step, the load generator is
+//! the limit found, not the server. The failing
 //! step's evidence (the server's process, its fds, its CPU, the kernel's
 //! queue counters, read by the client's observer) names the likely cause.
 //!
@@ -142,11 +143,12 @@ fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
     let wall = num(v, "duration_s").unwrap_or(0.0).max(1e-3);
     let cores = num(v, "environment.cores").unwrap_or(1.0).max(1.0);
     let overflows = num(s, "listen_overflows").unwrap_or(0.0);
+    let udp_drops = num(s, "udp_rcvbuf_errors").unwrap_or(0.0);
     let pct = 100.0 * cpu / wall;
     figures.push(format!(
         "{name} (pid {pid}): {fds:.0} fds of its {limit:.0} at most, CPU {pct:.0}% of a core \
          ({cores:.0} cores here), accept queue up to {:.0}, ListenOverflows +{overflows:.0}, \
-         ListenDrops +{:.0}",
+         ListenDrops +{:.0}, UDP RcvbufErrors +{udp_drops:.0}",
         num(s, "accept_queue_max").unwrap_or(0.0),
         num(s, "listen_drops").unwrap_or(0.0)
     ));
@@ -157,6 +159,11 @@ fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
     } else if overflows > 0.0 {
         Some(format!(
             "ListenOverflows +{overflows:.0}: the accept queue overflowed, {name} accepts too slowly"
+        ))
+    } else if udp_drops > 0.0 {
+        Some(format!(
+            "the kernel dropped {udp_drops:.0} datagrams at a full receive buffer \
+             (UdpRcvbufErrors): {name} reads too slowly"
         ))
     } else if pct >= 90.0 * cores {
         Some(format!(
@@ -361,8 +368,9 @@ pub fn run(a: &LimitArgs) -> Result<ExitCode> {
                               default checks)"
         }
         Find::Rate => {
-            "every query answered ok and none timed out (queries.ok>=99.9%, \
-                       queries.timed_out==0, besides the client's default checks)"
+            "the client's default checks hold and, unless --check says otherwise on \
+                       those keys, every query is answered ok and none timed out \
+                       (queries.ok>=99.9%, queries.timed_out==0)"
         }
     };
     let given = if a.client.check.is_empty() {
@@ -386,6 +394,35 @@ pub fn run(a: &LimitArgs) -> Result<ExitCode> {
             String::new()
         }
     );
+    // A rate step keeps up when every query is answered ok and none timed
+    // out, unless the user's checks say otherwise on those keys.
+    let theirs = |key: &str| {
+        a.client
+            .check
+            .iter()
+            .any(|c| c.trim() == "none" || c.trim_start().starts_with(key))
+    };
+    let mut rate_checks: Vec<&str> = Vec::new();
+    if !theirs("queries.ok") {
+        rate_checks.extend(["--check", "queries.ok>=99.9%"]);
+    }
+    if !theirs("queries.timed_out") {
+        rate_checks.extend(["--check", "queries.timed_out==0"]);
+    }
+    let step_command = |load: f64, json: &Path| {
+        let mut cmd = Command::new(&exe);
+        cmd.arg("client").args(&base);
+        match a.find {
+            Find::Connections => cmd.args(["-c", &format!("{load:.0}")]),
+            Find::Rate => cmd.args(["-r", &format!("{load}")]).args(&rate_checks),
+        };
+        cmd.arg("-T")
+            .arg(format!("{}ms", a.step_time.as_millis()))
+            .arg("-q")
+            .arg("--json")
+            .arg(json);
+        cmd
+    };
     let stop = crate::sys::signals::Stop::install()?;
     let dir = tempdir()?;
     let baseline = tcp_inuse().unwrap_or(0);
@@ -400,25 +437,7 @@ pub fn run(a: &LimitArgs) -> Result<ExitCode> {
         }
         let k = steps.len() + 1;
         let json = dir.join(format!("step{k}.json"));
-        let mut cmd = Command::new(&exe);
-        cmd.arg("client").args(&base);
-        match a.find {
-            Find::Connections => cmd.args(["-c", &format!("{load:.0}")]),
-            Find::Rate => cmd.args([
-                "-r",
-                &format!("{load}"),
-                "--check",
-                "queries.ok>=99.9%",
-                "--check",
-                "queries.timed_out==0",
-            ]),
-        };
-        cmd.arg("-T")
-            .arg(format!("{}ms", a.step_time.as_millis()))
-            .arg("-q")
-            .arg("--json")
-            .arg(&json);
-        let out = cmd
+        let out = step_command(load, &json)
             .stdin(Stdio::null())
             .stderr(Stdio::piped())
             .output()
@@ -449,18 +468,16 @@ pub fn run(a: &LimitArgs) -> Result<ExitCode> {
             interrupted = true;
             break;
         }
-        if limited {
-            client_limited = true;
-            upper = Some(load);
-            break;
-        }
         if pass {
             lower = Some(load);
             if a.max.is_some_and(|m| load >= m) {
                 break;
             }
         } else {
+            // The lowest failure bounds the search; whose it was is said
+            // (a client's failure says nothing of the server above it).
             upper = Some(load);
+            client_limited = limited;
         }
         let next = match (lower, upper) {
             (Some(l), None) => round(l * 2.0),
@@ -486,14 +503,7 @@ pub fn run(a: &LimitArgs) -> Result<ExitCode> {
         let again = steps.iter().position(|s| s.load == l && s.pass);
         if again.is_some() {
             let json = dir.join("confirm.json");
-            let out = Command::new(&exe)
-                .arg("client")
-                .args(&base)
-                .args(["-r", &format!("{l}"), "--check", "queries.ok>=99.9%"])
-                .args(["--check", "queries.timed_out==0", "-q", "--json"])
-                .arg(&json)
-                .arg("-T")
-                .arg(format!("{}ms", a.step_time.as_millis()))
+            let out = step_command(l, &json)
                 .stdin(Stdio::null())
                 .stderr(Stdio::piped())
                 .output()

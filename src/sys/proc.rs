@@ -16,7 +16,17 @@ pub fn sysctl_u64(name: &str) -> Option<u64> {
 /// Counters of one group (`TcpExt`, `IpExt`) of /proc/net/netstat: the file
 /// has a line of names followed by a line of values for each group.
 pub fn netstat(group: &str, names: &[&str]) -> Option<Vec<u64>> {
-    let text = fs::read_to_string("/proc/net/netstat").ok()?;
+    counters("/proc/net/netstat", group, names)
+}
+
+/// Fields of one group of /proc/net/snmp (`Udp`), by name.
+pub fn snmp(group: &str, names: &[&str]) -> Option<Vec<u64>> {
+    counters("/proc/net/snmp", group, names)
+}
+
+/// Fields of one group of a header-line/value-line counter file.
+fn counters(path: &str, group: &str, names: &[&str]) -> Option<Vec<u64>> {
+    let text = fs::read_to_string(path).ok()?;
     let prefix = format!("{group}:");
     let mut lines = text.lines().filter(|l| l.starts_with(&prefix));
     let header: Vec<&str> = lines.next()?.split_whitespace().skip(1).collect();
@@ -35,6 +45,12 @@ pub fn netstat(group: &str, names: &[&str]) -> Option<Vec<u64>> {
                 .and_then(|i| values.get(i).copied())
         })
         .collect()
+}
+
+/// Datagrams the kernel dropped at a socket's full receive buffer, over
+/// UDP (this network namespace): a server reading too slowly.
+pub fn udp_rcvbuf_errors() -> Option<u64> {
+    snmp("Udp", &["RcvbufErrors"]).map(|v| v[0])
 }
 
 /// The kernel's accept-queue counters: (ListenOverflows, ListenDrops).
