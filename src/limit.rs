@@ -14,7 +14,7 @@
 //! It starts processes and reads their results; it measures nothing itself.
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -227,74 +227,6 @@ fn tcp_inuse() -> Option<u64> {
     w.next()?.parse().ok()
 }
 
-/// The embedded server for a search with no target: `throng server` in
-/// processes of its own (elastic: it grows with the connections); its
-/// address once its banner says it listens.
-struct Embedded {
-    child: std::process::Child,
-    addr: String,
-}
-
-impl Embedded {
-    fn start(exe: &Path, a: &LimitArgs) -> Result<Embedded> {
-        let c = &a.client;
-        let mut cmd = Command::new(exe);
-        cmd.args(["server", "--listen", "127.0.0.1:0"]);
-        match c.proto {
-            crate::domain::Proto::Push => {
-                cmd.args(["--mode", "push", "--every"]);
-                cmd.arg(format!("{}us", c.every.as_micros().max(1)));
-            }
-            _ => {
-                cmd.args(["--mode", "echo"]);
-            }
-        }
-        match c.transport {
-            crate::domain::Transport::Udp => {
-                cmd.arg("--udp");
-            }
-            crate::domain::Transport::Tls => {
-                return Err(usage(
-                    "--transport tls with no target: give the address of a TLS server to search",
-                ))
-            }
-            _ => {}
-        }
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting the embedded server")?;
-        let out = child
-            .stdout
-            .take()
-            .context("the embedded server's output")?;
-        let mut lines = BufReader::new(out).lines();
-        let addr = loop {
-            let Some(Ok(l)) = lines.next() else {
-                let _ = child.kill();
-                anyhow::bail!("the embedded server ended before it listened");
-            };
-            if let Some(rest) = l.strip_prefix("listening on ") {
-                break rest.split(' ').next().unwrap_or_default().to_string();
-            }
-        };
-        // Its further lines are read and dropped, so it never blocks on a
-        // full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Ok(Embedded { child, addr })
-    }
-}
-
-impl Drop for Embedded {
-    fn drop(&mut self) {
-        // SAFETY: a signal to our own child, by its pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
-    }
-}
-
 /// Runs the search.
 pub fn run(a: &LimitArgs) -> Result<ExitCode> {
     if a.client.views.html.is_some() || a.client.views.hgrm.is_some() {
@@ -336,7 +268,7 @@ pub fn run(a: &LimitArgs) -> Result<ExitCode> {
     });
     let mut base = strip(&raw, &drop);
     let embedded = if a.client.targets.is_empty() {
-        let e = Embedded::start(&exe, a)?;
+        let e = crate::client::ServerProcess::start(&exe, &a.client)?;
         base.insert(0, OsString::from(&e.addr));
         Some(e)
     } else {
@@ -604,7 +536,7 @@ pub fn run(a: &LimitArgs) -> Result<ExitCode> {
     })
 }
 
-fn drop_embedded(e: Option<Embedded>) {
+fn drop_embedded(e: Option<crate::client::ServerProcess>) {
     drop(e);
 }
 

@@ -454,10 +454,19 @@ fn impossible_plan_exits_2_with_the_fix() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("file descriptors"), "{err}");
     assert!(err.contains("-c "), "{err}");
-    // With several processes the embedded server cannot follow: say what to run.
-    let (code, _, err, _) = client("embedded-many", &["-c", "1m", "-T", "0s"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("throng server --processes auto"), "{err}");
+}
+
+/// More connections than one process holds, with no target: the
+/// embedded server runs in processes of its own (elastic) and the client
+/// in several, as with an explicit `throng server` (it was refused).
+#[test]
+fn embedded_server_follows_several_processes() {
+    let (code, out, err, v) = client("embedded-many", &["-c", "25k", "-T", "0s"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("in processes of its own"), "{out}");
+    assert!(out.contains("in 2 processes"), "{out}");
+    assert_eq!(conns(&v, "verified"), 25_000, "{out}");
+    assert_eq!(v["connections"]["failed"]["refused"], 0, "{out}");
 }
 
 #[test]

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::child::ChildLine;
 use crate::cli::ClientArgs;
@@ -42,6 +42,77 @@ const MAX_SOURCES: usize = 65_536;
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()
+}
+
+/// The embedded server in processes of its own: `throng server` (elastic:
+/// it grows with the connections it holds), for a client of several
+/// processes or a `throng limit` with no target. Ended (SIGTERM) when
+/// dropped.
+pub struct ServerProcess {
+    child: std::process::Child,
+    pub addr: String,
+}
+
+impl ServerProcess {
+    /// Starts it for the client flags `c` (echo, or push at --every; UDP
+    /// with --transport udp) and waits for its banner's address.
+    pub fn start(exe: &std::path::Path, c: &ClientArgs) -> Result<ServerProcess> {
+        use std::io::BufRead;
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args(["server", "--listen", "127.0.0.1:0"]);
+        if c.proto == crate::domain::Proto::Push {
+            cmd.args(["--mode", "push", "--every"]);
+            cmd.arg(format!("{}us", c.every.as_micros().max(1)));
+        } else {
+            cmd.args(["--mode", "echo"]);
+        }
+        match c.transport {
+            Transport::Udp => {
+                cmd.arg("--udp");
+            }
+            Transport::Tls => {
+                return Err(usage(
+                    "--transport tls with no target and more than one process: the embedded \
+                     server's certificate is not shared across processes; start `throng server \
+                     --tls` and give its address (with --tls-ca or --tls-insecure)",
+                ))
+            }
+            _ => {}
+        }
+        let mut child = cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("starting the embedded server's process")?;
+        let out = child
+            .stdout
+            .take()
+            .context("the embedded server's output")?;
+        let mut lines = io::BufReader::new(out).lines();
+        let addr = loop {
+            let Some(Ok(l)) = lines.next() else {
+                let _ = child.kill();
+                let _ = child.wait();
+                anyhow::bail!("the embedded server ended before it listened");
+            };
+            if let Some(rest) = l.strip_prefix("listening on ") {
+                break rest.split(' ').next().unwrap_or_default().to_string();
+            }
+        };
+        // Its further lines are read and dropped: it never blocks on a
+        // full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Ok(ServerProcess { child, addr })
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // SAFETY: a signal to our own child, by its pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
 }
 
 /// The embedded server: echo, or push at the period --proto push expects.
@@ -191,14 +262,27 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         let host = capacity::Host::read(capacity::measure_if_needed(here * ends_here));
         check_problems(a.force, capacity::refusals(&need, &host))?;
     }
-    if nproc > 1 && a.targets.is_empty() {
-        return Err(usage(format!(
-            "{} connections need {nproc} processes here, and the embedded server cannot \
-             follow them: start `throng server --processes auto --listen 127.0.0.1:4242` and \
-             give its address as the target",
-            whole.connections
-        )));
-    }
+    // More than one process and no target: the embedded server runs in
+    // processes of its own (elastic, as `throng server`), and the client's
+    // processes hold one end of each connection only.
+    let mut nproc = nproc;
+    let server_process = if nproc > 1 && a.targets.is_empty() {
+        let exe = std::env::current_exe().context("finding the throng executable")?;
+        let srv = ServerProcess::start(&exe, a)?;
+        let addr: SocketAddr = srv.addr.parse().context("the embedded server's address")?;
+        println!(
+            "no target given: started the embedded {} server on {addr} in processes of its own \
+             (`throng server`: it grows with the connections)",
+            if whole.push.is_some() { "push" } else { "echo" }
+        );
+        whole.targets = vec![addr];
+        // (Its ends of the connections are its processes' fds, not these.)
+        whole.embedded_server = false;
+        nproc = processes_needed(a, &whole, &fd).max(1);
+        Some(srv)
+    } else {
+        None
+    };
     let (chosen, shortfall, why) = if sources_given.is_empty() {
         let slices = a.segment.map_or(nproc, |s| s.count);
         let p = sources::plan(
@@ -240,7 +324,7 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         );
     }
 
-    let embedded = if a.targets.is_empty() {
+    let embedded = if a.targets.is_empty() && server_process.is_none() {
         let cfg = embedded_config(&whole)?;
         let srv = server::start(&cfg)?;
         if !a.child {
