@@ -377,13 +377,13 @@ pub fn finish(
     if s.ended_as_planned && !s.interrupted {
         merged.interrupted = false;
     }
-    // The launcher's reasons for what is missing, besides what the merge
-    // itself found missing.
-    for m in &s.missing {
-        if !merged.missing.contains(m) {
-            merged.missing.push(m.clone());
-        }
-    }
+    // The launcher's reasons for what is missing first (they say why),
+    // then what the merge itself found missing.
+    let found = std::mem::take(&mut merged.missing);
+    merged.missing = s.missing.clone();
+    merged
+        .missing
+        .extend(found.into_iter().filter(|m| !s.missing.contains(m)));
     merged.partial |= !s.missing.is_empty();
     if let Some(mut seen) = s.observed.clone() {
         let answered = merged.queries.as_ref().map_or(0, |q| q.answered);
@@ -520,6 +520,7 @@ pub(crate) mod tests {
         totals.failed[crate::metrics::Bucket::Other as usize] = n;
         totals.other_errno.insert(libc::EPERM, n);
         let mut qt = QueryTotals {
+            due: 100 * n,
             sent: 100 * n,
             answered: 90 * n,
             timed_out: n,

@@ -90,7 +90,7 @@ impl Worker {
                         t.rec.loop_lag(now_ns.saturating_sub(at));
                         t.pacing.again(key, seq, at);
                     }
-                    self.query(key, at);
+                    self.query(key, at, true);
                 }
             }
         }
@@ -102,6 +102,7 @@ impl Worker {
         let Some(t) = self.traffic.as_mut() else {
             return;
         };
+        bump(&self.q.due, 1);
         if t.active.is_empty() {
             let recycling = self
                 .sc
@@ -120,7 +121,7 @@ impl Worker {
         }
         let pick = t.pacing.pick(t.active.len(), &mut t.rng, &mut t.rr);
         let key = t.active[pick];
-        self.query(key, intended);
+        self.query(key, intended, false);
     }
 
     /// Traffic starts now: interval connections get their staggered first
@@ -143,26 +144,37 @@ impl Worker {
             t.rr = (t.rr + 1) % t.active.len();
             let key = t.active[t.rr];
             let intended = self.orphans.pop_front().expect("not empty");
-            self.query(key, intended);
+            self.query(key, intended, false);
         }
     }
 
     /// A query is due on `key` at `intended`: send it, or queue it behind the
     /// window or a busy socket, keeping its intended time.
-    fn query(&mut self, key: usize, intended: u64) {
+    /// `fresh`: made due here (a tick, a window's slot), not already
+    /// counted due where it arrived (an arrival, a query handed on).
+    fn query(&mut self, key: usize, intended: u64, fresh: bool) {
         let Some(t) = self.traffic.as_mut() else {
             return;
         };
         let conn = &mut self.conns[key];
         let f = &mut conn.flight;
-        if t.cap
-            .is_some_and(|c| f.queries + f.waiting.len() as u64 >= c)
-        {
-            return;
-        }
-        if conn.has(Flags::RETIRING) {
-            // (An interval's tick on a connection whose lifetime is over:
-            // its replacement keeps its own.)
+        let capped = t
+            .cap
+            .is_some_and(|c| f.queries + f.waiting.len() as u64 >= c);
+        if capped || conn.has(Flags::RETIRING) {
+            // It takes no more. A tick of its own (--messages, an interval
+            // on a connection whose lifetime is over) is not due; a query
+            // already due (an arrival, one handed on) goes to another
+            // connection, and this one leaves the open-loop choice (it
+            // was lost here: picked while its sent and waiting queries
+            // filled --max-queries-per-conn).
+            if !fresh {
+                let pos = conn.active_pos;
+                if pos != NOT_ACTIVE {
+                    remove_active(&mut t.active, &mut self.conns, pos);
+                }
+                self.orphans.push_back(intended);
+            }
             return;
         }
         if conn.has(Flags::PEER_CLOSING) {
@@ -170,9 +182,15 @@ impl Worker {
             // closed loop's slot is not a query yet: the replacement
             // connection starts its own.)
             if !t.pacing.closed_loop() {
+                if fresh {
+                    bump(&self.q.due, 1);
+                }
                 t.rec.error(E_NO_CONNECTION);
             }
             return;
+        }
+        if fresh {
+            bump(&self.q.due, 1);
         }
         if !conn.room(t.window) || !conn.flight.waiting.is_empty() {
             self.wait(key, intended);
@@ -220,7 +238,8 @@ impl Worker {
         };
         // (tcp-per-query took its ticket when it opened the connection.)
         if !self.per_query && !take_ticket(&mut t.quota) {
-            // --queries are all out: due ones are dropped, not sent.
+            // --queries are all out: the schedule ran past them; not due.
+            self.q.due.fetch_sub(1, Relaxed);
             return;
         }
         let conn = &mut self.conns[key];
@@ -364,6 +383,7 @@ impl Worker {
                 // Due now: sent with this turn's other writes, not a loop
                 // turn later.
                 conn.flight.waiting.push_back(at);
+                bump(&self.q.due, 1);
             }
         }
         let idle = conn.live() == 0;
@@ -458,6 +478,7 @@ impl Worker {
     /// are given up first (`not_sent`), as behind a full window: a slot's
     /// wait is bounded as an answer's is.
     fn per_query(&mut self, intended: u64) {
+        bump(&self.q.due, 1);
         if !self.pq_wait.is_empty() || self.conns.len() as u64 >= self.pq_share {
             bump(&self.q.waited[W_SLOT], 1);
         }
@@ -485,7 +506,9 @@ impl Worker {
                 .as_mut()
                 .is_some_and(|t| take_ticket(&mut t.quota))
             {
-                // --queries are all out: no connection for this one.
+                // --queries are all out: the schedule ran past them; not
+                // due (this one and those waiting).
+                self.q.due.fetch_sub(1 + self.pq_wait.len() as u64, Relaxed);
                 self.pq_wait.clear();
                 return;
             }

@@ -648,6 +648,10 @@ pub struct QueryCounters {
     pub truncated: AtomicU64,
     /// Queries that waited to be sent, by what for ([`WAIT_CAUSES`]).
     pub waited: [AtomicU64; WAIT_CAUSES.len()],
+    /// Queries that came due (counted where the schedule or a window made
+    /// them, apart from what became of them: the books' check on `sent`
+    /// and the unsent causes).
+    pub due: AtomicU64,
 }
 
 /// Query counters summed over workers.
@@ -664,6 +668,7 @@ pub struct QueryTotals {
     pub pipelined: u64,
     pub truncated: u64,
     pub waited: [u64; WAIT_CAUSES.len()],
+    pub due: u64,
 }
 
 impl QueryTotals {
@@ -681,6 +686,7 @@ impl QueryTotals {
             pipelined: w.pipelined.load(Relaxed),
             truncated: w.truncated.load(Relaxed),
             waited: std::array::from_fn(|i| w.waited[i].load(Relaxed)),
+            due: w.due.load(Relaxed),
         }
     }
 
@@ -710,17 +716,11 @@ impl QueryTotals {
         for (a, b) in self.waited.iter_mut().zip(&o.waited) {
             *a += b;
         }
+        self.due += o.due;
     }
 
     pub fn errors_total(&self) -> u64 {
         self.errors.iter().sum()
-    }
-
-    /// Queries that came due, sent or not: those sent, and those given up
-    /// unsent (no connection to take them, a socket or window that stayed
-    /// full, tcp-per-query's connection that failed before its query).
-    pub fn due(&self) -> u64 {
-        self.sent + self.unsent()
     }
 
     /// Due queries never sent.
@@ -1088,6 +1088,7 @@ mod tests {
                 pipelined: 9,
                 truncated: 12,
                 waited: [0, 15, 0],
+                due: 0,
             }
         );
         let mut m = QueryTotals::of(&a);

@@ -208,9 +208,10 @@ pub struct Connections {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Queries {
-    /// Queries that came due, sent or not: sent + the errors of queries
-    /// never sent (not_sent, no_connection, connect). What the default
-    /// check's `answered` is a share of.
+    /// Queries that came due, sent or not, counted where the schedule or
+    /// a window made them: the books hold it to sent + the errors of
+    /// queries never sent (not_sent, no_connection, connect). What the
+    /// default check's `answered` is a share of.
     #[serde(default)]
     pub due: u64,
     pub sent: u64,
@@ -405,7 +406,7 @@ impl RunResult {
             let secs = q.seconds.max(1e-9);
             let ok_answers = ok_answers(ran);
             Queries {
-                due: t.due(),
+                due: t.due,
                 sent: t.sent,
                 answered: t.answered,
                 ok: Some(q.statuses.successes(ok_answers)),
@@ -745,6 +746,17 @@ impl RunResult {
                 for (i, cause) in ERROR_CAUSES.iter().enumerate() {
                     qt.errors[i] = q.errors.get(*cause).copied().unwrap_or(0);
                 }
+                // (Results written before the counter: sent and the
+                // unsent causes, as it was computed then.)
+                qt.due = if q.due > 0 || q.sent == 0 {
+                    q.due
+                } else {
+                    q.sent
+                        + ["not_sent", "no_connection", "connect"]
+                            .iter()
+                            .map(|c| q.errors.get(*c).copied().unwrap_or(0))
+                            .sum::<u64>()
+                };
                 for (i, cause) in WAIT_CAUSES.iter().enumerate() {
                     qt.waited[i] = q.waited.get(*cause).copied().unwrap_or(0);
                 }

@@ -1504,7 +1504,7 @@ fn queries_summary(
             let not_sent = t.errors[crate::metrics::E_NOT_SENT];
             let window = sc.traffic.as_ref().and_then(|t| t.window);
             let waited = wait_words(sc, t, h).filter(|_| {
-                conns_failed == 0 && loop_kept(h) && t.waited.iter().sum::<u64>() * 100 >= t.due()
+                conns_failed == 0 && loop_kept(h) && t.waited.iter().sum::<u64>() * 100 >= t.due
             });
             let why = if let (Some(w), true) = (
                 &waited,
