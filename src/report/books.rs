@@ -5,8 +5,8 @@
 //! property test runs it over randomized runs against a server that
 //! misbehaves at random.
 //!
-//! Queries: due = sent + not_sent + no_connection + connect (the three
-//! causes of a due query never sent); sent = answered + timed_out +
+//! Queries: due (counted where queries come due) = sent + not_sent +
+//! no_connection + connect (the three causes of a due query never sent); sent = answered + timed_out +
 //! conn_lost + in_flight_at_end (malformed and oversized end a connection,
 //! whose queries are then conn_lost; unmatched answers belong to no
 //! query); answered = ok + failed answers.
