@@ -449,6 +449,42 @@ impl Worker {
         }
     }
 
+    /// An established connection ends (here, or at the run's end): if its
+    /// verification was not counted yet, it is now, once: unverified when
+    /// something was asked on it and not answered (a probe, a query, a
+    /// TLS ClientHello), idle when nothing was (no query yet, or no
+    /// verification in this run). Push connections count theirs by their
+    /// messages.
+    pub(super) fn count_verification_at_end(&self, c: &super::conn::Conn) {
+        if c.state == State::Connecting || self.push.is_some() {
+            return;
+        }
+        let asked_unanswered = match c.state {
+            State::Handshaking => true,
+            State::Probing => !c.has(Flags::REJECTED),
+            _ if c.has(Flags::UNPROVEN) => c.flight.queries > 0,
+            _ => {
+                // Held: counted where it was verified (a TLS handshake, a
+                // probe's answer, its first answer) or found unverified
+                // (a probe that timed out), unless this run verifies
+                // nothing on it.
+                let counted = self.sc.verify
+                    && (self.tls.is_some()
+                        || self.traffic.is_some()
+                        || (!self.udp && self.sc.probe.is_some()));
+                if counted {
+                    return;
+                }
+                false
+            }
+        };
+        if asked_unanswered {
+            bump(&self.counters.unverified, 1);
+        } else {
+            bump(&self.counters.idle, 1);
+        }
+    }
+
     /// Takes `key` out (`by_server`: the server ended it, or its bytes or
     /// handshake did).
     fn drop_conn(&mut self, key: usize, by_server: bool) {
@@ -461,11 +497,7 @@ impl Worker {
         } else {
             bump(&self.counters.unresolved, 1);
         }
-        if c.has(Flags::UNPROVEN) && c.flight.queries > 0 {
-            // Established, asked, and ended before any answer: not
-            // verified (as at the run's end).
-            bump(&self.counters.unverified, 1);
-        }
+        self.count_verification_at_end(&c);
         let live = c.live();
         let untaken = c.has(Flags::PEER_CLOSING) && !self.per_query;
         if live > 0 && !untaken {

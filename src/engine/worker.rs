@@ -511,16 +511,16 @@ impl Worker {
         // The end of the run: close everything we hold, cleanly (FIN).
         let mut held = 0;
         let mut in_flight = 0;
-        for c in self.conns.drain() {
+        // (Taken out first: each is then counted by the worker's one
+        // end-of-connection bookkeeping.)
+        let ended: Vec<_> = self.conns.drain().collect();
+        for c in ended {
             // Due, never sent: the connection's socket or window stayed
             // full to the end.
             bump(&self.q.errors[E_NOT_SENT], c.flight.waiting.len() as u64);
-            if c.has(super::conn::Flags::UNPROVEN) && c.flight.queries > 0 {
-                // Established, sent queries, never answered: not verified.
-                // (One no query was sent on yet, a replacement opened in
-                // the last moments of a churning run, says nothing.)
-                bump(&self.counters.unverified, 1);
-            }
+            // (One no query was sent on yet, a replacement opened in the
+            // last moments of a churning run, is idle: it says nothing.)
+            self.count_verification_at_end(&c);
             if c.state != State::Connecting {
                 held += 1;
                 in_flight += c.live();

@@ -235,6 +235,9 @@ pub struct ConnCounters {
     /// Attempts that never resolved: still connecting when the run ended
     /// (or when a schedule closed them).
     pub unresolved: AtomicU64,
+    /// Established connections nothing was asked on (no probe, no query):
+    /// in neither `verified` nor `unverified`.
+    pub idle: AtomicU64,
     pub other_errno: [AtomicU64; MAX_ERRNO],
     /// Closed by the server after answering all it was sent (HTTP
     /// keep-alive limits): not a failure.
@@ -448,6 +451,7 @@ impl Default for ConnCounters {
             failed: std::array::from_fn(|_| AtomicU64::new(0)),
             failed_established: AtomicU64::new(0),
             unresolved: AtomicU64::new(0),
+            idle: AtomicU64::new(0),
             other_errno: std::array::from_fn(|_| AtomicU64::new(0)),
             peer_closed: AtomicU64::new(0),
             tls_resumed: AtomicU64::new(0),
@@ -509,6 +513,7 @@ pub struct ConnTotals {
     pub failed: [u64; BUCKETS],
     pub failed_established: u64,
     pub unresolved: u64,
+    pub idle: u64,
     pub other_errno: BTreeMap<i32, u64>,
     pub peer_closed: u64,
     pub tls_resumed: u64,
@@ -531,6 +536,7 @@ impl ConnTotals {
             failed: std::array::from_fn(|i| w.failed[i].load(Relaxed)),
             failed_established: w.failed_established.load(Relaxed),
             unresolved: w.unresolved.load(Relaxed),
+            idle: w.idle.load(Relaxed),
             other_errno: w
                 .other_errno
                 .iter()
@@ -569,6 +575,7 @@ impl ConnTotals {
         }
         self.failed_established += o.failed_established;
         self.unresolved += o.unresolved;
+        self.idle += o.idle;
         for (e, n) in &o.other_errno {
             *self.other_errno.entry(*e).or_default() += n;
         }

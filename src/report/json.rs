@@ -154,9 +154,9 @@ pub struct Connections {
     /// nor failed).
     #[serde(default)]
     pub unresolved: u64,
-    /// Established connections in neither `verified` nor `unverified`:
-    /// nothing was asked on them (no probe, no query), e.g. a replacement
-    /// opened in the run's last moments.
+    /// Established connections nothing was asked on (no probe, no query,
+    /// or a run that verifies nothing), e.g. a replacement opened in the
+    /// run's last moments: established = verified + unverified + idle.
     #[serde(default)]
     pub idle: u64,
     /// The errnos counted in `failed.other`, by name.
@@ -464,7 +464,7 @@ impl RunResult {
                 failed_established: t.failed_established,
                 unresolved: t.unresolved,
                 replaced: t.established.saturating_sub(t.established_initial),
-                idle: t.established.saturating_sub(t.verified + t.unverified),
+                idle: t.idle,
                 peak: o.peak,
                 closed: t.closed,
                 failed,
@@ -695,6 +695,7 @@ impl RunResult {
             unverified: c.unverified,
             failed_established: c.failed_established,
             unresolved: c.unresolved,
+            idle: c.idle,
             established_initial: c.established.saturating_sub(c.replaced),
             closed: c.closed,
             peer_closed: c.peer_closed,
