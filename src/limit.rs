@@ -627,15 +627,20 @@ mod tests {
         assert_eq!(got, os(&["--check", "x"]));
     }
 
+    /// A 2 s step on 2 cores whose server `name` held `fds` of `limit`
+    /// and used `cpu_s`.
+    fn seen(name: &str, fds: u64, limit: u64, cpu_s: f64) -> Value {
+        serde_json::json!({
+            "duration_s": 2.0, "environment": {"cores": 2},
+            "server_seen": {"pid": 7, "name": name, "fds_max": fds, "fd_limit": limit,
+                            "cpu_s": cpu_s, "accept_queue_max": 0, "listen_overflows": 0,
+                            "listen_drops": 0}
+        })
+    }
+
     #[test]
     fn fd_limit_is_named_before_cpu() {
-        let v = serde_json::json!({
-            "duration_s": 2.0, "environment": {"cores": 2},
-            "server_seen": {"pid": 7, "name": "nginx", "fds_max": 599, "fd_limit": 600,
-                            "cpu_s": 4.0, "accept_queue_max": 0, "listen_overflows": 0,
-                            "listen_drops": 0}
-        });
-        let (cause, figures) = evidence(&v);
+        let (cause, figures) = evidence(&seen("nginx", 599, 600, 4.0));
         assert_eq!(
             cause.unwrap(),
             "nginx (pid 7) held 599 fds of its 600: its fd limit"
@@ -645,12 +650,7 @@ mod tests {
 
     #[test]
     fn a_busy_single_thread_is_named_cpu_bound() {
-        let v = serde_json::json!({
-            "duration_s": 2.0, "environment": {"cores": 2},
-            "server_seen": {"pid": 7, "name": "python3", "fds_max": 20, "fd_limit": 1024,
-                            "cpu_s": 1.9, "accept_queue_max": 0, "listen_overflows": 0,
-                            "listen_drops": 0}
-        });
+        let v = seen("python3", 20, 1024, 1.9);
         assert!(evidence(&v).0.unwrap().contains("CPU-bound on one thread"));
     }
 
