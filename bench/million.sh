@@ -8,7 +8,7 @@
 # over their processes), kernel memory (the growth of Slab, and of TCP
 # sockets in use, both host-wide figures), and at the end
 # ping latency and user-space bytes per held connection for each side.
-# Usage: bench/million.sh [N] [HOLD_SECONDS] [INTERVAL]   (CI: 50000 10 10s)
+# Usage: bench/million.sh [N] [HOLD_SECONDS] [INTERVAL]   (CI: 50000 11 10s)
 set -euo pipefail
 n=${1:-1000000}
 hold=${2:-60}
