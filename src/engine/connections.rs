@@ -461,7 +461,9 @@ impl Worker {
         }
         let asked_unanswered = match c.state {
             State::Handshaking => true,
-            State::Probing => !c.has(Flags::REJECTED),
+            // A refused probe was counted (verified: it was accepted).
+            State::Probing if c.has(Flags::REJECTED) => return,
+            State::Probing => true,
             _ if c.has(Flags::UNPROVEN) => c.flight.queries > 0,
             _ => {
                 // Held: counted where it was verified (a TLS handshake, a
