@@ -14,6 +14,11 @@
 //! hint (timed_out), server seen, "did not take the connections": its queue
 //!     by client::never_accepting_listener_gives_timeouts_and_unverified
 //!     not client::refused_port_is_counted_and_exits_1
+//! hint (timed_out), unseen, "SYNs went unanswered. throng cannot see the
+//! server": a listener across a veth pair (another host) that never accepts
+//!     by hints::a_server_throng_cannot_see_is_named_with_where_to_look
+//!     not the same test's resets and late accepts;
+//!         client::never_accepting_listener_gives_timeouts_and_unverified (seen)
 //! hint (no_free_port) "ephemeral ports ran out": too few ports
 //!     by hints::ports_run_out_over_tcp_without_time_wait_words,
 //!        transports::tcp_per_query_says_when_time_wait_uses_up_the_ports
@@ -42,6 +47,10 @@
 //! hint (half_open), seen, "reset connections before answering anything"
 //!     by client::reset_at_first_data_is_half_open
 //!     not hints::closes_and_resets_mid_query_are_named_apart
+//! hint (half_open), unseen, "what an accept queue that overflowed looks like":
+//! resets at the first data from across a veth pair
+//!     by hints::a_server_throng_cannot_see_is_named_with_where_to_look
+//!     not the same test's SYNs unanswered; client::reset_at_first_data_is_half_open
 //! hint (tls) alert / not TLS / timed out / after the handshake
 //!     by hostile_udp_tls::tls_alert_for_the_client_hello_is_a_tls_failure,
 //!        tls_garbage_for_the_client_hello_..., tls_peer_that_never_answers_...,
@@ -50,9 +59,19 @@
 //! hint (rejected) "rejected the probe sent on them": a 400 to a DNS probe
 //!     by interop::nginx_verifies_an_http_probe_and_rejects_a_dns_one
 //!     not client::the_ramp_is_establishment_whatever_verification_takes
-//! hint (handshake) "server side dropped it": SYNs retransmitted
+//! hint (handshake), seen, "server side dropped it": SYNs retransmitted
 //!     by client::a_retransmitted_handshake_is_named_as_the_servers_not_the_clients
 //!     not client::refused_port_is_counted_and_exits_1
+//! hint (handshake), unseen, "throng cannot see the server from here": the same
+//! listener across a veth pair
+//!     by hints::a_server_throng_cannot_see_is_named_with_where_to_look
+//!     not the same test's other runs;
+//!         client::a_retransmitted_handshake_is_named_as_the_servers_not_the_clients
+//! hint (client) "the connect times are the client's" / "include the
+//! client's own work": one source, 14,000 ports nearly all held
+//!     by hints::the_clients_own_port_search_is_named_as_the_clients
+//!     not the same test's wide range;
+//!         client::a_retransmitted_handshake_is_named_as_the_servers_not_the_clients
 //! hint (udp) "no answer came back over UDP": answers from another port
 //!     by hostile_udp_tls::udp_answers_from_another_port_time_out
 //!     not interop::nsd_rate_limiting_is_named_not_datagram_size
@@ -85,6 +104,20 @@
 //!     by hints::a_client_sharing_its_core_with_the_server_is_named
 //!     not traffic::a_delayed_ack_tail_... ("the client is the bottleneck" absent
 //!         in hostile, traffic; shared-core words absent where cores differ)
+//! sent rate "the client could not keep up" / lag warning "the client is the
+//! bottleneck" / notes "cannot be put on the server alone" (its CPU; "a loop
+//! that late reads the answers late"): one client worker on its own core
+//! asked for more than it can send. Which of them varies with the load (the
+//! client may catch up; lag against the service tail); one always appears
+//! and no words of the server's
+//!     by hints::a_client_that_cannot_keep_its_schedule_is_named (any one)
+//!     not hints::a_full_window_is_named_as_the_servers_pace,
+//!         hints::a_client_sharing_its_core_with_the_server_is_named
+//! note "well above that: the tail is the server's or the network's": a
+//! client late by less than half the service tail, its loop prompt
+//!     by report::tests::a_tail_well_above_a_prompt_loop_is_not_the_clients
+//!        (a unit test only: no integration run reaches it yet)
+//!     not hints::a_client_that_cannot_keep_its_schedule_is_named
 //! warning "sent rate is below 99%": "is not reading what it is sent"
 //!     by hostile::server_that_never_reads_backs_up_and_is_named
 //!     not traffic::tcp_per_query_slots_are_named_as_the_servers_pace
@@ -484,4 +517,315 @@ fn a_full_window_is_named_as_the_servers_pace() {
     assert!(!out.contains("the client is the bottleneck"), "{out}");
     assert!(!out.contains("could not keep up"), "{out}");
     assert!(!out.contains("the server is not reading"), "{out}");
+}
+
+/// One source address toward one server and 14,000 ports (--force past
+/// the preflight), 13,650 connections: each connect() of the ramp's
+/// second half searches a range nearly full, inside the call, and the
+/// workers spend most of the ramp there. The connect times are named as
+/// the client's (as its port search when connect()'s p99 passes 1 ms, or
+/// as its workers busy connecting: which, varies with the run); with the
+/// range wide, the same run names nothing of the kind.
+#[test]
+fn the_clients_own_port_search_is_named_as_the_clients() {
+    let done = in_netns(|| {
+        let srv = server(&[]);
+        let run = |name: &str, range: &str| {
+            set_sysctl("net.ipv4.ip_local_port_range", range);
+            let (code, out, v, _) = client(
+                name,
+                &[
+                    &srv.addr.to_string(),
+                    "-c",
+                    "13650",
+                    "--source-ip",
+                    "127.0.0.1",
+                    "--force",
+                    "--no-verify",
+                    "-T",
+                    "0s",
+                ],
+                false,
+            );
+            assert_eq!(code, 0, "{out}");
+            assert_eq!(n(&v, &["connections", "established"]), 13650, "{out}");
+            out
+        };
+        let out = run("port-search", "40000 53999");
+        let line = out
+            .lines()
+            .find(|l| l.contains("hint (client)"))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(
+            line.contains("the connect times are the client's, not the server's")
+                || line.contains("the connect times include the client's own work"),
+            "{out}"
+        );
+        assert!(line.contains("its connect() calls took"), "{out}");
+        assert!(!out.contains("hint (handshake)"), "{out}");
+        assert!(!out.contains("hint (no_free_port)"), "{out}");
+
+        let out = run("port-search-wide", "10000 60999");
+        assert!(!out.contains("hint (client)"), "{out}");
+        assert!(!out.contains("its connect() calls took"), "{out}");
+        drop(srv);
+    });
+    let _ = done;
+}
+
+/// One client worker pinned to core 0 asked for a million echoes a second,
+/// the server alone on core 1: the client cannot send at that rate, and
+/// says it is its own lateness, never the server's pace. Regression: its
+/// loop ran 140 ms late, and the service time's tail (its own late reads)
+/// was named as the server's or the network's.
+#[test]
+fn a_client_that_cannot_keep_its_schedule_is_named() {
+    let srv = common::server_with(
+        Command::new("taskset").args(["-c", "1", BIN, "server"]),
+        &["--workers", "1"],
+    );
+    let dir = temp_dir("client-late");
+    let json = dir.join("r.json");
+    let (code, out, err) = output(
+        Command::new("taskset")
+            .args(["-c", "0", BIN, "client"])
+            .args([
+                &srv.addr.to_string(),
+                "--proto",
+                "echo",
+                "-c",
+                "2000",
+                "-r",
+                "1M",
+                "--workers",
+                "1",
+                "--processes",
+                "1",
+                "-T",
+                "2s",
+                "--check",
+                "none",
+                "-q",
+                "--json",
+                json.to_str().unwrap(),
+            ]),
+    );
+    let v = common::read_result(&json);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(v["client"]["shares_cores_with_server"], false, "{out}");
+    // Whether it fell short of the rate (it may catch up), how late it
+    // was against the service time's tail, and how busy, vary with the
+    // machine's load: one of the client's words, a warning or a note that
+    // does not clear it.
+    assert!(
+        out.contains("the client could not keep up")
+            || out.contains("warning: the client is the bottleneck")
+            || out.contains("cannot be put on the server alone"),
+        "{out}"
+    );
+    for server_words in [
+        "the server was not reading",
+        "the server is not reading",
+        "the server answered slower",
+        "the server answering too slowly",
+        "waited for the server",
+        "the tail is the server's",
+        "CPU-bound",
+        "with the server",
+    ] {
+        assert!(!out.contains(server_words), "{server_words}: {out}");
+    }
+    drop(srv);
+}
+
+fn ip(args: &str) {
+    let (code, out, err) = output(Command::new("ip").args(args.split(' ')));
+    assert_eq!(code, 0, "ip {args}: {out}{err}");
+}
+
+/// Runs `near` in a network namespace of its own, 198.18.0.1 on a veth
+/// pair whose other end, 198.18.0.2, is in another namespace: there `far`
+/// runs first and makes what the client meets. The far side is another
+/// host as throng sees it: its sockets are not in the client's
+/// /proc/net/tcp, so no server is seen.
+fn across_veth<S: Send + 'static, T: Send + 'static>(
+    far: impl FnOnce() -> S + Send + 'static,
+    near: impl FnOnce(S) -> T + Send + 'static,
+) -> Option<T> {
+    in_netns(move || {
+        // SAFETY: gettid() only returns this thread's id.
+        let tid = unsafe { libc::gettid() };
+        let here = format!("/proc/{}/task/{tid}/ns/net", std::process::id());
+        let made = std::thread::spawn(move || {
+            // SAFETY: unshare affects only this thread's namespaces.
+            let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+            ip("link set lo up");
+            ip("link add far type veth peer name near");
+            ip(&format!("link set near netns {here}"));
+            ip("addr add 198.18.0.2/24 dev far");
+            ip("link set far up");
+            far()
+        })
+        .join()
+        .unwrap();
+        ip("addr add 198.18.0.1/24 dev near");
+        ip("link set near up");
+        near(made)
+    })
+}
+
+/// A listener on 198.18.0.2 with a backlog of 1; with `accept_after`, a
+/// thread accepts (and holds) its connections from then on.
+fn far_listener(accept_after: Option<Duration>) -> (socket2::Socket, SocketAddr) {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&SocketAddr::from(([198, 18, 0, 2], 0)).into())
+        .unwrap();
+    sock.listen(1).unwrap();
+    let addr = sock.local_addr().unwrap().as_socket().unwrap();
+    if let Some(after) = accept_after {
+        let l: std::net::TcpListener = sock.try_clone().unwrap().into();
+        std::thread::spawn(move || {
+            // The delay is the condition under test: SYNs arriving
+            // meanwhile find the queue full and are dropped.
+            std::thread::sleep(after);
+            let mut held = Vec::new();
+            for s in l.incoming() {
+                let Ok(s) = s else { return };
+                held.push(s);
+            }
+        });
+    }
+    (sock, addr)
+}
+
+/// A peer on 198.18.0.2 that resets every connection at its first data.
+fn far_resetter() -> SocketAddr {
+    let l = std::net::TcpListener::bind("198.18.0.2:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 512];
+                let _ = s.read(&mut buf);
+                let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+            });
+        }
+    });
+    addr
+}
+
+/// A server on another host (across a veth pair): a retransmitted
+/// handshake, SYNs never answered, and resets before any answer are each
+/// named with where to look on the server, not with a cause throng did
+/// not see; each run's words are absent from the others'.
+#[test]
+fn a_server_throng_cannot_see_is_named_with_where_to_look() {
+    let done = across_veth(
+        || {
+            let (never, resets) = (far_listener(None), far_resetter());
+            // Made last, just before its run: its delay counts from here.
+            (
+                never,
+                resets,
+                far_listener(Some(Duration::from_millis(1500))),
+            )
+        },
+        |(never, resets, late)| {
+            let run = |name: &str, addr: SocketAddr, extra: &[&str]| {
+                let a = addr.to_string();
+                let mut args = vec![a.as_str()];
+                args.extend(extra);
+                let (code, out, v, _) = client(name, &args, false);
+                assert!(v["server_seen"].is_null(), "{out}");
+                (code, out, v)
+            };
+
+            let (code, out, v) = run(
+                "far-late-accept",
+                late.1,
+                &[
+                    "-c",
+                    "20",
+                    "--no-verify",
+                    "--connect-timeout",
+                    "10s",
+                    "-T",
+                    "0s",
+                ],
+            );
+            assert_eq!(code, 0, "{out}");
+            assert_eq!(n(&v, &["connections", "established"]), 20, "{out}");
+            let line = out
+                .lines()
+                .find(|l| l.contains("hint (handshake)"))
+                .unwrap_or_else(|| panic!("{out}"));
+            assert!(line.contains("The server side dropped it"), "{out}");
+            assert!(
+                line.contains("throng cannot see the server from here"),
+                "{out}"
+            );
+            assert!(!line.contains("had fds to spare"), "{out}");
+            for other in ["hint (client)", "hint (timed_out)", "hint (half_open)"] {
+                assert!(!out.contains(other), "{out}");
+            }
+
+            let (code, out, v) = run(
+                "far-never-accepts",
+                never.1,
+                &[
+                    "-c",
+                    "40",
+                    "--no-verify",
+                    "--connect-timeout",
+                    "1s",
+                    "-T",
+                    "0s",
+                ],
+            );
+            assert_eq!(code, 1, "{out}");
+            assert!(failed(&v, "timed_out") > 0, "{out}");
+            assert!(
+                out.contains(
+                    "hint (timed_out): SYNs went unanswered. throng cannot see the server \
+                     from here"
+                ),
+                "{out}"
+            );
+            for other in [
+                "did not take the connections",
+                "had fds to spare",
+                "hint (half_open)",
+                "hint (handshake)",
+                "hint (refused)",
+            ] {
+                assert!(!out.contains(other), "{out}");
+            }
+
+            let (code, out, v) = run("far-resets", resets, &["-c", "30", "-T", "1s"]);
+            assert_eq!(code, 1, "{out}");
+            assert_eq!(failed(&v, "half_open"), 30, "{out}");
+            assert!(
+                out.contains(
+                    "hint (half_open): connect() succeeded but the server reset the \
+                     connection before answering anything: on the wire that is what an \
+                     accept queue that overflowed looks like. throng cannot see the server"
+                ),
+                "{out}"
+            );
+            for other in [
+                "reset connections before answering anything, though",
+                "hint (timed_out)",
+                "hint (reset)",
+                "hint (closed_by_peer)",
+            ] {
+                assert!(!out.contains(other), "{out}");
+            }
+            drop(never.0);
+            drop(late.0);
+        },
+    );
+    let _ = done;
 }

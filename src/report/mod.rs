@@ -1218,6 +1218,16 @@ pub fn lag_warning(
              (taskset) or another host to tell",
             human_us(service)
         ))
+    } else if loop_lag * 4 > service {
+        // A loop that late reads the answers late too: the service time's
+        // tail holds the client's own delay.
+        Some(format!(
+            "note: the client sent some queries late ({lags}); a loop that late reads the \
+             answers late as well, so the service time's tail (p99 {}) holds the client's own \
+             delay and cannot be put on the server alone. For the server's own figure, give \
+             the client more cores (--workers, --processes, more hosts) or ask for less",
+            human_us(service)
+        ))
     } else {
         Some(format!(
             "note: the client sent some queries late ({lags}), but the service time's tail \
@@ -1671,6 +1681,34 @@ fn queries_summary(
 mod tests {
     use super::*;
     use crate::cluster::merge::tests::{outcome, slice};
+
+    /// Histograms whose send lag, loop lag and service time sit at the
+    /// given values (µs).
+    fn lags(send: u64, looped: u64, service: u64) -> crate::metrics::Histograms {
+        let mut h = crate::metrics::Histograms::default();
+        for _ in 0..100 {
+            h.send_lag.record(send).unwrap();
+            h.loop_lag.record(looped).unwrap();
+            h.service_time.record(service).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn a_tail_well_above_a_prompt_loop_is_not_the_clients() {
+        let w = lag_warning(&lags(5_000, 2_000, 50_000), 0, None, None).unwrap();
+        assert!(w.contains("is well above that"), "{w}");
+    }
+
+    #[test]
+    fn a_late_loop_keeps_the_tail_from_being_put_on_the_server() {
+        // Regression: a loop 140 ms late beside a 350 ms service tail (its
+        // own late reads) was named the server's or the network's.
+        let w = lag_warning(&lags(150_000, 140_000, 350_000), 0, None, None).unwrap();
+        assert!(w.contains("reads the answers late as well"), "{w}");
+        assert!(w.contains("cannot be put on the server alone"), "{w}");
+        assert!(!w.contains("the server's or the network's"), "{w}");
+    }
 
     #[test]
     fn labels_become_words_of_file_names() {
