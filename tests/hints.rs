@@ -115,8 +115,9 @@
 //!         hints::a_client_sharing_its_core_with_the_server_is_named
 //! note "well above that: the tail is the server's or the network's": a
 //! client late by less than half the service tail, its loop prompt
-//!     by report::tests::a_tail_well_above_a_prompt_loop_is_not_the_clients
-//!        (a unit test only: no integration run reaches it yet)
+//!     by hints::a_tail_well_above_the_clients_lateness_is_the_servers
+//!        (a busy loop on the client's core), and
+//!        report::tests::a_tail_well_above_a_prompt_loop_is_not_the_clients
 //!     not hints::a_client_that_cannot_keep_its_schedule_is_named
 //! warning "sent rate is below 99%": "is not reading what it is sent"
 //!     by hostile::server_that_never_reads_backs_up_and_is_named
@@ -828,4 +829,61 @@ fn a_server_throng_cannot_see_is_named_with_where_to_look() {
         },
     );
     let _ = done;
+}
+
+/// A client made late by a busy loop sharing its one core (the client
+/// niced, so it waits for the loop's turns: a few ms of send lag) against a server that takes 50 ms an answer: its lateness is
+/// far under the service time's tail, so the tail is named the server's,
+/// not the client's. Without the busy loop the client sends on time and
+/// says nothing of lateness.
+#[test]
+fn a_tail_well_above_the_clients_lateness_is_the_servers() {
+    let addr = slow_echo(Duration::from_millis(50));
+    let run = |name: &str| {
+        let dir = temp_dir(name);
+        let json = dir.join("r.json");
+        let (code, out, err) = output(
+            Command::new("taskset")
+                .args(["-c", "0", "nice", "-n", "10", BIN, "client"])
+                .args([
+                    &addr.to_string(),
+                    "--proto",
+                    "echo",
+                    "-c",
+                    "20",
+                    "-r",
+                    "400",
+                    "--workers",
+                    "1",
+                    "--processes",
+                    "1",
+                    "-T",
+                    "2s",
+                    "--check",
+                    "none",
+                    "-q",
+                    "--json",
+                    json.to_str().unwrap(),
+                ]),
+        );
+        let v = common::read_result(&json);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(code, 0, "{out}\n{err}");
+        (out, v)
+    };
+    // A busy loop on the client's core: the client waits for its turn.
+    let mut hog = Command::new("taskset")
+        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let (late, v) = run("tail-late");
+    // SAFETY: our own child.
+    unsafe { libc::kill(hog.id() as i32, libc::SIGKILL) };
+    let _ = hog.wait();
+    assert!(n(&v, &["latency", "send_lag_us", "p99"]) > 1000, "{late}");
+    assert!(late.contains("is well above that"), "{late}");
+    assert!(!late.contains("the client is the bottleneck"), "{late}");
+    let (on_time, _) = run("tail-on-time");
+    assert!(!on_time.contains("is well above that"), "{on_time}");
+    assert!(!on_time.contains("the client sent"), "{on_time}");
 }
