@@ -455,15 +455,19 @@ impl Worker {
     /// TLS ClientHello), idle when nothing was (no query yet, or no
     /// verification in this run). Push connections count theirs by their
     /// messages.
-    pub(super) fn count_verification_at_end(&self, c: &super::conn::Conn) {
+    /// `by_server`: the server ended it (a probe or handshake it left
+    /// unanswered is then its doing); one the client closed (its lifetime,
+    /// the run's end) while its probe or handshake was still within
+    /// --connect-timeout says nothing, and is idle.
+    pub(super) fn count_verification_at_end(&self, c: &super::conn::Conn, by_server: bool) {
         if c.state == State::Connecting || self.push.is_some() {
             return;
         }
         let asked_unanswered = match c.state {
-            State::Handshaking => true,
+            State::Handshaking => by_server,
             // A refused probe was counted (verified: it was accepted).
             State::Probing if c.has(Flags::REJECTED) => return,
-            State::Probing => true,
+            State::Probing => by_server,
             _ if c.has(Flags::UNPROVEN) => c.flight.queries > 0,
             _ => {
                 // Held: counted where it was verified (a TLS handshake, a
@@ -499,7 +503,7 @@ impl Worker {
         } else {
             bump(&self.counters.unresolved, 1);
         }
-        self.count_verification_at_end(&c);
+        self.count_verification_at_end(&c, by_server);
         let live = c.live();
         let untaken = c.has(Flags::PEER_CLOSING) && !self.per_query;
         if live > 0 && !untaken {

@@ -52,6 +52,17 @@ pub const SUBSCRIBE: &[u8] = b"subscribe\n";
 /// What it sends when it leaves.
 pub const BYE: &[u8] = b"bye\n";
 
+/// What a push connection heard before it ended: its verification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Heard {
+    /// Messages: verified at the first.
+    Messages,
+    /// None in more than two periods: unverified.
+    Silent,
+    /// None, and too young to have been owed one: idle.
+    Nothing,
+}
+
 /// Which send stamp gives the one-way delay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DelayClock {
@@ -286,15 +297,21 @@ impl PushRx {
     /// that brought nothing count as lost, and its expected count is in.
     /// `vacated`: the server ended it, so those periods count on until
     /// another connection opens or the run ends ([`PushRx::refilled`]).
-    /// True when it got no message in more than two periods (unverified:
-    /// the server pushed nothing to it).
-    fn closed(&mut self, key: usize, now_ns: u64, vacated: bool, c: &PushCounters) -> bool {
+    /// What it heard: messages, nothing in more than two periods
+    /// (unverified: the server pushed nothing to it), or nothing yet.
+    fn closed(&mut self, key: usize, now_ns: u64, vacated: bool, c: &PushCounters) -> Heard {
         let period = self.period_ns;
         let burst = self.burst;
         let Some(&s) = self.streams.get(key) else {
-            return false;
+            return Heard::Nothing;
         };
-        let silent = !s.got_any && now_ns.saturating_sub(s.opened_ns) > 2 * period;
+        let heard = if s.got_any {
+            Heard::Messages
+        } else if now_ns.saturating_sub(s.opened_ns) > 2 * period {
+            Heard::Silent
+        } else {
+            Heard::Nothing
+        };
         let since = if s.got_any { s.last_ns } else { s.opened_ns };
         let tail = if vacated { 0 } else { self.owed(since, now_ns) };
         let s = &mut self.streams[key];
@@ -321,7 +338,7 @@ impl PushRx {
             bump(&c.connections_with_loss, 1);
         }
         *s = Stream::default();
-        silent
+        heard
     }
 
     /// A stream the server ended is over at `until_ns` (another connection
@@ -386,8 +403,11 @@ impl Worker {
     /// stopped, not when the connection's turn to close came).
     pub(super) fn push_closed_at(&mut self, key: usize, now_ns: u64, vacated: bool) {
         if let Some(p) = self.push.as_mut() {
-            if p.closed(key, now_ns, vacated, &self.counters.push) {
-                bump(&self.counters.unverified, 1);
+            match p.closed(key, now_ns, vacated, &self.counters.push) {
+                // (Verified at its first message.)
+                Heard::Messages => {}
+                Heard::Silent => bump(&self.counters.unverified, 1),
+                Heard::Nothing => bump(&self.counters.idle, 1),
             }
         }
     }
