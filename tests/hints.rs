@@ -408,6 +408,30 @@ fn a_server_that_pushes_nothing_is_named() {
     assert!(!out.contains("no connection got an answer"), "{out}");
 }
 
+/// `throng client <args> -q --json F` run under `taskset -c <core>` (and
+/// `nice -n <niceness>` when given); (exit code, output, the result).
+fn pinned_client(
+    name: &str,
+    core: &str,
+    nice: Option<&str>,
+    args: &[&str],
+) -> (i32, String, serde_json::Value) {
+    let dir = temp_dir(name);
+    let json = dir.join("r.json");
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", core]);
+    if let Some(n) = nice {
+        cmd.args(["nice", "-n", n]);
+    }
+    cmd.args([BIN, "client"])
+        .args(args)
+        .args(["-q", "--json", json.to_str().unwrap()]);
+    let (code, out, err) = output(&mut cmd);
+    let v = common::read_result(&json);
+    let _ = std::fs::remove_dir_all(&dir);
+    (code, format!("{out}\n{err}"), v)
+}
+
 /// 400k echoes a second asked of one client worker sharing one core
 /// with the server: the client's lateness is named with the core they
 /// share, not as the client alone, and the service time's tail (the
@@ -420,33 +444,23 @@ fn a_client_sharing_its_core_with_the_server_is_named() {
     );
     let a = srv.addr.to_string();
     let run = |name: &str, core: &str| {
-        let dir = temp_dir(name);
-        let json = dir.join("r.json");
-        let (code, out, err) = output(
-            Command::new("taskset")
-                .args(["-c", core, BIN, "client"])
-                .args([
-                    &a,
-                    "--proto",
-                    "echo",
-                    "-c",
-                    "8",
-                    "-r",
-                    "400k",
-                    "--workers",
-                    "1",
-                    "-T",
-                    "1s",
-                    "--check",
-                    "none",
-                    "-q",
-                    "--json",
-                    json.to_str().unwrap(),
-                ]),
-        );
-        let v = common::read_result(&json);
-        let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!(code, 0, "{out}\n{err}");
+        let args = [
+            &a,
+            "--proto",
+            "echo",
+            "-c",
+            "8",
+            "-r",
+            "400k",
+            "--workers",
+            "1",
+            "-T",
+            "1s",
+            "--check",
+            "none",
+        ];
+        let (code, out, v) = pinned_client(name, core, None, &args);
+        assert_eq!(code, 0, "{out}");
         (out, v)
     };
     let (out, v) = run("one-core", "1");
@@ -585,35 +599,26 @@ fn a_client_that_cannot_keep_its_schedule_is_named() {
         Command::new("taskset").args(["-c", "1", BIN, "server"]),
         &["--workers", "1"],
     );
-    let dir = temp_dir("client-late");
-    let json = dir.join("r.json");
-    let (code, out, err) = output(
-        Command::new("taskset")
-            .args(["-c", "0", BIN, "client"])
-            .args([
-                &srv.addr.to_string(),
-                "--proto",
-                "echo",
-                "-c",
-                "2000",
-                "-r",
-                "1M",
-                "--workers",
-                "1",
-                "--processes",
-                "1",
-                "-T",
-                "2s",
-                "--check",
-                "none",
-                "-q",
-                "--json",
-                json.to_str().unwrap(),
-            ]),
-    );
-    let v = common::read_result(&json);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(code, 0, "{out}\n{err}");
+    let a = srv.addr.to_string();
+    let args = [
+        &a,
+        "--proto",
+        "echo",
+        "-c",
+        "2000",
+        "-r",
+        "1M",
+        "--workers",
+        "1",
+        "--processes",
+        "1",
+        "-T",
+        "2s",
+        "--check",
+        "none",
+    ];
+    let (code, out, v) = pinned_client("client-late", "0", None, &args);
+    assert_eq!(code, 0, "{out}");
     assert_eq!(v["client"]["shares_cores_with_server"], false, "{out}");
     // Whether it fell short of the rate (it may catch up), how late it
     // was against the service time's tail, and how busy, vary with the
@@ -839,36 +844,27 @@ fn a_server_throng_cannot_see_is_named_with_where_to_look() {
 #[test]
 fn a_tail_well_above_the_clients_lateness_is_the_servers() {
     let addr = slow_echo(Duration::from_millis(50));
+    let a = addr.to_string();
     let run = |name: &str| {
-        let dir = temp_dir(name);
-        let json = dir.join("r.json");
-        let (code, out, err) = output(
-            Command::new("taskset")
-                .args(["-c", "0", "nice", "-n", "10", BIN, "client"])
-                .args([
-                    &addr.to_string(),
-                    "--proto",
-                    "echo",
-                    "-c",
-                    "20",
-                    "-r",
-                    "400",
-                    "--workers",
-                    "1",
-                    "--processes",
-                    "1",
-                    "-T",
-                    "2s",
-                    "--check",
-                    "none",
-                    "-q",
-                    "--json",
-                    json.to_str().unwrap(),
-                ]),
-        );
-        let v = common::read_result(&json);
-        let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!(code, 0, "{out}\n{err}");
+        let args = [
+            &a,
+            "--proto",
+            "echo",
+            "-c",
+            "20",
+            "-r",
+            "400",
+            "--workers",
+            "1",
+            "--processes",
+            "1",
+            "-T",
+            "2s",
+            "--check",
+            "none",
+        ];
+        let (code, out, v) = pinned_client(name, "0", Some("10"), &args);
+        assert_eq!(code, 0, "{out}");
         (out, v)
     };
     // A busy loop on the client's core: the client waits for its turn.

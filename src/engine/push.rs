@@ -167,8 +167,8 @@ impl PushRx {
     }
 
     /// A connection opened at `now_ns`. Not one of the ramp's (`initial`),
-    /// it takes the place of a stream the server ended, if any (whose
-    /// periods until now count).
+    /// it takes the place of a stream the server ended, if any: the
+    /// periods that stream owed up to `now_ns` count as lost.
     fn opened(&mut self, key: usize, now_ns: u64, initial: bool, c: &PushCounters) {
         if let Some(v) = self.vacant.pop_if(|_| !initial) {
             self.refilled(v, now_ns, c);

@@ -233,8 +233,7 @@ pub struct Queries {
     /// Queries per second asked for, averaged over the traffic (None in
     /// closed loop).
     pub rate_target: Option<f64>,
-    /// Answered queries per second (before 2026-11-23: sent per second,
-    /// now `rate_sent`).
+    /// Answered queries per second (the sent rate is `rate_sent`).
     pub rate_achieved: f64,
     /// Sent queries per second.
     #[serde(default)]
