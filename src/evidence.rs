@@ -335,6 +335,15 @@ fn process_name(pid: i32) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// The client's user + system time, seconds: process `pid`'s, or (None)
+/// this process's and its reaped children's.
+fn client_cpu_s(pid: Option<i32>) -> f64 {
+    match pid {
+        Some(p) => cpu_s(p).unwrap_or(0.0),
+        None => own_cpu_s(),
+    }
+}
+
 /// This process and its reaped children's user + system time, seconds.
 fn own_cpu_s() -> f64 {
     let of = |who| {
@@ -397,6 +406,8 @@ pub struct Observer {
     started: Instant,
     cpu_at_start: f64,
     cores: BTreeSet<u32>,
+    /// The client's process when it is not this one.
+    client: Option<i32>,
     watched: Option<Arc<Mutex<Watched>>>,
     stop: Arc<AtomicBool>,
     thread: Option<thread::JoinHandle<()>>,
@@ -408,6 +419,12 @@ impl Observer {
     /// Starts watching. `target`: the first target when it is on this
     /// host and not this process's own (embedded) server.
     pub fn start(target: Option<SocketAddr>) -> Observer {
+        Observer::start_for(None, target)
+    }
+
+    /// As [`Observer::start`], with the client another process (`client`,
+    /// its pid: a `throng limit` step's) instead of this one.
+    pub fn start_for(client: Option<i32>, target: Option<SocketAddr>) -> Observer {
         let watched = target.and_then(|t| {
             let l = listener(&t)?;
             let pids = owners(l.inode);
@@ -438,8 +455,9 @@ impl Observer {
         });
         Observer {
             started: Instant::now(),
-            cpu_at_start: own_cpu_s(),
-            cores: allowed_cores("self"),
+            cpu_at_start: client_cpu_s(client),
+            cores: allowed_cores(&client.map_or("self".to_string(), |p| p.to_string())),
+            client,
             watched,
             stop,
             thread,
@@ -454,7 +472,7 @@ impl Observer {
             let _ = t.join();
         }
         let mut client = ClientCpu {
-            cpu_s: (own_cpu_s() - self.cpu_at_start).max(0.0),
+            cpu_s: (client_cpu_s(self.client) - self.cpu_at_start).max(0.0),
             cores: self.cores.len().max(1) as u64,
             wall_s: self.started.elapsed().as_secs_f64(),
             ..ClientCpu::default()

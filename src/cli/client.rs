@@ -203,7 +203,8 @@ pub struct ClientArgs {
     #[arg(long, help_heading = "Traffic")]
     pub close_on_timeout: bool,
 
-    /// Read commands from stdin while running: `rate R`, `connections N`, `stop`.
+    /// Read commands from stdin while running: `rate R` (`rate 0` pauses),
+    /// `connections N`, `stop`.
     #[arg(long, value_name = "-", help_heading = "Traffic")]
     pub control: Option<String>,
 

@@ -30,9 +30,8 @@ use crate::server::{self, ServerConfig};
 use crate::sys::signals::Stop;
 use crate::sys::{capacity, limits, sources};
 use crate::UsageError;
-use preflight::{
-    check_problems, check_source_families, on_this_host, preflight, processes_needed, warnings,
-};
+pub use preflight::on_this_host;
+use preflight::{check_problems, check_source_families, preflight, processes_needed, warnings};
 
 /// Fds a client process needs besides its connections (epoll, wakers,
 /// stdio, the embedded server's listener...).

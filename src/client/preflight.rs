@@ -207,7 +207,7 @@ pub(super) fn check_problems(force: bool, problems: Vec<String>) -> Result<()> {
 
 /// The target's address is one of this host's (loopback or an interface's):
 /// both ends of its connections take this host's memory and fds.
-pub(super) fn on_this_host(t: &SocketAddr) -> bool {
+pub fn on_this_host(t: &SocketAddr) -> bool {
     t.ip().is_loopback()
         || t.ip().is_unspecified()
         || sources::host_addresses().iter().any(|(_, a)| *a == t.ip())

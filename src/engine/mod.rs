@@ -52,6 +52,9 @@ pub struct SecondReport {
     pub answered: u64,
     pub timed_out: u64,
     pub errors: u64,
+    /// Due queries the worker's loop noticed more than 1 ms late (the
+    /// client's own lateness, not a wait for the server).
+    pub loop_late: u64,
     /// Response times of the queries answered in this second.
     pub hist: Histogram<u64>,
     /// Their service times (from the send; always kept by a run, which
@@ -72,6 +75,7 @@ impl SecondReport {
             answered: 0,
             timed_out: 0,
             errors: 0,
+            loop_late: 0,
             hist: hist(),
             service: service.then(hist),
             workers: 1,
@@ -83,6 +87,7 @@ impl SecondReport {
         self.answered += o.answered;
         self.timed_out += o.timed_out;
         self.errors += o.errors;
+        self.loop_late += o.loop_late;
         self.workers += o.workers;
         let _ = self.hist.add(&o.hist);
         if let (Some(a), Some(b)) = (self.service.as_mut(), &o.service) {
@@ -145,6 +150,7 @@ impl ReportTx {
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
         if spare.len() < self.keep {
             (r.sent, r.answered, r.timed_out, r.errors, r.workers) = (0, 0, 0, 0, 1);
+            r.loop_late = 0;
             r.hist.reset();
             if let Some(h) = r.service.as_mut() {
                 h.reset();
@@ -172,6 +178,9 @@ pub struct Sample {
     /// Query rate asked for in this second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<f64>,
+    /// Queries that came due in this second (sent or not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,6 +189,9 @@ pub struct Sample {
     pub timed_out: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors: Option<u64>,
+    /// Due queries the client's loop noticed more than 1 ms late.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_late: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p50_us: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -244,6 +256,7 @@ impl Sample {
 
     /// Both of a worker report's histograms.
     pub fn set_times(&mut self, r: &SecondReport, keep: bool) {
+        self.loop_late = Some(r.loop_late);
         self.set_latency(&r.hist, keep);
         if let Some(h) = &r.service {
             self.set_service(h, keep);
@@ -280,10 +293,12 @@ impl Sample {
             s.failed += o.failed;
             s.established_per_s += o.established_per_s;
             s.target = add(s.target, o.target);
+            s.due = add(s.due, o.due);
             s.sent = add(s.sent, o.sent);
             s.answered = add(s.answered, o.answered);
             s.timed_out = add(s.timed_out, o.timed_out);
             s.errors = add(s.errors, o.errors);
+            s.loop_late = add(s.loop_late, o.loop_late);
             s.connect_p99_us = s.connect_p99_us.max(o.connect_p99_us);
             s.push_received = add(s.push_received, o.push_received);
             s.push_lost = add(s.push_lost, o.push_lost);
@@ -713,7 +728,7 @@ pub fn run(
                     if applied {
                         ""
                     } else {
-                        " (not understood: rate R | connections N | stop)"
+                        " (not understood: rate R (0 pauses) | connections N | stop)"
                     }
                 ));
                 controls.push(ControlEvent {
@@ -830,6 +845,7 @@ pub fn run(
                 }
                 // Live figures: counters now; latency of the last second
                 // every worker has reported.
+                s.due = Some(q.due.saturating_sub(last_q.due));
                 s.sent = Some(q.sent - last_q.sent);
                 s.answered = Some(q.answered - last_q.answered);
                 s.timed_out = Some(q.timed_out - last_q.timed_out);
@@ -1209,7 +1225,13 @@ fn control(line: &str, shared: &Shared, wakers: &[Waker]) -> bool {
             }
             Err(_) => false,
         },
-        (Some("rate"), Some(r), None) => match crate::units::parse_rate(r) {
+        // (`rate 0` pauses the queries: a drain between steps.)
+        (Some("rate"), Some(r), None) => match r
+            .parse::<f64>()
+            .ok()
+            .filter(|&x| x == 0.0)
+            .map_or_else(|| crate::units::parse_rate(r), Ok)
+        {
             Ok(rate) => {
                 shared.rate_override.store(rate.to_bits(), Relaxed);
                 shared.rate_gen.fetch_add(1, Relaxed);

@@ -236,6 +236,9 @@ impl Recorder {
     #[inline]
     pub fn loop_lag(&mut self, late_ns: u64) {
         self.loop_lag.saturating_record(us(late_ns));
+        if late_ns > LATE_NS {
+            self.sec_report.loop_late += 1;
+        }
     }
 
     /// A query went out `lag_ns` after it was due; `pipelined`: behind

@@ -1,0 +1,410 @@
+//! A held run: one `throng client` process that keeps its connections
+//! open while the search changes its load over `--control` (`connections
+//! N`, `rate R`, `rate 0` to drain), and says each second what it did
+//! (`--child`'s JSON lines). A step of the search is a stretch of its
+//! seconds, judged on the figures [`figures`] makes of them, in `throng
+//! client --json`'s keys.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+
+use crate::child::ChildLine;
+use crate::engine::Sample;
+use crate::metrics::Latency;
+
+/// A `throng client --child --control -` process of the search's.
+pub struct Held {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    pub pid: i32,
+    /// Every second it has reported, in order.
+    pub seconds: Vec<Sample>,
+    /// Its first ramp is done.
+    pub ramped: bool,
+    result: Option<Value>,
+    /// Its stdout closed: it ended.
+    ended: bool,
+    /// What it said on stderr (a refused plan's words).
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Held {
+    /// Starts `throng client <base> <load> --child --control - -T bound
+    /// --json json`. It ends with this process (SIGTERM when it dies) and
+    /// by itself after `bound`.
+    pub fn start(
+        exe: &Path,
+        base: &[OsString],
+        load: &[String],
+        bound: Duration,
+        json: &Path,
+    ) -> Result<Held> {
+        let mut cmd = Command::new(exe);
+        cmd.arg("client")
+            .args(base)
+            .args(load)
+            .arg("-T")
+            .arg(format!("{}s", bound.as_secs().max(1)))
+            .args(["--child", "--control", "-", "--json"])
+            .arg(json)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: prctl in the child between fork and exec, async-signal
+        // safe; it asks for SIGTERM when this process ends.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().context("starting a held client run")?;
+        let out = child.stdout.take().context("the held run's stdout")?;
+        let err = child.stderr.take().context("the held run's stderr")?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines() {
+                let Ok(l) = l else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let (etx, stderr) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                if etx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Held {
+            pid: child.id() as i32,
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            seconds: Vec::new(),
+            ramped: false,
+            result: None,
+            ended: false,
+            stderr,
+        })
+    }
+
+    /// Takes one line if one comes before `until`; false when none came
+    /// (or the run has ended).
+    fn take(&mut self, until: Instant) -> bool {
+        if self.ended {
+            return false;
+        }
+        let wait = until.saturating_duration_since(Instant::now());
+        match self.lines.recv_timeout(wait) {
+            Ok(l) => {
+                match serde_json::from_str::<ChildLine>(&l) {
+                    Ok(ChildLine::Sample(s)) => self.seconds.push(*s),
+                    Ok(ChildLine::RampDone { .. }) => self.ramped = true,
+                    Ok(ChildLine::Result(r)) => self.result = Some(*r),
+                    _ => {}
+                }
+                true
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => false,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                self.ended = true;
+                false
+            }
+        }
+    }
+
+    /// Waits (at most `most`) for its next second; None when none came:
+    /// the run ended, or is stuck.
+    pub fn next_second(&mut self, most: Duration) -> Option<&Sample> {
+        let until = Instant::now() + most;
+        let had = self.seconds.len();
+        while self.seconds.len() == had {
+            if !self.take(until) {
+                return None;
+            }
+        }
+        self.seconds.last()
+    }
+
+    /// Waits (at most `most`) for its first ramp to be done.
+    pub fn ramp(&mut self, most: Duration) -> bool {
+        let until = Instant::now() + most;
+        while !self.ramped {
+            if !self.take(until) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Sends a --control command; false when the run has gone.
+    pub fn send(&mut self, cmd: &str) -> bool {
+        let Some(w) = self.stdin.as_mut() else {
+            return false;
+        };
+        writeln!(w, "{cmd}").and_then(|_| w.flush()).is_ok()
+    }
+
+    pub fn last(&self) -> Option<&Sample> {
+        self.seconds.last()
+    }
+
+    /// What it said on stderr so far.
+    pub fn said(&self) -> Vec<String> {
+        self.stderr.try_iter().collect()
+    }
+
+    /// Ends it (`stop`), and its whole result (None when it wrote none
+    /// within `most`).
+    pub fn finish(mut self, most: Duration) -> Option<Value> {
+        self.send("stop");
+        drop(self.stdin.take());
+        let until = Instant::now() + most;
+        while self.result.is_none() && (self.take(until) || Instant::now() < until) {
+            if self.ended {
+                break;
+            }
+        }
+        self.end();
+        self.result.take()
+    }
+
+    fn end(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(Some(_))) {
+            // SAFETY: a signal to our own child, by its pid.
+            unsafe { libc::kill(self.pid, libc::SIGTERM) };
+            let until = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < until {
+                if matches!(self.child.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.end();
+        }
+    }
+}
+
+/// What a step asked of the held run: its connections, and its rate when
+/// it offers one.
+pub struct Asked {
+    pub connections: u64,
+    pub rate: Option<f64>,
+}
+
+/// The figures of a held step in `throng client --json`'s keys (so the
+/// same --check expressions read them): `before`, the run's last second
+/// before the step; `step`, the step's seconds from its change of load to
+/// its end (drain included); `judged`, how many of them at the start
+/// after the warm-up make its measured stretch (the rest drain).
+pub fn figures(
+    before: &Sample,
+    step: &[Sample],
+    warm: usize,
+    judged: usize,
+    asked: &Asked,
+) -> Value {
+    let end = step.last().unwrap_or(before);
+    let ended = (before.connections.max(0) as u64 + end.established)
+        .saturating_sub(before.established)
+        .saturating_sub(end.connections.max(0) as u64);
+    let open = end.connections.max(0) as u64;
+    // (Of the step's own: those the steps before left unverified are theirs.)
+    let unverified = end
+        .established
+        .saturating_sub(end.verified)
+        .saturating_sub(before.established.saturating_sub(before.verified));
+    let peak = step.iter().map(|s| s.connections).max().unwrap_or(0).max(0);
+    let mut v = json!({
+        "held": true,
+        "duration_s": judged as f64,
+        "connections": {
+            "target": asked.connections,
+            "attempted": end.attempted.saturating_sub(before.attempted),
+            "established": open,
+            "verified": open.saturating_sub(unverified),
+            "unverified": unverified,
+            "failed": { "any": end.failed.saturating_sub(before.failed) },
+            "peak": peak,
+            "peer_closed": ended,
+        },
+    });
+    if let Some(rate) = asked.rate {
+        // Every query of the step came due, went out and was answered (or
+        // timed out) between its change of load and the end of its drain:
+        // counted over all its seconds. Its times are the steady state's,
+        // after the warm-up.
+        let measured = step.get(warm..).unwrap_or_default();
+        let sum = |f: fn(&Sample) -> Option<u64>| step.iter().filter_map(f).sum::<u64>();
+        let sent = sum(|s| s.sent);
+        let answered = sum(|s| s.answered);
+        let errors = sum(|s| s.errors);
+        // (A client from before seconds carried their due queries: the
+        // rate asked for.)
+        let due = match step.iter().all(|s| s.due.is_some()) {
+            true => sum(|s| s.due),
+            false => step.iter().filter_map(|s| s.target).sum::<f64>().round() as u64,
+        };
+        let secs = ((warm + judged) as f64).max(1.0);
+        v["duration_s"] = json!(secs);
+        v["queries"] = json!({
+            "due": due,
+            "sent": sent,
+            "answered": answered,
+            "ok": answered.saturating_sub(errors),
+            "errors": errors,
+            "timed_out": sum(|s| s.timed_out),
+            "loop_late": sum(|s| s.loop_late),
+            "rate_target": rate,
+            "rate_sent": sent as f64 / secs,
+            "rate_achieved": answered as f64 / secs,
+        });
+        v["latency"] = json!({
+            "response_time_us": hist_of(measured, |s| s.hdr.as_deref()),
+            "service_time_us": hist_of(measured, |s| s.service_hdr.as_deref()),
+        });
+    }
+    v
+}
+
+/// The seconds' histograms added, as a result's latency object; null when
+/// a second's histogram is missing (its percentiles cannot be added).
+fn hist_of(seconds: &[Sample], of: fn(&Sample) -> Option<&str>) -> Value {
+    let mut all: Option<hdrhistogram::Histogram<u64>> = None;
+    for s in seconds {
+        let Some(text) = of(s) else { continue };
+        let Ok(h) = crate::metrics::decode_histogram(text) else {
+            return Value::Null;
+        };
+        match all.as_mut() {
+            Some(a) => {
+                if a.add(&h).is_err() {
+                    return Value::Null;
+                }
+            }
+            None => all = Some(h),
+        }
+    }
+    let h = all.unwrap_or_else(|| {
+        hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds")
+    });
+    let mut l = serde_json::to_value(Latency::of(&h)).unwrap_or(Value::Null);
+    if let Some(o) = l.as_object_mut() {
+        // (The step's histogram is not kept: the held run's result has
+        // the whole run's.)
+        o.remove("hdr");
+    }
+    l
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn second(t: u64, conns: i64, established: u64, verified: u64, failed: u64) -> Sample {
+        Sample {
+            t,
+            connections: conns,
+            attempted: established + failed,
+            established,
+            verified,
+            failed,
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn a_held_step_counts_what_it_added_and_what_it_lost() {
+        let before = second(3, 100, 100, 100, 0);
+        // Grew to 200, two failed, then the server closed five old ones.
+        let step = [second(4, 190, 190, 190, 2), second(5, 195, 200, 198, 2)];
+        let v = figures(
+            &before,
+            &step,
+            0,
+            2,
+            &Asked {
+                connections: 200,
+                rate: None,
+            },
+        );
+        let c = &v["connections"];
+        assert_eq!(c["established"], 195);
+        assert_eq!(c["unverified"], 2);
+        assert_eq!(c["failed"]["any"], 2);
+        assert_eq!(c["peer_closed"], 5);
+        assert_eq!(c["peak"], 195);
+        assert!(v.get("queries").is_none());
+    }
+
+    #[test]
+    fn a_rate_step_judges_its_window_and_counts_its_drain() {
+        let s = |t, target: Option<f64>, sent, answered, timed_out| Sample {
+            t,
+            connections: 10,
+            established: 10,
+            verified: 10,
+            target,
+            due: Some(sent),
+            sent: Some(sent),
+            answered: Some(answered),
+            timed_out: Some(timed_out),
+            errors: Some(0),
+            ..Sample::default()
+        };
+        let before = s(1, None, 0, 0, 0);
+        // A warm-up second, two judged, one drain second at rate 0.
+        let step = [
+            s(2, Some(1000.0), 1000, 990, 0),
+            s(3, Some(1000.0), 1000, 1000, 0),
+            s(4, Some(1000.0), 1000, 990, 0),
+            s(5, Some(0.0), 0, 15, 5),
+        ];
+        let v = figures(
+            &before,
+            &step,
+            1,
+            2,
+            &Asked {
+                connections: 10,
+                rate: Some(1000.0),
+            },
+        );
+        let q = &v["queries"];
+        assert_eq!(q["due"], 3000);
+        assert_eq!(q["sent"], 3000);
+        assert_eq!(q["answered"], 2995);
+        assert_eq!(q["ok"], 2995);
+        assert_eq!(q["timed_out"], 5);
+        assert_eq!(q["rate_sent"], 1000.0);
+        assert_eq!(v["latency"]["response_time_us"]["count"], 0);
+        // The checks read these keys as they read a run's.
+        let ok = crate::report::check::parse("queries.ok>=99.9%").unwrap();
+        assert!(!ok.evaluate(&v).pass);
+        let none_lost = crate::report::check::parse("queries.timed_out==0").unwrap();
+        assert!(!none_lost.evaluate(&v).pass);
+        let ok = crate::report::check::parse("queries.ok>=99%").unwrap();
+        assert!(ok.evaluate(&v).pass);
+    }
+}

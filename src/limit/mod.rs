@@ -1,0 +1,1154 @@
+//! `throng limit`: a search for where a server stops keeping up. Every
+//! step is an ordinary `throng client` run (a process of its own, the
+//! user's client flags with the step's load), judged by that run's verdict
+//! (its default checks, the user's --check, its failed connections), so a
+//! step means what a client run means. Steps grow geometrically until one
+//! fails, then the search bisects between the last pass and the first fail
+//! until the interval is within --precision. A failing step the client
+//! explains (its own lag or CPU, a plan it cannot hold) is not the
+//! server's: when the lowest failure is such a step, the load generator is
+//! the limit found, not the server. The failing
+//! step's evidence (the server's process, its fds, its CPU, the kernel's
+//! queue counters, read by the client's observer) names the likely cause.
+//!
+//! It starts processes and reads their results; it measures nothing itself.
+
+mod held;
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cli::{Find, LimitArgs};
+use crate::domain::Transport;
+use crate::report::check::Check;
+use crate::report::json::write_atomic;
+use crate::UsageError;
+use held::Held;
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    UsageError(msg.into()).into()
+}
+
+/// Flags of `throng limit` itself, and the client flags each step sets:
+/// removed from the arguments passed on to the steps (`true`: takes a
+/// value).
+const OWN_FLAGS: &[(&str, bool)] = &[
+    ("--find", true),
+    ("--max", true),
+    ("--step-time", true),
+    ("--precision", true),
+    ("--json", true),
+    ("-T", true),
+    ("--duration", true),
+    ("-q", false),
+    ("--quiet", false),
+];
+/// Set by a connections search.
+const CONNECTION_FLAGS: &[(&str, bool)] = &[("-c", true), ("--connections", true)];
+/// Set by a rate search.
+const RATE_FLAGS: &[(&str, bool)] = &[("-r", true), ("--rate", true)];
+
+/// The arguments after `limit` with `drop`'s flags (and their values)
+/// taken out: what every step passes to `throng client`.
+fn strip(args: &[OsString], drop: &[(&str, bool)]) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].to_string_lossy();
+        if a == "--" {
+            out.extend_from_slice(&args[i..]);
+            break;
+        }
+        let hit = drop.iter().find_map(|&(f, takes)| {
+            if a == f {
+                Some(if takes { 2 } else { 1 })
+            } else if takes && a.starts_with(&format!("{f}=")) {
+                Some(1)
+            } else if takes && f.len() == 2 && !f.starts_with("--") && a.starts_with(f) {
+                // `-c500`
+                Some(1)
+            } else {
+                None
+            }
+        });
+        match hit {
+            Some(n) => i += n,
+            None => {
+                out.push(args[i].clone());
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// One step: a client run at `load`.
+#[derive(Debug, Serialize)]
+pub struct Step {
+    pub load: f64,
+    pub pass: bool,
+    pub exit_code: i32,
+    /// The failing step's load generator explained the failure.
+    pub client_limited: bool,
+    /// A step of a held run (connections kept open from the step before):
+    /// `result` holds its figures in `throng client --json`'s keys, not a
+    /// whole run's result; the held run's is in `held_runs`.
+    pub held: bool,
+    /// The run's result, in `throng client --json`'s schema (null when the
+    /// run wrote none: a plan it refused).
+    pub result: Value,
+    #[serde(skip)]
+    pub summary: String,
+}
+
+/// The answer, as --json's `limit` holds it.
+#[derive(Debug, Serialize)]
+pub struct Found {
+    pub axis: &'static str,
+    /// The highest load that passed (None: not even the first).
+    pub value: Option<f64>,
+    pub lower: Option<f64>,
+    pub upper: Option<f64>,
+    /// The best pass passed again when run once more (rate searches).
+    pub stable: Option<bool>,
+    /// The load generator, not the server, was the limit at `upper`.
+    pub client_limited: bool,
+    pub reason: String,
+    pub evidence: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Output<'a> {
+    limit: &'a Found,
+    steps: &'a [Step],
+    /// The whole results of the held runs, in `throng client --json`'s schema.
+    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
+    held_runs: &'a [Value],
+}
+
+fn num(v: &Value, path: &str) -> Option<f64> {
+    path.split('.').try_fold(v, |x, k| x.get(k))?.as_f64()
+}
+
+/// The failing step's cause from what the machine said about the server,
+/// in one sentence, with the figures it rests on; None when nothing seen
+/// explains it.
+fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
+    let mut figures = Vec::new();
+    let Some(s) = v.get("server_seen").filter(|s| !s.is_null()) else {
+        return (None, figures);
+    };
+    let name = s["name"].as_str().unwrap_or("the server");
+    let pid = s["pid"].as_i64().unwrap_or(0);
+    let (fds, limit) = (
+        num(s, "fds_max").unwrap_or(0.0),
+        num(s, "fd_limit").unwrap_or(0.0),
+    );
+    let cpu = num(s, "cpu_s").unwrap_or(0.0);
+    let wall = num(v, "duration_s").unwrap_or(0.0).max(1e-3);
+    let cores = num(v, "environment.cores").unwrap_or(1.0).max(1.0);
+    let overflows = num(s, "listen_overflows").unwrap_or(0.0);
+    let udp_drops = num(s, "udp_rcvbuf_errors").unwrap_or(0.0);
+    let pct = 100.0 * cpu / wall;
+    figures.push(format!(
+        "{name} (pid {pid}): {fds:.0} fds of its {limit:.0} at most, CPU {pct:.0}% of a core \
+         ({cores:.0} cores here), accept queue up to {:.0}, ListenOverflows +{overflows:.0}, \
+         ListenDrops +{:.0}, UDP RcvbufErrors +{udp_drops:.0}",
+        num(s, "accept_queue_max").unwrap_or(0.0),
+        num(s, "listen_drops").unwrap_or(0.0)
+    ));
+    let cause = if limit > 0.0 && fds + 2.0 >= limit {
+        Some(format!(
+            "{name} (pid {pid}) held {fds:.0} fds of its {limit:.0}: its fd limit"
+        ))
+    } else if overflows > 0.0 {
+        Some(format!(
+            "ListenOverflows +{overflows:.0}: the accept queue overflowed, {name} accepts too slowly"
+        ))
+    } else if udp_drops > 0.0 {
+        Some(format!(
+            "the kernel dropped {udp_drops:.0} datagrams at a full receive buffer \
+             (UdpRcvbufErrors): {name} reads too slowly"
+        ))
+    } else if pct >= 90.0 * cores {
+        Some(format!(
+            "{name} used {pct:.0}% CPU of {cores:.0} cores: CPU-bound"
+        ))
+    } else if pct >= 90.0 {
+        Some(format!(
+            "{name} used {pct:.0}% of a core (of {cores:.0}): CPU-bound on one thread"
+        ))
+    } else {
+        None
+    };
+    (cause, figures)
+}
+
+/// Whether the client, not the server, explains a failing step: its own
+/// plan refused (exit 2), or its summary put the lateness on itself or on
+/// the cores it shares with the server (the client's own judgement, the
+/// same words its hints use).
+fn client_explains(code: i32, summary: &str) -> bool {
+    code == 2
+        || summary.contains("the client is the bottleneck")
+        || summary.contains("the client could not keep up")
+        || summary.contains("hint (client)")
+        || (summary.contains("shares its") && summary.contains("each delays the other"))
+}
+
+/// The lines of a step's summary that say why it failed.
+fn why_lines(summary: &str) -> Vec<String> {
+    summary
+        .lines()
+        .filter(|l| {
+            let t = l.trim_start();
+            t.starts_with("hint")
+                || t.starts_with("warning")
+                || t.starts_with("check         FAIL")
+                || t.starts_with("throng:")
+        })
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+/// Waits (at most `most`) until this namespace's TCP sockets in use are
+/// back near `baseline`: a fresh step starts once the last one's are gone.
+fn settle(baseline: u64, most: Duration) {
+    let until = Instant::now() + most;
+    while Instant::now() < until {
+        if tcp_inuse().is_none_or(|n| n <= baseline + 64) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `TCP: inuse N` of /proc/net/sockstat.
+fn tcp_inuse() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/net/sockstat").ok()?;
+    let line = s.lines().find(|l| l.starts_with("TCP:"))?;
+    let mut w = line.split_whitespace();
+    w.find(|&x| x == "inuse")?;
+    w.next()?.parse().ok()
+}
+
+/// What a search asks of the command line, once.
+struct Plan {
+    axis: &'static str,
+    start: f64,
+    /// For the rate axis: the connections the rate is spread over.
+    connections: u64,
+    /// The held runs' reach: the most connections one client process
+    /// holds here (its fds, the fast ports of its sources); None: no held
+    /// steps (a transport, --processes or scenario they do not fit).
+    hold_up_to: Option<u64>,
+    /// The client's own worker cores (a held step's client is busy when
+    /// it uses most of them).
+    workers: f64,
+    /// This host's cores.
+    cores: f64,
+}
+
+/// A search's state: its steps so far and the interval they bound.
+struct Search<'a> {
+    a: &'a LimitArgs,
+    plan: Plan,
+    exe: PathBuf,
+    base: Vec<OsString>,
+    dir: PathBuf,
+    /// What a fresh rate step adds to its client's checks.
+    rate_checks: Vec<String>,
+    /// What a held step is judged by: the client's default checks, the
+    /// search's and the user's.
+    checks: Vec<Check>,
+    watched: Option<SocketAddr>,
+    stop: crate::sys::signals::Stop,
+    steps: Vec<Step>,
+    lower: Option<f64>,
+    upper: Option<f64>,
+    client_limited: bool,
+    interrupted: bool,
+    held: Option<Held>,
+    /// The held runs' whole results, in `throng client --json`'s schema.
+    held_runs: Vec<Value>,
+    /// Checks a held step could not read (keys its seconds do not give):
+    /// those are judged on fresh steps only.
+    unjudged: BTreeSet<String>,
+    baseline: u64,
+}
+
+/// Runs the search.
+pub fn run(a: &LimitArgs) -> Result<ExitCode> {
+    if a.client.views.html.is_some() || a.client.views.hgrm.is_some() {
+        return Err(usage(
+            "throng limit writes --json only; draw its curve with `throng report LIMIT.json \
+             --html FILE` (each step in --json's steps[] is a client result, or a held step's \
+             figures)",
+        ));
+    }
+    if a.client.segment.is_some() || a.client.child || a.client.child_plan {
+        return Err(usage(
+            "throng limit runs whole scenarios: drop --segment (to spread a search over hosts, \
+             run `throng cluster` per step)",
+        ));
+    }
+    if a.client.control.is_some() || a.client.pause || a.client.hold {
+        return Err(usage(
+            "throng limit sets each step's load and length itself: drop --control, --pause and \
+             --hold",
+        ));
+    }
+    let axis = match a.find {
+        Find::Connections => "connections",
+        Find::Rate => "rate",
+    };
+    if a.find == Find::Rate && a.client.rate.is_none() && a.client.closed_loop {
+        return Err(usage(
+            "--find rate offers rates: drop --closed-loop (its rate is the server's)",
+        ));
+    }
+    if !(a.precision > 0.0 && a.precision < 1.0) {
+        return Err(usage(
+            "--precision is a share between 0 and 1, e.g. 5% or 0.05",
+        ));
+    }
+    let has_queries = a.find == Find::Rate
+        || a.client.rate.is_some()
+        || a.client.closed_loop
+        || a.client.interval.is_some()
+        || a.client.schedule.is_some()
+        || a.client.schedule_file.is_some();
+    // A rate step keeps up when every query is answered ok and none timed
+    // out, unless the user's checks say otherwise on those keys.
+    let theirs = |key: &str| {
+        a.client
+            .check
+            .iter()
+            .any(|c| c.trim() == "none" || c.trim_start().starts_with(key))
+    };
+    let mut ours: Vec<&str> = Vec::new();
+    if a.find == Find::Rate {
+        if !theirs("queries.ok") {
+            ours.push("queries.ok>=99.9%");
+        }
+        if !theirs("queries.timed_out") {
+            ours.push("queries.timed_out==0");
+        }
+    } else {
+        // Every attempt of the step established, none failed.
+        ours.extend(["connections.failed==0", "connections.established>=100%"]);
+    }
+    let given: Vec<String> = a
+        .client
+        .check
+        .iter()
+        .cloned()
+        .chain(ours.iter().map(|c| c.to_string()))
+        .collect();
+    let verify = a.client.verify && !a.client.no_verify;
+    let checks = crate::report::check::parse_all(
+        &given,
+        has_queries,
+        a.client.proto == crate::domain::Proto::Push,
+        verify,
+        false,
+    )
+    .map_err(usage)?;
+    let exe = std::env::current_exe().context("finding the throng executable")?;
+    // The arguments after `limit`, as the user gave them.
+    let raw: Vec<OsString> = std::env::args_os()
+        .skip_while(|x| x != "limit")
+        .skip(1)
+        .collect();
+    let mut drop: Vec<(&str, bool)> = OWN_FLAGS.to_vec();
+    drop.extend_from_slice(match a.find {
+        Find::Connections => CONNECTION_FLAGS,
+        Find::Rate => RATE_FLAGS,
+    });
+    let mut base = strip(&raw, &drop);
+    let embedded = if a.client.targets.is_empty() {
+        let e = crate::client::ServerProcess::start(&exe, &a.client)?;
+        base.insert(0, OsString::from(&e.addr));
+        Some(e)
+    } else {
+        None
+    };
+    let target = match &embedded {
+        Some(e) => format!(
+            "the embedded echo server on {} (processes of its own)",
+            e.addr
+        ),
+        None => a.client.targets.join(", "),
+    };
+    let watched = match &embedded {
+        Some(e) => e.addr.parse().ok(),
+        None => a
+            .client
+            .targets
+            .first()
+            .and_then(|t| std::net::ToSocketAddrs::to_socket_addrs(t).ok()?.next())
+            .filter(crate::client::on_this_host),
+    };
+    let plan = plan(a, axis);
+    let unit = |x: f64| unit(a.find, x);
+    let keeping_up = match a.find {
+        Find::Connections => {
+            "every attempt established and verified, none failed (the client's default \
+             checks)"
+        }
+        Find::Rate => {
+            "the client's default checks hold and, unless --check says otherwise on those \
+             keys, every query is answered ok and none timed out (queries.ok>=99.9%, \
+             queries.timed_out==0)"
+        }
+    };
+    let user_checks = if a.client.check.is_empty() {
+        String::new()
+    } else {
+        format!(" and {}", a.client.check.join(", "))
+    };
+    let max = a
+        .max
+        .map_or("no bound".to_string(), |m| format!("at most {}", unit(m)));
+    let how = match (a.find, plan.hold_up_to) {
+        (Find::Connections, Some(cap)) => format!(
+            "The connections are held and grown: each step adds to those held and holds them \
+             {} s (a server that drops some fails it), up to {} in one client process; the \
+             narrowing, and steps past that, are fresh `throng client` runs (all closed, the \
+             kernel's sockets let go, then opened again).",
+            a.step_time.as_secs_f64(),
+            unit(cap as f64)
+        ),
+        (Find::Rate, Some(_)) => format!(
+            "Over {} connections opened once, each step offers its rate for a warm-up second, \
+             then {} s judged, then a drain at rate 0 until its answers are in; the best pass \
+             is offered again to confirm it.",
+            plan.connections,
+            a.step_time.as_secs_f64()
+        ),
+        (_, None) => format!(
+            "Each step is a fresh `throng client` run of {} s{}.",
+            a.step_time.as_secs_f64(),
+            if a.find == Find::Rate {
+                format!(" over {} connections", plan.connections)
+            } else {
+                String::new()
+            }
+        ),
+    };
+    println!(
+        "Searching the {axis} {target} keeps up with, from {}, doubling until a step fails, \
+         then halving the interval until it is within {:.1}%; {max}. {how} A step keeps up \
+         when {keeping_up}{user_checks}.",
+        unit(plan.start),
+        a.precision * 100.0,
+    );
+    let mut s = Search {
+        a,
+        exe,
+        base,
+        dir: tempdir()?,
+        rate_checks: ours
+            .iter()
+            .filter(|_| a.find == Find::Rate)
+            .flat_map(|c| ["--check".to_string(), c.to_string()])
+            .collect(),
+        checks,
+        watched,
+        stop: crate::sys::signals::Stop::install()?,
+        steps: Vec::new(),
+        lower: None,
+        upper: None,
+        client_limited: false,
+        interrupted: false,
+        held: None,
+        held_runs: Vec::new(),
+        unjudged: BTreeSet::new(),
+        baseline: tcp_inuse().unwrap_or(0),
+        plan,
+    };
+    s.walk()?;
+    s.end_held();
+    if !s.unjudged.is_empty() {
+        println!(
+            "note          not read on held steps (their seconds do not give these keys), \
+             judged on fresh steps only: {}",
+            s.unjudged.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    let found = s.found();
+    print_table(&s.steps, &unit);
+    match (found.lower, found.upper) {
+        (Some(l), Some(u)) => println!(
+            "limit         between {} (pass) and {} (fail)",
+            unit(l),
+            unit(u)
+        ),
+        (Some(l), None) => println!("limit         none found: {} kept up", unit(l)),
+        (None, Some(u)) => println!("limit         below {}: the first step failed", unit(u)),
+        (None, None) => println!("limit         no step ran to its end"),
+    }
+    if found.stable == Some(false) {
+        println!("              unstable: the best pass failed when offered again");
+    }
+    println!("why           {}", found.reason);
+    for f in &found.evidence {
+        println!("              {f}");
+    }
+    let _ = std::io::stdout().flush();
+    if let Some(p) = &a.client.json {
+        write_atomic(
+            p,
+            &Output {
+                limit: &found,
+                steps: &s.steps,
+                held_runs: &s.held_runs,
+            },
+        )?;
+    }
+    let _ = std::fs::remove_dir_all(&s.dir);
+    drop_embedded(embedded);
+    Ok(if s.interrupted {
+        ExitCode::from(130)
+    } else if s.client_limited {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn unit(find: Find, x: f64) -> String {
+    match find {
+        Find::Connections => format!("{x:.0} connections"),
+        Find::Rate => format!("{x:.0}/s"),
+    }
+}
+
+/// The first load, and whether (and how far) steps can be held.
+fn plan(a: &LimitArgs, axis: &'static str) -> Plan {
+    let c = &a.client;
+    let start = match a.find {
+        Find::Connections => c.connections as f64,
+        Find::Rate => c.rate.unwrap_or(1000.0),
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let workers = c.workers.map_or(cores, |w| (w as f64).min(cores));
+    // One client process: its fds (the held run raises its limit as
+    // `client` does), and the fast ports of the pairs it would use.
+    let fds = crate::sys::limits::raise_nofile().map_or(1024, |f| f.soft);
+    let sources = c.source_ip.len().max(1) as u64;
+    let targets = c.targets.len().max(1) as u64;
+    let cap = fds
+        .saturating_sub(64)
+        .min(crate::sys::sources::fast_per_pair() * sources * targets);
+    let one_process = matches!(
+        c.processes,
+        crate::domain::Processes::Auto | crate::domain::Processes::Count(1)
+    );
+    let fits = match a.find {
+        // Held connections are plain ones that stay: not a connection a
+        // query, not datagrams, not a schedule of their own.
+        Find::Connections => {
+            matches!(c.transport, Transport::Tcp | Transport::Tls)
+                && c.connections_schedule.is_none()
+                && c.lifetime.is_none()
+                && c.proto != crate::domain::Proto::Push
+                && c.connections < cap
+        }
+        Find::Rate => {
+            c.transport != Transport::TcpPerQuery
+                && c.schedule.is_none()
+                && c.schedule_file.is_none()
+                && c.interval.is_none()
+                && c.queries.is_none()
+                && c.connections_schedule.is_none()
+                && c.connections <= cap
+        }
+    };
+    Plan {
+        axis,
+        start,
+        connections: c.connections,
+        hold_up_to: (one_process && fits).then_some(cap),
+        workers,
+        cores,
+    }
+}
+
+impl Search<'_> {
+    fn round(&self, x: f64) -> f64 {
+        x.round().max(1.0)
+    }
+
+    /// Steps until the interval is within --precision (or --max passed, or
+    /// the first step failed at 1).
+    fn walk(&mut self) -> Result<()> {
+        let mut load = self.round(self.plan.start);
+        let mut held = self.plan.hold_up_to.is_some();
+        loop {
+            if let Some(m) = self.a.max {
+                load = load.min(m);
+            }
+            if held && self.a.find == Find::Connections {
+                // Held steps grow; narrowing, and growth past one
+                // process's reach, are fresh runs.
+                let grows = self.lower.is_none_or(|l| load > l) && self.upper.is_none();
+                let reach = self.plan.hold_up_to.is_some_and(|cap| load <= cap as f64);
+                if !(grows && reach) {
+                    self.end_held();
+                    held = false;
+                    settle(self.baseline, Duration::from_secs(10));
+                }
+            }
+            let step = match held.then(|| self.held_step(load)).transpose()? {
+                Some(Some(step)) => step,
+                Some(None) => {
+                    // The held run could not go on: fresh runs from here.
+                    self.end_held();
+                    held = false;
+                    settle(self.baseline, Duration::from_secs(10));
+                    continue;
+                }
+                None => self.fresh(load, false)?,
+            };
+            let k = self.steps.len() + 1;
+            println!("{}", step_line(k, &step, &|x| unit(self.a.find, x)));
+            let (pass, limited) = (step.pass, step.client_limited);
+            self.steps.push(step);
+            if self.interrupted || self.stop.wait_until(Instant::now()) {
+                self.interrupted = true;
+                return Ok(());
+            }
+            if pass {
+                self.lower = Some(load);
+                if self.a.max.is_some_and(|m| load >= m) {
+                    break;
+                }
+            } else {
+                // The lowest failure bounds the search; whose it was is
+                // said (a client's failure says nothing of the server
+                // above it).
+                self.upper = Some(load);
+                self.client_limited = limited;
+            }
+            let next = match (self.lower, self.upper) {
+                (Some(l), None) => self.round(l * 2.0),
+                (None, Some(u)) if u <= 1.0 => break,
+                (None, Some(u)) => self.round(u / 2.0),
+                (Some(l), Some(u)) => {
+                    let mid = self.round((l + u) / 2.0);
+                    if (u - l) / l <= self.a.precision || mid <= l {
+                        break;
+                    }
+                    mid
+                }
+                (None, None) => unreachable!("a step passed or failed"),
+            };
+            load = next;
+            if !held && self.a.find == Find::Connections {
+                settle(self.baseline, Duration::from_secs(10));
+            }
+        }
+        // A rate that passed is offered once more: a limit that does not
+        // repeat is reported as unstable.
+        if let (Find::Rate, Some(l), false) = (self.a.find, self.lower, self.client_limited) {
+            let step = match held.then(|| self.held_step(l)).transpose()? {
+                Some(Some(step)) => step,
+                _ => {
+                    self.end_held();
+                    self.fresh(l, true)?
+                }
+            };
+            println!(
+                "{}  (the best pass, again)",
+                step_line(self.steps.len() + 1, &step, &|x| unit(self.a.find, x))
+            );
+            self.steps.push(step);
+        }
+        Ok(())
+    }
+
+    /// A step as a `throng client` run of its own.
+    fn fresh(&mut self, load: f64, confirm: bool) -> Result<Step> {
+        let json = self.dir.join(format!("step{}.json", self.steps.len() + 1));
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("client").args(&self.base);
+        match self.a.find {
+            Find::Connections => cmd.args(["-c", &format!("{load:.0}")]),
+            Find::Rate => cmd.args(["-r", &format!("{load}")]).args(&self.rate_checks),
+        };
+        let out = cmd
+            .arg("-T")
+            .arg(format!("{}ms", self.a.step_time.as_millis()))
+            .arg("-q")
+            .arg("--json")
+            .arg(&json)
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .context("running a step")?;
+        let code = out.status.code().unwrap_or(-1);
+        if code == 130 {
+            self.interrupted = true;
+        }
+        let summary = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let result = std::fs::read_to_string(&json)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null);
+        let pass = code == 0;
+        Ok(Step {
+            load,
+            pass,
+            exit_code: code,
+            client_limited: !pass && !confirm && client_explains(code, &summary),
+            held: false,
+            result,
+            summary,
+        })
+    }
+
+    /// Ends the held run, keeping its whole result.
+    fn end_held(&mut self) {
+        if let Some(h) = self.held.take() {
+            let most = self.a.client.timeout + Duration::from_secs(10);
+            if let Some(r) = h.finish(most) {
+                self.held_runs.push(r);
+            }
+        }
+    }
+
+    /// A held step at `load`; None when the held run cannot give it (it
+    /// would not start, or ended).
+    fn held_step(&mut self, load: f64) -> Result<Option<Step>> {
+        let c = &self.a.client;
+        let secs = self.a.step_time.as_secs_f64().ceil().max(1.0) as usize;
+        // A second comes every second; this long without one is a stuck run.
+        let quiet = Duration::from_secs(3) + c.connect_timeout;
+        let (conns, rate) = match self.a.find {
+            Find::Connections => (load as u64, c.rate),
+            Find::Rate => (self.plan.connections, Some(load)),
+        };
+        let fresh_run = self.held.is_none();
+        if fresh_run {
+            let json = self
+                .dir
+                .join(format!("held{}.json", self.held_runs.len() + 1));
+            let bound =
+                (self.a.step_time + c.timeout + c.connect_timeout + Duration::from_secs(5)) * 64;
+            // (The arguments a search takes out, its axis's, given back.)
+            let args = match self.a.find {
+                Find::Connections => vec!["-c".to_string(), format!("{conns}")],
+                Find::Rate => vec!["-r".to_string(), format!("{load}")],
+            };
+            let mut h = Held::start(&self.exe, &self.base, &args, bound, &json)?;
+            let connect_rate = c.connect_rate.unwrap_or(10_000.0);
+            let ramp = Duration::from_secs_f64(conns as f64 / connect_rate)
+                + c.connect_timeout
+                + Duration::from_secs(10);
+            if !h.ramp(ramp) {
+                for l in h.said() {
+                    eprintln!("throng: held run: {l}");
+                }
+                return Ok(None);
+            }
+            self.held = Some(h);
+        }
+        let Some(h) = self.held.as_mut() else {
+            return Ok(None);
+        };
+        // What the machine says of the step: over its growth and hold
+        // (connections), or its judged seconds (rate).
+        let watch = |h: &Held| crate::evidence::Observer::start_for(Some(h.pid), self.watched);
+        let mut observer = (self.a.find == Find::Connections).then(|| watch(h));
+        let seen;
+        // The run's last second before this step (all zero before its first).
+        let (before, from) = if fresh_run && self.a.find == Find::Connections {
+            (crate::engine::Sample::default(), 0)
+        } else {
+            match h.last() {
+                Some(s) => (s.clone(), h.seconds.len()),
+                None => (crate::engine::Sample::default(), 0),
+            }
+        };
+        let mut warm = 0;
+        match self.a.find {
+            Find::Connections => {
+                if !fresh_run && !h.send(&format!("connections {conns}")) {
+                    return Ok(None);
+                }
+                // Growth: until every one is open, or attempts stop
+                // resolving; then verification, at most --connect-timeout.
+                let mut last_progress = (before.established + before.failed, Instant::now());
+                let mut verified_since: Option<Instant> = None;
+                loop {
+                    let Some(x) = h.next_second(quiet) else {
+                        return Ok(None);
+                    };
+                    warm += 1;
+                    let resolved = x.established + x.failed;
+                    if resolved > last_progress.0 {
+                        last_progress = (resolved, Instant::now());
+                    }
+                    let open = x.connections.max(0) as u64 >= conns;
+                    let stalled =
+                        last_progress.1.elapsed() > c.connect_timeout + Duration::from_secs(1);
+                    if open || stalled {
+                        let pending = x.established.saturating_sub(x.verified)
+                            > before.established.saturating_sub(before.verified);
+                        let since = *verified_since.get_or_insert_with(Instant::now);
+                        if !verify_on(c) || !pending || since.elapsed() >= c.connect_timeout {
+                            break;
+                        }
+                    }
+                    if self.stop.wait_until(Instant::now()) {
+                        self.interrupted = true;
+                        break;
+                    }
+                }
+                for _ in 0..secs {
+                    if self.interrupted || h.next_second(quiet).is_none() {
+                        break;
+                    }
+                }
+                seen = observer.take().map(|o| o.finish(0));
+            }
+            Find::Rate => {
+                if !h.send(&format!("rate {load}")) {
+                    return Ok(None);
+                }
+                warm = 1;
+                for k in 0..warm + secs {
+                    if k == warm {
+                        observer = Some(watch(h));
+                    }
+                    if h.next_second(quiet).is_none() {
+                        return Ok(None);
+                    }
+                    if self.stop.wait_until(Instant::now()) {
+                        self.interrupted = true;
+                        break;
+                    }
+                }
+                seen = observer.take().map(|o| o.finish(0));
+                // The drain: rate 0 until a second with nothing sent,
+                // answered or timed out (at most --timeout and 2 s).
+                h.send("rate 0");
+                let most = c.timeout.as_secs_f64().ceil() as usize + 2;
+                for _ in 0..most {
+                    let Some(x) = h.next_second(quiet) else {
+                        return Ok(None);
+                    };
+                    if x.sent == Some(0) && x.answered == Some(0) && x.timed_out == Some(0) {
+                        break;
+                    }
+                }
+            }
+        }
+        let seconds = h.seconds.get(from..).unwrap_or_default();
+        let judged = match self.a.find {
+            Find::Connections => seconds.len().saturating_sub(warm),
+            Find::Rate => secs,
+        };
+        let mut v = held::figures(
+            &before,
+            seconds,
+            warm,
+            judged,
+            &held::Asked {
+                connections: conns,
+                rate,
+            },
+        );
+        let answered = num(&v, "queries.answered").unwrap_or(0.0) as u64;
+        v["environment"] = serde_json::json!({ "cores": self.plan.cores });
+        if let Some(mut seen) = seen {
+            if let Some(cl) = seen.client.as_mut() {
+                cl.derive(answered);
+                v["duration_s"] = serde_json::json!(cl.wall_s);
+                v["client"] = serde_json::to_value(&*cl)?;
+            }
+            if let Some(sv) = &seen.server {
+                v["server_seen"] = serde_json::to_value(sv)?;
+            }
+        }
+        // The checks it can read; those whose keys a step's seconds do not
+        // give are judged on fresh steps only.
+        let mut judged_checks = Vec::new();
+        let mut verdicts = Vec::new();
+        for ch in &self.checks {
+            let verdict = ch.evaluate(&v);
+            if verdict.reason.as_deref() == Some("not in the result") {
+                self.unjudged.insert(ch.expr.clone());
+                continue;
+            }
+            judged_checks.push(ch.clone());
+            verdicts.push(verdict);
+        }
+        let pass = !self.interrupted && verdicts.iter().all(|x| x.pass);
+        v["checks"] = serde_json::to_value(&verdicts)?;
+        let mut summary = crate::report::check::lines(&judged_checks, &verdicts).join("\n");
+        // A failure the client explains is its own.
+        let mine = (!pass)
+            .then(|| late_words(&v).or_else(|| held_client_explains(&v, self.plan.workers)))
+            .flatten();
+        if let Some(why) = &mine {
+            summary.push_str(&format!("\nhint (client) {why}"));
+        }
+        Ok(Some(Step {
+            load,
+            pass,
+            exit_code: i32::from(!pass),
+            client_limited: mine.is_some(),
+            held: true,
+            result: v,
+            summary,
+        }))
+    }
+
+    /// The answer, from the steps.
+    fn found(&self) -> Found {
+        let failing = self
+            .upper
+            .and_then(|u| self.steps.iter().rev().find(|s| s.load == u && !s.pass));
+        let (cause, mut figures) = failing.map_or((None, Vec::new()), |s| evidence(&s.result));
+        if let Some(s) = failing {
+            figures.extend(why_lines(&s.summary));
+        }
+        let unit = |x: f64| unit(self.a.find, x);
+        // The confirmation: the last step, at the best pass, after it.
+        let stable = match (self.a.find, self.lower, self.steps.split_last()) {
+            (Find::Rate, Some(l), Some((last, before)))
+                if !self.interrupted
+                    && !self.client_limited
+                    && last.load == l
+                    && before.iter().any(|s| s.load == l && s.pass) =>
+            {
+                Some(last.pass)
+            }
+            _ => None,
+        };
+        let reason = if self.interrupted {
+            "interrupted: the steps so far are kept".to_string()
+        } else if self.client_limited {
+            format!(
+                "the load generator, not the server, was the limit at {}: its own lateness or \
+                 CPU explains the failure (see below); give it more (--processes, cores, \
+                 --source-ip, more hosts with `throng cluster`) and search again",
+                unit(self.upper.unwrap_or(0.0))
+            )
+        } else if self.upper.is_none() {
+            match self.a.max {
+                Some(m) => format!("no limit below {}: every step kept up", unit(m)),
+                None => "no step failed".to_string(),
+            }
+        } else {
+            match cause {
+                Some(c) => c,
+                None => "nothing the client could see on this host explains it: see the failing \
+                         step's checks"
+                    .to_string(),
+            }
+        };
+        Found {
+            axis: self.plan.axis,
+            value: self.lower,
+            lower: self.lower,
+            upper: self.upper,
+            stable,
+            client_limited: self.client_limited,
+            reason,
+            evidence: figures,
+        }
+    }
+}
+
+/// The client verifies its connections (a probe, or the first answer).
+fn verify_on(c: &crate::cli::ClientArgs) -> bool {
+    c.verify && !c.no_verify
+}
+
+/// A held step whose client could not keep the rate: its loop noticed
+/// more than 1% of the due queries over 1 ms late. (Queries late because
+/// they waited on their connections, for the server, show in the
+/// response times the user's latency checks read.)
+fn late_words(v: &Value) -> Option<String> {
+    let q = v.get("queries")?;
+    let due = num(q, "due").unwrap_or(0.0);
+    let loop_late = num(q, "loop_late").unwrap_or(0.0);
+    (due > 0.0 && loop_late > 0.01 * due).then(|| {
+        format!(
+            "the client's loop noticed {:.1}% of the due queries more than 1 ms late: it could \
+             not keep the rate",
+            100.0 * loop_late / due
+        )
+    })
+}
+
+/// Whether a failing held step's client explains it, from what was seen
+/// of it during the step: its CPU against its worker cores, or the cores
+/// it shared with the server kept full by the two. (A fresh step has the
+/// client's own judgement: [`client_explains`].)
+fn held_client_explains(v: &Value, workers: f64) -> Option<String> {
+    let cl = v.get("client").filter(|c| !c.is_null())?;
+    let wall = num(cl, "wall_s").unwrap_or(0.0).max(1e-3);
+    let busy = 100.0 * num(cl, "cpu_s").unwrap_or(0.0) / wall / workers.max(1.0);
+    if busy >= 85.0 {
+        return Some(format!(
+            "the client kept its {workers:.0} worker core(s) {busy:.0}% busy during the step: \
+             it could not keep up"
+        ));
+    }
+    let shared = cl["shares_cores_with_server"].as_bool().unwrap_or(false);
+    let both = num(cl, "with_server_pct").unwrap_or(0.0);
+    if shared && both >= 90.0 {
+        return Some(format!(
+            "the client shares its cores with the server, and the two kept them {both:.0}% \
+             busy: each delays the other, so the failure is not the server's alone"
+        ));
+    }
+    None
+}
+
+fn drop_embedded(e: Option<crate::client::ServerProcess>) {
+    drop(e);
+}
+
+/// A private directory for the steps' results.
+fn tempdir() -> Result<PathBuf> {
+    let d = std::env::temp_dir().join(format!("throng-limit-{}", std::process::id()));
+    std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+    Ok(d)
+}
+
+/// One line a step: its load, verdict and the figures the checks read.
+fn step_line(k: usize, s: &Step, unit: &dyn Fn(f64) -> String) -> String {
+    let v = &s.result;
+    let verdict = match (s.pass, s.client_limited) {
+        (true, _) => "PASS",
+        (false, true) => "FAIL (client)",
+        (false, false) => "FAIL",
+    };
+    let how = if s.held { "held " } else { "fresh" };
+    let mut f = format!("step {k:<3} {:>18}  {verdict:<13} {how}", unit(s.load));
+    if v.is_null() {
+        f.push_str(&format!("  no result (exit {})", s.exit_code));
+        return f;
+    }
+    let n = |p: &str| num(v, p).unwrap_or(0.0);
+    let failed: f64 = v["connections"]["failed"]
+        .as_object()
+        .map_or(0.0, |m| m.values().filter_map(Value::as_f64).sum());
+    f.push_str(&format!(
+        "  established {:.0} verified {:.0} failed {failed:.0}",
+        n("connections.established"),
+        n("connections.verified")
+    ));
+    if v.get("queries").is_some_and(|q| !q.is_null()) {
+        f.push_str(&format!(
+            "  answered {:.0}/s ok {:.0} of {:.0} due, timed out {:.0}  p50 {} p99 {}",
+            n("queries.rate_achieved"),
+            n("queries.ok"),
+            n("queries.due"),
+            n("queries.timed_out"),
+            crate::units::human_us(n("latency.response_time_us.p50") as u64),
+            crate::units::human_us(n("latency.response_time_us.p99") as u64),
+        ));
+    }
+    f
+}
+
+fn print_table(steps: &[Step], unit: &dyn Fn(f64) -> String) {
+    println!("steps");
+    for (k, s) in steps.iter().enumerate() {
+        println!("  {}", step_line(k + 1, s, unit));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn strip_takes_out_flags_and_their_values_in_every_form() {
+        let got = strip(
+            &os(&[
+                "127.0.0.1:53",
+                "--find",
+                "rate",
+                "-c500",
+                "-r",
+                "1k",
+                "--max=5k",
+                "-q",
+                "--proto",
+                "dns",
+                "--json",
+                "x.json",
+                "-T",
+                "2s",
+            ]),
+            &[OWN_FLAGS, RATE_FLAGS].concat(),
+        );
+        assert_eq!(got, os(&["127.0.0.1:53", "-c500", "--proto", "dns"]));
+        let got = strip(
+            &os(&["-c500", "--connections=9", "--check", "x"]),
+            CONNECTION_FLAGS,
+        );
+        assert_eq!(got, os(&["--check", "x"]));
+    }
+
+    /// A 2 s step on 2 cores whose server `name` held `fds` of `limit`
+    /// and used `cpu_s`.
+    fn seen(name: &str, fds: u64, limit: u64, cpu_s: f64) -> Value {
+        serde_json::json!({
+            "duration_s": 2.0, "environment": {"cores": 2},
+            "server_seen": {"pid": 7, "name": name, "fds_max": fds, "fd_limit": limit,
+                            "cpu_s": cpu_s, "accept_queue_max": 0, "listen_overflows": 0,
+                            "listen_drops": 0}
+        })
+    }
+
+    #[test]
+    fn fd_limit_is_named_before_cpu() {
+        let (cause, figures) = evidence(&seen("nginx", 599, 600, 4.0));
+        assert_eq!(
+            cause.unwrap(),
+            "nginx (pid 7) held 599 fds of its 600: its fd limit"
+        );
+        assert_eq!(figures.len(), 1);
+    }
+
+    #[test]
+    fn a_busy_single_thread_is_named_cpu_bound() {
+        let v = seen("python3", 20, 1024, 1.9);
+        assert!(evidence(&v).0.unwrap().contains("CPU-bound on one thread"));
+    }
+
+    #[test]
+    fn the_clients_own_words_make_it_the_limit() {
+        assert!(client_explains(
+            1,
+            "warning: the client is the bottleneck: it sent late"
+        ));
+        assert!(client_explains(2, "throng: the plan needs more fds"));
+        assert!(!client_explains(1, "hint (refused): the target refused"));
+    }
+}
