@@ -92,6 +92,19 @@ pub struct ServerSeen {
     /// run (this network namespace, every UDP socket in it).
     #[serde(default)]
     pub udp_rcvbuf_errors: u64,
+    /// The server's processes' resident memory, summed: the most seen.
+    #[serde(default)]
+    pub rss_max_bytes: u64,
+    /// Times TCP entered memory pressure over the run (TcpExt
+    /// TCPMemoryPressures, this network namespace): sockets' buffers
+    /// passed net.ipv4.tcp_mem.
+    #[serde(default)]
+    pub tcp_memory_pressures: u64,
+    /// Connections connection tracking dropped or could not insert over
+    /// the run (its table full: net.netfilter.nf_conntrack_max); 0 where
+    /// conntrack is not loaded.
+    #[serde(default)]
+    pub conntrack_drops: u64,
 }
 
 impl ServerSeen {
@@ -114,6 +127,14 @@ impl ServerSeen {
                 "{who} held {} fds of its {}: it cannot accept more (raise its fd limit: \
                  LimitNOFILE= for a systemd unit, worker_rlimit_nofile for nginx, ulimit -n)",
                 self.fds_max, self.fd_limit
+            ));
+        }
+        if self.conntrack_drops > 0 {
+            return Some(format!(
+                "connection tracking on this host dropped {} connection(s): its table is full \
+                 (raise net.netfilter.nf_conntrack_max, or exempt the test's traffic with a \
+                 `notrack` rule)",
+                self.conntrack_drops
             ));
         }
         // (Connections waiting in the queue at the end of the ramp are
@@ -329,6 +350,12 @@ fn allowed_cores(pid: &str) -> BTreeSet<u32> {
     cores
 }
 
+/// A process's resident memory, bytes.
+fn rss_bytes(pid: i32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    Some(proc::status_kb(&status, "VmRSS")? * 1024)
+}
+
 fn process_name(pid: i32) -> String {
     fs::read_to_string(format!("/proc/{pid}/comm"))
         .map(|s| s.trim().to_string())
@@ -367,6 +394,8 @@ struct Watched {
     cpu_at_start: f64,
     counters_at_start: (u64, u64),
     udp_drops_at_start: u64,
+    pressures_at_start: u64,
+    conntrack_at_start: u64,
 }
 
 impl Watched {
@@ -383,6 +412,8 @@ impl Watched {
                 }
             }
         }
+        let rss: u64 = self.pids.iter().filter_map(|&p| rss_bytes(p)).sum();
+        self.seen.rss_max_bytes = self.seen.rss_max_bytes.max(rss);
         if let Some((n, pid)) = best {
             if n > self.seen.fds_max {
                 self.seen.fds_max = n;
@@ -438,6 +469,8 @@ impl Observer {
                 cpu_at_start: 0.0,
                 counters_at_start: proc::listen_counters().unwrap_or((0, 0)),
                 udp_drops_at_start: proc::udp_rcvbuf_errors().unwrap_or(0),
+                pressures_at_start: proc::tcp_memory_pressures().unwrap_or(0),
+                conntrack_at_start: proc::conntrack_drops().unwrap_or(0),
             };
             w.cpu_at_start = w.cpu_now();
             w.sample();
@@ -487,6 +520,12 @@ impl Observer {
             w.seen.udp_rcvbuf_errors = proc::udp_rcvbuf_errors()
                 .unwrap_or(0)
                 .saturating_sub(w.udp_drops_at_start);
+            w.seen.tcp_memory_pressures = proc::tcp_memory_pressures()
+                .unwrap_or(0)
+                .saturating_sub(w.pressures_at_start);
+            w.seen.conntrack_drops = proc::conntrack_drops()
+                .unwrap_or(0)
+                .saturating_sub(w.conntrack_at_start);
             w.seen.cpu_s = (w.cpu_now() - w.cpu_at_start).max(0.0);
             let theirs: BTreeSet<u32> = w
                 .pids

@@ -159,16 +159,30 @@ fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
     let overflows = num(s, "listen_overflows").unwrap_or(0.0);
     let udp_drops = num(s, "udp_rcvbuf_errors").unwrap_or(0.0);
     let pct = 100.0 * cpu / wall;
+    let pressures = num(s, "tcp_memory_pressures").unwrap_or(0.0);
+    let conntrack = num(s, "conntrack_drops").unwrap_or(0.0);
     figures.push(format!(
         "{name} (pid {pid}): {fds:.0} fds of its {limit:.0} at most, CPU {pct:.0}% of a core \
-         ({cores:.0} cores here), accept queue up to {:.0}, ListenOverflows +{overflows:.0}, \
-         ListenDrops +{:.0}, UDP RcvbufErrors +{udp_drops:.0}",
+         ({cores:.0} cores here), RSS up to {}, accept queue up to {:.0}, ListenOverflows \
+         +{overflows:.0}, ListenDrops +{:.0}, UDP RcvbufErrors +{udp_drops:.0}, TCP memory \
+         pressure +{pressures:.0}, conntrack drops +{conntrack:.0}",
+        crate::units::human_bytes(num(s, "rss_max_bytes").unwrap_or(0.0)),
         num(s, "accept_queue_max").unwrap_or(0.0),
         num(s, "listen_drops").unwrap_or(0.0)
     ));
     let cause = if limit > 0.0 && fds + 2.0 >= limit {
         Some(format!(
             "{name} (pid {pid}) held {fds:.0} fds of its {limit:.0}: its fd limit"
+        ))
+    } else if conntrack > 0.0 {
+        Some(format!(
+            "connection tracking dropped {conntrack:.0} connection(s): its table is full \
+             (net.netfilter.nf_conntrack_max), on this host, not in {name}"
+        ))
+    } else if pressures > 0.0 {
+        Some(format!(
+            "TCP entered memory pressure {pressures:.0} time(s): the sockets' buffers passed \
+             net.ipv4.tcp_mem on this host, which then shrinks them and drops data"
         ))
     } else if overflows > 0.0 {
         Some(format!(
@@ -1134,6 +1148,17 @@ mod tests {
             "nginx (pid 7) held 599 fds of its 600: its fd limit"
         );
         assert_eq!(figures.len(), 1);
+    }
+
+    #[test]
+    fn a_full_conntrack_table_and_tcp_memory_pressure_are_named() {
+        let mut v = seen("nginx", 100, 1024, 0.1);
+        v["server_seen"]["tcp_memory_pressures"] = 2.into();
+        assert!(evidence(&v).0.unwrap().contains("net.ipv4.tcp_mem"));
+        v["server_seen"]["conntrack_drops"] = 40.into();
+        let (cause, figures) = evidence(&v);
+        assert!(cause.unwrap().contains("nf_conntrack_max"));
+        assert!(figures[0].contains("conntrack drops +40"), "{figures:?}");
     }
 
     #[test]

@@ -59,6 +59,39 @@ pub fn listen_counters() -> Option<(u64, u64)> {
     Some((v[0], v[1]))
 }
 
+/// TcpExt TCPMemoryPressures: times this namespace's TCP entered memory
+/// pressure (net.ipv4.tcp_mem's middle figure passed).
+pub fn tcp_memory_pressures() -> Option<u64> {
+    Some(netstat("TcpExt", &["TCPMemoryPressures"])?[0])
+}
+
+/// Connections connection tracking refused: the `drop`, `early_drop` and
+/// `insert_failed` columns of /proc/net/stat/nf_conntrack summed over the
+/// CPUs (None when conntrack is not loaded here).
+pub fn conntrack_drops() -> Option<u64> {
+    conntrack_drops_of(&fs::read_to_string("/proc/net/stat/nf_conntrack").ok()?)
+}
+
+fn conntrack_drops_of(text: &str) -> Option<u64> {
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next()?.split_whitespace().collect();
+    let cols: Vec<usize> = ["drop", "early_drop", "insert_failed"]
+        .iter()
+        .filter_map(|name| head.iter().position(|h| h == name))
+        .collect();
+    if cols.is_empty() {
+        return None;
+    }
+    let mut sum = 0;
+    for l in lines {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        for &c in &cols {
+            sum += f.get(c).and_then(|x| u64::from_str_radix(x, 16).ok())?;
+        }
+    }
+    Some(sum)
+}
+
 /// A field of /proc/self/status in kB (`VmRSS`, `VmHWM`).
 pub fn self_status_kb(field: &str) -> Option<u64> {
     let text = fs::read_to_string("/proc/self/status").ok()?;
@@ -95,6 +128,16 @@ pub const CAP_NET_BIND_SERVICE: u32 = 10;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conntrack_drops_sum_the_refusing_columns_of_every_cpu() {
+        let text = "entries clashres found new invalid ignore delete delete_list insert \
+                    insert_failed drop early_drop icmp_error\n\
+                    00000010 0 0 0 0 0 0 0 0 00000002 00000003 00000001 0\n\
+                    00000010 0 0 0 0 0 0 0 0 00000000 0000000a 00000000 0\n";
+        assert_eq!(conntrack_drops_of(text), Some(16));
+        assert_eq!(conntrack_drops_of("entries searched\n1 2\n"), None);
+    }
 
     #[test]
     fn reads_somaxconn() {
