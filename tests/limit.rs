@@ -105,7 +105,89 @@ fn a_servers_fd_limit_is_found_and_named() {
     );
     assert_eq!(l["client_limited"], false, "{out}");
     assert!(out.contains("limit         between "), "{out}");
-    assert!(v["steps"].as_array().unwrap().len() >= 5, "{out}");
+    let steps = v["steps"].as_array().unwrap();
+    assert!(steps.len() >= 5, "{out}");
+    // Grown held, narrowed fresh.
+    assert_eq!(steps[0]["held"], true, "{out}");
+    assert_eq!(steps.last().unwrap()["held"], false, "{out}");
+}
+
+/// A Python server that holds at most 300 connections and closes its
+/// oldest to take each new one past that: the held step that grows past
+/// 300 fails on the closes (its older connections dropped, none refused),
+/// and the search finds 300 within 5%.
+#[test]
+fn a_server_that_drops_old_connections_for_new_ones_fails_a_held_step() {
+    let Some(python) = common::program("python3", "python3") else {
+        return;
+    };
+    let script = r#"
+import collections, selectors, socket
+sel = selectors.DefaultSelector()
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", 0)); l.listen(4096); l.setblocking(False)
+sel.register(l, selectors.EVENT_READ)
+held = collections.OrderedDict()
+print(l.getsockname()[1], flush=True)
+while True:
+    for key, _ in sel.select():
+        s = key.fileobj
+        if s is l:
+            c, _ = l.accept(); c.setblocking(False); sel.register(c, selectors.EVENT_READ)
+            held[c] = True
+            if len(held) > 300:
+                old, _ = held.popitem(last=False); sel.unregister(old); old.close()
+            continue
+        try:
+            d = s.recv(65536)
+        except (BlockingIOError, ConnectionError):
+            d = b""
+        if not d:
+            sel.unregister(s); held.pop(s, None); s.close(); continue
+        try:
+            s.sendall(d)
+        except (BlockingIOError, ConnectionError):
+            pass
+"#;
+    let mut srv = Command::new(python)
+        .args(["-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    BufReader::new(srv.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let addr = format!("127.0.0.1:{}", port.trim());
+    let (code, out, v) = limit(
+        "limit-drops",
+        &[
+            &addr,
+            "--find",
+            "connections",
+            "-c",
+            "100",
+            "--step-time",
+            "1s",
+            "--connect-timeout",
+            "1s",
+        ],
+    );
+    let _ = srv.kill();
+    let _ = srv.wait();
+    assert_eq!(code, 0, "{out}");
+    let value = v["limit"]["value"].as_f64().unwrap();
+    assert!((285.0..=300.0).contains(&value), "found {value}: {out}");
+    let steps = v["steps"].as_array().unwrap();
+    let grown = steps
+        .iter()
+        .find(|s| s["load"] == 400.0)
+        .expect("a step at 400");
+    assert_eq!(grown["held"], true, "{out}");
+    assert_eq!(grown["pass"], false, "{out}");
+    let c = &grown["result"]["connections"];
+    assert!(c["peer_closed"].as_u64().unwrap() > 0, "{out}");
+    assert_eq!(c["failed"]["any"], 0, "{out}");
 }
 
 /// A one-thread Python echo server that spends 1 ms of CPU on each read:
