@@ -92,6 +92,10 @@ pub struct ServerSeen {
     /// run (this network namespace, every UDP socket in it).
     #[serde(default)]
     pub udp_rcvbuf_errors: u64,
+    /// Of those, the ones dropped at the server's own socket(s) (the
+    /// rest were at other sockets of this namespace: the client's).
+    #[serde(default)]
+    pub udp_socket_drops: u64,
     /// The server's processes' resident memory, summed: the most seen.
     #[serde(default)]
     pub rss_max_bytes: u64,
@@ -225,6 +229,43 @@ fn listener_of(line: &str, port: u16, addr_hex: &[String]) -> Option<Listener> {
         inode: f[9].parse().ok()?,
         queued: u64::from_str_radix(rx, 16).ok()?,
     })
+}
+
+/// Datagrams the kernel dropped at the receive buffers of the UDP sockets
+/// bound to `target` (the server's; several with SO_REUSEPORT), from the
+/// `drops` column of /proc/net/udp{,6}; None when none is bound here.
+pub fn udp_socket_drops(target: &SocketAddr) -> Option<u64> {
+    let hex = proc_hex(target);
+    let mut found = None;
+    for f in ["/proc/net/udp", "/proc/net/udp6"] {
+        let Ok(text) = fs::read_to_string(f) else {
+            continue;
+        };
+        for l in text.lines().skip(1) {
+            if let Some(d) = udp_drops_of(l, target.port(), &hex) {
+                *found.get_or_insert(0) += d;
+            }
+        }
+    }
+    found
+}
+
+/// The drops of one /proc/net/udp line when its socket is bound to `port`
+/// on one of `addr_hex` (or the wildcard) and connected to nothing.
+fn udp_drops_of(line: &str, port: u16, addr_hex: &[String]) -> Option<u64> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    if f.len() < 13 {
+        return None;
+    }
+    let (ip, p) = f[1].split_once(':')?;
+    if u16::from_str_radix(p, 16).ok()? != port || !f[2].ends_with(":0000") {
+        return None;
+    }
+    let wildcard = ip.bytes().all(|b| b == b'0');
+    if !wildcard && !addr_hex.iter().any(|a| a.eq_ignore_ascii_case(ip)) {
+        return None;
+    }
+    f[12].parse().ok()
 }
 
 /// An address as /proc/net/tcp{,6} writes it.
@@ -396,6 +437,7 @@ struct Watched {
     udp_drops_at_start: u64,
     pressures_at_start: u64,
     conntrack_at_start: u64,
+    socket_drops_at_start: u64,
 }
 
 impl Watched {
@@ -471,6 +513,7 @@ impl Observer {
                 udp_drops_at_start: proc::udp_rcvbuf_errors().unwrap_or(0),
                 pressures_at_start: proc::tcp_memory_pressures().unwrap_or(0),
                 conntrack_at_start: proc::conntrack_drops().unwrap_or(0),
+                socket_drops_at_start: udp_socket_drops(&t).unwrap_or(0),
             };
             w.cpu_at_start = w.cpu_now();
             w.sample();
@@ -523,6 +566,9 @@ impl Observer {
             w.seen.tcp_memory_pressures = proc::tcp_memory_pressures()
                 .unwrap_or(0)
                 .saturating_sub(w.pressures_at_start);
+            w.seen.udp_socket_drops = udp_socket_drops(&w.target)
+                .unwrap_or(0)
+                .saturating_sub(w.socket_drops_at_start);
             w.seen.conntrack_drops = proc::conntrack_drops()
                 .unwrap_or(0)
                 .saturating_sub(w.conntrack_at_start);
@@ -572,6 +618,21 @@ mod tests {
         let any = line.replace("0100007F:1F99", "00000000:1F99");
         assert!(listener_of(&any, 8089, &other).is_some());
         assert_eq!(listener_of(&line.replace(" 0A ", " 01 "), 8089, &hex), None);
+    }
+
+    #[test]
+    fn reads_a_bound_udp_sockets_drops() {
+        // 127.0.0.1:5300, not connected, 17 dropped; a client's socket
+        // connected to it is not the server's.
+        let line = " 1234: 0100007F:14B4 00000000:0000 07 00000000:00000000 00:00000000 \
+                    00000000   101        0 55555 2 0000000000000000 17";
+        let hex = proc_hex(&"127.0.0.1:5300".parse().unwrap());
+        assert_eq!(udp_drops_of(line, 5300, &hex), Some(17));
+        assert_eq!(udp_drops_of(line, 5301, &hex), None);
+        let client = line.replace("00000000:0000 07", "0100007F:14B4 01");
+        assert_eq!(udp_drops_of(&client, 5300, &hex), None);
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert_eq!(udp_socket_drops(&s.local_addr().unwrap()), Some(0));
     }
 
     #[test]

@@ -158,13 +158,15 @@ fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
     let cores = num(v, "environment.cores").unwrap_or(1.0).max(1.0);
     let overflows = num(s, "listen_overflows").unwrap_or(0.0);
     let udp_drops = num(s, "udp_rcvbuf_errors").unwrap_or(0.0);
+    let at_server = num(s, "udp_socket_drops").unwrap_or(0.0);
     let pct = 100.0 * cpu / wall;
     let pressures = num(s, "tcp_memory_pressures").unwrap_or(0.0);
     let conntrack = num(s, "conntrack_drops").unwrap_or(0.0);
     figures.push(format!(
         "{name} (pid {pid}): {fds:.0} fds of its {limit:.0} at most, CPU {pct:.0}% of a core \
          ({cores:.0} cores here), RSS up to {}, accept queue up to {:.0}, ListenOverflows \
-         +{overflows:.0}, ListenDrops +{:.0}, UDP RcvbufErrors +{udp_drops:.0}, TCP memory \
+         +{overflows:.0}, ListenDrops +{:.0}, UDP RcvbufErrors +{udp_drops:.0} ({at_server:.0} at its \
+         socket), TCP memory \
          pressure +{pressures:.0}, conntrack drops +{conntrack:.0}",
         crate::units::human_bytes(num(s, "rss_max_bytes").unwrap_or(0.0)),
         num(s, "accept_queue_max").unwrap_or(0.0),
@@ -188,10 +190,10 @@ fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
         Some(format!(
             "ListenOverflows +{overflows:.0}: the accept queue overflowed, {name} accepts too slowly"
         ))
-    } else if udp_drops > 0.0 {
+    } else if at_server > 0.0 {
         Some(format!(
-            "the kernel dropped {udp_drops:.0} datagrams at a full receive buffer \
-             (UdpRcvbufErrors): {name} reads too slowly"
+            "the kernel dropped {at_server:.0} datagrams at {name}'s full receive buffer \
+             (its socket's drops): {name} reads too slowly"
         ))
     } else if pct >= 90.0 * cores {
         Some(format!(
@@ -724,11 +726,18 @@ impl Search<'_> {
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or(Value::Null);
         let pass = code == 0;
+        let mut summary = summary;
+        let dropped = (!pass).then(|| client_dropped(&result)).flatten();
+        if let Some(why) = &dropped {
+            summary.push_str(&format!("\nhint (client) {why}"));
+        }
         Ok(Step {
             load,
             pass,
             exit_code: code,
-            client_limited: !pass && !confirm && client_explains(code, &summary),
+            client_limited: !pass
+                && !confirm
+                && (client_explains(code, &summary) || dropped.is_some()),
             held: false,
             result,
             summary,
@@ -785,9 +794,10 @@ impl Search<'_> {
             return Ok(None);
         };
         // What the machine says of the step: over its growth and hold
-        // (connections), or its judged seconds (rate).
+        // (connections), or its warm-up and judged seconds (rate: the
+        // drain, idle, would dilute the server's CPU).
         let watch = |h: &Held| crate::evidence::Observer::start_for(Some(h.pid), self.watched);
-        let mut observer = (self.a.find == Find::Connections).then(|| watch(h));
+        let mut observer = Some(watch(h));
         let seen;
         // The run's last second before this step (all zero before its first).
         let (before, from) = if fresh_run && self.a.find == Find::Connections {
@@ -845,10 +855,7 @@ impl Search<'_> {
                     return Ok(None);
                 }
                 warm = 1;
-                for k in 0..warm + secs {
-                    if k == warm {
-                        observer = Some(watch(h));
-                    }
+                for _ in 0..warm + secs {
                     if h.next_second(quiet).is_none() {
                         return Ok(None);
                     }
@@ -917,7 +924,11 @@ impl Search<'_> {
         let mut summary = crate::report::check::lines(&judged_checks, &verdicts).join("\n");
         // A failure the client explains is its own.
         let mine = (!pass)
-            .then(|| late_words(&v).or_else(|| held_client_explains(&v, self.plan.workers)))
+            .then(|| {
+                late_words(&v)
+                    .or_else(|| client_dropped(&v))
+                    .or_else(|| held_client_explains(&v, self.plan.workers))
+            })
             .flatten();
         if let Some(why) = &mine {
             summary.push_str(&format!("\nhint (client) {why}"));
@@ -1008,6 +1019,23 @@ fn late_words(v: &Value) -> Option<String> {
             "the client's loop noticed {:.1}% of the due queries more than 1 ms late: it could \
              not keep the rate",
             100.0 * loop_late / due
+        )
+    })
+}
+
+/// Datagrams the kernel dropped at this namespace's full receive buffers
+/// but not at the server's socket: at the client's, which read its
+/// answers too slowly (its failure, not the server's).
+fn client_dropped(v: &Value) -> Option<String> {
+    let s = v.get("server_seen").filter(|s| !s.is_null())?;
+    let all = num(s, "udp_rcvbuf_errors").unwrap_or(0.0);
+    let at_server = num(s, "udp_socket_drops").unwrap_or(0.0);
+    (all > at_server).then(|| {
+        format!(
+            "the kernel dropped {:.0} datagrams at the client's own full receive buffers \
+             (UdpRcvbufErrors {all:.0}, {at_server:.0} of them at the server's socket): the \
+             client read its answers too slowly",
+            all - at_server
         )
     })
 }
