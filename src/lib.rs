@@ -17,7 +17,7 @@
 //!   process or a group on one port.
 //! - [`report`]: live view, summary, JSON result, the Prometheus endpoint
 //!   (`--metrics`, the server's too); the HTML report and the .hgrm spectra
-//!   (`throng report`, `--html`, `--hgrm`).
+//!   (`throng report`, `--html`, `--hgrm`); a limit search's curve.
 //! - [`child`]: the line protocol between a parent and its child processes.
 //! - [`engine`]: the client's data plane: a mio loop per worker.
 //! - [`server_config`]: the reference server's configuration, as plain
@@ -145,9 +145,36 @@ fn merge(a: &cli::MergeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `throng report`: the HTML report and the .hgrm spectra of results
-/// already written (a `throng compare --json` file gives each of its runs).
+/// already written (a `throng compare --json` file gives each of its runs),
+/// or the curve of a `throng limit --json` file (alone).
 fn report_files(a: &cli::ReportArgs) -> anyhow::Result<ExitCode> {
     let views = a.views.views();
+    let mut texts = Vec::with_capacity(a.results.len());
+    for p in &a.results {
+        texts.push(
+            std::fs::read_to_string(p).map_err(|e| UsageError(format!("{}: {e}", p.display())))?,
+        );
+    }
+    let limits: Vec<(&std::path::PathBuf, serde_json::Value)> = a
+        .results
+        .iter()
+        .zip(&texts)
+        .filter_map(|(p, t)| Some((p, serde_json::from_str(t).ok()?)))
+        .filter(|(_, v)| report::curve::is_limit(v))
+        .collect();
+    if let Some((p, v)) = limits.first() {
+        if a.results.len() > 1 {
+            return Err(UsageError(format!(
+                "{}: a `throng limit --json` file is reported alone (its steps are one \
+                 search, not runs to overlay): run `throng report {} [--html FILE]`, and the \
+                 other files in a `throng report` of their own",
+                p.display(),
+                p.display()
+            ))
+            .into());
+        }
+        return report_limit(p, v, &views);
+    }
     if views.html.is_none() && views.hgrm.is_none() {
         return Err(UsageError(
             "nothing to write: give --html FILE (the report) or --hgrm PREFIX (the spectra), or both"
@@ -157,18 +184,16 @@ fn report_files(a: &cli::ReportArgs) -> anyhow::Result<ExitCode> {
     }
     views.check().map_err(UsageError)?;
     let mut runs: Vec<(String, report::json::RunResult)> = Vec::new();
-    for p in &a.results {
+    for (p, text) in a.results.iter().zip(&texts) {
         let stem = p.file_stem().map_or_else(
             || p.display().to_string(),
             |s| s.to_string_lossy().into_owned(),
         );
-        let text =
-            std::fs::read_to_string(p).map_err(|e| UsageError(format!("{}: {e}", p.display())))?;
-        match report::json::parse(&text) {
+        match report::json::parse(text) {
             Ok(r) => runs.push((stem, r)),
             Err(e) => {
                 // A comparison: its runs, each by its transport.
-                let compared = serde_json::from_str::<serde_json::Value>(&text)
+                let compared = serde_json::from_str::<serde_json::Value>(text)
                     .ok()
                     .and_then(|v| v.get("runs").and_then(|r| r.as_array()).cloned());
                 let Some(compared) = compared else {
@@ -206,6 +231,40 @@ fn report_files(a: &cli::ReportArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `throng report LIMIT.json`: the search's steps by load and its answer,
+/// as text, or with `--html` as a page with the curve.
+fn report_limit(
+    path: &std::path::Path,
+    v: &serde_json::Value,
+    views: &report::Views,
+) -> anyhow::Result<ExitCode> {
+    if views.hgrm.is_some() || views.server_stats.is_some() {
+        return Err(UsageError(format!(
+            "{}: a `throng limit --json` file draws a curve, not spectra or a server's \
+             seconds: drop --hgrm and --server-stats (or give them a step's client result)",
+            path.display()
+        ))
+        .into());
+    }
+    views.check().map_err(UsageError)?;
+    let curve = report::curve::Curve::read(v)
+        .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
+    let Some(html) = &views.html else {
+        print!("{}", report::curve::text(&curve));
+        return Ok(ExitCode::SUCCESS);
+    };
+    match report::curve::write_limit_html(html, v) {
+        Ok(()) => {
+            println!("  report        {}", html.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("throng: the HTML report was not written: {e:#}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 /// `throng tune`: the limits table, the commands, and --apply.

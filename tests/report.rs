@@ -5,7 +5,9 @@
 //! fetch) and in a real browser (headless Chromium draws them: the
 //! screenshot has the charts' colours, the console no error); `--hgrm`
 //! spectra read back against the JSON; a report that cannot be written
-//! after a run loses nothing of the run. Chromium is Debian's `chromium`
+//! after a run loses nothing of the run; a `throng limit --json` file's
+//! curve (written by the test, no search run) as text and as a page, and
+//! reported alone. Chromium is Debian's `chromium`
 //! package: a failure in CI when missing, a loud skip elsewhere.
 
 mod common;
@@ -624,5 +626,139 @@ fn report_usage_errors_exit_2() {
         assert_eq!(code, 2, "{args:?}: {out}\n{err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `throng limit --json` file as a rate search writes one (written here:
+/// no search is run): 1000/s and 2000/s pass, 4000/s fails, 3000/s fails,
+/// 2500/s passes held and again fresh (the confirming run).
+fn limit_file(dir: &Path) -> PathBuf {
+    let result = |ok: u64, due: u64, p50: u64, p99: u64| {
+        serde_json::json!({
+            "connections": {"target": 50, "established": 50, "verified": 50,
+                            "unverified": 0, "failed": {"any": 0}, "peak": 50,
+                            "peer_closed": 0},
+            "queries": {"due": due, "sent": due, "answered": ok, "ok": ok, "errors": 0,
+                        "timed_out": due - ok, "rate_target": 1.0, "rate_achieved": 1.0},
+            "latency": {"response_time_us": {"count": ok, "p50": p50, "p90": p99,
+                        "p99": p99, "p999": p99, "max": p99, "mean": p50}},
+            "server_seen": null, "client": null, "duration_s": 10.0,
+        })
+    };
+    let step = |load: f64, pass: bool, held: bool, r: Value| {
+        serde_json::json!({"load": load, "pass": pass, "exit_code": if pass { 0 } else { 1 },
+                           "client_limited": false, "held": held, "result": r})
+    };
+    let v = serde_json::json!({
+        "limit": {"axis": "rate", "value": 2500.0, "lower": 2500.0, "upper": 3000.0,
+                  "stable": true, "client_limited": false,
+                  "reason": "ListenOverflows +12: the accept queue overflowed",
+                  "evidence": ["throng (pid 9): 80 fds of its 1024 at most"]},
+        "steps": [
+            step(1000.0, true, true, result(10000, 10000, 80, 300)),
+            step(2000.0, true, true, result(20000, 20000, 90, 400)),
+            step(4000.0, false, true, result(30000, 40000, 50_000, 900_000)),
+            step(3000.0, false, false, result(29000, 30000, 2_000, 40_000)),
+            step(2500.0, true, false, result(25000, 25000, 120, 700)),
+            step(2500.0, true, false, result(25000, 25000, 110, 650)),
+        ],
+    });
+    let path = dir.join("limit.json");
+    std::fs::write(&path, v.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn report_draws_a_limit_files_curve_as_text_and_as_a_page() {
+    let dir = temp_dir("report-limit");
+    let limit = limit_file(&dir);
+    let (code, out, err) = output(Command::new(BIN).arg("report").arg(&limit));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let loads: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        loads,
+        ["1000/s", "2000/s", "2500/s", "2500/s", "3000/s", "4000/s"],
+        "{out}"
+    );
+    assert!(out.contains("limit         between 2500/s (pass) and 3000/s (fail)"));
+    assert!(out.contains("why           ListenOverflows +12"), "{out}");
+    let line_4k = out.lines().find(|l| l.contains("4000/s")).unwrap();
+    for want in ["FAIL", "held", "75.00%", "50.0 ms", "900.0 ms"] {
+        assert!(line_4k.contains(want), "{want}: {line_4k}");
+    }
+
+    let html = dir.join("limit.html");
+    let (code, out, err) = output(
+        Command::new(BIN)
+            .arg("report")
+            .arg(&limit)
+            .arg("--html")
+            .arg(&html),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains(&format!("report        {}", html.display())));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_well_formed(&page);
+    let curve = chart(&page, "curve");
+    assert!(
+        curve.contains("limit: 2500/s (the highest pass)"),
+        "{curve}"
+    );
+    assert!(curve.contains("the lowest failure: 3000/s"));
+    // A marker a step and series (p50, p99, answered): the failures
+    // hollow, and the key's two.
+    let hollow = curve
+        .split("<circle")
+        .skip(1)
+        .filter(|c| c[..c.find('>').unwrap()].contains("fill=\"none\""))
+        .count();
+    assert_eq!(curve.matches("<circle").count(), 6 * 3 + 2);
+    assert_eq!(hollow, 2 * 3 + 1);
+    assert!(page.contains("between 2500/s (pass) and 3000/s (fail)"));
+    assert!(page.contains("80 fds of its 1024"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_limit_file_is_reported_alone() {
+    let dir = temp_dir("report-limit-mixed");
+    let limit = limit_file(&dir);
+    let other = dir.join("client.json");
+    std::fs::write(&other, "{\"connections\": {}}").unwrap();
+    let html = dir.join("x.html");
+    for files in [[&other, &limit], [&limit, &other]] {
+        let (code, out, err) = output(
+            Command::new(BIN)
+                .arg("report")
+                .args(files)
+                .arg("--html")
+                .arg(&html),
+        );
+        assert_eq!(code, 2, "{out}\n{err}");
+        assert!(
+            err.contains(&format!(
+                "{}: a `throng limit --json` file is reported alone",
+                limit.display()
+            )),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("run `throng report {}", limit.display())),
+            "{err}"
+        );
+    }
+    let (code, _, err) = output(
+        Command::new(BIN)
+            .arg("report")
+            .arg(&limit)
+            .args(["--hgrm", dir.join("x").to_str().unwrap()]),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("drop --hgrm"), "{err}");
+    assert!(!html.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -170,7 +170,8 @@ impl ViewArgs {
 pub struct ReportArgs {
     /// Result files (of `throng client`, `merge` or `cluster --json`), or
     /// the `--json` of `throng compare` (each of its runs). Several are
-    /// drawn over each other, a legend entry each.
+    /// drawn over each other, a legend entry each. A `throng limit --json`
+    /// file, alone: its curve (--html), or its steps by load as text.
     #[arg(value_name = "RESULT.json", required = true)]
     pub results: Vec<PathBuf>,
 

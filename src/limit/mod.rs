@@ -47,6 +47,7 @@ const OWN_FLAGS: &[(&str, bool)] = &[
     ("--step-time", true),
     ("--precision", true),
     ("--json", true),
+    ("--html", true),
     ("-T", true),
     ("--duration", true),
     ("-q", false),
@@ -304,13 +305,14 @@ struct Search<'a> {
 
 /// Runs the search.
 pub fn run(a: &LimitArgs) -> Result<ExitCode> {
-    if a.client.views.html.is_some() || a.client.views.hgrm.is_some() {
+    if a.client.views.hgrm.is_some() || a.client.views.server_stats.is_some() {
         return Err(usage(
-            "throng limit writes --json only; draw its curve with `throng report LIMIT.json \
-             --html FILE` (each step in --json's steps[] is a client result, or a held step's \
-             figures)",
+            "throng limit writes --json and --html (its curve); drop --hgrm and \
+             --server-stats: they draw one client run (run `throng client` at the load in \
+             question with them)",
         ));
     }
+    a.client.views.views().check().map_err(usage)?;
     if a.client.segment.is_some() || a.client.child || a.client.child_plan {
         return Err(usage(
             "throng limit runs whole scenarios: drop --segment (to spread a search over hosts, \
@@ -530,6 +532,15 @@ pub fn run(a: &LimitArgs) -> Result<ExitCode> {
                 held_runs: &s.held_runs,
             },
         )?;
+    }
+    if let Some(p) = &a.client.views.html {
+        let v = serde_json::to_value(Output {
+            limit: &found,
+            steps: &s.steps,
+            held_runs: &s.held_runs,
+        })?;
+        crate::report::curve::write_limit_html(p, &v)?;
+        println!("report        {}", p.display());
     }
     let _ = std::fs::remove_dir_all(&s.dir);
     drop_embedded(embedded);

@@ -20,10 +20,14 @@ use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
 use hdrhistogram::Histogram;
-use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde::Deserialize;
 
+use super::chart::{
+    axis_number, caption_style, chart_div, colour, decades, escape, label_style, legend,
+    legend_line, page_foot, page_head, svg, BLUE_, GREEN_, GREY, HEIGHT, ORANGE, PINK, PURPLE,
+    RED_, WIDTH,
+};
 use super::json::{write_bytes_atomic, RunResult};
 use crate::domain::Transport;
 use crate::metrics::{decode_histogram, Bucket};
@@ -98,36 +102,6 @@ pub fn write(path: &Path, runs: &[Run], server: Option<&[ServerSecond]>) -> Resu
     let page = render(runs, server)?;
     write_bytes_atomic(path, page.as_bytes(), "--html")
 }
-
-/// Chart size in pixels (the page scales it down to fit).
-const WIDTH: u32 = 1100;
-const HEIGHT: u32 = 380;
-
-/// Tableau's ten colours: a run each, or a series each for one run.
-const PALETTE: [RGBColor; 10] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
-];
-
-fn colour(i: usize) -> RGBColor {
-    PALETTE[i % PALETTE.len()]
-}
-
-const BLUE_: RGBColor = PALETTE[0];
-const ORANGE: RGBColor = PALETTE[1];
-const GREEN_: RGBColor = PALETTE[2];
-const RED_: RGBColor = PALETTE[3];
-const PURPLE: RGBColor = PALETTE[4];
-const GREY: RGBColor = PALETTE[7];
-const PINK: RGBColor = PALETTE[6];
 
 /// One second of a run, as the charts draw it.
 struct Second {
@@ -215,81 +189,11 @@ impl<'a> Drawn<'a> {
     }
 }
 
-type DrawResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-/// Draws one chart into an SVG string.
-fn svg(
-    title: &str,
-    height: u32,
-    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> DrawResult<()>,
-) -> Result<String> {
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (WIDTH, height)).into_drawing_area();
-        let drawn = root
-            .fill(&WHITE)
-            .map_err(|e| e.into())
-            .and_then(|()| draw(&root))
-            .and_then(|()| root.present().map_err(|e| e.into()));
-        drawn.map_err(|e| anyhow!("drawing the chart '{title}': {e}"))?;
-    }
-    Ok(out)
-}
-
 /// The end of the longest run, in seconds.
 fn t_max(runs: &[Drawn]) -> f64 {
     runs.iter()
         .flat_map(|d| d.seconds.iter().map(|s| s.t))
         .fold(1.0, f64::max)
-}
-
-/// A log axis range in whole decades around `values` (µs, or any positive
-/// figure); `None` when there is none.
-fn decades(values: impl Iterator<Item = f64>) -> Option<std::ops::Range<f64>> {
-    let (lo, hi) = values
-        .filter(|v| *v > 0.0 && v.is_finite())
-        .fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    if hi <= 0.0 {
-        return None;
-    }
-    let lo = 10f64.powf(lo.log10().floor());
-    let mut hi = 10f64.powf(hi.log10().ceil());
-    if hi <= lo {
-        hi = lo * 10.0;
-    }
-    Some(lo..hi)
-}
-
-/// An axis number: 12.3k, 250, 0.5.
-fn axis_number(v: f64) -> String {
-    if v.fract() != 0.0 && v.abs() < 10.0 {
-        format!("{v:.1}")
-    } else {
-        human(v)
-    }
-}
-
-fn caption_style() -> TextStyle<'static> {
-    ("sans-serif", 24).into_font().color(&BLACK)
-}
-
-fn label_style() -> TextStyle<'static> {
-    ("sans-serif", 17).into_font().color(&BLACK)
-}
-
-/// A chart's legend, boxed on a light background, where `at` says.
-fn legend<'a, CT: CoordTranslate>(
-    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
-    at: SeriesLabelPosition,
-) -> Result<()> {
-    chart
-        .configure_series_labels()
-        .position(at)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(label_style())
-        .draw()?;
-    Ok(())
 }
 
 /// Points drawn on a series too short to be seen as a line (a run of a
@@ -300,11 +204,6 @@ fn dot_size(points: usize) -> u32 {
     } else {
         0
     }
-}
-
-/// A legend entry's line in `style`.
-fn legend_line(style: ShapeStyle) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
-    move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style)
 }
 
 /// Queries per second: target, sent and answered on the left axis,
@@ -951,22 +850,6 @@ fn outcomes_chart(runs: &[Drawn]) -> Result<String> {
     })
 }
 
-/// Text for HTML: `<`, `>`, `&` and quotes escaped.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// "2026-11-23 14:05:09 UTC" for a Unix time.
 fn utc(unix_s: u64) -> String {
     let days = (unix_s / 86_400) as i64;
@@ -1274,16 +1157,6 @@ fn figures(runs: &[Drawn]) -> Vec<(&'static str, Vec<String>)> {
     rows
 }
 
-/// The page's style: readable, printable, no web font.
-const STYLE: &str = "body{font-family:sans-serif;margin:24px auto;max-width:1160px;color:#222;\
-background:#fff;padding:0 12px}h1{font-size:26px;margin:0 0 4px}h2{font-size:19px;margin:28px 0 8px;\
-border-bottom:1px solid #ccc}table{border-collapse:collapse;margin:6px 0 12px}td,th{border:1px solid #ddd;\
-padding:3px 9px;text-align:left;vertical-align:top}th{background:#f3f3f3}td.n{text-align:right;\
-font-variant-numeric:tabular-nums}.pass{color:#1a7f37;font-weight:bold}.fail{color:#c62828;\
-font-weight:bold}.chart svg{max-width:100%;height:auto;display:block}.note{color:#555;font-size:14px}\
-pre{background:#f7f7f7;padding:10px;white-space:pre-wrap;font-size:13px}.swatch{display:inline-block;\
-width:12px;height:12px;margin-right:6px;vertical-align:middle}";
-
 /// The whole page.
 pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
     let drawn: Vec<Drawn> = runs.iter().map(Drawn::of).collect::<Result<_>>()?;
@@ -1294,14 +1167,7 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
     } else {
         format!("throng report: {} runs", drawn.len())
     };
-    let _ = write!(
-        p,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n\
-         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
-        escape(&title),
-        escape(&title)
-    );
+    p.push_str(&page_head(&title));
     // The scenario, a table per run.
     let _ = writeln!(p, "<h2>Scenario</h2>");
     for (i, d) in drawn.iter().enumerate() {
@@ -1370,15 +1236,9 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
     }
     // The charts.
     let _ = writeln!(p, "<h2>Charts</h2>");
-    let chart = |p: &mut String, id: &str, svg: &str, note: &str| {
-        let _ = writeln!(p, "<div class=\"chart\" id=\"{id}\">\n{svg}</div>");
-        if !note.is_empty() {
-            let _ = writeln!(p, "<p class=\"note\">{}</p>", escape(note));
-        }
-    };
     let several = drawn.len() > 1;
     if drawn.iter().any(|d| d.r.queries.is_some()) {
-        chart(
+        chart_div(
             &mut p,
             "rates",
             &rates_chart(&drawn)?,
@@ -1391,7 +1251,7 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
             },
         );
         match latency_chart(&drawn)? {
-            Some(svg) => chart(
+            Some(svg) => chart_div(
                 &mut p,
                 "latency",
                 &svg,
@@ -1429,9 +1289,9 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
         Some(_) => "The --server-stats file holds no second.".into(),
         None => String::new(),
     };
-    chart(&mut p, "ramp", &ramp_chart(&drawn, server)?, &server_note);
+    chart_div(&mut p, "ramp", &ramp_chart(&drawn, server)?, &server_note);
     if let Some(svg) = connect_chart(&drawn)? {
-        chart(
+        chart_div(
             &mut p,
             "connect",
             &svg,
@@ -1441,7 +1301,7 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
         );
     }
     if let Some(svg) = spectrum_chart(&drawn)? {
-        chart(
+        chart_div(
             &mut p,
             "spectrum",
             &svg,
@@ -1449,7 +1309,7 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
              queries was answered, from p0 to p99.999 (`--hgrm` writes the same as text).",
         );
     }
-    chart(&mut p, "outcomes", &outcomes_chart(&drawn)?, "");
+    chart_div(&mut p, "outcomes", &outcomes_chart(&drawn)?, "");
     // The summary as printed, for the whole story.
     let _ = writeln!(p, "<h2>Summary as printed</h2>");
     for d in &drawn {
@@ -1478,11 +1338,7 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
             escape(&String::from_utf8_lossy(&text))
         );
     }
-    let _ = writeln!(
-        p,
-        "<p class=\"note\">Written by throng {}. This page fetches nothing: its charts are inline SVG.</p>\n</body>\n</html>",
-        env!("CARGO_PKG_VERSION")
-    );
+    p.push_str(&page_foot());
     Ok(p)
 }
 

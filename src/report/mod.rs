@@ -1,11 +1,14 @@
 //! What a person and a script see of a client run: the live view while it
 //! runs, the summary at the end, the JSON result, and the files made to be
-//! looked at: an HTML report (`html`) and the percentile spectra in
+//! looked at: an HTML report (`html`), the curve of a `throng limit`
+//! search (`curve`, text and HTML) and the percentile spectra in
 //! HdrHistogram's text format (`hgrm`). Reads snapshots only; it never
 //! holds anything a worker waits on.
 
 pub mod books;
+mod chart;
 pub mod check;
+pub mod curve;
 pub mod hgrm;
 pub mod html;
 pub mod json;

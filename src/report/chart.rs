@@ -1,0 +1,174 @@
+//! What the HTML pages share: chart scaffolding on plotters' SVG backend
+//! (size, palette, fonts, legends, log axes), the page's style and its
+//! head and foot, and HTML escaping. The pages are built on it: the report
+//! of runs (`html`) and the curve of a limit search (`curve`). No page's
+//! content lives here.
+
+use anyhow::{anyhow, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::units::human;
+
+/// Chart size in pixels (the page scales it down to fit).
+pub const WIDTH: u32 = 1100;
+pub const HEIGHT: u32 = 380;
+
+/// Tableau's ten colours: a run each, or a series each for one run.
+pub const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// The `i`th colour of the palette (it wraps).
+pub fn colour(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+pub const BLUE_: RGBColor = PALETTE[0];
+pub const ORANGE: RGBColor = PALETTE[1];
+pub const GREEN_: RGBColor = PALETTE[2];
+pub const RED_: RGBColor = PALETTE[3];
+pub const PURPLE: RGBColor = PALETTE[4];
+pub const GREY: RGBColor = PALETTE[7];
+pub const PINK: RGBColor = PALETTE[6];
+
+/// What a chart's drawing returns (plotters' errors boxed).
+pub type DrawResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// Draws one chart into an SVG string.
+pub fn svg(
+    title: &str,
+    height: u32,
+    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> DrawResult<()>,
+) -> Result<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, height)).into_drawing_area();
+        let drawn = root
+            .fill(&WHITE)
+            .map_err(|e| e.into())
+            .and_then(|()| draw(&root))
+            .and_then(|()| root.present().map_err(|e| e.into()));
+        drawn.map_err(|e| anyhow!("drawing the chart '{title}': {e}"))?;
+    }
+    Ok(out)
+}
+
+/// A log axis range in whole decades around `values` (µs, or any positive
+/// figure); `None` when there is none.
+pub fn decades(values: impl Iterator<Item = f64>) -> Option<std::ops::Range<f64>> {
+    let (lo, hi) = values
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if hi <= 0.0 {
+        return None;
+    }
+    let lo = 10f64.powf(lo.log10().floor());
+    let mut hi = 10f64.powf(hi.log10().ceil());
+    if hi <= lo {
+        hi = lo * 10.0;
+    }
+    Some(lo..hi)
+}
+
+/// An axis number: 12.3k, 250, 0.5.
+pub fn axis_number(v: f64) -> String {
+    if v.fract() != 0.0 && v.abs() < 10.0 {
+        format!("{v:.1}")
+    } else {
+        human(v)
+    }
+}
+
+/// A chart's title.
+pub fn caption_style() -> TextStyle<'static> {
+    ("sans-serif", 24).into_font().color(&BLACK)
+}
+
+/// Axis labels and legend entries.
+pub fn label_style() -> TextStyle<'static> {
+    ("sans-serif", 17).into_font().color(&BLACK)
+}
+
+/// A chart's legend, boxed on a light background, where `at` says.
+pub fn legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    at: SeriesLabelPosition,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(label_style())
+        .draw()?;
+    Ok(())
+}
+
+/// A legend entry's line in `style`.
+pub fn legend_line(style: ShapeStyle) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style)
+}
+
+/// Text for HTML: `<`, `>`, `&` and quotes escaped.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The page's style: readable, printable, no web font.
+pub const STYLE: &str = "body{font-family:sans-serif;margin:24px auto;max-width:1160px;color:#222;\
+background:#fff;padding:0 12px}h1{font-size:26px;margin:0 0 4px}h2{font-size:19px;margin:28px 0 8px;\
+border-bottom:1px solid #ccc}table{border-collapse:collapse;margin:6px 0 12px}td,th{border:1px solid #ddd;\
+padding:3px 9px;text-align:left;vertical-align:top}th{background:#f3f3f3}td.n{text-align:right;\
+font-variant-numeric:tabular-nums}.pass{color:#1a7f37;font-weight:bold}.fail{color:#c62828;\
+font-weight:bold}.chart svg{max-width:100%;height:auto;display:block}.note{color:#555;font-size:14px}\
+pre{background:#f7f7f7;padding:10px;white-space:pre-wrap;font-size:13px}.swatch{display:inline-block;\
+width:12px;height:12px;margin-right:6px;vertical-align:middle}";
+
+/// A page's start, to its `<h1>` (the title, escaped).
+pub fn page_head(title: &str) -> String {
+    let title = escape(title);
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n\
+         <title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n"
+    )
+}
+
+/// A page's end: who wrote it, and that it fetches nothing.
+pub fn page_foot() -> String {
+    format!(
+        "<p class=\"note\">Written by throng {}. This page fetches nothing: its charts are inline SVG.</p>\n</body>\n</html>\n",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// A chart in the page: its SVG in a `div` of id `id`, and the note below
+/// it (none when empty).
+pub fn chart_div(p: &mut String, id: &str, svg: &str, note: &str) {
+    use std::fmt::Write as _;
+    let _ = writeln!(p, "<div class=\"chart\" id=\"{id}\">\n{svg}</div>");
+    if !note.is_empty() {
+        let _ = writeln!(p, "<p class=\"note\">{}</p>", escape(note));
+    }
+}
