@@ -75,6 +75,10 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         cli::Command::Client(args) => client::run(&args),
         cli::Command::Merge(args) => merge(&args),
+        // `throng cluster ... -- limit ...`: a search of cluster runs.
+        cli::Command::Cluster(args) if args.client_args.first().is_some_and(|w| w == "limit") => {
+            limit::run_cluster(&args)
+        }
         cli::Command::Cluster(args) => cluster::ssh::run(&args),
         cli::Command::Tune(args) => tune(&args),
         cli::Command::Compare(args) => compare::run(&args),

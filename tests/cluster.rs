@@ -32,8 +32,11 @@ impl Lab {
 
     /// Host i gets 198.18.0.(i+1); the test's namespace is 198.18.0.254.
     fn new(hosts: usize) -> Lab {
-        let tag = format!("thr{}", std::process::id());
-        let dir = temp_dir("cluster");
+        // (Unique per lab: the tests of this file run side by side.)
+        static LABS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let k = LABS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tag = format!("thr{}x{k}", std::process::id());
+        let dir = temp_dir(&format!("cluster{k}"));
         // sshd's privilege-separation directory (systemd makes it at boot).
         sh("mkdir -p /run/sshd");
         sh("ip link add br0 type bridge && ip addr add 198.18.0.254/24 dev br0 && ip link set br0 up");
@@ -136,16 +139,107 @@ fn ssh_options(dir: &Path) -> Vec<String> {
     .collect()
 }
 
+/// False (and a loud skip outside CI) without OpenSSH.
+fn have_ssh() -> bool {
+    if have("sshd") && have("ssh") {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "openssh-server and openssh-client are needed in CI"
+    );
+    eprintln!("SKIPPED cluster test: sshd or ssh not installed (apt-get install openssh-server)");
+    false
+}
+
+/// `throng cluster ... -- limit`: a search whose steps are cluster runs
+/// of two load hosts against a throng server under a 600-fd limit on a
+/// third: each step's result merges both hosts, and the limit found is
+/// within 5% of what the server's fds allow, named.
+#[test]
+fn a_search_of_cluster_runs_finds_a_servers_fd_limit() {
+    if !have_ssh() {
+        return;
+    }
+    in_netns(|| {
+        let mut lab = Lab::new(3);
+        let d = lab.dir.clone();
+        sh(&format!(
+            "ssh-keygen -q -t ed25519 -N '' -f {0}/host_key && ssh-keygen -q -t ed25519 -N '' -f {0}/id",
+            d.display()
+        ));
+        for i in 1..3 {
+            lab.sshd(i);
+        }
+        let mut cmd = Command::new("ip");
+        cmd.args([
+            "netns",
+            "exec",
+            &lab.ns(0),
+            "prlimit",
+            "--nofile=600",
+            BIN,
+            "server",
+        ]);
+        let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
+        let target = common::banner_addr(&srv, "198.18.0.1");
+        let open = std::fs::read_dir(format!("/proc/{}/fd", srv.pid()))
+            .unwrap()
+            .count() as f64;
+        let allowed = 600.0 - open;
+        let hosts = d.join("hosts");
+        std::fs::write(&hosts, "root@198.18.0.2\nroot@198.18.0.3\n").unwrap();
+        let json = d.join("limit.json");
+        let mut args: Vec<String> = vec![
+            "cluster".into(),
+            "--hosts".into(),
+            hosts.display().to_string(),
+            "--binary".into(),
+            BIN.into(),
+            "--start-in".into(),
+            "1s".into(),
+            "--json".into(),
+            json.display().to_string(),
+        ];
+        args.extend(ssh_options(&d));
+        args.extend(
+            [
+                "--",
+                "limit",
+                &target,
+                "--find",
+                "connections",
+                "-c",
+                "100",
+                "--step-time",
+                "1s",
+                "--connect-timeout",
+                "1s",
+            ]
+            .map(String::from),
+        );
+        let (code, out, err) = common::output(Command::new(BIN).args(&args));
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(out.contains("`throng cluster` run"), "{out}");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let value = v["limit"]["value"].as_f64().unwrap();
+        assert!(
+            (value - allowed).abs() <= 0.05 * allowed,
+            "found {value}, its fds allow {allowed}: {out}"
+        );
+        for s in v["steps"].as_array().unwrap() {
+            assert_eq!(s["held"], false);
+            let r = common::parse_result(&s["result"].to_string());
+            assert_eq!(r["parts"].as_array().unwrap().len(), 2, "{out}");
+        }
+        drop(srv);
+        drop(lab);
+    });
+}
+
 #[test]
 fn cluster_over_openssh_merges_hosts_and_names_failures() {
-    if !have("sshd") || !have("ssh") {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "openssh-server and openssh-client are needed in CI"
-        );
-        eprintln!(
-            "SKIPPED cluster test: sshd or ssh not installed (apt-get install openssh-server)"
-        );
+    if !have_ssh() {
         return;
     }
     in_netns(|| {

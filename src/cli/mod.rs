@@ -504,6 +504,22 @@ pub fn client_args(args: &[String]) -> Result<ClientArgs, String> {
     }
 }
 
+/// `throng limit`'s arguments from a list (`throng cluster -- limit ...`:
+/// the words after `limit`).
+pub fn limit_args(args: &[String]) -> Result<LimitArgs, String> {
+    let argv = ["throng", "limit"]
+        .into_iter()
+        .map(String::from)
+        .chain(args.iter().cloned());
+    match Cli::try_parse_from(argv) {
+        Ok(Cli {
+            command: Command::Limit(a),
+        }) => Ok(*a),
+        Ok(_) => unreachable!("parsed as limit"),
+        Err(e) => Err(e.to_string().trim().to_string()),
+    }
+}
+
 fn parse_processes(s: &str) -> Result<Processes, String> {
     if s == "auto" {
         return Ok(Processes::Auto);

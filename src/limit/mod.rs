@@ -301,10 +301,66 @@ struct Search<'a> {
     /// those are judged on fresh steps only.
     unjudged: BTreeSet<String>,
     baseline: u64,
+    /// Steps are `throng cluster` runs.
+    cluster: Option<Cluster>,
+}
+
+/// `throng cluster [FLAGS] -- limit ...`: a search whose steps are cluster
+/// runs (every host a share of the step's load, merged exactly).
+pub struct Cluster {
+    /// cluster's own flags (hosts, ssh options, binary), for every step.
+    flags: Vec<OsString>,
+}
+
+/// `throng cluster ... -- limit ...`.
+pub fn run_cluster(c: &crate::cli::ClusterArgs) -> Result<ExitCode> {
+    let mut a = crate::cli::limit_args(&c.client_args[1..])
+        .map_err(|e| usage(format!("the limit arguments after --: {e}")))?;
+    if !c.check.is_empty() {
+        return Err(usage(
+            "a search's checks go with its other arguments: move --check after `-- limit`",
+        ));
+    }
+    if a.client.targets.is_empty() {
+        return Err(usage(
+            "the limit arguments need a target HOST:PORT: the embedded server would be on each \
+             load host",
+        ));
+    }
+    // The words between `cluster` and `--`, less what each step sets.
+    let raw: Vec<OsString> = std::env::args_os()
+        .skip_while(|x| x != "cluster")
+        .skip(1)
+        .take_while(|x| x != "--")
+        .collect();
+    let flags = strip(
+        &raw,
+        &[
+            ("--json", true),
+            ("--html", true),
+            ("--hgrm", true),
+            ("--server-stats", true),
+            ("-q", false),
+            ("--quiet", false),
+        ],
+    );
+    // cluster's --json and --html are the search's, unless limit's are given.
+    if a.client.json.is_none() {
+        a.client.json = c.json.clone();
+    }
+    if a.client.views.html.is_none() {
+        a.client.views.html = c.views.html.clone();
+    }
+    run_with(&a, Some(Cluster { flags }))
 }
 
 /// Runs the search.
 pub fn run(a: &LimitArgs) -> Result<ExitCode> {
+    run_with(a, None)
+}
+
+/// Runs the search, its steps on this host or (`cluster`) on load hosts.
+fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
     if a.client.views.hgrm.is_some() || a.client.views.server_stats.is_some() {
         return Err(usage(
             "throng limit writes --json and --html (its curve); drop --hgrm and \
@@ -416,7 +472,11 @@ pub fn run(a: &LimitArgs) -> Result<ExitCode> {
             .and_then(|t| std::net::ToSocketAddrs::to_socket_addrs(t).ok()?.next())
             .filter(crate::client::on_this_host),
     };
-    let plan = plan(a, axis);
+    let mut plan = plan(a, axis);
+    if cluster.is_some() {
+        // Held runs are one process of this host.
+        plan.hold_up_to = None;
+    }
     let unit = |x: f64| unit(a.find, x);
     let keeping_up = match a.find {
         Find::Connections => {
@@ -452,6 +512,16 @@ pub fn run(a: &LimitArgs) -> Result<ExitCode> {
              is offered again to confirm it.",
             plan.connections,
             a.step_time.as_secs_f64()
+        ),
+        (_, None) if cluster.is_some() => format!(
+            "Each step is a `throng cluster` run of {} s over the load hosts (each a share of \
+             the step's load, merged exactly){}.",
+            a.step_time.as_secs_f64(),
+            if a.find == Find::Rate {
+                format!(", over {} connections in all", plan.connections)
+            } else {
+                String::new()
+            }
         ),
         (_, None) => format!(
             "Each step is a fresh `throng client` run of {} s{}.",
@@ -493,6 +563,7 @@ pub fn run(a: &LimitArgs) -> Result<ExitCode> {
         unjudged: BTreeSet::new(),
         baseline: tcp_inuse().unwrap_or(0),
         plan,
+        cluster,
     };
     s.walk()?;
     s.end_held();
@@ -708,7 +779,22 @@ impl Search<'_> {
     fn fresh(&mut self, load: f64, confirm: bool) -> Result<Step> {
         let json = self.dir.join(format!("step{}.json", self.steps.len() + 1));
         let mut cmd = Command::new(&self.exe);
-        cmd.arg("client").args(&self.base);
+        match &self.cluster {
+            Some(c) => cmd
+                .arg("cluster")
+                .args(&c.flags)
+                .arg("-q")
+                .arg("--json")
+                .arg(&json)
+                .arg("--")
+                .args(&self.base),
+            None => cmd
+                .arg("client")
+                .args(&self.base)
+                .arg("-q")
+                .arg("--json")
+                .arg(&json),
+        };
         match self.a.find {
             Find::Connections => cmd.args(["-c", &format!("{load:.0}")]),
             Find::Rate => cmd.args(["-r", &format!("{load}")]).args(&self.rate_checks),
@@ -716,9 +802,6 @@ impl Search<'_> {
         let out = cmd
             .arg("-T")
             .arg(format!("{}ms", self.a.step_time.as_millis()))
-            .arg("-q")
-            .arg("--json")
-            .arg(&json)
             .stdin(Stdio::null())
             .stderr(Stdio::piped())
             .output()
