@@ -11,6 +11,16 @@ use std::process::{Command, Stdio};
 use common::{output, temp_dir, BIN};
 use serde_json::Value;
 
+/// A server process of a test, killed when the test ends (passed or not).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Runs `throng limit <args> --json F`: (exit code, output, the JSON),
 /// every step's result passed through the books.
 fn limit(name: &str, args: &[&str]) -> (i32, String, Value) {
@@ -63,6 +73,7 @@ fn a_servers_fd_limit_is_found_and_named() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(srv.stdout.take().unwrap()).lines();
+    let srv = Killed(srv);
     let addr = loop {
         let l = lines.next().expect("the server's banner").unwrap();
         if let Some(rest) = l.strip_prefix("listening on ") {
@@ -70,7 +81,7 @@ fn a_servers_fd_limit_is_found_and_named() {
         }
     };
     std::thread::spawn(move || lines.for_each(drop));
-    let open = std::fs::read_dir(format!("/proc/{}/fd", srv.id()))
+    let open = std::fs::read_dir(format!("/proc/{}/fd", srv.0.id()))
         .unwrap()
         .count() as f64;
     let allowed = 600.0 - open;
@@ -88,9 +99,7 @@ fn a_servers_fd_limit_is_found_and_named() {
             "1s",
         ],
     );
-    // SAFETY: our own child.
-    unsafe { libc::kill(srv.id() as i32, libc::SIGTERM) };
-    let _ = srv.wait();
+    drop(srv);
     assert_eq!(code, 0, "{out}");
     let l = &v["limit"];
     let value = l["value"].as_f64().unwrap();
@@ -158,6 +167,7 @@ while True:
     BufReader::new(srv.stdout.take().unwrap())
         .read_line(&mut port)
         .unwrap();
+    let srv = Killed(srv);
     let addr = format!("127.0.0.1:{}", port.trim());
     let (code, out, v) = limit(
         "limit-drops",
@@ -173,8 +183,7 @@ while True:
             "1s",
         ],
     );
-    let _ = srv.kill();
-    let _ = srv.wait();
+    drop(srv);
     assert_eq!(code, 0, "{out}");
     let value = v["limit"]["value"].as_f64().unwrap();
     assert!((285.0..=300.0).contains(&value), "found {value}: {out}");
@@ -234,6 +243,7 @@ while True:
     BufReader::new(srv.stdout.take().unwrap())
         .read_line(&mut port)
         .unwrap();
+    let srv = Killed(srv);
     let addr = format!("127.0.0.1:{}", port.trim());
     let (code, out, v) = limit(
         "limit-rate",
@@ -257,8 +267,7 @@ while True:
             "10%",
         ],
     );
-    let _ = srv.kill();
-    let _ = srv.wait();
+    drop(srv);
     assert_eq!(code, 0, "{out}");
     let value = v["limit"]["value"].as_f64().unwrap();
     assert!((850.0..=1150.0).contains(&value), "found {value}/s: {out}");

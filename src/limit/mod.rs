@@ -196,6 +196,13 @@ fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
             "the kernel dropped {at_server:.0} datagrams at {name}'s full receive buffer \
              (its socket's drops): {name} reads too slowly"
         ))
+    } else if num(v, "connections.peer_closed").unwrap_or(0.0) > 0.0 {
+        Some(format!(
+            "{name} closed {:.0} connection(s) it had taken while it held {fds:.0} fds of its \
+             {limit:.0} and {pct:.0}% of a core: a connection cap of its own (nginx's \
+             worker_connections, a server's max clients), not its fds or CPU",
+            num(v, "connections.peer_closed").unwrap_or(0.0)
+        ))
     } else if pct >= 90.0 * cores {
         Some(format!(
             "{name} used {pct:.0}% CPU of {cores:.0} cores: CPU-bound"
@@ -909,7 +916,14 @@ impl Search<'_> {
                     return Ok(None);
                 }
                 // Growth: until every one is open, or attempts stop
-                // resolving; then verification, at most --connect-timeout.
+                // resolving, or the time the growth takes at the connect
+                // rate has passed twice over (a server that closes what it
+                // takes keeps them resolving); then verification, at most
+                // --connect-timeout.
+                let adding = conns.saturating_sub(before.connections.max(0) as u64) as f64;
+                let growth = Duration::from_secs_f64(adding / c.connect_rate.unwrap_or(10_000.0));
+                let deadline =
+                    Instant::now() + growth * 2 + c.connect_timeout * 2 + Duration::from_secs(2);
                 let mut last_progress = (before.established + before.failed, Instant::now());
                 let mut verified_since: Option<Instant> = None;
                 loop {
@@ -922,8 +936,9 @@ impl Search<'_> {
                         last_progress = (resolved, Instant::now());
                     }
                     let open = x.connections.max(0) as u64 >= conns;
-                    let stalled =
-                        last_progress.1.elapsed() > c.connect_timeout + Duration::from_secs(1);
+                    let stalled = last_progress.1.elapsed()
+                        > c.connect_timeout + Duration::from_secs(1)
+                        || Instant::now() >= deadline;
                     if open || stalled {
                         let pending = x.established.saturating_sub(x.verified)
                             > before.established.saturating_sub(before.verified);
@@ -1281,6 +1296,15 @@ mod tests {
         let (cause, figures) = evidence(&v);
         assert!(cause.unwrap().contains("nf_conntrack_max"));
         assert!(figures[0].contains("conntrack drops +40"), "{figures:?}");
+    }
+
+    #[test]
+    fn closes_under_the_fd_limit_are_a_cap_of_the_servers_own() {
+        let mut v = seen("nginx", 720, 20000, 0.02);
+        v["connections"] = serde_json::json!({"peer_closed": 32});
+        let cause = evidence(&v).0.unwrap();
+        assert!(cause.contains("closed 32 connection(s)"), "{cause}");
+        assert!(cause.contains("worker_connections"), "{cause}");
     }
 
     #[test]
