@@ -230,11 +230,14 @@ pub fn figures(
         .saturating_sub(before.established)
         .saturating_sub(end.connections.max(0) as u64);
     let open = end.connections.max(0) as u64;
-    // (Of the step's own: those the steps before left unverified are theirs.)
-    let unverified = end
-        .established
-        .saturating_sub(end.verified)
-        .saturating_sub(before.established.saturating_sub(before.verified));
+    // The open ones verified: those held before the step (verified then)
+    // and those verified during it; the rest of the open ones are not.
+    // (Replacements that came and went leave no mark here: their closes
+    // and failures do.)
+    let verified = open.min(
+        (before.connections.max(0) as u64 + end.verified).saturating_sub(before.verified),
+    );
+    let unverified = open - verified;
     let peak = step.iter().map(|s| s.connections).max().unwrap_or(0).max(0);
     let mut v = json!({
         "held": true,
@@ -243,7 +246,7 @@ pub fn figures(
             "target": asked.connections,
             "attempted": end.attempted.saturating_sub(before.attempted),
             "established": open,
-            "verified": open.saturating_sub(unverified),
+            "verified": verified,
             "unverified": unverified,
             "failed": { "any": end.failed.saturating_sub(before.failed) },
             "peak": peak,
@@ -338,7 +341,7 @@ mod tests {
     fn a_held_step_counts_what_it_added_and_what_it_lost() {
         let before = second(3, 100, 100, 100, 0);
         // Grew to 200, two failed, then the server closed five old ones.
-        let step = [second(4, 190, 190, 190, 2), second(5, 195, 200, 198, 2)];
+        let step = [second(4, 190, 190, 190, 2), second(5, 195, 200, 192, 2)];
         let v = figures(
             &before,
             &step,
@@ -351,7 +354,8 @@ mod tests {
         );
         let c = &v["connections"];
         assert_eq!(c["established"], 195);
-        assert_eq!(c["unverified"], 2);
+        assert_eq!(c["unverified"], 3);
+        assert_eq!(c["verified"], 192);
         assert_eq!(c["failed"]["any"], 2);
         assert_eq!(c["peer_closed"], 5);
         assert_eq!(c["peak"], 195);
