@@ -173,6 +173,94 @@ impl ServerSeen {
     }
 }
 
+/// The step a server was watched over, for [`ServerSeen::limit_cause`].
+pub struct During {
+    pub wall_s: f64,
+    /// This host's cores.
+    pub cores: f64,
+    /// Connections the server closed in it.
+    pub peer_closed: u64,
+}
+
+impl ServerSeen {
+    /// Its CPU over `d` as a share of one core, %.
+    fn cpu_pct(&self, d: &During) -> f64 {
+        100.0 * self.cpu_s / d.wall_s.max(1e-3)
+    }
+
+    /// Why the server stopped keeping up in a step of `throng limit`, in
+    /// one sentence, from what was seen (its fds, the kernel's tables and
+    /// queues, its closes, its CPU); None when nothing seen explains it.
+    pub fn limit_cause(&self, d: &During) -> Option<String> {
+        let (name, pid) = (&self.name, self.pid);
+        let (fds, limit) = (self.fds_max, self.fd_limit);
+        let pct = self.cpu_pct(d);
+        let cores = d.cores.max(1.0);
+        Some(if self.out_of_fds() {
+            format!("{name} (pid {pid}) held {fds} fds of its {limit}: its fd limit")
+        } else if self.conntrack_drops > 0 {
+            format!(
+                "connection tracking dropped {} connection(s): its table is full \
+                 (net.netfilter.nf_conntrack_max), on this host, not in {name}",
+                self.conntrack_drops
+            )
+        } else if self.tcp_memory_pressures > 0 {
+            format!(
+                "TCP entered memory pressure {} time(s): the sockets' buffers passed \
+                 net.ipv4.tcp_mem on this host, which then shrinks them and drops data",
+                self.tcp_memory_pressures
+            )
+        } else if self.queue_full() {
+            format!(
+                "ListenOverflows +{}: the accept queue overflowed, {name} accepts too slowly",
+                self.listen_overflows
+            )
+        } else if self.udp_socket_drops > 0 {
+            format!(
+                "the kernel dropped {} datagrams at {name}'s full receive buffer (its socket's \
+                 drops): {name} reads too slowly",
+                self.udp_socket_drops
+            )
+        } else if d.peer_closed > 0 {
+            format!(
+                "{name} closed {} connection(s) it had taken while it held {fds} fds of its \
+                 {limit} and {pct:.0}% of a core: a connection cap of its own (nginx's \
+                 worker_connections, a server's max clients), not its fds or CPU",
+                d.peer_closed
+            )
+        } else if pct >= 90.0 * cores {
+            format!("{name} used {pct:.0}% CPU of {cores:.0} cores: CPU-bound")
+        } else if pct >= 90.0 {
+            format!("{name} used {pct:.0}% of a core (of {cores:.0}): CPU-bound on one thread")
+        } else {
+            return None;
+        })
+    }
+
+    /// What was seen over `d`, in a line.
+    pub fn figures(&self, d: &During) -> String {
+        format!(
+            "{} (pid {}): {} fds of its {} at most, CPU {:.0}% of a core ({:.0} cores here), \
+             RSS up to {}, accept queue up to {}, ListenOverflows +{}, ListenDrops +{}, UDP \
+             RcvbufErrors +{} ({} at its socket), TCP memory pressure +{}, conntrack drops +{}",
+            self.name,
+            self.pid,
+            self.fds_max,
+            self.fd_limit,
+            self.cpu_pct(d),
+            d.cores.max(1.0),
+            crate::units::human_bytes(self.rss_max_bytes as f64),
+            self.accept_queue_max,
+            self.listen_overflows,
+            self.listen_drops,
+            self.udp_rcvbuf_errors,
+            self.udp_socket_drops,
+            self.tcp_memory_pressures,
+            self.conntrack_drops
+        )
+    }
+}
+
 /// What the run was watched for, as the result keeps it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Observed {

@@ -234,9 +234,8 @@ pub fn figures(
     // and those verified during it; the rest of the open ones are not.
     // (Replacements that came and went leave no mark here: their closes
     // and failures do.)
-    let verified = open.min(
-        (before.connections.max(0) as u64 + end.verified).saturating_sub(before.verified),
-    );
+    let verified =
+        open.min((before.connections.max(0) as u64 + end.verified).saturating_sub(before.verified));
     let unverified = open - verified;
     let peak = step.iter().map(|s| s.connections).max().unwrap_or(0).max(0);
     let mut v = json!({

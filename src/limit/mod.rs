@@ -144,77 +144,19 @@ fn num(v: &Value, path: &str) -> Option<f64> {
 /// in one sentence, with the figures it rests on; None when nothing seen
 /// explains it.
 fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
-    let mut figures = Vec::new();
-    let Some(s) = v.get("server_seen").filter(|s| !s.is_null()) else {
-        return (None, figures);
+    let Some(seen) = v
+        .get("server_seen")
+        .filter(|s| !s.is_null())
+        .and_then(|s| serde_json::from_value::<crate::evidence::ServerSeen>(s.clone()).ok())
+    else {
+        return (None, Vec::new());
     };
-    let name = s["name"].as_str().unwrap_or("the server");
-    let pid = s["pid"].as_i64().unwrap_or(0);
-    let (fds, limit) = (
-        num(s, "fds_max").unwrap_or(0.0),
-        num(s, "fd_limit").unwrap_or(0.0),
-    );
-    let cpu = num(s, "cpu_s").unwrap_or(0.0);
-    let wall = num(v, "duration_s").unwrap_or(0.0).max(1e-3);
-    let cores = num(v, "environment.cores").unwrap_or(1.0).max(1.0);
-    let overflows = num(s, "listen_overflows").unwrap_or(0.0);
-    let udp_drops = num(s, "udp_rcvbuf_errors").unwrap_or(0.0);
-    let at_server = num(s, "udp_socket_drops").unwrap_or(0.0);
-    let pct = 100.0 * cpu / wall;
-    let pressures = num(s, "tcp_memory_pressures").unwrap_or(0.0);
-    let conntrack = num(s, "conntrack_drops").unwrap_or(0.0);
-    figures.push(format!(
-        "{name} (pid {pid}): {fds:.0} fds of its {limit:.0} at most, CPU {pct:.0}% of a core \
-         ({cores:.0} cores here), RSS up to {}, accept queue up to {:.0}, ListenOverflows \
-         +{overflows:.0}, ListenDrops +{:.0}, UDP RcvbufErrors +{udp_drops:.0} ({at_server:.0} at its \
-         socket), TCP memory \
-         pressure +{pressures:.0}, conntrack drops +{conntrack:.0}",
-        crate::units::human_bytes(num(s, "rss_max_bytes").unwrap_or(0.0)),
-        num(s, "accept_queue_max").unwrap_or(0.0),
-        num(s, "listen_drops").unwrap_or(0.0)
-    ));
-    let cause = if limit > 0.0 && fds + 2.0 >= limit {
-        Some(format!(
-            "{name} (pid {pid}) held {fds:.0} fds of its {limit:.0}: its fd limit"
-        ))
-    } else if conntrack > 0.0 {
-        Some(format!(
-            "connection tracking dropped {conntrack:.0} connection(s): its table is full \
-             (net.netfilter.nf_conntrack_max), on this host, not in {name}"
-        ))
-    } else if pressures > 0.0 {
-        Some(format!(
-            "TCP entered memory pressure {pressures:.0} time(s): the sockets' buffers passed \
-             net.ipv4.tcp_mem on this host, which then shrinks them and drops data"
-        ))
-    } else if overflows > 0.0 {
-        Some(format!(
-            "ListenOverflows +{overflows:.0}: the accept queue overflowed, {name} accepts too slowly"
-        ))
-    } else if at_server > 0.0 {
-        Some(format!(
-            "the kernel dropped {at_server:.0} datagrams at {name}'s full receive buffer \
-             (its socket's drops): {name} reads too slowly"
-        ))
-    } else if num(v, "connections.peer_closed").unwrap_or(0.0) > 0.0 {
-        Some(format!(
-            "{name} closed {:.0} connection(s) it had taken while it held {fds:.0} fds of its \
-             {limit:.0} and {pct:.0}% of a core: a connection cap of its own (nginx's \
-             worker_connections, a server's max clients), not its fds or CPU",
-            num(v, "connections.peer_closed").unwrap_or(0.0)
-        ))
-    } else if pct >= 90.0 * cores {
-        Some(format!(
-            "{name} used {pct:.0}% CPU of {cores:.0} cores: CPU-bound"
-        ))
-    } else if pct >= 90.0 {
-        Some(format!(
-            "{name} used {pct:.0}% of a core (of {cores:.0}): CPU-bound on one thread"
-        ))
-    } else {
-        None
+    let during = crate::evidence::During {
+        wall_s: num(v, "duration_s").unwrap_or(0.0),
+        cores: num(v, "environment.cores").unwrap_or(1.0),
+        peer_closed: num(v, "connections.peer_closed").unwrap_or(0.0) as u64,
     };
-    (cause, figures)
+    (seen.limit_cause(&during), vec![seen.figures(&during)])
 }
 
 /// Whether the client, not the server, explains a failing step: its own
