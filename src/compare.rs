@@ -23,7 +23,7 @@ use crate::report::json::{write_atomic, RunResult};
 use crate::server::{self, ServerConfig, ServerTls};
 use crate::sys::signals::Stop;
 use crate::units::human_us;
-use crate::UsageError;
+use crate::usage::UsageError;
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()

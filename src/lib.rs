@@ -31,6 +31,8 @@
 //! - [`domain`] and [`units`]: the words a run is described in (modes,
 //!   transports, protocols, segments) and the units people type and read
 //!   (10k, 2.5s, 64KiB); they use nothing of throng's.
+//! - [`usage`]: the error a mistake in how throng was called raises (exit
+//!   code 2), below every module that raises it.
 //!
 //! [`run`] is the whole program; `main` only maps its result to an exit code
 //! with [`exit_code`].
@@ -52,14 +54,11 @@ pub mod server_config;
 pub mod sys;
 pub mod tls;
 pub mod units;
+pub mod usage;
 
 use std::process::ExitCode;
 
-/// A mistake in how throng was called: a bad flag value, a busy port, an
-/// impossible plan. Exits with code 2; the message says what to change.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
+pub use usage::UsageError;
 
 /// Exit codes, in one place: 0 success, 1 failure at run time, 2 bad usage.
 pub fn exit_code(err: &anyhow::Error) -> ExitCode {

@@ -18,7 +18,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 
 use crate::scenario::TlsOptions;
-use crate::UsageError;
+use crate::usage::UsageError;
 
 /// Sessions each side remembers for resumption.
 const SESSIONS: usize = 64 * 1024;

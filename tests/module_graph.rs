@@ -5,8 +5,8 @@
 //! The rules, as this test reads them:
 //!
 //! - A top-level module is `src/X.rs` or `src/X/`; lib.rs and main.rs are
-//!   the crate root, above everything (`crate::UsageError`, the root's own
-//!   type, is not a module and counts as no edge).
+//!   the crate root, above everything (`crate::UsageError`, the root's
+//!   re-export of `usage`'s, counts as no edge).
 //! - Module A uses B when code in A names `crate::B` (also inside
 //!   `crate::{B, ...}`), or reaches B through as many `super::` as A's file
 //!   is deep (`super::super::B` from src/a/b.rs).

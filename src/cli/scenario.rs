@@ -11,7 +11,7 @@ use crate::scenario::{
     check_name, parse_phases, parse_query_file, End, Model, Phase, PushListen, Query, Ramp,
     Scenario, TlsOptions, Traffic, DEFAULT_CONNECT_RATE, ECHO_HEADER, MAX_DATAGRAM, MAX_QTYPES,
 };
-use crate::UsageError;
+use crate::usage::UsageError;
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()

@@ -12,7 +12,7 @@ use super::{domain, parse_listen, parse_metrics_addr, parse_processes, ModeArg};
 use crate::domain::{Mode, Processes};
 use crate::server_config::{ServerConfig, ServerTls};
 use crate::units::{parse_duration, parse_positive_count, parse_size};
-use crate::UsageError;
+use crate::usage::UsageError;
 
 /// Largest --body-size accepted (each reply is built once, in memory).
 const MAX_BODY: u64 = 64 << 20;

@@ -29,7 +29,7 @@ use crate::scenario::{self, Scenario};
 use crate::server::{self, ServerConfig};
 use crate::sys::signals::Stop;
 use crate::sys::{capacity, limits, sources};
-use crate::UsageError;
+use crate::usage::UsageError;
 pub use preflight::on_this_host;
 use preflight::{check_problems, check_source_families, preflight, processes_needed, warnings};
 

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::domain::{RunIdFrom, Segment};
 use crate::engine::Sample;
 use crate::report::json::{Part, RunResult, SliceOf};
-use crate::UsageError;
+use crate::usage::UsageError;
 
 // The reader of result files lives with the result's type; merge, the
 // fuzz target and the scripts that used it here still find it here.

@@ -13,7 +13,7 @@ use crate::engine::{Live, Sample};
 use crate::report::json::RunResult;
 use crate::report::LiveView;
 use crate::sys::signals::{Reason, Stop};
-use crate::UsageError;
+use crate::usage::UsageError;
 use anyhow::{Context, Result};
 
 /// One load host: what ssh is given.

@@ -31,7 +31,7 @@ use crate::cli::{Find, LimitArgs};
 use crate::domain::Transport;
 use crate::report::check::Check;
 use crate::report::json::write_atomic;
-use crate::UsageError;
+use crate::usage::UsageError;
 use held::Held;
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {

@@ -598,9 +598,9 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8], flag: &str) -> Result<()> {
 /// Reads one result file.
 pub fn read(path: &Path) -> Result<RunResult> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| crate::UsageError(format!("{}: {e}", path.display())))?;
+        .map_err(|e| crate::usage::UsageError(format!("{}: {e}", path.display())))?;
     parse(&text).map_err(|e| {
-        crate::UsageError(format!(
+        crate::usage::UsageError(format!(
             "{}: not a throng client result: {e}",
             path.display()
         ))

@@ -33,7 +33,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::metrics::exported::{LatencyBuckets, RunFigures, LATENCY_BOUNDS_US};
 use crate::metrics::{Bucket, ERROR_CAUSES};
-use crate::UsageError;
+use crate::usage::UsageError;
 
 /// The Prometheus text format's content type.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";

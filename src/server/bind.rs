@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::{ServerConfig, DEFAULT_PORT};
-use crate::UsageError;
+use crate::usage::UsageError;
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()

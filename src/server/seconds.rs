@@ -16,7 +16,7 @@ use super::{Running, ServerConfig};
 use crate::sys::proc;
 use crate::sys::signals::{Reason, Stop};
 use crate::units::{human, human_bytes};
-use crate::UsageError;
+use crate::usage::UsageError;
 
 /// One second of stats, as printed and as written to --stats-json.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
