@@ -45,6 +45,7 @@ pub mod compare;
 pub mod domain;
 pub mod engine;
 pub mod evidence;
+pub mod exposition;
 pub mod limit;
 pub mod metrics;
 pub mod report;

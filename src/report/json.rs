@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::engine::{Outcome, Sample};
 use crate::metrics::{Bucket, Latency, Percentiles, ERROR_CAUSES, WAIT_CAUSES};
 use crate::scenario::Scenario;
-use crate::sys::{limits, proc, sources};
+use crate::sys::{errno_name, limits, proc, sources};
 
 /// Bumped when a key changes meaning or goes away.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -520,27 +520,6 @@ impl RunResult {
             client: o.observed.client.clone(),
             server_seen: o.observed.server.clone(),
         }
-    }
-}
-
-/// "ECONNABORTED (103)" style names for the errnos throng reports.
-pub fn errno_name(errno: i32) -> String {
-    let name = match errno {
-        libc::EPERM => "EPERM",
-        libc::EACCES => "EACCES",
-        libc::ENOBUFS => "ENOBUFS",
-        libc::ENOMEM => "ENOMEM",
-        libc::ECONNABORTED => "ECONNABORTED",
-        libc::EPROTO => "EPROTO",
-        libc::EINVAL => "EINVAL",
-        libc::EAFNOSUPPORT => "EAFNOSUPPORT",
-        libc::EIO => "EIO",
-        _ => "",
-    };
-    if name.is_empty() {
-        format!("errno {errno}")
-    } else {
-        format!("{name} ({errno})")
     }
 }
 

@@ -36,7 +36,7 @@ use anyhow::Result;
 
 use crate::child::ChildLine;
 use crate::domain::Processes;
-use crate::report::prometheus::Endpoint;
+use crate::exposition::Endpoint;
 use crate::sys::signals::{Reason, Stop};
 use running::start_with;
 use seconds::{each_second, ListenCounters, StatsOut, Wake};

@@ -33,7 +33,7 @@ use super::summary::{backlog, listening, print_summary, ChildTotals};
 use super::{HandOver, ServerConfig};
 use crate::child::{ChildLine, Children, Own};
 use crate::domain::Processes;
-use crate::report::prometheus::Endpoint;
+use crate::exposition::Endpoint;
 use crate::sys::signals::{Reason, Stop};
 use crate::sys::{capacity, limits, proc};
 use crate::units::human;

@@ -19,8 +19,8 @@ use super::running::Probe;
 use super::seconds::Second;
 use super::stats::Totals;
 use super::summary::ChildTotals;
-use crate::report::json::errno_name;
-use crate::report::prometheus::{counter, counters_by, gauge, gauges_by};
+use crate::exposition::{counter, counters_by, gauge, gauges_by};
+use crate::sys::errno_name;
 use crate::sys::proc;
 
 /// One process of the server, as exported.

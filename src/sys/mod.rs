@@ -46,3 +46,24 @@ pub fn release_free_memory() {
         libc::malloc_trim(0);
     }
 }
+
+/// "ECONNABORTED (103)" style names for the errnos throng reports.
+pub fn errno_name(errno: i32) -> String {
+    let name = match errno {
+        libc::EPERM => "EPERM",
+        libc::EACCES => "EACCES",
+        libc::ENOBUFS => "ENOBUFS",
+        libc::ENOMEM => "ENOMEM",
+        libc::ECONNABORTED => "ECONNABORTED",
+        libc::EPROTO => "EPROTO",
+        libc::EINVAL => "EINVAL",
+        libc::EAFNOSUPPORT => "EAFNOSUPPORT",
+        libc::EIO => "EIO",
+        _ => "",
+    };
+    if name.is_empty() {
+        format!("errno {errno}")
+    } else {
+        format!("{name} ({errno})")
+    }
+}
