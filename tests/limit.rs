@@ -21,6 +21,21 @@ impl Drop for Killed {
     }
 }
 
+/// A Python server from `script`, which prints its port first: the
+/// process and its address.
+fn python_server(python: &std::path::Path, script: &str) -> (Killed, String) {
+    let mut srv = Command::new(python)
+        .args(["-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    BufReader::new(srv.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    (Killed(srv), format!("127.0.0.1:{}", port.trim()))
+}
+
 /// Runs `throng limit <args> --json F`: (exit code, output, the JSON),
 /// every step's result passed through the books.
 fn limit(name: &str, args: &[&str]) -> (i32, String, Value) {
@@ -158,17 +173,7 @@ while True:
         except (BlockingIOError, ConnectionError):
             pass
 "#;
-    let mut srv = Command::new(python)
-        .args(["-c", script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    BufReader::new(srv.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
-    let srv = Killed(srv);
-    let addr = format!("127.0.0.1:{}", port.trim());
+    let (srv, addr) = python_server(&python, script);
     let (code, out, v) = limit(
         "limit-drops",
         &[
@@ -234,17 +239,7 @@ while True:
         except (BlockingIOError, ConnectionError):
             pass
 "#;
-    let mut srv = Command::new(python)
-        .args(["-c", script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    BufReader::new(srv.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
-    let srv = Killed(srv);
-    let addr = format!("127.0.0.1:{}", port.trim());
+    let (srv, addr) = python_server(&python, script);
     let (code, out, v) = limit(
         "limit-rate",
         &[

@@ -30,6 +30,7 @@ use serde_json::Value;
 use crate::cli::{Find, LimitArgs};
 use crate::domain::Transport;
 use crate::report::check::Check;
+use crate::report::curve::Found;
 use crate::report::json::write_atomic;
 use crate::usage::UsageError;
 use held::Held;
@@ -109,22 +110,6 @@ pub struct Step {
     pub result: Value,
     #[serde(skip)]
     pub summary: String,
-}
-
-/// The answer, as --json's `limit` holds it.
-#[derive(Debug, Serialize)]
-pub struct Found {
-    pub axis: &'static str,
-    /// The highest load that passed (None: not even the first).
-    pub value: Option<f64>,
-    pub lower: Option<f64>,
-    pub upper: Option<f64>,
-    /// The best pass passed again when run once more (rate searches).
-    pub stable: Option<bool>,
-    /// The load generator, not the server, was the limit at `upper`.
-    pub client_limited: bool,
-    pub reason: String,
-    pub evidence: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -1040,7 +1025,7 @@ impl Search<'_> {
             }
         };
         Found {
-            axis: self.plan.axis,
+            axis: self.plan.axis.to_string(),
             value: self.lower,
             lower: self.lower,
             upper: self.upper,

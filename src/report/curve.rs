@@ -75,18 +75,32 @@ pub struct Point {
 /// A search read for its curve.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Curve {
-    /// "connections" or "rate".
-    pub axis: String,
-    pub value: Option<f64>,
-    pub lower: Option<f64>,
-    pub upper: Option<f64>,
-    pub stable: Option<bool>,
-    pub client_limited: bool,
-    pub reason: String,
-    pub evidence: Vec<String>,
+    /// The search's answer.
+    pub limit: Found,
     pub share: Share,
     /// The steps by load; steps at one load in the order they ran.
     pub points: Vec<Point>,
+}
+
+/// A search's answer, as `throng limit --json`'s `limit` holds it: written
+/// by the search, read here.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Found {
+    /// "connections" or "rate".
+    pub axis: String,
+    /// The highest load that passed (None: not even the first).
+    pub value: Option<f64>,
+    pub lower: Option<f64>,
+    pub upper: Option<f64>,
+    /// The best pass passed again when run once more (rate searches).
+    pub stable: Option<bool>,
+    /// The load generator, not the server, was the limit at `upper`.
+    #[serde(default)]
+    pub client_limited: bool,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub evidence: Vec<String>,
 }
 
 impl Curve {
@@ -117,11 +131,8 @@ impl Curve {
         if !is_limit(v) {
             return Err("not a `throng limit --json` file (no `limit` and `steps`)".into());
         }
-        let l = &v["limit"];
-        let axis = l["axis"]
-            .as_str()
-            .ok_or("limit.axis is not a string")?
-            .to_string();
+        let limit: Found =
+            serde_json::from_value(v["limit"].clone()).map_err(|e| format!("limit: {e}"))?;
         let steps = v["steps"].as_array().ok_or("steps is not a list")?;
         let has_queries = |r: &Value| r.get("queries").is_some_and(|q| !q.is_null());
         let share = if steps.iter().any(|s| has_queries(&s["result"])) {
@@ -167,21 +178,7 @@ impl Curve {
             .collect::<Result<Vec<Point>, String>>()?;
         points.sort_by(|a, b| a.load.total_cmp(&b.load));
         Ok(Curve {
-            axis,
-            value: l["value"].as_f64(),
-            lower: l["lower"].as_f64(),
-            upper: l["upper"].as_f64(),
-            stable: l["stable"].as_bool(),
-            client_limited: l["client_limited"].as_bool().unwrap_or(false),
-            reason: l["reason"].as_str().unwrap_or_default().to_string(),
-            evidence: l["evidence"]
-                .as_array()
-                .map(|e| {
-                    e.iter()
-                        .filter_map(|x| x.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            limit,
             share,
             points,
         })
@@ -189,7 +186,7 @@ impl Curve {
 
     /// A load in the search's unit: "575 connections", "2000/s".
     pub fn unit(&self, x: f64) -> String {
-        match self.axis.as_str() {
+        match self.limit.axis.as_str() {
             "connections" => format!("{x:.0} connections"),
             _ => format!("{x:.0}/s"),
         }
@@ -197,7 +194,7 @@ impl Curve {
 
     /// The answer in a few words, as `throng limit` prints it.
     pub fn answer(&self) -> String {
-        match (self.lower, self.upper) {
+        match (self.limit.lower, self.limit.upper) {
             (Some(l), Some(u)) => format!(
                 "between {} (pass) and {} (fail)",
                 self.unit(l),
@@ -240,7 +237,7 @@ pub fn text(c: &Curve) -> String {
     let _ = writeln!(
         t,
         "steps by load ({} search, {} steps)",
-        c.axis,
+        c.limit.axis,
         c.points.len()
     );
     let timed = c.timed();
@@ -277,20 +274,20 @@ pub fn text(c: &Curve) -> String {
         t.push('\n');
     }
     let _ = writeln!(t, "limit         {}", c.answer());
-    if c.stable == Some(false) {
+    if c.limit.stable == Some(false) {
         let _ = writeln!(
             t,
             "              unstable: the best pass failed when offered again"
         );
     }
-    if c.client_limited {
+    if c.limit.client_limited {
         let _ = writeln!(
             t,
             "              the load generator, not the server, was the limit at the failure"
         );
     }
-    let _ = writeln!(t, "why           {}", c.reason);
-    for e in &c.evidence {
+    let _ = writeln!(t, "why           {}", c.limit.reason);
+    for e in &c.limit.evidence {
         let _ = writeln!(t, "              {e}");
     }
     t
@@ -374,14 +371,15 @@ fn curve_chart(c: &Curve) -> Result<String> {
         .points
         .iter()
         .map(|p| p.load)
-        .chain(c.value)
-        .chain(c.upper)
+        .chain(c.limit.value)
+        .chain(c.limit.upper)
         .fold(1.0, f64::max)
         * 1.08;
     // Log response times, with room at the top for the verticals' labels.
     let times = decades(c.points.iter().flat_map(|p| [p.p50_us, p.p99_us]).flatten())
         .map(|y| y.start..y.end * 3.0);
     let verticals: Vec<Vertical> = c
+        .limit
         .value
         .map(|v| Vertical {
             at: v,
@@ -390,7 +388,7 @@ fn curve_chart(c: &Curve) -> Result<String> {
             left: true,
         })
         .into_iter()
-        .chain(c.upper.map(|u| Vertical {
+        .chain(c.limit.upper.map(|u| Vertical {
             at: u,
             label: format!("the lowest failure: {}", c.unit(u)),
             colour: RED_,
@@ -398,8 +396,8 @@ fn curve_chart(c: &Curve) -> Result<String> {
         }))
         .collect();
     let share_axis = format!("{} %", c.share.name());
-    let caption = format!("The {} curve", c.axis);
-    let x_desc = match c.axis.as_str() {
+    let caption = format!("The {} curve", c.limit.axis);
+    let x_desc = match c.limit.axis.as_str() {
         "connections" => "connections",
         _ => "queries/s offered",
     };
@@ -501,14 +499,14 @@ fn marker_px(x: i32, y: i32, pass: bool) -> Circle<(i32, i32), i32> {
 /// The limit page: the answer, the curve, the steps by load.
 pub fn render(c: &Curve) -> Result<String> {
     let timed = c.timed();
-    let mut p = page_head(&format!("throng limit: the {} curve", c.axis));
+    let mut p = page_head(&format!("throng limit: the {} curve", c.limit.axis));
     let _ = writeln!(p, "<h2>Answer</h2>\n<table class=\"answer\">");
     let row = |p: &mut String, k: &str, v: &str| {
         let _ = writeln!(p, "<tr><th>{k}</th><td>{}</td></tr>", escape(v));
     };
-    row(&mut p, "searched", &c.axis);
+    row(&mut p, "searched", &c.limit.axis);
     row(&mut p, "limit", &c.answer());
-    if let Some(s) = c.stable {
+    if let Some(s) = c.limit.stable {
         row(
             &mut p,
             "stable",
@@ -519,7 +517,7 @@ pub fn render(c: &Curve) -> Result<String> {
             },
         );
     }
-    if c.client_limited {
+    if c.limit.client_limited {
         row(
             &mut p,
             "load generator",
@@ -527,10 +525,10 @@ pub fn render(c: &Curve) -> Result<String> {
              (--processes, cores, --source-ip, throng cluster)",
         );
     }
-    row(&mut p, "why", &c.reason);
-    if !c.evidence.is_empty() {
+    row(&mut p, "why", &c.limit.reason);
+    if !c.limit.evidence.is_empty() {
         let _ = write!(p, "<tr><th>evidence</th><td>");
-        for (i, e) in c.evidence.iter().enumerate() {
+        for (i, e) in c.limit.evidence.iter().enumerate() {
             let _ = write!(p, "{}{}", if i > 0 { "<br/>" } else { "" }, escape(e));
         }
         let _ = writeln!(p, "</td></tr>");
@@ -592,7 +590,7 @@ pub fn render(c: &Curve) -> Result<String> {
         "</table>\n<p class=\"note\">Step: the order the search ran them (doubling, then \
          bisection{}). Held: a step of connections kept open from the step before; fresh: a \
          `throng client` run of its own.</p>",
-        if c.axis == "rate" {
+        if c.limit.axis == "rate" {
             ", then the best pass once more"
         } else {
             ""
