@@ -99,6 +99,9 @@ pub struct ServerSeen {
     /// The server's processes' resident memory, summed: the most seen.
     #[serde(default)]
     pub rss_max_bytes: u64,
+    /// Their threads, summed: the most seen (the cores its CPU can fill).
+    #[serde(default)]
+    pub threads: u64,
     /// Times TCP entered memory pressure over the run (TcpExt
     /// TCPMemoryPressures, this network namespace): sockets' buffers
     /// passed net.ipv4.tcp_mem.
@@ -228,10 +231,14 @@ impl ServerSeen {
                  worker_connections, a server's max clients), not its fds or CPU",
                 d.peer_closed
             )
-        } else if pct >= 90.0 * cores {
-            format!("{name} used {pct:.0}% CPU of {cores:.0} cores: CPU-bound")
-        } else if pct >= 90.0 {
+        } else if self.threads == 1 && pct >= 90.0 {
             format!("{name} used {pct:.0}% of a core (of {cores:.0}): CPU-bound on one thread")
+        } else if pct >= 90.0 * cores.min(self.threads.max(1) as f64) {
+            format!(
+                "{name} used {pct:.0}% CPU, all that its {} thread(s) on {cores:.0} cores can: \
+                 CPU-bound",
+                self.threads
+            )
         } else {
             return None;
         })
@@ -479,10 +486,14 @@ fn allowed_cores(pid: &str) -> BTreeSet<u32> {
     cores
 }
 
-/// A process's resident memory, bytes.
-fn rss_bytes(pid: i32) -> Option<u64> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    Some(proc::status_kb(&status, "VmRSS")? * 1024)
+/// A plain count of a /proc/PID/status text (`Threads`).
+fn status_count(status: &str, field: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn process_name(pid: i32) -> String {
@@ -542,8 +553,15 @@ impl Watched {
                 }
             }
         }
-        let rss: u64 = self.pids.iter().filter_map(|&p| rss_bytes(p)).sum();
+        let (mut rss, mut threads) = (0, 0);
+        for &p in &self.pids {
+            if let Ok(status) = fs::read_to_string(format!("/proc/{p}/status")) {
+                rss += proc::status_kb(&status, "VmRSS").unwrap_or(0) * 1024;
+                threads += status_count(&status, "Threads").unwrap_or(0);
+            }
+        }
         self.seen.rss_max_bytes = self.seen.rss_max_bytes.max(rss);
+        self.seen.threads = self.seen.threads.max(threads);
         if let Some((n, pid)) = best {
             if n > self.seen.fds_max {
                 self.seen.fds_max = n;

@@ -157,14 +157,20 @@ while True:
     for key, _ in sel.select():
         s = key.fileobj
         if s is l:
-            c, _ = l.accept(); c.setblocking(False); sel.register(c, selectors.EVENT_READ)
+            try:
+                c, _ = l.accept()
+            except OSError:
+                continue
+            c.setblocking(False); sel.register(c, selectors.EVENT_READ)
             held[c] = True
             if len(held) > 300:
                 old, _ = held.popitem(last=False); sel.unregister(old); old.close()
             continue
+        if s.fileno() < 0:
+            continue  # closed above, in this round's events
         try:
             d = s.recv(65536)
-        except (BlockingIOError, ConnectionError):
+        except OSError:
             d = b""
         if not d:
             sel.unregister(s); held.pop(s, None); s.close(); continue
@@ -223,11 +229,15 @@ while True:
     for key, _ in sel.select():
         s = key.fileobj
         if s is l:
-            c, _ = l.accept(); c.setblocking(False); sel.register(c, selectors.EVENT_READ)
+            try:
+                c, _ = l.accept()
+            except OSError:
+                continue
+            c.setblocking(False); sel.register(c, selectors.EVENT_READ)
             continue
         try:
             d = s.recv(65536)
-        except (BlockingIOError, ConnectionError):
+        except OSError:
             d = b""
         if not d:
             sel.unregister(s); s.close(); continue
