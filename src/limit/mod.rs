@@ -521,7 +521,14 @@ fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
         (None, None) => println!("limit         no step ran to its end"),
     }
     if found.stable == Some(false) {
-        println!("              unstable: the best pass failed when offered again");
+        // Both figures: the pass, and the same load offered again.
+        println!("              unstable: the best pass failed when offered again:");
+        let at = |s: &&Step| Some(s.load) == found.value;
+        let pass = s.steps.iter().position(|x| at(&x) && x.pass);
+        let again = s.steps.len().checked_sub(1);
+        for k in [pass, again].into_iter().flatten() {
+            println!("              {}", step_line(k + 1, &s.steps[k], &unit));
+        }
     }
     println!("why           {}", found.reason);
     for f in &found.evidence {
