@@ -10,7 +10,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{in_netns, output, server, set_sysctl, temp_dir, BIN};
+use common::{conns, failed, in_netns, output, server, set_sysctl, temp_dir, BIN};
 use serde_json::Value;
 
 /// Runs `throng client <args> --json F -q`; returns (code, stdout, stderr, json).
@@ -39,18 +39,6 @@ fn spawn_client(
     let (child, mut err) = common::spawn_piped(Command::new(BIN).arg("client").args(args));
     common::wait_for_line(&mut err, ready);
     (child, err)
-}
-
-fn read_json(path: &std::path::Path) -> Value {
-    common::read_result(path)
-}
-
-fn failed(v: &Value, bucket: &str) -> u64 {
-    v["connections"]["failed"][bucket].as_u64().unwrap()
-}
-
-fn conns(v: &Value, key: &str) -> u64 {
-    v["connections"][key].as_u64().unwrap()
 }
 
 fn hold_and_close(n: &str, expect: u64) {
@@ -570,7 +558,7 @@ fn sigint_writes_an_interrupted_result() {
     );
     common::signal(child.id() as i32, libc::SIGINT);
     assert_eq!(child.wait().unwrap().code(), Some(130));
-    let v = read_json(&json);
+    let v = common::read_result(&json);
     assert_eq!(v["interrupted"], true);
     assert_eq!(conns(&v, "established"), 200);
     assert_eq!(conns(&v, "closed"), 200);
@@ -672,7 +660,7 @@ fn hold_ends_at_sigterm_without_being_interrupted() {
     );
     common::signal(child.id() as i32, libc::SIGTERM);
     assert_eq!(child.wait().unwrap().code(), Some(0));
-    let v = read_json(&json);
+    let v = common::read_result(&json);
     assert_eq!(v["interrupted"], false);
     assert_eq!(conns(&v, "closed"), 100);
     let _ = std::fs::remove_dir_all(&dir);
@@ -869,7 +857,7 @@ fn merge_checks_the_merged_result() {
         out.contains("FAIL  latency.service_time_us.p999<1us"),
         "{out}"
     );
-    let v = read_json(&merged);
+    let v = common::read_result(&merged);
     let last = v["checks"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["expr"], "latency.service_time_us.p999<1us");
     assert_eq!(last["pass"], false);
@@ -891,7 +879,7 @@ fn merge_checks_the_merged_result() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<th>merged</th><td>2 results ("), "{page}");
     assert!(page.contains("<td class=\"pass\">PASS</td><td>queries.ok&gt;=99%</td>"));
-    let v = read_json(&merged);
+    let v = common::read_result(&merged);
     let count = v["latency"]["response_time_us"]["count"].as_u64().unwrap();
     let spectrum = std::fs::read_to_string(dir.join("merged.response.hgrm")).unwrap();
     assert!(spectrum.contains(&format!("Total count    = {count:>12}]")));
@@ -977,7 +965,7 @@ fn a_held_run_of_several_processes_ends_at_ctrl_c_without_being_interrupted() {
     }
     std::thread::spawn(move || for _ in std::io::BufRead::lines(&mut err) {});
     assert_eq!(child.wait().unwrap().code(), Some(0));
-    let v = read_json(&json);
+    let v = common::read_result(&json);
     assert_eq!(v["interrupted"], false);
     assert_eq!(conns(&v, "closed"), 100);
     let _ = std::fs::remove_dir_all(&dir);

@@ -9,11 +9,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{server, temp_dir, BIN};
-use serde_json::Value;
-
-fn read_json(p: &std::path::Path) -> Value {
-    common::read_result(p)
-}
 
 /// --rtt-log into a pipe nobody reads: the writer blocks for ever once the
 /// pipe is full. The run still ends at its deadline, writes its result and
@@ -62,7 +57,7 @@ fn an_rtt_log_nobody_reads_does_not_hold_the_run() {
     // last second).
     assert!(took < Duration::from_secs(13), "{took:?}\n{err}");
     assert_eq!(out.status.code(), Some(1), "{err}");
-    let v = read_json(&json);
+    let v = common::read_result(&json);
     let overrun: Vec<&str> = v["overrun"]
         .as_array()
         .unwrap_or_else(|| panic!("no overrun: {v}"))
@@ -151,7 +146,7 @@ fn a_frozen_process_is_killed_and_named_missing() {
         "process {} still there",
         kids[1]
     );
-    let v = read_json(&json);
+    let v = common::read_result(&json);
     assert_eq!(v["partial"], true, "{v}");
     let missing = v["missing"].to_string();
     assert!(missing.contains("fell silent"), "{missing}");

@@ -154,11 +154,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{client, in_netns, n, output, server, set_sysctl, temp_dir, BIN};
-
-fn failed(v: &serde_json::Value, bucket: &str) -> u64 {
-    n(v, &["connections", "failed", bucket])
-}
+use common::{client, failed, in_netns, n, output, server, set_sysctl, temp_dir, BIN};
 
 /// Inside a namespace with only loopback: a target with no route fails
 /// unreachable; one behind a `prohibit` route fails with EACCES, which

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{errors, peer, temp_dir, BIN};
+use common::{err, errors, failed, failed_total, peer, q, temp_dir, BIN};
 use serde_json::Value;
 
 /// The client's input cap (`engine::proto::INPUT_CAP`, README).
@@ -67,35 +67,6 @@ fn run_rss(name: &str, addr: SocketAddr, args: &[&str]) -> (i32, String, Value, 
         .unwrap_or(Value::Null);
     let _ = std::fs::remove_dir_all(&dir);
     (code, out, v, secs, usage.ru_maxrss as u64 * 1024)
-}
-
-fn q(v: &Value, key: &str) -> u64 {
-    v["queries"][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("queries.{key}: {v}"))
-}
-
-/// `queries.errors.<cause>`.
-fn err(v: &Value, cause: &str) -> u64 {
-    v["queries"]["errors"][cause]
-        .as_u64()
-        .unwrap_or_else(|| panic!("queries.errors.{cause}: {v}"))
-}
-
-/// `connections.failed.<bucket>`.
-fn failed(v: &Value, bucket: &str) -> u64 {
-    v["connections"]["failed"][bucket]
-        .as_u64()
-        .unwrap_or_else(|| panic!("connections.failed.{bucket}: {v}"))
-}
-
-fn failed_total(v: &Value) -> u64 {
-    v["connections"]["failed"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum()
 }
 
 /// Reads one length-prefixed DNS message (None at the end).

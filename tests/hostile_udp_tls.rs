@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::Instant;
 
-use common::{errors, peer, temp_dir, BIN};
+use common::{err, errors, failed, failed_total, peer, q, temp_dir, BIN};
 use serde_json::Value;
 
 /// Runs `throng client ADDR <args>`: (exit code, output, JSON, seconds).
@@ -42,35 +42,6 @@ fn run(name: &str, addr: SocketAddr, args: &[&str]) -> (i32, String, Value, f64)
         .unwrap_or(Value::Null);
     let _ = std::fs::remove_dir_all(&dir);
     (out.status.code().unwrap_or(-1), text, v, secs)
-}
-
-fn q(v: &Value, key: &str) -> u64 {
-    v["queries"][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("queries.{key}: {v}"))
-}
-
-/// `queries.errors.<cause>`.
-fn err(v: &Value, cause: &str) -> u64 {
-    v["queries"]["errors"][cause]
-        .as_u64()
-        .unwrap_or_else(|| panic!("queries.errors.{cause}: {v}"))
-}
-
-/// `connections.failed.<bucket>`.
-fn failed(v: &Value, bucket: &str) -> u64 {
-    v["connections"]["failed"][bucket]
-        .as_u64()
-        .unwrap_or_else(|| panic!("connections.failed.{bucket}: {v}"))
-}
-
-fn failed_total(v: &Value) -> u64 {
-    v["connections"]["failed"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum()
 }
 
 /// `connections.tls_error`: the first TLS error, in words.

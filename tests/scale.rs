@@ -5,16 +5,8 @@ mod common;
 
 use std::process::Command;
 
-use common::{output, server, temp_dir, BIN};
+use common::{conns, output, server, temp_dir, BIN};
 use serde_json::Value;
-
-fn read_json(path: &std::path::Path) -> Value {
-    common::read_result(path)
-}
-
-fn conns(v: &Value, key: &str) -> u64 {
-    v["connections"][key].as_u64().unwrap()
-}
 
 /// Server processes that are children of `pid` now.
 fn children_of(pid: i32) -> Vec<String> {
@@ -54,7 +46,7 @@ fn forty_five_thousand_connections_one_command_each_side() {
     );
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("in 3 processes"), "{out}");
-    let v = read_json(&json);
+    let v = common::read_result(&json);
     assert_eq!(conns(&v, "established"), 45_000, "{out}");
     assert_eq!(conns(&v, "verified"), 45_000, "{out}");
     assert_eq!(v["partial"], false);
@@ -101,8 +93,8 @@ fn segments_merge_into_the_whole_and_other_scenarios_are_refused() {
     };
     let a = part("1/2", "1001");
     let b = part("2/2", "1001");
-    let va = read_json(&a);
-    let vb = read_json(&b);
+    let va = common::read_result(&a);
+    let vb = common::read_result(&b);
     assert_eq!(conns(&va, "target") + conns(&vb, "target"), 1001);
     assert_eq!(va["scenario"]["segment"]["index"], 1);
     let merged = dir.join("merged.json");
@@ -115,7 +107,7 @@ fn segments_merge_into_the_whole_and_other_scenarios_are_refused() {
     ]));
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("established   1001"), "{out}");
-    let m = read_json(&merged);
+    let m = common::read_result(&merged);
     assert_eq!(conns(&m, "established"), 1001);
     let sent = va["queries"]["sent"].as_u64().unwrap() + vb["queries"]["sent"].as_u64().unwrap();
     assert_eq!(m["queries"]["sent"].as_u64(), Some(sent));
@@ -163,7 +155,7 @@ fn merges_are_whole_or_say_they_are_not() {
     let run = |k: &str, name: &str, extra: &[&str]| {
         let (code, out, err) = output(&mut slice_run(&target, k, &file(name), extra));
         assert_eq!(code, 0, "{out}\n{err}");
-        read_json(&file(name))
+        common::read_result(file(name))
     };
     let merge = |files: &[&str]| {
         let mut cmd = Command::new(BIN);
@@ -201,7 +193,7 @@ fn merges_are_whole_or_say_they_are_not() {
         out.contains("PARTIAL: slice 2/2 of run seq: no result given"),
         "{out}"
     );
-    let m = read_json(&file("m.json"));
+    let m = common::read_result(file("m.json"));
     assert_eq!(m["partial"], true);
     assert_eq!(m["missing"][0], "slice 2/2 of run seq: no result given");
 
@@ -236,7 +228,7 @@ fn merges_are_whole_or_say_they_are_not() {
         out.contains("note: the slices did not send at the same time"),
         "{out}"
     );
-    let m = read_json(&file("m.json"));
+    let m = common::read_result(file("m.json"));
     let sum = rate(&s1, "rate_achieved") + rate(&s2, "rate_achieved");
     let secs = rate(&m, "seconds");
     // (To the wall clock's grain at this epoch, ~0.2 µs.)
@@ -276,7 +268,7 @@ fn merges_are_whole_or_say_they_are_not() {
     let mut together = Vec::new();
     for (child, name) in &mut kids {
         assert!(child.wait().unwrap().success());
-        together.push(read_json(&file(name)));
+        together.push(common::read_result(file(name)));
     }
     let (t1, t2) = (&together[0], &together[1]);
     assert_eq!(t1["slice"]["run_id"], t2["slice"]["run_id"]);
@@ -288,7 +280,7 @@ fn merges_are_whole_or_say_they_are_not() {
     let (code, out, err) = merge(&["t1.json", "t2.json"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(!out.contains("note:"), "{out}");
-    let m = read_json(&file("m.json"));
+    let m = common::read_result(file("m.json"));
     let sum = rate(t1, "rate_achieved") + rate(t2, "rate_achieved");
     let merged = rate(&m, "rate_achieved");
     assert!((merged - sum).abs() < 0.05 * sum, "{merged} vs {sum}");
@@ -335,7 +327,7 @@ fn a_child_that_dies_leaves_a_partial_merge() {
     // Interrupted (the SIGINT) takes the exit code; the merge is partial.
     assert_eq!(status.code(), Some(130), "{out}");
     assert!(out.contains("PARTIAL"), "{out}");
-    let v = read_json(&json);
+    let v = common::read_result(&json);
     assert_eq!(v["partial"], true);
     assert!(
         v["missing"][0].as_str().unwrap().contains("signal 9"),
@@ -360,7 +352,7 @@ fn processes_share_one_run_and_one_end() {
             .args(["--json", json.to_str().unwrap()]),
     );
     assert_eq!(code, 0, "{out}\n{err}");
-    let v = read_json(&json);
+    let v = common::read_result(&json);
     let id = v["slice"]["run_id"].as_str().unwrap();
     assert_eq!(v["slice"]["run_id_from"], "generated");
     let parts = v["parts"].as_array().unwrap();

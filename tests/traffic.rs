@@ -11,16 +11,10 @@ use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
-use common::{client, errors, server, temp_dir, BIN};
+use common::{client, errors, q, server, temp_dir, BIN};
 use hickory_proto::op::{Message, MessageType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use serde_json::Value;
-
-fn q(v: &Value, key: &str) -> u64 {
-    v["queries"][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("queries.{key}: {v}"))
-}
 
 fn lat(v: &Value, which: &str, p: &str) -> u64 {
     v["latency"][which][p].as_u64().unwrap()

@@ -347,3 +347,41 @@ pub fn which(name: &str) -> Option<std::path::PathBuf> {
         .map(|d| d.join(name))
         .find(|p| p.is_file())
 }
+
+/// `queries.<key>` of a result.
+pub fn q(v: &Value, key: &str) -> u64 {
+    v["queries"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("queries.{key}: {v}"))
+}
+
+/// `queries.errors.<cause>`.
+pub fn err(v: &Value, cause: &str) -> u64 {
+    v["queries"]["errors"][cause]
+        .as_u64()
+        .unwrap_or_else(|| panic!("queries.errors.{cause}: {v}"))
+}
+
+/// `connections.<key>`.
+pub fn conns(v: &Value, key: &str) -> u64 {
+    v["connections"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("connections.{key}: {v}"))
+}
+
+/// `connections.failed.<bucket>`.
+pub fn failed(v: &Value, bucket: &str) -> u64 {
+    v["connections"]["failed"][bucket]
+        .as_u64()
+        .unwrap_or_else(|| panic!("connections.failed.{bucket}: {v}"))
+}
+
+/// Every failed connection, all buckets.
+pub fn failed_total(v: &Value) -> u64 {
+    v["connections"]["failed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum()
+}
