@@ -577,6 +577,13 @@ impl Watched {
     }
 }
 
+impl Drop for Observer {
+    /// An observer let go unfinished stops its thread.
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+    }
+}
+
 /// Watches a run: started before the first connection, finished after
 /// the last answer. Samples the server once every [`Observer::EVERY`]
 /// on a thread of its own (reading a process's fd table of tens of
@@ -660,7 +667,7 @@ impl Observer {
             ..ClientCpu::default()
         };
         client.derive(answered);
-        let server = self.watched.map(|w| {
+        let server = self.watched.take().map(|w| {
             let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
             w.sample();
             let (o, d) = proc::listen_counters().unwrap_or((0, 0));

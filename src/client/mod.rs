@@ -79,6 +79,15 @@ impl ServerProcess {
             }
             _ => {}
         }
+        // It ends with this process, however this one ends.
+        // SAFETY: prctl in the child between fork and exec, async-signal
+        // safe; it asks for SIGTERM when this process ends.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
         let mut child = cmd
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())

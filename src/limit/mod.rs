@@ -255,6 +255,11 @@ pub fn run_cluster(c: &crate::cli::ClusterArgs) -> Result<ExitCode> {
             "a search's checks go with its other arguments: move --check after `-- limit`",
         ));
     }
+    if c.views.hgrm.is_some() || c.views.server_stats.is_some() {
+        return Err(usage(
+            "a search writes --json and --html (its curve); drop --hgrm and --server-stats",
+        ));
+    }
     if a.client.targets.is_empty() {
         return Err(usage(
             "the limit arguments need a target HOST:PORT: the embedded server would be on each \
@@ -604,7 +609,12 @@ fn plan(a: &LimitArgs, axis: &'static str) -> Plan {
                 && c.connections < cap
         }
         Find::Rate => {
+            // (Nor connections the client closes itself: their closes
+            // would read as the server's.)
             c.transport != Transport::TcpPerQuery
+                && c.lifetime.is_none()
+                && c.max_queries_per_conn.is_none()
+                && c.messages.is_none()
                 && c.schedule.is_none()
                 && c.schedule_file.is_none()
                 && c.interval.is_none()
@@ -651,6 +661,11 @@ impl Search<'_> {
             let step = match held.then(|| self.held_step(load)).transpose()? {
                 Some(Some(step)) => step,
                 Some(None) => {
+                    // A Ctrl-C ends the held run too: stop, not a fresh step.
+                    if self.stop.wait_until(Instant::now()) {
+                        self.interrupted = true;
+                        return Ok(());
+                    }
                     // The held run could not go on: fresh runs from here.
                     self.end_held();
                     held = false;
@@ -685,7 +700,8 @@ impl Search<'_> {
                 (None, Some(u)) => self.round(u / 2.0),
                 (Some(l), Some(u)) => {
                     let mid = self.round((l + u) / 2.0);
-                    if (u - l) / l <= self.a.precision || mid <= l {
+                    // (Whole loads: between neighbours there is no step left.)
+                    if (u - l) / l <= self.a.precision || mid <= l || mid >= u {
                         break;
                     }
                     mid
@@ -699,14 +715,11 @@ impl Search<'_> {
         }
         // A rate that passed is offered once more: a limit that does not
         // repeat is reported as unstable.
+        // It is a fresh run: its verdict reads every answer's status (a
+        // held step's seconds count answers, not what they said).
         if let (Find::Rate, Some(l), false) = (self.a.find, self.lower, self.client_limited) {
-            let step = match held.then(|| self.held_step(l)).transpose()? {
-                Some(Some(step)) => step,
-                _ => {
-                    self.end_held();
-                    self.fresh(l, true)?
-                }
-            };
+            self.end_held();
+            let step = self.fresh(l, true)?;
             println!(
                 "{}  (the best pass, again)",
                 step_line(self.steps.len() + 1, &step, &|x| unit(self.a.find, x))
@@ -843,7 +856,13 @@ impl Search<'_> {
                 None => (crate::engine::Sample::default(), 0),
             }
         };
-        let mut warm = 0;
+        // (The first step of a run counts its ramp's seconds, already in,
+        // with its growth: its judged seconds come after.)
+        let mut warm = if fresh_run && self.a.find == Find::Connections {
+            h.seconds.len()
+        } else {
+            0
+        };
         match self.a.find {
             Find::Connections => {
                 if !fresh_run && !h.send(&format!("connections {conns}")) {
@@ -887,8 +906,12 @@ impl Search<'_> {
                     }
                 }
                 for _ in 0..secs {
-                    if self.interrupted || h.next_second(quiet).is_none() {
+                    if self.interrupted {
                         break;
+                    }
+                    if h.next_second(quiet).is_none() {
+                        // Ended mid-hold: no verdict on a hold cut short.
+                        return Ok(None);
                     }
                 }
                 seen = observer.take().map(|o| o.finish(0));
@@ -939,6 +962,7 @@ impl Search<'_> {
         );
         let answered = num(&v, "queries.answered").unwrap_or(0.0) as u64;
         v["environment"] = serde_json::json!({ "cores": self.plan.cores });
+        v["scenario"] = serde_json::json!({ "transport": c.transport });
         if let Some(mut seen) = seen {
             if let Some(cl) = seen.client.as_mut() {
                 cl.derive(answered);
@@ -1079,6 +1103,11 @@ fn late_words(v: &Value) -> Option<String> {
 /// but not at the server's socket: at the client's, which read its
 /// answers too slowly (its failure, not the server's).
 fn client_dropped(v: &Value) -> Option<String> {
+    // (A TCP run's namespace may drop datagrams of others: not its own.)
+    let udp = v["scenario"]["transport"].as_str() == Some("udp");
+    if !udp {
+        return None;
+    }
     let s = v.get("server_seen").filter(|s| !s.is_null())?;
     let all = num(s, "udp_rcvbuf_errors").unwrap_or(0.0);
     let at_server = num(s, "udp_socket_drops").unwrap_or(0.0);
