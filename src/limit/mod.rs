@@ -13,7 +13,13 @@
 //!
 //! It starts processes and reads their results; it measures nothing itself.
 
+mod blame;
 mod held;
+mod hold;
+mod output;
+
+use blame::*;
+use output::*;
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -123,52 +129,6 @@ struct Output<'a> {
 
 fn num(v: &Value, path: &str) -> Option<f64> {
     path.split('.').try_fold(v, |x, k| x.get(k))?.as_f64()
-}
-
-/// The failing step's cause from what the machine said about the server,
-/// in one sentence, with the figures it rests on; None when nothing seen
-/// explains it.
-fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
-    let Some(seen) = v
-        .get("server_seen")
-        .filter(|s| !s.is_null())
-        .and_then(|s| serde_json::from_value::<crate::evidence::ServerSeen>(s.clone()).ok())
-    else {
-        return (None, Vec::new());
-    };
-    let during = crate::evidence::During {
-        wall_s: num(v, "duration_s").unwrap_or(0.0),
-        cores: num(v, "environment.cores").unwrap_or(1.0),
-        peer_closed: num(v, "connections.peer_closed").unwrap_or(0.0) as u64,
-    };
-    (seen.limit_cause(&during), vec![seen.figures(&during)])
-}
-
-/// Whether the client, not the server, explains a failing step: its own
-/// plan refused (exit 2), or its summary put the lateness on itself or on
-/// the cores it shares with the server (the client's own judgement, the
-/// same words its hints use).
-fn client_explains(code: i32, summary: &str) -> bool {
-    code == 2
-        || summary.contains("the client is the bottleneck")
-        || summary.contains("the client could not keep up")
-        || summary.contains("hint (client)")
-        || (summary.contains("shares its") && summary.contains("each delays the other"))
-}
-
-/// The lines of a step's summary that say why it failed.
-fn why_lines(summary: &str) -> Vec<String> {
-    summary
-        .lines()
-        .filter(|l| {
-            let t = l.trim_start();
-            t.starts_with("hint")
-                || t.starts_with("warning")
-                || t.starts_with("check         FAIL")
-                || t.starts_with("throng:")
-        })
-        .map(|l| l.trim().to_string())
-        .collect()
 }
 
 /// Waits (at most `most`) until this namespace's TCP sockets in use are
@@ -802,221 +762,6 @@ impl Search<'_> {
         }
     }
 
-    /// A held step at `load`; None when the held run cannot give it (it
-    /// would not start, or ended).
-    fn held_step(&mut self, load: f64) -> Result<Option<Step>> {
-        let c = &self.a.client;
-        let secs = self.a.step_time.as_secs_f64().ceil().max(1.0) as usize;
-        // A second comes every second; this long without one is a stuck run.
-        let quiet = Duration::from_secs(3) + c.connect_timeout;
-        let (conns, rate) = match self.a.find {
-            Find::Connections => (load as u64, c.rate),
-            Find::Rate => (self.plan.connections, Some(load)),
-        };
-        let fresh_run = self.held.is_none();
-        if fresh_run {
-            let json = self
-                .dir
-                .join(format!("held{}.json", self.held_runs.len() + 1));
-            let bound =
-                (self.a.step_time + c.timeout + c.connect_timeout + Duration::from_secs(5)) * 64;
-            // (The arguments a search takes out, its axis's, given back.)
-            let args = match self.a.find {
-                Find::Connections => vec!["-c".to_string(), format!("{conns}")],
-                Find::Rate => vec!["-r".to_string(), format!("{load}")],
-            };
-            let mut h = Held::start(&self.exe, &self.base, &args, bound, &json)?;
-            let connect_rate = c.connect_rate.unwrap_or(10_000.0);
-            let ramp = Duration::from_secs_f64(conns as f64 / connect_rate)
-                + c.connect_timeout
-                + Duration::from_secs(10);
-            if !h.ramp(ramp) {
-                for l in h.said() {
-                    eprintln!("throng: held run: {l}");
-                }
-                return Ok(None);
-            }
-            self.held = Some(h);
-        }
-        let Some(h) = self.held.as_mut() else {
-            return Ok(None);
-        };
-        // What the machine says of the step: over its growth and hold
-        // (connections), or its warm-up and judged seconds (rate: the
-        // drain, idle, would dilute the server's CPU).
-        let watch = |h: &Held| crate::evidence::Observer::start_for(Some(h.pid), self.watched);
-        let mut observer = Some(watch(h));
-        let seen;
-        // The run's last second before this step (all zero before its first).
-        let (before, from) = if fresh_run && self.a.find == Find::Connections {
-            (crate::engine::Sample::default(), 0)
-        } else {
-            match h.last() {
-                Some(s) => (s.clone(), h.seconds.len()),
-                None => (crate::engine::Sample::default(), 0),
-            }
-        };
-        // (The first step of a run counts its ramp's seconds, already in,
-        // with its growth: its judged seconds come after.)
-        let mut warm = if fresh_run && self.a.find == Find::Connections {
-            h.seconds.len()
-        } else {
-            0
-        };
-        match self.a.find {
-            Find::Connections => {
-                if !fresh_run && !h.send(&format!("connections {conns}")) {
-                    return Ok(None);
-                }
-                // Growth: until every one is open, or attempts stop
-                // resolving, or the time the growth takes at the connect
-                // rate has passed twice over (a server that closes what it
-                // takes keeps them resolving); then verification, at most
-                // --connect-timeout.
-                let adding = conns.saturating_sub(before.connections.max(0) as u64) as f64;
-                let growth = Duration::from_secs_f64(adding / c.connect_rate.unwrap_or(10_000.0));
-                let deadline =
-                    Instant::now() + growth * 2 + c.connect_timeout * 2 + Duration::from_secs(2);
-                let mut last_progress = (before.established + before.failed, Instant::now());
-                let mut verified_since: Option<Instant> = None;
-                loop {
-                    let Some(x) = h.next_second(quiet) else {
-                        return Ok(None);
-                    };
-                    warm += 1;
-                    let resolved = x.established + x.failed;
-                    if resolved > last_progress.0 {
-                        last_progress = (resolved, Instant::now());
-                    }
-                    let open = x.connections.max(0) as u64 >= conns;
-                    let stalled = last_progress.1.elapsed()
-                        > c.connect_timeout + Duration::from_secs(1)
-                        || Instant::now() >= deadline;
-                    if open || stalled {
-                        let pending = x.established.saturating_sub(x.verified)
-                            > before.established.saturating_sub(before.verified);
-                        let since = *verified_since.get_or_insert_with(Instant::now);
-                        if !verify_on(c) || !pending || since.elapsed() >= c.connect_timeout {
-                            break;
-                        }
-                    }
-                    if self.stop.wait_until(Instant::now()) {
-                        self.interrupted = true;
-                        break;
-                    }
-                }
-                for _ in 0..secs {
-                    if self.interrupted {
-                        break;
-                    }
-                    if h.next_second(quiet).is_none() {
-                        // Ended mid-hold: no verdict on a hold cut short.
-                        return Ok(None);
-                    }
-                }
-                seen = observer.take().map(|o| o.finish(0));
-            }
-            Find::Rate => {
-                if !h.send(&format!("rate {load}")) {
-                    return Ok(None);
-                }
-                warm = 1;
-                for _ in 0..warm + secs {
-                    if h.next_second(quiet).is_none() {
-                        return Ok(None);
-                    }
-                    if self.stop.wait_until(Instant::now()) {
-                        self.interrupted = true;
-                        break;
-                    }
-                }
-                seen = observer.take().map(|o| o.finish(0));
-                // The drain: rate 0 until a second with nothing sent,
-                // answered or timed out (at most --timeout and 2 s).
-                h.send("rate 0");
-                let most = c.timeout.as_secs_f64().ceil() as usize + 2;
-                for _ in 0..most {
-                    let Some(x) = h.next_second(quiet) else {
-                        return Ok(None);
-                    };
-                    if x.sent == Some(0) && x.answered == Some(0) && x.timed_out == Some(0) {
-                        break;
-                    }
-                }
-            }
-        }
-        let seconds = h.seconds.get(from..).unwrap_or_default();
-        let judged = match self.a.find {
-            Find::Connections => seconds.len().saturating_sub(warm),
-            Find::Rate => secs,
-        };
-        let mut v = held::figures(
-            &before,
-            seconds,
-            warm,
-            judged,
-            &held::Asked {
-                connections: conns,
-                rate,
-            },
-        );
-        let answered = num(&v, "queries.answered").unwrap_or(0.0) as u64;
-        v["environment"] = serde_json::json!({ "cores": self.plan.cores });
-        v["scenario"] = serde_json::json!({ "transport": c.transport });
-        if let Some(mut seen) = seen {
-            if let Some(cl) = seen.client.as_mut() {
-                cl.derive(answered);
-                v["duration_s"] = serde_json::json!(cl.wall_s);
-                v["client"] = serde_json::to_value(&*cl)?;
-            }
-            if let Some(sv) = &seen.server {
-                v["server_seen"] = serde_json::to_value(sv)?;
-            }
-        }
-        // The checks it can read; those whose keys a step's seconds do not
-        // give are judged on fresh steps only.
-        let mut judged_checks = Vec::new();
-        let mut verdicts = Vec::new();
-        for ch in &self.checks {
-            let verdict = ch.evaluate(&v);
-            if verdict.reason.as_deref() == Some("not in the result") {
-                self.unjudged.insert(ch.expr.clone());
-                continue;
-            }
-            judged_checks.push(ch.clone());
-            verdicts.push(verdict);
-        }
-        let pass = !self.interrupted && verdicts.iter().all(|x| x.pass);
-        v["checks"] = serde_json::to_value(&verdicts)?;
-        let mut summary = crate::report::check::lines(&judged_checks, &verdicts).join("\n");
-        // A failure the client explains is its own.
-        // Whose failure it is: the client's own drops first; then a cause
-        // the server's evidence shows; only then the client's lateness or
-        // busy cores (a client a little late beside a saturated server
-        // did not make it fail).
-        let mine = (!pass)
-            .then(|| {
-                client_dropped(&v).or_else(|| {
-                    evidence(&v).0.is_none().then(|| {
-                        late_words(&v).or_else(|| held_client_explains(&v, self.plan.workers))
-                    })?
-                })
-            })
-            .flatten();
-        if let Some(why) = &mine {
-            summary.push_str(&format!("\nhint (client) {why}"));
-        }
-        Ok(Some(Step {
-            load,
-            pass,
-            exit_code: i32::from(!pass),
-            client_limited: mine.is_some(),
-            held: true,
-            result: v,
-            summary,
-        }))
-    }
-
     /// The answer, from the steps.
     fn found(&self) -> Found {
         let failing = self
@@ -1074,78 +819,6 @@ impl Search<'_> {
     }
 }
 
-/// The client verifies its connections (a probe, or the first answer).
-fn verify_on(c: &crate::cli::ClientArgs) -> bool {
-    c.verify && !c.no_verify
-}
-
-/// A failing held step that the client's lateness explains: its loop
-/// noticed more than 1% of the due queries over 1 ms late, and the step's
-/// failure is not much larger than that (at most twice as many queries
-/// unanswered or not ok as were late: a server that left most of them
-/// unanswered failed the step whatever the client's lateness; a check on
-/// latency alone, nothing unanswered, is the client's to explain).
-fn late_words(v: &Value) -> Option<String> {
-    let q = v.get("queries")?;
-    let due = num(q, "due").unwrap_or(0.0);
-    let loop_late = num(q, "loop_late").unwrap_or(0.0);
-    let short = (due - num(q, "ok").unwrap_or(0.0)).max(0.0);
-    (due > 0.0 && loop_late > 0.01 * due && short <= 2.0 * loop_late).then(|| {
-        format!(
-            "the client's loop noticed {:.1}% of the due queries more than 1 ms late: it could \
-             not keep the rate",
-            100.0 * loop_late / due
-        )
-    })
-}
-
-/// Datagrams the kernel dropped at this namespace's full receive buffers
-/// but not at the server's socket: at the client's, which read its
-/// answers too slowly (its failure, not the server's).
-fn client_dropped(v: &Value) -> Option<String> {
-    // (A TCP run's namespace may drop datagrams of others: not its own.)
-    let udp = v["scenario"]["transport"].as_str() == Some("udp");
-    if !udp {
-        return None;
-    }
-    let s = v.get("server_seen").filter(|s| !s.is_null())?;
-    let all = num(s, "udp_rcvbuf_errors").unwrap_or(0.0);
-    let at_server = num(s, "udp_socket_drops").unwrap_or(0.0);
-    (all > at_server).then(|| {
-        format!(
-            "the kernel dropped {:.0} datagrams at the client's own full receive buffers \
-             (UdpRcvbufErrors {all:.0}, {at_server:.0} of them at the server's socket): the \
-             client read its answers too slowly",
-            all - at_server
-        )
-    })
-}
-
-/// Whether a failing held step's client explains it, from what was seen
-/// of it during the step: its CPU against its worker cores, or the cores
-/// it shared with the server kept full by the two. (A fresh step has the
-/// client's own judgement: [`client_explains`].)
-fn held_client_explains(v: &Value, workers: f64) -> Option<String> {
-    let cl = v.get("client").filter(|c| !c.is_null())?;
-    let wall = num(cl, "wall_s").unwrap_or(0.0).max(1e-3);
-    let busy = 100.0 * num(cl, "cpu_s").unwrap_or(0.0) / wall / workers.max(1.0);
-    if busy >= 85.0 {
-        return Some(format!(
-            "the client kept its {workers:.0} worker core(s) {busy:.0}% busy during the step: \
-             it could not keep up"
-        ));
-    }
-    let shared = cl["shares_cores_with_server"].as_bool().unwrap_or(false);
-    let both = num(cl, "with_server_pct").unwrap_or(0.0);
-    if shared && both >= 90.0 {
-        return Some(format!(
-            "the client shares its cores with the server, and the two kept them {both:.0}% \
-             busy: each delays the other, so the failure is not the server's alone"
-        ));
-    }
-    None
-}
-
 fn drop_embedded(e: Option<crate::client::ServerProcess>) {
     drop(e);
 }
@@ -1155,50 +828,6 @@ fn tempdir() -> Result<PathBuf> {
     let d = std::env::temp_dir().join(format!("throng-limit-{}", std::process::id()));
     std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
     Ok(d)
-}
-
-/// One line a step: its load, verdict and the figures the checks read.
-fn step_line(k: usize, s: &Step, unit: &dyn Fn(f64) -> String) -> String {
-    let v = &s.result;
-    let verdict = match (s.pass, s.client_limited) {
-        (true, _) => "PASS",
-        (false, true) => "FAIL (client)",
-        (false, false) => "FAIL",
-    };
-    let how = if s.held { "held " } else { "fresh" };
-    let mut f = format!("step {k:<3} {:>18}  {verdict:<13} {how}", unit(s.load));
-    if v.is_null() {
-        f.push_str(&format!("  no result (exit {})", s.exit_code));
-        return f;
-    }
-    let n = |p: &str| num(v, p).unwrap_or(0.0);
-    let failed: f64 = v["connections"]["failed"]
-        .as_object()
-        .map_or(0.0, |m| m.values().filter_map(Value::as_f64).sum());
-    f.push_str(&format!(
-        "  established {:.0} verified {:.0} failed {failed:.0}",
-        n("connections.established"),
-        n("connections.verified")
-    ));
-    if v.get("queries").is_some_and(|q| !q.is_null()) {
-        f.push_str(&format!(
-            "  answered {:.0}/s ok {:.0} of {:.0} due, timed out {:.0}  p50 {} p99 {}",
-            n("queries.rate_achieved"),
-            n("queries.ok"),
-            n("queries.due"),
-            n("queries.timed_out"),
-            crate::units::human_us(n("latency.response_time_us.p50") as u64),
-            crate::units::human_us(n("latency.response_time_us.p99") as u64),
-        ));
-    }
-    f
-}
-
-fn print_table(steps: &[Step], unit: &dyn Fn(f64) -> String) {
-    println!("steps");
-    for (k, s) in steps.iter().enumerate() {
-        println!("  {}", step_line(k + 1, s, unit));
-    }
 }
 
 #[cfg(test)]

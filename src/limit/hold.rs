@@ -1,0 +1,221 @@
+//! A step of a held run: its load asked of the run over --control, its
+//! seconds read, judged by the checks, its failure put on the right side.
+
+use super::*;
+
+impl Search<'_> {
+    /// A held step at `load`; None when the held run cannot give it (it
+    /// would not start, or ended).
+    pub(super) fn held_step(&mut self, load: f64) -> Result<Option<Step>> {
+        let c = &self.a.client;
+        let secs = self.a.step_time.as_secs_f64().ceil().max(1.0) as usize;
+        // A second comes every second; this long without one is a stuck run.
+        let quiet = Duration::from_secs(3) + c.connect_timeout;
+        let (conns, rate) = match self.a.find {
+            Find::Connections => (load as u64, c.rate),
+            Find::Rate => (self.plan.connections, Some(load)),
+        };
+        let fresh_run = self.held.is_none();
+        if fresh_run {
+            let json = self
+                .dir
+                .join(format!("held{}.json", self.held_runs.len() + 1));
+            let bound =
+                (self.a.step_time + c.timeout + c.connect_timeout + Duration::from_secs(5)) * 64;
+            // (The arguments a search takes out, its axis's, given back.)
+            let args = match self.a.find {
+                Find::Connections => vec!["-c".to_string(), format!("{conns}")],
+                Find::Rate => vec!["-r".to_string(), format!("{load}")],
+            };
+            let mut h = Held::start(&self.exe, &self.base, &args, bound, &json)?;
+            let connect_rate = c.connect_rate.unwrap_or(10_000.0);
+            let ramp = Duration::from_secs_f64(conns as f64 / connect_rate)
+                + c.connect_timeout
+                + Duration::from_secs(10);
+            if !h.ramp(ramp) {
+                for l in h.said() {
+                    eprintln!("throng: held run: {l}");
+                }
+                return Ok(None);
+            }
+            self.held = Some(h);
+        }
+        let Some(h) = self.held.as_mut() else {
+            return Ok(None);
+        };
+        // What the machine says of the step: over its growth and hold
+        // (connections), or its warm-up and judged seconds (rate: the
+        // drain, idle, would dilute the server's CPU).
+        let watch = |h: &Held| crate::evidence::Observer::start_for(Some(h.pid), self.watched);
+        let mut observer = Some(watch(h));
+        let seen;
+        // The run's last second before this step (all zero before its first).
+        let (before, from) = if fresh_run && self.a.find == Find::Connections {
+            (crate::engine::Sample::default(), 0)
+        } else {
+            match h.last() {
+                Some(s) => (s.clone(), h.seconds.len()),
+                None => (crate::engine::Sample::default(), 0),
+            }
+        };
+        // (The first step of a run counts its ramp's seconds, already in,
+        // with its growth: its judged seconds come after.)
+        let mut warm = if fresh_run && self.a.find == Find::Connections {
+            h.seconds.len()
+        } else {
+            0
+        };
+        match self.a.find {
+            Find::Connections => {
+                if !fresh_run && !h.send(&format!("connections {conns}")) {
+                    return Ok(None);
+                }
+                // Growth: until every one is open, or attempts stop
+                // resolving, or the time the growth takes at the connect
+                // rate has passed twice over (a server that closes what it
+                // takes keeps them resolving); then verification, at most
+                // --connect-timeout.
+                let adding = conns.saturating_sub(before.connections.max(0) as u64) as f64;
+                let growth = Duration::from_secs_f64(adding / c.connect_rate.unwrap_or(10_000.0));
+                let deadline =
+                    Instant::now() + growth * 2 + c.connect_timeout * 2 + Duration::from_secs(2);
+                let mut last_progress = (before.established + before.failed, Instant::now());
+                let mut verified_since: Option<Instant> = None;
+                loop {
+                    let Some(x) = h.next_second(quiet) else {
+                        return Ok(None);
+                    };
+                    warm += 1;
+                    let resolved = x.established + x.failed;
+                    if resolved > last_progress.0 {
+                        last_progress = (resolved, Instant::now());
+                    }
+                    let open = x.connections.max(0) as u64 >= conns;
+                    let stalled = last_progress.1.elapsed()
+                        > c.connect_timeout + Duration::from_secs(1)
+                        || Instant::now() >= deadline;
+                    if open || stalled {
+                        let pending = x.established.saturating_sub(x.verified)
+                            > before.established.saturating_sub(before.verified);
+                        let since = *verified_since.get_or_insert_with(Instant::now);
+                        if !verify_on(c) || !pending || since.elapsed() >= c.connect_timeout {
+                            break;
+                        }
+                    }
+                    if self.stop.wait_until(Instant::now()) {
+                        self.interrupted = true;
+                        break;
+                    }
+                }
+                for _ in 0..secs {
+                    if self.interrupted {
+                        break;
+                    }
+                    if h.next_second(quiet).is_none() {
+                        // Ended mid-hold: no verdict on a hold cut short.
+                        return Ok(None);
+                    }
+                }
+                seen = observer.take().map(|o| o.finish(0));
+            }
+            Find::Rate => {
+                if !h.send(&format!("rate {load}")) {
+                    return Ok(None);
+                }
+                warm = 1;
+                for _ in 0..warm + secs {
+                    if h.next_second(quiet).is_none() {
+                        return Ok(None);
+                    }
+                    if self.stop.wait_until(Instant::now()) {
+                        self.interrupted = true;
+                        break;
+                    }
+                }
+                seen = observer.take().map(|o| o.finish(0));
+                // The drain: rate 0 until a second with nothing sent,
+                // answered or timed out (at most --timeout and 2 s).
+                h.send("rate 0");
+                let most = c.timeout.as_secs_f64().ceil() as usize + 2;
+                for _ in 0..most {
+                    let Some(x) = h.next_second(quiet) else {
+                        return Ok(None);
+                    };
+                    if x.sent == Some(0) && x.answered == Some(0) && x.timed_out == Some(0) {
+                        break;
+                    }
+                }
+            }
+        }
+        let seconds = h.seconds.get(from..).unwrap_or_default();
+        let judged = match self.a.find {
+            Find::Connections => seconds.len().saturating_sub(warm),
+            Find::Rate => secs,
+        };
+        let mut v = held::figures(
+            &before,
+            seconds,
+            warm,
+            judged,
+            &held::Asked {
+                connections: conns,
+                rate,
+            },
+        );
+        let answered = num(&v, "queries.answered").unwrap_or(0.0) as u64;
+        v["environment"] = serde_json::json!({ "cores": self.plan.cores });
+        v["scenario"] = serde_json::json!({ "transport": c.transport });
+        if let Some(mut seen) = seen {
+            if let Some(cl) = seen.client.as_mut() {
+                cl.derive(answered);
+                v["duration_s"] = serde_json::json!(cl.wall_s);
+                v["client"] = serde_json::to_value(&*cl)?;
+            }
+            if let Some(sv) = &seen.server {
+                v["server_seen"] = serde_json::to_value(sv)?;
+            }
+        }
+        // The checks it can read; those whose keys a step's seconds do not
+        // give are judged on fresh steps only.
+        let mut judged_checks = Vec::new();
+        let mut verdicts = Vec::new();
+        for ch in &self.checks {
+            let verdict = ch.evaluate(&v);
+            if verdict.reason.as_deref() == Some("not in the result") {
+                self.unjudged.insert(ch.expr.clone());
+                continue;
+            }
+            judged_checks.push(ch.clone());
+            verdicts.push(verdict);
+        }
+        let pass = !self.interrupted && verdicts.iter().all(|x| x.pass);
+        v["checks"] = serde_json::to_value(&verdicts)?;
+        let mut summary = crate::report::check::lines(&judged_checks, &verdicts).join("\n");
+        // A failure the client explains is its own.
+        // Whose failure it is: the client's own drops first; then a cause
+        // the server's evidence shows; only then the client's lateness or
+        // busy cores (a client a little late beside a saturated server
+        // did not make it fail).
+        let mine = (!pass)
+            .then(|| {
+                client_dropped(&v).or_else(|| {
+                    evidence(&v).0.is_none().then(|| {
+                        late_words(&v).or_else(|| held_client_explains(&v, self.plan.workers))
+                    })?
+                })
+            })
+            .flatten();
+        if let Some(why) = &mine {
+            summary.push_str(&format!("\nhint (client) {why}"));
+        }
+        Ok(Some(Step {
+            load,
+            pass,
+            exit_code: i32::from(!pass),
+            client_limited: mine.is_some(),
+            held: true,
+            result: v,
+            summary,
+        }))
+    }
+}
