@@ -15,10 +15,10 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 
 use crate::cli::CompareArgs;
 use crate::domain::{Mode, Transport};
+pub use crate::report::compared::{Case, Comparison, Run};
 use crate::report::json::{write_atomic, RunResult};
 use crate::server::{self, ServerConfig, ServerTls};
 use crate::sys::signals::Stop;
@@ -27,39 +27,6 @@ use crate::usage::UsageError;
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()
-}
-
-/// One row: a transport, and for tcp and tls the recycling setting.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Case {
-    pub transport: Transport,
-    pub max_queries_per_conn: Option<u64>,
-}
-
-impl Case {
-    pub fn label(&self) -> String {
-        match self.max_queries_per_conn {
-            Some(n) => format!("{} (recycle {n})", self.transport.name()),
-            None => self.transport.name().to_string(),
-        }
-    }
-}
-
-/// What --json holds.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Comparison {
-    pub target: String,
-    pub runs: Vec<Run>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Run {
-    #[serde(flatten)]
-    pub case: Case,
-    /// The client's exit code (0: its checks passed and no connection
-    /// failed; see `throng client --check`).
-    pub exit_code: i32,
-    pub result: RunResult,
 }
 
 /// The rows asked for, in order.

@@ -74,13 +74,20 @@ pub fn exit_code(err: &anyhow::Error) -> ExitCode {
 pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         cli::Command::Client(args) => client::run(&args),
-        cli::Command::Merge(args) => merge(&args),
+        cli::Command::Merge(args) => cluster::files::merge(
+            &args.results,
+            args.json.as_deref(),
+            &args.views.views(),
+            &args.check,
+        ),
         // `throng cluster ... -- limit ...`: a search of cluster runs.
         cli::Command::Cluster(args) if args.client_args.first().is_some_and(|w| w == "limit") => {
             limit::run_cluster(&args)
         }
         cli::Command::Cluster(args) => cluster::ssh::run(&args),
-        cli::Command::Tune(args) => tune(&args),
+        cli::Command::Tune(args) => {
+            sys::tune::run(args.connections, args.role, args.json, args.apply)
+        }
         cli::Command::Compare(args) => compare::run(&args),
         cli::Command::Completions(args) => {
             cli::docs::completions(args.shell, &mut std::io::stdout().lock())?;
@@ -90,7 +97,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
             cli::docs::man(&mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)
         }
-        cli::Command::Report(args) => report_files(&args),
+        cli::Command::Report(args) => report::files::run(&args.results, &args.views.views()),
         cli::Command::Limit(args) => limit::run(&args),
         cli::Command::Server(args) => {
             // A child of --processes is given its configuration whole.
@@ -106,200 +113,4 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
             ran.map(|()| ExitCode::SUCCESS)
         }
     }
-}
-
-/// `throng merge`: reads results, merges them, prints the summary.
-fn merge(a: &cli::MergeArgs) -> anyhow::Result<ExitCode> {
-    let mut results = Vec::new();
-    let mut names = Vec::new();
-    for p in &a.results {
-        results.push(cluster::merge::read(p)?);
-        names.push(p.display().to_string());
-    }
-    let views = a.views.views();
-    views.check().map_err(UsageError)?;
-    let mut merged = cluster::merge::merge(&results, &names)?;
-    let checks = report::check::parse_all(
-        &a.check,
-        merged.queries.is_some(),
-        merged.push.is_some(),
-        merged.scenario.verify,
-        merged.scenario.connections_schedule.is_some(),
-    )
-    .map_err(UsageError)?;
-    let outcome = merged.outcome()?;
-    let mut out = std::io::stdout().lock();
-    report::summary(&merged.scenario, &outcome, &mut out)?;
-    std::io::Write::write_fmt(
-        &mut out,
-        format_args!("  merged        {} results\n", results.len()),
-    )?;
-    cluster::merge::say_what_is_missing(&merged, &mut out)?;
-    report::check::apply(&checks, &mut merged, &mut out)?;
-    drop(out);
-    if let Some(p) = &a.json {
-        report::json::write_atomic(p, &merged)?;
-    }
-    let code = report::check::exit_code(&merged, merged.scenario.max_failures, false);
-    let run = report::html::Run {
-        label: report::html::label_of(&merged),
-        result: &merged,
-    };
-    Ok(views.finish(&[run], code))
-}
-
-/// `throng report`: the HTML report and the .hgrm spectra of results
-/// already written (a `throng compare --json` file gives each of its runs),
-/// or the curve of a `throng limit --json` file (alone).
-fn report_files(a: &cli::ReportArgs) -> anyhow::Result<ExitCode> {
-    let views = a.views.views();
-    let mut texts = Vec::with_capacity(a.results.len());
-    for p in &a.results {
-        texts.push(
-            std::fs::read_to_string(p).map_err(|e| UsageError(format!("{}: {e}", p.display())))?,
-        );
-    }
-    let limits: Vec<(&std::path::PathBuf, serde_json::Value)> = a
-        .results
-        .iter()
-        .zip(&texts)
-        .filter_map(|(p, t)| Some((p, serde_json::from_str(t).ok()?)))
-        .filter(|(_, v)| report::curve::is_limit(v))
-        .collect();
-    if let Some((p, v)) = limits.first() {
-        if a.results.len() > 1 {
-            return Err(UsageError(format!(
-                "{}: a `throng limit --json` file is reported alone (its steps are one \
-                 search, not runs to overlay): run `throng report {} [--html FILE]`, and the \
-                 other files in a `throng report` of their own",
-                p.display(),
-                p.display()
-            ))
-            .into());
-        }
-        return report_limit(p, v, &views);
-    }
-    if views.html.is_none() && views.hgrm.is_none() {
-        return Err(UsageError(
-            "nothing to write: give --html FILE (the report) or --hgrm PREFIX (the spectra), or both"
-                .into(),
-        )
-        .into());
-    }
-    views.check().map_err(UsageError)?;
-    let mut runs: Vec<(String, report::json::RunResult)> = Vec::new();
-    for (p, text) in a.results.iter().zip(&texts) {
-        let stem = p.file_stem().map_or_else(
-            || p.display().to_string(),
-            |s| s.to_string_lossy().into_owned(),
-        );
-        match report::json::parse(text) {
-            Ok(r) => runs.push((stem, r)),
-            Err(e) => {
-                // A comparison: its runs, each by its transport.
-                let compared = serde_json::from_str::<serde_json::Value>(text)
-                    .ok()
-                    .and_then(|v| v.get("runs").and_then(|r| r.as_array()).cloned());
-                let Some(compared) = compared else {
-                    return Err(UsageError(format!(
-                        "{}: not a throng result (nor a throng compare --json file): {e}",
-                        p.display()
-                    ))
-                    .into());
-                };
-                for (i, run) in compared.iter().enumerate() {
-                    let r = report::json::parse(&run["result"].to_string()).map_err(|e| {
-                        UsageError(format!("{}: runs[{i}].result: {e}", p.display()))
-                    })?;
-                    let case: compare::Case = serde_json::from_value(run.clone())
-                        .map_err(|e| UsageError(format!("{}: runs[{i}]: {e}", p.display())))?;
-                    let label = if a.results.len() > 1 {
-                        format!("{stem} {}", case.label())
-                    } else {
-                        case.label()
-                    };
-                    runs.push((label, r));
-                }
-            }
-        }
-    }
-    let runs: Vec<report::html::Run> = runs
-        .iter()
-        .map(|(label, r)| report::html::Run {
-            label: label.clone(),
-            result: r,
-        })
-        .collect();
-    Ok(if views.write(&runs) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
-}
-
-/// `throng report LIMIT.json`: the search's steps by load and its answer,
-/// as text, or with `--html` as a page with the curve.
-fn report_limit(
-    path: &std::path::Path,
-    v: &serde_json::Value,
-    views: &report::Views,
-) -> anyhow::Result<ExitCode> {
-    if views.hgrm.is_some() || views.server_stats.is_some() {
-        return Err(UsageError(format!(
-            "{}: a `throng limit --json` file draws a curve, not spectra or a server's \
-             seconds: drop --hgrm and --server-stats (or give them a step's client result)",
-            path.display()
-        ))
-        .into());
-    }
-    views.check().map_err(UsageError)?;
-    let curve = report::curve::Curve::read(v)
-        .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
-    let Some(html) = &views.html else {
-        print!("{}", report::curve::text(&curve));
-        return Ok(ExitCode::SUCCESS);
-    };
-    match report::curve::write_limit_html(html, v) {
-        Ok(()) => {
-            println!("  report        {}", html.display());
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            eprintln!("throng: the HTML report was not written: {e:#}");
-            Ok(ExitCode::from(1))
-        }
-    }
-}
-
-/// `throng tune`: the limits table, the commands, and --apply.
-fn tune(a: &cli::TuneArgs) -> anyhow::Result<ExitCode> {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if a.apply && !root {
-        return Err(UsageError(
-            "--apply changes kernel settings and needs root: run it with sudo, or apply the \
-             commands it prints yourself"
-                .into(),
-        )
-        .into());
-    }
-    let per = sys::tune::measure_kernel_bytes(2000);
-    let plan = sys::tune::plan(a.connections, a.role, per);
-    let mut out = std::io::stdout().lock();
-    if a.json {
-        serde_json::to_writer_pretty(&mut out, &plan)?;
-        std::io::Write::write_all(&mut out, b"\n")?;
-    } else {
-        sys::tune::print(&plan, &mut out)?;
-    }
-    if a.apply {
-        let done = sys::tune::apply(&plan);
-        if done.is_empty() {
-            std::io::Write::write_all(&mut out, b"applied: nothing needed changing\n")?;
-        }
-        for d in done {
-            std::io::Write::write_fmt(&mut out, format_args!("applied: {d}\n"))?;
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }

@@ -1,5 +1,6 @@
 //! Scale out: one scenario run as slices (processes on this host, or
 //! hosts), and the exact merge of their results.
 
+pub mod files;
 pub mod merge;
 pub mod ssh;

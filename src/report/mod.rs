@@ -11,7 +11,9 @@
 pub mod books;
 mod chart;
 pub mod check;
+pub mod compared;
 pub mod curve;
+pub mod files;
 pub mod hgrm;
 pub mod html;
 pub mod json;

@@ -5,11 +5,13 @@
 //! network namespace and the host, as root).
 
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::process::ExitCode;
 
 use serde::Serialize;
 
 use super::{capacity, limits, proc, sources};
 pub use crate::domain::Role;
+use crate::usage::UsageError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -403,6 +405,40 @@ pub fn apply(p: &Plan) -> Vec<String> {
         }
     }
     done
+}
+
+/// `throng tune`: the limits table (or its JSON), the commands, and with
+/// `apply` the changes made.
+pub fn run(connections: u64, role: Role, json: bool, apply_it: bool) -> anyhow::Result<ExitCode> {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if apply_it && !root {
+        return Err(UsageError(
+            "--apply changes kernel settings and needs root: run it with sudo, or apply the \
+             commands it prints yourself"
+                .into(),
+        )
+        .into());
+    }
+    let per = measure_kernel_bytes(2000);
+    let plan = plan(connections, role, per);
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &plan)?;
+        std::io::Write::write_all(&mut out, b"\n")?;
+    } else {
+        print(&plan, &mut out)?;
+    }
+    if apply_it {
+        let done = apply(&plan);
+        if done.is_empty() {
+            std::io::Write::write_all(&mut out, b"applied: nothing needed changing\n")?;
+        }
+        for d in done {
+            std::io::Write::write_fmt(&mut out, format_args!("applied: {d}\n"))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
