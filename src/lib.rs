@@ -84,7 +84,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Cluster(args) if args.client_args.first().is_some_and(|w| w == "limit") => {
             limit::run_cluster(&args)
         }
-        cli::Command::Cluster(args) => cluster::ssh::run(&args),
+        cli::Command::Cluster(args) => cluster::ssh::run(&args.config()?),
         cli::Command::Tune(args) => {
             sys::tune::run(args.connections, args.role, args.json, args.apply)
         }

@@ -9,6 +9,7 @@
 //! below them (scenario, engine, server, report) nothing sees a flag.
 
 mod client;
+mod cluster;
 pub mod docs;
 mod scenario;
 mod server;

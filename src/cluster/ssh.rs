@@ -4,16 +4,16 @@
 //! --start-at T` and streams JSON lines back over the ssh session; no port is
 //! opened and no daemon runs.
 
+use std::path::PathBuf;
 use std::process::{Command, ExitCode};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::child::{sum_samples, ChildLine, Children, Silence};
-use crate::cli::ClusterArgs;
 use crate::engine::{Live, Sample};
+use crate::report::check::Check;
 use crate::report::json::RunResult;
-use crate::report::LiveView;
+use crate::report::{LiveView, Views};
 use crate::sys::signals::{Reason, Stop};
-use crate::usage::UsageError;
 use anyhow::{Context, Result};
 
 /// One load host: what ssh is given.
@@ -74,10 +74,10 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-fn ssh(a: &ClusterArgs, h: &Host) -> Command {
+fn ssh(a: &ClusterConfig, h: &Host) -> Command {
     let mut c = Command::new("ssh");
     c.arg("-o").arg("BatchMode=yes");
-    for o in &a.ssh_option {
+    for o in &a.ssh_options {
         c.arg("-o").arg(o);
     }
     if let Some(p) = h.port {
@@ -87,87 +87,101 @@ fn ssh(a: &ClusterArgs, h: &Host) -> Command {
     c
 }
 
+/// A cluster run: plain data, built from the flags by cli (which reads the
+/// hosts file and checks the client arguments).
+#[derive(Debug)]
+pub struct ClusterConfig {
+    pub hosts: Vec<Host>,
+    /// Passed to ssh as `-o OPTION` each.
+    pub ssh_options: Vec<String>,
+    /// throng on the load hosts.
+    pub binary: String,
+    /// Copy this throng binary to each host first.
+    pub copy_binary: bool,
+    /// How long after now all hosts start together.
+    pub start_in: Duration,
+    /// Where the merged result goes.
+    pub json: Option<PathBuf>,
+    pub views: Views,
+    /// No live view.
+    pub quiet: bool,
+    /// The checks the merged result is judged by.
+    pub checks: Vec<Check>,
+    /// The `throng client` arguments every host runs, as given.
+    pub client_args: Vec<String>,
+    /// The client arguments' connections (all hosts together).
+    pub connections: u64,
+    /// The client arguments' drain after the last query (0: no queries).
+    pub drain_s: f64,
+    /// The client arguments' --max-failures.
+    pub max_failures: u64,
+    /// The client arguments give --run-id (passed on as it is).
+    pub run_id_given: bool,
+}
+
 /// Runs `throng cluster`.
-pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(&a.hosts)
-        .map_err(|e| UsageError(format!("--hosts {}: {e}", a.hosts.display())))?;
-    let hosts = parse_hosts(&text)
-        .map_err(|e| UsageError(format!("--hosts {}: {e}", a.hosts.display())))?;
-    // The client arguments must parse here as they will there.
-    let client = crate::cli::client_args(&a.client_args)
-        .map_err(|e| UsageError(format!("the client arguments after --: {e}")))?;
-    for (set, flag) in [
-        (client.segment.is_some(), "--segment"),
-        (client.start_at.is_some(), "--start-at"),
-        (client.json.is_some(), "--json"),
-        (client.views.html.is_some(), "--html"),
-        (client.views.hgrm.is_some(), "--hgrm"),
-        (client.views.server_stats.is_some(), "--server-stats"),
-        (client.control.is_some(), "--control"),
-        (client.pause, "--pause"),
-    ] {
-        if set {
-            return Err(UsageError(format!(
-                "{flag} is throng cluster's to set (each host gets its own); remove it from the client arguments"
-            ))
-            .into());
-        }
-    }
-    if client.targets.is_empty() {
-        return Err(UsageError(
-            "the client arguments need a target HOST:PORT: the embedded server would be on each load host".into(),
-        )
-        .into());
-    }
-    let views = a.views.views();
-    views.check().map_err(UsageError)?;
-    // Checks run on the merged result: cluster's own, else the client's.
-    let given = if a.check.is_empty() {
-        &client.check
-    } else {
-        &a.check
-    };
-    let has_queries = client.traffic()?.is_some();
-    let checks = crate::report::check::parse_all(
-        given,
-        has_queries,
-        client.proto == crate::domain::Proto::Push,
-        client.verify && !client.no_verify,
-        client.connections_schedule.is_some(),
-    )
-    .map_err(UsageError)?;
+pub fn run(a: &ClusterConfig) -> Result<ExitCode> {
     let stop = Stop::install()?;
-    let n = hosts.len() as u64;
-    let mut binary = a.binary.clone();
+    let binary = match a.copy_binary {
+        true => copy_binary(a)?,
+        false => a.binary.clone(),
+    };
+    let mut children = Children::spawn_commands(commands(a, &binary)?, &stop, true)?;
+    let mut w = Watch::new(a);
+    w.watch(a, &stop, &mut children);
+    let statuses = children.wait();
     if a.copy_binary {
-        let exe = std::env::current_exe()?;
-        binary = format!("/tmp/throng-{}", std::process::id());
-        for h in &hosts {
-            let status = ssh(a, h)
-                .arg(format!("cat > {binary} && chmod +x {binary}"))
-                .stdin(std::fs::File::open(&exe)?)
-                .status()
-                .with_context(|| format!("copying throng to {}", h.name()))?;
-            if !status.success() {
-                anyhow::bail!("copying throng to {} failed ({status})", h.name());
-            }
+        for h in &a.hosts {
+            let _ = ssh(a, h).arg(format!("rm -f {binary}")).status();
         }
     }
+    super::merge::finish(
+        w.slices(a, &statuses, &children),
+        None,
+        a.json.as_deref(),
+        &a.views,
+        "hosts",
+        a.max_failures,
+        &a.checks,
+    )
+}
+
+/// Copies this throng to each host (to /tmp over ssh): its path there.
+fn copy_binary(a: &ClusterConfig) -> Result<String> {
+    let exe = std::env::current_exe()?;
+    let binary = format!("/tmp/throng-{}", std::process::id());
+    for h in &a.hosts {
+        let status = ssh(a, h)
+            .arg(format!("cat > {binary} && chmod +x {binary}"))
+            .stdin(std::fs::File::open(&exe)?)
+            .status()
+            .with_context(|| format!("copying throng to {}", h.name()))?;
+        if !status.success() {
+            anyhow::bail!("copying throng to {} failed ({status})", h.name());
+        }
+    }
+    Ok(binary)
+}
+
+/// Each host's ssh command, by the host's name: `throng client` with the
+/// client arguments, its segment, the agreed start and the run id.
+fn commands(a: &ClusterConfig, binary: &str) -> Result<Vec<(String, Command)>> {
+    let n = a.hosts.len() as u64;
     // After the copies, which can take a while: every host gets --start-in
     // to connect over ssh and be ready.
     let start_at =
         SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs_f64() + a.start_in.as_secs_f64();
     // One run id for every host: the user's (--run-id in the client
     // arguments, passed on as it is), else a new one.
-    let run_id = match &client.run_id {
-        Some(_) => None,
-        None => Some(crate::domain::RunId::generated().id),
+    let run_id = match a.run_id_given {
+        true => None,
+        false => Some(crate::domain::RunId::generated().id),
     };
-    let cmds: Vec<(String, Command)> = hosts
+    Ok(a.hosts
         .iter()
         .enumerate()
         .map(|(i, h)| {
-            let mut words = vec![binary.clone(), "client".into()];
+            let mut words = vec![binary.to_string(), "client".into()];
             words.extend(a.client_args.iter().cloned());
             words.extend([
                 "--segment".into(),
@@ -186,129 +200,163 @@ pub fn run(a: &ClusterArgs) -> Result<ExitCode> {
             c.arg(remote.join(" "));
             (h.name(), c)
         })
-        .collect();
-    let mut children = Children::spawn_commands(cmds, &stop, true)?;
-    // A host prints a second a second once its run starts; one silent
-    // past its deadline's margin after that is frozen or cut off, and is
-    // ended here (its ssh, which ends the remote run when the pipe closes).
-    let drain = client.traffic()?.map_or(0.0, |t| t.drain_s);
-    let share = client.connections.div_ceil(hosts.len() as u64);
-    let mut silence = Silence::new(hosts.len(), Silence::limit(drain, share));
-    let mut killed: Vec<Option<String>> = vec![None; hosts.len()];
-    let mut live = LiveView::new(a.quiet, client.connections);
-    let mut latest: Vec<Option<Sample>> = vec![None; hosts.len()];
-    let mut pids: Vec<Option<u32>> = vec![None; hosts.len()];
-    let mut results: Vec<Option<RunResult>> = vec![None; hosts.len()];
-    let mut done = vec![false; hosts.len()];
-    let mut shown = 0;
-    let mut interrupted = false;
-    while done.iter().any(|d| !d) {
-        let reason = stop.wait_reason(silence.next());
-        for (i, secs) in silence.overdue() {
-            children.kill(i);
-            killed[i] = Some(format!(
-                "fell silent for {secs:.0} s (frozen, unreachable, or stuck past its deadline) \
-                 and its ssh was killed: its share is missing"
-            ));
+        .collect())
+}
+
+/// What the hosts have said so far, each by its index.
+struct Watch {
+    /// A host prints a second a second once its run starts; one silent
+    /// past its deadline's margin after that is frozen or cut off, and is
+    /// ended here (its ssh, which ends the remote run when the pipe closes).
+    silence: Silence,
+    killed: Vec<Option<String>>,
+    live: LiveView,
+    latest: Vec<Option<Sample>>,
+    pids: Vec<Option<u32>>,
+    results: Vec<Option<RunResult>>,
+    done: Vec<bool>,
+    /// The last second shown.
+    shown: u64,
+    interrupted: bool,
+}
+
+impl Watch {
+    fn new(a: &ClusterConfig) -> Watch {
+        let n = a.hosts.len();
+        let share = a.connections.div_ceil(n as u64);
+        Watch {
+            silence: Silence::new(n, Silence::limit(a.drain_s, share)),
+            killed: vec![None; n],
+            live: LiveView::new(a.quiet, a.connections),
+            latest: vec![None; n],
+            pids: vec![None; n],
+            results: vec![None; n],
+            done: vec![false; n],
+            shown: 0,
+            interrupted: false,
         }
-        if let Some(Reason::ChildLine(i, line)) = &reason {
-            if line.starts_with("{\"sample\"") {
-                silence.heard(*i);
+    }
+
+    /// Reads the hosts' lines until every ssh has ended.
+    fn watch(&mut self, a: &ClusterConfig, stop: &Stop, children: &mut Children) {
+        while self.done.iter().any(|d| !d) {
+            let reason = stop.wait_reason(self.silence.next());
+            for (i, secs) in self.silence.overdue() {
+                children.kill(i);
+                self.killed[i] = Some(format!(
+                    "fell silent for {secs:.0} s (frozen, unreachable, or stuck past its deadline) \
+                     and its ssh was killed: its share is missing"
+                ));
             }
-        }
-        match reason {
-            Some(Reason::Signal) => {
-                interrupted = true;
-                for (i, h) in hosts.iter().enumerate() {
-                    if let (Some(pid), false) = (pids[i], done[i]) {
-                        let _ = ssh(a, h).arg(format!("kill -INT {pid}")).status();
-                    }
+            if let Some(Reason::ChildLine(i, line)) = &reason {
+                if line.starts_with("{\"sample\"") {
+                    self.silence.heard(*i);
                 }
             }
-            Some(Reason::ChildExit(i)) => {
-                done[i] = true;
-                silence.gone(i);
-            }
-            Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
-                Ok(ChildLine::Pid(p)) => pids[i] = Some(p),
-                Ok(ChildLine::Result(r)) => results[i] = serde_json::from_value(*r).ok(),
-                Ok(ChildLine::Sample(s)) => {
-                    let t = s.t;
-                    latest[i] = Some(*s);
-                    let ready = (0..hosts.len())
-                        .all(|j| done[j] || latest[j].as_ref().is_some_and(|x| x.t >= t));
-                    if t > shown && ready {
-                        shown = t;
-                        if !a.quiet {
-                            for (j, h) in hosts.iter().enumerate() {
-                                if let Some(x) = &latest[j] {
-                                    live.note(&format!(
-                                        "      {:<24} open {}  established {}  failed {}{}",
-                                        h.name(),
-                                        x.connections,
-                                        x.established,
-                                        x.failed,
-                                        x.answered
-                                            .map_or(String::new(), |q| format!("  answered {q}"))
-                                    ));
-                                }
-                            }
+            match reason {
+                Some(Reason::Signal) => {
+                    self.interrupted = true;
+                    for (i, h) in a.hosts.iter().enumerate() {
+                        if let (Some(pid), false) = (self.pids[i], self.done[i]) {
+                            let _ = ssh(a, h).arg(format!("kill -INT {pid}")).status();
                         }
-                        live.second(&sum_samples(&latest, t), client.connections);
-                        crate::sys::release_free_memory();
                     }
                 }
+                Some(Reason::ChildExit(i)) => {
+                    self.done[i] = true;
+                    self.silence.gone(i);
+                }
+                Some(Reason::ChildLine(i, line)) => self.line(a, i, &line),
                 _ => {}
-            },
+            }
+        }
+        self.live.finish();
+    }
+
+    /// One line of host `i`: its pid, its result, or a second.
+    fn line(&mut self, a: &ClusterConfig, i: usize, line: &str) {
+        match serde_json::from_str::<ChildLine>(line) {
+            Ok(ChildLine::Pid(p)) => self.pids[i] = Some(p),
+            Ok(ChildLine::Result(r)) => self.results[i] = serde_json::from_value(*r).ok(),
+            Ok(ChildLine::Sample(s)) => {
+                let t = s.t;
+                self.latest[i] = Some(*s);
+                let ready = (0..a.hosts.len())
+                    .all(|j| self.done[j] || self.latest[j].as_ref().is_some_and(|x| x.t >= t));
+                if t > self.shown && ready {
+                    self.shown = t;
+                    self.second(a, t);
+                }
+            }
             _ => {}
         }
     }
-    live.finish();
-    let statuses = children.wait();
-    if a.copy_binary {
-        for h in &hosts {
-            let _ = ssh(a, h).arg(format!("rm -f {binary}")).status();
-        }
-    }
-    let mut got = Vec::new();
-    let mut names = Vec::new();
-    let mut missing = Vec::new();
-    for (i, r) in results.into_iter().enumerate() {
-        match r {
-            Some(r) => {
-                got.push(r);
-                names.push(hosts[i].name());
-            }
-            None => {
-                let why = match &statuses[i] {
-                    _ if killed[i].is_some() => killed[i].take().unwrap_or_default(),
-                    Ok(255) => format!(
-                        "ssh failed (unreachable or refused): {}",
-                        children.last_error(i)
-                    ),
-                    Ok(code) => format!("exited with code {code}: {}", children.last_error(i)),
-                    Err(e) => e.clone(),
-                };
-                missing.push(format!("host {}: {why}", hosts[i].name()));
+
+    /// Second `t`, every host's part of it in: each host's line (unless
+    /// quiet) and the sum.
+    fn second(&mut self, a: &ClusterConfig, t: u64) {
+        if !a.quiet {
+            for (j, h) in a.hosts.iter().enumerate() {
+                if let Some(x) = &self.latest[j] {
+                    self.live.note(&format!(
+                        "      {:<24} open {}  established {}  failed {}{}",
+                        h.name(),
+                        x.connections,
+                        x.established,
+                        x.failed,
+                        x.answered
+                            .map_or(String::new(), |q| format!("  answered {q}"))
+                    ));
+                }
             }
         }
+        self.live
+            .second(&sum_samples(&self.latest, t), a.connections);
+        crate::sys::release_free_memory();
     }
-    super::merge::finish(
+
+    /// The results to merge, and why each missing host's is missing.
+    fn slices(
+        self,
+        a: &ClusterConfig,
+        statuses: &[Result<i32, String>],
+        children: &Children,
+    ) -> super::merge::Slices {
+        let mut killed = self.killed;
+        let mut got = Vec::new();
+        let mut names = Vec::new();
+        let mut missing = Vec::new();
+        for (i, r) in self.results.into_iter().enumerate() {
+            match r {
+                Some(r) => {
+                    got.push(r);
+                    names.push(a.hosts[i].name());
+                }
+                None => {
+                    let why = match &statuses[i] {
+                        _ if killed[i].is_some() => killed[i].take().unwrap_or_default(),
+                        Ok(255) => format!(
+                            "ssh failed (unreachable or refused): {}",
+                            children.last_error(i)
+                        ),
+                        Ok(code) => {
+                            format!("exited with code {code}: {}", children.last_error(i))
+                        }
+                        Err(e) => e.clone(),
+                    };
+                    missing.push(format!("host {}: {why}", a.hosts[i].name()));
+                }
+            }
+        }
         super::merge::Slices {
             results: got,
             names,
             missing,
-            interrupted,
+            interrupted: self.interrupted,
             ended_as_planned: false,
             observed: None,
-        },
-        None,
-        a.json.as_deref(),
-        &views,
-        "hosts",
-        client.max_failures,
-        &checks,
-    )
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,79 @@
+//! `throng cluster`'s flags and the client arguments after `--`, checked
+//! here and turned into a [`ClusterConfig`]: the hosts read from their
+//! file, the checks parsed, the client's figures the launcher needs.
+
+use super::ClusterArgs;
+use crate::cluster::ssh::{parse_hosts, ClusterConfig};
+use crate::usage::UsageError;
+
+impl ClusterArgs {
+    /// The cluster run these flags ask for; a usage error for a hosts
+    /// file that does not read, client arguments that do not parse here
+    /// (as they would not there), or a flag each host is given by cluster.
+    pub fn config(&self) -> anyhow::Result<ClusterConfig> {
+        let a = self;
+        let text = std::fs::read_to_string(&a.hosts)
+            .map_err(|e| UsageError(format!("--hosts {}: {e}", a.hosts.display())))?;
+        let hosts = parse_hosts(&text)
+            .map_err(|e| UsageError(format!("--hosts {}: {e}", a.hosts.display())))?;
+        // The client arguments must parse here as they will there.
+        let client = super::client_args(&a.client_args)
+            .map_err(|e| UsageError(format!("the client arguments after --: {e}")))?;
+        for (set, flag) in [
+            (client.segment.is_some(), "--segment"),
+            (client.start_at.is_some(), "--start-at"),
+            (client.json.is_some(), "--json"),
+            (client.views.html.is_some(), "--html"),
+            (client.views.hgrm.is_some(), "--hgrm"),
+            (client.views.server_stats.is_some(), "--server-stats"),
+            (client.control.is_some(), "--control"),
+            (client.pause, "--pause"),
+        ] {
+            if set {
+                return Err(UsageError(format!(
+                    "{flag} is throng cluster's to set (each host gets its own); remove it from the client arguments"
+                ))
+                .into());
+            }
+        }
+        if client.targets.is_empty() {
+            return Err(UsageError(
+                "the client arguments need a target HOST:PORT: the embedded server would be on each load host".into(),
+            )
+            .into());
+        }
+        let views = a.views.views();
+        views.check().map_err(UsageError)?;
+        // Checks run on the merged result: cluster's own, else the client's.
+        let given = if a.check.is_empty() {
+            &client.check
+        } else {
+            &a.check
+        };
+        let traffic = client.traffic()?;
+        let checks = crate::report::check::parse_all(
+            given,
+            traffic.is_some(),
+            client.proto == crate::domain::Proto::Push,
+            client.verify && !client.no_verify,
+            client.connections_schedule.is_some(),
+        )
+        .map_err(UsageError)?;
+        Ok(ClusterConfig {
+            hosts,
+            ssh_options: a.ssh_option.clone(),
+            binary: a.binary.clone(),
+            copy_binary: a.copy_binary,
+            start_in: a.start_in,
+            json: a.json.clone(),
+            views,
+            quiet: a.quiet,
+            checks,
+            client_args: a.client_args.clone(),
+            connections: client.connections,
+            drain_s: traffic.map_or(0.0, |t| t.drain_s),
+            max_failures: client.max_failures,
+            run_id_given: client.run_id.is_some(),
+        })
+    }
+}
