@@ -10,7 +10,7 @@
 
 use std::ffi::OsString;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
@@ -171,6 +171,88 @@ fn run_client(args: &[OsString], json: &Path) -> Result<(i32, Option<RunResult>,
 pub fn run(a: &CompareArgs) -> Result<ExitCode> {
     let cases = cases(a)?;
     let one_by_one = sequential(a);
+    let seconds = seconds(a, one_by_one)?;
+    let views = a.views.views();
+    views.check().map_err(usage)?;
+    let stop = Stop::install()?;
+    let mut t = Targets::new(a)?;
+    announce(a, &cases, one_by_one, seconds, &t.target);
+    let dir = std::env::temp_dir().join(format!("throng-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let json_of = |i: usize| dir.join(format!("run-{i}.json"));
+    let mut runs = Vec::new();
+    let mut failures = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        if stop.wait_until(Instant::now()) {
+            break;
+        }
+        let path = json_of(i);
+        if !a.warmup.is_zero() {
+            let args = t.client_args(a, case, a.warmup.as_secs_f64(), None, &path);
+            let (code, _, stderr) = run_client(&args, &path)?;
+            if code == 2 {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(usage(format!("{}: {stderr}", case.label())));
+            }
+        }
+        let args = t.client_args(a, case, seconds, a.queries, &path);
+        let (code, result, stderr) = run_client(&args, &path)?;
+        match result {
+            Some(result) => {
+                let header = runs.is_empty();
+                match one_by_one {
+                    Some(n) => print_sequential_row(header, case, n, &result, &mut io::stdout())?,
+                    None => print_row(header, case, &result, &mut io::stdout())?,
+                }
+                failures.extend(failure(case, code, &result));
+                runs.push(Run {
+                    case: case.clone(),
+                    exit_code: code,
+                    result,
+                });
+            }
+            None => failures.push(format!(
+                "{}: no result (exit {code}): {stderr}",
+                case.label()
+            )),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    t.stop()?;
+    for f in &failures {
+        eprintln!("throng compare: {f}");
+    }
+    if runs.is_empty() {
+        anyhow::bail!("no run produced a result");
+    }
+    print_notes(&runs, one_by_one, &mut io::stdout())?;
+    let comparison = Comparison {
+        target: t.target.clone(),
+        runs,
+    };
+    if let Some(p) = &a.json {
+        write_atomic(p, &comparison)?;
+    }
+    let code = if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    // The transports side by side in one report.
+    let drawn: Vec<crate::report::html::Run> = comparison
+        .runs
+        .iter()
+        .map(|r| crate::report::html::Run {
+            label: r.case.label(),
+            result: &r.result,
+        })
+        .collect();
+    Ok(views.finish(&drawn, code))
+}
+
+/// How long each measured run lasts at most; a usage error for flags that
+/// do not go together or a --json whose directory is missing.
+fn seconds(a: &CompareArgs, one_by_one: Option<u64>) -> Result<f64> {
     if one_by_one.is_some() && a.window.is_some() {
         return Err(usage(
             "--window does not apply to --queries without --rate: its queries go one after \
@@ -198,30 +280,82 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
             )));
         }
     }
-    let views = a.views.views();
-    views.check().map_err(usage)?;
-    let stop = Stop::install()?;
-    let (servers, target, tls_target, tls_ca) = match &a.target {
-        Some(t) => {
-            let host = t.rsplit_once(':').map_or(t.as_str(), |(h, _)| h);
-            (
-                None,
-                t.clone(),
-                format!("{host}:{}", a.tls_port),
-                a.tls_ca.clone(),
-            )
+    Ok(seconds)
+}
+
+/// Where the runs go: the target given, or the embedded DNS server
+/// started here (stopped by [`Targets::stop`]).
+struct Targets {
+    servers: Option<(server::Running, server::Running, ServerTls)>,
+    target: String,
+    tls_target: String,
+    tls_ca: Option<PathBuf>,
+}
+
+impl Targets {
+    fn new(a: &CompareArgs) -> Result<Targets> {
+        Ok(match &a.target {
+            Some(t) => {
+                let host = t.rsplit_once(':').map_or(t.as_str(), |(h, _)| h);
+                Targets {
+                    servers: None,
+                    target: t.clone(),
+                    tls_target: format!("{host}:{}", a.tls_port),
+                    tls_ca: a.tls_ca.clone(),
+                }
+            }
+            None => {
+                let (plain, secure, tls) = embedded()?;
+                let t = plain.addrs[0].to_string();
+                let s = secure.addrs[0].to_string();
+                println!(
+                    "no target given: started the embedded DNS server on {t} (udp, tcp) and {s} (tls)"
+                );
+                let ca = a.tls_ca.clone().unwrap_or(tls.cert_file.clone());
+                Targets {
+                    servers: Some((plain, secure, tls)),
+                    target: t,
+                    tls_target: s,
+                    tls_ca: Some(ca),
+                }
+            }
+        })
+    }
+
+    /// The client command line of one run against these targets.
+    fn client_args(
+        &self,
+        a: &CompareArgs,
+        case: &Case,
+        seconds: f64,
+        queries: Option<u64>,
+        json: &Path,
+    ) -> Vec<OsString> {
+        client_args(
+            a,
+            &self.target,
+            &self.tls_target,
+            self.tls_ca.as_deref(),
+            case,
+            seconds,
+            queries,
+            json,
+        )
+    }
+
+    /// Stops the embedded server, if one was started.
+    fn stop(&mut self) -> Result<()> {
+        if let Some((plain, secure, tls)) = self.servers.take() {
+            tls.cleanup();
+            plain.stop()?;
+            secure.stop()?;
         }
-        None => {
-            let (plain, secure, tls) = embedded()?;
-            let t = plain.addrs[0].to_string();
-            let s = secure.addrs[0].to_string();
-            println!(
-                "no target given: started the embedded DNS server on {t} (udp, tcp) and {s} (tls)"
-            );
-            let ca = a.tls_ca.clone().unwrap_or(tls.cert_file.clone());
-            (Some((plain, secure, tls)), t, s, Some(ca))
-        }
-    };
+        Ok(())
+    }
+}
+
+/// The first line: what runs, against what.
+fn announce(a: &CompareArgs, cases: &[Case], one_by_one: Option<u64>, seconds: f64, target: &str) {
     match one_by_one {
         Some(n) => println!(
             "comparing {} transport runs against {target}: {n} queries one after another on one \
@@ -244,119 +378,33 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
             );
         }
     }
-    let dir = std::env::temp_dir().join(format!("throng-compare-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let json_of = |i: usize| dir.join(format!("run-{i}.json"));
-    let mut runs = Vec::new();
-    let mut failures = Vec::new();
-    for (i, case) in cases.iter().enumerate() {
-        if stop.wait_until(Instant::now()) {
-            break;
-        }
-        let path = json_of(i);
-        if !a.warmup.is_zero() {
-            let args = client_args(
-                a,
-                &target,
-                &tls_target,
-                tls_ca.as_deref(),
-                case,
-                a.warmup.as_secs_f64(),
-                None,
-                &path,
-            );
-            let (code, _, stderr) = run_client(&args, &path)?;
-            if code == 2 {
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(usage(format!("{}: {stderr}", case.label())));
+}
+
+/// Why a run with a result does not pass the comparison, if it does not.
+fn failure(case: &Case, code: i32, result: &RunResult) -> Option<String> {
+    if result.queries.as_ref().is_none_or(|q| q.answered == 0) {
+        Some(format!("{}: no query was answered", case.label()))
+    } else if code != 0 {
+        // Its checks (or its connections) failed: the comparison does not
+        // pass on it.
+        let failed: Vec<&str> = result
+            .checks
+            .iter()
+            .filter(|v| !v.pass)
+            .map(|v| v.expr.as_str())
+            .collect();
+        Some(format!(
+            "{}: the run failed (exit {code}{})",
+            case.label(),
+            if failed.is_empty() {
+                String::new()
+            } else {
+                format!("; check failed: {}", failed.join(", "))
             }
-        }
-        let args = client_args(
-            a,
-            &target,
-            &tls_target,
-            tls_ca.as_deref(),
-            case,
-            seconds,
-            a.queries,
-            &path,
-        );
-        let (code, result, stderr) = run_client(&args, &path)?;
-        match result {
-            Some(result) => {
-                let header = runs.is_empty();
-                match one_by_one {
-                    Some(n) => print_sequential_row(header, case, n, &result, &mut io::stdout())?,
-                    None => print_row(header, case, &result, &mut io::stdout())?,
-                }
-                if result.queries.as_ref().is_none_or(|q| q.answered == 0) {
-                    failures.push(format!("{}: no query was answered", case.label()));
-                } else if code != 0 {
-                    // Its checks (or its connections) failed: the
-                    // comparison does not pass on it.
-                    let failed: Vec<&str> = result
-                        .checks
-                        .iter()
-                        .filter(|v| !v.pass)
-                        .map(|v| v.expr.as_str())
-                        .collect();
-                    failures.push(format!(
-                        "{}: the run failed (exit {code}{})",
-                        case.label(),
-                        if failed.is_empty() {
-                            String::new()
-                        } else {
-                            format!("; check failed: {}", failed.join(", "))
-                        }
-                    ));
-                }
-                runs.push(Run {
-                    case: case.clone(),
-                    exit_code: code,
-                    result,
-                });
-            }
-            None => failures.push(format!(
-                "{}: no result (exit {code}): {stderr}",
-                case.label()
-            )),
-        }
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    if let Some((plain, secure, tls)) = servers {
-        tls.cleanup();
-        plain.stop()?;
-        secure.stop()?;
-    }
-    for f in &failures {
-        eprintln!("throng compare: {f}");
-    }
-    if runs.is_empty() {
-        anyhow::bail!("no run produced a result");
-    }
-    print_notes(&runs, one_by_one, &mut io::stdout())?;
-    let comparison = Comparison {
-        target: target.clone(),
-        runs,
-    };
-    if let Some(p) = &a.json {
-        write_atomic(p, &comparison)?;
-    }
-    let code = if failures.is_empty() {
-        ExitCode::SUCCESS
+        ))
     } else {
-        ExitCode::from(1)
-    };
-    // The transports side by side in one report.
-    let drawn: Vec<crate::report::html::Run> = comparison
-        .runs
-        .iter()
-        .map(|r| crate::report::html::Run {
-            label: r.case.label(),
-            result: &r.result,
-        })
-        .collect();
-    Ok(views.finish(&drawn, code))
+        None
+    }
 }
 
 const HEADER: &str = "transport                 queries/s      mean       p50       p99     p99.9    errors  connections";
