@@ -146,11 +146,40 @@ pub fn measure_kernel_bytes(pairs: usize) -> Option<u64> {
 
 /// Builds the plan for `n` connections.
 pub fn plan(n: u64, role: Role, kernel_bytes: Option<u64>) -> Plan {
-    let mut checks = Vec::new();
     let sides = if role == Role::Both { 2 } else { 1 };
     let (_, hard) = limits::nofile().unwrap_or((0, 0));
     let procs = processes_for(n, hard);
     let per_process_need = n.div_ceil(procs) + FD_OVERHEAD;
+    let mut checks = capacity_checks(n, sides, procs, kernel_bytes);
+    if role.server() {
+        server_checks(n, procs, &mut checks);
+    }
+    if role.client() {
+        client_checks(n, &mut checks);
+    }
+    kernel_checks(n, sides, &mut checks);
+    let (apply_now, persistent) = commands(&checks, per_process_need);
+    let advice = vec![
+        "conntrack: to keep load traffic out of it, add NOTRACK rules (advice only, not applied): \
+         iptables -t raw -A PREROUTING -p tcp --dport PORT -j NOTRACK; \
+         iptables -t raw -A OUTPUT -p tcp --sport PORT -j NOTRACK"
+            .to_string(),
+    ];
+    Plan {
+        connections: n,
+        role,
+        checks,
+        apply_now,
+        persistent,
+        advice,
+        kernel_bytes_per_connection: kernel_bytes,
+    }
+}
+
+/// The capacity rows (fds, ports, memory) of `n` connections, with
+/// `sides` ends on this host, over `procs` processes; RLIMIT_NOFILE first.
+fn capacity_checks(n: u64, sides: u64, procs: u64, kernel_bytes: Option<u64>) -> Vec<Check> {
+    let mut checks = Vec::new();
     let host = capacity::Host::read(kernel_bytes.map(|b| b / 2));
     let need = capacity::Need {
         connections: n,
@@ -173,86 +202,96 @@ pub fn plan(n: u64, role: Role, kernel_bytes: Option<u64>) -> Plan {
             ..check(setting, l.current, l.needed, status, l.why)
         });
     }
-    if role.server() {
-        let backlog = if n >= 10_000 { 65_535 } else { 4_096 };
-        checks.push(at_least(
-            "net.core.somaxconn",
-            backlog,
-            "caps every listen backlog: a short accept queue turns connect storms into timeouts",
-        ));
-        checks.push(at_least(
-            "net.ipv4.tcp_max_syn_backlog",
-            backlog,
-            "half-open connections the listener keeps during a storm",
-        ));
-        let cookies = proc::sysctl_u64("net.ipv4.tcp_syncookies");
+    checks
+}
+
+/// The rows of a host that serves `n` connections over `procs` processes:
+/// the accept queues, SYN cookies, request migration.
+fn server_checks(n: u64, procs: u64, checks: &mut Vec<Check>) {
+    let backlog = if n >= 10_000 { 65_535 } else { 4_096 };
+    checks.push(at_least(
+        "net.core.somaxconn",
+        backlog,
+        "caps every listen backlog: a short accept queue turns connect storms into timeouts",
+    ));
+    checks.push(at_least(
+        "net.ipv4.tcp_max_syn_backlog",
+        backlog,
+        "half-open connections the listener keeps during a storm",
+    ));
+    let cookies = proc::sysctl_u64("net.ipv4.tcp_syncookies");
+    checks.push(check(
+        "net.ipv4.tcp_syncookies",
+        cookies.map_or("unreadable".into(), |c| c.to_string()),
+        "1",
+        match cookies {
+            Some(1) => Status::Ok,
+            Some(_) => Status::NeedsChange,
+            None => Status::CannotTell,
+        },
+        "under a connection storm the server answers with cookies and logs \
+         \"Possible SYN flooding\": expected, and better than dropping SYNs",
+    ));
+    // With `--processes N` a full process closes its listeners; the
+    // kernel resets what is queued on them unless it migrates it. The
+    // default server needs nothing here: the row only informs.
+    if procs > 1 {
+        let migrate = proc::sysctl_u64("net.ipv4.tcp_migrate_req");
+        let (current, status) = match migrate {
+            Some(cur) => (cur.to_string(), Status::Ok),
+            None => ("absent (Linux < 5.14)".to_string(), Status::CannotTell),
+        };
+        let name = "net.ipv4.tcp_migrate_req";
         checks.push(check(
-            "net.ipv4.tcp_syncookies",
-            cookies.map_or("unreadable".into(), |c| c.to_string()),
-            "1",
-            match cookies {
-                Some(1) => Status::Ok,
-                Some(_) => Status::NeedsChange,
-                None => Status::CannotTell,
-            },
-            "under a connection storm the server answers with cookies and logs \
-             \"Possible SYN flooding\": expected, and better than dropping SYNs",
-        ));
-        // With `--processes N` a full process closes its listeners; the
-        // kernel resets what is queued on them unless it migrates it. The
-        // default server needs nothing here: the row only informs.
-        if procs > 1 {
-            let migrate = proc::sysctl_u64("net.ipv4.tcp_migrate_req");
-            let (current, status) = match migrate {
-                Some(cur) => (cur.to_string(), Status::Ok),
-                None => ("absent (Linux < 5.14)".to_string(), Status::CannotTell),
-            };
-            let name = "net.ipv4.tcp_migrate_req";
-            checks.push(check(
-                name,
-                current,
-                "1 with --processes N",
-                status,
-                MIGRATE_WHY,
-            ));
-        }
-    }
-    if role.client() {
-        let (lo, hi) = sources::port_range();
-        let ports = u64::from(hi - lo + 1);
-        let srcs = sources_for(n, ports);
-        let wide = ports >= 60_000;
-        checks.push(Check {
-            set: (!wide).then(|| "1024 65535".to_string()),
-            ..check(
-                "net.ipv4.ip_local_port_range",
-                format!("{lo} {hi} ({ports} ports)"),
-                "1024 65535",
-                if wide {
-                    Status::Ok
-                } else {
-                    Status::NeedsChange
-                },
-                format!(
-                    "{n} connections to one destination need {srcs} source address(es) at this \
-                     range (connect() slows past a quarter of it per source); on loopback throng adds \
-                     127.0.0.x itself"
-                ),
-            )
-        });
-        let reuse = proc::sysctl_u64("net.ipv4.tcp_tw_reuse");
-        checks.push(check(
-            "net.ipv4.tcp_tw_reuse",
-            reuse.map_or("unreadable".into(), |r| r.to_string()),
-            "1 (2 suffices on loopback)",
-            match reuse {
-                Some(1 | 2) => Status::Ok,
-                Some(_) => Status::NeedsChange,
-                None => Status::CannotTell,
-            },
-            "closed connections hold their port in TIME_WAIT for 60 s; reuse lets churn go on",
+            name,
+            current,
+            "1 with --processes N",
+            status,
+            MIGRATE_WHY,
         ));
     }
+}
+
+/// The rows of a host that opens `n` connections: its ports, TIME_WAIT.
+fn client_checks(n: u64, checks: &mut Vec<Check>) {
+    let (lo, hi) = sources::port_range();
+    let ports = u64::from(hi - lo + 1);
+    let srcs = sources_for(n, ports);
+    let wide = ports >= 60_000;
+    checks.push(Check {
+        set: (!wide).then(|| "1024 65535".to_string()),
+        ..check(
+            "net.ipv4.ip_local_port_range",
+            format!("{lo} {hi} ({ports} ports)"),
+            "1024 65535",
+            if wide {
+                Status::Ok
+            } else {
+                Status::NeedsChange
+            },
+            format!(
+                "{n} connections to one destination need {srcs} source address(es) at this \
+                 range (connect() slows past a quarter of it per source); on loopback throng adds \
+                 127.0.0.x itself"
+            ),
+        )
+    });
+    let reuse = proc::sysctl_u64("net.ipv4.tcp_tw_reuse");
+    checks.push(check(
+        "net.ipv4.tcp_tw_reuse",
+        reuse.map_or("unreadable".into(), |r| r.to_string()),
+        "1 (2 suffices on loopback)",
+        match reuse {
+            Some(1 | 2) => Status::Ok,
+            Some(_) => Status::NeedsChange,
+            None => Status::CannotTell,
+        },
+        "closed connections hold their port in TIME_WAIT for 60 s; reuse lets churn go on",
+    ));
+}
+
+/// The rows of either side: conntrack, socket buffer memory.
+fn kernel_checks(n: u64, sides: u64, checks: &mut Vec<Check>) {
     match proc::sysctl_u64("net.netfilter.nf_conntrack_max") {
         Some(cur) => {
             let need = n * sides + 65_536;
@@ -288,7 +327,11 @@ pub fn plan(n: u64, role: Role, kernel_bytes: Option<u64>) -> Plan {
             "caps memory for socket buffers, which idle connections do not hold",
         ));
     }
+}
 
+/// The commands that make the changes the checks ask for: at once, and
+/// across reboots.
+fn commands(checks: &[Check], per_process_need: u64) -> (Vec<String>, Vec<String>) {
     let changes: Vec<&Check> = checks.iter().filter(|c| c.set.is_some()).collect();
     let mut apply_now: Vec<String> = changes
         .iter()
@@ -318,21 +361,7 @@ pub fn plan(n: u64, role: Role, kernel_bytes: Option<u64>) -> Plan {
             "echo '* - nofile {per_process_need}' >> /etc/security/limits.conf   # or LimitNOFILE={per_process_need} in a systemd unit"
         ));
     }
-    let advice = vec![
-        "conntrack: to keep load traffic out of it, add NOTRACK rules (advice only, not applied): \
-         iptables -t raw -A PREROUTING -p tcp --dport PORT -j NOTRACK; \
-         iptables -t raw -A OUTPUT -p tcp --sport PORT -j NOTRACK"
-            .to_string(),
-    ];
-    Plan {
-        connections: n,
-        role,
-        checks,
-        apply_now,
-        persistent,
-        advice,
-        kernel_bytes_per_connection: kernel_bytes,
-    }
+    (apply_now, persistent)
 }
 
 /// Prints the plan as a table followed by the commands.
