@@ -2,6 +2,9 @@
 //! seconds read, judged by the checks, its failure put on the right side.
 
 use super::*;
+use crate::cli::ClientArgs;
+use crate::engine::Sample;
+use crate::sys::signals::Stop;
 
 impl Search<'_> {
     /// A held step at `load`; None when the held run cannot give it (it
@@ -16,29 +19,8 @@ impl Search<'_> {
             Find::Rate => (self.plan.connections, Some(load)),
         };
         let fresh_run = self.held.is_none();
-        if fresh_run {
-            let json = self
-                .dir
-                .join(format!("held{}.json", self.held_runs.len() + 1));
-            let bound =
-                (self.a.step_time + c.timeout + c.connect_timeout + Duration::from_secs(5)) * 64;
-            // (The arguments a search takes out, its axis's, given back.)
-            let args = match self.a.find {
-                Find::Connections => vec!["-c".to_string(), format!("{conns}")],
-                Find::Rate => vec!["-r".to_string(), format!("{load}")],
-            };
-            let mut h = Held::start(&self.exe, &self.base, &args, bound, &json)?;
-            let connect_rate = c.connect_rate.unwrap_or(10_000.0);
-            let ramp = Duration::from_secs_f64(conns as f64 / connect_rate)
-                + c.connect_timeout
-                + Duration::from_secs(10);
-            if !h.ramp(ramp) {
-                for l in h.said() {
-                    eprintln!("throng: held run: {l}");
-                }
-                return Ok(None);
-            }
-            self.held = Some(h);
+        if fresh_run && !self.start_held(conns, load)? {
+            return Ok(None);
         }
         let Some(h) = self.held.as_mut() else {
             return Ok(None);
@@ -46,16 +28,14 @@ impl Search<'_> {
         // What the machine says of the step: over its growth and hold
         // (connections), or its warm-up and judged seconds (rate: the
         // drain, idle, would dilute the server's CPU).
-        let watch = |h: &Held| crate::evidence::Observer::start_for(Some(h.pid), self.watched);
-        let mut observer = Some(watch(h));
-        let seen;
+        let observer = crate::evidence::Observer::start_for(Some(h.pid), self.watched);
         // The run's last second before this step (all zero before its first).
         let (before, from) = if fresh_run && self.a.find == Find::Connections {
-            (crate::engine::Sample::default(), 0)
+            (Sample::default(), 0)
         } else {
             match h.last() {
                 Some(s) => (s.clone(), h.seconds.len()),
-                None => (crate::engine::Sample::default(), 0),
+                None => (Sample::default(), 0),
             }
         };
         // (The first step of a run counts its ramp's seconds, already in,
@@ -65,88 +45,44 @@ impl Search<'_> {
         } else {
             0
         };
-        match self.a.find {
+        let seen = match self.a.find {
             Find::Connections => {
                 if !fresh_run && !h.send(&format!("connections {conns}")) {
                     return Ok(None);
                 }
-                // Growth: until every one is open, or attempts stop
-                // resolving, or the time the growth takes at the connect
-                // rate has passed twice over (a server that closes what it
-                // takes keeps them resolving); then verification, at most
-                // --connect-timeout.
-                let adding = conns.saturating_sub(before.connections.max(0) as u64) as f64;
-                let growth = Duration::from_secs_f64(adding / c.connect_rate.unwrap_or(10_000.0));
-                let deadline =
-                    Instant::now() + growth * 2 + c.connect_timeout * 2 + Duration::from_secs(2);
-                let mut last_progress = (before.established + before.failed, Instant::now());
-                let mut verified_since: Option<Instant> = None;
-                loop {
-                    let Some(x) = h.next_second(quiet) else {
-                        return Ok(None);
-                    };
-                    warm += 1;
-                    let resolved = x.established + x.failed;
-                    if resolved > last_progress.0 {
-                        last_progress = (resolved, Instant::now());
-                    }
-                    let open = x.connections.max(0) as u64 >= conns;
-                    let stalled = last_progress.1.elapsed()
-                        > c.connect_timeout + Duration::from_secs(1)
-                        || Instant::now() >= deadline;
-                    if open || stalled {
-                        let pending = x.established.saturating_sub(x.verified)
-                            > before.established.saturating_sub(before.verified);
-                        let since = *verified_since.get_or_insert_with(Instant::now);
-                        if !verify_on(c) || !pending || since.elapsed() >= c.connect_timeout {
-                            break;
-                        }
-                    }
-                    if self.stop.wait_until(Instant::now()) {
-                        self.interrupted = true;
-                        break;
-                    }
+                let Some(grown) = grow(
+                    h,
+                    c,
+                    &self.stop,
+                    &mut self.interrupted,
+                    conns,
+                    &before,
+                    quiet,
+                ) else {
+                    return Ok(None);
+                };
+                warm += grown;
+                if hold(h, secs, quiet, self.interrupted).is_none() {
+                    // Ended mid-hold: no verdict on a hold cut short.
+                    return Ok(None);
                 }
-                for _ in 0..secs {
-                    if self.interrupted {
-                        break;
-                    }
-                    if h.next_second(quiet).is_none() {
-                        // Ended mid-hold: no verdict on a hold cut short.
-                        return Ok(None);
-                    }
-                }
-                seen = observer.take().map(|o| o.finish(0));
+                observer.finish(0)
             }
             Find::Rate => {
                 if !h.send(&format!("rate {load}")) {
                     return Ok(None);
                 }
                 warm = 1;
-                for _ in 0..warm + secs {
-                    if h.next_second(quiet).is_none() {
-                        return Ok(None);
-                    }
-                    if self.stop.wait_until(Instant::now()) {
-                        self.interrupted = true;
-                        break;
-                    }
+                if offer(h, &self.stop, &mut self.interrupted, warm + secs, quiet).is_none() {
+                    return Ok(None);
                 }
-                seen = observer.take().map(|o| o.finish(0));
-                // The drain: rate 0 until a second with nothing sent,
-                // answered or timed out (at most --timeout and 2 s).
-                h.send("rate 0");
-                let most = c.timeout.as_secs_f64().ceil() as usize + 2;
-                for _ in 0..most {
-                    let Some(x) = h.next_second(quiet) else {
-                        return Ok(None);
-                    };
-                    if x.sent == Some(0) && x.answered == Some(0) && x.timed_out == Some(0) {
-                        break;
-                    }
+                let seen = observer.finish(0);
+                if drain(h, c, quiet).is_none() {
+                    return Ok(None);
                 }
+                seen
             }
-        }
+        };
         let seconds = h.seconds.get(from..).unwrap_or_default();
         let judged = match self.a.find {
             Find::Connections => seconds.len().saturating_sub(warm),
@@ -165,18 +101,51 @@ impl Search<'_> {
         let answered = num(&v, "queries.answered").unwrap_or(0.0) as u64;
         v["environment"] = serde_json::json!({ "cores": self.plan.cores });
         v["scenario"] = serde_json::json!({ "transport": c.transport });
-        if let Some(mut seen) = seen {
-            if let Some(cl) = seen.client.as_mut() {
-                cl.derive(answered);
-                v["duration_s"] = serde_json::json!(cl.wall_s);
-                v["client"] = serde_json::to_value(&*cl)?;
-            }
-            if let Some(sv) = &seen.server {
-                v["server_seen"] = serde_json::to_value(sv)?;
-            }
+        let mut seen = seen;
+        if let Some(cl) = seen.client.as_mut() {
+            cl.derive(answered);
+            v["duration_s"] = serde_json::json!(cl.wall_s);
+            v["client"] = serde_json::to_value(&*cl)?;
         }
-        // The checks it can read; those whose keys a step's seconds do not
-        // give are judged on fresh steps only.
+        if let Some(sv) = &seen.server {
+            v["server_seen"] = serde_json::to_value(sv)?;
+        }
+        self.judge_held(load, v).map(Some)
+    }
+
+    /// Starts a held run at the step's load and waits for its ramp; false
+    /// when it does not get through it.
+    fn start_held(&mut self, conns: u64, load: f64) -> Result<bool> {
+        let c = &self.a.client;
+        let json = self
+            .dir
+            .join(format!("held{}.json", self.held_runs.len() + 1));
+        let bound =
+            (self.a.step_time + c.timeout + c.connect_timeout + Duration::from_secs(5)) * 64;
+        // (The arguments a search takes out, its axis's, given back.)
+        let args = match self.a.find {
+            Find::Connections => vec!["-c".to_string(), format!("{conns}")],
+            Find::Rate => vec!["-r".to_string(), format!("{load}")],
+        };
+        let mut h = Held::start(&self.exe, &self.base, &args, bound, &json)?;
+        let connect_rate = c.connect_rate.unwrap_or(10_000.0);
+        let ramp = Duration::from_secs_f64(conns as f64 / connect_rate)
+            + c.connect_timeout
+            + Duration::from_secs(10);
+        if !h.ramp(ramp) {
+            for l in h.said() {
+                eprintln!("throng: held run: {l}");
+            }
+            return Ok(false);
+        }
+        self.held = Some(h);
+        Ok(true)
+    }
+
+    /// The held step's verdict: the checks it can read (those whose keys
+    /// a step's seconds do not give are judged on fresh steps only), and
+    /// whose failure it is.
+    fn judge_held(&mut self, load: f64, mut v: Value) -> Result<Step> {
         let mut judged_checks = Vec::new();
         let mut verdicts = Vec::new();
         for ch in &self.checks {
@@ -208,7 +177,7 @@ impl Search<'_> {
         if let Some(why) = &mine {
             summary.push_str(&format!("\nhint (client) {why}"));
         }
-        Ok(Some(Step {
+        Ok(Step {
             load,
             pass,
             exit_code: i32::from(!pass),
@@ -216,6 +185,97 @@ impl Search<'_> {
             held: true,
             result: v,
             summary,
-        }))
+        })
     }
+}
+
+/// A connections step's growth to `conns`: until every one is open, or
+/// attempts stop resolving, or the time the growth takes at the connect
+/// rate has passed twice over (a server that closes what it takes keeps
+/// them resolving); then verification, at most --connect-timeout. The
+/// seconds it took; None when the run ended.
+fn grow(
+    h: &mut Held,
+    c: &ClientArgs,
+    stop: &Stop,
+    interrupted: &mut bool,
+    conns: u64,
+    before: &Sample,
+    quiet: Duration,
+) -> Option<usize> {
+    let adding = conns.saturating_sub(before.connections.max(0) as u64) as f64;
+    let growth = Duration::from_secs_f64(adding / c.connect_rate.unwrap_or(10_000.0));
+    let deadline = Instant::now() + growth * 2 + c.connect_timeout * 2 + Duration::from_secs(2);
+    let mut last_progress = (before.established + before.failed, Instant::now());
+    let mut verified_since: Option<Instant> = None;
+    let mut took = 0;
+    loop {
+        let x = h.next_second(quiet)?;
+        took += 1;
+        let resolved = x.established + x.failed;
+        if resolved > last_progress.0 {
+            last_progress = (resolved, Instant::now());
+        }
+        let open = x.connections.max(0) as u64 >= conns;
+        let stalled = last_progress.1.elapsed() > c.connect_timeout + Duration::from_secs(1)
+            || Instant::now() >= deadline;
+        if open || stalled {
+            let pending = x.established.saturating_sub(x.verified)
+                > before.established.saturating_sub(before.verified);
+            let since = *verified_since.get_or_insert_with(Instant::now);
+            if !verify_on(c) || !pending || since.elapsed() >= c.connect_timeout {
+                break;
+            }
+        }
+        if stop.wait_until(Instant::now()) {
+            *interrupted = true;
+            break;
+        }
+    }
+    Some(took)
+}
+
+/// A connections step's hold: `secs` seconds read (none once
+/// interrupted); None when the run ended.
+fn hold(h: &mut Held, secs: usize, quiet: Duration, interrupted: bool) -> Option<()> {
+    for _ in 0..secs {
+        if interrupted {
+            break;
+        }
+        h.next_second(quiet)?;
+    }
+    Some(())
+}
+
+/// A rate step's offered seconds (its warm-up and judged ones), `n` of
+/// them or until interrupted; None when the run ended.
+fn offer(
+    h: &mut Held,
+    stop: &Stop,
+    interrupted: &mut bool,
+    n: usize,
+    quiet: Duration,
+) -> Option<()> {
+    for _ in 0..n {
+        h.next_second(quiet)?;
+        if stop.wait_until(Instant::now()) {
+            *interrupted = true;
+            break;
+        }
+    }
+    Some(())
+}
+
+/// A rate step's drain: rate 0 until a second with nothing sent, answered
+/// or timed out (at most --timeout and 2 s); None when the run ended.
+fn drain(h: &mut Held, c: &ClientArgs, quiet: Duration) -> Option<()> {
+    h.send("rate 0");
+    let most = c.timeout.as_secs_f64().ceil() as usize + 2;
+    for _ in 0..most {
+        let x = h.next_second(quiet)?;
+        if x.sent == Some(0) && x.answered == Some(0) && x.timed_out == Some(0) {
+            break;
+        }
+    }
+    Some(())
 }
