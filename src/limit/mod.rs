@@ -260,6 +260,69 @@ pub fn run(a: &LimitArgs) -> Result<ExitCode> {
 
 /// Runs the search, its steps on this host or (`cluster`) on load hosts.
 fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
+    refuse(a)?;
+    let axis = match a.find {
+        Find::Connections => "connections",
+        Find::Rate => "rate",
+    };
+    let (ours, checks) = checks(a)?;
+    let exe = std::env::current_exe().context("finding the throng executable")?;
+    let mut base = base_args(a);
+    let embedded = if a.client.targets.is_empty() {
+        let e = crate::client::ServerProcess::start(&exe, &a.client)?;
+        base.insert(0, OsString::from(&e.addr));
+        Some(e)
+    } else {
+        None
+    };
+    let (target, watched) = target(a, embedded.as_ref());
+    let mut plan = plan(a, axis);
+    if cluster.is_some() {
+        // Held runs are one process of this host.
+        plan.hold_up_to = None;
+    }
+    announce(a, &plan, &target, cluster.is_some());
+    let mut s = Search {
+        a,
+        exe,
+        base,
+        dir: tempdir()?,
+        rate_checks: ours
+            .iter()
+            .filter(|_| a.find == Find::Rate)
+            .flat_map(|c| ["--check".to_string(), c.to_string()])
+            .collect(),
+        checks,
+        watched,
+        stop: crate::sys::signals::Stop::install()?,
+        steps: Vec::new(),
+        lower: None,
+        upper: None,
+        client_limited: false,
+        interrupted: false,
+        held: None,
+        held_runs: Vec::new(),
+        unjudged: BTreeSet::new(),
+        baseline: tcp_inuse().unwrap_or(0),
+        plan,
+        cluster,
+    };
+    s.walk()?;
+    s.end_held();
+    s.answer()?;
+    let _ = std::fs::remove_dir_all(&s.dir);
+    drop_embedded(embedded);
+    Ok(if s.interrupted {
+        ExitCode::from(130)
+    } else if s.client_limited {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A usage error for flags a search cannot take or values it cannot use.
+fn refuse(a: &LimitArgs) -> Result<()> {
     if a.client.views.hgrm.is_some() || a.client.views.server_stats.is_some() {
         return Err(usage(
             "throng limit writes --json and --html (its curve); drop --hgrm and \
@@ -280,10 +343,6 @@ fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
              --hold",
         ));
     }
-    let axis = match a.find {
-        Find::Connections => "connections",
-        Find::Rate => "rate",
-    };
     if a.find == Find::Rate && a.client.rate.is_none() && a.client.closed_loop {
         return Err(usage(
             "--find rate offers rates: drop --closed-loop (its rate is the server's)",
@@ -294,6 +353,13 @@ fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
             "--precision is a share between 0 and 1, e.g. 5% or 0.05",
         ));
     }
+    Ok(())
+}
+
+/// The checks a rate search adds to its steps (the client's `--check`
+/// words), and what a held step is judged by: the client's default checks,
+/// the search's and the user's.
+fn checks(a: &LimitArgs) -> Result<(Vec<&'static str>, Vec<Check>)> {
     let has_queries = a.find == Find::Rate
         || a.client.rate.is_some()
         || a.client.closed_loop
@@ -308,7 +374,7 @@ fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
             .iter()
             .any(|c| c.trim() == "none" || c.trim_start().starts_with(key))
     };
-    let mut ours: Vec<&str> = Vec::new();
+    let mut ours: Vec<&'static str> = Vec::new();
     if a.find == Find::Rate {
         if !theirs("queries.ok") {
             ours.push("queries.ok>=99.9%");
@@ -336,7 +402,12 @@ fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
         false,
     )
     .map_err(usage)?;
-    let exe = std::env::current_exe().context("finding the throng executable")?;
+    Ok((ours, checks))
+}
+
+/// The arguments every step passes on: the user's, less the search's own
+/// flags and its axis's.
+fn base_args(a: &LimitArgs) -> Vec<OsString> {
     // The arguments after `limit`, as the user gave them.
     let raw: Vec<OsString> = std::env::args_os()
         .skip_while(|x| x != "limit")
@@ -347,22 +418,23 @@ fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
         Find::Connections => CONNECTION_FLAGS,
         Find::Rate => RATE_FLAGS,
     });
-    let mut base = strip(&raw, &drop);
-    let embedded = if a.client.targets.is_empty() {
-        let e = crate::client::ServerProcess::start(&exe, &a.client)?;
-        base.insert(0, OsString::from(&e.addr));
-        Some(e)
-    } else {
-        None
-    };
-    let target = match &embedded {
+    strip(&raw, &drop)
+}
+
+/// The target in words, and the address whose server is watched (one on
+/// this host).
+fn target(
+    a: &LimitArgs,
+    embedded: Option<&crate::client::ServerProcess>,
+) -> (String, Option<SocketAddr>) {
+    let target = match embedded {
         Some(e) => format!(
             "the embedded echo server on {} (processes of its own)",
             e.addr
         ),
         None => a.client.targets.join(", "),
     };
-    let watched = match &embedded {
+    let watched = match embedded {
         Some(e) => e.addr.parse().ok(),
         None => a
             .client
@@ -371,11 +443,12 @@ fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
             .and_then(|t| std::net::ToSocketAddrs::to_socket_addrs(t).ok()?.next())
             .filter(crate::client::on_this_host),
     };
-    let mut plan = plan(a, axis);
-    if cluster.is_some() {
-        // Held runs are one process of this host.
-        plan.hold_up_to = None;
-    }
+    (target, watched)
+}
+
+/// The search's first paragraph: what it looks for, from where, how a
+/// step runs and when it keeps up.
+fn announce(a: &LimitArgs, plan: &Plan, target: &str, cluster: bool) {
     let unit = |x: f64| unit(a.find, x);
     let keeping_up = match a.find {
         Find::Connections => {
@@ -412,7 +485,7 @@ fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
             plan.connections,
             a.step_time.as_secs_f64()
         ),
-        (_, None) if cluster.is_some() => format!(
+        (_, None) if cluster => format!(
             "Each step is a `throng cluster` run of {} s over the load hosts (each a share of \
              the step's load, merged exactly){}.",
             a.step_time.as_secs_f64(),
@@ -433,101 +506,13 @@ fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
         ),
     };
     println!(
-        "Searching the {axis} {target} keeps up with, from {}, doubling until a step fails, \
+        "Searching the {} {target} keeps up with, from {}, doubling until a step fails, \
          then halving the interval until it is within {:.1}%; {max}. {how} A step keeps up \
          when {keeping_up}{user_checks}.",
+        plan.axis,
         unit(plan.start),
         a.precision * 100.0,
     );
-    let mut s = Search {
-        a,
-        exe,
-        base,
-        dir: tempdir()?,
-        rate_checks: ours
-            .iter()
-            .filter(|_| a.find == Find::Rate)
-            .flat_map(|c| ["--check".to_string(), c.to_string()])
-            .collect(),
-        checks,
-        watched,
-        stop: crate::sys::signals::Stop::install()?,
-        steps: Vec::new(),
-        lower: None,
-        upper: None,
-        client_limited: false,
-        interrupted: false,
-        held: None,
-        held_runs: Vec::new(),
-        unjudged: BTreeSet::new(),
-        baseline: tcp_inuse().unwrap_or(0),
-        plan,
-        cluster,
-    };
-    s.walk()?;
-    s.end_held();
-    if !s.unjudged.is_empty() {
-        println!(
-            "note          not read on held steps (their seconds do not give these keys), \
-             judged on fresh steps only: {}",
-            s.unjudged.iter().cloned().collect::<Vec<_>>().join(", ")
-        );
-    }
-    let found = s.found();
-    print_table(&s.steps, &unit);
-    match (found.lower, found.upper) {
-        (Some(l), Some(u)) => println!(
-            "limit         between {} (pass) and {} (fail)",
-            unit(l),
-            unit(u)
-        ),
-        (Some(l), None) => println!("limit         none found: {} kept up", unit(l)),
-        (None, Some(u)) => println!("limit         below {}: the first step failed", unit(u)),
-        (None, None) => println!("limit         no step ran to its end"),
-    }
-    if found.stable == Some(false) {
-        // Both figures: the pass, and the same load offered again.
-        println!("              unstable: the best pass failed when offered again:");
-        let at = |s: &&Step| Some(s.load) == found.value;
-        let pass = s.steps.iter().position(|x| at(&x) && x.pass);
-        let again = s.steps.len().checked_sub(1);
-        for k in [pass, again].into_iter().flatten() {
-            println!("              {}", step_line(k + 1, &s.steps[k], &unit));
-        }
-    }
-    println!("why           {}", found.reason);
-    for f in &found.evidence {
-        println!("              {f}");
-    }
-    let _ = std::io::stdout().flush();
-    if let Some(p) = &a.client.json {
-        write_atomic(
-            p,
-            &Output {
-                limit: &found,
-                steps: &s.steps,
-                held_runs: &s.held_runs,
-            },
-        )?;
-    }
-    if let Some(p) = &a.client.views.html {
-        let v = serde_json::to_value(Output {
-            limit: &found,
-            steps: &s.steps,
-            held_runs: &s.held_runs,
-        })?;
-        crate::report::curve::write_limit_html(p, &v)?;
-        println!("report        {}", p.display());
-    }
-    let _ = std::fs::remove_dir_all(&s.dir);
-    drop_embedded(embedded);
-    Ok(if s.interrupted {
-        ExitCode::from(130)
-    } else if s.client_limited {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
 }
 
 fn unit(find: Find, x: f64) -> String {

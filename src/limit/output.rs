@@ -1,4 +1,4 @@
-//! A step in a line, and the table of them.
+//! A step in a line, the table of them, and the search's answer.
 
 use super::*;
 
@@ -43,5 +43,68 @@ pub(super) fn print_table(steps: &[Step], unit: &dyn Fn(f64) -> String) {
     println!("steps");
     for (k, s) in steps.iter().enumerate() {
         println!("  {}", step_line(k + 1, s, unit));
+    }
+}
+
+impl Search<'_> {
+    /// The answer: printed (the table, the limit, why), and written to
+    /// --json and --html when asked.
+    pub(super) fn answer(&self) -> Result<()> {
+        let (s, a) = (self, self.a);
+        let unit = |x: f64| unit(a.find, x);
+        if !s.unjudged.is_empty() {
+            println!(
+                "note          not read on held steps (their seconds do not give these keys), \
+                 judged on fresh steps only: {}",
+                s.unjudged.iter().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+        let found = s.found();
+        print_table(&s.steps, &unit);
+        match (found.lower, found.upper) {
+            (Some(l), Some(u)) => println!(
+                "limit         between {} (pass) and {} (fail)",
+                unit(l),
+                unit(u)
+            ),
+            (Some(l), None) => println!("limit         none found: {} kept up", unit(l)),
+            (None, Some(u)) => println!("limit         below {}: the first step failed", unit(u)),
+            (None, None) => println!("limit         no step ran to its end"),
+        }
+        if found.stable == Some(false) {
+            // Both figures: the pass, and the same load offered again.
+            println!("              unstable: the best pass failed when offered again:");
+            let at = |s: &&Step| Some(s.load) == found.value;
+            let pass = s.steps.iter().position(|x| at(&x) && x.pass);
+            let again = s.steps.len().checked_sub(1);
+            for k in [pass, again].into_iter().flatten() {
+                println!("              {}", step_line(k + 1, &s.steps[k], &unit));
+            }
+        }
+        println!("why           {}", found.reason);
+        for f in &found.evidence {
+            println!("              {f}");
+        }
+        let _ = std::io::stdout().flush();
+        if let Some(p) = &a.client.json {
+            write_atomic(
+                p,
+                &Output {
+                    limit: &found,
+                    steps: &s.steps,
+                    held_runs: &s.held_runs,
+                },
+            )?;
+        }
+        if let Some(p) = &a.client.views.html {
+            let v = serde_json::to_value(Output {
+                limit: &found,
+                steps: &s.steps,
+                held_runs: &s.held_runs,
+            })?;
+            crate::report::curve::write_limit_html(p, &v)?;
+            println!("report        {}", p.display());
+        }
+        Ok(())
     }
 }
