@@ -12,14 +12,14 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::cli::CompareArgs;
 use crate::domain::{Mode, Transport};
 pub use crate::report::compared::{Case, Comparison, Run};
 use crate::report::json::{write_atomic, RunResult};
+use crate::report::Views;
 use crate::server::{self, ServerConfig, ServerTls};
 use crate::sys::signals::Stop;
 use crate::units::human_us;
@@ -29,8 +29,37 @@ fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()
 }
 
+/// A comparison: plain data, built from `throng compare`'s flags by cli.
+#[derive(Debug, Clone)]
+pub struct CompareConfig {
+    /// HOST:PORT; None: the embedded DNS server.
+    pub target: Option<String>,
+    pub transports: Vec<Transport>,
+    /// Queries per run (without a rate: one after another).
+    pub queries: Option<u64>,
+    pub duration: Duration,
+    pub rate: Option<f64>,
+    pub closed_loop: bool,
+    pub connections: u64,
+    /// tcp-per-query's connections at once.
+    pub concurrency: u64,
+    /// The recycling settings of tcp and tls, as given (counts or none).
+    pub max_queries_per_conn: Vec<String>,
+    pub window: Option<u64>,
+    pub qname: String,
+    pub qtype: String,
+    pub timeout: Duration,
+    pub warmup: Duration,
+    pub tls_port: u16,
+    pub tls_ca: Option<PathBuf>,
+    pub tls_insecure: bool,
+    pub sni: Option<String>,
+    pub json: Option<PathBuf>,
+    pub views: Views,
+}
+
 /// The rows asked for, in order.
-pub fn cases(a: &CompareArgs) -> Result<Vec<Case>> {
+pub fn cases(a: &CompareConfig) -> Result<Vec<Case>> {
     let mut recycle = Vec::new();
     for v in &a.max_queries_per_conn {
         match v.trim() {
@@ -74,7 +103,7 @@ fn embedded() -> Result<(server::Running, server::Running, ServerTls)> {
 }
 
 /// N queries one after another (`--queries` without `--rate`), if asked.
-fn sequential(a: &CompareArgs) -> Option<u64> {
+fn sequential(a: &CompareConfig) -> Option<u64> {
     a.queries.filter(|_| a.rate.is_none())
 }
 
@@ -82,7 +111,7 @@ fn sequential(a: &CompareArgs) -> Option<u64> {
 /// many (the measured run of a sequential comparison).
 #[allow(clippy::too_many_arguments)]
 fn client_args(
-    a: &CompareArgs,
+    a: &CompareConfig,
     target: &str,
     tls_target: &str,
     tls_ca: Option<&Path>,
@@ -168,11 +197,11 @@ fn run_client(args: &[OsString], json: &Path) -> Result<(i32, Option<RunResult>,
     Ok((code, result, stderr))
 }
 
-pub fn run(a: &CompareArgs) -> Result<ExitCode> {
+pub fn run(a: &CompareConfig) -> Result<ExitCode> {
     let cases = cases(a)?;
     let one_by_one = sequential(a);
     let seconds = seconds(a, one_by_one)?;
-    let views = a.views.views();
+    let views = &a.views;
     views.check().map_err(usage)?;
     let stop = Stop::install()?;
     let mut t = Targets::new(a)?;
@@ -252,7 +281,7 @@ pub fn run(a: &CompareArgs) -> Result<ExitCode> {
 
 /// How long each measured run lasts at most; a usage error for flags that
 /// do not go together or a --json whose directory is missing.
-fn seconds(a: &CompareArgs, one_by_one: Option<u64>) -> Result<f64> {
+fn seconds(a: &CompareConfig, one_by_one: Option<u64>) -> Result<f64> {
     if one_by_one.is_some() && a.window.is_some() {
         return Err(usage(
             "--window does not apply to --queries without --rate: its queries go one after \
@@ -293,7 +322,7 @@ struct Targets {
 }
 
 impl Targets {
-    fn new(a: &CompareArgs) -> Result<Targets> {
+    fn new(a: &CompareConfig) -> Result<Targets> {
         Ok(match &a.target {
             Some(t) => {
                 let host = t.rsplit_once(':').map_or(t.as_str(), |(h, _)| h);
@@ -325,7 +354,7 @@ impl Targets {
     /// The client command line of one run against these targets.
     fn client_args(
         &self,
-        a: &CompareArgs,
+        a: &CompareConfig,
         case: &Case,
         seconds: f64,
         queries: Option<u64>,
@@ -355,7 +384,13 @@ impl Targets {
 }
 
 /// The first line: what runs, against what.
-fn announce(a: &CompareArgs, cases: &[Case], one_by_one: Option<u64>, seconds: f64, target: &str) {
+fn announce(
+    a: &CompareConfig,
+    cases: &[Case],
+    one_by_one: Option<u64>,
+    seconds: f64,
+    target: &str,
+) {
     match one_by_one {
         Some(n) => println!(
             "comparing {} transport runs against {target}: {n} queries one after another on one \
@@ -578,11 +613,11 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn args(extra: &[&str]) -> CompareArgs {
+    fn args(extra: &[&str]) -> CompareConfig {
         let mut v = vec!["throng", "compare", "127.0.0.1:53"];
         v.extend(extra);
         match crate::cli::Cli::parse_from(v).command {
-            crate::cli::Command::Compare(a) => a,
+            crate::cli::Command::Compare(a) => a.config(),
             _ => unreachable!(),
         }
     }

@@ -3,21 +3,26 @@
 //! The module map, top to bottom: a module uses only modules below it (data
 //! flows down, never back up; `tests/module_graph.rs` fails on a circle).
 //!
+//! - [`limit`]: `throng limit`, a search of client (or cluster) runs, each
+//!   judged by its verdict, and why the failing one failed.
 //! - [`client`]: `throng client` from flags to report: targets, sources,
 //!   preflight, then [`engine`] runs the [`scenario`], here or in child
-//!   processes each given its slice. [`compare`]: one workload over each
-//!   transport.
-//! - [`cluster`]: the scenario sliced over hosts through ssh, and the exact
-//!   merge of results.
-//! - [`cli`]: flags (clap) and what they convert into, a
-//!   [`scenario::Scenario`] or a [`server_config::ServerConfig`]. The
-//!   commands above take its `...Args`; nothing below it sees a flag.
+//!   processes each given its slice.
+//! - [`cli`]: flags (clap) and what they convert into: a
+//!   [`scenario::Scenario`], a [`server_config::ServerConfig`], a
+//!   [`cluster::ssh::ClusterConfig`], a [`compare::CompareConfig`].
+//!   [`limit`] and [`client`] take its `LimitArgs` and `ClientArgs`; below
+//!   it nothing sees a flag.
+//! - [`compare`]: one workload over each transport.
+//! - [`cluster`]: the scenario sliced over hosts through ssh, the exact
+//!   merge of results, and `throng merge`.
 //! - [`server`]: the reference server: a mio loop per worker, SO_REUSEPORT
 //!   listeners, responders built on the pure codecs of `crates/wire`; one
 //!   process or a group on one port.
 //! - [`report`]: live view, summary, JSON result, the Prometheus endpoint
 //!   (`--metrics`, the server's too); the HTML report and the .hgrm spectra
-//!   (`throng report`, `--html`, `--hgrm`); a limit search's curve.
+//!   (`throng report`, `--html`, `--hgrm`); a limit search's curve; the
+//!   `throng compare --json` file's types.
 //! - [`child`]: the line protocol between a parent and its child processes.
 //! - [`engine`]: the client's data plane: a mio loop per worker.
 //! - [`server_config`]: the reference server's configuration, as plain
@@ -25,7 +30,7 @@
 //! - [`tls`]: the rustls configurations of both sides.
 //! - [`scenario`]: what a client run does, as plain serde data.
 //! - [`sys`]: what the OS allows: fd limits, sysctls, kernel counters,
-//!   source addresses.
+//!   source addresses; `throng tune`.
 //! - [`metrics`]: counters, statuses and HDR histograms, each with one
 //!   merge: of workers, of processes, of hosts' results.
 //! - [`domain`] and [`units`]: the words a run is described in (modes,
@@ -34,8 +39,8 @@
 //! - [`usage`]: the error a mistake in how throng was called raises (exit
 //!   code 2), below every module that raises it.
 //!
-//! [`run`] is the whole program; `main` only maps its result to an exit code
-//! with [`exit_code`].
+//! [`run`] is the whole program, a dispatch to each command's module;
+//! `main` only maps its result to an exit code with [`exit_code`].
 
 pub mod child;
 pub mod cli;
@@ -88,7 +93,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Tune(args) => {
             sys::tune::run(args.connections, args.role, args.json, args.apply)
         }
-        cli::Command::Compare(args) => compare::run(&args),
+        cli::Command::Compare(args) => compare::run(&args.config()),
         cli::Command::Completions(args) => {
             cli::docs::completions(args.shell, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)

@@ -5,8 +5,10 @@
 //! module's own (clap `ValueEnum`s converted at once into
 //! [`crate::domain`] types); the units they take are [`crate::units`].
 //!
-//! The commands (client, cluster, compare) take their `...Args` from here;
-//! below them (scenario, engine, server, report) nothing sees a flag.
+//! `throng cluster`'s and `throng compare`'s flags become a
+//! [`crate::cluster::ssh::ClusterConfig`] and a
+//! [`crate::compare::CompareConfig`]. The client and limit commands take
+//! their `...Args` from here; below cli nothing sees a flag.
 
 mod client;
 mod cluster;
@@ -468,6 +470,34 @@ pub struct CompareArgs {
 
     #[command(flatten)]
     pub views: ViewArgs,
+}
+
+impl CompareArgs {
+    /// The comparison these flags ask for, as plain data.
+    pub fn config(&self) -> crate::compare::CompareConfig {
+        crate::compare::CompareConfig {
+            target: self.target.clone(),
+            transports: self.transports.clone(),
+            queries: self.queries,
+            duration: self.duration,
+            rate: self.rate,
+            closed_loop: self.closed_loop,
+            connections: self.connections,
+            concurrency: self.concurrency,
+            max_queries_per_conn: self.max_queries_per_conn.clone(),
+            window: self.window,
+            qname: self.qname.clone(),
+            qtype: self.qtype.clone(),
+            timeout: self.timeout,
+            warmup: self.warmup,
+            tls_port: self.tls_port,
+            tls_ca: self.tls_ca.clone(),
+            tls_insecure: self.tls_insecure,
+            sni: self.sni.clone(),
+            json: self.json.clone(),
+            views: self.views.views(),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
