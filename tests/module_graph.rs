@@ -61,7 +61,8 @@ fn code_lines(text: &str) -> Vec<(usize, String)> {
         if trimmed.starts_with("#[cfg(test)]")
             && lines
                 .get(i + 1)
-                .is_some_and(|n| n.trim_start().starts_with("mod ") && n.ends_with('{'))
+                .map(|n| n.trim_start().trim_start_matches("pub(crate) "))
+                .is_some_and(|n| n.starts_with("mod ") && n.ends_with('{'))
         {
             let indent = &line[..line.len() - trimmed.len()];
             let end = format!("{indent}}}");
