@@ -77,3 +77,55 @@ impl ClusterArgs {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    /// The error (or the hosts) of `throng cluster --hosts FILE -- args`,
+    /// FILE holding `hosts`.
+    fn config(hosts: &str, args: &[&str]) -> Result<usize, String> {
+        let file = std::env::temp_dir().join(format!(
+            "throng-cluster-config-{}-{}",
+            std::process::id(),
+            args.join("_").replace(['/', ':'], "-")
+        ));
+        std::fs::write(&file, hosts).unwrap();
+        let mut argv = vec!["throng", "cluster", "--hosts", file.to_str().unwrap(), "--"];
+        argv.extend(args);
+        let Command::Cluster(a) = Cli::parse_from(argv).command else {
+            unreachable!()
+        };
+        let got = a.config().map(|c| c.hosts.len());
+        let _ = std::fs::remove_file(&file);
+        got.map_err(|e| {
+            assert!(e.downcast_ref::<crate::usage::UsageError>().is_some());
+            e.to_string()
+        })
+    }
+
+    #[test]
+    fn builds_from_hosts_and_client_arguments() {
+        assert_eq!(config("a\nb:2222\n", &["127.0.0.1:53", "-c", "10"]), Ok(2));
+    }
+
+    #[test]
+    fn refuses_what_each_host_is_given() {
+        let e = config("a\n", &["127.0.0.1:53", "--segment", "1/2"]).unwrap_err();
+        assert!(e.contains("--segment is throng cluster's to set"), "{e}");
+    }
+
+    #[test]
+    fn refuses_client_arguments_without_a_target() {
+        let e = config("a\n", &["-c", "10"]).unwrap_err();
+        assert!(e.contains("need a target HOST:PORT"), "{e}");
+    }
+
+    #[test]
+    fn refuses_a_hosts_file_without_hosts() {
+        let e = config("# none\n", &["127.0.0.1:53"]).unwrap_err();
+        assert!(e.contains("no hosts in the file"), "{e}");
+    }
+}
