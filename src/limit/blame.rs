@@ -22,6 +22,13 @@ pub(super) fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
     (seen.limit_cause(&during), vec![seen.figures(&during)])
 }
 
+/// Whether the server's own doing explains a failing step: a cause in its
+/// evidence, or connections it closed (a close is the server's act, even
+/// where its process was not seen: a remote server, another user's).
+pub(super) fn server_explains(v: &Value) -> bool {
+    evidence(v).0.is_some() || num(v, "connections.peer_closed").unwrap_or(0.0) > 0.0
+}
+
 /// Whether the client, not the server, explains a failing step: its own
 /// plan refused (exit 2), or its summary put the lateness on itself or on
 /// the cores it shares with the server (the client's own judgement, the

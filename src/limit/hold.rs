@@ -160,15 +160,14 @@ impl Search<'_> {
         let pass = !self.interrupted && verdicts.iter().all(|x| x.pass);
         v["checks"] = serde_json::to_value(&verdicts)?;
         let mut summary = crate::report::check::lines(&judged_checks, &verdicts).join("\n");
-        // A failure the client explains is its own.
         // Whose failure it is: the client's own drops first; then a cause
-        // the server's evidence shows; only then the client's lateness or
-        // busy cores (a client a little late beside a saturated server
-        // did not make it fail).
+        // the server's evidence shows, or connections the server closed;
+        // only then the client's lateness or busy cores (a client a little
+        // late beside a saturated server did not make it fail).
         let mine = (!pass)
             .then(|| {
                 client_dropped(&v).or_else(|| {
-                    evidence(&v).0.is_none().then(|| {
+                    (!server_explains(&v)).then(|| {
                         late_words(&v).or_else(|| held_client_explains(&v, self.plan.workers))
                     })?
                 })
