@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::CompareArgs;
 use crate::domain::{Mode, Transport};
-use crate::report::json::{write_atomic, RunResult};
+use crate::outcome::RunResult;
+use crate::report::json::write_atomic;
 use crate::server::{self, ServerConfig, ServerTls};
 use crate::sys::signals::Stop;
 use crate::units::human_us;

@@ -46,8 +46,11 @@ pub mod domain;
 pub mod engine;
 pub mod evidence;
 pub mod exposition;
+#[cfg(test)]
+mod fixtures;
 pub mod limit;
 pub mod metrics;
+pub mod outcome;
 pub mod report;
 pub mod scenario;
 pub mod server;
@@ -187,13 +190,13 @@ fn report_files(a: &cli::ReportArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     views.check().map_err(UsageError)?;
-    let mut runs: Vec<(String, report::json::RunResult)> = Vec::new();
+    let mut runs: Vec<(String, outcome::RunResult)> = Vec::new();
     for (p, text) in a.results.iter().zip(&texts) {
         let stem = p.file_stem().map_or_else(
             || p.display().to_string(),
             |s| s.to_string_lossy().into_owned(),
         );
-        match report::json::parse(text) {
+        match outcome::parse(text) {
             Ok(r) => runs.push((stem, r)),
             Err(e) => {
                 // A comparison: its runs, each by its transport.
@@ -208,7 +211,7 @@ fn report_files(a: &cli::ReportArgs) -> anyhow::Result<ExitCode> {
                     .into());
                 };
                 for (i, run) in compared.iter().enumerate() {
-                    let r = report::json::parse(&run["result"].to_string()).map_err(|e| {
+                    let r = outcome::parse(&run["result"].to_string()).map_err(|e| {
                         UsageError(format!("{}: runs[{i}].result: {e}", p.display()))
                     })?;
                     let case: compare::Case = serde_json::from_value(run.clone())

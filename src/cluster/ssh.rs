@@ -9,8 +9,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::child::{sum_samples, ChildLine, Children, Silence};
 use crate::cli::ClusterArgs;
-use crate::engine::{Live, Sample};
-use crate::report::json::RunResult;
+use crate::engine::Live;
+use crate::outcome::RunResult;
+use crate::outcome::Sample;
 use crate::report::LiveView;
 use crate::sys::signals::{Reason, Stop};
 use crate::usage::UsageError;

@@ -51,11 +51,11 @@ impl Search<'_> {
         let seen;
         // The run's last second before this step (all zero before its first).
         let (before, from) = if fresh_run && self.a.find == Find::Connections {
-            (crate::engine::Sample::default(), 0)
+            (crate::outcome::Sample::default(), 0)
         } else {
             match h.last() {
                 Some(s) => (s.clone(), h.seconds.len()),
-                None => (crate::engine::Sample::default(), 0),
+                None => (crate::outcome::Sample::default(), 0),
             }
         };
         // (The first step of a run counts its ramp's seconds, already in,
