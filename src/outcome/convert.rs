@@ -11,7 +11,10 @@ use super::file::{
     Connections, Dns, Environment, LatencyResult, PushResult, Queries, RunResult, SCHEMA_VERSION,
 };
 use super::{Outcome, QueryOutcome};
-use crate::metrics::{rcode_of, Bucket, Latency, Percentiles, ERROR_CAUSES, WAIT_CAUSES};
+use crate::metrics::{
+    decode_histogram, rcode_of, Bucket, ConnTotals, Histograms, Latency, Percentiles, PushTotals,
+    QueryTotals, StatusCounts, ERROR_CAUSES, WAIT_CAUSES,
+};
 use crate::scenario::Scenario;
 use crate::sys::errno_name;
 
@@ -19,58 +22,6 @@ impl RunResult {
     /// `sc`: the scenario as recorded (the whole, with its segment);
     /// `ran`: the part this process ran.
     pub fn new(sc: &Scenario, ran: &Scenario, env: Environment, o: &Outcome) -> RunResult {
-        let t = &o.totals;
-        let failed = Bucket::ALL
-            .iter()
-            .map(|b| (b.key().to_string(), t.failed[*b as usize]))
-            .collect();
-        let failed_other_errno = t
-            .other_errno
-            .iter()
-            .map(|(e, n)| (errno_name(*e), *n))
-            .collect();
-        let failed_other_by_errno = t.other_errno.clone();
-        let ramp_s = o.ramp_time.map(|r| r.as_secs_f64());
-        let closed = matches!(
-            sc.traffic.as_ref().map(|t| &t.model),
-            Some(crate::scenario::Model::ClosedLoop { .. })
-        );
-        let queries = o.queries.as_ref().map(|q| {
-            let t = &q.totals;
-            let secs = q.seconds.max(1e-9);
-            let ok_answers = ok_answers(ran);
-            Queries {
-                due: t.due,
-                sent: t.sent,
-                answered: t.answered,
-                ok: Some(q.statuses.successes(ok_answers)),
-                failed_answers: q.statuses.failures(ok_answers),
-                timed_out: t.timed_out,
-                errors: ERROR_CAUSES
-                    .iter()
-                    .zip(t.errors)
-                    .map(|(c, n)| (c.to_string(), n))
-                    .collect(),
-                rate_target: (!closed).then(|| q.target_queries / secs),
-                rate_achieved: t.answered as f64 / secs,
-                rate_sent: t.sent as f64 / secs,
-                sent_late: t.sent_late,
-                in_flight_at_end: q.in_flight,
-                recycled_connections: t.recycled,
-                pipelined: t.pipelined,
-                truncated: t.truncated,
-                waited: WAIT_CAUSES
-                    .iter()
-                    .zip(t.waited)
-                    .map(|(c, n)| (c.to_string(), n))
-                    .collect(),
-                bytes_out: t.bytes_out,
-                bytes_in: t.bytes_in,
-                seconds: q.seconds,
-                http_status: q.statuses.http_map(),
-                control: q.controls.clone(),
-            }
-        });
         let latency = o.queries.as_ref().map(|_| LatencyResult {
             response_time_us: Latency::of(&o.hists.response_time),
             service_time_us: Latency::of(&o.hists.service_time),
@@ -89,60 +40,11 @@ impl RunResult {
             interrupted: o.interrupted,
             scenario: sc.clone(),
             environment: env,
-            connections: Connections {
-                target: ran.connections,
-                attempted: t.attempted,
-                established: t.established,
-                verified: t.verified,
-                unverified: t.unverified,
-                failed_established: t.failed_established,
-                unresolved: t.unresolved,
-                replaced: t.established.saturating_sub(t.established_initial),
-                idle: t.idle,
-                peak: o.peak,
-                closed: t.closed,
-                failed,
-                failed_other_errno,
-                failed_other_by_errno,
-                ramp_s,
-                verify_s: o.verify_time.map(|d| d.as_secs_f64()),
-                connect_rate: ramp_s.map(|r| ran.ramp_established(t) as f64 / r.max(1e-9)),
-                connect_time_us: Percentiles::of(&o.hists.connect_time),
-                connect_syscall_us: (!o.hists.connect_syscall.is_empty())
-                    .then(|| Percentiles::of(&o.hists.connect_syscall)),
-                peer_closed: t.peer_closed,
-                tls_handshake_us: (sc.transport == crate::domain::Transport::Tls)
-                    .then(|| Percentiles::of(&o.hists.tls_handshake)),
-                tls_resumed: t.tls_resumed,
-                tls_error: t.tls_error.clone(),
-                probe_rejected: t.probe_rejected,
-                probe_reply: t.probe_reply.clone(),
-                ramp_stopped: o.ramp_stopped.clone(),
-            },
-            queries,
+            connections: connections(sc, ran, o),
+            queries: o.queries.as_ref().map(|q| queries(sc, ran, q)),
             latency,
             dns,
-            push: o.push.as_ref().zip(sc.push.as_ref()).map(|(p, listen)| {
-                let clock = crate::scenario::DelayClock::of(sc, listen).name();
-                PushResult {
-                    received: p.received,
-                    lost: p.lost,
-                    out_of_order: p.out_of_order,
-                    duplicates: p.duplicates,
-                    expected: p.expected,
-                    malformed: p.malformed,
-                    connections_with_loss: p.connections_with_loss,
-                    every_us: (listen.every_s * 1e6).round() as u64,
-                    gap_us: Latency::of(&o.hists.push_gap),
-                    jitter_us: Latency::of(&o.hists.push_jitter),
-                    delay_us: clock.map(|_| Latency::of(&o.hists.push_delay)),
-                    delay_clock: clock.map(str::to_string),
-                    client_busy_pct: 100.0 * p.busy(),
-                    client_busy_ns: p.busy_ns,
-                    client_worker_ns: p.worker_ns,
-                    stamps_ahead: p.stamps_ahead,
-                }
-            }),
+            push: push_result(sc, o),
             duration_s: o.elapsed.as_secs_f64(),
             per_second: o.per_second.clone(),
             slice: None,
@@ -156,6 +58,119 @@ impl RunResult {
             server_seen: o.observed.server.clone(),
         }
     }
+}
+
+/// The connections' keys: `ran` is the part this process ran.
+fn connections(sc: &Scenario, ran: &Scenario, o: &Outcome) -> Connections {
+    let t = &o.totals;
+    let failed = Bucket::ALL
+        .iter()
+        .map(|b| (b.key().to_string(), t.failed[*b as usize]))
+        .collect();
+    let failed_other_errno = t
+        .other_errno
+        .iter()
+        .map(|(e, n)| (errno_name(*e), *n))
+        .collect();
+    let failed_other_by_errno = t.other_errno.clone();
+    let ramp_s = o.ramp_time.map(|r| r.as_secs_f64());
+    Connections {
+        target: ran.connections,
+        attempted: t.attempted,
+        established: t.established,
+        verified: t.verified,
+        unverified: t.unverified,
+        failed_established: t.failed_established,
+        unresolved: t.unresolved,
+        replaced: t.established.saturating_sub(t.established_initial),
+        idle: t.idle,
+        peak: o.peak,
+        closed: t.closed,
+        failed,
+        failed_other_errno,
+        failed_other_by_errno,
+        ramp_s,
+        verify_s: o.verify_time.map(|d| d.as_secs_f64()),
+        connect_rate: ramp_s.map(|r| ran.ramp_established(t) as f64 / r.max(1e-9)),
+        connect_time_us: Percentiles::of(&o.hists.connect_time),
+        connect_syscall_us: (!o.hists.connect_syscall.is_empty())
+            .then(|| Percentiles::of(&o.hists.connect_syscall)),
+        peer_closed: t.peer_closed,
+        tls_handshake_us: (sc.transport == crate::domain::Transport::Tls)
+            .then(|| Percentiles::of(&o.hists.tls_handshake)),
+        tls_resumed: t.tls_resumed,
+        tls_error: t.tls_error.clone(),
+        probe_rejected: t.probe_rejected,
+        probe_reply: t.probe_reply.clone(),
+        ramp_stopped: o.ramp_stopped.clone(),
+    }
+}
+
+/// The queries' keys.
+fn queries(sc: &Scenario, ran: &Scenario, q: &QueryOutcome) -> Queries {
+    let closed = matches!(
+        sc.traffic.as_ref().map(|t| &t.model),
+        Some(crate::scenario::Model::ClosedLoop { .. })
+    );
+    let t = &q.totals;
+    let secs = q.seconds.max(1e-9);
+    let ok_answers = ok_answers(ran);
+    Queries {
+        due: t.due,
+        sent: t.sent,
+        answered: t.answered,
+        ok: Some(q.statuses.successes(ok_answers)),
+        failed_answers: q.statuses.failures(ok_answers),
+        timed_out: t.timed_out,
+        errors: ERROR_CAUSES
+            .iter()
+            .zip(t.errors)
+            .map(|(c, n)| (c.to_string(), n))
+            .collect(),
+        rate_target: (!closed).then(|| q.target_queries / secs),
+        rate_achieved: t.answered as f64 / secs,
+        rate_sent: t.sent as f64 / secs,
+        sent_late: t.sent_late,
+        in_flight_at_end: q.in_flight,
+        recycled_connections: t.recycled,
+        pipelined: t.pipelined,
+        truncated: t.truncated,
+        waited: WAIT_CAUSES
+            .iter()
+            .zip(t.waited)
+            .map(|(c, n)| (c.to_string(), n))
+            .collect(),
+        bytes_out: t.bytes_out,
+        bytes_in: t.bytes_in,
+        seconds: q.seconds,
+        http_status: q.statuses.http_map(),
+        control: q.controls.clone(),
+    }
+}
+
+/// --proto push's keys.
+fn push_result(sc: &Scenario, o: &Outcome) -> Option<PushResult> {
+    o.push.as_ref().zip(sc.push.as_ref()).map(|(p, listen)| {
+        let clock = crate::scenario::DelayClock::of(sc, listen).name();
+        PushResult {
+            received: p.received,
+            lost: p.lost,
+            out_of_order: p.out_of_order,
+            duplicates: p.duplicates,
+            expected: p.expected,
+            malformed: p.malformed,
+            connections_with_loss: p.connections_with_loss,
+            every_us: (listen.every_s * 1e6).round() as u64,
+            gap_us: Latency::of(&o.hists.push_gap),
+            jitter_us: Latency::of(&o.hists.push_jitter),
+            delay_us: clock.map(|_| Latency::of(&o.hists.push_delay)),
+            delay_clock: clock.map(str::to_string),
+            client_busy_pct: 100.0 * p.busy(),
+            client_busy_ns: p.busy_ns,
+            client_worker_ns: p.worker_ns,
+            stamps_ahead: p.stamps_ahead,
+        }
+    })
 }
 
 /// The errnos of `failed_other_errno`'s names ([`errno_name`]'s "EIO (5)"
@@ -196,136 +211,14 @@ impl RunResult {
     /// What the result measured, in the form the summary prints (for
     /// `throng merge` and the parent of --processes).
     pub fn outcome(&self) -> anyhow::Result<Outcome> {
-        use crate::metrics::{decode_histogram, ConnTotals, QueryTotals, StatusCounts};
-        let hdr = |s: &str, key: &str| decode_histogram(s).with_context(|| format!("{key}.hdr"));
         let c = &self.connections;
-        let mut totals = ConnTotals {
-            attempted: c.attempted,
-            established: c.established,
-            verified: c.verified,
-            unverified: c.unverified,
-            failed_established: c.failed_established,
-            unresolved: c.unresolved,
-            idle: c.idle,
-            established_initial: c.established.saturating_sub(c.replaced),
-            closed: c.closed,
-            peer_closed: c.peer_closed,
-            tls_resumed: c.tls_resumed,
-            tls_error: c.tls_error.clone(),
-            probe_rejected: c.probe_rejected,
-            probe_reply: c.probe_reply.clone(),
-            ..ConnTotals::default()
-        };
-        for b in Bucket::ALL {
-            totals.failed[b as usize] = c.failed.get(b.key()).copied().unwrap_or(0);
-        }
-        if c.failed_other_by_errno.is_empty() {
-            totals.other_errno = errno_numbers(&c.failed_other_errno);
-        } else {
-            totals.other_errno.clone_from(&c.failed_other_by_errno);
-        }
-        let mut hists = crate::metrics::Histograms {
-            connect_time: hdr(&c.connect_time_us.hdr, "connections.connect_time_us")?,
-            ..crate::metrics::Histograms::default()
-        };
-        if let Some(p) = &c.connect_syscall_us {
-            hists.connect_syscall = hdr(&p.hdr, "connections.connect_syscall_us")?;
-        }
-        if let Some(p) = &self.push {
-            hists.push_gap = hdr(&p.gap_us.hdr, "push.gap_us")?;
-            hists.push_jitter = hdr(&p.jitter_us.hdr, "push.jitter_us")?;
-            if let Some(d) = &p.delay_us {
-                hists.push_delay = hdr(&d.hdr, "push.delay_us")?;
-            }
-        }
-        if let Some(p) = &c.tls_handshake_us {
-            hists.tls_handshake = hdr(&p.hdr, "connections.tls_handshake_us")?;
-        }
+        let mut hists = self.connection_histograms()?;
         let queries = match (&self.queries, &self.latency) {
-            (Some(q), Some(l)) => {
-                let mut qt = QueryTotals {
-                    sent: q.sent,
-                    answered: q.answered,
-                    timed_out: q.timed_out,
-                    bytes_out: q.bytes_out,
-                    bytes_in: q.bytes_in,
-                    sent_late: q.sent_late,
-                    recycled: q.recycled_connections,
-                    pipelined: q.pipelined,
-                    truncated: q.truncated,
-                    ..QueryTotals::default()
-                };
-                for (i, cause) in ERROR_CAUSES.iter().enumerate() {
-                    qt.errors[i] = q.errors.get(*cause).copied().unwrap_or(0);
-                }
-                // (Results written before the counter: sent and the
-                // unsent causes, as it was computed then.)
-                qt.due = if q.due > 0 || q.sent == 0 {
-                    q.due
-                } else {
-                    q.sent
-                        + ["not_sent", "no_connection", "connect"]
-                            .iter()
-                            .map(|c| q.errors.get(*c).copied().unwrap_or(0))
-                            .sum::<u64>()
-                };
-                for (i, cause) in WAIT_CAUSES.iter().enumerate() {
-                    qt.waited[i] = q.waited.get(*cause).copied().unwrap_or(0);
-                }
-                let mut statuses = StatusCounts::default();
-                if let Some(d) = &self.dns {
-                    for (name, n) in &d.rcodes {
-                        match rcode_of(name) {
-                            Some(code) => statuses.rcodes[code] += n,
-                            None if name == "echoed" => statuses.echoed += n,
-                            None => {}
-                        }
-                    }
-                    for (qtype, rcodes) in &d.rcodes_by_qtype {
-                        let Some(t) = wire::dns::rtype_from_name(qtype) else {
-                            continue;
-                        };
-                        let mut row = [0; 16];
-                        for (name, n) in rcodes {
-                            if let Some(code) = rcode_of(name) {
-                                row[code] += n;
-                            }
-                        }
-                        statuses.merge(&StatusCounts {
-                            by_qtype: vec![(t, row)],
-                            ..StatusCounts::default()
-                        });
-                    }
-                }
-                for (code, n) in &q.http_status {
-                    if let Ok(code) = code.parse::<usize>() {
-                        statuses.http[code.min(599)] += n;
-                    }
-                }
-                // The plain successes and mismatches (echo, ping) have no
-                // map of their own: what the counts above do not explain.
-                // (A result without `ok` counted every answer a success.)
-                let ok_answers = ok_answers(&self.scenario);
-                statuses.mismatch = q.failed_answers.get("mismatch").copied().unwrap_or(0);
-                let ok = q.ok.unwrap_or(q.answered.saturating_sub(statuses.mismatch));
-                statuses.ok = ok.saturating_sub(statuses.successes(ok_answers));
-                hists.response_time = hdr(&l.response_time_us.hdr, "latency.response_time_us")?;
-                hists.service_time = hdr(&l.service_time_us.hdr, "latency.service_time_us")?;
-                hists.send_lag = hdr(&l.send_lag_us.hdr, "latency.send_lag_us")?;
-                hists.loop_lag = hdr(&l.loop_lag_us.hdr, "latency.loop_lag_us")?;
-                Some(QueryOutcome {
-                    totals: qt,
-                    statuses,
-                    in_flight: q.in_flight_at_end,
-                    seconds: q.seconds,
-                    target_queries: q.rate_target.unwrap_or(0.0) * q.seconds,
-                    controls: q.control.clone(),
-                })
-            }
+            (Some(q), Some(l)) => Some(self.query_outcome(q, l, &mut hists)?),
             _ => None,
         };
         Ok(Outcome {
-            totals,
+            totals: conn_totals(c),
             hists,
             peak: c.peak,
             per_second: self.per_second.clone(),
@@ -347,19 +240,182 @@ impl RunResult {
             },
             ramp_stopped: c.ramp_stopped.clone(),
             wall: self.slice.as_ref().map(|s| s.wall),
-            push: self.push.as_ref().map(|p| crate::metrics::PushTotals {
-                received: p.received,
-                lost: p.lost,
-                out_of_order: p.out_of_order,
-                duplicates: p.duplicates,
-                malformed: p.malformed,
-                expected: p.expected,
-                connections_with_loss: p.connections_with_loss,
-                busy_ns: p.client_busy_ns,
-                worker_ns: p.client_worker_ns,
-                stamps_ahead: p.stamps_ahead,
-            }),
+            push: self.push.as_ref().map(push_totals),
         })
+    }
+
+    /// The histograms of the connections and of --proto push (the
+    /// queries' are [`RunResult::query_outcome`]'s).
+    fn connection_histograms(&self) -> anyhow::Result<Histograms> {
+        let c = &self.connections;
+        let mut hists = Histograms {
+            connect_time: hdr(&c.connect_time_us.hdr, "connections.connect_time_us")?,
+            ..Histograms::default()
+        };
+        if let Some(p) = &c.connect_syscall_us {
+            hists.connect_syscall = hdr(&p.hdr, "connections.connect_syscall_us")?;
+        }
+        if let Some(p) = &self.push {
+            hists.push_gap = hdr(&p.gap_us.hdr, "push.gap_us")?;
+            hists.push_jitter = hdr(&p.jitter_us.hdr, "push.jitter_us")?;
+            if let Some(d) = &p.delay_us {
+                hists.push_delay = hdr(&d.hdr, "push.delay_us")?;
+            }
+        }
+        if let Some(p) = &c.tls_handshake_us {
+            hists.tls_handshake = hdr(&p.hdr, "connections.tls_handshake_us")?;
+        }
+        Ok(hists)
+    }
+
+    /// What the query traffic measured; its histograms go into `hists`.
+    fn query_outcome(
+        &self,
+        q: &Queries,
+        l: &LatencyResult,
+        hists: &mut Histograms,
+    ) -> anyhow::Result<QueryOutcome> {
+        let statuses = self.statuses(q);
+        hists.response_time = hdr(&l.response_time_us.hdr, "latency.response_time_us")?;
+        hists.service_time = hdr(&l.service_time_us.hdr, "latency.service_time_us")?;
+        hists.send_lag = hdr(&l.send_lag_us.hdr, "latency.send_lag_us")?;
+        hists.loop_lag = hdr(&l.loop_lag_us.hdr, "latency.loop_lag_us")?;
+        Ok(QueryOutcome {
+            totals: query_totals(q),
+            statuses,
+            in_flight: q.in_flight_at_end,
+            seconds: q.seconds,
+            target_queries: q.rate_target.unwrap_or(0.0) * q.seconds,
+            controls: q.control.clone(),
+        })
+    }
+
+    /// The answers by what they said: the DNS RCODEs (per query type too),
+    /// the HTTP statuses, and the plain successes and mismatches.
+    fn statuses(&self, q: &Queries) -> StatusCounts {
+        let mut statuses = StatusCounts::default();
+        if let Some(d) = &self.dns {
+            for (name, n) in &d.rcodes {
+                match rcode_of(name) {
+                    Some(code) => statuses.rcodes[code] += n,
+                    None if name == "echoed" => statuses.echoed += n,
+                    None => {}
+                }
+            }
+            for (qtype, rcodes) in &d.rcodes_by_qtype {
+                let Some(t) = wire::dns::rtype_from_name(qtype) else {
+                    continue;
+                };
+                let mut row = [0; 16];
+                for (name, n) in rcodes {
+                    if let Some(code) = rcode_of(name) {
+                        row[code] += n;
+                    }
+                }
+                statuses.merge(&StatusCounts {
+                    by_qtype: vec![(t, row)],
+                    ..StatusCounts::default()
+                });
+            }
+        }
+        for (code, n) in &q.http_status {
+            if let Ok(code) = code.parse::<usize>() {
+                statuses.http[code.min(599)] += n;
+            }
+        }
+        // The plain successes and mismatches (echo, ping) have no
+        // map of their own: what the counts above do not explain.
+        // (A result without `ok` counted every answer a success.)
+        let ok_answers = ok_answers(&self.scenario);
+        statuses.mismatch = q.failed_answers.get("mismatch").copied().unwrap_or(0);
+        let ok = q.ok.unwrap_or(q.answered.saturating_sub(statuses.mismatch));
+        statuses.ok = ok.saturating_sub(statuses.successes(ok_answers));
+        statuses
+    }
+}
+
+/// A histogram of the file, its key named when it does not decode.
+fn hdr(s: &str, key: &str) -> anyhow::Result<hdrhistogram::Histogram<u64>> {
+    decode_histogram(s).with_context(|| format!("{key}.hdr"))
+}
+
+/// The connections' counters.
+fn conn_totals(c: &Connections) -> ConnTotals {
+    let mut totals = ConnTotals {
+        attempted: c.attempted,
+        established: c.established,
+        verified: c.verified,
+        unverified: c.unverified,
+        failed_established: c.failed_established,
+        unresolved: c.unresolved,
+        idle: c.idle,
+        established_initial: c.established.saturating_sub(c.replaced),
+        closed: c.closed,
+        peer_closed: c.peer_closed,
+        tls_resumed: c.tls_resumed,
+        tls_error: c.tls_error.clone(),
+        probe_rejected: c.probe_rejected,
+        probe_reply: c.probe_reply.clone(),
+        ..ConnTotals::default()
+    };
+    for b in Bucket::ALL {
+        totals.failed[b as usize] = c.failed.get(b.key()).copied().unwrap_or(0);
+    }
+    if c.failed_other_by_errno.is_empty() {
+        totals.other_errno = errno_numbers(&c.failed_other_errno);
+    } else {
+        totals.other_errno.clone_from(&c.failed_other_by_errno);
+    }
+    totals
+}
+
+/// The queries' counters.
+fn query_totals(q: &Queries) -> QueryTotals {
+    let mut qt = QueryTotals {
+        sent: q.sent,
+        answered: q.answered,
+        timed_out: q.timed_out,
+        bytes_out: q.bytes_out,
+        bytes_in: q.bytes_in,
+        sent_late: q.sent_late,
+        recycled: q.recycled_connections,
+        pipelined: q.pipelined,
+        truncated: q.truncated,
+        ..QueryTotals::default()
+    };
+    for (i, cause) in ERROR_CAUSES.iter().enumerate() {
+        qt.errors[i] = q.errors.get(*cause).copied().unwrap_or(0);
+    }
+    // (Results written before the counter: sent and the unsent causes, as
+    // it was computed then.)
+    qt.due = if q.due > 0 || q.sent == 0 {
+        q.due
+    } else {
+        q.sent
+            + ["not_sent", "no_connection", "connect"]
+                .iter()
+                .map(|c| q.errors.get(*c).copied().unwrap_or(0))
+                .sum::<u64>()
+    };
+    for (i, cause) in WAIT_CAUSES.iter().enumerate() {
+        qt.waited[i] = q.waited.get(*cause).copied().unwrap_or(0);
+    }
+    qt
+}
+
+/// What arrived of --proto push.
+fn push_totals(p: &PushResult) -> PushTotals {
+    PushTotals {
+        received: p.received,
+        lost: p.lost,
+        out_of_order: p.out_of_order,
+        duplicates: p.duplicates,
+        malformed: p.malformed,
+        expected: p.expected,
+        connections_with_loss: p.connections_with_loss,
+        busy_ns: p.client_busy_ns,
+        worker_ns: p.client_worker_ns,
+        stamps_ahead: p.stamps_ahead,
     }
 }
 
