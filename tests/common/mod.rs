@@ -385,3 +385,53 @@ pub fn failed_total(v: &Value) -> u64 {
         .map(|n| n.as_u64().unwrap())
         .sum()
 }
+
+pub use throng::outcome::RunResult;
+
+/// A result as its typed schema: the JSON a test holds, read back by the
+/// type that wrote it (its books checked when it was read).
+pub fn typed(v: &Value) -> RunResult {
+    throng::outcome::parse(&v.to_string()).unwrap_or_else(|e| panic!("not a result: {e}: {v}"))
+}
+
+/// A result file read back through [`read_result`], as its typed schema.
+pub fn outcome(path: impl AsRef<std::path::Path>) -> RunResult {
+    typed(&read_result(path))
+}
+
+/// The parts of a typed result a test expects to be there.
+pub trait Parts {
+    /// `queries` (a run with traffic).
+    fn q(&self) -> &throng::outcome::Queries;
+    /// `latency` (a run with traffic).
+    fn lat(&self) -> &throng::outcome::LatencyResult;
+    /// `dns` (a DNS run).
+    fn dns(&self) -> &throng::outcome::Dns;
+    /// `push` (--proto push).
+    fn push(&self) -> &throng::outcome::PushResult;
+    /// Query errors, every cause summed (timeouts apart).
+    fn errors(&self) -> u64;
+    /// Every failed connection, all buckets.
+    fn failed_total(&self) -> u64;
+}
+
+impl Parts for RunResult {
+    fn q(&self) -> &throng::outcome::Queries {
+        self.queries.as_ref().expect("a result with queries")
+    }
+    fn lat(&self) -> &throng::outcome::LatencyResult {
+        self.latency.as_ref().expect("a result with latency")
+    }
+    fn dns(&self) -> &throng::outcome::Dns {
+        self.dns.as_ref().expect("a result with dns")
+    }
+    fn push(&self) -> &throng::outcome::PushResult {
+        self.push.as_ref().expect("a result with push")
+    }
+    fn errors(&self) -> u64 {
+        self.q().errors.values().sum()
+    }
+    fn failed_total(&self) -> u64 {
+        self.connections.failed.values().sum()
+    }
+}
