@@ -246,26 +246,6 @@ pub fn read_result(path: impl AsRef<std::path::Path>) -> Value {
     parse_result(&t)
 }
 
-/// A number in a JSON result, by its path.
-pub fn n(v: &Value, path: &[&str]) -> u64 {
-    let mut x = v;
-    for p in path {
-        x = &x[*p];
-    }
-    x.as_u64()
-        .unwrap_or_else(|| panic!("{}: {v}", path.join(".")))
-}
-
-/// Query errors of a JSON result, every cause summed (timeouts apart).
-pub fn errors(v: &Value) -> u64 {
-    v["queries"]["errors"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum()
-}
-
 /// A fresh temporary directory for one test.
 pub fn temp_dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("throng-{name}-{}", std::process::id()));
@@ -346,44 +326,6 @@ pub fn which(name: &str) -> Option<std::path::PathBuf> {
         .chain([std::path::PathBuf::from("/usr/sbin")])
         .map(|d| d.join(name))
         .find(|p| p.is_file())
-}
-
-/// `queries.<key>` of a result.
-pub fn q(v: &Value, key: &str) -> u64 {
-    v["queries"][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("queries.{key}: {v}"))
-}
-
-/// `queries.errors.<cause>`.
-pub fn err(v: &Value, cause: &str) -> u64 {
-    v["queries"]["errors"][cause]
-        .as_u64()
-        .unwrap_or_else(|| panic!("queries.errors.{cause}: {v}"))
-}
-
-/// `connections.<key>`.
-pub fn conns(v: &Value, key: &str) -> u64 {
-    v["connections"][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("connections.{key}: {v}"))
-}
-
-/// `connections.failed.<bucket>`.
-pub fn failed(v: &Value, bucket: &str) -> u64 {
-    v["connections"]["failed"][bucket]
-        .as_u64()
-        .unwrap_or_else(|| panic!("connections.failed.{bucket}: {v}"))
-}
-
-/// Every failed connection, all buckets.
-pub fn failed_total(v: &Value) -> u64 {
-    v["connections"]["failed"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum()
 }
 
 pub use throng::outcome::RunResult;
