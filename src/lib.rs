@@ -20,6 +20,8 @@
 //!   (`throng report`, `--html`, `--hgrm`); a limit search's curve.
 //! - [`child`]: the line protocol between a parent and its child processes.
 //! - [`engine`]: the client's data plane: a mio loop per worker.
+//! - [`outcome`]: the result file's types (one type per format) and their
+//!   merge: what engine measured, report and cluster write, read and merge.
 //! - [`server_config`]: the reference server's configuration, as plain
 //!   serde data, and its TLS certificate and key.
 //! - [`tls`]: the rustls configurations of both sides.

@@ -386,8 +386,7 @@ fn query_totals(q: &Queries) -> QueryTotals {
     for (i, cause) in ERROR_CAUSES.iter().enumerate() {
         qt.errors[i] = q.errors.get(*cause).copied().unwrap_or(0);
     }
-    // (Results written before the counter: sent and the unsent causes, as
-    // it was computed then.)
+    // (A result without `due`: sent and the causes of queries not sent.)
     qt.due = if q.due > 0 || q.sent == 0 {
         q.due
     } else {

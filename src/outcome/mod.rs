@@ -2,7 +2,7 @@
 //! ([`Outcome`], its seconds [`Sample`]), the file written from it
 //! ([`RunResult`]) and read back, and the merge of the results of one
 //! run's slices. Below engine, report and cluster, which import it to
-//! write, read or merge a result; it runs nothing.
+//! write, read or merge a result; it runs no traffic and prints nothing.
 
 mod convert;
 mod file;
