@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::Sample;
+use crate::outcome::Sample;
 use crate::sys::signals::{Reason, Stop};
 
 /// A line a child prints on stdout.

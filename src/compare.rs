@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::domain::{Mode, Transport};
-pub use crate::report::compared::{Case, Comparison, Run};
-use crate::report::json::{write_atomic, RunResult};
+pub use crate::outcome::compared::{Case, Comparison, Run};
+use crate::outcome::RunResult;
+use crate::report::json::write_atomic;
 use crate::report::Views;
 use crate::server::{self, ServerConfig, ServerTls};
 use crate::sys::signals::Stop;

@@ -25,6 +25,8 @@
 //!   `throng compare --json` file's types.
 //! - [`child`]: the line protocol between a parent and its child processes.
 //! - [`engine`]: the client's data plane: a mio loop per worker.
+//! - [`outcome`]: the result file's types (one type per format) and their
+//!   merge: what engine measured, report and cluster write, read and merge.
 //! - [`server_config`]: the reference server's configuration, as plain
 //!   serde data, and its TLS certificate and key.
 //! - [`tls`]: the rustls configurations of both sides.
@@ -51,8 +53,11 @@ pub mod domain;
 pub mod engine;
 pub mod evidence;
 pub mod exposition;
+#[cfg(test)]
+mod fixtures;
 pub mod limit;
 pub mod metrics;
+pub mod outcome;
 pub mod report;
 pub mod scenario;
 pub mod server;

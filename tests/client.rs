@@ -10,8 +10,9 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{conns, failed, in_netns, output, server, set_sysctl, temp_dir, BIN};
+use common::{in_netns, output, server, set_sysctl, temp_dir, typed, Parts, BIN};
 use serde_json::Value;
+use throng::scenario::Ramp;
 
 /// Runs `throng client <args> --json F -q`; returns (code, stdout, stderr, json).
 fn client(name: &str, args: &[&str]) -> (i32, String, String, Value) {
@@ -50,10 +51,11 @@ fn hold_and_close(n: &str, expect: u64) {
         &[&target, "-c", n, "--connect-rate", "10k", "-T", "1s"],
     );
     assert_eq!(code, 0, "{out}\n{err}");
-    assert_eq!(conns(&v, "established"), expect, "{out}");
-    assert_eq!(conns(&v, "verified"), expect, "{out}");
-    assert_eq!(v["connections"]["peak"].as_u64(), Some(expect));
-    assert_eq!(conns(&v, "closed"), expect);
+    let r = typed(&v);
+    assert_eq!(r.connections.established, expect, "{out}");
+    assert_eq!(r.connections.verified, expect, "{out}");
+    assert_eq!(u64::try_from(r.connections.peak).ok(), Some(expect));
+    assert_eq!(r.connections.closed, expect);
     let (status, summary) = srv.stop();
     assert!(status.success());
     // The server saw every connection arrive and leave cleanly.
@@ -133,14 +135,14 @@ fn connect_rate_is_honoured_at_2000_per_second() {
         ],
     );
     assert_eq!(code, 0, "{out}");
-    let ramp = v["connections"]["ramp_s"].as_f64().unwrap();
-    let rate = v["connections"]["connect_rate"].as_f64().unwrap();
+    let r = typed(&v);
+    let ramp = r.connections.ramp_s.unwrap();
+    let rate = r.connections.connect_rate.unwrap();
     // 4000 at 2000/s: the last attempt is due at 2.0 s.
     assert!((1.8..=2.2).contains(&ramp), "ramp took {ramp} s");
     assert!((1800.0..=2200.0).contains(&rate), "rate {rate}/s");
     // Spread evenly, not in bursts: every full second saw about 2000.
-    let ps = v["per_second"].as_array().unwrap();
-    let first = ps[0]["established_per_s"].as_u64().unwrap();
+    let first = r.per_second[0].established_per_s;
     assert!((1800..=2200).contains(&first), "first second: {first}");
 }
 
@@ -162,11 +164,12 @@ fn batch_mode_opens_in_steps() {
         ],
     );
     assert_eq!(code, 0, "{out}");
-    assert_eq!(conns(&v, "established"), 2000);
+    let r = typed(&v);
+    assert_eq!(r.connections.established, 2000);
     // Four batches at 0, 0.4, 0.8 and 1.2 s.
-    let ramp = v["connections"]["ramp_s"].as_f64().unwrap();
+    let ramp = r.connections.ramp_s.unwrap();
     assert!((1.2..2.0).contains(&ramp), "ramp {ramp}");
-    assert_eq!(v["scenario"]["ramp"]["kind"], "batch");
+    assert!(matches!(r.scenario.ramp, Ramp::Batch { .. }));
 }
 
 #[test]
@@ -185,9 +188,10 @@ fn sync_mode_connects_one_at_a_time() {
         ],
     );
     assert_eq!(code, 0, "{out}");
-    assert_eq!(conns(&v, "established"), 300);
-    assert_eq!(v["scenario"]["max_inflight_connects"], 1);
-    assert_eq!(v["scenario"]["workers"], 1);
+    let r = typed(&v);
+    assert_eq!(r.connections.established, 300);
+    assert_eq!(r.scenario.max_inflight_connects, 1);
+    assert_eq!(r.scenario.workers, 1);
 }
 
 #[test]
@@ -202,8 +206,9 @@ fn refused_port_is_counted_and_exits_1() {
         &[&format!("127.0.0.1:{port}"), "-c", "50", "-T", "0s"],
     );
     assert_eq!(code, 1, "{out}");
-    assert_eq!(failed(&v, "refused"), 50);
-    assert_eq!(conns(&v, "established"), 0);
+    let r = typed(&v);
+    assert_eq!(r.connections.failed["refused"], 50);
+    assert_eq!(r.connections.established, 0);
     assert!(out.contains("hint (refused)"), "{out}");
     // Hints of other causes, not reached by a refusal.
     for other in [
@@ -253,11 +258,12 @@ fn never_accepting_listener_gives_timeouts_and_unverified() {
         ],
     );
     assert_eq!(code, 1, "{out}");
-    assert!(failed(&v, "timed_out") > 0, "{out}");
-    let est = conns(&v, "established");
+    let r = typed(&v);
+    assert!(r.connections.failed["timed_out"] > 0, "{out}");
+    let est = r.connections.established;
     assert!(est >= 1, "{out}");
-    assert_eq!(conns(&v, "verified"), 0, "{out}");
-    assert_eq!(conns(&v, "unverified"), est, "{out}");
+    assert_eq!(r.connections.verified, 0, "{out}");
+    assert_eq!(r.connections.unverified, est, "{out}");
     assert!(
         out.contains("hint (timed_out)") && out.contains("hint (unverified)"),
         "{out}"
@@ -306,11 +312,9 @@ fn a_retransmitted_handshake_is_named_as_the_servers_not_the_clients() {
         ],
     );
     assert_eq!(code, 0, "{out}\n{err}");
-    assert_eq!(conns(&v, "established"), 20, "{out}");
-    assert!(
-        v["connections"]["connect_time_us"]["p99"].as_u64().unwrap() >= 900_000,
-        "{out}"
-    );
+    let r = typed(&v);
+    assert_eq!(r.connections.established, 20, "{out}");
+    assert!(r.connections.connect_time_us.p99 >= 900_000, "{out}");
     assert!(out.contains("hint (handshake)"), "{out}");
     assert!(out.contains("server side dropped it"), "{out}");
     assert!(!out.contains("cannot see the server"), "{out}");
@@ -348,7 +352,8 @@ fn reset_at_first_data_is_half_open() {
     let addr = reset_server(false);
     let (code, out, _, v) = client("halfopen", &[&addr.to_string(), "-c", "30", "-T", "1s"]);
     assert_eq!(code, 1, "{out}");
-    assert_eq!(failed(&v, "half_open"), 30, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.connections.failed["half_open"], 30, "{out}");
     // The server is this test's process, which throng sees: it reset
     // them itself with fds to spare, not an accept queue to raise.
     assert!(
@@ -378,9 +383,10 @@ fn server_that_resets_every_connection() {
         ],
     );
     assert_eq!(code, 1, "{out}");
-    assert_eq!(conns(&v, "verified"), 30, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.connections.verified, 30, "{out}");
     assert_eq!(
-        failed(&v, "reset") + failed(&v, "closed_by_peer"),
+        r.connections.failed["reset"] + r.connections.failed["closed_by_peer"],
         30,
         "{out}"
     );
@@ -395,10 +401,11 @@ fn more_connections_than_one_source_has_ports_brings_in_a_second() {
         let srv = server(&[]);
         let (code, out, _, v) = client("ports", &[&srv.addr.to_string(), "-c", "1500", "-T", "0s"]);
         assert_eq!(code, 0, "{out}");
-        assert_eq!(conns(&v, "established"), 1500, "{out}");
-        let sources = v["scenario"]["sources"].as_array().unwrap();
+        let r = typed(&v);
+        assert_eq!(r.connections.established, 1500, "{out}");
+        let sources = &r.scenario.sources;
         assert!(sources.len() >= 2, "{out}");
-        assert_eq!(sources[1], "127.0.0.2");
+        assert_eq!(sources[1].to_string(), "127.0.0.2");
         assert!(out.contains("127.0.0.2"), "{out}");
         drop(srv);
     });
@@ -434,8 +441,9 @@ fn embedded_server_when_no_target() {
     let (code, out, err, v) = client("embedded", &["-c", "500", "-T", "0s"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("embedded echo server"), "{out}");
-    assert_eq!(conns(&v, "verified"), 500);
-    assert_eq!(v["scenario"]["embedded_server"], true);
+    let r = typed(&v);
+    assert_eq!(r.connections.verified, 500);
+    assert!(r.scenario.embedded_server);
 }
 
 #[test]
@@ -456,8 +464,9 @@ fn embedded_server_follows_several_processes() {
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("in processes of its own"), "{out}");
     assert!(out.contains("in 2 processes"), "{out}");
-    assert_eq!(conns(&v, "verified"), 25_000, "{out}");
-    assert_eq!(v["connections"]["failed"]["refused"], 0, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.connections.verified, 25_000, "{out}");
+    assert_eq!(r.connections.failed["refused"], 0, "{out}");
 }
 
 #[test]
@@ -559,9 +568,10 @@ fn sigint_writes_an_interrupted_result() {
     common::signal(child.id() as i32, libc::SIGINT);
     assert_eq!(child.wait().unwrap().code(), Some(130));
     let v = common::read_result(&json);
-    assert_eq!(v["interrupted"], true);
-    assert_eq!(conns(&v, "established"), 200);
-    assert_eq!(conns(&v, "closed"), 200);
+    let r = typed(&v);
+    assert!(r.interrupted);
+    assert_eq!(r.connections.established, 200);
+    assert_eq!(r.connections.closed, 200);
     let _ = std::fs::remove_dir_all(&dir);
     drop(srv);
 }
@@ -584,9 +594,10 @@ fn lifetime_with_reconnect_churns_connections() {
     );
     assert_eq!(code, 0, "{out}");
     // Each of the 50 slots reopened about three times in the second of hold.
-    assert!(conns(&v, "attempted") >= 150, "{out}");
-    assert_eq!(conns(&v, "attempted"), conns(&v, "established"));
-    assert_eq!(v["connections"]["peak"].as_u64(), Some(50));
+    let r = typed(&v);
+    assert!(r.connections.attempted >= 150, "{out}");
+    assert_eq!(r.connections.attempted, r.connections.established);
+    assert_eq!(u64::try_from(r.connections.peak).ok(), Some(50));
     drop(srv);
 }
 
@@ -630,13 +641,9 @@ fn non_loopback_target_uses_the_interface_addresses_or_names_the_fix() {
         ip("addr add 198.18.0.3/24 dev v0");
         let (code, out, err, v) = client("alias-ok", &[&target, "-c", "1200", "-T", "0s"]);
         assert_eq!(code, 0, "{out}\n{err}");
-        assert_eq!(conns(&v, "verified"), 1200);
-        let sources: Vec<&str> = v["scenario"]["sources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s.as_str().unwrap())
-            .collect();
+        let r = typed(&v);
+        assert_eq!(r.connections.verified, 1200);
+        let sources: Vec<String> = r.scenario.sources.iter().map(|s| s.to_string()).collect();
         assert_eq!(sources, ["198.18.0.1", "198.18.0.2", "198.18.0.3"]);
         drop(srv);
     });
@@ -661,8 +668,9 @@ fn hold_ends_at_sigterm_without_being_interrupted() {
     common::signal(child.id() as i32, libc::SIGTERM);
     assert_eq!(child.wait().unwrap().code(), Some(0));
     let v = common::read_result(&json);
-    assert_eq!(v["interrupted"], false);
-    assert_eq!(conns(&v, "closed"), 100);
+    let r = typed(&v);
+    assert!(!r.interrupted);
+    assert_eq!(r.connections.closed, 100);
     let _ = std::fs::remove_dir_all(&dir);
     drop(srv);
 }
@@ -701,9 +709,10 @@ fn preallocate_and_ipv6() {
         ],
     );
     assert_eq!(code, 0, "{out}\n{err}");
-    assert_eq!(conns(&v, "verified"), 400);
-    assert_eq!(v["scenario"]["preallocate"], true);
-    assert_eq!(v["scenario"]["targets"][0], v6.as_str());
+    let r = typed(&v);
+    assert_eq!(r.connections.verified, 400);
+    assert!(r.scenario.preallocate);
+    assert_eq!(r.scenario.targets[0].to_string(), v6.as_str());
     drop(srv);
 }
 
@@ -725,12 +734,8 @@ fn connections_schedule_grows_and_shrinks() {
         ],
     );
     assert_eq!(code, 0, "{out}\n{err}");
-    let open: Vec<i64> = v["per_second"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["connections"].as_i64().unwrap())
-        .collect();
+    let r = typed(&v);
+    let open: Vec<i64> = r.per_second.iter().map(|s| s.connections).collect();
     assert!(open.len() >= 4, "{open:?}");
     // t=1 s: the 200 plateau; t=2 s: half way up the ramp (400, with room
     // for a sample that trails a little); t=3 s: the 600 plateau; t=4 s: 100.
@@ -738,11 +743,8 @@ fn connections_schedule_grows_and_shrinks() {
     assert!((300..=500).contains(&open[1]), "{open:?}");
     assert!((560..=610).contains(&open[2]), "{open:?}");
     assert!((95..=105).contains(&open[3]), "{open:?}");
-    assert_eq!(
-        v["connections"]["peak"].as_i64().map(|p| p >= 560),
-        Some(true)
-    );
-    assert_eq!(conns(&v, "established"), conns(&v, "attempted"));
+    assert!(r.connections.peak >= 560);
+    assert_eq!(r.connections.established, r.connections.attempted);
     drop(srv);
 }
 
@@ -772,8 +774,8 @@ fn checks_pass_fail_and_refuse_what_they_cannot_read() {
     );
     // The defaults stay (the user's bound on ok replaces the default's),
     // the user's follow.
-    let checks = v["checks"].as_array().unwrap();
-    let exprs: Vec<&str> = checks.iter().map(|c| c["expr"].as_str().unwrap()).collect();
+    let checks = &typed(&v).checks;
+    let exprs: Vec<&str> = checks.iter().map(|c| c.expr.as_str()).collect();
     assert_eq!(
         exprs,
         [
@@ -783,11 +785,11 @@ fn checks_pass_fail_and_refuse_what_they_cannot_read() {
             "connections.failed==0"
         ]
     );
-    assert_eq!(checks[0]["pass"], true);
-    assert_eq!(checks[1]["pass"], true);
-    assert_eq!(checks[2]["pass"], false);
-    assert!(checks[2]["value"].as_f64().unwrap() >= 1.0);
-    assert_eq!(checks[3]["pass"], true);
+    assert!(checks[0].pass);
+    assert!(checks[1].pass);
+    assert!(!checks[2].pass);
+    assert!(checks[2].value.unwrap() >= 1.0);
+    assert!(checks[3].pass);
     assert!(
         err.contains("check failed: latency.response_time_us.p99<1us"),
         "{err}"
@@ -857,10 +859,10 @@ fn merge_checks_the_merged_result() {
         out.contains("FAIL  latency.service_time_us.p999<1us"),
         "{out}"
     );
-    let v = common::read_result(&merged);
-    let last = v["checks"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!(last["expr"], "latency.service_time_us.p999<1us");
-    assert_eq!(last["pass"], false);
+    let m = common::outcome(&merged);
+    let last = m.checks.last().unwrap().clone();
+    assert_eq!(last.expr, "latency.service_time_us.p999<1us");
+    assert!(!last.pass);
     // The default on a merge with queries: answered >= 99%.
     let (code, out, _) = merge(&[]);
     assert_eq!(code, 0, "{out}");
@@ -880,7 +882,8 @@ fn merge_checks_the_merged_result() {
     assert!(page.contains("<th>merged</th><td>2 results ("), "{page}");
     assert!(page.contains("<td class=\"pass\">PASS</td><td>queries.ok&gt;=99%</td>"));
     let v = common::read_result(&merged);
-    let count = v["latency"]["response_time_us"]["count"].as_u64().unwrap();
+    let r = typed(&v);
+    let count = r.lat().response_time_us.count;
     let spectrum = std::fs::read_to_string(dir.join("merged.response.hgrm")).unwrap();
     assert!(spectrum.contains(&format!("Total count    = {count:>12}]")));
     assert!(dir.join("merged.service.hgrm").exists());
@@ -909,17 +912,15 @@ fn the_ramp_is_establishment_whatever_verification_takes() {
         ]);
         args.extend(extra);
         let (_, out, _, v) = client("pong-ramp", &args);
-        (v["connections"]["ramp_s"].as_f64().unwrap(), out, v)
+        let r = typed(&v);
+        (r.connections.ramp_s.unwrap(), out, r)
     };
     let (plain, out, v) = ramp(&["--no-verify"]);
     assert!(plain < 1.2, "{out}");
     let (probed, out, v2) = ramp(&[]);
     assert!((probed - plain).abs() < 0.3, "{plain} {probed} {out}");
-    assert_eq!(conns(&v2, "unverified"), 2000, "{out}");
-    assert!(
-        v2["connections"]["verify_s"].as_f64().unwrap() >= probed + 0.5,
-        "{out}"
-    );
+    assert_eq!(v2.connections.unverified, 2000, "{out}");
+    assert!(v2.connections.verify_s.unwrap() >= probed + 0.5, "{out}");
     assert!(out.contains("does not answer DNS queries"), "{out}");
     assert!(
         !out.contains("were established but never answered"),
@@ -930,8 +931,8 @@ fn the_ramp_is_establishment_whatever_verification_takes() {
     // In its own protocol every connection is verified.
     let (pinged, out, v3) = ramp(&["--proto", "ping"]);
     assert!((pinged - plain).abs() < 0.3, "{plain} {pinged} {out}");
-    assert_eq!(conns(&v3, "verified"), 2000, "{out}");
-    assert_eq!(conns(&v, "established"), 2000);
+    assert_eq!(v3.connections.verified, 2000, "{out}");
+    assert_eq!(v.connections.established, 2000);
     drop(srv);
 }
 
@@ -966,8 +967,9 @@ fn a_held_run_of_several_processes_ends_at_ctrl_c_without_being_interrupted() {
     std::thread::spawn(move || for _ in std::io::BufRead::lines(&mut err) {});
     assert_eq!(child.wait().unwrap().code(), Some(0));
     let v = common::read_result(&json);
-    assert_eq!(v["interrupted"], false);
-    assert_eq!(conns(&v, "closed"), 100);
+    let r = typed(&v);
+    assert!(!r.interrupted);
+    assert_eq!(r.connections.closed, 100);
     let _ = std::fs::remove_dir_all(&dir);
     drop(srv);
 }

@@ -9,8 +9,9 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::{in_netns, temp_dir, BIN};
+use common::{in_netns, temp_dir, typed, Parts, BIN};
 use serde_json::Value;
+use throng::domain::RunIdFrom;
 
 fn sh(cmd: &str) {
     let st = Command::new("sh").arg("-c").arg(cmd).status().unwrap();
@@ -229,8 +230,8 @@ fn a_search_of_cluster_runs_finds_a_servers_fd_limit() {
         );
         for s in v["steps"].as_array().unwrap() {
             assert_eq!(s["held"], false);
-            let r = common::parse_result(&s["result"].to_string());
-            assert_eq!(r["parts"].as_array().unwrap().len(), 2, "{out}");
+            let r = typed(&common::parse_result(&s["result"].to_string()));
+            assert_eq!(r.parts.len(), 2, "{out}");
         }
         drop(srv);
         drop(lab);
@@ -304,17 +305,15 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         let (code, out, err) = common::output(Command::new(BIN).args(&args));
         assert_eq!(code, 0, "{out}\n{err}");
         let v: Value = common::read_result(&json);
-        assert_eq!(v["connections"]["established"], 300, "{out}");
-        assert_eq!(v["parts"].as_array().unwrap().len(), 3);
-        assert_eq!(v["partial"], false);
+        let r = typed(&v);
+        assert_eq!(r.connections.established, 300, "{out}");
+        assert_eq!(r.parts.len(), 3);
+        assert!(!r.partial);
         // One run: cluster gave every host the same id.
-        let id = &v["slice"]["run_id"];
-        assert!(id.is_string(), "{v}");
-        for p in v["parts"].as_array().unwrap() {
-            assert_eq!(
-                (&p["slice"]["run_id"], &p["slice"]["run_id_from"]),
-                (id, &"flag".into())
-            );
+        let id = &r.slice.as_ref().unwrap().run_id;
+        for p in &r.parts {
+            let s = p.slice.as_ref().unwrap();
+            assert_eq!((&s.run_id, s.run_id_from), (id, RunIdFrom::Flag));
         }
         let page = std::fs::read_to_string(&html).unwrap();
         assert!(
@@ -325,17 +324,17 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
             "the report names the hosts merged"
         );
         assert!(page.contains("id=\"spectrum\""));
-        for (f, key) in [
-            ("merged.response.hgrm", "response_time_us"),
-            ("merged.service.hgrm", "service_time_us"),
+        for (f, latency) in [
+            ("merged.response.hgrm", &r.lat().response_time_us),
+            ("merged.service.hgrm", &r.lat().service_time_us),
         ] {
             let text = std::fs::read_to_string(d.join(f)).unwrap();
-            let count = v["latency"][key]["count"].as_u64().unwrap();
+            let count = latency.count;
             let total = format!("Total count    = {count:>12}]");
             assert!(text.contains(&total), "{f}: {text}");
         }
-        let answered = v["queries"]["answered"].as_u64().unwrap();
-        let sent = v["queries"]["sent"].as_u64().unwrap();
+        let answered = r.q().answered;
+        let sent = r.q().sent;
         let (status, summary) = srv.stop();
         assert!(status.success());
         assert!(summary.contains("accepted 300, closed 300"), "{summary}");
@@ -389,11 +388,11 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         assert_eq!(child.wait().unwrap().code(), Some(130), "{out}");
         assert!(out.contains("PARTIAL: host root@198.18.0.9"), "{out}");
         assert!(out.contains("PARTIAL: host root@198.18.0.3"), "{out}");
-        let v: Value = common::read_result(&json);
-        assert_eq!(v["partial"], true);
-        assert_eq!(v["interrupted"], true);
-        assert_eq!(v["parts"].as_array().unwrap().len(), 1);
-        assert!(v["connections"]["established"].as_u64().unwrap() > 0);
+        let r = common::outcome(&json);
+        assert!(r.partial);
+        assert!(r.interrupted);
+        assert_eq!(r.parts.len(), 1);
+        assert!(r.connections.established > 0);
         drop(srv);
         drop(lab);
     });

@@ -8,7 +8,7 @@ use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{server, temp_dir, BIN};
+use common::{server, temp_dir, Parts, BIN};
 
 /// --rtt-log into a pipe nobody reads: the writer blocks for ever once the
 /// pipe is full. The run still ends at its deadline, writes its result and
@@ -57,19 +57,15 @@ fn an_rtt_log_nobody_reads_does_not_hold_the_run() {
     // last second).
     assert!(took < Duration::from_secs(13), "{took:?}\n{err}");
     assert_eq!(out.status.code(), Some(1), "{err}");
-    let v = common::read_result(&json);
-    let overrun: Vec<&str> = v["overrun"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no overrun: {v}"))
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
+    let r = common::outcome(&json);
+    assert!(!r.overrun.is_empty(), "no overrun: {r:?}");
+    let overrun = &r.overrun;
     assert!(
         overrun.iter().any(|s| s.contains("--rtt-log writer")),
         "{overrun:?}"
     );
     assert!(err.contains("overran"), "{err}");
-    assert!(common::n(&v, &["queries", "answered"]) > 0, "{v}");
+    assert!(r.q().answered > 0, "{:?}", r.q());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("OVERRUN"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -146,11 +142,11 @@ fn a_frozen_process_is_killed_and_named_missing() {
         "process {} still there",
         kids[1]
     );
-    let v = common::read_result(&json);
-    assert_eq!(v["partial"], true, "{v}");
-    let missing = v["missing"].to_string();
+    let r = common::outcome(&json);
+    assert!(r.partial, "{:?}", r.missing);
+    let missing = format!("{:?}", r.missing);
     assert!(missing.contains("fell silent"), "{missing}");
-    assert!(common::n(&v, &["queries", "answered"]) > 0, "{v}");
+    assert!(r.q().answered > 0, "{:?}", r.q());
     let _ = std::fs::remove_dir_all(&dir);
     let (status, _) = srv.stop();
     assert!(status.success());

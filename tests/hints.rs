@@ -154,7 +154,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{client, failed, in_netns, n, output, server, set_sysctl, temp_dir, BIN};
+use common::{client, in_netns, output, server, set_sysctl, temp_dir, typed, Parts, BIN};
 
 /// Inside a namespace with only loopback: a target with no route fails
 /// unreachable; one behind a `prohibit` route fails with EACCES, which
@@ -168,7 +168,8 @@ fn unreachable_and_prohibited_routes_are_named_apart() {
             false,
         );
         assert_eq!(code, 1, "{out}");
-        assert_eq!(failed(&v, "unreachable"), 5, "{out}");
+        let r = typed(&v);
+        assert_eq!(r.connections.failed["unreachable"], 5, "{out}");
         assert!(out.contains("hint (unreachable): no route"), "{out}");
         for other in ["hint (other)", "hint (refused)", "hint (out_of_fds)"] {
             assert!(!out.contains(other), "{out}");
@@ -182,7 +183,8 @@ fn unreachable_and_prohibited_routes_are_named_apart() {
             false,
         );
         assert_eq!(code, 1, "{out}");
-        assert_eq!(failed(&v, "other"), 5, "{out}");
+        let r = typed(&v);
+        assert_eq!(r.connections.failed["other"], 5, "{out}");
         assert!(out.contains("errno 13 (Permission denied"), "{out}");
         assert!(
             out.contains("hint (other): connect() failed with an errno"),
@@ -211,7 +213,8 @@ fn the_clients_own_fd_limit_is_named() {
     ]));
     let v = common::read_result(&json);
     assert_eq!(code, 1, "{out}\n{err}");
-    assert!(failed(&v, "out_of_fds") > 0, "{out}");
+    let r = typed(&v);
+    assert!(r.connections.failed["out_of_fds"] > 0, "{out}");
     assert!(
         out.contains("hint (out_of_fds): this process ran out of file descriptors"),
         "{out}"
@@ -244,7 +247,8 @@ fn ports_run_out_over_tcp_without_time_wait_words() {
             false,
         );
         assert_eq!(code, 1, "{out}");
-        assert!(failed(&v, "no_free_port") >= 50, "{out}");
+        let r = typed(&v);
+        assert!(r.connections.failed["no_free_port"] >= 50, "{out}");
         assert!(
             out.contains("hint (no_free_port): ephemeral ports ran out"),
             "{out}"
@@ -307,7 +311,8 @@ fn closes_and_resets_mid_query_are_named_apart() {
         (out, v)
     };
     let (out, v) = run("closes-mid-query", false);
-    assert!(failed(&v, "closed_by_peer") > 0, "{out}");
+    let r = typed(&v);
+    assert!(r.connections.failed["closed_by_peer"] > 0, "{out}");
     assert!(
         out.contains("hint (closed_by_peer): the server closed established connections"),
         "{out}"
@@ -316,7 +321,8 @@ fn closes_and_resets_mid_query_are_named_apart() {
     assert!(!out.contains("hint (half_open)"), "{out}");
 
     let (out, v) = run("resets-mid-query", true);
-    assert!(failed(&v, "reset") > 0, "{out}");
+    let r = typed(&v);
+    assert!(r.connections.failed["reset"] > 0, "{out}");
     assert!(
         out.contains("hint (reset): the server reset established connections"),
         "{out}"
@@ -360,8 +366,9 @@ fn a_server_that_answers_some_connections_only() {
         false,
     );
     assert_eq!(code, 1, "{out}");
-    assert_eq!(n(&v, &["connections", "verified"]), 5, "{out}");
-    assert_eq!(n(&v, &["connections", "unverified"]), 5, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.connections.verified, 5, "{out}");
+    assert_eq!(r.connections.unverified, 5, "{out}");
     let line = out
         .lines()
         .find(|l| l.contains("hint (unverified)"))
@@ -460,7 +467,8 @@ fn a_client_sharing_its_core_with_the_server_is_named() {
         (out, v)
     };
     let (out, v) = run("one-core", "1");
-    assert_eq!(v["client"]["shares_cores_with_server"], true, "{out}");
+    let cpu = typed(&v).client.unwrap();
+    assert!(cpu.shares_cores_with_server, "{out}");
     // How late the client was varies with the machine's other load: a
     // warning, a note, or "sent on time"; each names the core shared.
     let said = out.lines().find(|l| {
@@ -516,7 +524,8 @@ fn a_full_window_is_named_as_the_servers_pace() {
         false,
     );
     assert_eq!(code, 1, "{out}");
-    assert!(n(&v, &["queries", "waited", "window"]) > 100, "{out}");
+    let r = typed(&v);
+    assert!(r.q().waited["window"] > 100, "{out}");
     assert!(
         out.contains("waited for room in their connection's --window 1"),
         "{out}"
@@ -559,7 +568,8 @@ fn the_clients_own_port_search_is_named_as_the_clients() {
                 false,
             );
             assert_eq!(code, 0, "{out}");
-            assert_eq!(n(&v, &["connections", "established"]), 13650, "{out}");
+            let r = typed(&v);
+            assert_eq!(r.connections.established, 13650, "{out}");
             out
         };
         let out = run("port-search", "40000 53999");
@@ -615,7 +625,8 @@ fn a_client_that_cannot_keep_its_schedule_is_named() {
     ];
     let (code, out, v) = pinned_client("client-late", "0", None, &args);
     assert_eq!(code, 0, "{out}");
-    assert_eq!(v["client"]["shares_cores_with_server"], false, "{out}");
+    let cpu = typed(&v).client.unwrap();
+    assert!(!cpu.shares_cores_with_server, "{out}");
     // Whether it fell short of the rate (it may catch up), how late it
     // was against the service time's tail, and how busy, vary with the
     // machine's load: one of the client's words, a warning or a note that
@@ -741,7 +752,9 @@ fn a_server_throng_cannot_see_is_named_with_where_to_look() {
                 let mut args = vec![a.as_str()];
                 args.extend(extra);
                 let (code, out, v, _) = client(name, &args, false);
-                assert!(v["server_seen"].is_null(), "{out}");
+                // (No file at all holds no server either.)
+                let seen = (!v.is_null()).then(|| typed(&v).server_seen);
+                assert!(seen.flatten().is_none(), "{out}");
                 (code, out, v)
             };
 
@@ -759,7 +772,8 @@ fn a_server_throng_cannot_see_is_named_with_where_to_look() {
                 ],
             );
             assert_eq!(code, 0, "{out}");
-            assert_eq!(n(&v, &["connections", "established"]), 20, "{out}");
+            let r = typed(&v);
+            assert_eq!(r.connections.established, 20, "{out}");
             let line = out
                 .lines()
                 .find(|l| l.contains("hint (handshake)"))
@@ -788,7 +802,8 @@ fn a_server_throng_cannot_see_is_named_with_where_to_look() {
                 ],
             );
             assert_eq!(code, 1, "{out}");
-            assert!(failed(&v, "timed_out") > 0, "{out}");
+            let r = typed(&v);
+            assert!(r.connections.failed["timed_out"] > 0, "{out}");
             assert!(
                 out.contains(
                     "hint (timed_out): SYNs went unanswered. throng cannot see the server \
@@ -808,7 +823,8 @@ fn a_server_throng_cannot_see_is_named_with_where_to_look() {
 
             let (code, out, v) = run("far-resets", resets, &["-c", "30", "-T", "1s"]);
             assert_eq!(code, 1, "{out}");
-            assert_eq!(failed(&v, "half_open"), 30, "{out}");
+            let r = typed(&v);
+            assert_eq!(r.connections.failed["half_open"], 30, "{out}");
             assert!(
                 out.contains(
                     "hint (half_open): connect() succeeded but the server reset the \
@@ -872,7 +888,8 @@ fn a_tail_well_above_the_clients_lateness_is_the_servers() {
     // SAFETY: our own child.
     unsafe { libc::kill(hog.id() as i32, libc::SIGKILL) };
     let _ = hog.wait();
-    assert!(n(&v, &["latency", "send_lag_us", "p99"]) > 1000, "{late}");
+    let r = typed(&v);
+    assert!(r.lat().send_lag_us.p99 > 1000, "{late}");
     assert!(late.contains("is well above that"), "{late}");
     assert!(!late.contains("the client is the bottleneck"), "{late}");
     let (on_time, _) = run("tail-on-time");

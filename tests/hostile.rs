@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{err, errors, failed, failed_total, peer, q, temp_dir, BIN};
+use common::{peer, temp_dir, typed, Parts, BIN};
 use serde_json::Value;
 
 /// The client's input cap (`engine::proto::INPUT_CAP`, README).
@@ -131,22 +131,23 @@ fn garbage_ends_each_connection(proto: &str, reply: &'static [u8]) {
     );
     assert_eq!(code, 1, "answered < 99%: {out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    let malformed = err(&v, "malformed");
+    let r = typed(&v);
+    let malformed = r.q().errors["malformed"];
     assert!(malformed >= 4, "{out}");
-    assert_eq!(q(&v, "answered"), 0, "{out}");
+    assert_eq!(r.q().answered, 0, "{out}");
     // One connection ended per garbled answer, in the reset bucket.
-    assert_eq!(failed(&v, "reset"), malformed, "{out}");
-    assert_eq!(failed_total(&v), malformed, "{out}");
+    assert_eq!(r.connections.failed["reset"], malformed, "{out}");
+    assert_eq!(r.failed_total(), malformed, "{out}");
     // The query each garbled answer came for (one at a time per
     // connection) went with its connection.
-    assert_eq!(err(&v, "conn_lost"), malformed, "{out}");
+    assert_eq!(r.q().errors["conn_lost"], malformed, "{out}");
     assert_eq!(
-        errors(&v),
-        2 * malformed + err(&v, "no_connection"),
+        r.errors(),
+        2 * malformed + r.q().errors["no_connection"],
         "{out}"
     );
-    assert_eq!(err(&v, "oversized"), 0, "{out}");
-    assert_eq!(q(&v, "timed_out"), 0, "{out}");
+    assert_eq!(r.q().errors["oversized"], 0, "{out}");
+    assert_eq!(r.q().timed_out, 0, "{out}");
     assert!(out.contains("malformed"), "{out}");
 }
 
@@ -192,16 +193,17 @@ fn garbage_ping_lines_are_mismatches() {
     // Every ping answered, and every answer failed: the run fails.
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    let answered = q(&v, "answered");
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered >= 10, "{out}");
-    assert_eq!(q(&v, "sent"), answered, "{out}");
+    assert_eq!(r.q().sent, answered, "{out}");
     assert_eq!(
-        v["queries"]["failed_answers"]["mismatch"].as_u64(),
+        r.q().failed_answers.get("mismatch").copied(),
         Some(answered),
         "{out}"
     );
-    assert_eq!(errors(&v), 0, "a failed answer is not an error too: {out}");
-    assert_eq!(failed_total(&v), 0, "{out}");
+    assert_eq!(r.errors(), 0, "a failed answer is not an error too: {out}");
+    assert_eq!(r.failed_total(), 0, "{out}");
 }
 
 /// raw with --marker cannot tell garbage from a reply that has not ended:
@@ -232,13 +234,14 @@ fn garbage_raw_without_the_marker_times_out() {
     );
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    let sent = q(&v, "sent");
+    let r = typed(&v);
+    let sent = r.q().sent;
     assert!(sent >= 10, "{out}");
-    assert_eq!(q(&v, "timed_out"), sent, "{out}");
-    assert_eq!(q(&v, "answered"), 0, "{out}");
-    assert_eq!(errors(&v), 0, "{out}");
-    assert_eq!(failed_total(&v), 0, "{out}");
-    assert_eq!(q(&v, "bytes_in"), 7 * sent, "{out}");
+    assert_eq!(r.q().timed_out, sent, "{out}");
+    assert_eq!(r.q().answered, 0, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
+    assert_eq!(r.failed_total(), 0, "{out}");
+    assert_eq!(r.q().bytes_in, 7 * sent, "{out}");
 }
 
 // ---- frames that never end -------------------------------------------------
@@ -273,11 +276,12 @@ fn dns_frame_that_never_ends_times_out() {
     );
     assert_eq!(code, 1, "{out}");
     assert!(secs < 4.0, "{secs} s: {out}");
-    let sent = q(&v, "sent");
+    let r = typed(&v);
+    let sent = r.q().sent;
     assert!(sent >= 3, "{out}");
-    assert_eq!(q(&v, "timed_out"), sent, "{out}");
-    assert_eq!(errors(&v), 0, "{out}");
-    assert_eq!(failed_total(&v), 0, "{out}");
+    assert_eq!(r.q().timed_out, sent, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
+    assert_eq!(r.failed_total(), 0, "{out}");
 }
 
 /// A peer that answers the first request of each connection with `head`,
@@ -313,20 +317,21 @@ fn endless_reply_is_cut(name: &str, addr: SocketAddr, args: &[&str]) {
     let (code, out, v, secs) = run(name, addr, &all);
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    let cut = err(&v, "oversized");
+    let r = typed(&v);
+    let cut = r.q().errors["oversized"];
     assert!(cut >= 2, "{out}");
-    assert_eq!(q(&v, "answered"), 0, "{out}");
-    assert_eq!(failed(&v, "reset"), cut, "{out}");
+    assert_eq!(r.q().answered, 0, "{out}");
+    assert_eq!(r.connections.failed["reset"], cut, "{out}");
     // Every query went with its connection: one cut, or one still filling
     // when the run closed it (a slow filler may not reach the cap within
     // --drain, and queries pile up on it).
-    let sent = q(&v, "sent");
-    assert_eq!(err(&v, "conn_lost"), sent, "{out}");
+    let sent = r.q().sent;
+    assert_eq!(r.q().errors["conn_lost"], sent, "{out}");
     assert!(cut <= sent, "{out}");
-    assert_eq!(err(&v, "malformed"), 0, "{out}");
+    assert_eq!(r.q().errors["malformed"], 0, "{out}");
     // Each connection (those cut, and the two open at the end) read at
     // most the cap and one read more.
-    let bytes_in = q(&v, "bytes_in");
+    let bytes_in = r.q().bytes_in;
     assert!(bytes_in <= (cut + 2) * (CAP + READ), "{bytes_in}: {out}");
 }
 
@@ -360,17 +365,19 @@ fn endless_reply_streams(name: &str, addr: SocketAddr, answers: SocketAddr, args
         "300ms",
     ]);
     let (code, out, v, _, normal) = run_rss(&format!("{name}-answered"), answers, &all);
-    assert_eq!((code, q(&v, "timed_out")), (0, 0), "{out}");
+    let r = typed(&v);
+    assert_eq!((code, r.q().timed_out), (0, 0), "{out}");
     let (code, out, v, secs, rss) = run_rss(name, addr, &all);
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    let sent = q(&v, "sent");
+    let r = typed(&v);
+    let sent = r.q().sent;
     assert!(sent >= 6, "{out}");
-    assert_eq!(q(&v, "timed_out"), sent, "{out}");
-    assert_eq!(q(&v, "answered"), 0, "{out}");
-    assert_eq!(errors(&v), 0, "{out}");
-    assert_eq!(failed_total(&v), 0, "{out}");
-    let bytes_in = q(&v, "bytes_in");
+    assert_eq!(r.q().timed_out, sent, "{out}");
+    assert_eq!(r.q().answered, 0, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
+    assert_eq!(r.failed_total(), 0, "{out}");
+    let bytes_in = r.q().bytes_in;
     assert!(
         bytes_in > 2 * 8 * CAP,
         "read on past the cap: {bytes_in}: {out}"
@@ -449,9 +456,10 @@ fn http_body_far_past_the_cap_is_answered() {
         ],
     );
     assert_eq!(code, 0, "{out}");
-    assert_eq!(q(&v, "answered"), 3, "{out}");
-    assert_eq!(errors(&v), 0, "{out}");
-    assert!(q(&v, "bytes_in") > 3 * BODY as u64, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.q().answered, 3, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
+    assert!(r.q().bytes_in > 3 * BODY as u64, "{out}");
 }
 
 #[test]
@@ -569,7 +577,8 @@ fn a_flood_on_ten_thousand_connections_is_read_within_bounds() {
     let (code, out, v, _, quiet) = run_rss("flood-silent", silent, &args);
     stop.store(true, Relaxed);
     assert_eq!(code, 1, "{out}");
-    assert_eq!(q(&v, "bytes_in"), 0, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.q().bytes_in, 0, "{out}");
     let filler: &'static [u8] = Box::leak(b"flood ".repeat(2000).into_boxed_slice());
     let (flood, stop) = flooding(filler, N as usize);
     let (code, out, v, secs, rss) = run_rss("flood", flood, &args);
@@ -577,12 +586,13 @@ fn a_flood_on_ten_thousand_connections_is_read_within_bounds() {
     assert_eq!(code, 1, "{out}");
     // The ramp (~1 s at the default 10,000/s), -T, --drain (--timeout).
     assert!(secs < 2.0 + 3.0 + 0.5 + 3.0, "{secs} s: {out}");
-    assert_eq!(q(&v, "answered"), 0, "{out}");
-    assert_eq!(q(&v, "timed_out"), q(&v, "sent"), "{out}");
-    assert_eq!(errors(&v), 0, "{out}");
-    assert_eq!(failed_total(&v), 0, "{out}");
-    assert_eq!(v["connections"]["established"], N, "{out}");
-    let bytes_in = q(&v, "bytes_in");
+    let r = typed(&v);
+    assert_eq!(r.q().answered, 0, "{out}");
+    assert_eq!(r.q().timed_out, r.q().sent, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
+    assert_eq!(r.failed_total(), 0, "{out}");
+    assert_eq!(r.connections.established, N, "{out}");
+    let bytes_in = r.q().bytes_in;
     assert!(bytes_in > 100 * CAP, "it read: {bytes_in}: {out}");
     assert!(
         rss < quiet + N * 4096,
@@ -628,12 +638,14 @@ fn server_that_never_reads_backs_up_and_is_named() {
     assert_eq!(code, 1, "{out}");
     // -T, then --drain (--timeout) at most, and the close.
     assert!(secs < 2.0 + 0.5 + 2.0, "{secs} s: {out}");
-    let due = q(&v, "sent");
-    let (sent, not_sent) = (q(&v2, "sent"), err(&v2, "not_sent"));
+    let r = typed(&v);
+    let due = r.q().sent;
+    let r2 = typed(&v2);
+    let (sent, not_sent) = (r2.q().sent, r2.q().errors["not_sent"]);
     assert!(not_sent > 0, "{out}");
-    assert_eq!(q(&v2, "answered"), 0, "{out}");
-    assert_eq!(q(&v2, "timed_out"), sent, "{out}");
-    assert_eq!(errors(&v2), not_sent, "{out}");
+    assert_eq!(r2.q().answered, 0, "{out}");
+    assert_eq!(r2.q().timed_out, sent, "{out}");
+    assert_eq!(r2.errors(), not_sent, "{out}");
     // Every query due counted once: as many as the run that was answered
     // sent, within 2%.
     let all = sent + not_sent;
@@ -689,13 +701,14 @@ fn dns_answers_with_wrong_ids_are_unmatched() {
     );
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    let sent = q(&v, "sent");
+    let r = typed(&v);
+    let sent = r.q().sent;
     assert!(sent >= 10, "{out}");
-    assert_eq!(q(&v, "answered"), 0, "{out}");
-    assert_eq!(q(&v, "timed_out"), sent, "{out}");
-    assert_eq!(err(&v, "unmatched"), sent, "{out}");
-    assert_eq!(errors(&v), sent, "{out}");
-    assert_eq!(failed_total(&v), 0, "{out}");
+    assert_eq!(r.q().answered, 0, "{out}");
+    assert_eq!(r.q().timed_out, sent, "{out}");
+    assert_eq!(r.q().errors["unmatched"], sent, "{out}");
+    assert_eq!(r.errors(), sent, "{out}");
+    assert_eq!(r.failed_total(), 0, "{out}");
 }
 
 /// Answers each HTTP request, then 50 ms later sends a response to no
@@ -733,16 +746,17 @@ fn http_response_with_no_request_is_unmatched() {
     );
     assert_eq!(code, 0, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    let answered = q(&v, "answered");
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered >= 6, "{out}");
-    assert_eq!(q(&v, "sent"), answered, "{out}");
-    assert_eq!(v["queries"]["http_status"]["200"].as_u64(), Some(answered));
+    assert_eq!(r.q().sent, answered, "{out}");
+    assert_eq!(r.q().http_status.get("200").copied(), Some(answered));
     // The last query's extra response may come after the connection
     // closed.
-    let unmatched = err(&v, "unmatched");
+    let unmatched = r.q().errors["unmatched"];
     assert!(unmatched + 2 >= answered && unmatched <= answered, "{out}");
-    assert_eq!(errors(&v), unmatched, "{out}");
-    assert_eq!(failed_total(&v), 0, "{out}");
+    assert_eq!(r.errors(), unmatched, "{out}");
+    assert_eq!(r.failed_total(), 0, "{out}");
 }
 
 /// Echoes each message, then the same message with a sequence number never
@@ -777,11 +791,12 @@ fn extra_echo_messages_are_unmatched() {
         ],
     );
     assert_eq!(code, 0, "{out}");
-    let answered = q(&v, "answered");
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered >= 10, "{out}");
-    assert_eq!(q(&v, "sent"), answered, "{out}");
-    assert_eq!(err(&v, "unmatched"), answered, "{out}");
-    assert_eq!(errors(&v), answered, "{out}");
+    assert_eq!(r.q().sent, answered, "{out}");
+    assert_eq!(r.q().errors["unmatched"], answered, "{out}");
+    assert_eq!(r.errors(), answered, "{out}");
 }
 
 // ---- twice, out of order ---------------------------------------------------
@@ -804,12 +819,13 @@ fn dns_answers_twice_count_once() {
         &["-c", "2", "-r", "200", "-T", "1s", "--timeout", "300ms"],
     );
     assert_eq!(code, 0, "{out}");
-    let answered = q(&v, "answered");
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered >= 100, "{out}");
-    assert_eq!(q(&v, "sent"), answered, "{out}");
-    assert_eq!(v["dns"]["rcodes"]["NOERROR"].as_u64(), Some(answered));
-    assert_eq!(err(&v, "unmatched"), answered, "{out}");
-    assert_eq!(errors(&v), answered, "{out}");
+    assert_eq!(r.q().sent, answered, "{out}");
+    assert_eq!(r.dns().rcodes.get("NOERROR").copied(), Some(answered));
+    assert_eq!(r.q().errors["unmatched"], answered, "{out}");
+    assert_eq!(r.errors(), answered, "{out}");
 }
 
 /// Echoes every message twice: the second is `unmatched`.
@@ -831,11 +847,12 @@ fn echo_answers_twice_count_once() {
         ],
     );
     assert_eq!(code, 0, "{out}");
-    let answered = q(&v, "answered");
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered >= 100, "{out}");
-    assert_eq!(q(&v, "sent"), answered, "{out}");
-    assert_eq!(err(&v, "unmatched"), answered, "{out}");
-    assert_eq!(errors(&v), answered, "{out}");
+    assert_eq!(r.q().sent, answered, "{out}");
+    assert_eq!(r.q().errors["unmatched"], answered, "{out}");
+    assert_eq!(r.errors(), answered, "{out}");
 }
 
 /// Holds DNS queries in fours and answers each four in reverse: every
@@ -871,12 +888,13 @@ fn dns_answers_reordered_are_all_matched() {
         ],
     );
     assert_eq!(code, 0, "{out}");
-    let answered = q(&v, "answered");
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered >= 100, "{out}");
     assert_eq!(answered % 4, 0, "whole fours: {out}");
-    assert_eq!(errors(&v), 0, "{out}");
-    assert_eq!(q(&v, "timed_out"), 0, "{out}");
-    assert_eq!(v["dns"]["rcodes"]["NOERROR"].as_u64(), Some(answered));
+    assert_eq!(r.errors(), 0, "{out}");
+    assert_eq!(r.q().timed_out, 0, "{out}");
+    assert_eq!(r.dns().rcodes.get("NOERROR").copied(), Some(answered));
 }
 
 // ---- a close or a reset mid-response ---------------------------------------
@@ -946,15 +964,16 @@ fn half_answer_counted(name: &str, reset: bool, bucket: &str) {
     );
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    assert_eq!(q(&v, "answered"), 2, "{out}");
-    assert_eq!(failed(&v, bucket), 2, "{out}");
-    assert_eq!(failed_total(&v), 2, "{out}");
-    assert_eq!(err(&v, "conn_lost"), 2, "{out}");
-    assert_eq!(err(&v, "malformed"), 0, "{out}");
-    assert_eq!(q(&v, "timed_out"), 0, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.q().answered, 2, "{out}");
+    assert_eq!(r.connections.failed[bucket], 2, "{out}");
+    assert_eq!(r.failed_total(), 2, "{out}");
+    assert_eq!(r.q().errors["conn_lost"], 2, "{out}");
+    assert_eq!(r.q().errors["malformed"], 0, "{out}");
+    assert_eq!(r.q().timed_out, 0, "{out}");
     // The rest found no connection left.
-    assert_eq!(errors(&v), 2 + err(&v, "no_connection"), "{out}");
-    assert_eq!(q(&v, "in_flight_at_end"), 0, "{out}");
+    assert_eq!(r.errors(), 2 + r.q().errors["no_connection"], "{out}");
+    assert_eq!(r.q().in_flight_at_end, 0, "{out}");
 }
 
 #[test]
@@ -1001,18 +1020,19 @@ fn answered_and_closed_cleanly(name: &str, reply: &'static [u8]) {
     );
     assert_eq!(code, 0, "{out}");
     assert!(secs < 10.0, "{secs} s: {out}");
-    let answered = q(&v, "answered");
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered >= 150, "{out}");
-    assert_eq!(q(&v, "sent"), answered, "{out}");
-    assert_eq!(q(&v, "ok"), answered, "{out}");
-    assert_eq!(v["queries"]["http_status"]["200"].as_u64(), Some(answered));
-    assert_eq!(err(&v, "malformed"), 0, "{out}");
-    assert_eq!(err(&v, "conn_lost"), 0, "{out}");
+    assert_eq!(r.q().sent, answered, "{out}");
+    assert_eq!(r.q().ok, Some(answered), "{out}");
+    assert_eq!(r.q().http_status.get("200").copied(), Some(answered));
+    assert_eq!(r.q().errors["malformed"], 0, "{out}");
+    assert_eq!(r.q().errors["conn_lost"], 0, "{out}");
     // At the end a query may still wait for a replacement connection.
-    assert!(errors(&v) <= 5, "{out}");
-    assert_eq!(failed_total(&v), 0, "{out}");
+    assert!(r.errors() <= 5, "{out}");
+    assert_eq!(r.failed_total(), 0, "{out}");
     // Each connection answered once and closed, the server's right.
-    let peer_closed = common::n(&v, &["connections", "peer_closed"]);
+    let peer_closed = r.connections.peer_closed;
     assert!(
         peer_closed + 5 >= answered && peer_closed <= answered,
         "{out}"
@@ -1068,16 +1088,13 @@ fn http_body_without_a_length_cut_by_a_reset_is_conn_lost() {
     );
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    let lost = err(&v, "conn_lost");
+    let r = typed(&v);
+    let lost = r.q().errors["conn_lost"];
     assert!(lost >= 10, "{out}");
-    assert_eq!(q(&v, "answered"), 0, "{out}");
-    assert_eq!(err(&v, "malformed"), 0, "{out}");
-    assert_eq!(failed_total(&v), 0, "{out}");
-    assert_eq!(
-        common::n(&v, &["connections", "peer_closed"]),
-        lost,
-        "{out}"
-    );
+    assert_eq!(r.q().answered, 0, "{out}");
+    assert_eq!(r.q().errors["malformed"], 0, "{out}");
+    assert_eq!(r.failed_total(), 0, "{out}");
+    assert_eq!(r.connections.peer_closed, lost, "{out}");
 }
 
 // ---- the books balance whatever the server does ------------------------------
@@ -1182,8 +1199,9 @@ proptest::proptest! {
         let (code, out, v, secs) = run("books-chaos", addr, &args);
         proptest::prop_assert!(code == 0 || code == 1, "exit {code}: {args:?}\n{out}");
         proptest::prop_assert!(!v.is_null(), "no result: {args:?}\n{out}");
+        let r = typed(&v);
         // -T 1s, --drain 0.5s, the close; a loaded machine's slack.
         proptest::prop_assert!(secs < 15.0, "{secs} s: {args:?}\n{out}");
-        proptest::prop_assert!(q(&v, "due") > 0, "{args:?}\n{out}");
+        proptest::prop_assert!(r.q().due > 0, "{args:?}\n{out}");
     }
 }

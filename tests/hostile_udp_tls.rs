@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::Instant;
 
-use common::{err, errors, failed, failed_total, peer, q, temp_dir, BIN};
+use common::{peer, temp_dir, typed, Parts, BIN};
 use serde_json::Value;
 
 /// Runs `throng client ADDR <args>`: (exit code, output, JSON, seconds).
@@ -46,10 +46,10 @@ fn run(name: &str, addr: SocketAddr, args: &[&str]) -> (i32, String, Value, f64)
 
 /// `connections.tls_error`: the first TLS error, in words.
 fn tls_error(v: &Value) -> String {
-    v["connections"]["tls_error"]
-        .as_str()
+    typed(v)
+        .connections
+        .tls_error
         .unwrap_or_else(|| panic!("connections.tls_error: {v}"))
-        .to_string()
 }
 
 /// The answer to a DNS query (no TCP length): the query with QR set
@@ -147,16 +147,17 @@ fn udp_truncated(name: &str, cut_every: u64) -> String {
     assert_eq!(code, 0, "every query was answered: {out}");
     assert!(out.contains(&format!("PASS  {share}")), "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    let sent = q(&v, "sent");
+    let r = typed(&v);
+    let sent = r.q().sent;
     assert!(sent >= 20, "{out}");
     assert_eq!(got.load(Ordering::Relaxed), sent, "{out}");
-    assert_eq!(q(&v, "answered"), sent, "{out}");
-    assert_eq!(v["dns"]["rcodes"]["NOERROR"].as_u64(), Some(sent), "{out}");
+    assert_eq!(r.q().answered, sent, "{out}");
+    assert_eq!(r.dns().rcodes.get("NOERROR").copied(), Some(sent), "{out}");
     let truncated = cut.load(Ordering::Relaxed);
     assert_eq!(truncated, sent / cut_every, "{out}");
-    assert_eq!(q(&v, "truncated"), truncated, "{out}");
-    assert_eq!(errors(&v), 0, "{out}");
-    assert_eq!(q(&v, "timed_out"), 0, "{out}");
+    assert_eq!(r.q().truncated, truncated, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
+    assert_eq!(r.q().timed_out, 0, "{out}");
     let line = format!("truncated   {truncated} answers had TC=1 (counted as answered)");
     assert!(out.contains(&line), "{out}");
     out
@@ -213,12 +214,13 @@ fn tcp_truncated_answers_are_counted_apart() {
     );
     assert_eq!(code, 0, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    let sent = q(&v, "sent");
+    let r = typed(&v);
+    let sent = r.q().sent;
     assert!(sent >= 10, "{out}");
-    assert_eq!(q(&v, "answered"), sent, "{out}");
-    assert_eq!(q(&v, "truncated"), sent, "{out}");
-    assert_eq!(errors(&v), 0, "{out}");
-    assert_eq!(failed_total(&v), 0, "{out}");
+    assert_eq!(r.q().answered, sent, "{out}");
+    assert_eq!(r.q().truncated, sent, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
+    assert_eq!(r.failed_total(), 0, "{out}");
     assert!(out.contains("cut them short even over TCP"), "{out}");
     assert!(!out.contains("datagram"), "{out}");
 }
@@ -253,15 +255,16 @@ fn udp_answers_from_another_port_time_out() {
     );
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    let sent = q(&v, "sent");
+    let r = typed(&v);
+    let sent = r.q().sent;
     assert!(sent >= 10, "{out}");
     // Every query reached the peer, and it answered each one.
     assert_eq!(got.load(Ordering::Relaxed), sent, "{out}");
-    assert_eq!(q(&v, "answered"), 0, "{out}");
-    assert_eq!(q(&v, "timed_out"), sent, "{out}");
-    assert_eq!(q(&v, "in_flight_at_end"), 0, "{out}");
-    assert_eq!(errors(&v), 0, "{out}");
-    assert_eq!(failed_total(&v), 0, "{out}");
+    assert_eq!(r.q().answered, 0, "{out}");
+    assert_eq!(r.q().timed_out, sent, "{out}");
+    assert_eq!(r.q().in_flight_at_end, 0, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
+    assert_eq!(r.failed_total(), 0, "{out}");
     assert!(out.contains("hint (udp): no answer came back"), "{out}");
     assert!(out.contains("from another address or port"), "{out}");
     assert!(!out.contains("of the UDP sockets never got"), "{out}");
@@ -305,10 +308,12 @@ fn tls_handshake_fails(name: &str, addr: SocketAddr) -> (String, Value) {
     );
     assert_eq!(code, 1, "{out}");
     assert!(secs < 2.0, "ends at once: {secs} s: {out}");
-    assert_eq!(v["connections"]["established"].as_u64(), Some(2), "{out}");
-    assert_eq!(failed(&v, "tls"), 2, "{out}");
-    assert_eq!(failed_total(&v), 2, "{out}");
-    assert_eq!(v["connections"]["tls_handshake_us"]["count"], 0, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.connections.established, 2, "{out}");
+    assert_eq!(r.connections.failed["tls"], 2, "{out}");
+    assert_eq!(r.failed_total(), 2, "{out}");
+    let handshakes = r.connections.tls_handshake_us.as_ref().unwrap();
+    assert_eq!(handshakes.count, 0, "{out}");
     assert!(out.contains("hint (tls)"), "{out}");
     assert!(!out.contains("panicked"), "{out}");
     (out, v)
@@ -411,15 +416,17 @@ fn tls_broken_session_counted(name: &str, broken: fn(Vec<u8>) -> Vec<u8>, words:
     );
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
-    assert_eq!(v["connections"]["tls_handshake_us"]["count"], 2, "{out}");
-    assert_eq!(q(&v, "answered"), 2, "{out}");
-    assert_eq!(failed(&v, "tls"), 2, "{out}");
-    assert_eq!(failed_total(&v), 2, "{out}");
-    assert_eq!(err(&v, "conn_lost"), 2, "{out}");
-    assert_eq!(err(&v, "malformed"), 0, "{out}");
-    assert_eq!(q(&v, "timed_out"), 0, "{out}");
-    assert_eq!(errors(&v), 2 + err(&v, "no_connection"), "{out}");
-    assert_eq!(q(&v, "in_flight_at_end"), 0, "{out}");
+    let r = typed(&v);
+    let handshakes = r.connections.tls_handshake_us.as_ref().unwrap();
+    assert_eq!(handshakes.count, 2, "{out}");
+    assert_eq!(r.q().answered, 2, "{out}");
+    assert_eq!(r.connections.failed["tls"], 2, "{out}");
+    assert_eq!(r.failed_total(), 2, "{out}");
+    assert_eq!(r.q().errors["conn_lost"], 2, "{out}");
+    assert_eq!(r.q().errors["malformed"], 0, "{out}");
+    assert_eq!(r.q().timed_out, 0, "{out}");
+    assert_eq!(r.errors(), 2 + r.q().errors["no_connection"], "{out}");
+    assert_eq!(r.q().in_flight_at_end, 0, "{out}");
     let e = tls_error(&v);
     assert!(e.starts_with("after the handshake: "), "{e}");
     assert!(e.contains(words), "{e}");
@@ -479,7 +486,8 @@ fn tls_peer_that_never_answers_the_client_hello_times_out_the_handshake() {
         ],
     );
     assert_eq!(code, 1, "{out}");
-    assert_eq!(failed(&v, "tls"), 2, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.connections.failed["tls"], 2, "{out}");
     assert!(
         tls_error(&v).contains("did not finish within --connect-timeout"),
         "{out}"

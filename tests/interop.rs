@@ -13,8 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{client, errors, n, output, program, temp_dir, BIN};
+use common::{client, output, program, temp_dir, typed, Parts, RunResult, BIN};
 use serde_json::Value;
+use throng::scenario::Query;
 
 /// A port free for both TCP and UDP on 127.0.0.1 right now.
 fn free_port() -> u16 {
@@ -84,19 +85,9 @@ fn wait_listening(port: u16) {
     }
 }
 
-/// Connections failed, every bucket summed.
-fn failed_conns(v: &Value) -> u64 {
-    v["connections"]["failed"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|x| x.as_u64().unwrap())
-        .sum()
-}
-
 /// Errors and timeouts: zero when the server answered everything.
-fn failures(v: &Value) -> u64 {
-    errors(v) + n(v, &["queries", "timed_out"])
+fn failures(r: &RunResult) -> u64 {
+    r.errors() + r.q().timed_out
 }
 
 /// A certificate for 127.0.0.1 and localhost, made here: (cert, key) files.
@@ -206,14 +197,11 @@ fn unbound_answers_over_udp_tcp_and_tls() {
         }
         let (code, out, v, _) = client(&format!("unbound-{transport}"), &args, false);
         assert_eq!(code, 0, "{transport}: {out}");
-        let answered = n(&v, &["queries", "answered"]);
+        let r = typed(&v);
+        let answered = r.q().answered;
         assert!(answered > 300, "{transport}: {out}");
-        assert_eq!(
-            n(&v, &["dns", "rcodes", "NOERROR"]),
-            answered,
-            "{transport}: {out}"
-        );
-        assert_eq!(failures(&v), 0, "{transport}: {out}");
+        assert_eq!(r.dns().rcodes["NOERROR"], answered, "{transport}: {out}");
+        assert_eq!(failures(&r), 0, "{transport}: {out}");
     }
     let _ = std::fs::remove_dir_all(&u.dir);
 }
@@ -260,24 +248,35 @@ fn dnsperf_query_file_sends_each_lines_name_and_type_to_unbound() {
             false,
         );
         assert_eq!(code, 0, "{transport}: {out}");
-        assert_eq!(failures(&v), 0, "{transport}: {out}");
-        let answered = n(&v, &["queries", "answered"]);
+        let r = typed(&v);
+        assert_eq!(failures(&r), 0, "{transport}: {out}");
+        let answered = r.q().answered;
         assert!(answered > 200, "{transport}: {out}");
         // All NOERROR: a name with the type glued on is NXDOMAIN here.
-        assert_eq!(n(&v, &["dns", "rcodes", "NOERROR"]), answered, "{out}");
-        let by_type = v["dns"]["rcodes_by_qtype"].as_object().unwrap();
+        assert_eq!(r.dns().rcodes["NOERROR"], answered, "{out}");
+        let by_type = &r.dns().rcodes_by_qtype;
         let mut types: Vec<&str> = by_type.keys().map(String::as_str).collect();
         types.sort();
         assert_eq!(types, ["A", "AAAA", "TXT"], "{transport}: {out}");
         for t in types {
             // Each connection goes round the three lines from the first.
-            let got = n(&v, &["dns", "rcodes_by_qtype", t, "NOERROR"]);
+            let got = by_type[t]["NOERROR"];
             assert!(
                 got.abs_diff(answered / 3) <= 3,
                 "{transport} {t}: {got} of {answered}"
             );
         }
-        assert_eq!(v["scenario"]["traffic"]["query"]["edns"], 1232, "{out}");
+        let query = &r.scenario.traffic.as_ref().unwrap().query;
+        assert!(
+            matches!(
+                query,
+                Query::Dns {
+                    edns: Some(1232),
+                    ..
+                }
+            ),
+            "{out}"
+        );
     }
     // What unbound received: `info: 127.0.0.1 NAME TYPE IN` per query.
     let log = u.log.lock().unwrap().clone();
@@ -324,13 +323,9 @@ fn compare_runs_clean_against_unbound() {
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4, "{out}");
     for r in runs {
-        let res = &r["result"];
-        assert!(
-            n(res, &["queries", "answered"]) > 200,
-            "{}: {out}",
-            r["transport"]
-        );
-        assert_eq!(failures(res), 0, "{}: {out}", r["transport"]);
+        let res = typed(&r["result"]);
+        assert!(res.q().answered > 200, "{}: {out}", r["transport"]);
+        assert_eq!(failures(&res), 0, "{}: {out}", r["transport"]);
         assert_eq!(r["exit_code"], 0, "{out}");
     }
     let _ = std::fs::remove_dir_all(&u.dir);
@@ -369,15 +364,10 @@ fn compare_one_after_another_against_unbound() {
     assert_eq!(out.matches(" 200/200 ").count(), 4, "{out}");
     let v: Value = common::read_result(&json);
     for r in v["runs"].as_array().unwrap() {
-        let res = &r["result"];
-        assert_eq!(
-            n(res, &["queries", "answered"]),
-            200,
-            "{}: {out}",
-            r["transport"]
-        );
-        assert_eq!(n(res, &["dns", "rcodes", "NOERROR"]), 200, "{out}");
-        assert_eq!(failures(res), 0, "{}: {out}", r["transport"]);
+        let res = typed(&r["result"]);
+        assert_eq!(res.q().answered, 200, "{}: {out}", r["transport"]);
+        assert_eq!(res.dns().rcodes["NOERROR"], 200, "{out}");
+        assert_eq!(failures(&res), 0, "{}: {out}", r["transport"]);
     }
     let _ = std::fs::remove_dir_all(&u.dir);
 }
@@ -455,14 +445,15 @@ fn nsd_answers_its_zone_and_nxdomain_outside_it() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let answered = n(&v, &["queries", "answered"]);
-    let ok = n(&v, &["dns", "rcodes", "NOERROR"]);
-    let nx = n(&v, &["dns", "rcodes", "NXDOMAIN"]);
+    let r = typed(&v);
+    let answered = r.q().answered;
+    let ok = r.dns().rcodes["NOERROR"];
+    let nx = r.dns().rcodes["NXDOMAIN"];
     assert!(answered > 300, "{out}");
     assert_eq!(ok + nx, answered, "{out}");
     // Each connection alternates the two names.
     assert!(ok.abs_diff(nx) <= 2, "NOERROR {ok} NXDOMAIN {nx}\n{out}");
-    assert_eq!(failures(&v), 0, "{out}");
+    assert_eq!(failures(&r), 0, "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -496,8 +487,9 @@ fn nsd_rate_limiting_is_named_not_datagram_size() {
         false,
     );
     assert_eq!(code, 1, "{out}");
-    assert!(n(&v, &["queries", "truncated"]) > 0, "{out}");
-    assert!(n(&v, &["queries", "timed_out"]) > 0, "{out}");
+    let r = typed(&v);
+    assert!(r.q().truncated > 0, "{out}");
+    assert!(r.q().timed_out > 0, "{out}");
     assert!(out.contains("truncates to slow this client down"), "{out}");
     assert!(out.contains("response rate limiting dropped them"), "{out}");
     assert!(!out.contains("do not fit a UDP datagram"), "{out}");
@@ -596,11 +588,12 @@ fn nginx_keep_alive_at_a_fixed_rate() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let answered = n(&v, &["queries", "answered"]);
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered > 300, "{out}");
-    assert_eq!(n(&v, &["queries", "http_status", "200"]), answered, "{out}");
-    assert_eq!(failures(&v), 0, "{out}");
-    assert_eq!(n(&v, &["connections", "established"]), 10, "{out}");
+    assert_eq!(r.q().http_status["200"], answered, "{out}");
+    assert_eq!(failures(&r), 0, "{out}");
+    assert_eq!(r.connections.established, 10, "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -627,17 +620,18 @@ fn nginx_closing_after_keepalive_requests_is_a_peer_close_not_a_failure() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let answered = n(&v, &["queries", "answered"]);
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered > 250, "{out}");
-    assert_eq!(n(&v, &["queries", "http_status", "200"]), answered, "{out}");
-    let peer_closed = n(&v, &["connections", "peer_closed"]);
+    assert_eq!(r.q().http_status["200"], answered, "{out}");
+    let peer_closed = r.connections.peer_closed;
     // Five requests a connection: every closed one answered five, the ten
     // open at the end fewer.
     assert!(peer_closed * 5 <= answered, "{out}");
     assert!(peer_closed * 5 + 10 * 4 >= answered, "{out}");
-    let failed = failed_conns(&v);
+    let failed = r.failed_total();
     assert_eq!(failed, 0, "{out}");
-    assert_eq!(failures(&v), 0, "{out}");
+    assert_eq!(failures(&r), 0, "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -657,21 +651,20 @@ fn nginx_verifies_an_http_probe_and_rejects_a_dns_one() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    assert_eq!(n(&v, &["connections", "verified"]), 50, "{out}");
-    let failed = failed_conns(&v);
+    let r = typed(&v);
+    assert_eq!(r.connections.verified, 50, "{out}");
+    let failed = r.failed_total();
     assert_eq!(failed, 0, "{out}");
     let (code, out, v, _) = client("nginx-probe-dns", &[&target, "-c", "50", "-T", "0s"], false);
     assert_eq!(code, 1, "{out}");
-    assert_eq!(n(&v, &["connections", "probe_rejected"]), 50, "{out}");
-    assert_eq!(n(&v, &["connections", "failed", "rejected"]), 50, "{out}");
-    assert_eq!(
-        n(&v, &["connections", "failed", "closed_by_peer"]),
-        0,
-        "{out}"
-    );
+    let r = typed(&v);
+    assert_eq!(r.connections.probe_rejected, 50, "{out}");
+    assert_eq!(r.connections.failed["rejected"], 50, "{out}");
+    assert_eq!(r.connections.failed["closed_by_peer"], 0, "{out}");
     assert!(
-        v["connections"]["probe_reply"]
-            .as_str()
+        r.connections
+            .probe_reply
+            .as_deref()
             .unwrap()
             .contains("400 Bad Request"),
         "{out}"
@@ -730,29 +723,25 @@ fn nginx_closed_loop_keeps_its_concurrency_across_keepalive_closes() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let answered = n(&v, &["queries", "answered"]);
+    let r = typed(&v);
+    let answered = r.q().answered;
     // 16 connections of 1,000 requests each would be 16,000: replaced,
     // they go on.
     assert!(answered > 3 * 16_000, "{out}");
-    assert!(
-        n(&v, &["connections", "peer_closed"]) >= answered / 1000 - 16,
-        "{out}"
-    );
-    assert_eq!(failures(&v), 0, "{out}");
+    assert!(r.connections.peer_closed >= answered / 1000 - 16, "{out}");
+    assert_eq!(failures(&r), 0, "{out}");
     // Little's law: the mean response time is connections / rate.
-    let rate = v["queries"]["rate_achieved"].as_f64().unwrap();
-    let mean = v["latency"]["response_time_us"]["mean"].as_f64().unwrap();
+    let rate = r.q().rate_achieved;
+    let mean = r.lat().response_time_us.mean;
     let little = conns as f64 / rate * 1e6;
     assert!(
         (mean - little).abs() <= 0.15 * little,
         "mean {mean} µs, Little's law {little} µs\n{out}"
     );
     // The client's CPU is in the result.
-    assert!(v["client"]["cpu_pct"].as_f64().unwrap() > 0.0, "{out}");
-    assert!(
-        v["client"]["cpu_us_per_answer"].as_f64().unwrap() > 0.0,
-        "{out}"
-    );
+    let cpu = r.client.as_ref().unwrap();
+    assert!(cpu.cpu_pct > 0.0, "{out}");
+    assert!(cpu.cpu_us_per_answer > 0.0, "{out}");
     assert!(out.contains("client cpu"), "{out}");
     // Beside wrk on the same nginx, in the same run: p50 within 1.5x. (A
     // debug build's own cost is in its figures: the comparison is made
@@ -768,7 +757,7 @@ fn nginx_closed_loop_keeps_its_concurrency_across_keepalive_closes() {
             &format!("http://{target}/"),
         ]));
         assert_eq!(wcode, 0, "{wout}{werr}");
-        let ours = v["latency"]["response_time_us"]["p50"].as_f64().unwrap();
+        let ours = r.lat().response_time_us.p50 as f64;
         let theirs = wrk_p50_us(&wout);
         assert!(
             ours <= 1.5 * theirs.max(50.0),
@@ -792,8 +781,9 @@ fn nginx_closed_loop_keeps_its_concurrency_across_keepalive_closes() {
         ],
         false,
     );
-    assert_eq!(n(&v, &["queries", "answered"]), 4000, "{out}");
-    assert_eq!(n(&v, &["connections", "peer_closed"]), 4, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.q().answered, 4000, "{out}");
+    assert_eq!(r.connections.peer_closed, 4, "{out}");
     assert!(
         out.contains("not replaced (--no-reconnect): 0 of 4 open"),
         "{out}"
@@ -824,20 +814,19 @@ fn nginx_open_loop_keeps_its_rate_across_keepalive_closes() {
     ];
     let (code, out, v, _) = client("nginx-open-client", &args, false);
     assert_eq!(code, 0, "{out}");
-    let due = n(&v, &["queries", "due"]);
+    let r = typed(&v);
+    let due = r.q().due;
     assert!(due >= 1900, "{out}");
-    assert!(n(&v, &["queries", "answered"]) * 100 >= due * 99, "{out}");
-    assert!(n(&v, &["connections", "peer_closed"]) >= 15, "{out}");
+    assert!(r.q().answered * 100 >= due * 99, "{out}");
+    assert!(r.connections.peer_closed >= 15, "{out}");
     let mut without = args.to_vec();
     without.push("--no-reconnect");
     let (code, out, v, _) = client("nginx-open-noreconnect", &without, false);
     assert_eq!(code, 1, "{out}");
     // 4 connections of 100 requests: the rest had no connection.
-    assert_eq!(n(&v, &["queries", "answered"]), 400, "{out}");
-    assert!(
-        n(&v, &["queries", "errors", "no_connection"]) >= 1400,
-        "{out}"
-    );
+    let r = typed(&v);
+    assert_eq!(r.q().answered, 400, "{out}");
+    assert!(r.q().errors["no_connection"] >= 1400, "{out}");
     assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -858,14 +847,15 @@ fn nginx_out_of_fds_fails_and_is_named_from_its_process() {
         false,
     );
     assert_eq!(code, 1, "{out}");
-    assert_eq!(n(&v, &["connections", "established"]), 400, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.connections.established, 400, "{out}");
     // Where verification stopped growing while establishment went on.
     assert!(out.contains("verified      stopped at "), "{out}");
     assert!(out.contains("while established went on to 400"), "{out}");
-    assert!(n(&v, &["connections", "unverified"]) >= 250, "{out}");
-    let seen = &v["server_seen"];
-    assert_eq!(seen["name"], "nginx", "{out}");
-    assert_eq!(n(seen, &["fd_limit"]), 100, "{out}");
+    assert!(r.connections.unverified >= 250, "{out}");
+    let seen = r.server_seen.as_ref().unwrap();
+    assert_eq!(seen.name, "nginx", "{out}");
+    assert_eq!(seen.fd_limit, 100, "{out}");
     assert!(
         out.contains("fds of its 100: it cannot accept more"),
         "{out}"
@@ -901,17 +891,14 @@ fn unbound_idle_closes_are_one_thing() {
         ],
         false,
     );
-    assert!(n(&v, &["connections", "peer_closed"]) >= 50, "{out}");
-    assert_eq!(
-        n(&v, &["connections", "failed", "closed_by_peer"]),
-        0,
-        "{out}"
-    );
+    let r = typed(&v);
+    assert!(r.connections.peer_closed >= 50, "{out}");
+    assert_eq!(r.connections.failed["closed_by_peer"], 0, "{out}");
     // A query sent just as unbound's timer closed its connection crosses
     // the close (a reset with that query in flight): a failure of its own
     // kind, rare, and the only one this run may see.
-    let failed = failed_conns(&v);
-    assert_eq!(failed, n(&v, &["queries", "errors", "conn_lost"]), "{out}");
+    let failed = r.failed_total();
+    assert_eq!(failed, r.q().errors["conn_lost"], "{out}");
     assert!(failed <= 2, "{out}");
     assert!(code == 0 || failed > 0, "{out}");
     let _ = std::fs::remove_dir_all(&u.dir);
@@ -939,14 +926,11 @@ fn unbound_refusing_every_query_fails_and_says_why() {
     ];
     let (code, out, v, _) = client("unbound-refuse-client", &args, false);
     assert_eq!(code, 1, "{out}");
-    let answered = n(&v, &["queries", "answered"]);
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered >= 150, "{out}");
-    assert_eq!(
-        n(&v, &["queries", "failed_answers", "REFUSED"]),
-        answered,
-        "{out}"
-    );
-    assert_eq!(n(&v, &["queries", "ok"]), 0, "{out}");
+    assert_eq!(r.q().failed_answers["REFUSED"], answered, "{out}");
+    assert_eq!(r.q().ok, Some(0), "{out}");
     assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
     assert!(out.contains("the server refuses this client"), "{out}");
     // A server meant to refuse: --ok-rcodes says so.
@@ -981,14 +965,11 @@ fn nginx_503_answers_fail_the_run() {
     ];
     let (code, out, v, _) = client("nginx-503-client", &args, false);
     assert_eq!(code, 1, "{out}");
-    let answered = n(&v, &["queries", "answered"]);
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered >= 150, "{out}");
-    assert_eq!(n(&v, &["queries", "http_status", "503"]), answered, "{out}");
-    assert_eq!(
-        n(&v, &["queries", "failed_answers", "http_503"]),
-        answered,
-        "{out}"
-    );
+    assert_eq!(r.q().http_status["503"], answered, "{out}");
+    assert_eq!(r.q().failed_answers["http_503"], answered, "{out}");
     assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
     let mut busy_ok = args.to_vec();
     busy_ok.extend(["--ok-status", "503"]);

@@ -13,7 +13,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{client, program, run, server, temp_dir, Server, BIN};
+use common::{client, program, run, server, temp_dir, typed, Parts, RunResult, Server, BIN};
 
 /// One HTTP/1.0 request (so that no answer comes chunked): (status, head,
 /// body).
@@ -132,7 +132,7 @@ fn summary_number(summary: &str, line: &str, word: &str) -> u64 {
 
 /// 300 DNS queries over 10 connections, closed loop: the server answers
 /// each as one request.
-fn known_run(name: &str, srv: &Server) -> serde_json::Value {
+fn known_run(name: &str, srv: &Server) -> RunResult {
     let addr = srv.addr.to_string();
     let (code, out, json, _) = client(
         &format!("{name}-client"),
@@ -149,8 +149,9 @@ fn known_run(name: &str, srv: &Server) -> serde_json::Value {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    assert_eq!(json["queries"]["answered"], 300, "{out}");
-    json
+    let r = typed(&json);
+    assert_eq!(r.q().answered, 300, "{out}");
+    r
 }
 
 #[test]
@@ -214,15 +215,15 @@ fn server_counters_after_a_known_run_are_its_summary() {
     assert_eq!(count(&text, "throng_server_requests_total"), 300);
     assert_eq!(
         count(&text, "throng_server_requests_total"),
-        result["queries"]["sent"].as_u64().unwrap(),
+        result.q().sent,
         "one request per query sent"
     );
     assert_eq!(count(&text, "throng_server_connections_peak"), 10);
     let bytes_in = count(&text, "throng_server_bytes_received_total");
     let bytes_out = count(&text, "throng_server_bytes_sent_total");
     // What the client wrote and read, byte for byte.
-    assert_eq!(bytes_in, result["queries"]["bytes_out"].as_u64().unwrap());
-    assert_eq!(bytes_out, result["queries"]["bytes_in"].as_u64().unwrap());
+    assert_eq!(bytes_in, result.q().bytes_out);
+    assert_eq!(bytes_out, result.q().bytes_in);
     assert!(bytes_out > bytes_in, "answers are longer than questions");
 
     // --stats-json's seconds, once one is written after the run, add up to
@@ -492,8 +493,8 @@ fn a_client_is_scraped_while_it_runs() {
     let sent_then = count(&text, "throng_client_queries_sent_total");
     let status = child.wait().unwrap();
     assert!(status.success());
-    let r: serde_json::Value = common::read_result(&json);
-    assert!(sent_then <= r["queries"]["sent"].as_u64().unwrap());
+    let r = common::outcome(&json);
+    assert!(sent_then <= r.q().sent);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -661,7 +662,7 @@ fn a_push_server_exports_its_messages_by_outcome() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let received = common::n(&v, &["push", "received"]);
+    let received = typed(&v).push().received;
     // What the server counts as sent is at least what arrived.
     let text = scrape_until(&m, "counted the pushes", |t| {
         t.lines()

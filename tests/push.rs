@@ -15,18 +15,16 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{banner_addr, client, n, server, temp_dir, BIN};
+use common::{banner_addr, client, server, temp_dir, typed, Parts, RunResult, BIN};
 use serde_json::Value;
+use throng::outcome::PushResult;
 
 /// received + lost = expected, and each connection's expected count is
 /// its lifetime in periods, within one at each edge.
-fn assert_accounted(v: &Value, conns: u64, periods: u64, what: &str) {
-    let (received, lost, expected) = (
-        n(v, &["push", "received"]),
-        n(v, &["push", "lost"]),
-        n(v, &["push", "expected"]),
-    );
-    assert_eq!(received + lost, expected, "{what}: {}", v["push"]);
+fn assert_accounted(r: &RunResult, conns: u64, periods: u64, what: &str) {
+    let p = r.push();
+    let (received, lost, expected) = (p.received, p.lost, p.expected);
+    assert_eq!(received + lost, expected, "{what}: {p:?}");
     let (lo, hi) = (conns * (periods - 2), conns * (periods + 2));
     assert!(
         (lo..=hi).contains(&expected),
@@ -46,22 +44,23 @@ fn tcp_counts_are_exact_and_the_server_kept_its_period() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    assert_accounted(&v, 20, 200, "tcp");
-    assert_eq!(n(&v, &["push", "lost"]), 0, "{}", v["push"]);
-    assert_eq!(n(&v, &["push", "duplicates"]), 0);
-    assert_eq!(n(&v, &["push", "out_of_order"]), 0);
-    assert_eq!(n(&v, &["connections", "verified"]), 20);
+    assert_accounted(&typed(&v), 20, 200, "tcp");
+    let r = typed(&v);
+    assert_eq!(r.push().lost, 0, "{}", v["push"]);
+    assert_eq!(r.push().duplicates, 0);
+    assert_eq!(r.push().out_of_order, 0);
+    assert_eq!(r.connections.verified, 20);
     // Same host: the one-way delay from the monotonic stamp.
-    assert_eq!(v["push"]["delay_clock"], "monotonic");
-    assert!(n(&v, &["push", "delay_us", "count"]) > 0);
+    assert_eq!(r.push().delay_clock.as_deref(), Some("monotonic"));
+    assert!(r.push().delay_us.as_ref().unwrap().count > 0);
     // The gaps are the period.
-    let p50 = n(&v, &["push", "gap_us", "p50"]);
+    let p50 = r.push().gap_us.p50;
     assert!((9_000..=11_000).contains(&p50), "gap p50 {p50} µs");
     assert!(out.contains("the server kept its period"), "{out}");
     assert!(!out.contains("got no message in all their time"), "{out}");
-    assert!(v["per_second"][1]["push_received"].as_u64().unwrap() > 0);
-    assert!(v["per_second"][1]["push_delay_p99_us"].as_u64().is_some());
-    assert_eq!(v["checks"][0]["expr"], "push.received>=99%");
+    assert!(r.per_second[1].push_received.unwrap() > 0);
+    assert!(r.per_second[1].push_delay_p99_us.is_some());
+    assert_eq!(r.checks[0].expr, "push.received>=99%");
     let (_, summary) = srv.stop();
     assert!(summary.contains("  push         due "), "{summary}");
 }
@@ -102,13 +101,14 @@ fn tcp_a_server_that_dies_owes_the_periods_to_the_end() {
     let all = format!("{first}{rest}\n{summary}");
     assert_eq!(out.status.code(), Some(1), "{all}");
     // Expected is the whole run's periods, received + lost.
-    assert_accounted(&v, 5, 400, "server killed");
-    let (received, lost) = (n(&v, &["push", "received"]), n(&v, &["push", "lost"]));
+    assert_accounted(&typed(&v), 5, 400, "server killed");
+    let r = typed(&v);
+    let (received, lost) = (r.push().received, r.push().lost);
     // Killed after the first second, about three before the end: at
     // least a quarter of the run was owed on each connection.
     assert!(received >= 5 * 90, "{all}");
     assert!(lost * 4 >= received + lost, "{}", v["push"]);
-    assert_eq!(n(&v, &["push", "connections_with_loss"]), 5, "{all}");
+    assert_eq!(r.push().connections_with_loss, 5, "{all}");
     assert!(!summary.contains("the server kept its period"), "{all}");
     assert!(summary.contains("did not keep its period"), "{all}");
     assert!(summary.contains("FAIL  push.received>=99%"), "{all}");
@@ -144,16 +144,17 @@ fn udp_through_a_relay_that_drops_every_tenth_counts_ten_percent_lost() {
         false,
     );
     assert_eq!(code, 0, "{out}\n{}", v["push"]);
-    assert_accounted(&v, 10, 300, "udp");
+    assert_accounted(&typed(&v), 10, 300, "udp");
     // The client's count is the relay's, give or take what was on its way
     // when the run ended.
-    let lost = n(&v, &["push", "lost"]);
+    let r = typed(&v);
+    let lost = r.push().lost;
     let gone = dropped.load(Relaxed);
     assert!(
         lost.abs_diff(gone) <= 10,
         "client lost {lost}, relay dropped {gone}"
     );
-    assert_eq!(n(&v, &["push", "connections_with_loss"]), 10);
+    assert_eq!(r.push().connections_with_loss, 10);
     assert!(out.contains("did not keep its period"), "{out}");
     // The client said bye: the server holds no subscriber.
     let (_, summary) = srv.stop();
@@ -316,10 +317,11 @@ fn reads_numbered_lines_from_a_push_server_it_did_not_write() {
     let _ = py.kill();
     let _ = py.wait();
     assert_eq!(code, 0, "{out}");
-    assert_accounted(&v, 10, 200, "line");
-    assert_eq!(n(&v, &["push", "lost"]), 0, "{}", v["push"]);
+    assert_accounted(&typed(&v), 10, 200, "line");
+    let r = typed(&v);
+    assert_eq!(r.push().lost, 0, "{}", v["push"]);
     // No stamps in a line: no delay.
-    assert!(v["push"]["delay_us"].is_null());
+    assert!(r.push().delay_us.is_none());
     assert!(out.contains("push          received"), "{out}");
 }
 
@@ -354,7 +356,7 @@ fn a_server_slower_than_its_period_loses_what_it_never_sent() {
     let _ = py.kill();
     let _ = py.wait();
     assert_eq!(code, 0, "{out}\n{}", v["push"]);
-    assert_accounted(&v, 10, 200, "slow server");
+    assert_accounted(&typed(&v), 10, 200, "slow server");
     assert!(out.contains("did not keep its period"), "{out}");
 }
 
@@ -379,8 +381,9 @@ fn bytes_that_are_not_push_messages_are_malformed() {
         ],
         false,
     );
-    assert_eq!(n(&v, &["push", "malformed"]), 3, "{out}");
-    assert_eq!(n(&v, &["push", "received"]), 0);
+    let r = typed(&v);
+    assert_eq!(r.push().malformed, 3, "{out}");
+    assert_eq!(r.push().received, 0);
     // The client closed them: the hint says whose bytes were wrong, not
     // that the server reset them.
     assert!(out.contains("the client closed these connections"), "{out}");
@@ -409,8 +412,7 @@ fn two_segments_merge_into_the_sums_of_their_counts() {
         assert!(child.wait().unwrap().success());
         files.push(json);
     }
-    let read = |p: &std::path::Path| -> Value { common::read_result(p) };
-    let (a, b) = (read(&files[0]), read(&files[1]));
+    let (a, b) = (common::outcome(&files[0]), common::outcome(&files[1]));
     let merged = dir.join("m.json");
     let status = Command::new(BIN)
         .args([
@@ -423,18 +425,31 @@ fn two_segments_merge_into_the_sums_of_their_counts() {
         .status()
         .unwrap();
     assert!(status.success());
-    let m = read(&merged);
-    for key in ["received", "lost", "expected", "out_of_order", "duplicates"] {
+    let m = common::outcome(&merged);
+    type Count = fn(&PushResult) -> u64;
+    let counts: [(&str, Count); 5] = [
+        ("received", |p| p.received),
+        ("lost", |p| p.lost),
+        ("expected", |p| p.expected),
+        ("out_of_order", |p| p.out_of_order),
+        ("duplicates", |p| p.duplicates),
+    ];
+    for (key, count) in counts {
         assert_eq!(
-            n(&m, &["push", key]),
-            n(&a, &["push", key]) + n(&b, &["push", key]),
+            count(m.push()),
+            count(a.push()) + count(b.push()),
             "push.{key}"
         );
     }
-    for h in ["gap_us", "jitter_us", "delay_us"] {
+    let histograms: [(&str, Count); 3] = [
+        ("gap_us", |p| p.gap_us.count),
+        ("jitter_us", |p| p.jitter_us.count),
+        ("delay_us", |p| p.delay_us.as_ref().unwrap().count),
+    ];
+    for (h, count) in histograms {
         assert_eq!(
-            n(&m, &["push", h, "count"]),
-            n(&a, &["push", h, "count"]) + n(&b, &["push", h, "count"]),
+            count(m.push()),
+            count(a.push()) + count(b.push()),
             "push.{h}.count"
         );
     }
@@ -483,8 +498,9 @@ fn a_server_that_speaks_first_is_read_on_every_connection() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    assert_eq!(n(&v, &["push", "received"]), 50, "{out}");
-    assert_eq!(n(&v, &["connections", "verified"]), 50);
+    let r = typed(&v);
+    assert_eq!(r.push().received, 50, "{out}");
+    assert_eq!(r.connections.verified, 50);
 }
 
 #[test]
@@ -510,8 +526,9 @@ fn udp_messages_larger_than_two_kib_arrive_whole() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    assert_eq!(n(&v, &["push", "malformed"]), 0, "{}", v["push"]);
-    assert_accounted(&v, 5, 100, "udp 4 KB");
+    let r = typed(&v);
+    assert_eq!(r.push().malformed, 0, "{}", v["push"]);
+    assert_accounted(&typed(&v), 5, 100, "udp 4 KB");
 }
 
 #[test]
@@ -529,15 +546,16 @@ fn a_burst_is_due_together() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    assert_eq!(n(&v, &["push", "lost"]), 0, "{}", v["push"]);
+    let r = typed(&v);
+    assert_eq!(r.push().lost, 0, "{}", v["push"]);
     // Three a period, and the two after the first of each burst are not
     // a period late.
-    let expected = n(&v, &["push", "expected"]);
+    let expected = r.push().expected;
     assert!(
         (5 * 3 * 198..=5 * 3 * 202).contains(&expected),
         "expected {expected}"
     );
-    let p90 = n(&v, &["push", "jitter_us", "p90"]);
+    let p90 = r.push().jitter_us.p90;
     assert!(p90 < 5_000, "jitter p90 {p90} µs");
 }
 
@@ -563,9 +581,10 @@ fn numbers_no_period_explains_and_stamps_from_the_future_are_not_believed() {
         .collect::<Vec<_>>(),
         false,
     );
-    assert_eq!(n(&v, &["push", "malformed"]), 1, "{out}");
-    assert_eq!(n(&v, &["push", "received"]), 3);
-    assert_eq!(n(&v, &["push", "lost"]), 0);
+    let r = typed(&v);
+    assert_eq!(r.push().malformed, 1, "{out}");
+    assert_eq!(r.push().received, 3);
+    assert_eq!(r.push().lost, 0);
     // A throng header stamped far ahead of this host's monotonic clock:
     // not this host's clock (a forwarded port): no delay.
     let addr = common::peer(|mut s| {
@@ -596,6 +615,7 @@ fn numbers_no_period_explains_and_stamps_from_the_future_are_not_believed() {
         ],
         false,
     );
-    assert_eq!(n(&v, &["push", "stamps_ahead"]), 2, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.push().stamps_ahead, 2, "{out}");
     assert!(out.contains("delay       not measured"), "{out}");
 }

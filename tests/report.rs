@@ -17,16 +17,16 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{output, program, server, temp_dir, BIN};
+use common::{output, program, server, temp_dir, Parts, RunResult, BIN};
 use serde_json::Value;
 
 /// Two real runs against one server: over TCP (with --html, --hgrm and
 /// --server-stats) and over UDP.
 struct Measured {
     dir: PathBuf,
-    tcp: Value,
+    tcp: RunResult,
     tcp_html: String,
-    udp: Value,
+    udp: RunResult,
 }
 
 /// Queries of each run: the run ends once they are answered.
@@ -51,8 +51,7 @@ fn measured() -> &'static Measured {
                 .args(extra);
             let (code, out, err) = output(&mut cmd);
             assert_eq!(code, 0, "{transport}: {out}\n{err}");
-            let v: Value = common::read_result(&json);
-            (v, out)
+            (common::outcome(&json), out)
         };
         let html = dir.join("tcp.html");
         let (tcp, out) = run(
@@ -80,10 +79,6 @@ fn measured() -> &'static Measured {
             udp,
         }
     })
-}
-
-fn n(v: &Value, path: &[&str]) -> u64 {
-    common::n(v, path)
 }
 
 /// Checks that `page` is well-formed: every element closed in order (the
@@ -242,8 +237,8 @@ fn assert_drawn(page: &Path, colours: &[([u8; 3], usize)]) {
 fn a_runs_report_has_every_chart_the_scenario_and_its_figures() {
     let m = measured();
     let page = &m.tcp_html;
-    assert_eq!(n(&m.tcp, &["queries", "sent"]), QUERIES);
-    assert_eq!(n(&m.tcp, &["queries", "answered"]), QUERIES);
+    assert_eq!(m.tcp.q().sent, QUERIES);
+    assert_eq!(m.tcp.q().answered, QUERIES);
     assert_well_formed(page);
     for (id, title) in [
         ("rates", "Queries per second"),
@@ -291,7 +286,7 @@ fn a_runs_report_has_every_chart_the_scenario_and_its_figures() {
         }
     }
     // The scenario in words.
-    let addr = m.tcp["scenario"]["target_names"][0].as_str().unwrap();
+    let addr = &m.tcp.scenario.target_names[0];
     for words in [
         format!("<th>targets</th><td>{addr}</td>"),
         "<th>transport</th><td>TCP, persistent connections</td>".into(),
@@ -302,7 +297,7 @@ fn a_runs_report_has_every_chart_the_scenario_and_its_figures() {
         assert!(page.contains(&words), "no '{words}'");
     }
     // The summary's figures, as measured.
-    let p99 = n(&m.tcp, &["latency", "response_time_us", "p99"]);
+    let p99 = m.tcp.lat().response_time_us.p99;
     for (row, value) in [
         ("queries sent", QUERIES.to_string()),
         ("answered", format!("{QUERIES} (100.00%)")),
@@ -364,7 +359,7 @@ fn two_results_overlay_with_a_legend_entry_each() {
     // Side by side: a column per run, the transports in words.
     assert!(text.contains("<tr><th></th><th>tcp</th><th>udp</th></tr>"));
     assert!(text.contains("UDP, a connected socket per connection"));
-    let sent = |v: &Value| n(v, &["queries", "sent"]).to_string();
+    let sent = |r: &RunResult| r.q().sent.to_string();
     assert!(text.contains(&format!(
         "<tr><th>queries sent</th><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
         sent(&m.tcp),
@@ -459,14 +454,14 @@ fn hgrm(path: &Path) -> (Vec<(u64, f64, u64)>, Vec<String>) {
 #[test]
 fn hgrm_spectra_read_back_as_the_jsons_percentiles() {
     let m = measured();
-    for (file, key) in [
-        ("tcp.response.hgrm", "response_time_us"),
-        ("tcp.service.hgrm", "service_time_us"),
+    let latency = m.tcp.lat();
+    for (file, l) in [
+        ("tcp.response.hgrm", &latency.response_time_us),
+        ("tcp.service.hgrm", &latency.service_time_us),
     ] {
         let (rows, footer) = hgrm(&m.dir.join(file));
-        let l = &m.tcp["latency"][key];
-        let count = l["count"].as_u64().unwrap();
-        let h = throng::metrics::decode_histogram(l["hdr"].as_str().unwrap()).unwrap();
+        let count = l.count;
+        let h = throng::metrics::decode_histogram(&l.hdr).unwrap();
         assert_eq!(rows.last().unwrap().1, 1.0);
         assert_eq!(rows.last().unwrap().2, count);
         // Every row is the histogram's value at its percentile, in ms to
@@ -489,7 +484,7 @@ fn hgrm_spectra_read_back_as_the_jsons_percentiles() {
         }
         // p99 lies between the rows around 99% (the spectrum's ticks):
         // the value of the first row at or past it, and of the one before.
-        let p99 = l["p99"].as_u64().unwrap();
+        let p99 = l.p99;
         let at = rows.iter().position(|r| r.1 >= 0.99).unwrap();
         assert!(
             rows[at - 1].0 <= p99 && p99 <= rows[at].0,
@@ -498,7 +493,7 @@ fn hgrm_spectra_read_back_as_the_jsons_percentiles() {
             rows[at]
         );
         assert_eq!(p99, h.value_at_quantile(0.99));
-        let max = l["max"].as_u64().unwrap() as f64 / 1000.0;
+        let max = l.max as f64 / 1000.0;
         assert_eq!(
             footer[1],
             format!("#[Max     = {max:>12.3}, Total count    = {count:>12}]")
@@ -535,8 +530,7 @@ fn a_report_that_cannot_be_written_loses_nothing_of_the_run() {
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(err.contains("the HTML report was not written"), "{err}");
     assert!(out.contains("throng client: ") && out.contains("check         PASS"));
-    let v: Value = common::read_result(&json);
-    assert!(n(&v, &["queries", "answered"]) > 0);
+    assert!(common::outcome(&json).q().answered > 0);
     // A merge too, and a server's stats that are not stats.
     let bad = dir.join("stats.jsonl");
     std::fs::write(&bad, "not json\n").unwrap();

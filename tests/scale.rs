@@ -5,8 +5,8 @@ mod common;
 
 use std::process::Command;
 
-use common::{conns, output, server, temp_dir, BIN};
-use serde_json::Value;
+use common::{output, server, temp_dir, Parts, RunResult, BIN};
+use throng::domain::RunIdFrom;
 
 /// Server processes that are children of `pid` now.
 fn children_of(pid: i32) -> Vec<String> {
@@ -46,11 +46,11 @@ fn forty_five_thousand_connections_one_command_each_side() {
     );
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("in 3 processes"), "{out}");
-    let v = common::read_result(&json);
-    assert_eq!(conns(&v, "established"), 45_000, "{out}");
-    assert_eq!(conns(&v, "verified"), 45_000, "{out}");
-    assert_eq!(v["partial"], false);
-    assert_eq!(v["parts"].as_array().unwrap().len(), 3);
+    let r = common::outcome(&json);
+    assert_eq!(r.connections.established, 45_000, "{out}");
+    assert_eq!(r.connections.verified, 45_000, "{out}");
+    assert!(!r.partial);
+    assert_eq!(r.parts.len(), 3);
     // Grown to three processes as the connections came: every connection
     // accepted, none refused or reset in a hand-over.
     assert_eq!(children_of(srv.pid()).len(), 2);
@@ -93,10 +93,10 @@ fn segments_merge_into_the_whole_and_other_scenarios_are_refused() {
     };
     let a = part("1/2", "1001");
     let b = part("2/2", "1001");
-    let va = common::read_result(&a);
-    let vb = common::read_result(&b);
-    assert_eq!(conns(&va, "target") + conns(&vb, "target"), 1001);
-    assert_eq!(va["scenario"]["segment"]["index"], 1);
+    let va = common::outcome(&a);
+    let vb = common::outcome(&b);
+    assert_eq!(va.connections.target + vb.connections.target, 1001);
+    assert_eq!(va.scenario.segment.map(|s| s.index), Some(1));
     let merged = dir.join("merged.json");
     let (code, out, err) = output(Command::new(BIN).args([
         "merge",
@@ -107,17 +107,14 @@ fn segments_merge_into_the_whole_and_other_scenarios_are_refused() {
     ]));
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("established   1001"), "{out}");
-    let m = common::read_result(&merged);
-    assert_eq!(conns(&m, "established"), 1001);
-    let sent = va["queries"]["sent"].as_u64().unwrap() + vb["queries"]["sent"].as_u64().unwrap();
-    assert_eq!(m["queries"]["sent"].as_u64(), Some(sent));
+    let m = common::outcome(&merged);
+    assert_eq!(m.connections.established, 1001);
+    let sent = va.q().sent + vb.q().sent;
+    assert_eq!(m.q().sent, sent);
     // Histogram counts add up exactly.
-    let count = |v: &Value| v["latency"]["response_time_us"]["count"].as_u64().unwrap();
+    let count = |r: &RunResult| r.lat().response_time_us.count;
     assert_eq!(count(&m), count(&va) + count(&vb));
-    assert_eq!(
-        m["connections"]["connect_time_us"]["count"].as_u64(),
-        Some(1001)
-    );
+    assert_eq!(m.connections.connect_time_us.count, 1001);
     // A result of another scenario is refused, naming the difference.
     let other = part("2/2", "2000");
     let (code, _, err) =
@@ -138,8 +135,14 @@ fn slice_run(target: &str, k: &str, path: &std::path::Path, extra: &[&str]) -> C
     cmd
 }
 
-fn rate(v: &Value, key: &str) -> f64 {
-    v["queries"][key].as_f64().unwrap()
+/// `queries.rate_achieved`.
+fn achieved(r: &RunResult) -> f64 {
+    r.q().rate_achieved
+}
+
+/// `queries.seconds`.
+fn seconds(r: &RunResult) -> f64 {
+    r.q().seconds
 }
 
 /// Regression (issue 26): `throng merge` of one slice of two passed with
@@ -155,7 +158,7 @@ fn merges_are_whole_or_say_they_are_not() {
     let run = |k: &str, name: &str, extra: &[&str]| {
         let (code, out, err) = output(&mut slice_run(&target, k, &file(name), extra));
         assert_eq!(code, 0, "{out}\n{err}");
-        common::read_result(file(name))
+        common::outcome(file(name))
     };
     let merge = |files: &[&str]| {
         let mut cmd = Command::new(BIN);
@@ -169,21 +172,12 @@ fn merges_are_whole_or_say_they_are_not() {
     let s1 = run("1/2", "s1.json", &["--run-id", "seq"]);
     let s2 = run("2/2", "s2.json", &["--run-id", "seq"]);
     for (v, k) in [(&s1, 1), (&s2, 2)] {
-        let s = &v["slice"];
-        assert_eq!(
-            (s["run_id"].as_str(), s["run_id_from"].as_str()),
-            (Some("seq"), Some("flag"))
-        );
-        assert_eq!(
-            (s["index"].as_u64(), s["count"].as_u64()),
-            (Some(k), Some(2))
-        );
-        let (a, b) = (
-            s["traffic_start_unix_s"].as_f64().unwrap(),
-            s["traffic_end_unix_s"].as_f64().unwrap(),
-        );
-        assert!((b - a - rate(v, "seconds")).abs() < 1e-3, "{s}");
-        assert!(s["start_unix_s"].as_f64().unwrap() <= a && b <= s["end_unix_s"].as_f64().unwrap());
+        let s = v.slice.as_ref().unwrap();
+        assert_eq!((s.run_id.as_str(), s.run_id_from), ("seq", RunIdFrom::Flag));
+        assert_eq!((s.index, s.count), (k, 2));
+        let (a, b) = s.wall.traffic().unwrap();
+        assert!((b - a - seconds(v)).abs() < 1e-3, "{s:?}");
+        assert!(s.wall.start_unix_s <= a && b <= s.wall.end_unix_s);
     }
 
     // One slice of two: partial, exit 1.
@@ -193,9 +187,9 @@ fn merges_are_whole_or_say_they_are_not() {
         out.contains("PARTIAL: slice 2/2 of run seq: no result given"),
         "{out}"
     );
-    let m = common::read_result(file("m.json"));
-    assert_eq!(m["partial"], true);
-    assert_eq!(m["missing"][0], "slice 2/2 of run seq: no result given");
+    let m = common::outcome(file("m.json"));
+    assert!(m.partial);
+    assert_eq!(m.missing[0], "slice 2/2 of run seq: no result given");
 
     // The same slice twice: refused, both files named.
     let (code, out, err) = merge(&["s1.json", "s1.json"]);
@@ -228,23 +222,16 @@ fn merges_are_whole_or_say_they_are_not() {
         out.contains("note: the slices did not send at the same time"),
         "{out}"
     );
-    let m = common::read_result(file("m.json"));
-    let sum = rate(&s1, "rate_achieved") + rate(&s2, "rate_achieved");
-    let secs = rate(&m, "seconds");
+    let m = common::outcome(file("m.json"));
+    let sum = achieved(&s1) + achieved(&s2);
+    let secs = seconds(&m);
     // (To the wall clock's grain at this epoch, ~0.2 µs.)
-    assert!(
-        secs >= rate(&s1, "seconds") + rate(&s2, "seconds") - 1e-3,
-        "{secs}"
-    );
-    let answered = m["queries"]["answered"].as_f64().unwrap();
-    assert!((rate(&m, "rate_achieved") - answered / secs).abs() < 1e-6);
-    assert!(
-        rate(&m, "rate_achieved") < 0.55 * sum,
-        "{} of {sum}",
-        rate(&m, "rate_achieved")
-    );
-    assert!(rate(&m, "rate_target") < 550.0, "{m}");
-    assert_eq!(m["slice"]["run_id"], "seq");
+    assert!(secs >= seconds(&s1) + seconds(&s2) - 1e-3, "{secs}");
+    let answered = m.q().answered as f64;
+    assert!((achieved(&m) - answered / secs).abs() < 1e-6);
+    assert!(achieved(&m) < 0.55 * sum, "{} of {sum}", achieved(&m));
+    assert!(m.q().rate_target.unwrap() < 550.0, "{:?}", m.q());
+    assert_eq!(m.slice.as_ref().unwrap().run_id, "seq");
 
     // Together (one --start-at, no --run-id: the id is derived from it):
     // the union is the common interval, and the rate about the sum.
@@ -268,23 +255,23 @@ fn merges_are_whole_or_say_they_are_not() {
     let mut together = Vec::new();
     for (child, name) in &mut kids {
         assert!(child.wait().unwrap().success());
-        together.push(common::read_result(file(name)));
+        together.push(common::outcome(file(name)));
     }
-    let (t1, t2) = (&together[0], &together[1]);
-    assert_eq!(t1["slice"]["run_id"], t2["slice"]["run_id"]);
-    assert_eq!(t1["slice"]["run_id_from"], "start-at");
-    assert!(t1["slice"]["run_id"]
-        .as_str()
-        .unwrap()
-        .starts_with(&format!("at-{at}")));
+    let (t1, t2) = (
+        together[0].slice.as_ref().unwrap(),
+        together[1].slice.as_ref().unwrap(),
+    );
+    assert_eq!(t1.run_id, t2.run_id);
+    assert_eq!(t1.run_id_from, RunIdFrom::StartAt);
+    assert!(t1.run_id.starts_with(&format!("at-{at}")));
     let (code, out, err) = merge(&["t1.json", "t2.json"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(!out.contains("note:"), "{out}");
-    let m = common::read_result(file("m.json"));
-    let sum = rate(t1, "rate_achieved") + rate(t2, "rate_achieved");
-    let merged = rate(&m, "rate_achieved");
+    let m = common::outcome(file("m.json"));
+    let sum = achieved(&together[0]) + achieved(&together[1]);
+    let merged = achieved(&m);
     assert!((merged - sum).abs() < 0.05 * sum, "{merged} vs {sum}");
-    assert!(rate(&m, "seconds") < 2.2, "{m}");
+    assert!(seconds(&m) < 2.2, "{:?}", m.q());
     let _ = std::fs::remove_dir_all(&dir);
     drop(srv);
 }
@@ -327,13 +314,13 @@ fn a_child_that_dies_leaves_a_partial_merge() {
     // Interrupted (the SIGINT) takes the exit code; the merge is partial.
     assert_eq!(status.code(), Some(130), "{out}");
     assert!(out.contains("PARTIAL"), "{out}");
-    let v = common::read_result(&json);
-    assert_eq!(v["partial"], true);
-    assert!(
-        v["missing"][0].as_str().unwrap().contains("signal 9"),
-        "{v}"
+    let r = common::outcome(&json);
+    assert!(r.partial);
+    assert!(r.missing[0].contains("signal 9"), "{:?}", r.missing);
+    assert_eq!(
+        r.connections.established, 500,
+        "the survivor's half is kept"
     );
-    assert_eq!(conns(&v, "established"), 500, "the survivor's half is kept");
     let _ = std::fs::remove_dir_all(&dir);
     drop(srv);
 }
@@ -352,21 +339,23 @@ fn processes_share_one_run_and_one_end() {
             .args(["--json", json.to_str().unwrap()]),
     );
     assert_eq!(code, 0, "{out}\n{err}");
-    let v = common::read_result(&json);
-    let id = v["slice"]["run_id"].as_str().unwrap();
-    assert_eq!(v["slice"]["run_id_from"], "generated");
-    let parts = v["parts"].as_array().unwrap();
+    let r = common::outcome(&json);
+    let slice = r.slice.as_ref().unwrap();
+    let id = slice.run_id.as_str();
+    assert_eq!(slice.run_id_from, RunIdFrom::Generated);
+    let parts = &r.parts;
     assert_eq!(parts.len(), 2);
     let ends: Vec<f64> = parts
         .iter()
         .map(|p| {
-            assert_eq!(p["slice"]["run_id"], id, "{p}");
-            p["slice"]["traffic_end_unix_s"].as_f64().unwrap()
+            let s = p.slice.as_ref().unwrap();
+            assert_eq!(s.run_id, id, "{p:?}");
+            s.wall.traffic_end_unix_s.unwrap()
         })
         .collect();
     // Enter reaches both children at once.
     assert!((ends[0] - ends[1]).abs() < 0.2, "{ends:?}");
-    assert_eq!(v["partial"], false);
+    assert!(!r.partial);
     let _ = std::fs::remove_dir_all(&dir);
     drop(srv);
 }

@@ -11,25 +11,18 @@ use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
-use common::{client, errors, q, server, temp_dir, BIN};
+use common::{client, server, temp_dir, typed, Parts, RunResult, BIN};
 use hickory_proto::op::{Message, MessageType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use serde_json::Value;
-
-fn lat(v: &Value, which: &str, p: &str) -> u64 {
-    v["latency"][which][p].as_u64().unwrap()
-}
+use throng::scenario::Query;
 
 /// Every query answered, none lost, no error.
-fn all_answered(v: &Value, out: &str) {
-    assert!(q(v, "sent") > 0, "{out}");
-    assert_eq!(
-        q(v, "answered") + q(v, "in_flight_at_end"),
-        q(v, "sent"),
-        "{out}"
-    );
-    assert_eq!(q(v, "timed_out"), 0, "{out}");
-    assert_eq!(errors(v), 0, "{out}");
+fn all_answered(r: &RunResult, out: &str) {
+    assert!(r.q().sent > 0, "{out}");
+    assert_eq!(r.q().answered + r.q().in_flight_at_end, r.q().sent, "{out}");
+    assert_eq!(r.q().timed_out, 0, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
 }
 
 #[test]
@@ -51,13 +44,11 @@ fn dns_against_dns_mode() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    all_answered(&v, &out);
-    assert_eq!(
-        v["dns"]["rcodes"]["NOERROR"].as_u64(),
-        Some(q(&v, "answered"))
-    );
+    all_answered(&typed(&v), &out);
+    let r = typed(&v);
+    assert_eq!(r.dns().rcodes.get("NOERROR").copied(), Some(r.q().answered));
     // With traffic, each connection's first answer verifies it (no probe).
-    assert_eq!(v["connections"]["verified"], 20);
+    assert_eq!(r.connections.verified, 20);
     for key in [
         "p50", "p90", "p99", "p999", "p9999", "max", "mean", "stdev", "hdr",
     ] {
@@ -90,12 +81,12 @@ fn dns_against_dns_mode() {
         assert!(!s[key].is_null(), "per_second.{key}: {s}");
     }
     // Each second's answers have a response and a service time each.
-    let len = |h: &serde_json::Value| {
-        h.as_str()
+    let len = |h: &Option<String>| {
+        h.as_deref()
             .map_or(0, |h| throng::metrics::decode_histogram(h).unwrap().len())
     };
-    for s in v["per_second"].as_array().unwrap() {
-        assert_eq!(len(&s["service_hdr"]), len(&s["hdr"]), "{s}");
+    for s in &r.per_second {
+        assert_eq!(len(&s.service_hdr), len(&s.hdr), "{s:?}");
     }
     drop(srv);
 }
@@ -122,11 +113,12 @@ fn echo_with_validation() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    all_answered(&v, &out);
+    all_answered(&typed(&v), &out);
     // Every byte came back but those of queries still in flight at the end.
-    let (out_b, in_b) = (q(&v, "bytes_out"), q(&v, "bytes_in"));
+    let r = typed(&v);
+    let (out_b, in_b) = (r.q().bytes_out, r.q().bytes_in);
     assert!(
-        in_b <= out_b && out_b - in_b <= q(&v, "in_flight_at_end") * 300,
+        in_b <= out_b && out_b - in_b <= r.q().in_flight_at_end * 300,
         "{out_b} {in_b}"
     );
     drop(srv);
@@ -151,7 +143,7 @@ fn ping_against_pong_mode() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    all_answered(&v, &out);
+    all_answered(&typed(&v), &out);
     drop(srv);
 }
 
@@ -174,11 +166,9 @@ fn http_against_http_mode() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    all_answered(&v, &out);
-    assert_eq!(
-        v["queries"]["http_status"]["200"].as_u64(),
-        Some(q(&v, "answered"))
-    );
+    all_answered(&typed(&v), &out);
+    let r = typed(&v);
+    assert_eq!(r.q().http_status.get("200").copied(), Some(r.q().answered));
     drop(srv);
 }
 
@@ -204,8 +194,9 @@ fn raw_with_marker_against_fixed_mode() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    all_answered(&v, &out);
-    assert!(q(&v, "answered") > 100, "{out}");
+    all_answered(&typed(&v), &out);
+    let r = typed(&v);
+    assert!(r.q().answered > 100, "{out}");
     drop(srv);
 }
 
@@ -266,12 +257,10 @@ fn http_chunked_replies_in_many_reads() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    all_answered(&v, &out);
-    assert!(q(&v, "answered") > 10, "{out}");
-    assert_eq!(
-        v["queries"]["http_status"]["200"].as_u64(),
-        Some(q(&v, "answered"))
-    );
+    all_answered(&typed(&v), &out);
+    let r = typed(&v);
+    assert!(r.q().answered > 10, "{out}");
+    assert_eq!(r.q().http_status.get("200").copied(), Some(r.q().answered));
 }
 
 #[test]
@@ -303,8 +292,9 @@ fn raw_marker_split_over_many_reads() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    all_answered(&v, &out);
-    assert!(q(&v, "answered") > 10, "{out}");
+    all_answered(&typed(&v), &out);
+    let r = typed(&v);
+    assert!(r.q().answered > 10, "{out}");
 }
 
 /// Reads length-prefixed DNS queries, checks each with hickory-proto, and
@@ -365,13 +355,11 @@ fn dns_out_of_order_responses_are_matched() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    assert!(q(&v, "answered") > 1000, "{out}");
-    assert_eq!(errors(&v), 0, "{out}");
-    assert_eq!(q(&v, "timed_out"), 0, "{out}");
-    assert_eq!(
-        v["dns"]["rcodes"]["NOERROR"].as_u64(),
-        Some(q(&v, "answered"))
-    );
+    let r = typed(&v);
+    assert!(r.q().answered > 1000, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
+    assert_eq!(r.q().timed_out, 0, "{out}");
+    assert_eq!(r.dns().rcodes.get("NOERROR").copied(), Some(r.q().answered));
 }
 
 /// Echoes 64-byte messages, but flips the last byte of each (the probe
@@ -410,18 +398,15 @@ fn validate_catches_a_corrupting_echo_server() {
     // Every reply corrupt: answered, each a failed answer (once: it was
     // also an error, answered + errors > sent), and the run fails.
     assert_eq!(code, 1, "{out}");
-    let mismatches = v["queries"]["failed_answers"]["mismatch"].as_u64().unwrap();
+    let r = typed(&v);
+    let mismatches = r.q().failed_answers.get("mismatch").copied().unwrap();
     assert!(mismatches > 100, "{out}");
-    assert_eq!(
-        mismatches,
-        q(&v, "answered"),
-        "every reply was corrupt: {out}"
-    );
-    assert_eq!(v["queries"]["errors"]["mismatch"], 0, "{out}");
-    assert_eq!(v["queries"]["ok"], 0, "{out}");
+    assert_eq!(mismatches, r.q().answered, "every reply was corrupt: {out}");
+    assert_eq!(r.q().errors["mismatch"], 0, "{out}");
+    assert_eq!(r.q().ok, Some(0), "{out}");
     assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
     assert_eq!(
-        v["connections"]["verified"], 2,
+        r.connections.verified, 2,
         "a reply, even corrupt, verifies: {out}"
     );
     assert!(out.contains("mismatch"), "{out}");
@@ -474,29 +459,26 @@ fn a_query_that_crossed_the_servers_close_is_sent_again() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let answered = q(&v, "answered");
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered > 50, "{out}");
     // Every connection answered one query and closed as it said it would:
     // none failed, no query was lost with its connection; each query the
     // server left was sent again and counted once. (At the end a couple
     // per connection may still wait for its replacement: due, never sent.)
-    let peer_closed = common::n(&v, &["connections", "peer_closed"]);
+    let peer_closed = r.connections.peer_closed;
     assert!(
         peer_closed + 2 >= answered && peer_closed <= answered,
         "{out}"
     );
-    let errs = &v["queries"]["errors"];
-    assert_eq!(errs["conn_lost"].as_u64().unwrap_or(0), 0, "{out}");
-    let unsent = errs["no_connection"].as_u64().unwrap_or(0);
-    assert!(unsent * 10 <= answered && errors(&v) == unsent, "{out}");
-    assert!(v["connections"]["failed"]
-        .as_object()
-        .unwrap()
-        .values()
-        .all(|n| n == 0));
+    let errs = &r.q().errors;
+    assert_eq!(errs.get("conn_lost").copied().unwrap_or(0), 0, "{out}");
+    let unsent = errs.get("no_connection").copied().unwrap_or(0);
+    assert!(unsent * 10 <= answered && r.errors() == unsent, "{out}");
+    assert!(r.connections.failed.values().all(|&n| n == 0));
     assert_eq!(
-        q(&v, "sent"),
-        answered + q(&v, "timed_out") + q(&v, "in_flight_at_end"),
+        r.q().sent,
+        answered + r.q().timed_out + r.q().in_flight_at_end,
         "{out}"
     );
 }
@@ -550,9 +532,10 @@ fn closed_loop_window_1_and_8() {
         true,
     );
     assert_eq!(code, 0, "{out}");
-    all_answered(&v, &out);
+    all_answered(&typed(&v), &out);
     assert!(max_in_flight(&log_rows(&log)) <= 1, "window 1 exceeded");
-    assert!(v["queries"]["rate_target"].is_null());
+    let r = typed(&v);
+    assert!(r.q().rate_target.is_none());
     let (code, out, v8, log) = client(
         "closed8",
         &[
@@ -568,7 +551,7 @@ fn closed_loop_window_1_and_8() {
         true,
     );
     assert_eq!(code, 0, "{out}");
-    all_answered(&v8, &out);
+    all_answered(&typed(&v8), &out);
     let peak = max_in_flight(&log_rows(&log));
     assert!((2..=8).contains(&peak), "window 8: peak {peak} in flight");
     drop(srv);
@@ -583,9 +566,10 @@ fn rate_within_10_percent_at_5k_over_100_connections() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let achieved = v["queries"]["rate_achieved"].as_f64().unwrap();
+    let r = typed(&v);
+    let achieved = r.q().rate_achieved;
     assert!((4500.0..=5500.0).contains(&achieved), "{achieved}/s\n{out}");
-    all_answered(&v, &out);
+    all_answered(&typed(&v), &out);
     drop(srv);
 }
 
@@ -606,17 +590,18 @@ fn schedule_ramp_reaches_its_end_rate() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let seconds = v["per_second"].as_array().unwrap();
+    let r = typed(&v);
+    let seconds = &r.per_second;
     let last = seconds
         .iter()
         .rev()
-        .find(|s| s["target"].as_f64().is_some_and(|t| t > 2000.0))
+        .find(|s| s.target.is_some_and(|t| t > 2000.0))
         .unwrap_or_else(|| panic!("no second near the end rate: {seconds:?}"));
-    let target = last["target"].as_f64().unwrap();
-    let sent = last["sent"].as_u64().unwrap() as f64;
-    assert!(target >= 2400.0, "{last}");
-    assert!((sent - target).abs() / target < 0.15, "{last}");
-    let total = q(&v, "sent") as f64;
+    let target = last.target.unwrap();
+    let sent = last.sent.unwrap() as f64;
+    assert!(target >= 2400.0, "{last:?}");
+    assert!((sent - target).abs() / target < 0.15, "{last:?}");
+    let total = r.q().sent as f64;
     assert!((total - 4000.0).abs() < 400.0, "{total}");
 }
 
@@ -665,8 +650,9 @@ fn coordinated_omission_is_corrected() {
     err.read_to_string(&mut rest).unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(0), "{rest}");
     let v: Value = common::read_result(&json);
-    let response_p99 = lat(&v, "response_time_us", "p99");
-    let service_p99 = lat(&v, "service_time_us", "p99");
+    let r = typed(&v);
+    let response_p99 = r.lat().response_time_us.p99;
+    let service_p99 = r.lat().service_time_us.p99;
     assert!(
         response_p99 >= 500_000,
         "response p99 {response_p99} µs misses the stall"
@@ -716,9 +702,10 @@ fn deadlines_hold_through_stalls_that_fill_and_empty_them() {
     err.read_to_string(&mut rest).unwrap();
     let code = child.wait().unwrap().code();
     let v: Value = common::read_result(&json);
-    let (sent, answered, timed_out) = (q(&v, "sent"), q(&v, "answered"), q(&v, "timed_out"));
-    assert_eq!(q(&v, "in_flight_at_end"), 0, "{rest}");
-    assert_eq!(errors(&v), 0, "{rest}");
+    let r = typed(&v);
+    let (sent, answered, timed_out) = (r.q().sent, r.q().answered, r.q().timed_out);
+    assert_eq!(r.q().in_flight_at_end, 0, "{rest}");
+    assert_eq!(r.errors(), 0, "{rest}");
     assert_eq!(sent, answered + timed_out, "{rest}");
     // The second stall: 30,000/s for 0.7 s past the timeout, at least.
     assert!(timed_out >= 10_000, "{timed_out} timed out: {rest}");
@@ -752,13 +739,14 @@ fn timeouts_and_close_on_timeout() {
     // The server answers nothing: the default check (answered >= 99%) fails.
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
-    assert_eq!(q(&v, "answered"), 0);
+    let r = typed(&v);
+    assert_eq!(r.q().answered, 0);
     // The drain waits out the timeout of the last ones: every query sent
     // timed out, none is left in flight.
-    let sent = q(&v, "sent");
+    let sent = r.q().sent;
     assert!(sent > 50, "{out}");
-    assert_eq!(q(&v, "timed_out"), sent, "{out}");
-    assert_eq!(q(&v, "in_flight_at_end"), 0, "{out}");
+    assert_eq!(r.q().timed_out, sent, "{out}");
+    assert_eq!(r.q().in_flight_at_end, 0, "{out}");
     // Verification by the first query: a server that never answers leaves
     // its connections established but unverified, not failed.
     let (code, out, v, _) = client(
@@ -779,9 +767,10 @@ fn timeouts_and_close_on_timeout() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    assert_eq!(v["connections"]["established"], 5, "{out}");
-    assert_eq!(v["connections"]["verified"], 0, "{out}");
-    assert_eq!(v["connections"]["unverified"], 5, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.connections.established, 5, "{out}");
+    assert_eq!(r.connections.verified, 0, "{out}");
+    assert_eq!(r.connections.unverified, 5, "{out}");
     let (code, out, v, _) = client(
         "close-on-timeout",
         &[
@@ -805,9 +794,10 @@ fn timeouts_and_close_on_timeout() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let attempted = v["connections"]["attempted"].as_u64().unwrap();
+    let r = typed(&v);
+    let attempted = r.connections.attempted;
     assert!(attempted > 5, "connections were not replaced: {out}");
-    assert!(q(&v, "timed_out") >= 5, "{out}");
+    assert!(r.q().timed_out >= 5, "{out}");
     drop(srv);
 }
 
@@ -855,18 +845,15 @@ fn a_late_answer_leaves_the_next_querys_deadline() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    assert_eq!(
-        q(&v, "answered"),
-        0,
-        "the late answer is not counted: {out}"
-    );
-    let sent = q(&v, "sent");
+    let r = typed(&v);
+    assert_eq!(r.q().answered, 0, "the late answer is not counted: {out}");
+    let sent = r.q().sent;
     assert!(
         sent >= 4,
         "the closed loop went on after each timeout: {out}"
     );
-    assert_eq!(q(&v, "timed_out"), sent, "{out}");
-    assert_eq!(q(&v, "in_flight_at_end"), 0, "{out}");
+    assert_eq!(r.q().timed_out, sent, "{out}");
+    assert_eq!(r.q().in_flight_at_end, 0, "{out}");
 }
 
 #[test]
@@ -887,8 +874,9 @@ fn max_queries_per_conn_recycles_exactly() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let recycled = q(&v, "recycled_connections");
-    let answered = q(&v, "answered");
+    let r = typed(&v);
+    let recycled = r.q().recycled_connections;
+    let answered = r.q().answered;
     assert!(recycled > 10, "{out}");
     // Every recycled connection answered exactly 20; the ten still open
     // at the end fewer than 20 each.
@@ -896,7 +884,7 @@ fn max_queries_per_conn_recycles_exactly() {
         answered >= 20 * recycled && answered < 20 * (recycled + 10),
         "{answered} {recycled}"
     );
-    let attempted = v["connections"]["attempted"].as_u64().unwrap();
+    let attempted = r.connections.attempted;
     assert!(
         attempted >= 10 + recycled - 2 && attempted <= 10 + recycled,
         "{attempted} {recycled}"
@@ -924,7 +912,8 @@ fn rtt_log_has_a_line_per_query() {
         Some("type,timestamp,connection_id,query_id,intended_us,sent_us,rtt_us,status")
     );
     let rows: Vec<&str> = lines.collect();
-    assert_eq!(rows.len() as u64, q(&v, "answered") + q(&v, "timed_out"));
+    let r = typed(&v);
+    assert_eq!(rows.len() as u64, r.q().answered + r.q().timed_out);
     assert!(rows
         .iter()
         .all(|r| r.starts_with("dns,") && r.split(',').count() == 8));
@@ -950,9 +939,10 @@ fn interval_sends_every_period_per_connection() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let sent = q(&v, "sent");
+    let r = typed(&v);
+    let sent = r.q().sent;
     assert!((90..=110).contains(&sent), "{sent}");
-    all_answered(&v, &out);
+    all_answered(&typed(&v), &out);
     drop(srv);
 }
 
@@ -989,13 +979,14 @@ fn control_changes_the_rate_while_running() {
     assert!(rest.contains("not understood"), "{rest}");
     assert_eq!(child.wait().unwrap().code(), Some(0));
     let v: Value = common::read_result(&json);
-    let events = v["queries"]["control"].as_array().unwrap();
-    assert_eq!(events[0]["command"], "rate 2000");
-    assert_eq!(events[0]["applied"], true);
-    assert_eq!(events[1]["command"], "connections 4");
-    assert_eq!(events[2]["applied"], false);
+    let r = typed(&v);
+    let events = &r.q().control;
+    assert_eq!(events[0].command, "rate 2000");
+    assert!(events[0].applied);
+    assert_eq!(events[1].command, "connections 4");
+    assert!(!events[2].applied);
     // ~3 s at 2000/s after the change, not 300 at 100/s.
-    assert!(q(&v, "sent") > 3000, "{}", q(&v, "sent"));
+    assert!(r.q().sent > 3000, "{}", r.q().sent);
     let _ = std::fs::remove_dir_all(&dir);
     drop(srv);
 }
@@ -1093,7 +1084,8 @@ fn a_delayed_ack_tail_with_pipelined_queries_names_nagle() {
         ],
         false,
     );
-    assert!(v["queries"]["pipelined"].as_u64().unwrap() > 0, "{out}");
+    let r = typed(&v);
+    assert!(r.q().pipelined > 0, "{out}");
     assert!(out.contains("hint (nagle)"), "{out}");
     assert!(out.contains("TCP_NODELAY"), "{out}");
     assert!(!out.contains("the client is the bottleneck"), "{out}");
@@ -1130,23 +1122,37 @@ fn query_file_rcodes_by_type_merge_exactly() {
         ]));
         assert_eq!(code, 0, "{out}\n{err}");
         let v: Value = common::read_result(&path);
-        all_answered(&v, &out);
+        all_answered(&typed(&v), &out);
         (path, v)
     };
     let (a, va) = part("1/2");
     let (b, vb) = part("2/2");
-    let count = |v: &Value, t: &str| v["dns"]["rcodes_by_qtype"][t]["NOERROR"].as_u64();
+    let count = |r: &RunResult, t: &str| {
+        r.dns()
+            .rcodes_by_qtype
+            .get(t)
+            .and_then(|m| m.get("NOERROR"))
+            .copied()
+    };
     for v in [&va, &vb] {
+        let r = typed(v);
         let per_type: u64 = ["A", "AAAA", "MX"]
             .iter()
-            .map(|t| count(v, t).unwrap())
+            .map(|t| count(&r, t).unwrap())
             .sum();
         assert_eq!(
             Some(per_type),
-            v["dns"]["rcodes"]["NOERROR"].as_u64(),
+            r.dns().rcodes.get("NOERROR").copied(),
             "{v}"
         );
-        assert_eq!(v["scenario"]["traffic"]["query"]["dnssec_ok"], true);
+        let query = &r.scenario.traffic.as_ref().unwrap().query;
+        assert!(matches!(
+            query,
+            Query::Dns {
+                dnssec_ok: true,
+                ..
+            }
+        ));
     }
     let merged = dir.join("merged.json");
     let (code, out, err) = common::output(Command::new(BIN).args([
@@ -1157,11 +1163,12 @@ fn query_file_rcodes_by_type_merge_exactly() {
         merged.to_str().unwrap(),
     ]));
     assert_eq!(code, 0, "{out}\n{err}");
-    let m: Value = common::read_result(&merged);
+    let m = common::outcome(&merged);
+    let (ra, rb) = (typed(&va), typed(&vb));
     for t in ["A", "AAAA", "MX"] {
         assert_eq!(
             count(&m, t),
-            Some(count(&va, t).unwrap() + count(&vb, t).unwrap()),
+            Some(count(&ra, t).unwrap() + count(&rb, t).unwrap()),
             "{t}"
         );
     }
@@ -1221,12 +1228,13 @@ fn queries_ends_the_run_after_that_many_over_all_workers() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    all_answered(&v, &out);
-    assert_eq!(q(&v, "sent"), 301, "{out}");
-    assert_eq!(q(&v, "answered"), 301, "{out}");
+    all_answered(&typed(&v), &out);
+    let r = typed(&v);
+    assert_eq!(r.q().sent, 301, "{out}");
+    assert_eq!(r.q().answered, 301, "{out}");
     // Ended by its last answer (about 0.15 s of traffic), not by -T.
-    assert!(v["duration_s"].as_f64().unwrap() < 10.0, "{out}");
-    assert_eq!(v["scenario"]["traffic"]["queries"], 301);
+    assert!(r.duration_s < 10.0, "{out}");
+    assert_eq!(r.scenario.traffic.as_ref().unwrap().queries, Some(301));
     drop(srv);
 }
 
@@ -1258,9 +1266,10 @@ fn a_check_with_nothing_measured_fails_beside_the_defaults() {
         false,
     );
     assert_eq!(code, 1, "{out}");
-    assert_eq!(q(&v, "answered"), 0, "{out}");
-    let checks = v["checks"].as_array().unwrap();
-    let exprs: Vec<&str> = checks.iter().map(|c| c["expr"].as_str().unwrap()).collect();
+    let r = typed(&v);
+    assert_eq!(r.q().answered, 0, "{out}");
+    let checks = &r.checks;
+    let exprs: Vec<&str> = checks.iter().map(|c| c.expr.as_str()).collect();
     assert_eq!(
         exprs,
         [
@@ -1270,8 +1279,8 @@ fn a_check_with_nothing_measured_fails_beside_the_defaults() {
         ],
         "{out}"
     );
-    assert!(checks.iter().all(|c| c["pass"] == false), "{out}");
-    assert_eq!(checks[2]["reason"], "no samples", "{out}");
+    assert!(checks.iter().all(|c| !c.pass), "{out}");
+    assert_eq!(checks[2].reason.as_deref(), Some("no samples"), "{out}");
     assert!(
         out.contains("FAIL  latency.response_time_us.p99<5ms  (measured no samples)"),
         "{out}"
@@ -1298,7 +1307,7 @@ fn a_check_with_nothing_measured_fails_beside_the_defaults() {
         ],
         false,
     );
-    assert_eq!(v["checks"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(typed(&v).checks.len(), 1, "{out}");
     drop(srv);
 }
 
@@ -1319,8 +1328,9 @@ fn connections_never_accepted_fail_and_are_named_from_the_accept_queue() {
         false,
     );
     assert_eq!(code, 1, "{out}");
-    assert_eq!(v["connections"]["established"], 300, "{out}");
-    assert_eq!(v["connections"]["unverified"], 300, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.connections.established, 300, "{out}");
+    assert_eq!(r.connections.unverified, 300, "{out}");
     assert!(out.contains("FAIL  connections.unverified==0"), "{out}");
     assert!(
         out.contains("did not take the connections the kernel completed for it"),
@@ -1333,7 +1343,7 @@ fn connections_never_accepted_fail_and_are_named_from_the_accept_queue() {
     assert!(!out.contains("no connection got an answer"), "{out}");
     assert!(!out.contains("it cannot accept more"), "{out}");
     assert!(
-        v["server_seen"]["accept_queue_max"].as_u64().unwrap() >= 300,
+        typed(&v).server_seen.unwrap().accept_queue_max >= 300,
         "{out}"
     );
     // --stop-on ends the ramp once nothing verifies: 2,000 asked at 500/s
@@ -1356,11 +1366,13 @@ fn connections_never_accepted_fail_and_are_named_from_the_accept_queue() {
         false,
     );
     assert_eq!(code, 1, "{out}");
-    let attempted = v["connections"]["attempted"].as_u64().unwrap();
+    let r = typed(&v);
+    let attempted = r.connections.attempted;
     assert!(attempted < 1500, "{out}");
     assert!(
-        v["connections"]["ramp_stopped"]
-            .as_str()
+        r.connections
+            .ramp_stopped
+            .as_deref()
             .unwrap()
             .contains("no connection verified"),
         "{out}"
@@ -1415,14 +1427,9 @@ fn tcp_per_query_slots_are_named_as_the_servers_pace() {
         false,
     );
     assert_eq!(code, 1, "about a fifth of the queries can be sent: {out}");
-    assert!(
-        v["queries"]["waited"]["slot"].as_u64().unwrap() > 100,
-        "{out}"
-    );
-    assert!(
-        v["queries"]["errors"]["not_sent"].as_u64().unwrap() > 0,
-        "{out}"
-    );
+    let r = typed(&v);
+    assert!(r.q().waited.get("slot").copied().unwrap() > 100, "{out}");
+    assert!(r.q().errors.get("not_sent").copied().unwrap() > 0, "{out}");
     assert!(
         out.contains("waited for a free tcp-per-query slot (--concurrency 2)"),
         "{out}"
@@ -1434,7 +1441,7 @@ fn tcp_per_query_slots_are_named_as_the_servers_pace() {
     assert!(!out.contains("is not reading what it is sent"), "{out}");
     assert!(!out.contains("connections failed (see above)"), "{out}");
     // Waited at most --timeout, then answered in about 50 ms.
-    let max = lat(&v, "response_time_us", "max");
+    let max = r.lat().response_time_us.max;
     assert!(max < 1_500_000, "response max {max} µs: {out}");
 
     let (code, out, v, _) = client(
@@ -1448,11 +1455,8 @@ fn tcp_per_query_slots_are_named_as_the_servers_pace() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    assert_eq!(
-        v["queries"]["errors"]["not_sent"].as_u64(),
-        Some(0),
-        "{out}"
-    );
+    let r = typed(&v);
+    assert_eq!(r.q().errors.get("not_sent").copied(), Some(0), "{out}");
     assert!(!out.contains("free tcp-per-query slot"), "{out}");
 }
 
@@ -1483,7 +1487,8 @@ fn a_stopped_server_is_named_as_not_reading() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    assert_eq!(v["queries"]["waited"]["socket"].as_u64(), Some(0), "{out}");
+    let r = typed(&v);
+    assert_eq!(r.q().waited.get("socket").copied(), Some(0), "{out}");
     assert!(!out.contains("did not read"), "{out}");
     // Pipelined answers without a delayed-ACK tail.
     assert!(!out.contains("hint (nagle)"), "{out}");
@@ -1512,10 +1517,8 @@ fn a_stopped_server_is_named_as_not_reading() {
         .unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(0), "{out}\n{rest}");
     let v = common::read_result(&json);
-    assert!(
-        v["queries"]["waited"]["socket"].as_u64().unwrap() > 0,
-        "{out}"
-    );
+    let r = typed(&v);
+    assert!(r.q().waited.get("socket").copied().unwrap() > 0, "{out}");
     assert!(
         out.contains("waited behind sockets the server did not read"),
         "{out}"

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use common::{client, errors, n, output, server, temp_dir, BIN};
+use common::{client, output, server, temp_dir, typed, Parts, BIN};
 use serde_json::Value;
+use throng::domain::Transport;
 
 #[test]
 fn udp_dns_against_the_reference_server() {
@@ -35,20 +36,17 @@ fn udp_dns_against_the_reference_server() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let sent = n(&v, &["queries", "sent"]);
+    let r = typed(&v);
+    let sent = r.q().sent;
     assert!(sent > 1500, "{out}");
-    let answered = n(&v, &["queries", "answered"]);
-    assert_eq!(
-        answered + n(&v, &["queries", "in_flight_at_end"]),
-        sent,
-        "{out}"
-    );
-    assert_eq!(n(&v, &["dns", "rcodes", "NOERROR"]), answered, "{out}");
-    assert_eq!(errors(&v), 0, "{out}");
-    assert_eq!(n(&v, &["connections", "established"]), 4, "{out}");
-    assert_eq!(v["scenario"]["transport"], "udp");
+    let answered = r.q().answered;
+    assert_eq!(answered + r.q().in_flight_at_end, sent, "{out}");
+    assert_eq!(r.dns().rcodes["NOERROR"], answered, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
+    assert_eq!(r.connections.established, 4, "{out}");
+    assert_eq!(r.scenario.transport, Transport::Udp);
     // Payload bytes only: 29-byte queries for example.com A.
-    assert_eq!(n(&v, &["queries", "bytes_out"]), sent * 29, "{out}");
+    assert_eq!(r.q().bytes_out, sent * 29, "{out}");
 }
 
 #[test]
@@ -97,10 +95,11 @@ fn udp_losses_are_timeouts_counted_exactly() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let sent = n(&v, &["queries", "sent"]);
-    let got = n(&v, &["queries", "answered"]);
-    let timed_out = n(&v, &["queries", "timed_out"]);
-    let in_flight = n(&v, &["queries", "in_flight_at_end"]);
+    let r = typed(&v);
+    let sent = r.q().sent;
+    let got = r.q().answered;
+    let timed_out = r.q().timed_out;
+    let in_flight = r.q().in_flight_at_end;
     assert_eq!(got + timed_out + in_flight, sent, "{out}");
     // The peer has seen every datagram (it may lag the client's end).
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -124,7 +123,7 @@ fn udp_losses_are_timeouts_counted_exactly() {
     );
     assert_eq!((a - got) + (d - timed_out), in_flight, "{out}");
     assert!(a.abs_diff(d) <= 1, "every other one: {a} vs {d}");
-    assert!(n(&v, &["queries", "timed_out"]) > 300, "{out}");
+    assert!(r.q().timed_out > 300, "{out}");
 }
 
 #[test]
@@ -147,21 +146,22 @@ fn tcp_per_query_opens_a_connection_per_query_and_counts_the_connect() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let sent = n(&v, &["queries", "sent"]);
+    let r = typed(&v);
+    let sent = r.q().sent;
     assert!(sent > 800, "{out}");
-    let in_flight = n(&v, &["queries", "in_flight_at_end"]);
-    assert_eq!(n(&v, &["queries", "answered"]) + in_flight, sent, "{out}");
+    let in_flight = r.q().in_flight_at_end;
+    assert_eq!(r.q().answered + in_flight, sent, "{out}");
     // One connection per query sent (the last ones may still be
     // connecting when the run ends), each closed (at the end, or after its
     // answer).
-    let established = n(&v, &["connections", "established"]);
+    let established = r.connections.established;
     assert!(established >= sent && established <= sent + 8, "{out}");
-    assert_eq!(n(&v, &["connections", "closed"]), established, "{out}");
-    assert!(n(&v, &["connections", "peak"]) <= 8, "{out}");
+    assert_eq!(r.connections.closed, established, "{out}");
+    assert!(r.connections.peak <= 8, "{out}");
     // Service time includes the connect: each query's is its connect plus
     // its round trip, so every quantile is at least the connect's.
-    let connect = n(&v, &["connections", "connect_time_us", "p50"]);
-    let service = n(&v, &["latency", "service_time_us", "p50"]);
+    let connect = r.connections.connect_time_us.p50;
+    let service = r.lat().service_time_us.p50;
     assert!(
         service >= connect,
         "service {service} < connect {connect}\n{out}"
@@ -203,9 +203,10 @@ fn tcp_per_query_closed_loop_keeps_its_concurrency() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    assert!(n(&v, &["queries", "answered"]) > 200, "{out}");
-    assert_eq!(n(&v, &["connections", "peak"]), 4, "{out}");
-    assert_eq!(errors(&v), 0, "{out}");
+    let r = typed(&v);
+    assert!(r.q().answered > 200, "{out}");
+    assert_eq!(r.connections.peak, 4, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
 }
 
 #[test]
@@ -278,9 +279,10 @@ fn sessions_resume_across_the_processes_of_a_tls_server() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let recycled = n(&v, &["connections", "established"]) - 4;
+    let r = typed(&v);
+    let recycled = r.connections.established - 4;
     assert!(recycled >= 50, "{out}");
-    let resumed = n(&v, &["connections", "tls_resumed"]);
+    let resumed = r.connections.tls_resumed;
     assert!(
         resumed * 10 >= recycled * 9,
         "{resumed} of {recycled}\n{out}"
@@ -319,26 +321,27 @@ fn tls_against_the_reference_server_with_resumption() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let answered = n(&v, &["queries", "answered"]);
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered > 100, "{out}");
-    assert_eq!(errors(&v), 0, "{out}");
-    let recycled = n(&v, &["queries", "recycled_connections"]);
+    assert_eq!(r.errors(), 0, "{out}");
+    let recycled = r.q().recycled_connections;
     assert!(recycled >= 4, "{out}");
-    let established = n(&v, &["connections", "established"]);
+    let established = r.connections.established;
     // Every recycled connection is replaced, and every replacement is
     // either still open at the end or recycled in turn.
     assert!(
         established >= recycled && established <= recycled + 8,
         "{out}"
     );
-    assert!(n(&v, &["connections", "tls_resumed"]) > 0, "{out}");
+    assert!(r.connections.tls_resumed > 0, "{out}");
     assert!(
-        n(&v, &["connections", "tls_handshake_us", "p50"]) > 0,
+        r.connections.tls_handshake_us.as_ref().unwrap().p50 > 0,
         "{out}"
     );
     // All verified by their handshake, but those still shaking hands at
     // the end.
-    let verified = n(&v, &["connections", "verified"]);
+    let verified = r.connections.verified;
     assert!(
         verified <= established && verified + 4 >= established,
         "{out}"
@@ -374,7 +377,8 @@ fn tls_with_the_wrong_ca_fails_at_once_with_the_reason() {
         started.elapsed() < Duration::from_secs(10),
         "it waited: {out}"
     );
-    assert_eq!(n(&v, &["connections", "failed", "tls"]), 3, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.connections.failed["tls"], 3, "{out}");
     assert!(out.contains("invalid peer certificate"), "{out}");
     assert!(out.contains("--tls-insecure"), "the fix is named: {out}");
     // And with --tls-insecure the same server is fine.
@@ -506,7 +510,7 @@ fn compare_prints_one_table_and_writes_every_run() {
     assert_eq!(runs[1]["transport"], "tcp-per-query");
     assert_eq!(runs[3]["max_queries_per_conn"], 10);
     for r in runs {
-        assert!(n(&r["result"], &["queries", "answered"]) > 200, "{r}");
+        assert!(typed(&r["result"]).q().answered > 200, "{r}");
         assert_eq!(r["exit_code"], 0);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -606,16 +610,17 @@ fn compare_queries_without_rate_runs_them_one_after_another() {
     }
     let v: Value = common::read_result(&json);
     for r in v["runs"].as_array().unwrap() {
-        let res = &r["result"];
+        let res = typed(&r["result"]);
         let t = r["transport"].as_str().unwrap();
-        assert_eq!(n(res, &["queries", "sent"]), 300, "{t}");
-        assert_eq!(n(res, &["queries", "answered"]), 300, "{t}");
-        assert_eq!(n(res, &["queries", "timed_out"]), 0, "{t}");
+        assert_eq!(res.q().sent, 300, "{t}");
+        assert_eq!(res.q().answered, 300, "{t}");
+        assert_eq!(res.q().timed_out, 0, "{t}");
         // One client: one connection, or one per query, one at a time.
         let want = if t == "tcp-per-query" { 300 } else { 1 };
-        assert_eq!(n(res, &["connections", "established"]), want, "{t}");
-        assert_eq!(n(res, &["connections", "peak"]), 1, "{t}");
-        assert_eq!(res["scenario"]["traffic"]["window"], 1, "{t}");
+        assert_eq!(res.connections.established, want, "{t}");
+        assert_eq!(res.connections.peak, 1, "{t}");
+        let window = res.scenario.traffic.as_ref().unwrap().window;
+        assert_eq!(window, Some(1), "{t}");
         assert_eq!(r["exit_code"], 0, "{t}");
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -656,16 +661,17 @@ fn tcp_per_query_says_when_time_wait_uses_up_the_ports() {
         assert_eq!(code, 1, "{out}");
         assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
         assert!(out.contains("TIME_WAIT"), "warned before: {out}");
-        let no_port = n(&v, &["connections", "failed", "no_free_port"]);
+        let r = typed(&v);
+        let no_port = r.connections.failed["no_free_port"];
         assert!(no_port > 200, "{out}");
-        assert_eq!(n(&v, &["queries", "errors", "connect"]), no_port, "{out}");
+        assert_eq!(r.q().errors["connect"], no_port, "{out}");
         assert!(out.contains("tcp_tw_reuse=1"), "the fix is named: {out}");
         assert!(out.contains("hint (no_free_port)"), "{out}");
         assert!(
             out.contains("hint (tcp-per-query): each closed connection"),
             "{out}"
         );
-        assert!(n(&v, &["queries", "answered"]) >= 90, "{out}");
+        assert!(r.q().answered >= 90, "{out}");
     });
     let _ = done;
 }
@@ -694,12 +700,10 @@ fn tls_carries_replies_larger_than_its_buffers() {
         false,
     );
     assert_eq!(code, 0, "{out}");
-    let answered = n(&v, &["queries", "answered"]);
+    let r = typed(&v);
+    let answered = r.q().answered;
     assert!(answered > 10, "{out}");
-    assert_eq!(n(&v, &["queries", "http_status", "200"]), answered, "{out}");
-    assert_eq!(errors(&v), 0, "{out}");
-    assert!(
-        n(&v, &["queries", "bytes_in"]) > answered * 256 * 1024,
-        "{out}"
-    );
+    assert_eq!(r.q().http_status["200"], answered, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
+    assert!(r.q().bytes_in > answered * 256 * 1024, "{out}");
 }

@@ -24,7 +24,7 @@ use crate::cli::ClientArgs;
 use crate::domain::{ConnectMode, RunId, Segment};
 use crate::engine::Live;
 use crate::metrics::exported::RunFigures;
-use crate::report::json::Environment;
+use crate::outcome::Environment;
 use crate::report::{self, LiveView};
 use crate::scenario::{End, Scenario};
 use crate::sys::limits::{self, FdLimit};
@@ -161,7 +161,7 @@ pub(super) fn run_processes(
     let observer = crate::evidence::Observer::start(super::watched_target(whole));
     let mut children = Children::spawn(own, stop, common_end)?;
     let mut live = LiveView::new(a.quiet, whole.connections);
-    let mut latest: Vec<Option<crate::engine::Sample>> = vec![None; n as usize];
+    let mut latest: Vec<Option<crate::outcome::Sample>> = vec![None; n as usize];
     let mut figures: Vec<RunFigures> = vec![RunFigures::default(); n as usize];
     let mut ramps = 0;
     // Each child's ramp: when its line came, and how long after its start.

@@ -9,9 +9,9 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::child::{sum_samples, ChildLine, Children, Silence};
-use crate::engine::{Live, Sample};
+use crate::engine::Live;
+use crate::outcome::{RunResult, Sample};
 use crate::report::check::Check;
-use crate::report::json::RunResult;
 use crate::report::{LiveView, Views};
 use crate::sys::signals::{Reason, Stop};
 use anyhow::{Context, Result};

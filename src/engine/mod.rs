@@ -34,13 +34,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use mio::{Poll, Waker};
-use serde::{Deserialize, Serialize};
 
 use crate::metrics::exported::RunFigures;
 use crate::metrics::{
-    ConnCounters, ConnTotals, ConnectBuckets, Histograms, PushTotals, QueryCounters, QueryTotals,
-    Shared, StatusCounts,
+    ConnCounters, ConnTotals, ConnectBuckets, PushTotals, QueryCounters, QueryTotals, Shared,
+    StatusCounts,
 };
+use crate::outcome::{ControlEvent, Outcome, QueryOutcome, Sample, Wall};
 use crate::scenario::{End, Scenario};
 use crate::sys::signals::{Reason, Stop};
 use seconds::Seconds;
@@ -79,6 +79,16 @@ impl SecondReport {
             hist: hist(),
             service: service.then(hist),
             workers: 1,
+        }
+    }
+
+    /// Its histograms into the second's sample: their percentiles, and
+    /// the histograms themselves when `keep` (as [`Sample::set_latency`]).
+    pub fn times_to(&self, s: &mut Sample, keep: bool) {
+        s.loop_late = Some(self.loop_late);
+        s.set_latency(&self.hist, keep);
+        if let Some(h) = &self.service {
+            s.set_service(h, keep);
         }
     }
 
@@ -160,203 +170,6 @@ impl ReportTx {
     }
 }
 
-/// One second of a run, as the live view shows it and the JSON keeps it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Sample {
-    /// Seconds since the start.
-    pub t: u64,
-    /// Wall-clock second (for aligning runs of several hosts).
-    pub unix_s: u64,
-    /// Connections open now.
-    pub connections: i64,
-    pub attempted: u64,
-    pub established: u64,
-    pub verified: u64,
-    pub failed: u64,
-    /// Established during this second.
-    pub established_per_s: u64,
-    /// Query rate asked for in this second.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<f64>,
-    /// Queries that came due in this second (sent or not).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub due: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answered: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timed_out: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub errors: Option<u64>,
-    /// Due queries the client's loop noticed more than 1 ms late.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loop_late: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p50_us: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p99_us: Option<u64>,
-    /// The second's response times (HdrHistogram V2, base64, not
-    /// compressed: see `encode_histogram_plain`):
-    /// seconds of several processes or hosts merge into exact percentiles.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::metrics::de_histogram_text"
-    )]
-    pub hdr: Option<String>,
-    /// The second's service times (from the actual send), as above.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_p50_us: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_p99_us: Option<u64>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::metrics::de_histogram_text"
-    )]
-    pub service_hdr: Option<String>,
-    /// The p99 of the connect times of the connections established in
-    /// this second (to a quarter-octave bucket's top; of several processes
-    /// or hosts, the highest).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connect_p99_us: Option<u64>,
-    /// --proto push: messages received and found lost (sequence gaps; a
-    /// connection's silent tail when it ends) in this second, and the
-    /// jitter's p99 (µs, a quarter-octave bucket's top; of several parts,
-    /// the highest).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub push_received: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub push_lost: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub push_jitter_p99_us: Option<u64>,
-    /// The one-way delay's p99 in this second (as the jitter's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub push_delay_p99_us: Option<u64>,
-}
-
-impl Sample {
-    /// The second's response times: its percentiles, and its histogram
-    /// when `keep` (for a result, or a parent process's live view).
-    pub fn set_latency(&mut self, h: &Histogram<u64>, keep: bool) {
-        let has = !h.is_empty();
-        self.p50_us = has.then(|| h.value_at_quantile(0.5));
-        self.p99_us = has.then(|| h.value_at_quantile(0.99));
-        self.hdr = (has && keep).then(|| crate::metrics::encode_histogram_plain(h));
-    }
-
-    /// The second's service times, as [`Sample::set_latency`].
-    pub fn set_service(&mut self, h: &Histogram<u64>, keep: bool) {
-        let has = !h.is_empty();
-        self.service_p50_us = has.then(|| h.value_at_quantile(0.5));
-        self.service_p99_us = has.then(|| h.value_at_quantile(0.99));
-        self.service_hdr = (has && keep).then(|| crate::metrics::encode_histogram_plain(h));
-    }
-
-    /// Both of a worker report's histograms.
-    pub fn set_times(&mut self, r: &SecondReport, keep: bool) {
-        self.loop_late = Some(r.loop_late);
-        self.set_latency(&r.hist, keep);
-        if let Some(h) = &r.service {
-            self.set_service(h, keep);
-        }
-    }
-
-    /// The same second of several processes or hosts as one: counts
-    /// summed, histograms added, percentiles of the sum. (A sample written
-    /// before seconds carried their histogram has percentiles only: those
-    /// of two cannot be combined, and the sum has none.) The time fields
-    /// are the first part's.
-    pub fn merged<'a>(parts: impl IntoIterator<Item = &'a Sample>) -> Sample {
-        use crate::metrics::add_opt as add;
-        let mut m: Option<Sample> = None;
-        let (mut response, mut service) = (HdrSum::default(), HdrSum::default());
-        let mut n = 0;
-        for o in parts {
-            n += 1;
-            response.add(o.hdr.as_deref(), o.p50_us.is_some());
-            // (A part from before seconds kept service times has response
-            // times only: the sum of service times is then unknown.)
-            service.add(
-                o.service_hdr.as_deref(),
-                o.service_p50_us.is_some() || o.p50_us.is_some(),
-            );
-            let Some(s) = m.as_mut() else {
-                m = Some(o.clone());
-                continue;
-            };
-            s.connections += o.connections;
-            s.attempted += o.attempted;
-            s.established += o.established;
-            s.verified += o.verified;
-            s.failed += o.failed;
-            s.established_per_s += o.established_per_s;
-            s.target = add(s.target, o.target);
-            s.due = add(s.due, o.due);
-            s.sent = add(s.sent, o.sent);
-            s.answered = add(s.answered, o.answered);
-            s.timed_out = add(s.timed_out, o.timed_out);
-            s.errors = add(s.errors, o.errors);
-            s.loop_late = add(s.loop_late, o.loop_late);
-            s.connect_p99_us = s.connect_p99_us.max(o.connect_p99_us);
-            s.push_received = add(s.push_received, o.push_received);
-            s.push_lost = add(s.push_lost, o.push_lost);
-            s.push_jitter_p99_us = s.push_jitter_p99_us.max(o.push_jitter_p99_us);
-            s.push_delay_p99_us = s.push_delay_p99_us.max(o.push_delay_p99_us);
-        }
-        let mut m = m.unwrap_or_default();
-        if n == 1 {
-            // One part: its figures as they are.
-            return m;
-        }
-        match response.sum() {
-            Some(h) => m.set_latency(&h, true),
-            None => (m.p50_us, m.p99_us, m.hdr) = (None, None, None),
-        }
-        match service.sum() {
-            Some(h) => m.set_service(&h, true),
-            None => (m.service_p50_us, m.service_p99_us, m.service_hdr) = (None, None, None),
-        }
-        m
-    }
-}
-
-/// One second's histograms of several parts, added.
-#[derive(Default)]
-struct HdrSum {
-    hist: Option<Histogram<u64>>,
-    /// A part had percentiles but no histogram (or one that did not
-    /// decode): the sum is unknown.
-    unknown: bool,
-}
-
-impl HdrSum {
-    fn add(&mut self, hdr: Option<&str>, has_percentiles: bool) {
-        match hdr.map(crate::metrics::decode_histogram) {
-            Some(Ok(h)) => match self.hist.as_mut() {
-                Some(all) => self.unknown |= all.add(&h).is_err(),
-                None => self.hist = Some(h),
-            },
-            Some(Err(_)) => self.unknown = true,
-            None => self.unknown |= has_percentiles,
-        }
-    }
-
-    fn sum(self) -> Option<Histogram<u64>> {
-        self.hist.filter(|_| !self.unknown)
-    }
-}
-
-/// A command received on --control, with when it applied.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ControlEvent {
-    /// Seconds since the start.
-    pub t: f64,
-    pub command: String,
-    pub applied: bool,
-}
-
 /// Receives the live view's updates.
 pub trait Live {
     /// Once a second.
@@ -377,146 +190,11 @@ pub trait Live {
     fn finish(&mut self);
 }
 
-/// What the query traffic measured.
-#[derive(Clone)]
-pub struct QueryOutcome {
-    pub totals: QueryTotals,
-    pub statuses: StatusCounts,
-    pub in_flight: u64,
-    /// Seconds from the traffic start to the end.
-    pub seconds: f64,
-    /// Queries the schedule asked for over that time.
-    pub target_queries: f64,
-    pub controls: Vec<ControlEvent>,
-}
-
-/// Everything a run measured.
-pub struct Outcome {
-    pub totals: ConnTotals,
-    /// Connect, connect() call and TLS handshake times (TLS: from the TCP
-    /// connection up to the first byte it can carry; empty without TLS);
-    /// with traffic, the queries' times too (empty without).
-    pub hists: Histograms,
-    pub peak: i64,
-    pub per_second: Vec<Sample>,
-    /// Stopped by a signal before its planned end.
-    pub interrupted: bool,
-    /// From the start until every connection of the ramp was verified,
-    /// found unverified, or failed (with --verify).
-    pub verify_time: Option<Duration>,
-    /// From the start to the last initial attempt resolved.
-    pub ramp_time: Option<Duration>,
-    pub elapsed: Duration,
-    pub queries: Option<QueryOutcome>,
-    /// What had not stopped at the run's deadline (`-T` + `--drain` +
-    /// [`GRACE`]) and was left behind, in words.
-    pub overrun: Vec<String>,
-    /// --proto push: what arrived (its times are in `hists`).
-    pub push: Option<PushTotals>,
-    /// The client's CPU and what was seen of the server on this host (set
-    /// by the caller, which watched the run).
-    pub observed: crate::evidence::Observed,
-    /// --stop-on ended the ramp early: when and why, in words.
-    pub ramp_stopped: Option<String>,
-    /// When the run happened on the wall clock (None: read back from a
-    /// result written before results said so).
-    pub wall: Option<Wall>,
-}
-
-/// When a run happened, on the wall clock (Unix seconds): what slices of
-/// one run, on many processes or hosts, are aligned by.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Wall {
-    /// The first connection attempt may go (after --start-at).
-    pub start_unix_s: f64,
-    /// Everything stopped (after --drain).
-    pub end_unix_s: f64,
-    /// The traffic's interval: queries were sent from its start to its end
-    /// (the drain only waits for answers). Rates are over it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traffic_start_unix_s: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traffic_end_unix_s: Option<f64>,
-}
-
-impl Wall {
-    /// From the first start to the last end (the traffic's too).
-    pub fn hull(&self, o: &Wall) -> Wall {
-        let pick = |a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64| match (a, b) {
-            (Some(a), Some(b)) => Some(f(a, b)),
-            (a, b) => a.or(b),
-        };
-        Wall {
-            start_unix_s: self.start_unix_s.min(o.start_unix_s),
-            end_unix_s: self.end_unix_s.max(o.end_unix_s),
-            traffic_start_unix_s: pick(self.traffic_start_unix_s, o.traffic_start_unix_s, f64::min),
-            traffic_end_unix_s: pick(self.traffic_end_unix_s, o.traffic_end_unix_s, f64::max),
-        }
-    }
-
-    /// The traffic's interval, when it had one.
-    pub fn traffic(&self) -> Option<(f64, f64)> {
-        self.traffic_start_unix_s.zip(self.traffic_end_unix_s)
-    }
-}
-
 /// The wall clock now, Unix seconds.
 pub fn unix_now_f64() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
-}
-
-impl QueryOutcome {
-    /// Adds another part's traffic (a process's, a host's): counters
-    /// added (its histograms are the outcome's), the longest traffic's seconds, the control
-    /// commands of both in order.
-    pub fn merge(&mut self, o: &QueryOutcome) {
-        self.totals.merge(&o.totals);
-        self.statuses.merge(&o.statuses);
-        self.in_flight += o.in_flight;
-        self.seconds = self.seconds.max(o.seconds);
-        self.target_queries += o.target_queries;
-        self.controls.extend(o.controls.iter().cloned());
-    }
-}
-
-impl Outcome {
-    /// Adds another part of the same run (a process's, a host's): counters
-    /// and histograms added; the parts hold their connections at the same
-    /// time, so their peaks add; the ramp, verification and run take the
-    /// longest part's time. The per-second series is left as it is: the
-    /// caller aligns every part's seconds on the wall clock at once
-    /// ([`Sample::merged`]).
-    pub fn merge(&mut self, o: &Outcome) -> Result<()> {
-        self.totals.merge(&o.totals);
-        self.hists
-            .merge(&o.hists)
-            .map_err(|e| anyhow::anyhow!("adding histograms: {e:?}"))?;
-        self.peak += o.peak;
-        self.interrupted |= o.interrupted;
-        self.verify_time = self.verify_time.max(o.verify_time);
-        self.ramp_time = self.ramp_time.max(o.ramp_time);
-        self.elapsed = self.elapsed.max(o.elapsed);
-        // (A part that does not say when it ran leaves the whole unknown.)
-        self.wall = self.wall.zip(o.wall).map(|(a, b)| a.hull(&b));
-        self.overrun.extend(o.overrun.iter().cloned());
-        let answered = |q: &Option<QueryOutcome>| q.as_ref().map_or(0, |q| q.totals.answered);
-        let all = answered(&self.queries) + answered(&o.queries);
-        self.observed.merge(&o.observed, all);
-        if self.ramp_stopped.is_none() {
-            self.ramp_stopped.clone_from(&o.ramp_stopped);
-        }
-        match (self.queries.as_mut(), &o.queries) {
-            (Some(q), Some(oq)) => q.merge(oq),
-            (None, Some(oq)) => self.queries = Some(oq.clone()),
-            (_, None) => {}
-        }
-        if let Some(p) = &o.push {
-            self.push.get_or_insert_with(PushTotals::default).merge(p);
-        }
-        Ok(())
-    }
 }
 
 fn unix_now() -> u64 {
@@ -854,7 +532,7 @@ pub fn run(
                     // (A child's seconds go to its parent's live view,
                     // histogram and all; here the result's are made at the
                     // end.)
-                    s.set_times(r, stop.is_child());
+                    r.times_to(&mut s, stop.is_child());
                 }
                 s.target = target_at(&sc, start, traffic_start, tick, &rate_changes);
             }
@@ -1243,43 +921,5 @@ fn control(line: &str, shared: &Shared, wakers: &[Waker]) -> bool {
             Err(_) => false,
         },
         _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::cluster::merge::tests::outcome;
-    use std::time::Duration;
-
-    #[test]
-    fn outcomes_merge_counts_peaks_and_longest_times() {
-        let mut a = outcome(1, 2.0);
-        let b = outcome(2, 3.0);
-        a.verify_time = None;
-        a.merge(&b).unwrap();
-        assert_eq!(a.totals.established, 27);
-        assert_eq!(a.peak, 27);
-        assert_eq!(a.hists.connect_time.len(), 4);
-        assert_eq!(a.elapsed, Duration::from_secs(3));
-        assert_eq!(a.ramp_time, Some(Duration::from_secs_f64(0.75)));
-        // A part without the figure leaves the other's.
-        assert_eq!(a.verify_time, Some(Duration::from_secs_f64(1.5)));
-        let q = a.queries.as_ref().unwrap();
-        assert_eq!((q.totals.sent, q.in_flight, q.seconds), (300, 3, 3.0));
-        assert_eq!(q.target_queries, 300.0);
-        assert_eq!(a.hists.response_time.len(), 4);
-        assert_eq!(q.statuses.rcodes[0], 270);
-        assert_eq!(q.controls.len(), 2);
-    }
-
-    #[test]
-    fn a_part_without_traffic_adds_none_and_takes_the_others() {
-        let mut quiet = outcome(1, 2.0);
-        quiet.queries = None;
-        let mut a = outcome(2, 3.0);
-        a.merge(&quiet).unwrap();
-        assert_eq!(a.queries.as_ref().unwrap().totals.sent, 200);
-        quiet.merge(&outcome(2, 3.0)).unwrap();
-        assert_eq!(quiet.queries.as_ref().unwrap().totals.sent, 200);
     }
 }

@@ -38,7 +38,7 @@ use super::conn::State;
 use super::worker::{End, Worker};
 use crate::domain::PushFormat;
 use crate::metrics::{bump, connect_bucket, new_histogram, PushCounters};
-use crate::scenario::{PushListen, Scenario};
+use crate::scenario::{DelayClock, PushListen, Scenario};
 use crate::sys::timer::{monotonic_ns, wall_ns};
 
 /// A UDP subscriber says it is still there this often (the server drops
@@ -61,16 +61,6 @@ enum Heard {
     Silent,
     /// None, and too young to have been owed one: idle.
     Nothing,
-}
-
-/// Which send stamp gives the one-way delay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DelayClock {
-    /// The server is on this host: CLOCK_MONOTONIC is the same clock.
-    Monotonic,
-    /// --clock-sync: the wall clocks are trusted to agree.
-    Wall,
-    None,
 }
 
 /// One connection's stream of messages.
@@ -118,29 +108,6 @@ pub(super) struct PushRx {
     /// when all are.
     next_keepalive: Instant,
     next_refresh: Instant,
-}
-
-impl DelayClock {
-    /// The clock for a run's targets: the monotonic one when every target
-    /// is on this host (loopback) and no --clock-sync asks for the wall.
-    pub fn of(sc: &Scenario, p: &PushListen) -> DelayClock {
-        let loopback = sc.targets.iter().all(|t| t.ip().is_loopback());
-        match (p.format, loopback, p.clock_sync) {
-            (PushFormat::Line, _, _) => DelayClock::None,
-            (PushFormat::Throng, _, true) => DelayClock::Wall,
-            (PushFormat::Throng, true, false) => DelayClock::Monotonic,
-            (PushFormat::Throng, false, false) => DelayClock::None,
-        }
-    }
-
-    /// Its name in the result (None: no delay measured).
-    pub fn name(self) -> Option<&'static str> {
-        match self {
-            DelayClock::Monotonic => Some("monotonic"),
-            DelayClock::Wall => Some("wall"),
-            DelayClock::None => None,
-        }
-    }
 }
 
 /// The name of the clock a run's one-way delay comes from (None: none).

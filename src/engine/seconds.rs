@@ -88,7 +88,7 @@ impl Seconds {
             s.answered = Some(r.answered);
             s.timed_out = Some(r.timed_out);
             s.errors = Some(r.errors);
-            s.set_times(r, true);
+            r.times_to(s, true);
             *done = true;
             gone.push(idx);
         }

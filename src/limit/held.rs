@@ -17,8 +17,8 @@ use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
 use crate::child::ChildLine;
-use crate::engine::Sample;
 use crate::metrics::Latency;
+use crate::outcome::Sample;
 
 /// A `throng client --child --control -` process of the search's.
 pub struct Held {

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::cli::ClientArgs;
-use crate::engine::Sample;
+use crate::outcome::Sample;
 use crate::sys::signals::Stop;
 
 impl Search<'_> {

@@ -8,8 +8,9 @@
 //! result's JSON, so `merge` and `cluster` evaluate them on exact merged
 //! figures. This module reads results; it never runs anything.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub use crate::outcome::Verdict;
 
 /// One check as parsed.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,20 +47,6 @@ impl Op {
             Op::Ne => a != b,
         }
     }
-}
-
-/// A check's outcome, as the JSON's `checks` list holds it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
-    pub expr: String,
-    /// What was measured, in the check's terms (a percentage for `%`
-    /// checks, µs for `_us` keys); None when the result lacks the key.
-    pub value: Option<f64>,
-    pub pass: bool,
-    /// Why there is no value: "no samples" (a percentile of an empty
-    /// histogram, a share of zero), or "not in the result".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
 }
 
 /// Counts a percentage can be taken of, and of what.
@@ -484,7 +471,7 @@ pub fn evaluate(checks: &[Check], result: &Value) -> Vec<Verdict> {
 /// end of the summary.
 pub fn apply(
     checks: &[Check],
-    result: &mut crate::report::json::RunResult,
+    result: &mut crate::outcome::RunResult,
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
     let json = serde_json::to_value(&*result).map_err(std::io::Error::other)?;
@@ -501,7 +488,7 @@ pub fn apply(
 /// stderr.
 /// (`throng merge` passes `interrupted` false: merging finished.)
 pub fn exit_code(
-    result: &crate::report::json::RunResult,
+    result: &crate::outcome::RunResult,
     max_failures: u64,
     interrupted: bool,
 ) -> std::process::ExitCode {

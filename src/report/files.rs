@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::compared::Case;
-use super::{curve, html, json, Views};
+use super::{curve, html, Views};
+use crate::outcome::compared::Case;
 use crate::usage::UsageError;
 
 /// `throng report`: the HTML report and the .hgrm spectra of results
@@ -47,13 +47,13 @@ pub fn run(results: &[PathBuf], views: &Views) -> anyhow::Result<ExitCode> {
         .into());
     }
     views.check().map_err(UsageError)?;
-    let mut runs: Vec<(String, json::RunResult)> = Vec::new();
+    let mut runs: Vec<(String, crate::outcome::RunResult)> = Vec::new();
     for (p, text) in results.iter().zip(&texts) {
         let stem = p.file_stem().map_or_else(
             || p.display().to_string(),
             |s| s.to_string_lossy().into_owned(),
         );
-        match json::parse(text) {
+        match crate::outcome::parse(text) {
             Ok(r) => runs.push((stem, r)),
             Err(e) => {
                 // A comparison: its runs, each by its transport.
@@ -68,7 +68,7 @@ pub fn run(results: &[PathBuf], views: &Views) -> anyhow::Result<ExitCode> {
                     .into());
                 };
                 for (i, run) in compared.iter().enumerate() {
-                    let r = json::parse(&run["result"].to_string()).map_err(|e| {
+                    let r = crate::outcome::parse(&run["result"].to_string()).map_err(|e| {
                         UsageError(format!("{}: runs[{i}].result: {e}", p.display()))
                     })?;
                     let case: Case = serde_json::from_value(run.clone())

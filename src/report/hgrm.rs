@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use hdrhistogram::Histogram;
 
-use super::json::{write_bytes_atomic, RunResult};
+use super::json::write_bytes_atomic;
 use crate::metrics::decode_histogram;
+use crate::outcome::RunResult;
 
 /// Percentile ticks per half distance to 100%, as HdrHistogram's default.
 pub const TICKS_PER_HALF_DISTANCE: u32 = 5;

@@ -371,7 +371,7 @@ pub fn lag_warning(
 /// not set TCP_NODELAY). Says so with both fixes.
 pub fn nagle_hint(
     sc: &Scenario,
-    q: &crate::engine::QueryOutcome,
+    q: &crate::outcome::QueryOutcome,
     h: &crate::metrics::Histograms,
 ) -> Option<String> {
     if matches!(sc.transport, Transport::Udp) || h.service_time.is_empty() {
@@ -415,7 +415,7 @@ pub fn nagle_hint(
 }
 
 /// DNS answers without TC=1 (whole).
-pub(super) fn whole_answers(q: &crate::engine::QueryOutcome) -> u64 {
+pub(super) fn whole_answers(q: &crate::outcome::QueryOutcome) -> u64 {
     q.statuses
         .rcodes
         .iter()

@@ -28,9 +28,10 @@ use super::chart::{
     legend_line, page_foot, page_head, svg, BLUE_, GREEN_, GREY, HEIGHT, ORANGE, PINK, PURPLE,
     RED_, WIDTH,
 };
-use super::json::{write_bytes_atomic, RunResult};
+use super::json::write_bytes_atomic;
 use crate::domain::Transport;
 use crate::metrics::{decode_histogram, Bucket};
+use crate::outcome::RunResult;
 use crate::scenario::{End, Model, Query, Ramp, Scenario};
 use crate::units::{human, human_us};
 
@@ -1067,7 +1068,7 @@ fn figures(runs: &[Drawn]) -> Vec<(&'static str, Vec<String>)> {
             })
         }
     };
-    let q = |f: fn(&super::json::Queries) -> String| {
+    let q = |f: fn(&crate::outcome::Queries) -> String| {
         move |r: &RunResult| r.queries.as_ref().map_or("-".into(), f)
     };
     let mut rows: Vec<(&'static str, Vec<String>)> = vec![
@@ -1345,7 +1346,7 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::merge::tests::{outcome, slice};
+    use crate::fixtures::{outcome, slice};
 
     #[test]
     fn percentile_labels_at_decades() {
@@ -1387,7 +1388,7 @@ mod tests {
         let mut r = slice(1, &outcome(2, 3.0));
         r.per_second = (1..=3)
             .map(|t| {
-                let mut s = crate::engine::Sample {
+                let mut s = crate::outcome::Sample {
                     t,
                     unix_s: 1_700_000_000 + t,
                     connections: 9,

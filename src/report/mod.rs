@@ -11,7 +11,6 @@
 pub mod books;
 mod chart;
 pub mod check;
-pub mod compared;
 pub mod curve;
 pub mod files;
 pub mod hgrm;
@@ -44,9 +43,10 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::domain::Transport;
-use crate::engine::{Live, Outcome, Sample};
+use crate::engine::Live;
 use crate::metrics::exported::RunFigures;
 use crate::metrics::{Bucket, ConnTotals, QueryTotals};
+use crate::outcome::{Outcome, Sample};
 use crate::scenario::{End, Scenario};
 use crate::units::{human_bytes, human_us};
 
@@ -54,7 +54,7 @@ use crate::units::{human_bytes, human_us};
 mod tests {
     use super::views::{file_word, hgrm_tags};
     use super::*;
-    use crate::cluster::merge::tests::{outcome, slice};
+    use crate::fixtures::{outcome, slice};
 
     /// Histograms whose send lag, loop lag and service time sit at the
     /// given values (µs).

@@ -550,7 +550,7 @@ pub(super) fn mbps(bytes: u64, secs: f64) -> String {
 /// failed, whose queries may never have been sent).
 pub(super) fn queries_summary(
     sc: &Scenario,
-    q: &crate::engine::QueryOutcome,
+    q: &crate::outcome::QueryOutcome,
     h: &crate::metrics::Histograms,
     (conns_failed, cpu): (u64, Option<&crate::evidence::ClientCpu>),
     out: &mut dyn Write,

@@ -262,6 +262,40 @@ impl PushListen {
     }
 }
 
+/// Which send stamp gives the one-way delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DelayClock {
+    /// The server is on this host: CLOCK_MONOTONIC is the same clock.
+    Monotonic,
+    /// --clock-sync: the wall clocks are trusted to agree.
+    Wall,
+    None,
+}
+
+impl DelayClock {
+    /// The clock for a run's targets: the monotonic one when every target
+    /// is on this host (loopback) and no --clock-sync asks for the wall.
+    pub fn of(sc: &Scenario, p: &PushListen) -> DelayClock {
+        use crate::domain::PushFormat;
+        let loopback = sc.targets.iter().all(|t| t.ip().is_loopback());
+        match (p.format, loopback, p.clock_sync) {
+            (PushFormat::Line, _, _) => DelayClock::None,
+            (PushFormat::Throng, _, true) => DelayClock::Wall,
+            (PushFormat::Throng, true, false) => DelayClock::Monotonic,
+            (PushFormat::Throng, false, false) => DelayClock::None,
+        }
+    }
+
+    /// Its name in the result (None: no delay measured).
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            DelayClock::Monotonic => Some("monotonic"),
+            DelayClock::Wall => Some("wall"),
+            DelayClock::None => None,
+        }
+    }
+}
+
 /// The client's TLS settings (--transport tls).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TlsOptions {

@@ -246,26 +246,6 @@ pub fn read_result(path: impl AsRef<std::path::Path>) -> Value {
     parse_result(&t)
 }
 
-/// A number in a JSON result, by its path.
-pub fn n(v: &Value, path: &[&str]) -> u64 {
-    let mut x = v;
-    for p in path {
-        x = &x[*p];
-    }
-    x.as_u64()
-        .unwrap_or_else(|| panic!("{}: {v}", path.join(".")))
-}
-
-/// Query errors of a JSON result, every cause summed (timeouts apart).
-pub fn errors(v: &Value) -> u64 {
-    v["queries"]["errors"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum()
-}
-
 /// A fresh temporary directory for one test.
 pub fn temp_dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("throng-{name}-{}", std::process::id()));
@@ -348,40 +328,52 @@ pub fn which(name: &str) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// `queries.<key>` of a result.
-pub fn q(v: &Value, key: &str) -> u64 {
-    v["queries"][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("queries.{key}: {v}"))
+pub use throng::outcome::RunResult;
+
+/// A result as its typed schema: the JSON a test holds, read back by the
+/// type that wrote it (its books checked when it was read).
+pub fn typed(v: &Value) -> RunResult {
+    throng::outcome::parse(&v.to_string()).unwrap_or_else(|e| panic!("not a result: {e}: {v}"))
 }
 
-/// `queries.errors.<cause>`.
-pub fn err(v: &Value, cause: &str) -> u64 {
-    v["queries"]["errors"][cause]
-        .as_u64()
-        .unwrap_or_else(|| panic!("queries.errors.{cause}: {v}"))
+/// A result file read back through [`read_result`], as its typed schema.
+pub fn outcome(path: impl AsRef<std::path::Path>) -> RunResult {
+    typed(&read_result(path))
 }
 
-/// `connections.<key>`.
-pub fn conns(v: &Value, key: &str) -> u64 {
-    v["connections"][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("connections.{key}: {v}"))
+/// The parts of a typed result a test expects to be there.
+pub trait Parts {
+    /// `queries` (a run with traffic).
+    fn q(&self) -> &throng::outcome::Queries;
+    /// `latency` (a run with traffic).
+    fn lat(&self) -> &throng::outcome::LatencyResult;
+    /// `dns` (a DNS run).
+    fn dns(&self) -> &throng::outcome::Dns;
+    /// `push` (--proto push).
+    fn push(&self) -> &throng::outcome::PushResult;
+    /// Query errors, every cause summed (timeouts apart).
+    fn errors(&self) -> u64;
+    /// Every failed connection, all buckets.
+    fn failed_total(&self) -> u64;
 }
 
-/// `connections.failed.<bucket>`.
-pub fn failed(v: &Value, bucket: &str) -> u64 {
-    v["connections"]["failed"][bucket]
-        .as_u64()
-        .unwrap_or_else(|| panic!("connections.failed.{bucket}: {v}"))
-}
-
-/// Every failed connection, all buckets.
-pub fn failed_total(v: &Value) -> u64 {
-    v["connections"]["failed"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum()
+impl Parts for RunResult {
+    fn q(&self) -> &throng::outcome::Queries {
+        self.queries.as_ref().expect("a result with queries")
+    }
+    fn lat(&self) -> &throng::outcome::LatencyResult {
+        self.latency.as_ref().expect("a result with latency")
+    }
+    fn dns(&self) -> &throng::outcome::Dns {
+        self.dns.as_ref().expect("a result with dns")
+    }
+    fn push(&self) -> &throng::outcome::PushResult {
+        self.push.as_ref().expect("a result with push")
+    }
+    fn errors(&self) -> u64 {
+        self.q().errors.values().sum()
+    }
+    fn failed_total(&self) -> u64 {
+        self.connections.failed.values().sum()
+    }
 }

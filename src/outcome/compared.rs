@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::json::RunResult;
+use super::RunResult;
 use crate::domain::Transport;
 
 /// One row: a transport, and for tcp and tls the recycling setting.
