@@ -48,6 +48,7 @@ pub mod evidence;
 pub mod exposition;
 pub mod limit;
 pub mod metrics;
+pub mod outcome;
 pub mod report;
 pub mod scenario;
 pub mod server;

@@ -39,7 +39,7 @@ use crate::domain::Processes;
 use crate::exposition::Endpoint;
 use crate::sys::signals::{Reason, Stop};
 use running::start_with;
-use seconds::{each_second, ListenCounters, StatsOut, Wake};
+use seconds::{each_second, ChildSecond, ListenCounters, StatsOut, Wake};
 use summary::{listening, print_summary, ChildTotals};
 
 /// Runs the server until SIGINT or SIGTERM, then prints the summary.
@@ -135,10 +135,13 @@ fn run_child(server: Running, signals: &Stop) -> Result<()> {
     each_second(&server, signals, Instant::now(), |wake| {
         match wake {
             // The parent reads the kernel's listen counters (one netns for all).
-            Wake::Second(mut sec) => {
+            Wake::Second(sec) => {
                 // Its counters since it started, for the parent's --metrics.
-                sec.totals = Some(server.totals());
-                ChildLine::Stats(serde_json::to_value(&sec)?).print()
+                let line = ChildSecond {
+                    sec: *sec,
+                    totals: Some(server.totals()),
+                };
+                ChildLine::Stats(serde_json::to_value(&line)?).print()
             }
             Wake::Other(Reason::Grow) => ChildLine::Filling.print(),
             Wake::Other(Reason::Full) => ChildLine::Full.print(),

@@ -27,7 +27,7 @@ use anyhow::Result;
 use super::bind::{reserve, steer_new_connections};
 use super::prometheus::Exported;
 use super::running::start_with;
-use super::seconds::{combine, each_second, ListenCounters, Second, StatsOut, Wake};
+use super::seconds::{each_second, ChildSecond, ListenCounters, Second, StatsOut, Wake};
 use super::stats::Totals;
 use super::summary::{backlog, listening, print_summary, ChildTotals};
 use super::{HandOver, ServerConfig};
@@ -167,18 +167,18 @@ pub fn run(
             Some(Reason::ChildExit(_)) => alive -= 1,
             Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
                 Ok(ChildLine::Stats(v)) => {
-                    if let Ok(sec) = serde_json::from_value::<Second>(v) {
+                    if let Ok(line) = serde_json::from_value::<ChildSecond>(v) {
                         if let Some(x) = &exported {
-                            x.report(i, &sec);
+                            x.report(i, &line);
                         }
-                        seconds[i].push(sec);
+                        seconds[i].push(line.sec);
                     }
                     // Every child is up: the ports no longer need holding.
                     if reserved.is_some() && seconds.iter().all(|s| !s.is_empty()) {
                         reserved = None;
                     }
                     while seconds.iter().all(|s| s.len() > shown) {
-                        let mut sec = combine(seconds.iter().map(|s| &s[shown]));
+                        let mut sec = Second::combine(seconds.iter().map(|s| &s[shown]));
                         listen.second(proc::listen_counters(), &mut sec);
                         sec.processes = n;
                         shown += 1;
@@ -406,7 +406,7 @@ pub fn elastic(
                 s
             })
             .collect();
-        let mut sec = combine(std::iter::once(&own).chain(others.iter()));
+        let mut sec = Second::combine(std::iter::once(&own).chain(others.iter()));
         listen.second(g.spare.with(proc::listen_counters), &mut sec);
         sec.processes = g.members.len() as u64;
         for m in &mut g.members[1..] {
@@ -520,12 +520,12 @@ impl Parent<'_> {
                 let m = &mut members[i + 1];
                 match serde_json::from_str::<ChildLine>(&line) {
                     Ok(ChildLine::Stats(v)) => {
-                        if let Ok(sec) = serde_json::from_value::<Second>(v) {
+                        if let Ok(line) = serde_json::from_value::<ChildSecond>(v) {
                             if let Some(x) = &group.exported {
-                                x.report(i + 1, &sec);
+                                x.report(i + 1, &line);
                             }
-                            m.rates.add_rates(&sec);
-                            m.last = sec;
+                            m.rates.add_rates(&line.sec);
+                            m.last = line.sec;
                         }
                     }
                     Ok(ChildLine::Totals(v)) => {

@@ -16,7 +16,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 
 use super::running::Probe;
-use super::seconds::Second;
+use super::seconds::ChildSecond;
 use super::stats::Totals;
 use super::summary::ChildTotals;
 use crate::exposition::{counter, counters_by, gauge, gauges_by};
@@ -80,11 +80,11 @@ impl Exported {
 
     /// Member `i`'s stats line: its gauges, and its counters when the line
     /// carries them.
-    pub(super) fn report(&self, i: usize, sec: &Second) {
+    pub(super) fn report(&self, i: usize, line: &ChildSecond) {
         if let Some(Member::Reported(f)) = self.view().members.get_mut(i) {
-            f.connections = sec.connections;
-            f.peak = sec.peak_connections;
-            if let Some(t) = &sec.totals {
+            f.connections = line.sec.connections;
+            f.peak = line.sec.peak_connections;
+            if let Some(t) = &line.totals {
                 f.totals = t.clone();
             }
         }
@@ -322,6 +322,7 @@ impl Collector for Exported {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::seconds::Second;
 
     #[test]
     fn accept_errors_are_kinds_of_their_own() {
@@ -348,14 +349,16 @@ mod tests {
         let one = text(&e);
         assert!(one.contains("throng_server_processes 1\n"), "{one}");
         assert!(!one.contains("process=\""), "{one}");
-        let sec = Second {
-            connections: 3,
-            peak_connections: 4,
+        let sec = ChildSecond {
+            sec: Second {
+                connections: 3,
+                peak_connections: 4,
+                ..Second::default()
+            },
             totals: Some(Totals {
                 accepted: 5,
                 ..Totals::default()
             }),
-            ..Second::default()
         };
         e.report(0, &sec);
         e.add_reported();

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use mio::{Poll, Waker};
 
 use super::bind::bind;
-use super::seconds::{unix_now, PushSecond, Second};
+use super::seconds::{push_second, unix_now, Second};
 use super::stats::{Shared, Totals, WorkerStats};
 use super::summary::backlog;
 use super::{worker, HandOver, ServerConfig};
@@ -146,7 +146,6 @@ impl Running {
             listen_overflows: 0,
             listen_drops: 0,
             processes: 0,
-            totals: None,
             push: totals.push.as_ref().map(|p| {
                 let last = last.push.clone().unwrap_or_default();
                 let late_max_us = self
@@ -160,7 +159,7 @@ impl Running {
                     .iter()
                     .map(|w| w.push_subscribers.load(Relaxed) as i64)
                     .sum();
-                PushSecond::of(&p.since(&last), late_max_us, subscribers)
+                push_second(&p.since(&last), late_max_us, subscribers)
             }),
         }
     }
