@@ -151,13 +151,13 @@ impl Running {
                 let late_max_us = self
                     .worker_stats
                     .iter()
-                    .map(|w| w.push_late_max_us_second.swap(0, Relaxed))
+                    .map(|w| w.push.late_max_us_second.swap(0, Relaxed))
                     .max()
                     .unwrap_or(0);
                 let subscribers = self
                     .worker_stats
                     .iter()
-                    .map(|w| w.push_subscribers.load(Relaxed) as i64)
+                    .map(|w| w.push.subscribers.load(Relaxed) as i64)
                     .sum();
                 push_second(&p.since(&last), late_max_us, subscribers)
             }),

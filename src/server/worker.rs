@@ -666,7 +666,8 @@ impl Worker {
             },
         );
         stats
-            .push_subscribers
+            .push
+            .subscribers
             .store(push.pusher.len() as u64, Relaxed);
         let wait = push.pusher.next_due_ns().saturating_sub(monotonic_ns());
         push.timer.arm(Duration::from_nanos(wait))
@@ -735,7 +736,7 @@ impl Worker {
                 }
             };
             if push.pusher.heard(i, peer, bye, monotonic_ns()) {
-                bump(&stats.push_subscribed, 1);
+                bump(&stats.push.subscribed, 1);
             }
         }
     }
