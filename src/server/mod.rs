@@ -7,11 +7,15 @@
 //! certificate and its files); `bind` (the sockets) and `running` (the
 //! workers started, their counters, their stop); `seconds` (the stats of a
 //! second, the loop that takes them, where they go) and `summary`; `multi`
-//! (several processes on one port); `prometheus` (--metrics); `worker` and
-//! `responder` (the serving).
+//! (several processes on one port) and `hand_over` (when a member of a
+//! group passes new connections on); `prometheus` (--metrics); `acceptor`
+//! (a worker's listeners: accept, shed, pause), `worker` and `responder`
+//! (the serving).
 
+mod acceptor;
 mod bind;
 mod config;
+mod hand_over;
 mod multi;
 mod prometheus;
 mod push;
@@ -23,9 +27,9 @@ mod summary;
 mod worker;
 
 pub use crate::server_config::{ServerConfig, ServerTls, DEFAULT_PORT};
+pub(crate) use hand_over::HandOver;
 pub use responder::Responder;
 pub use running::{start, Running};
-pub(crate) use worker::HandOver;
 
 use std::io::{self, Write};
 use std::sync::atomic::Ordering::Relaxed;
