@@ -15,6 +15,7 @@
 //! - `--processes N`, [`run`]: N children from the start; this parent
 //!   checks and reserves the ports and only watches.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Write};
 use std::net::SocketAddr;
@@ -26,7 +27,7 @@ use anyhow::Result;
 
 use super::bind::{reserve, steer_new_connections};
 use super::prometheus::Exported;
-use super::running::start_with;
+use super::running::{start_with, Running};
 use super::seconds::{each_second, ChildSecond, ListenCounters, Second, StatsOut, Wake};
 use super::stats::Totals;
 use super::summary::{backlog, listening, print_summary, ChildTotals};
@@ -84,60 +85,10 @@ pub fn run(
         .collect::<Result<Vec<_>>>()?;
     let mut children = Children::spawn(members, stop, false)?;
     // The banner says the server is up (scripts and tests connect when they
-    // read it): every child listens first. What else comes meanwhile is
-    // handled after, in order.
-    let mut early = std::collections::VecDeque::new();
-    let mut ready = 0;
-    while ready < n {
-        match stop.wait_reason(None) {
-            Some(Reason::ChildLine(_, line))
-                if matches!(
-                    serde_json::from_str::<ChildLine>(&line),
-                    Ok(ChildLine::Ready)
-                ) =>
-            {
-                ready += 1;
-            }
-            Some(r @ (Reason::Signal | Reason::ChildExit(_))) => {
-                early.push_back(r);
-                break;
-            }
-            Some(r) => early.push_back(r),
-            None => break,
-        }
-    }
+    // read it): every child listens first.
+    let mut early = wait_ready(stop, n);
 
-    let capacity = fd.soft.saturating_sub(FD_OVERHEAD);
-    let mut banner = io::stdout().lock();
-    writeln!(
-        banner,
-        "throng server: {} mode, {n} processes x {workers} worker{} sharing each port (SO_REUSEPORT)",
-        cfg.mode.name(),
-        if workers == 1 { "" } else { "s" }
-    )?;
-    listening(cfg, &addrs, &mut banner)?;
-    if let Some(e) = &endpoint {
-        writeln!(banner, "{}", e.banner())?;
-    }
-    writeln!(
-        banner,
-        "{}: {n} processes hold at most {} connections",
-        fd.describe(),
-        capacity * n,
-    )?;
-    let (effective, _) = backlog(cfg.backlog);
-    writeln!(banner, "listen backlog {effective} per process")?;
-    if proc::sysctl_u64("net.ipv4.tcp_migrate_req") == Some(0) {
-        writeln!(
-            banner,
-            "a full process closes its listeners so its siblings take new connections; a \
-             connection that reaches its queue in that instant is reset (the client sees \
-             half_open) unless the kernel moves it to a sibling: sysctl -w \
-             net.ipv4.tcp_migrate_req=1"
-        )?;
-    }
-    banner.flush()?;
-    drop(banner);
+    run_banner(cfg, n, workers, &addrs, endpoint.as_ref(), &fd)?;
 
     let started = Instant::now();
     let mut listen = ListenCounters::read();
@@ -198,6 +149,86 @@ pub fn run(
     }
     drop(reserved);
     let statuses = children.wait();
+    print_spread(n, &finals, &statuses, started, &listen)
+}
+
+/// Waits until each of the `n` children listens, or until a signal or a
+/// child's end: returns what else came meanwhile, in order.
+fn wait_ready(stop: &Stop, n: u64) -> VecDeque<Reason> {
+    let mut early = VecDeque::new();
+    let mut ready = 0;
+    while ready < n {
+        match stop.wait_reason(None) {
+            Some(Reason::ChildLine(_, line))
+                if matches!(
+                    serde_json::from_str::<ChildLine>(&line),
+                    Ok(ChildLine::Ready)
+                ) =>
+            {
+                ready += 1;
+            }
+            Some(r @ (Reason::Signal | Reason::ChildExit(_))) => {
+                early.push_back(r);
+                break;
+            }
+            Some(r) => early.push_back(r),
+            None => break,
+        }
+    }
+    early
+}
+
+/// The banner of --processes N: the server is up.
+fn run_banner(
+    cfg: &ServerConfig,
+    n: u64,
+    workers: u64,
+    addrs: &[SocketAddr],
+    endpoint: Option<&Endpoint>,
+    fd: &limits::FdLimit,
+) -> Result<()> {
+    let capacity = fd.soft.saturating_sub(FD_OVERHEAD);
+    let mut banner = io::stdout().lock();
+    writeln!(
+        banner,
+        "throng server: {} mode, {n} processes x {workers} worker{} sharing each port (SO_REUSEPORT)",
+        cfg.mode.name(),
+        if workers == 1 { "" } else { "s" }
+    )?;
+    listening(cfg, addrs, &mut banner)?;
+    if let Some(e) = endpoint {
+        writeln!(banner, "{}", e.banner())?;
+    }
+    writeln!(
+        banner,
+        "{}: {n} processes hold at most {} connections",
+        fd.describe(),
+        capacity * n,
+    )?;
+    let (effective, _) = backlog(cfg.backlog);
+    writeln!(banner, "listen backlog {effective} per process")?;
+    if proc::sysctl_u64("net.ipv4.tcp_migrate_req") == Some(0) {
+        writeln!(
+            banner,
+            "a full process closes its listeners so its siblings take new connections; a \
+             connection that reaches its queue in that instant is reset (the client sees \
+             half_open) unless the kernel moves it to a sibling: sysctl -w \
+             net.ipv4.tcp_migrate_req=1"
+        )?;
+    }
+    banner.flush()?;
+    Ok(())
+}
+
+/// The summary of --processes N: the processes' counters summed, and how
+/// the kernel spread the connections over them.
+fn print_spread(
+    n: u64,
+    finals: &[Option<ChildTotals>],
+    statuses: &[std::result::Result<i32, String>],
+    started: Instant,
+    listen: &ListenCounters,
+) -> Result<()> {
     let mut total = Totals::default();
     let mut peak = 0;
     let mut spread = Vec::new();
@@ -314,40 +345,12 @@ pub fn elastic(
         // Alone for good: never close, shed past the fd limit.
         hand_over.grow_at.store(i64::MAX, Relaxed);
     }
-    let mut banner = io::stdout().lock();
-    writeln!(
-        banner,
-        "throng server: {} mode, 1 process x {} worker{}{}",
-        cfg.mode.name(),
-        cfg.workers,
-        if cfg.workers == 1 { "" } else { "s" },
-        if most > 1 {
-            format!(
-                "; the next joins the port (SO_REUSEPORT) and takes the new connections each \
-                 time the one taking them nears its fd limit, up to {most} processes"
-            )
-        } else {
-            String::new()
-        }
-    )?;
-    listening(cfg, &server.addrs, &mut banner)?;
-    if let Some(e) = &endpoint {
-        writeln!(banner, "{}", e.banner())?;
-    }
-    writeln!(
-        banner,
-        "{}: {capacity} connections per process, {} in {most} process{} (planned for {planned}; \
-         --max-connections {})",
-        fd.describe(),
-        capacity * most,
-        if most == 1 { "" } else { "es" },
-        cfg.max_connections
-    )?;
-    for l in server.limits.iter().skip(1) {
-        writeln!(banner, "{l}")?;
-    }
-    banner.flush()?;
-    drop(banner);
+    let plan = Plan {
+        planned,
+        capacity,
+        most,
+    };
+    elastic_banner(cfg, &server, endpoint.as_ref(), &fd, &plan)?;
 
     let started = Instant::now();
     let mut listen = ListenCounters::read();
@@ -396,22 +399,8 @@ pub fn elastic(
             Wake::Other(reason) => return Ok(g.hear(reason)),
             Wake::Second(own) => *own,
         };
-        g.members[0].last = own.clone();
-        let others: Vec<Second> = g.members[1..]
-            .iter()
-            .map(|m| {
-                let mut s = m.rates.clone();
-                s.connections = m.last.connections;
-                s.peak_connections = m.last.peak_connections;
-                s
-            })
-            .collect();
-        let mut sec = Second::combine(std::iter::once(&own).chain(others.iter()));
+        let mut sec = g.second(own);
         listen.second(g.spare.with(proc::listen_counters), &mut sec);
-        sec.processes = g.members.len() as u64;
-        for m in &mut g.members[1..] {
-            m.rates = Second::default();
-        }
         out.emit(&sec);
         Ok(true)
     })?;
@@ -441,6 +430,78 @@ pub fn elastic(
         totals: own_totals,
         peak: own_peak,
     });
+    print_members(&members, &statuses, most, started, &listen, migrate0)?;
+    result.map(|_| ())
+}
+
+/// How many connections an elastic group plans for, per process, and in
+/// how many processes at most.
+struct Plan {
+    planned: u64,
+    capacity: u64,
+    most: u64,
+}
+
+/// The banner of --processes auto: the server is up.
+fn elastic_banner(
+    cfg: &ServerConfig,
+    server: &Running,
+    endpoint: Option<&Endpoint>,
+    fd: &limits::FdLimit,
+    plan: &Plan,
+) -> Result<()> {
+    let Plan {
+        planned,
+        capacity,
+        most,
+    } = *plan;
+    let mut banner = io::stdout().lock();
+    writeln!(
+        banner,
+        "throng server: {} mode, 1 process x {} worker{}{}",
+        cfg.mode.name(),
+        cfg.workers,
+        if cfg.workers == 1 { "" } else { "s" },
+        if most > 1 {
+            format!(
+                "; the next joins the port (SO_REUSEPORT) and takes the new connections each \
+                 time the one taking them nears its fd limit, up to {most} processes"
+            )
+        } else {
+            String::new()
+        }
+    )?;
+    listening(cfg, &server.addrs, &mut banner)?;
+    if let Some(e) = endpoint {
+        writeln!(banner, "{}", e.banner())?;
+    }
+    writeln!(
+        banner,
+        "{}: {capacity} connections per process, {} in {most} process{} (planned for {planned}; \
+         --max-connections {})",
+        fd.describe(),
+        capacity * most,
+        if most == 1 { "" } else { "es" },
+        cfg.max_connections
+    )?;
+    for l in server.limits.iter().skip(1) {
+        writeln!(banner, "{l}")?;
+    }
+    banner.flush()?;
+    Ok(())
+}
+
+/// The summary of --processes auto: the members' counters summed, each
+/// member's start and end, and what the kernel did with connections
+/// queued at a full member's listeners.
+fn print_members(
+    members: &[Member],
+    statuses: &[std::result::Result<i32, String>],
+    most: u64,
+    started: Instant,
+    listen: &ListenCounters,
+    migrate0: Option<(u64, u64)>,
+) -> Result<()> {
     let mut total = Totals::default();
     let mut peak = 0;
     let mut rows = Vec::new();
@@ -483,7 +544,7 @@ pub fn elastic(
             total.queued_at_close
         );
     }
-    result.map(|_| ())
+    Ok(())
 }
 
 /// The parent of an elastic group at work: the group, its members, their
@@ -498,6 +559,28 @@ struct Parent<'a> {
 }
 
 impl Parent<'_> {
+    /// The group's second: this process's own, and the others' gauges
+    /// from their last line with the rates they reported since the last
+    /// second (the listen counters are left to the caller).
+    fn second(&mut self, own: Second) -> Second {
+        self.members[0].last = own.clone();
+        let others: Vec<Second> = self.members[1..]
+            .iter()
+            .map(|m| {
+                let mut s = m.rates.clone();
+                s.connections = m.last.connections;
+                s.peak_connections = m.last.peak_connections;
+                s
+            })
+            .collect();
+        let mut sec = Second::combine(std::iter::once(&own).chain(others.iter()));
+        sec.processes = self.members.len() as u64;
+        for m in &mut self.members[1..] {
+            m.rates = Second::default();
+        }
+        sec
+    }
+
     /// Hears a wake-up other than a second's: a member filling up, a
     /// child's line, a child's end. False for a request to stop (a signal).
     fn hear(&mut self, reason: Reason) -> bool {
