@@ -7,7 +7,8 @@
 //! certificate and its files); `bind` (the sockets) and `running` (the
 //! workers started, their counters, their stop); `seconds` (the stats of a
 //! second, the loop that takes them, where they go) and `summary`; `multi`
-//! (several processes on one port) and `hand_over` (when a member of a
+//! (several processes on one port), `elastic` (as many as the connections
+//! need) and `hand_over` (when a member of a
 //! group passes new connections on); `prometheus` (--metrics); `acceptor`
 //! (a worker's listeners: accept, shed, pause), `worker` and `responder`
 //! (the serving).
@@ -15,6 +16,7 @@
 mod acceptor;
 mod bind;
 mod config;
+mod elastic;
 mod hand_over;
 mod multi;
 mod prometheus;
@@ -63,7 +65,7 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     };
     if !cfg.child {
         match cfg.processes {
-            Processes::Auto => return multi::elastic(cfg, &signals, out, endpoint),
+            Processes::Auto => return elastic::run(cfg, &signals, out, endpoint),
             Processes::Count(n) if n > 1 => return multi::run(cfg, n, &signals, out, endpoint),
             Processes::Count(_) => {}
         }
