@@ -205,6 +205,20 @@ mod tests {
     }
 
     #[test]
+    fn push_counters_sum_and_keep_the_latest_send() {
+        let a = WorkerStats::default();
+        let b = WorkerStats::default();
+        bump(&a.push.due, 3);
+        bump(&b.push.due, 4);
+        a.push.late_max_us.fetch_max(900, Relaxed);
+        b.push.late_max_us.fetch_max(300, Relaxed);
+        let t = Totals::sum([&a, &b], true);
+        let p = t.push.unwrap();
+        assert_eq!((p.due, p.late_max_us), (7, 900));
+        assert!(Totals::sum([&a, &b], false).push.is_none());
+    }
+
+    #[test]
     fn peak_follows_current() {
         let s = Shared::default();
         s.opened();
