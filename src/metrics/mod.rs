@@ -8,8 +8,11 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 
+pub(crate) mod counters;
 pub mod exported;
 mod histograms;
+
+use counters::counter_block;
 
 pub use histograms::{
     de_histogram_text, decode_histogram, encode_histogram, encode_histogram_plain, new_histogram,
@@ -215,109 +218,95 @@ pub const TLS_TIMED_OUT: &str = "the TLS handshake did not finish within --conne
 /// ClientHello with an alert.
 pub const TLS_ALERT: &str = "the server refused the handshake with an alert";
 
-/// Live counters of one client worker.
-#[repr(align(128))]
-pub struct ConnCounters {
-    pub attempted: AtomicU64,
-    pub established: AtomicU64,
-    /// Of `established`, the ramp's own (initial attempts), not the
-    /// replacements made after.
-    pub established_initial: AtomicU64,
-    pub verified: AtomicU64,
-    /// Established, but the probe got no answer within --connect-timeout.
-    pub unverified: AtomicU64,
-    /// Closed by us: at the end of the run, or at the end of --lifetime.
-    pub closed: AtomicU64,
-    pub failed: [AtomicU64; BUCKETS],
-    /// Of `failed`: connections that were established first (a reset, a
-    /// close before an answer, a TLS handshake that failed).
-    pub failed_established: AtomicU64,
-    /// Attempts that never resolved: still connecting when the run ended
-    /// (or when a schedule closed them).
-    pub unresolved: AtomicU64,
-    /// Established connections nothing was asked on (no probe, no query):
-    /// in neither `verified` nor `unverified`.
-    pub idle: AtomicU64,
-    pub other_errno: [AtomicU64; MAX_ERRNO],
-    /// Closed by the server after answering all it was sent (HTTP
-    /// keep-alive limits): not a failure.
-    pub peer_closed: AtomicU64,
-    /// TLS handshakes that resumed a session.
-    pub tls_resumed: AtomicU64,
-    /// The first TLS error, in words.
-    pub tls_error: std::sync::Mutex<Option<String>>,
-    /// Probes answered with a refusal (HTTP 4xx/5xx, DNS FORMERR, REFUSED,
-    /// NOTIMP, or a reply not in the protocol), and the first, in words.
-    pub probe_rejected: AtomicU64,
-    pub probe_reply: std::sync::Mutex<Option<String>>,
-    /// Initial attempts not resolved yet (connecting).
-    pub ramp_left: AtomicU64,
-    /// Connect times so far, in quarter-octave buckets ([`ConnectBuckets`]):
-    /// the main thread takes each second's p99 from their growth.
-    pub connect_buckets: [AtomicU64; CONNECT_BUCKETS],
-    /// --proto push: what arrived.
-    pub push: PushCounters,
-}
-
-/// --proto push's counts, one block per worker (see
-/// [`crate::engine`]'s push module for what each means).
-pub struct PushCounters {
-    pub received: AtomicU64,
-    pub lost: AtomicU64,
-    pub out_of_order: AtomicU64,
-    pub duplicates: AtomicU64,
-    pub malformed: AtomicU64,
-    /// Messages due by sequence and by time, summed as connections end.
-    pub expected: AtomicU64,
-    pub connections_with_loss: AtomicU64,
-    /// The worker's time outside epoll_wait (reading, closing...), and
-    /// its whole time, ns: a busy worker reads arrivals late.
-    pub busy_ns: AtomicU64,
-    pub worker_ns: AtomicU64,
-    /// Send stamps ahead of this host's clock (no delay taken from them).
-    pub stamps_ahead: AtomicU64,
-    /// Jitter and one-way delay (µs) in quarter-octave buckets, as
-    /// connect times: a second's p99 from their growth.
-    pub jitter_buckets: [AtomicU64; CONNECT_BUCKETS],
-    pub delay_buckets: [AtomicU64; CONNECT_BUCKETS],
-}
-
-impl Default for PushCounters {
-    fn default() -> Self {
-        PushCounters {
-            received: AtomicU64::new(0),
-            lost: AtomicU64::new(0),
-            out_of_order: AtomicU64::new(0),
-            duplicates: AtomicU64::new(0),
-            malformed: AtomicU64::new(0),
-            expected: AtomicU64::new(0),
-            connections_with_loss: AtomicU64::new(0),
-            busy_ns: AtomicU64::new(0),
-            worker_ns: AtomicU64::new(0),
-            stamps_ahead: AtomicU64::new(0),
-            jitter_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
-            delay_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
-        }
+counter_block! {
+    /// Live counters of one client worker.
+    #[repr(align(128))]
+    pub struct ConnCounters;
+    /// A plain copy of client counters summed over workers.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct ConnTotals;
+    counters {
+        attempted: count,
+        established: count,
+        /// Of `established`, the ramp's own (initial attempts), not the
+        /// replacements made after.
+        established_initial: count,
+        verified: count,
+        /// Established, but the probe got no answer within --connect-timeout.
+        unverified: count,
+        /// Closed by us: at the end of the run, or at the end of --lifetime.
+        closed: count,
+        failed: [BUCKETS],
+        /// Of `failed`: connections that were established first (a reset, a
+        /// close before an answer, a TLS handshake that failed).
+        failed_established: count,
+        /// Attempts that never resolved: still connecting when the run ended
+        /// (or when a schedule closed them).
+        unresolved: count,
+        /// Established connections nothing was asked on (no probe, no query):
+        /// in neither `verified` nor `unverified`.
+        idle: count,
+        other_errno: errno_map,
+        /// Closed by the server after answering all it was sent (HTTP
+        /// keep-alive limits): not a failure.
+        peer_closed: count,
+        /// TLS handshakes that resumed a session.
+        tls_resumed: count,
+        /// The first TLS error, in words.
+        tls_error: first_words,
+        /// Probes answered with a refusal (HTTP 4xx/5xx, DNS FORMERR, REFUSED,
+        /// NOTIMP, or a reply not in the protocol), and the first, in words.
+        probe_rejected: count,
+        probe_reply: first_words,
     }
+    live {
+        /// Initial attempts not resolved yet (connecting).
+        ramp_left: AtomicU64 = AtomicU64::new(0),
+        /// Connect times so far, in quarter-octave buckets ([`ConnectBuckets`]):
+        /// the main thread takes each second's p99 from their growth.
+        connect_buckets: [AtomicU64; CONNECT_BUCKETS] =
+            std::array::from_fn(|_| AtomicU64::new(0)),
+        /// --proto push: what arrived.
+        push: PushCounters = PushCounters::default(),
+    }
+    plain {}
 }
 
-/// --proto push's counts summed (workers, processes, hosts).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PushTotals {
-    pub received: u64,
-    pub lost: u64,
-    pub out_of_order: u64,
-    pub duplicates: u64,
-    pub malformed: u64,
-    pub expected: u64,
-    pub connections_with_loss: u64,
-    /// The client's workers: time busy, and time in all (ns).
-    #[serde(default)]
-    pub busy_ns: u64,
-    #[serde(default)]
-    pub worker_ns: u64,
-    #[serde(default)]
-    pub stamps_ahead: u64,
+counter_block! {
+    /// --proto push's counts, one block per worker (see
+    /// [`crate::engine`]'s push module for what each means).
+    pub struct PushCounters;
+    /// --proto push's counts summed (workers, processes, hosts).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+    pub struct PushTotals;
+    counters {
+        received: count,
+        lost: count,
+        out_of_order: count,
+        duplicates: count,
+        malformed: count,
+        /// Messages due by sequence and by time, summed as connections end.
+        expected: count,
+        connections_with_loss: count,
+        /// The worker's time outside epoll_wait (reading, closing...), and
+        /// its whole time, ns: a busy worker reads arrivals late.
+        @[serde(default)]
+        busy_ns: count,
+        @[serde(default)]
+        worker_ns: count,
+        /// Send stamps ahead of this host's clock (no delay taken from them).
+        @[serde(default)]
+        stamps_ahead: count,
+    }
+    live {
+        /// Jitter and one-way delay (µs) in quarter-octave buckets, as
+        /// connect times: a second's p99 from their growth.
+        jitter_buckets: [AtomicU64; CONNECT_BUCKETS] =
+            std::array::from_fn(|_| AtomicU64::new(0)),
+        delay_buckets: [AtomicU64; CONNECT_BUCKETS] =
+            std::array::from_fn(|_| AtomicU64::new(0)),
+    }
+    plain {}
 }
 
 impl PushTotals {
@@ -329,34 +318,13 @@ impl PushTotals {
     pub fn sum<'a>(workers: impl IntoIterator<Item = &'a ConnCounters>) -> PushTotals {
         let mut t = PushTotals::default();
         for w in workers {
-            let p = &w.push;
-            t.merge(&PushTotals {
-                received: p.received.load(Relaxed),
-                lost: p.lost.load(Relaxed),
-                out_of_order: p.out_of_order.load(Relaxed),
-                duplicates: p.duplicates.load(Relaxed),
-                malformed: p.malformed.load(Relaxed),
-                expected: p.expected.load(Relaxed),
-                connections_with_loss: p.connections_with_loss.load(Relaxed),
-                busy_ns: p.busy_ns.load(Relaxed),
-                worker_ns: p.worker_ns.load(Relaxed),
-                stamps_ahead: p.stamps_ahead.load(Relaxed),
-            });
+            t.merge(&PushTotals::of(&w.push));
         }
         t
     }
 
     pub fn merge(&mut self, o: &PushTotals) {
-        self.received += o.received;
-        self.lost += o.lost;
-        self.out_of_order += o.out_of_order;
-        self.duplicates += o.duplicates;
-        self.malformed += o.malformed;
-        self.expected += o.expected;
-        self.connections_with_loss += o.connections_with_loss;
-        self.busy_ns += o.busy_ns;
-        self.worker_ns += o.worker_ns;
-        self.stamps_ahead += o.stamps_ahead;
+        self.merge_counters(o);
     }
 }
 
@@ -439,32 +407,6 @@ impl ConnectBuckets {
     }
 }
 
-impl Default for ConnCounters {
-    fn default() -> Self {
-        ConnCounters {
-            attempted: AtomicU64::new(0),
-            established: AtomicU64::new(0),
-            established_initial: AtomicU64::new(0),
-            verified: AtomicU64::new(0),
-            unverified: AtomicU64::new(0),
-            closed: AtomicU64::new(0),
-            failed: std::array::from_fn(|_| AtomicU64::new(0)),
-            failed_established: AtomicU64::new(0),
-            unresolved: AtomicU64::new(0),
-            idle: AtomicU64::new(0),
-            other_errno: std::array::from_fn(|_| AtomicU64::new(0)),
-            peer_closed: AtomicU64::new(0),
-            tls_resumed: AtomicU64::new(0),
-            tls_error: std::sync::Mutex::new(None),
-            probe_rejected: AtomicU64::new(0),
-            probe_reply: std::sync::Mutex::new(None),
-            ramp_left: AtomicU64::new(0),
-            connect_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
-            push: PushCounters::default(),
-        }
-    }
-}
-
 impl ConnCounters {
     /// Keeps the first TLS error's words for the summary.
     pub fn tls_failed(&self, why: impl FnOnce() -> String) {
@@ -501,57 +443,7 @@ impl ConnCounters {
     }
 }
 
-/// A plain copy of client counters summed over workers.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ConnTotals {
-    pub attempted: u64,
-    pub established: u64,
-    pub established_initial: u64,
-    pub verified: u64,
-    pub unverified: u64,
-    pub closed: u64,
-    pub failed: [u64; BUCKETS],
-    pub failed_established: u64,
-    pub unresolved: u64,
-    pub idle: u64,
-    pub other_errno: BTreeMap<i32, u64>,
-    pub peer_closed: u64,
-    pub tls_resumed: u64,
-    pub tls_error: Option<String>,
-    pub probe_rejected: u64,
-    pub probe_reply: Option<String>,
-}
-
 impl ConnTotals {
-    /// One worker's counters as they are now.
-    fn of(w: &ConnCounters) -> ConnTotals {
-        let first = |m: &std::sync::Mutex<Option<String>>| m.lock().ok().and_then(|e| e.clone());
-        ConnTotals {
-            attempted: w.attempted.load(Relaxed),
-            established: w.established.load(Relaxed),
-            established_initial: w.established_initial.load(Relaxed),
-            verified: w.verified.load(Relaxed),
-            unverified: w.unverified.load(Relaxed),
-            closed: w.closed.load(Relaxed),
-            failed: std::array::from_fn(|i| w.failed[i].load(Relaxed)),
-            failed_established: w.failed_established.load(Relaxed),
-            unresolved: w.unresolved.load(Relaxed),
-            idle: w.idle.load(Relaxed),
-            other_errno: w
-                .other_errno
-                .iter()
-                .enumerate()
-                .map(|(e, c)| (e as i32, c.load(Relaxed)))
-                .filter(|&(_, n)| n > 0)
-                .collect(),
-            peer_closed: w.peer_closed.load(Relaxed),
-            tls_resumed: w.tls_resumed.load(Relaxed),
-            tls_error: first(&w.tls_error),
-            probe_rejected: w.probe_rejected.load(Relaxed),
-            probe_reply: first(&w.probe_reply),
-        }
-    }
-
     /// The workers' counters together: each one's snapshot, merged.
     pub fn sum<'a>(workers: impl IntoIterator<Item = &'a ConnCounters>) -> ConnTotals {
         let mut t = ConnTotals::default();
@@ -564,30 +456,7 @@ impl ConnTotals {
     /// Adds another part's counters (a worker's, a process's, a host's):
     /// counts summed, the first error's and refusal's words kept.
     pub fn merge(&mut self, o: &ConnTotals) {
-        self.attempted += o.attempted;
-        self.established += o.established;
-        self.established_initial += o.established_initial;
-        self.verified += o.verified;
-        self.unverified += o.unverified;
-        self.closed += o.closed;
-        for (a, b) in self.failed.iter_mut().zip(&o.failed) {
-            *a += b;
-        }
-        self.failed_established += o.failed_established;
-        self.unresolved += o.unresolved;
-        self.idle += o.idle;
-        for (e, n) in &o.other_errno {
-            *self.other_errno.entry(*e).or_default() += n;
-        }
-        self.peer_closed += o.peer_closed;
-        self.tls_resumed += o.tls_resumed;
-        if self.tls_error.is_none() {
-            self.tls_error.clone_from(&o.tls_error);
-        }
-        self.probe_rejected += o.probe_rejected;
-        if self.probe_reply.is_none() {
-            self.probe_reply.clone_from(&o.probe_reply);
-        }
+        self.merge_counters(o);
     }
 
     pub fn failed_total(&self) -> u64 {
@@ -633,70 +502,42 @@ pub const W_WINDOW: usize = 0;
 pub const W_SOCKET: usize = 1;
 pub const W_SLOT: usize = 2;
 
-/// Live query counters of one client worker.
-#[repr(align(128))]
-#[derive(Default)]
-pub struct QueryCounters {
-    pub sent: AtomicU64,
-    pub answered: AtomicU64,
-    pub timed_out: AtomicU64,
-    pub errors: [AtomicU64; ERROR_CAUSES.len()],
-    pub bytes_out: AtomicU64,
-    pub bytes_in: AtomicU64,
-    /// Queries sent more than 1 ms after their intended time.
-    pub sent_late: AtomicU64,
-    /// Connections closed after --max-queries-per-conn queries.
-    pub recycled: AtomicU64,
-    /// Queries sent while another was in flight on their connection: what
-    /// Nagle's algorithm holds back against a delayed ACK.
-    pub pipelined: AtomicU64,
-    /// DNS answers with the TC bit set (counted as answered too): the
-    /// answer did not fit and was cut.
-    pub truncated: AtomicU64,
-    /// Queries that waited to be sent, by what for ([`WAIT_CAUSES`]).
-    pub waited: [AtomicU64; WAIT_CAUSES.len()],
-    /// Queries that came due (counted where the schedule or a window made
-    /// them, apart from what became of them: the books' check on `sent`
-    /// and the unsent causes).
-    pub due: AtomicU64,
-}
-
-/// Query counters summed over workers.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct QueryTotals {
-    pub sent: u64,
-    pub answered: u64,
-    pub timed_out: u64,
-    pub errors: [u64; ERROR_CAUSES.len()],
-    pub bytes_out: u64,
-    pub bytes_in: u64,
-    pub sent_late: u64,
-    pub recycled: u64,
-    pub pipelined: u64,
-    pub truncated: u64,
-    pub waited: [u64; WAIT_CAUSES.len()],
-    pub due: u64,
+counter_block! {
+    /// Live query counters of one client worker.
+    #[repr(align(128))]
+    pub struct QueryCounters;
+    /// Query counters summed over workers.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct QueryTotals;
+    counters {
+        sent: count,
+        answered: count,
+        timed_out: count,
+        errors: [ERROR_CAUSES.len()],
+        bytes_out: count,
+        bytes_in: count,
+        /// Queries sent more than 1 ms after their intended time.
+        sent_late: count,
+        /// Connections closed after --max-queries-per-conn queries.
+        recycled: count,
+        /// Queries sent while another was in flight on their connection: what
+        /// Nagle's algorithm holds back against a delayed ACK.
+        pipelined: count,
+        /// DNS answers with the TC bit set (counted as answered too): the
+        /// answer did not fit and was cut.
+        truncated: count,
+        /// Queries that waited to be sent, by what for ([`WAIT_CAUSES`]).
+        waited: [WAIT_CAUSES.len()],
+        /// Queries that came due (counted where the schedule or a window made
+        /// them, apart from what became of them: the books' check on `sent`
+        /// and the unsent causes).
+        due: count,
+    }
+    live {}
+    plain {}
 }
 
 impl QueryTotals {
-    /// One worker's counters as they are now.
-    fn of(w: &QueryCounters) -> QueryTotals {
-        QueryTotals {
-            sent: w.sent.load(Relaxed),
-            answered: w.answered.load(Relaxed),
-            timed_out: w.timed_out.load(Relaxed),
-            errors: std::array::from_fn(|i| w.errors[i].load(Relaxed)),
-            bytes_out: w.bytes_out.load(Relaxed),
-            bytes_in: w.bytes_in.load(Relaxed),
-            sent_late: w.sent_late.load(Relaxed),
-            recycled: w.recycled.load(Relaxed),
-            pipelined: w.pipelined.load(Relaxed),
-            truncated: w.truncated.load(Relaxed),
-            waited: std::array::from_fn(|i| w.waited[i].load(Relaxed)),
-            due: w.due.load(Relaxed),
-        }
-    }
-
     /// The workers' counters together: each one's snapshot, merged.
     pub fn sum<'a>(workers: impl IntoIterator<Item = &'a QueryCounters>) -> QueryTotals {
         let mut t = QueryTotals::default();
@@ -708,22 +549,7 @@ impl QueryTotals {
 
     /// Adds another part's counters: every one summed.
     pub fn merge(&mut self, o: &QueryTotals) {
-        self.sent += o.sent;
-        self.answered += o.answered;
-        self.timed_out += o.timed_out;
-        for (a, b) in self.errors.iter_mut().zip(&o.errors) {
-            *a += b;
-        }
-        self.bytes_out += o.bytes_out;
-        self.bytes_in += o.bytes_in;
-        self.sent_late += o.sent_late;
-        self.recycled += o.recycled;
-        self.pipelined += o.pipelined;
-        self.truncated += o.truncated;
-        for (a, b) in self.waited.iter_mut().zip(&o.waited) {
-            *a += b;
-        }
-        self.due += o.due;
+        self.merge_counters(o);
     }
 
     pub fn errors_total(&self) -> u64 {

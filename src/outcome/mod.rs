@@ -1,8 +1,10 @@
 //! The result file's types and their merge: what a client run measured
 //! ([`Outcome`], its seconds [`Sample`]), the file written from it
 //! ([`RunResult`]) and read back, and the merge of the results of one
-//! run's slices. Below engine, report and cluster, which import it to
-//! write, read or merge a result; it runs no traffic and prints nothing.
+//! run's slices; the compare file; the server's stats line. One type per
+//! format: the writer and every reader share it, so a renamed key cannot go
+//! unseen. Below engine, server, report and cluster, which import it to
+//! write, read or merge a file; it runs no traffic and prints nothing.
 
 pub mod compared;
 mod convert;
@@ -10,6 +12,7 @@ mod file;
 mod measured;
 mod merge;
 mod sample;
+pub mod server_second;
 
 pub use file::{
     parse, read, Connections, Dns, Environment, LatencyResult, Part, PushResult, Queries,

@@ -21,7 +21,6 @@ use std::path::Path;
 use anyhow::{anyhow, Context, Result};
 use hdrhistogram::Histogram;
 use plotters::prelude::*;
-use serde::Deserialize;
 
 use super::chart::{
     axis_number, caption_style, chart_div, colour, decades, escape, label_style, legend,
@@ -60,19 +59,8 @@ pub fn label_of(r: &RunResult) -> String {
     label
 }
 
-/// One second of `throng server --stats-json` (the keys the report uses;
-/// a line missing one reads it as 0).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(default)]
-pub struct ServerSecond {
-    pub t: u64,
-    pub unix_s: u64,
-    pub connections: i64,
-    pub accepted_per_s: u64,
-    pub listen_overflows: u64,
-    pub listen_drops: u64,
-    pub errors: u64,
-}
+/// One second of `throng server --stats-json`: the type the server writes.
+pub use crate::outcome::server_second::ServerSecond;
 
 /// Reads a `throng server --stats-json` file: one JSON object per line.
 pub fn read_server_stats(path: &Path) -> Result<Vec<ServerSecond>> {

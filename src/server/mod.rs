@@ -7,11 +7,17 @@
 //! certificate and its files); `bind` (the sockets) and `running` (the
 //! workers started, their counters, their stop); `seconds` (the stats of a
 //! second, the loop that takes them, where they go) and `summary`; `multi`
-//! (several processes on one port); `prometheus` (--metrics); `worker` and
-//! `responder` (the serving).
+//! (several processes on one port), `elastic` (as many as the connections
+//! need) and `hand_over` (when a member of a
+//! group passes new connections on); `prometheus` (--metrics); `acceptor`
+//! (a worker's listeners: accept, shed, pause), `worker` and `responder`
+//! (the serving).
 
+mod acceptor;
 mod bind;
 mod config;
+mod elastic;
+mod hand_over;
 mod multi;
 mod prometheus;
 mod push;
@@ -23,9 +29,9 @@ mod summary;
 mod worker;
 
 pub use crate::server_config::{ServerConfig, ServerTls, DEFAULT_PORT};
+pub(crate) use hand_over::HandOver;
 pub use responder::Responder;
 pub use running::{start, Running};
-pub(crate) use worker::HandOver;
 
 use std::io::{self, Write};
 use std::sync::atomic::Ordering::Relaxed;
@@ -39,7 +45,7 @@ use crate::domain::Processes;
 use crate::exposition::Endpoint;
 use crate::sys::signals::{Reason, Stop};
 use running::start_with;
-use seconds::{each_second, ListenCounters, StatsOut, Wake};
+use seconds::{each_second, ChildSecond, ListenCounters, StatsOut, Wake};
 use summary::{listening, print_summary, ChildTotals};
 
 /// Runs the server until SIGINT or SIGTERM, then prints the summary.
@@ -59,7 +65,7 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     };
     if !cfg.child {
         match cfg.processes {
-            Processes::Auto => return multi::elastic(cfg, &signals, out, endpoint),
+            Processes::Auto => return elastic::run(cfg, &signals, out, endpoint),
             Processes::Count(n) if n > 1 => return multi::run(cfg, n, &signals, out, endpoint),
             Processes::Count(_) => {}
         }
@@ -135,10 +141,13 @@ fn run_child(server: Running, signals: &Stop) -> Result<()> {
     each_second(&server, signals, Instant::now(), |wake| {
         match wake {
             // The parent reads the kernel's listen counters (one netns for all).
-            Wake::Second(mut sec) => {
+            Wake::Second(sec) => {
                 // Its counters since it started, for the parent's --metrics.
-                sec.totals = Some(server.totals());
-                ChildLine::Stats(serde_json::to_value(&sec)?).print()
+                let line = ChildSecond {
+                    sec: *sec,
+                    totals: Some(server.totals()),
+                };
+                ChildLine::Stats(serde_json::to_value(&line)?).print()
             }
             Wake::Other(Reason::Grow) => ChildLine::Filling.print(),
             Wake::Other(Reason::Full) => ChildLine::Full.print(),

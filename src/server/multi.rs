@@ -2,69 +2,33 @@
 //! fd limit, seen as one server: one combined stats line, one summary,
 //! SIGINT/SIGTERM passed on.
 //!
-//! - `--processes auto` (the default), [`elastic`]: this process serves,
-//!   and starts another (which waits, listening) once the one taking new
-//!   connections is 11/16 full (at once under a connect storm), up to what --max-connections needs. When
-//!   that one is nearly full, this parent steers the port's new
-//!   connections to the next with a classic BPF program on the
-//!   SO_REUSEPORT group; every member keeps its listeners, so nothing
-//!   queued at them is lost. Idle, it is one process. Under churn
-//!   (connections that end), a member that filled and has emptied below
-//!   half is steered to again before a new process is started, so a
-//!   steady number of connections keeps a steady number of processes.
 //! - `--processes N`, [`run`]: N children from the start; this parent
 //!   checks and reserves the ports and only watches.
+//! - `--processes auto` (the default) is the elastic group
+//!   ([`super::elastic`]); a child of either is configured by [`member`].
 
-use std::fs::File;
+use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Result;
 
-use super::bind::{reserve, steer_new_connections};
+use super::bind::reserve;
 use super::prometheus::Exported;
-use super::running::start_with;
-use super::seconds::{combine, each_second, ListenCounters, Second, StatsOut, Wake};
+use super::seconds::{ChildSecond, ListenCounters, Second, StatsOut};
 use super::stats::Totals;
 use super::summary::{backlog, listening, print_summary, ChildTotals};
-use super::{HandOver, ServerConfig};
+use super::ServerConfig;
 use crate::child::{ChildLine, Children, Own};
 use crate::domain::Processes;
 use crate::exposition::Endpoint;
 use crate::sys::signals::{Reason, Stop};
-use crate::sys::{capacity, limits, proc};
+use crate::sys::{limits, proc};
 use crate::units::human;
-
-/// A member of an elastic group that filled to 13/16 faster than this was
-/// under a connect storm: the next but one starts as soon as the next takes
-/// over (a process starts in ~0.1 s when both cores are busy, far more
-/// under a storm of a hundred processes; 11/16 to 13/16 takes an eighth of
-/// this).
-const STORM_FILL: Duration = Duration::from_secs(1);
-
-/// At most this many processes of an elastic group wait, started ahead of
-/// the one taking new connections.
-const MOST_AHEAD: usize = 4;
 
 /// Fds a server process keeps for itself.
 const FD_OVERHEAD: u64 = 64;
-
-/// Connections to plan for: --max-connections, lowered to what the host
-/// holds (the check the client and `throng tune` share: 80% of
-/// MemAvailable, fs.file-max).
-fn planned_connections(cfg: &ServerConfig) -> u64 {
-    let host = capacity::Host::read(None);
-    let files = host
-        .file_max
-        .map_or(u64::MAX, |m| m.saturating_sub(host.files_open + 65_536));
-    cfg.max_connections
-        .min(host.ends_for_memory().unwrap_or(u64::MAX))
-        .min(files)
-        .max(1)
-}
 
 /// Runs the server as `n` child processes; the endpoint, when there is
 /// one, shows them all.
@@ -84,60 +48,10 @@ pub fn run(
         .collect::<Result<Vec<_>>>()?;
     let mut children = Children::spawn(members, stop, false)?;
     // The banner says the server is up (scripts and tests connect when they
-    // read it): every child listens first. What else comes meanwhile is
-    // handled after, in order.
-    let mut early = std::collections::VecDeque::new();
-    let mut ready = 0;
-    while ready < n {
-        match stop.wait_reason(None) {
-            Some(Reason::ChildLine(_, line))
-                if matches!(
-                    serde_json::from_str::<ChildLine>(&line),
-                    Ok(ChildLine::Ready)
-                ) =>
-            {
-                ready += 1;
-            }
-            Some(r @ (Reason::Signal | Reason::ChildExit(_))) => {
-                early.push_back(r);
-                break;
-            }
-            Some(r) => early.push_back(r),
-            None => break,
-        }
-    }
+    // read it): every child listens first.
+    let mut early = wait_ready(stop, n);
 
-    let capacity = fd.soft.saturating_sub(FD_OVERHEAD);
-    let mut banner = io::stdout().lock();
-    writeln!(
-        banner,
-        "throng server: {} mode, {n} processes x {workers} worker{} sharing each port (SO_REUSEPORT)",
-        cfg.mode.name(),
-        if workers == 1 { "" } else { "s" }
-    )?;
-    listening(cfg, &addrs, &mut banner)?;
-    if let Some(e) = &endpoint {
-        writeln!(banner, "{}", e.banner())?;
-    }
-    writeln!(
-        banner,
-        "{}: {n} processes hold at most {} connections",
-        fd.describe(),
-        capacity * n,
-    )?;
-    let (effective, _) = backlog(cfg.backlog);
-    writeln!(banner, "listen backlog {effective} per process")?;
-    if proc::sysctl_u64("net.ipv4.tcp_migrate_req") == Some(0) {
-        writeln!(
-            banner,
-            "a full process closes its listeners so its siblings take new connections; a \
-             connection that reaches its queue in that instant is reset (the client sees \
-             half_open) unless the kernel moves it to a sibling: sysctl -w \
-             net.ipv4.tcp_migrate_req=1"
-        )?;
-    }
-    banner.flush()?;
-    drop(banner);
+    run_banner(cfg, n, workers, &addrs, endpoint.as_ref(), &fd)?;
 
     let started = Instant::now();
     let mut listen = ListenCounters::read();
@@ -167,18 +81,18 @@ pub fn run(
             Some(Reason::ChildExit(_)) => alive -= 1,
             Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
                 Ok(ChildLine::Stats(v)) => {
-                    if let Ok(sec) = serde_json::from_value::<Second>(v) {
+                    if let Ok(line) = serde_json::from_value::<ChildSecond>(v) {
                         if let Some(x) = &exported {
-                            x.report(i, &sec);
+                            x.report(i, &line);
                         }
-                        seconds[i].push(sec);
+                        seconds[i].push(line.sec);
                     }
                     // Every child is up: the ports no longer need holding.
                     if reserved.is_some() && seconds.iter().all(|s| !s.is_empty()) {
                         reserved = None;
                     }
                     while seconds.iter().all(|s| s.len() > shown) {
-                        let mut sec = combine(seconds.iter().map(|s| &s[shown]));
+                        let mut sec = Second::combine(seconds.iter().map(|s| &s[shown]));
                         listen.second(proc::listen_counters(), &mut sec);
                         sec.processes = n;
                         shown += 1;
@@ -198,6 +112,86 @@ pub fn run(
     }
     drop(reserved);
     let statuses = children.wait();
+    print_spread(n, &finals, &statuses, started, &listen)
+}
+
+/// Waits until each of the `n` children listens, or until a signal or a
+/// child's end: returns what else came meanwhile, in order.
+fn wait_ready(stop: &Stop, n: u64) -> VecDeque<Reason> {
+    let mut early = VecDeque::new();
+    let mut ready = 0;
+    while ready < n {
+        match stop.wait_reason(None) {
+            Some(Reason::ChildLine(_, line))
+                if matches!(
+                    serde_json::from_str::<ChildLine>(&line),
+                    Ok(ChildLine::Ready)
+                ) =>
+            {
+                ready += 1;
+            }
+            Some(r @ (Reason::Signal | Reason::ChildExit(_))) => {
+                early.push_back(r);
+                break;
+            }
+            Some(r) => early.push_back(r),
+            None => break,
+        }
+    }
+    early
+}
+
+/// The banner of --processes N: the server is up.
+fn run_banner(
+    cfg: &ServerConfig,
+    n: u64,
+    workers: u64,
+    addrs: &[SocketAddr],
+    endpoint: Option<&Endpoint>,
+    fd: &limits::FdLimit,
+) -> Result<()> {
+    let capacity = fd.soft.saturating_sub(FD_OVERHEAD);
+    let mut banner = io::stdout().lock();
+    writeln!(
+        banner,
+        "throng server: {} mode, {n} processes x {workers} worker{} sharing each port (SO_REUSEPORT)",
+        cfg.mode.name(),
+        if workers == 1 { "" } else { "s" }
+    )?;
+    listening(cfg, addrs, &mut banner)?;
+    if let Some(e) = endpoint {
+        writeln!(banner, "{}", e.banner())?;
+    }
+    writeln!(
+        banner,
+        "{}: {n} processes hold at most {} connections",
+        fd.describe(),
+        capacity * n,
+    )?;
+    let (effective, _) = backlog(cfg.backlog);
+    writeln!(banner, "listen backlog {effective} per process")?;
+    if proc::sysctl_u64("net.ipv4.tcp_migrate_req") == Some(0) {
+        writeln!(
+            banner,
+            "a full process closes its listeners so its siblings take new connections; a \
+             connection that reaches its queue in that instant is reset (the client sees \
+             half_open) unless the kernel moves it to a sibling: sysctl -w \
+             net.ipv4.tcp_migrate_req=1"
+        )?;
+    }
+    banner.flush()?;
+    Ok(())
+}
+
+/// The summary of --processes N: the processes' counters summed, and how
+/// the kernel spread the connections over them.
+fn print_spread(
+    n: u64,
+    finals: &[Option<ChildTotals>],
+    statuses: &[std::result::Result<i32, String>],
+    started: Instant,
+    listen: &ListenCounters,
+) -> Result<()> {
     let mut total = Totals::default();
     let mut peak = 0;
     let mut spread = Vec::new();
@@ -229,7 +223,12 @@ pub fn run(
 /// A child process of the group: this configuration on the bound
 /// addresses, with `workers` workers, and the certificate every process
 /// shares; the per-second stats are the parent's to show.
-fn member(cfg: &ServerConfig, addrs: &[SocketAddr], workers: u64, elastic: bool) -> Result<Own> {
+pub(super) fn member(
+    cfg: &ServerConfig,
+    addrs: &[SocketAddr],
+    workers: u64,
+    elastic: bool,
+) -> Result<Own> {
     let mut m = cfg.clone();
     m.listen = addrs.to_vec();
     m.workers = workers as usize;
@@ -244,550 +243,4 @@ fn member(cfg: &ServerConfig, addrs: &[SocketAddr], workers: u64, elastic: bool)
         t.self_signed = false;
     }
     Own::new(vec!["server".into(), "--child".into()], &m)
-}
-
-/// One process of an elastic group, as the parent sees it.
-struct Member {
-    /// Since the group's start.
-    started: Duration,
-    /// Listening (the parent's own process from the start).
-    ready: bool,
-    /// Past 11/16 of its fds (open or queued).
-    filling: bool,
-    /// Past 13/16 of its fds: new connections should go to the next.
-    full: bool,
-    /// Full once, below half since (its connections ended): new
-    /// connections may come back to it.
-    room: bool,
-    /// Its last stats second, and the rates of the seconds it reported
-    /// since the parent's last line.
-    last: Second,
-    rates: Second,
-    fin: Option<ChildTotals>,
-    exit: Option<String>,
-}
-
-impl Member {
-    fn new(started: Duration, ready: bool) -> Member {
-        Member {
-            started,
-            ready,
-            filling: false,
-            full: false,
-            room: false,
-            last: Second::default(),
-            rates: Second::default(),
-            fin: None,
-            exit: None,
-        }
-    }
-}
-
-/// `--processes auto`: serves in this process and adds processes as the
-/// open ones fill up (see the module header); the endpoint, when there is
-/// one, shows them all.
-pub fn elastic(
-    cfg: &ServerConfig,
-    stop: &Stop,
-    mut out: StatsOut,
-    endpoint: Option<Endpoint>,
-) -> Result<()> {
-    let fd = limits::raise_nofile()?;
-    let planned = planned_connections(cfg);
-    // This process serves until its fds run out, so it holds back what the
-    // group's own work needs: two pipes per child it starts, a few fds for
-    // each start and for reading /proc. Held before the workers start, so
-    // that their cap on open connections leaves these out (a worker never
-    // takes a connection past it, so what this frees stays free).
-    let estimate = planned.div_ceil(fd.soft.saturating_sub(256).max(1));
-    let spare = Spare::new(2 * estimate + 16);
-    let hand_over = Arc::new(HandOver::elastic(stop.sender()));
-    let server = start_with(cfg, Some(hand_over.clone()))?;
-    let capacity = server.max_open.max(1) as u64;
-    // A member hands over at 13/16 of its fds, open or queued (the queues
-    // counted from one listener's, so over rather than under), and then
-    // takes what its queues still hold: it ends at 13/16 or more of them,
-    // or a little under when the count ran over; a bound of planned / (5/8
-    // of each) costs nothing until used, and one too low would shed.
-    let most = planned.div_ceil(capacity * 5 / 8).max(1);
-    if most == 1 {
-        // Alone for good: never close, shed past the fd limit.
-        hand_over.grow_at.store(i64::MAX, Relaxed);
-    }
-    let mut banner = io::stdout().lock();
-    writeln!(
-        banner,
-        "throng server: {} mode, 1 process x {} worker{}{}",
-        cfg.mode.name(),
-        cfg.workers,
-        if cfg.workers == 1 { "" } else { "s" },
-        if most > 1 {
-            format!(
-                "; the next joins the port (SO_REUSEPORT) and takes the new connections each \
-                 time the one taking them nears its fd limit, up to {most} processes"
-            )
-        } else {
-            String::new()
-        }
-    )?;
-    listening(cfg, &server.addrs, &mut banner)?;
-    if let Some(e) = &endpoint {
-        writeln!(banner, "{}", e.banner())?;
-    }
-    writeln!(
-        banner,
-        "{}: {capacity} connections per process, {} in {most} process{} (planned for {planned}; \
-         --max-connections {})",
-        fd.describe(),
-        capacity * most,
-        if most == 1 { "" } else { "es" },
-        cfg.max_connections
-    )?;
-    for l in server.limits.iter().skip(1) {
-        writeln!(banner, "{l}")?;
-    }
-    banner.flush()?;
-    drop(banner);
-
-    let started = Instant::now();
-    let mut listen = ListenCounters::read();
-    let exported = match endpoint {
-        Some(e) => {
-            let x = Exported::new(listen.start());
-            x.add_live(server.probe());
-            e.serve(x.registry())?;
-            Some(x)
-        }
-        None => None,
-    };
-    let migrate0 = migrations();
-    let children = Children::spawn(Vec::new(), stop, true)?;
-    let mut group = Group {
-        cfg,
-        addrs: &server.addrs,
-        groups: &server.groups,
-        stop,
-        most,
-        started,
-        steered: 0,
-        frontier: 0,
-        steered_at: Instant::now(),
-        ahead: 1,
-        late: usize::MAX,
-        told: 1,
-        stopping: false,
-        stuck: false,
-        exported,
-    };
-    if most > 1 {
-        // New connections to this process alone from the start: the next,
-        // started ahead, waits with an empty queue until steered to.
-        group.steer(0);
-    }
-    let mut g = Parent {
-        group,
-        members: vec![Member::new(Duration::ZERO, true)],
-        children,
-        spare,
-        alive: 0,
-    };
-    let last = each_second(&server, stop, started, |wake| {
-        let own = match wake {
-            Wake::Other(reason) => return Ok(g.hear(reason)),
-            Wake::Second(own) => *own,
-        };
-        g.members[0].last = own.clone();
-        let others: Vec<Second> = g.members[1..]
-            .iter()
-            .map(|m| {
-                let mut s = m.rates.clone();
-                s.connections = m.last.connections;
-                s.peak_connections = m.last.peak_connections;
-                s
-            })
-            .collect();
-        let mut sec = combine(std::iter::once(&own).chain(others.iter()));
-        listen.second(g.spare.with(proc::listen_counters), &mut sec);
-        sec.processes = g.members.len() as u64;
-        for m in &mut g.members[1..] {
-            m.rates = Second::default();
-        }
-        out.emit(&sec);
-        Ok(true)
-    })?;
-    // A signal, or a worker of this process ended on its own.
-    g.stop();
-    while g.alive > 0 {
-        if let Some(reason) = stop.wait_reason(None) {
-            g.hear(reason);
-        }
-    }
-    let Parent {
-        mut members,
-        mut children,
-        spare,
-        ..
-    } = g;
-
-    let own_peak = server.shared.peak.load(Relaxed);
-    let result = server.stop();
-    drop(spare);
-    let statuses = children.wait();
-    let own_totals = match &result {
-        Ok(t) => t.clone(),
-        Err(_) => last,
-    };
-    members[0].fin = Some(ChildTotals {
-        totals: own_totals,
-        peak: own_peak,
-    });
-    let mut total = Totals::default();
-    let mut peak = 0;
-    let mut rows = Vec::new();
-    for (k, m) in members.iter().enumerate() {
-        let what = match (&m.fin, k.checked_sub(1).map(|i| &statuses[i])) {
-            (Some(f), _) => {
-                total.merge(&f.totals);
-                peak += f.peak;
-                format!("accepted {}", f.totals.accepted)
-            }
-            (None, Some(Ok(code))) => format!("died (exit {code})"),
-            (None, Some(Err(why))) => format!("died ({why})"),
-            (None, None) => "no counters".into(),
-        };
-        rows.push(format!(
-            "#{} at {:.1}s {what}",
-            k + 1,
-            m.started.as_secs_f64()
-        ));
-    }
-    print_summary(&total, peak, started.elapsed(), listen.since_start())?;
-    println!(
-        "  processes    {} (up to {most}): {}{}",
-        members.len(),
-        rows.join(", "),
-        if members.len() > 1 {
-            "; peak is the sum of the processes' peaks"
-        } else {
-            ""
-        }
-    );
-    let (moved, lost) = migrations()
-        .zip(migrate0)
-        .map_or((0, 0), |(a, b)| (a.0 - b.0, a.1 - b.1));
-    if total.queued_at_close > 0 || moved > 0 || lost > 0 {
-        println!(
-            "  hand-over    {} connection(s) queued at a full process's listeners when they \
-             closed; the kernel moved {moved} to a sibling and failed {lost} \
-             (net.ipv4.tcp_migrate_req)",
-            total.queued_at_close
-        );
-    }
-    result.map(|_| ())
-}
-
-/// The parent of an elastic group at work: the group, its members, their
-/// processes, and what it hears from them.
-struct Parent<'a> {
-    group: Group<'a>,
-    members: Vec<Member>,
-    children: Children,
-    spare: Spare,
-    /// Child processes running.
-    alive: u64,
-}
-
-impl Parent<'_> {
-    /// Hears a wake-up other than a second's: a member filling up, a
-    /// child's line, a child's end. False for a request to stop (a signal).
-    fn hear(&mut self, reason: Reason) -> bool {
-        let group = &mut self.group;
-        let (members, children, spare) = (&mut self.members, &mut self.children, &mut self.spare);
-        match reason {
-            Reason::Signal => return false,
-            Reason::Grow => {
-                (members[0].filling, members[0].room) = (true, false);
-                if group.steered == 0 {
-                    self.alive += group.standby(members, children, spare);
-                }
-            }
-            Reason::Full => {
-                (members[0].full, members[0].room) = (true, false);
-                self.alive += group.hand_over(members, children, spare);
-            }
-            Reason::Room => self.room(0),
-            Reason::ChildLine(i, line) => {
-                let m = &mut members[i + 1];
-                match serde_json::from_str::<ChildLine>(&line) {
-                    Ok(ChildLine::Stats(v)) => {
-                        if let Ok(sec) = serde_json::from_value::<Second>(v) {
-                            if let Some(x) = &group.exported {
-                                x.report(i + 1, &sec);
-                            }
-                            m.rates.add_rates(&sec);
-                            m.last = sec;
-                        }
-                    }
-                    Ok(ChildLine::Totals(v)) => {
-                        m.fin = serde_json::from_value(v).ok();
-                        if let (Some(x), Some(t)) = (&group.exported, &m.fin) {
-                            x.finish(i + 1, t);
-                        }
-                    }
-                    Ok(ChildLine::Ready) => {
-                        m.ready = true;
-                        group.tell_next(members, children);
-                        self.alive += group.hand_over(members, children, spare);
-                    }
-                    Ok(ChildLine::Filling) => {
-                        (m.filling, m.room) = (true, false);
-                        if group.steered == i + 1 {
-                            self.alive += group.standby(members, children, spare);
-                        }
-                    }
-                    Ok(ChildLine::Full) => {
-                        (m.full, m.room) = (true, false);
-                        self.alive += group.hand_over(members, children, spare);
-                    }
-                    Ok(ChildLine::Room) => self.room(i + 1),
-                    _ => {}
-                }
-            }
-            Reason::ChildExit(i) => {
-                self.alive -= 1;
-                if members[i + 1].fin.is_none() {
-                    members[i + 1].exit = Some("ended".into());
-                }
-                if !group.stopping && !members[i + 1].ready && !group.stuck {
-                    eprintln!(
-                        "throng: server process #{} ended before it listened; serving on with {}",
-                        i + 2,
-                        i + 1
-                    );
-                    group.stuck = true;
-                }
-                group.tell_next(members, children);
-            }
-            _ => {}
-        }
-        true
-    }
-
-    /// Member `k` re-armed (full once, now below half): it may be steered
-    /// to again, unless it is the one steered to now.
-    fn room(&mut self, k: usize) {
-        let m = &mut self.members[k];
-        (m.full, m.filling) = (false, false);
-        m.room = self.group.steered != k;
-    }
-
-    /// Stops the group: the members not told to listen yet are let go, the
-    /// others get SIGTERM.
-    fn stop(&mut self) {
-        self.group.stopping = true;
-        self.group.tell_next(&self.members, &mut self.children);
-        self.children.signal(libc::SIGTERM);
-    }
-}
-
-/// An elastic group as its parent runs it: members in the order their
-/// listeners joined each port's SO_REUSEPORT group (one per worker), one of
-/// them steered to, and one or more started ahead, waiting (see `ahead`).
-struct Group<'a> {
-    cfg: &'a ServerConfig,
-    addrs: &'a [SocketAddr],
-    /// Each port's group, to steer through.
-    groups: &'a [std::os::fd::OwnedFd],
-    stop: &'a Stop,
-    most: u64,
-    started: Instant,
-    /// The member new connections go to, since when.
-    steered: usize,
-    /// The last member ever steered to: those after it wait, started
-    /// ahead.
-    frontier: usize,
-    steered_at: Instant,
-    /// Processes kept started ahead of the steered one: 1, and one more
-    /// each time a member filled before the next was listening (a connect
-    /// storm faster than a process starts), up to [`MOST_AHEAD`].
-    ahead: usize,
-    /// The member that last filled before its successor listened.
-    late: usize,
-    /// Members told to listen (this process from the start): the next is
-    /// told once every one before it listens, so that the port's group
-    /// numbers their sockets in member order, which [`Group::steer`] needs.
-    told: usize,
-    /// A start or a steer failed: the group serves on as it is.
-    stuck: bool,
-    /// The group is stopping.
-    stopping: bool,
-    /// --metrics: every member, in order.
-    exported: Option<Arc<Exported>>,
-}
-
-impl Group<'_> {
-    /// Starts the next process unless one waits already, up to `most`; 1
-    /// when it started one. A process that cannot start is said on stderr
-    /// and the group serves on as it is.
-    fn standby(
-        &mut self,
-        members: &mut Vec<Member>,
-        children: &mut Children,
-        spare: &mut Spare,
-    ) -> u64 {
-        let mut started = 0;
-        while !self.stuck
-            && (members.len() as u64) < self.most
-            && members.len() <= self.frontier + self.ahead
-        {
-            let added = member(self.cfg, self.addrs, self.cfg.workers as u64, true)
-                .and_then(|m| spare.with(|| children.add(m, self.stop)));
-            match added {
-                Ok(()) => {
-                    members.push(Member::new(self.started.elapsed(), false));
-                    if let Some(x) = &self.exported {
-                        x.add_reported();
-                    }
-                    started += 1;
-                    self.tell_next(members, children);
-                }
-                Err(e) => {
-                    eprintln!("throng: {e:#}; serving on with {} processes", members.len());
-                    self.stuck = true;
-                    self.tell_next(members, children);
-                }
-            }
-        }
-        started
-    }
-
-    /// Tells the next member to listen once every member before it does.
-    /// Stuck or stopping, the members not told yet are let go instead
-    /// (their stdin closes: they end without listening), so none waits for
-    /// a word that will not come.
-    fn tell_next(&mut self, members: &[Member], children: &mut Children) {
-        if self.stuck || self.stopping {
-            while self.told < members.len() {
-                children.close_stdin(self.told - 1);
-                self.told += 1;
-            }
-            return;
-        }
-        if self.told < members.len() && members[self.told - 1].ready {
-            children.tell(self.told - 1);
-            self.told += 1;
-        }
-    }
-
-    /// Once the steered member is nearly full and the next listens, steers
-    /// new connections to the next; what it returns is what
-    /// [`Group::standby`] does.
-    fn hand_over(
-        &mut self,
-        members: &mut Vec<Member>,
-        children: &mut Children,
-        spare: &mut Spare,
-    ) -> u64 {
-        if self.stuck || !members[self.steered].full {
-            return 0;
-        }
-        // A member that has emptied since it was full comes first (the
-        // emptiest): churn then cycles through the processes it has.
-        let back = members
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.room && !m.full && m.ready && m.exit.is_none())
-            .min_by_key(|(_, m)| m.last.connections)
-            .map(|(k, _)| k);
-        if let Some(k) = back {
-            if self.steer(k) {
-                members[k].room = false;
-                self.steered_at = Instant::now();
-            }
-            return 0;
-        }
-        let next = self.frontier + 1;
-        let ready = members
-            .get(next)
-            .is_some_and(|m| m.ready && m.exit.is_none());
-        if !ready {
-            // Full before the next listens: what arrives meanwhile is shed.
-            // Start further ahead from now on.
-            if self.late != self.steered {
-                self.late = self.steered;
-                self.ahead = (self.ahead + 1).min(MOST_AHEAD);
-                return self.standby(members, children, spare);
-            }
-            return 0;
-        }
-        if !self.steer(next) {
-            return 0;
-        }
-        self.frontier = next;
-        // Under a connect storm (the last one filled in under a second) the
-        // next one would fill from 11/16 to 13/16 faster than a process
-        // starts: the one after it starts now. So does it when the next is
-        // 11/16 full already.
-        let storm = self.steered_at.elapsed() < STORM_FILL;
-        self.steered_at = Instant::now();
-        if storm || members[next].filling {
-            return self.standby(members, children, spare);
-        }
-        0
-    }
-
-    /// Steers the ports' new connections to member `m`; false (and the
-    /// group stuck as it is) when the kernel refuses.
-    fn steer(&mut self, m: usize) -> bool {
-        let workers = self.cfg.workers as u32;
-        for (g, addr) in self.groups.iter().zip(self.addrs) {
-            if let Err(e) = steer_new_connections(g, m as u32 * workers, workers) {
-                eprintln!(
-                    "throng: cannot steer new connections to {addr} to server process #{} \
-                     ({e}); the processes share them as the kernel spreads them",
-                    m + 1
-                );
-                self.stuck = true;
-                return false;
-            }
-        }
-        self.steered = m;
-        true
-    }
-}
-
-/// Fds held back (open on /dev/null) so that a process whose connections
-/// took every other fd can still start a child or read /proc.
-struct Spare(Vec<File>);
-
-impl Spare {
-    fn new(n: u64) -> Spare {
-        Spare(
-            (0..n)
-                .filter_map(|_| File::open("/dev/null").ok())
-                .collect(),
-        )
-    }
-
-    /// Runs `f` with a few of the fds free, then takes back what it can
-    /// (what `f` kept open, such as a child's pipes, is gone for good).
-    fn with<T>(&mut self, f: impl FnOnce() -> T) -> T {
-        const TAKE: usize = 8;
-        let n = self.0.len().saturating_sub(TAKE);
-        self.0.truncate(n);
-        let r = f();
-        for _ in 0..TAKE {
-            match File::open("/dev/null") {
-                Ok(f) => self.0.push(f),
-                Err(_) => break,
-            }
-        }
-        r
-    }
-}
-
-/// The kernel's TcpExt TCPMigrateReqSuccess and TCPMigrateReqFailure.
-fn migrations() -> Option<(u64, u64)> {
-    let v = proc::netstat("TcpExt", &["TCPMigrateReqSuccess", "TCPMigrateReqFailure"])?;
-    Some((v[0], v[1]))
 }

@@ -16,8 +16,8 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 
 use super::running::Probe;
-use super::seconds::Second;
-use super::stats::Totals;
+use super::seconds::ChildSecond;
+use super::stats::{PushTotals, Totals};
 use super::summary::ChildTotals;
 use crate::exposition::{counter, counters_by, gauge, gauges_by};
 use crate::sys::errno_name;
@@ -80,11 +80,11 @@ impl Exported {
 
     /// Member `i`'s stats line: its gauges, and its counters when the line
     /// carries them.
-    pub(super) fn report(&self, i: usize, sec: &Second) {
+    pub(super) fn report(&self, i: usize, line: &ChildSecond) {
         if let Some(Member::Reported(f)) = self.view().members.get_mut(i) {
-            f.connections = sec.connections;
-            f.peak = sec.peak_connections;
-            if let Some(t) = &sec.totals {
+            f.connections = line.sec.connections;
+            f.peak = line.sec.peak_connections;
+            if let Some(t) = &line.totals {
                 f.totals = t.clone();
             }
         }
@@ -167,161 +167,184 @@ impl Collector for Exported {
             all.peak += m.peak;
             all.totals.merge(&m.totals);
         }
-        let t = &all.totals;
         let e = &mut enc;
-        gauge(
-            e,
-            "throng_server_processes",
-            "Server processes sharing the port(s).",
-            members.len() as i64,
-        )?;
-        gauge(
-            e,
-            "throng_server_connections",
-            "Connections open now.",
-            all.connections,
-        )?;
-        gauge(
-            e,
-            "throng_server_connections_peak",
-            "The most connections open at once (with several processes, the sum of each one's \
-             peak).",
-            all.peak,
-        )?;
-        counter(
-            e,
-            "throng_server_accepted",
-            "Connections accepted.",
-            t.accepted,
-        )?;
-        counter(e, "throng_server_closed", "Connections closed.", t.closed)?;
-        counter(
-            e,
-            "throng_server_requests",
-            "Messages answered (echo, discard, fixed: chunks; pong: lines; http: requests; dns: \
-             queries), TCP and UDP.",
-            t.requests,
-        )?;
-        counter(
-            e,
-            "throng_server_bytes_received",
-            "Bytes read from clients.",
-            t.bytes_in,
-        )?;
-        counter(
-            e,
-            "throng_server_bytes_sent",
-            "Bytes written to clients.",
-            t.bytes_out,
-        )?;
-        counters_by(
-            e,
-            "throng_server_errors",
-            "Errors by kind: malformed input, connection errors (reset...), connections refused \
-             out of fds, UDP replies dropped, accept() errors by errno.",
-            "kind",
-            errors_by_kind(t),
-        )?;
-        counter(
-            e,
-            "throng_server_listen_overflows",
-            "The kernel's ListenOverflows since the server started (this network namespace, \
-             every listener): connections an accept queue had no room for.",
-            listen.0,
-        )?;
-        counter(
-            e,
-            "throng_server_listen_drops",
-            "The kernel's ListenDrops since the server started (this network namespace, every \
-             listener).",
-            listen.1,
-        )?;
-        if let Some(p) = &t.push {
-            counter(
-                e,
-                "throng_server_push_due",
-                "--mode push: messages due to subscribers.",
-                p.due,
-            )?;
-            counters_by(
-                e,
-                "throng_server_push_messages",
-                "--mode push: messages due, by outcome: sent on time (within 1 ms), sent late, \
-                 dropped on a full socket, dropped a period behind.",
-                "outcome",
-                [
-                    ("on_time".to_string(), p.on_time),
-                    ("late".to_string(), p.late),
-                    ("skipped_full".to_string(), p.skipped_full),
-                    ("skipped_behind".to_string(), p.skipped_behind),
-                ],
-            )?;
-            gauge(
-                e,
-                "throng_server_push_late_max_seconds",
-                "--mode push: the latest a message went after its due time, this run.",
-                p.late_max_us as f64 / 1e6,
-            )?;
-        }
+        encode_all(e, &all, members.len(), listen)?;
         if members.len() < 2 {
             return Ok(());
         }
-        gauges_by(
-            e,
-            "throng_server_process_connections",
-            "Connections open now in each process.",
-            "process",
-            members
-                .iter()
-                .enumerate()
-                .map(|(i, m)| ((i + 1).to_string(), m.connections)),
-        )?;
-        let per_process: [PerProcess; 6] = [
-            (
-                "throng_server_process_accepted",
-                "Connections accepted by each process.",
-                |m| m.totals.accepted,
-            ),
-            (
-                "throng_server_process_closed",
-                "Connections closed by each process.",
-                |m| m.totals.closed,
-            ),
-            (
-                "throng_server_process_requests",
-                "Messages answered by each process.",
-                |m| m.totals.requests,
-            ),
-            (
-                "throng_server_process_bytes_received",
-                "Bytes read by each process.",
-                |m| m.totals.bytes_in,
-            ),
-            (
-                "throng_server_process_bytes_sent",
-                "Bytes written by each process.",
-                |m| m.totals.bytes_out,
-            ),
-            (
-                "throng_server_process_errors",
-                "Errors of every kind in each process.",
-                |m| m.totals.errors(),
-            ),
-        ];
-        for (name, help, value) in per_process {
-            let series = members
-                .iter()
-                .enumerate()
-                .map(|(i, m)| ((i + 1).to_string(), value(m)));
-            counters_by(e, name, help, "process", series)?;
-        }
-        Ok(())
+        encode_per_process(e, &members)
     }
+}
+
+/// The figures of every process together (`members` of them), and the
+/// kernel's listen counters since the start.
+fn encode_all(
+    e: &mut DescriptorEncoder,
+    all: &Figures,
+    members: usize,
+    listen: (u64, u64),
+) -> std::fmt::Result {
+    let t = &all.totals;
+    gauge(
+        e,
+        "throng_server_processes",
+        "Server processes sharing the port(s).",
+        members as i64,
+    )?;
+    gauge(
+        e,
+        "throng_server_connections",
+        "Connections open now.",
+        all.connections,
+    )?;
+    gauge(
+        e,
+        "throng_server_connections_peak",
+        "The most connections open at once (with several processes, the sum of each one's \
+             peak).",
+        all.peak,
+    )?;
+    counter(
+        e,
+        "throng_server_accepted",
+        "Connections accepted.",
+        t.accepted,
+    )?;
+    counter(e, "throng_server_closed", "Connections closed.", t.closed)?;
+    counter(
+        e,
+        "throng_server_requests",
+        "Messages answered (echo, discard, fixed: chunks; pong: lines; http: requests; dns: \
+             queries), TCP and UDP.",
+        t.requests,
+    )?;
+    counter(
+        e,
+        "throng_server_bytes_received",
+        "Bytes read from clients.",
+        t.bytes_in,
+    )?;
+    counter(
+        e,
+        "throng_server_bytes_sent",
+        "Bytes written to clients.",
+        t.bytes_out,
+    )?;
+    counters_by(
+        e,
+        "throng_server_errors",
+        "Errors by kind: malformed input, connection errors (reset...), connections refused \
+             out of fds, UDP replies dropped, accept() errors by errno.",
+        "kind",
+        errors_by_kind(t),
+    )?;
+    counter(
+        e,
+        "throng_server_listen_overflows",
+        "The kernel's ListenOverflows since the server started (this network namespace, \
+             every listener): connections an accept queue had no room for.",
+        listen.0,
+    )?;
+    counter(
+        e,
+        "throng_server_listen_drops",
+        "The kernel's ListenDrops since the server started (this network namespace, every \
+             listener).",
+        listen.1,
+    )?;
+    match &t.push {
+        Some(p) => encode_push(e, p),
+        None => Ok(()),
+    }
+}
+
+/// --mode push's figures.
+fn encode_push(e: &mut DescriptorEncoder, p: &PushTotals) -> std::fmt::Result {
+    counter(
+        e,
+        "throng_server_push_due",
+        "--mode push: messages due to subscribers.",
+        p.due,
+    )?;
+    counters_by(
+        e,
+        "throng_server_push_messages",
+        "--mode push: messages due, by outcome: sent on time (within 1 ms), sent late, \
+                 dropped on a full socket, dropped a period behind.",
+        "outcome",
+        [
+            ("on_time".to_string(), p.on_time),
+            ("late".to_string(), p.late),
+            ("skipped_full".to_string(), p.skipped_full),
+            ("skipped_behind".to_string(), p.skipped_behind),
+        ],
+    )?;
+    gauge(
+        e,
+        "throng_server_push_late_max_seconds",
+        "--mode push: the latest a message went after its due time, this run.",
+        p.late_max_us as f64 / 1e6,
+    )
+}
+
+/// Each process's figures, labelled by its number.
+fn encode_per_process(e: &mut DescriptorEncoder, members: &[Figures]) -> std::fmt::Result {
+    gauges_by(
+        e,
+        "throng_server_process_connections",
+        "Connections open now in each process.",
+        "process",
+        members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ((i + 1).to_string(), m.connections)),
+    )?;
+    let per_process: [PerProcess; 6] = [
+        (
+            "throng_server_process_accepted",
+            "Connections accepted by each process.",
+            |m| m.totals.accepted,
+        ),
+        (
+            "throng_server_process_closed",
+            "Connections closed by each process.",
+            |m| m.totals.closed,
+        ),
+        (
+            "throng_server_process_requests",
+            "Messages answered by each process.",
+            |m| m.totals.requests,
+        ),
+        (
+            "throng_server_process_bytes_received",
+            "Bytes read by each process.",
+            |m| m.totals.bytes_in,
+        ),
+        (
+            "throng_server_process_bytes_sent",
+            "Bytes written by each process.",
+            |m| m.totals.bytes_out,
+        ),
+        (
+            "throng_server_process_errors",
+            "Errors of every kind in each process.",
+            |m| m.totals.errors(),
+        ),
+    ];
+    for (name, help, value) in per_process {
+        let series = members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ((i + 1).to_string(), value(m)));
+        counters_by(e, name, help, "process", series)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::seconds::Second;
 
     #[test]
     fn accept_errors_are_kinds_of_their_own() {
@@ -348,14 +371,16 @@ mod tests {
         let one = text(&e);
         assert!(one.contains("throng_server_processes 1\n"), "{one}");
         assert!(!one.contains("process=\""), "{one}");
-        let sec = Second {
-            connections: 3,
-            peak_connections: 4,
+        let sec = ChildSecond {
+            sec: Second {
+                connections: 3,
+                peak_connections: 4,
+                ..Second::default()
+            },
             totals: Some(Totals {
                 accepted: 5,
                 ..Totals::default()
             }),
-            ..Second::default()
         };
         e.report(0, &sec);
         e.add_reported();

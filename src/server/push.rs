@@ -193,8 +193,8 @@ impl Pusher {
                 for &id in &self.slots[slot] {
                     self.subs[id as usize].seq += u64::from(self.burst);
                 }
-                bump(&stats.push_due, n);
-                bump(&stats.push_skipped_behind, n);
+                bump(&stats.push.due, n);
+                bump(&stats.push.skipped_behind, n);
                 continue;
             }
             let mut expired = Vec::new();
@@ -222,29 +222,30 @@ impl Pusher {
                     let sent = send(sub.target, &self.msg);
                     if sent != Sent::Gone {
                         // (Due: to a subscriber still there.)
-                        bump(&stats.push_due, 1);
+                        bump(&stats.push.due, 1);
                     }
                     match sent {
                         Sent::Whole => {
                             let late = mono_ns.saturating_sub(due);
                             if late > LATE_NS {
-                                bump(&stats.push_late, 1);
-                                stats.push_late_max_us.fetch_max(late / 1000, RELAXED);
+                                bump(&stats.push.late, 1);
+                                stats.push.late_max_us.fetch_max(late / 1000, RELAXED);
                                 stats
-                                    .push_late_max_us_second
+                                    .push
+                                    .late_max_us_second
                                     .fetch_max(late / 1000, RELAXED);
                             } else {
-                                bump(&stats.push_on_time, 1);
+                                bump(&stats.push.on_time, 1);
                             }
                         }
-                        Sent::Full => bump(&stats.push_skipped_full, 1),
+                        Sent::Full => bump(&stats.push.skipped_full, 1),
                         Sent::Gone => {}
                     }
                 }
             }
             for id in expired {
                 self.unsubscribe(id);
-                bump(&stats.push_expired, 1);
+                bump(&stats.push.expired, 1);
             }
         }
     }
@@ -303,7 +304,7 @@ mod tests {
         let got = run_at(&mut p, 40_000_000, &stats, false);
         assert_eq!(got.len(), 40);
         assert!(got.iter().all(|&(_, seq)| seq == 1));
-        assert_eq!(stats.push_due.load(Relaxed), 80);
+        assert_eq!(stats.push.due.load(Relaxed), 80);
     }
 
     #[test]
@@ -313,17 +314,17 @@ mod tests {
         p.subscribe(Target::Tcp(7), 0);
         // Its slot is due at 1 ms; served at 3 ms: 2 messages late.
         assert_eq!(run_at(&mut p, 3_000_000, &stats, false).len(), 2);
-        assert_eq!(stats.push_late.load(Relaxed), 2);
-        assert_eq!(stats.push_late_max_us.load(Relaxed), 2000);
+        assert_eq!(stats.push.late.load(Relaxed), 2);
+        assert_eq!(stats.push.late_max_us.load(Relaxed), 2000);
         // Next due at 21 ms; served at 45 ms: a whole period behind, the
         // two are skipped, then the slot's next due (41 ms) is sent late
         // with the numbers after the skipped ones.
         let got = run_at(&mut p, 45_000_000, &stats, false);
         assert_eq!(got, vec![(7, 4), (7, 5)]);
-        assert_eq!(stats.push_skipped_behind.load(Relaxed), 2);
+        assert_eq!(stats.push.skipped_behind.load(Relaxed), 2);
         // A full socket drops the messages (their numbers spent).
         assert_eq!(run_at(&mut p, 61_000_000, &stats, true).len(), 2);
-        assert_eq!(stats.push_skipped_full.load(Relaxed), 2);
+        assert_eq!(stats.push.skipped_full.load(Relaxed), 2);
         assert_eq!(
             run_at(&mut p, 81_000_000, &stats, false),
             vec![(7, 8), (7, 9)]
@@ -370,6 +371,6 @@ mod tests {
             },
         );
         assert_eq!(p.len(), 0);
-        assert_eq!(stats.push_expired.load(Relaxed), 1);
+        assert_eq!(stats.push.expired.load(Relaxed), 1);
     }
 }

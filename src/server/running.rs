@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use mio::{Poll, Waker};
 
 use super::bind::bind;
-use super::seconds::{unix_now, PushSecond, Second};
+use super::seconds::{push_second, unix_now, Second};
 use super::stats::{Shared, Totals, WorkerStats};
 use super::summary::backlog;
 use super::{worker, HandOver, ServerConfig};
@@ -146,21 +146,20 @@ impl Running {
             listen_overflows: 0,
             listen_drops: 0,
             processes: 0,
-            totals: None,
             push: totals.push.as_ref().map(|p| {
                 let last = last.push.clone().unwrap_or_default();
                 let late_max_us = self
                     .worker_stats
                     .iter()
-                    .map(|w| w.push_late_max_us_second.swap(0, Relaxed))
+                    .map(|w| w.push.late_max_us_second.swap(0, Relaxed))
                     .max()
                     .unwrap_or(0);
                 let subscribers = self
                     .worker_stats
                     .iter()
-                    .map(|w| w.push_subscribers.load(Relaxed) as i64)
+                    .map(|w| w.push.subscribers.load(Relaxed) as i64)
                     .sum();
-                PushSecond::of(&p.since(&last), late_max_us, subscribers)
+                push_second(&p.since(&last), late_max_us, subscribers)
             }),
         }
     }

@@ -1,28 +1,28 @@
 //! One server worker: a mio (epoll, edge-triggered) loop on its own thread,
-//! with its own SO_REUSEPORT listeners and UDP sockets and its connections in
-//! a slab. A connection lives on one worker for its whole life; nothing here
-//! takes a lock or allocates per message.
+//! with its own SO_REUSEPORT listeners (its [`Acceptor`]) and UDP sockets and
+//! its connections in a slab. A connection lives on one worker for its whole
+//! life; nothing here takes a lock or allocates per message.
 //!
 //! Memory discipline: reads go through one per-worker scratch buffer; a
 //! connection keeps bytes only while a partial frame or an unsent reply
 //! exists, and frees them as soon as they are gone. A peer that sends but
 //! never reads is not read from once `max_pending` reply bytes wait for it.
 
-use std::fs::File;
 use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
-use std::sync::{mpsc, Arc};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Duration;
 
 use mio::net::{TcpListener, TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
+use super::acceptor::{Accepted, Acceptor, Listening, ACCEPT_PAUSE};
+use super::hand_over::HandOver;
 use super::push::{Pusher, Sent, Target};
 use super::responder::{Action, Responder, Session};
 use super::stats::{bump, Shared, WorkerStats, MAX_ERRNO};
 use crate::server_config::PushConfig;
-use crate::sys::signals::Reason;
 use crate::sys::timer::{monotonic_ns, wall_ns, Timer};
 
 /// Size of the per-worker read buffer.
@@ -31,9 +31,6 @@ const SCRATCH: usize = 64 * 1024;
 /// connections count up from 0 (their slab keys).
 pub const WAKER: Token = Token(usize::MAX);
 const MAX_SOCKETS: usize = 1 << 16;
-/// How long accepting pauses when the process is out of fds and no reserve
-/// fd is left to shed a connection with.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 fn listener_token(i: usize) -> Token {
     Token(usize::MAX - 1 - i)
@@ -111,129 +108,6 @@ pub struct Setup {
     pub push: Option<PushConfig>,
 }
 
-/// How a process of a group hands new connections to its siblings. Of
-/// `--processes N`, a full process closes its listeners so that the kernel
-/// sends new connections to the others. In an elastic group the parent
-/// steers the port's new connections to one member at a time; a member
-/// says when it is 11/16 full (start the next, to wait ready) and 13/16
-/// full (steer to the next). It keeps its listeners (closing would
-/// renumber the group) and sheds, as a lone server does, only what its fds
-/// cannot hold.
-pub struct HandOver {
-    /// A full process closes its listeners.
-    pub may_close: bool,
-    /// Open connections at which the group should start another process.
-    pub grow_at: AtomicI64,
-    grow_sent: AtomicBool,
-    /// Open and queued connections at which the next process should take
-    /// over.
-    full_at: AtomicI64,
-    full_sent: AtomicBool,
-    /// Open connections under which a member that said it was full may
-    /// take new connections again (see [`HandOver::rearm`]).
-    rearm_at: AtomicI64,
-    /// Listeners of this process on a port (one per worker): what one
-    /// accept queue holds, times this, is about what all of them hold.
-    queues: AtomicI64,
-    /// Where "this process is filling" goes (the main thread's wait).
-    notify: Option<mpsc::Sender<Reason>>,
-}
-
-impl HandOver {
-    /// A member whose siblings are all listening already (--processes N).
-    pub fn ready() -> HandOver {
-        HandOver {
-            may_close: true,
-            grow_at: AtomicI64::new(i64::MAX),
-            grow_sent: AtomicBool::new(false),
-            full_at: AtomicI64::new(i64::MAX),
-            full_sent: AtomicBool::new(false),
-            rearm_at: AtomicI64::new(0),
-            queues: AtomicI64::new(1),
-            notify: None,
-        }
-    }
-
-    /// A member of an elastic group: it says when it fills up.
-    pub fn elastic(notify: mpsc::Sender<Reason>) -> HandOver {
-        HandOver {
-            may_close: false,
-            grow_at: AtomicI64::new(i64::MAX),
-            grow_sent: AtomicBool::new(false),
-            full_at: AtomicI64::new(i64::MAX),
-            full_sent: AtomicBool::new(false),
-            rearm_at: AtomicI64::new(0),
-            queues: AtomicI64::new(1),
-            notify: Some(notify),
-        }
-    }
-
-    /// Sets when an elastic member asks for the next process (11/16 full,
-    /// open or waiting in its accept queues; under a connect storm the
-    /// parent starts it sooner) and when it hands over (13/16: room for
-    /// what the hand-over still brings, tens of milliseconds when a storm
-    /// of processes starves the parent of CPU: 2,500 connections at 35k/s
-    /// overran the 1/8 this once kept).
-    pub fn arm(&self, max_open: i64, queues: usize) {
-        if self.notify.is_some() {
-            self.grow_at.store(max_open / 16 * 11, Relaxed);
-            self.full_at.store(max_open / 16 * 13, Relaxed);
-            self.rearm_at.store(max_open / 2, Relaxed);
-            self.queues.store(queues.max(1) as i64, Relaxed);
-        }
-    }
-
-    /// After a close, `open` connections now. A member that said it was
-    /// full and has emptied below half its cap (connections that end:
-    /// churn) may be steered to again: it says so (the parent steers back
-    /// only once it hears it), and says again when it fills.
-    fn closed(&self, open: i64) {
-        let Some(tx) = &self.notify else {
-            return;
-        };
-        if open < self.rearm_at.load(Relaxed)
-            && self.full_sent.load(Relaxed)
-            && self
-                .full_sent
-                .compare_exchange(true, false, Relaxed, Relaxed)
-                .is_ok()
-        {
-            self.grow_sent.store(false, Relaxed);
-            let _ = tx.send(Reason::Room);
-        }
-    }
-
-    /// A member of an elastic group (not one of --processes N).
-    pub fn is_elastic(&self) -> bool {
-        self.notify.is_some()
-    }
-
-    /// After an accept: `open` connections now, `queued` what one accept
-    /// queue holds (asked every 32 accepts from the first: under a connect
-    /// storm the queues hold thousands that count as taken, before the
-    /// workers have accepted many).
-    fn opened(&self, open: i64, queued: impl FnOnce() -> i64) {
-        let Some(tx) = &self.notify else {
-            return;
-        };
-        let grow_at = self.grow_at.load(Relaxed);
-        if self.full_sent.load(Relaxed) {
-            return;
-        }
-        let taken = if open % 32 == 0 {
-            open + queued() * self.queues.load(Relaxed)
-        } else {
-            open
-        };
-        if taken >= grow_at && !self.grow_sent.swap(true, Relaxed) {
-            let _ = tx.send(Reason::Grow);
-        }
-        if taken >= self.full_at.load(Relaxed) && !self.full_sent.swap(true, Relaxed) {
-            let _ = tx.send(Reason::Full);
-        }
-    }
-}
-
 /// The per-worker buffers and counters a connection is served with.
 struct Io {
     scratch: Vec<u8>,
@@ -249,21 +123,11 @@ struct Io {
 
 pub struct Worker {
     poll: Poll,
-    /// None while closed because the process is full.
-    listeners: Vec<Option<TcpListener>>,
-    listen: Vec<std::net::SocketAddr>,
-    backlog: u32,
-    max_open: i64,
-    hand_over: Option<Arc<HandOver>>,
+    acceptor: Acceptor,
     udp: Vec<UdpSocket>,
     conns: Slab<Conn>,
     io: Io,
     shared: Arc<Shared>,
-    /// An fd held in reserve: when accept fails for lack of fds, closing it
-    /// lets the worker accept and immediately close one connection, so the
-    /// client learns at once instead of waiting in the accept queue.
-    reserve: Option<File>,
-    accept_paused: bool,
     push: Option<Push>,
 }
 
@@ -287,7 +151,7 @@ impl Worker {
     pub fn new(setup: Setup) -> io::Result<Worker> {
         let Setup {
             poll,
-            mut listeners,
+            listeners,
             mut udp,
             responder,
             stats,
@@ -313,21 +177,27 @@ impl Worker {
             }
             None => None,
         };
-        for (i, l) in listeners.iter_mut().enumerate() {
-            poll.registry()
-                .register(l, listener_token(i), Interest::READABLE)?;
-        }
+        let listening = Listening {
+            listeners,
+            listen,
+            backlog,
+            max_open,
+            hand_over,
+        };
+        let acceptor = Acceptor::new(
+            listening,
+            &poll,
+            listener_token,
+            stats.clone(),
+            shared.clone(),
+        )?;
         for (i, u) in udp.iter_mut().enumerate() {
             poll.registry()
                 .register(u, udp_token(i), Interest::READABLE)?;
         }
         Ok(Worker {
             poll,
-            listeners: listeners.into_iter().map(Some).collect(),
-            listen,
-            backlog,
-            max_open,
-            hand_over,
+            acceptor,
             udp,
             conns: Slab::new(),
             io: Io {
@@ -345,8 +215,6 @@ impl Worker {
                 sealed: Vec::new(),
             },
             shared,
-            reserve: File::open("/dev/null").ok(),
-            accept_paused: false,
             push,
         })
     }
@@ -356,7 +224,7 @@ impl Worker {
         let mut events = Events::with_capacity(1024);
         self.push_due()?;
         loop {
-            let timeout = self.accept_paused.then_some(ACCEPT_PAUSE);
+            let timeout = self.acceptor.paused().then_some(ACCEPT_PAUSE);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -366,7 +234,7 @@ impl Worker {
             if self.shared.stop.load(Relaxed) {
                 break;
             }
-            if self.accept_paused && events.is_empty() {
+            if self.acceptor.paused() && events.is_empty() {
                 self.resume_accepting();
             }
             for ev in events.iter() {
@@ -392,8 +260,8 @@ impl Worker {
     }
 
     fn resume_accepting(&mut self) {
-        self.accept_paused = false;
-        for i in 0..self.listeners.len() {
+        self.acceptor.resume();
+        for i in 0..self.acceptor.len() {
             self.accept(i);
         }
     }
@@ -405,61 +273,31 @@ impl Worker {
     /// migrates it (net.ipv4.tcp_migrate_req = 1), so the queues are
     /// emptied first.
     fn close_listeners(&mut self) {
-        for i in 0..self.listeners.len() {
+        for i in 0..self.acceptor.len() {
             while self.accept_one(i) {}
-            if let Some(l) = self.listeners[i].take() {
-                // What arrived between the last accept and now is reset
-                // with the listener (unless the kernel migrates it).
-                bump(&self.io.stats.queued_at_close, accept_queue_len(&l));
-            }
+            self.acceptor.close(i);
         }
     }
 
     /// Binds the listeners again once the process has room.
     fn reopen_listeners(&mut self) {
-        for i in 0..self.listeners.len() {
-            if self.listeners[i].is_some() {
-                continue;
-            }
-            let Ok(sock) = super::bind::tcp_listener(self.listen[i], self.backlog) else {
-                continue;
-            };
-            let std: std::net::TcpListener = sock.into();
-            let mut l = TcpListener::from_std(std);
+        for i in 0..self.acceptor.len() {
             if self
-                .poll
-                .registry()
-                .register(&mut l, listener_token(i), Interest::READABLE)
-                .is_ok()
+                .acceptor
+                .reopen(i, self.poll.registry(), listener_token(i))
             {
-                self.listeners[i] = Some(l);
                 self.accept(i);
             }
         }
     }
 
-    /// Open connections at which a member of a group hands new ones to its
-    /// siblings: below `max_open` by room for what its accept queues hold
-    /// at that moment (a connect storm queues hundreds).
-    fn close_at(&self) -> i64 {
-        self.max_open - (self.max_open / 50).max(1)
-    }
-
-    /// Time to close the listeners: nearly full, in a group whose members
-    /// close when full (see [`HandOver`]). Otherwise the process keeps
-    /// accepting and sheds what its fds cannot hold, as a lone server does.
-    fn hand_over_due(&self) -> bool {
-        self.shared.current.load(Relaxed) >= self.close_at()
-            && self.hand_over.as_ref().is_some_and(|h| h.may_close)
-    }
-
     /// Accepts until the queue is empty (edge-triggered).
     fn accept(&mut self, i: usize) {
-        if self.accept_paused {
+        if self.acceptor.paused() {
             return;
         }
         loop {
-            if self.hand_over_due() {
+            if self.acceptor.hand_over_due() {
                 self.close_listeners();
                 return;
             }
@@ -472,76 +310,15 @@ impl Worker {
     /// Accepts one connection from listener `i`; false when there is none
     /// to take now (queue empty, listener closed, or accepting paused).
     fn accept_one(&mut self, i: usize) -> bool {
-        let Some(listener) = self.listeners[i].as_ref() else {
-            return false;
-        };
-        if self.hand_over.is_some() && self.shared.current.load(Relaxed) >= self.max_open {
-            // A member of a group at its cap: the fds past it are the
-            // group's own (a child's pipes, /proc), so shed as if out of fds.
-            return match listener.accept() {
-                Ok(_) => {
-                    bump(&self.io.stats.accept_no_fds, 1);
-                    true
-                }
-                Err(e) => e.kind() == io::ErrorKind::Interrupted,
-            };
-        }
-        match listener.accept() {
-            Ok((stream, _)) => {
+        match self.acceptor.accept_one(i) {
+            Accepted::Stream(stream) => {
                 self.add(stream);
-                if let Some(h) = &self.hand_over {
-                    let open = self.shared.current.load(Relaxed);
-                    let listener = self.listeners[i].as_ref();
-                    h.opened(open, || listener.map_or(0, |l| accept_queue_len(l) as i64));
-                }
+                self.acceptor.opened(i);
                 true
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                bump(&self.io.stats.accept_no_fds, 1);
-                if self.shed(i) {
-                    return true;
-                }
-                self.accept_paused = true;
-                false
-            }
-            Err(e) => {
-                let errno = e.raw_os_error().unwrap_or(0) as usize;
-                bump(&self.io.stats.accept_errno[errno.min(MAX_ERRNO - 1)], 1);
-                // Errors about one connection (aborted, protocol, a
-                // firewall's EPERM) leave the queue usable; anything else
-                // (ENOBUFS, ENOMEM) pauses instead of spinning.
-                let per_connection = matches!(
-                    e.raw_os_error(),
-                    Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM | libc::ETIMEDOUT)
-                );
-                if !per_connection {
-                    self.accept_paused = true;
-                }
-                per_connection
-            }
+            Accepted::Again => true,
+            Accepted::Done => false,
         }
-    }
-
-    /// Out of fds: frees the reserve fd to accept one connection and close
-    /// it at once. False when there is no reserve to use.
-    fn shed(&mut self, i: usize) -> bool {
-        if self.reserve.take().is_none() {
-            return false;
-        }
-        let Some(listener) = self.listeners[i].as_ref() else {
-            return false;
-        };
-        let shed = match listener.accept() {
-            Ok((stream, _)) => {
-                drop(stream);
-                true
-            }
-            Err(_) => false,
-        };
-        self.reserve = File::open("/dev/null").ok();
-        shed && self.reserve.is_some()
     }
 
     fn add(&mut self, mut stream: TcpStream) {
@@ -611,16 +388,11 @@ impl Worker {
         drop(conn);
         bump(&self.io.stats.closed, 1);
         self.shared.closed();
-        if let Some(h) = &self.hand_over {
-            h.closed(self.shared.current.load(Relaxed));
-        }
-        if self.accept_paused {
+        self.acceptor.closed();
+        if self.acceptor.paused() {
             self.resume_accepting();
         }
-        let margin = (self.max_open / 100).max(16);
-        if self.listeners.iter().any(Option::is_none)
-            && self.shared.current.load(Relaxed) < self.close_at() - margin
-        {
+        if self.acceptor.reopen_due() {
             self.reopen_listeners();
         }
     }
@@ -666,7 +438,8 @@ impl Worker {
             },
         );
         stats
-            .push_subscribers
+            .push
+            .subscribers
             .store(push.pusher.len() as u64, Relaxed);
         let wait = push.pusher.next_due_ns().saturating_sub(monotonic_ns());
         push.timer.arm(Duration::from_nanos(wait))
@@ -735,7 +508,7 @@ impl Worker {
                 }
             };
             if push.pusher.heard(i, peer, bye, monotonic_ns()) {
-                bump(&stats.push_subscribed, 1);
+                bump(&stats.push.subscribed, 1);
             }
         }
     }
@@ -937,30 +710,6 @@ fn write_some(stream: &mut TcpStream, data: &[u8], stats: &WorkerStats) -> io::R
         }
     }
     Ok(off)
-}
-
-/// Connections waiting in a listener's accept queue (TCP_INFO reports the
-/// queue's length as `tcpi_unacked` for a listening socket).
-fn accept_queue_len(l: &TcpListener) -> u64 {
-    use std::os::fd::AsRawFd;
-    // SAFETY: tcp_info is plain old data; zeroes are a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `info`, which we own.
-    let rc = unsafe {
-        libc::getsockopt(
-            l.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if rc == 0 {
-        u64::from(info.tcpi_unacked)
-    } else {
-        0
-    }
 }
 
 #[cfg(test)]

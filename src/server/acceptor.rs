@@ -1,0 +1,260 @@
+//! A worker's acceptor: its SO_REUSEPORT listeners, what it does when the
+//! process runs out of fds (shed through a reserved fd, or pause for
+//! [`ACCEPT_PAUSE`]), and when a member of a group closes its listeners and
+//! opens them again ([`HandOver`]). It hands each accepted connection to
+//! its worker and serves none itself.
+
+use std::fs::File;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Interest, Poll, Registry, Token};
+
+use super::hand_over::HandOver;
+use super::stats::{bump, Shared, WorkerStats, MAX_ERRNO};
+
+/// How long accepting pauses when the process is out of fds and no reserve
+/// fd is left to shed a connection with.
+pub(super) const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// What one accept gave.
+pub(super) enum Accepted {
+    /// A connection for the worker to serve.
+    Stream(TcpStream),
+    /// Nothing to serve, but the queue may hold more (a connection shed, an
+    /// error about one connection).
+    Again,
+    /// Nothing to take now: the queue is empty, the listener closed, or
+    /// accepting paused.
+    Done,
+}
+
+pub(super) struct Acceptor {
+    /// None while closed because the process is full.
+    listeners: Vec<Option<TcpListener>>,
+    listen: Vec<SocketAddr>,
+    backlog: u32,
+    max_open: i64,
+    hand_over: Option<Arc<HandOver>>,
+    /// An fd held in reserve: when accept fails for lack of fds, closing it
+    /// lets the worker accept and immediately close one connection, so the
+    /// client learns at once instead of waiting in the accept queue.
+    reserve: Option<File>,
+    paused: bool,
+    stats: Arc<WorkerStats>,
+    shared: Arc<Shared>,
+}
+
+/// What an acceptor starts with.
+pub(super) struct Listening {
+    pub listeners: Vec<TcpListener>,
+    pub listen: Vec<SocketAddr>,
+    pub backlog: u32,
+    pub max_open: i64,
+    pub hand_over: Option<Arc<HandOver>>,
+}
+
+impl Acceptor {
+    /// Registers listener `i` under `token(i)`.
+    pub(super) fn new(
+        l: Listening,
+        poll: &Poll,
+        token: fn(usize) -> Token,
+        stats: Arc<WorkerStats>,
+        shared: Arc<Shared>,
+    ) -> io::Result<Acceptor> {
+        let mut listeners = l.listeners;
+        for (i, l) in listeners.iter_mut().enumerate() {
+            poll.registry().register(l, token(i), Interest::READABLE)?;
+        }
+        Ok(Acceptor {
+            listeners: listeners.into_iter().map(Some).collect(),
+            listen: l.listen,
+            backlog: l.backlog,
+            max_open: l.max_open,
+            hand_over: l.hand_over,
+            reserve: File::open("/dev/null").ok(),
+            paused: false,
+            stats,
+            shared,
+        })
+    }
+
+    /// Listeners, open or closed.
+    pub(super) fn len(&self) -> usize {
+        self.listeners.len()
+    }
+
+    /// Accepting is paused (out of fds, no reserve left).
+    pub(super) fn paused(&self) -> bool {
+        self.paused
+    }
+
+    pub(super) fn resume(&mut self) {
+        self.paused = false;
+    }
+
+    /// Open connections at which a member of a group hands new ones to its
+    /// siblings: below `max_open` by room for what its accept queues hold
+    /// at that moment (a connect storm queues hundreds).
+    fn close_at(&self) -> i64 {
+        self.max_open - (self.max_open / 50).max(1)
+    }
+
+    /// Time to close the listeners: nearly full, in a group whose members
+    /// close when full (see [`HandOver`]). Otherwise the process keeps
+    /// accepting and sheds what its fds cannot hold, as a lone server does.
+    pub(super) fn hand_over_due(&self) -> bool {
+        self.shared.current.load(Relaxed) >= self.close_at()
+            && self.hand_over.as_ref().is_some_and(|h| h.may_close)
+    }
+
+    /// Accepts one connection from listener `i`.
+    pub(super) fn accept_one(&mut self, i: usize) -> Accepted {
+        let Some(listener) = self.listeners[i].as_ref() else {
+            return Accepted::Done;
+        };
+        if self.hand_over.is_some() && self.shared.current.load(Relaxed) >= self.max_open {
+            // A member of a group at its cap: the fds past it are the
+            // group's own (a child's pipes, /proc), so shed as if out of fds.
+            return match listener.accept() {
+                Ok(_) => {
+                    bump(&self.stats.accept_no_fds, 1);
+                    Accepted::Again
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => Accepted::Again,
+                Err(_) => Accepted::Done,
+            };
+        }
+        match listener.accept() {
+            Ok((stream, _)) => Accepted::Stream(stream),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Accepted::Done,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Accepted::Again,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                bump(&self.stats.accept_no_fds, 1);
+                if self.shed(i) {
+                    return Accepted::Again;
+                }
+                self.paused = true;
+                Accepted::Done
+            }
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(0) as usize;
+                bump(&self.stats.accept_errno[errno.min(MAX_ERRNO - 1)], 1);
+                // Errors about one connection (aborted, protocol, a
+                // firewall's EPERM) leave the queue usable; anything else
+                // (ENOBUFS, ENOMEM) pauses instead of spinning.
+                let per_connection = matches!(
+                    e.raw_os_error(),
+                    Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM | libc::ETIMEDOUT)
+                );
+                if per_connection {
+                    Accepted::Again
+                } else {
+                    self.paused = true;
+                    Accepted::Done
+                }
+            }
+        }
+    }
+
+    /// After the worker took a connection from listener `i`: tells the
+    /// group how full the process is.
+    pub(super) fn opened(&self, i: usize) {
+        if let Some(h) = &self.hand_over {
+            let open = self.shared.current.load(Relaxed);
+            let listener = self.listeners[i].as_ref();
+            h.opened(open, || listener.map_or(0, |l| accept_queue_len(l) as i64));
+        }
+    }
+
+    /// After the worker closed a connection: tells the group.
+    pub(super) fn closed(&self) {
+        if let Some(h) = &self.hand_over {
+            h.closed(self.shared.current.load(Relaxed));
+        }
+    }
+
+    /// Out of fds: frees the reserve fd to accept one connection and close
+    /// it at once. False when there is no reserve to use.
+    fn shed(&mut self, i: usize) -> bool {
+        if self.reserve.take().is_none() {
+            return false;
+        }
+        let Some(listener) = self.listeners[i].as_ref() else {
+            return false;
+        };
+        let shed = match listener.accept() {
+            Ok((stream, _)) => {
+                drop(stream);
+                true
+            }
+            Err(_) => false,
+        };
+        self.reserve = File::open("/dev/null").ok();
+        shed && self.reserve.is_some()
+    }
+
+    /// Closes listener `i` (its queue taken first by the worker): the
+    /// kernel sends new connections to the siblings.
+    pub(super) fn close(&mut self, i: usize) {
+        if let Some(l) = self.listeners[i].take() {
+            // What arrived between the last accept and now is reset
+            // with the listener (unless the kernel migrates it).
+            bump(&self.stats.queued_at_close, accept_queue_len(&l));
+        }
+    }
+
+    /// A listener is closed and the process has room again.
+    pub(super) fn reopen_due(&self) -> bool {
+        let margin = (self.max_open / 100).max(16);
+        self.listeners.iter().any(Option::is_none)
+            && self.shared.current.load(Relaxed) < self.close_at() - margin
+    }
+
+    /// Binds listener `i` again if it is closed, registered as `token`;
+    /// true when it was reopened (the worker then accepts from it).
+    pub(super) fn reopen(&mut self, i: usize, registry: &Registry, token: Token) -> bool {
+        if self.listeners[i].is_some() {
+            return false;
+        }
+        let Ok(sock) = super::bind::tcp_listener(self.listen[i], self.backlog) else {
+            return false;
+        };
+        let std: std::net::TcpListener = sock.into();
+        let mut l = TcpListener::from_std(std);
+        if registry.register(&mut l, token, Interest::READABLE).is_ok() {
+            self.listeners[i] = Some(l);
+            return true;
+        }
+        false
+    }
+}
+
+/// Connections waiting in a listener's accept queue (TCP_INFO reports the
+/// queue's length as `tcpi_unacked` for a listening socket).
+fn accept_queue_len(l: &TcpListener) -> u64 {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcp_info is plain old data; zeroes are a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `info`, which we own.
+    let rc = unsafe {
+        libc::getsockopt(
+            l.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        u64::from(info.tcpi_unacked)
+    } else {
+        0
+    }
+}
