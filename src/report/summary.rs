@@ -4,6 +4,57 @@ use super::*;
 
 /// The human summary of a run.
 pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()> {
+    connection_lines(sc, o, out)?;
+    ramp_lines(sc, o, out)?;
+    let t = &o.totals;
+    time_row("connect time", &o.hists.connect_time, "", out)?;
+    time_row(
+        "in connect()",
+        &o.hists.connect_syscall,
+        "  (inside the client's kernel)",
+        out,
+    )?;
+    let resumed = format!("  ({} resumed)", t.tls_resumed);
+    time_row("tls handshake", &o.hists.tls_handshake, &resumed, out)?;
+    writeln!(out, "  closed        {} by throng", t.closed)?;
+    if t.peer_closed > 0 {
+        writeln!(
+            out,
+            "  peer closed   {} with nothing in flight: after answering all they were sent, or idle \
+             (not failures){}",
+            t.peer_closed,
+            peer_closed_fate(sc, o)
+        )?;
+    }
+    if let Some(q) = &o.queries {
+        let cpu = o.observed.client.as_ref();
+        queries_summary(sc, q, &o.hists, (t.failed_total(), cpu), out)?;
+        if sc.transport == Transport::TcpPerQuery && !o.hists.service_time.is_empty() {
+            let service = o.hists.service_time.mean().max(1.0);
+            writeln!(
+                out,
+                "    connect share  {:.0}% of the mean service time ({} of {}) is the TCP handshake",
+                100.0 * o.hists.connect_time.mean() / service,
+                human_us(o.hists.connect_time.mean() as u64),
+                human_us(service as u64)
+            )?;
+        }
+    }
+    if let (Some(p), Some(listen)) = (&o.push, &sc.push) {
+        push_summary(sc, listen, p, &o.hists, out)?;
+    }
+    if let Some(e) = &t.tls_error {
+        writeln!(out, "  tls error     {e}")?;
+    }
+    // Connections the client closed because their bytes could not be
+    failure_hints(sc, o, out)?;
+    observed_lines(sc, o, out)?;
+    unverified_hints(sc, o, out)
+}
+
+/// The connections: asked, attempted, established (verified or not), failed
+/// by cause, the peak open.
+fn connection_lines(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()> {
     let t = &o.totals;
     let status = if o.interrupted { " (interrupted)" } else { "" };
     writeln!(
@@ -61,6 +112,13 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     writeln!(out, "  peak open     {}", o.peak)?;
+    Ok(())
+}
+
+/// How the connections opened: the ramp (or the schedule), those
+/// replaced after it, and why a ramp stopped.
+fn ramp_lines(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()> {
+    let t = &o.totals;
     match o.ramp_time {
         _ if sc.transport == Transport::TcpPerQuery => {}
         Some(r) => {
@@ -115,46 +173,12 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     if let Some(why) = &o.ramp_stopped {
         writeln!(out, "  ramp stopped  {why}")?;
     }
-    time_row("connect time", &o.hists.connect_time, "", out)?;
-    time_row(
-        "in connect()",
-        &o.hists.connect_syscall,
-        "  (inside the client's kernel)",
-        out,
-    )?;
-    let resumed = format!("  ({} resumed)", t.tls_resumed);
-    time_row("tls handshake", &o.hists.tls_handshake, &resumed, out)?;
-    writeln!(out, "  closed        {} by throng", t.closed)?;
-    if t.peer_closed > 0 {
-        writeln!(
-            out,
-            "  peer closed   {} with nothing in flight: after answering all they were sent, or idle \
-             (not failures){}",
-            t.peer_closed,
-            peer_closed_fate(sc, o)
-        )?;
-    }
-    if let Some(q) = &o.queries {
-        let cpu = o.observed.client.as_ref();
-        queries_summary(sc, q, &o.hists, (t.failed_total(), cpu), out)?;
-        if sc.transport == Transport::TcpPerQuery && !o.hists.service_time.is_empty() {
-            let service = o.hists.service_time.mean().max(1.0);
-            writeln!(
-                out,
-                "    connect share  {:.0}% of the mean service time ({} of {}) is the TCP handshake",
-                100.0 * o.hists.connect_time.mean() / service,
-                human_us(o.hists.connect_time.mean() as u64),
-                human_us(service as u64)
-            )?;
-        }
-    }
-    if let (Some(p), Some(listen)) = (&o.push, &sc.push) {
-        push_summary(sc, listen, p, &o.hists, out)?;
-    }
-    if let Some(e) = &t.tls_error {
-        writeln!(out, "  tls error     {e}")?;
-    }
-    // Connections the client closed because their bytes could not be
+    Ok(())
+}
+
+/// A hint for each cause of failed connections.
+fn failure_hints(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()> {
+    let t = &o.totals;
     // framed are counted with resets: say whose bytes they were.
     let garbled = o.push.as_ref().map_or(0, |p| p.malformed)
         + o.queries.as_ref().map_or(0, |q| {
@@ -186,6 +210,12 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
             }
         }
     }
+    Ok(())
+}
+
+/// What was seen of the machine: the client's CPU, the server's process,
+/// and the handshake's or the client's own limits.
+fn observed_lines(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()> {
     if let Some(c) = &o.observed.client {
         let embedded = if sc.embedded_server {
             " (with the embedded server's: it runs in this process)"
@@ -202,6 +232,12 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     } else if let Some(h) = client_connect_hint(sc, o) {
         writeln!(out, "  hint (client): {h}")?;
     }
+    Ok(())
+}
+
+/// Why connections went unverified, from what was seen.
+fn unverified_hints(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()> {
+    let t = &o.totals;
     let udp_silent = udp_silence_hint(sc, o);
     if let Some(h) = udp_silent {
         writeln!(out, "  hint (udp): {h}")?;
@@ -573,99 +609,151 @@ pub(super) fn queries_summary(
              {sent:.0}/s sent"
         )?;
     } else {
-        let target = q.target_queries / secs;
-        let of = |r: f64| {
-            if target > 0.0 {
-                r / target * 100.0
-            } else {
-                100.0
-            }
-        };
-        let (pct, sent_pct) = (of(achieved), of(sent));
+        open_loop_rates(sc, q, h, conns_failed, out)?;
+    }
+    answer_lines(sc, q, out)?;
+    latency_lines(sc, q, h, (closed, conns_failed, cpu), out)?;
+    if let Some(h) = nagle_hint(sc, q, h) {
+        writeln!(out, "  hint (nagle): {h}")?;
+    }
+    writeln!(
+        out,
+        "  bytes         out {} ({}), in {} ({})",
+        human_bytes(t.bytes_out as f64),
+        mbps(t.bytes_out, secs),
+        human_bytes(t.bytes_in as f64),
+        mbps(t.bytes_in, secs),
+    )?;
+    Ok(())
+}
+
+/// The rate of an open-loop run: achieved and sent of the target, and
+/// why either fell short.
+fn open_loop_rates(
+    sc: &Scenario,
+    q: &crate::engine::QueryOutcome,
+    h: &crate::metrics::Histograms,
+    conns_failed: u64,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    use crate::scenario::Model;
+    let t = &q.totals;
+    let secs = q.seconds.max(1e-9);
+    let achieved = t.answered as f64 / secs;
+    let sent = t.sent as f64 / secs;
+    let target = q.target_queries / secs;
+    let of = |r: f64| {
+        if target > 0.0 {
+            r / target * 100.0
+        } else {
+            100.0
+        }
+    };
+    let (pct, sent_pct) = (of(achieved), of(sent));
+    writeln!(
+        out,
+        "    rate        {achieved:.0}/s achieved (answered) of {target:.0}/s asked ({pct:.1}%); \
+         sent {sent:.0}/s ({sent_pct:.1}%)"
+    )?;
+    // Poisson arrivals: the count over the run varies by about its
+    // square root around the target; a shortfall within 3 of those is
+    // chance, not the client.
+    let poisson = matches!(
+        sc.traffic.as_ref().map(|t| &t.model),
+        Some(Model::OpenLoop {
+            arrivals: crate::domain::Arrivals::Poisson,
+            ..
+        })
+    );
+    let expected = q.target_queries;
+    let chance = poisson && (expected - t.sent as f64) <= 3.0 * expected.sqrt();
+    if sent_pct < 99.0 && chance {
         writeln!(
             out,
-            "    rate        {achieved:.0}/s achieved (answered) of {target:.0}/s asked ({pct:.1}%); \
-             sent {sent:.0}/s ({sent_pct:.1}%)"
+            "    (Poisson arrivals: over {secs:.1} s the count varies around the {:.0} asked \
+             with a standard deviation of {:.0}; this shortfall is within three of them, \
+             ±{:.0})",
+            expected,
+            expected.sqrt(),
+            3.0 * expected.sqrt()
         )?;
-        // Poisson arrivals: the count over the run varies by about its
-        // square root around the target; a shortfall within 3 of those is
-        // chance, not the client.
-        let poisson = matches!(
-            sc.traffic.as_ref().map(|t| &t.model),
-            Some(Model::OpenLoop {
-                arrivals: crate::domain::Arrivals::Poisson,
-                ..
-            })
-        );
-        let expected = q.target_queries;
-        let chance = poisson && (expected - t.sent as f64) <= 3.0 * expected.sqrt();
-        if sent_pct < 99.0 && chance {
-            writeln!(
-                out,
-                "    (Poisson arrivals: over {secs:.1} s the count varies around the {:.0} asked \
-                 with a standard deviation of {:.0}; this shortfall is within three of them, \
-                 ±{:.0})",
-                expected,
-                expected.sqrt(),
-                3.0 * expected.sqrt()
-            )?;
-        } else if sent_pct < 99.0 {
-            let not_sent = t.errors[crate::metrics::E_NOT_SENT];
-            let window = sc.traffic.as_ref().and_then(|t| t.window);
-            let waited = wait_words(sc, t, h).filter(|_| {
-                conns_failed == 0 && loop_kept(h) && t.waited.iter().sum::<u64>() * 100 >= t.due
-            });
-            let why = if let (Some(w), true) = (
-                &waited,
-                not_sent == 0 || sc.transport == Transport::TcpPerQuery,
-            ) {
-                format!(": {w}")
-            } else if not_sent > 0 && window.is_none() {
-                format!(
-                    ": {not_sent} queries could not be sent within --timeout, their connections' \
-                     sockets full: the server is not reading what it is sent"
-                )
-            } else if let (true, Some(w)) = (not_sent > 0, window) {
-                format!(
-                    ": {not_sent} queries could not be sent within --timeout, their connections' \
-                     --window {w} full (the server answering too slowly) or their sockets full \
-                     (the server not reading)"
-                )
-            } else if conns_failed > 0 {
-                // Not the client's pace: the connections that would have
-                // carried the queries were gone.
-                ": connections failed (see above), and the queries due on them were not sent".into()
-            } else if h.loop_lag.value_at_quantile(0.99) > 1000 {
-                " and the client's own loop fell behind its schedule (see loop lag): the client \
-                 could not keep up"
-                    .into()
-            } else {
-                ": queries waited for their connection (window full or socket busy)".into()
-            };
-            writeln!(
-                out,
-                "    warning: the sent rate is below 99% of the target{why}"
-            )?;
-        }
-        if pct < 99.0 && t.sent > 0 && (t.answered as f64) < 0.99 * t.sent as f64 {
-            // Truncated and dropped over UDP, while the same question also
-            // came whole: rate limiting (the truncated line says why).
-            let limited = t.timed_out > 0 && rate_limited(sc, t.truncated, whole_answers(q));
-            let why = if limited {
-                "its response rate limiting dropped them (see truncated below)"
-            } else {
-                "it did not keep up, or does not answer this protocol"
-            };
-            writeln!(
-                out,
-                "    warning: the server answered {:.1}% of the queries sent ({} timed out, {} \
-                 errors): {why}",
-                100.0 * t.answered as f64 / t.sent as f64,
-                t.timed_out,
-                t.errors_total() - t.errors[crate::metrics::E_NOT_SENT]
-            )?;
-        }
+    } else if sent_pct < 99.0 {
+        let why = shortfall_why(sc, t, h, conns_failed);
+        writeln!(
+            out,
+            "    warning: the sent rate is below 99% of the target{why}"
+        )?;
     }
+    if pct < 99.0 && t.sent > 0 && (t.answered as f64) < 0.99 * t.sent as f64 {
+        // Truncated and dropped over UDP, while the same question also
+        // came whole: rate limiting (the truncated line says why).
+        let limited = t.timed_out > 0 && rate_limited(sc, t.truncated, whole_answers(q));
+        let why = if limited {
+            "its response rate limiting dropped them (see truncated below)"
+        } else {
+            "it did not keep up, or does not answer this protocol"
+        };
+        writeln!(
+            out,
+            "    warning: the server answered {:.1}% of the queries sent ({} timed out, {} \
+             errors): {why}",
+            100.0 * t.answered as f64 / t.sent as f64,
+            t.timed_out,
+            t.errors_total() - t.errors[crate::metrics::E_NOT_SENT]
+        )?;
+    }
+    Ok(())
+}
+
+/// Why fewer queries were sent than due, as the end of the warning.
+fn shortfall_why(
+    sc: &Scenario,
+    t: &crate::metrics::QueryTotals,
+    h: &crate::metrics::Histograms,
+    conns_failed: u64,
+) -> String {
+    let not_sent = t.errors[crate::metrics::E_NOT_SENT];
+    let window = sc.traffic.as_ref().and_then(|t| t.window);
+    let waited = wait_words(sc, t, h).filter(|_| {
+        conns_failed == 0 && loop_kept(h) && t.waited.iter().sum::<u64>() * 100 >= t.due
+    });
+    if let (Some(w), true) = (
+        &waited,
+        not_sent == 0 || sc.transport == Transport::TcpPerQuery,
+    ) {
+        format!(": {w}")
+    } else if not_sent > 0 && window.is_none() {
+        format!(
+            ": {not_sent} queries could not be sent within --timeout, their connections' \
+             sockets full: the server is not reading what it is sent"
+        )
+    } else if let (true, Some(w)) = (not_sent > 0, window) {
+        format!(
+            ": {not_sent} queries could not be sent within --timeout, their connections' \
+             --window {w} full (the server answering too slowly) or their sockets full \
+             (the server not reading)"
+        )
+    } else if conns_failed > 0 {
+        // Not the client's pace: the connections that would have
+        // carried the queries were gone.
+        ": connections failed (see above), and the queries due on them were not sent".into()
+    } else if h.loop_lag.value_at_quantile(0.99) > 1000 {
+        " and the client's own loop fell behind its schedule (see loop lag): the client \
+         could not keep up"
+            .into()
+    } else {
+        ": queries waited for their connection (window full or socket busy)".into()
+    }
+}
+
+/// The counts of the queries, their errors, and every answer judged:
+/// what failed, rcodes, truncation, HTTP statuses.
+fn answer_lines(
+    sc: &Scenario,
+    q: &crate::engine::QueryOutcome,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let t = &q.totals;
     writeln!(
         out,
         "    sent {}  answered {}  timed out {}  errors {}  in flight at the end {}",
@@ -734,6 +822,18 @@ pub(super) fn queries_summary(
         let list: Vec<String> = http.iter().map(|(k, v)| format!("{k} {v}")).collect();
         writeln!(out, "    status      {}", list.join("  "))?;
     }
+    Ok(())
+}
+
+/// Response, service time and send lag, with what a lag says.
+fn latency_lines(
+    sc: &Scenario,
+    q: &crate::engine::QueryOutcome,
+    h: &crate::metrics::Histograms,
+    (closed, conns_failed, cpu): (bool, u64, Option<&crate::evidence::ClientCpu>),
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let t = &q.totals;
     writeln!(out, "  latency")?;
     if closed {
         latency_row("response", &h.response_time, out)?;
@@ -762,16 +862,5 @@ pub(super) fn queries_summary(
             writeln!(out, "    {w}")?;
         }
     }
-    if let Some(h) = nagle_hint(sc, q, h) {
-        writeln!(out, "  hint (nagle): {h}")?;
-    }
-    writeln!(
-        out,
-        "  bytes         out {} ({}), in {} ({})",
-        human_bytes(t.bytes_out as f64),
-        mbps(t.bytes_out, secs),
-        human_bytes(t.bytes_in as f64),
-        mbps(t.bytes_in, secs),
-    )?;
     Ok(())
 }
