@@ -32,7 +32,7 @@ use super::json::{write_bytes_atomic, RunResult};
 use crate::domain::Transport;
 use crate::metrics::{decode_histogram, Bucket};
 use crate::scenario::{End, Model, Query, Ramp, Scenario};
-use crate::units::{human, human_us};
+use crate::units::{human, human_us, utc};
 
 /// One run of the report, and what its legend entries say.
 pub struct Run<'a> {
@@ -850,28 +850,6 @@ fn outcomes_chart(runs: &[Drawn]) -> Result<String> {
     })
 }
 
-/// "2026-11-23 14:05:09 UTC" for a Unix time.
-fn utc(unix_s: u64) -> String {
-    let days = (unix_s / 86_400) as i64;
-    let secs = unix_s % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
-}
-
 fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
@@ -1355,13 +1333,6 @@ mod tests {
         assert_eq!(percentile_label(1000.0), "99.9%");
         assert_eq!(percentile_label(1e5), "99.999%");
         assert_eq!(percentile_label(20.0), "");
-    }
-
-    #[test]
-    fn dates_are_utc() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(1_700_000_000), "2023-11-14 22:13:20 UTC");
-        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
     }
 
     #[test]
