@@ -6,7 +6,8 @@
 //! holds anything a worker waits on. The room of each: `live` (the live
 //! view), `plan` (the plan paragraph), `summary` (the end's figures),
 //! `hints` (what a figure means, from what was seen), `views` (the files
-//! to look at), `json` (the result), `check`, `books`.
+//! to look at), `words` (a scenario in words), `json` (the result),
+//! `check`, `books`.
 
 pub mod books;
 mod chart;
@@ -22,6 +23,7 @@ mod live;
 mod plan;
 mod summary;
 mod views;
+mod words;
 
 use hints::*;
 pub use hints::{
