@@ -235,12 +235,12 @@ impl Default for Frame<'_> {
 }
 
 /// A chart of one y axis, a `Cartesian2d` of x and y.
-pub type Plane<'a, 'b, X, Y> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>;
+pub type Plane<'a, X, Y> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>;
 
 /// A chart of two y axes, the right one linear.
-pub type DualPlane<'a, 'b, X, Y> = DualCoordChartContext<
+pub type DualPlane<'a, X, Y> = DualCoordChartContext<
     'a,
-    SVGBackend<'b>,
+    SVGBackend<'a>,
     Cartesian2d<X, Y>,
     Cartesian2d<RangedCoordf64, RangedCoordf64>,
 >;
