@@ -29,12 +29,11 @@ use charts::{
     connect_chart, latency_chart, outcomes_chart, ramp_chart, rates_chart, spectrum_chart,
 };
 use drawn::Drawn;
-use tables::figures;
+use tables::{checks_table, printed_summaries, scenario_tables, summary_table};
 
-use super::chart::{chart_div, colour, escape, page_foot, page_head};
+use super::chart::{chart_div, page_foot, page_head};
 use super::json::{write_bytes_atomic, RunResult};
 pub use super::words::label_of;
-use super::words::scenario_words;
 
 /// One run of the report, and what its legend entries say.
 pub struct Run<'a> {
@@ -97,80 +96,24 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
         format!("throng report: {} runs", drawn.len())
     };
     p.push_str(&page_head(&title));
-    // The scenario, a table per run.
-    let _ = writeln!(p, "<h2>Scenario</h2>");
-    for (i, d) in drawn.iter().enumerate() {
-        if drawn.len() > 1 {
-            let c = colour(i);
-            let _ = writeln!(
-                p,
-                "<h3><span class=\"swatch\" style=\"background:rgb({},{},{})\"></span>{}</h3>",
-                c.0,
-                c.1,
-                c.2,
-                escape(d.label)
-            );
-        }
-        let _ = writeln!(p, "<table class=\"scenario\">");
-        for (k, v) in scenario_words(d.r) {
-            let _ = writeln!(p, "<tr><th>{}</th><td>{}</td></tr>", k, escape(&v));
-        }
-        let _ = writeln!(p, "</table>");
-    }
-    // The summary's figures side by side.
-    let _ = write!(
-        p,
-        "<h2>Summary</h2>\n<table class=\"summary\">\n<tr><th></th>"
-    );
-    for d in &drawn {
-        let _ = write!(p, "<th>{}</th>", escape(d.label));
-    }
-    let _ = writeln!(p, "</tr>");
-    for (k, vals) in figures(&drawn) {
-        let _ = write!(p, "<tr><th>{k}</th>");
-        for v in vals {
-            let _ = write!(p, "<td class=\"n\">{}</td>", escape(&v));
-        }
-        let _ = writeln!(p, "</tr>");
-    }
-    let _ = writeln!(p, "</table>");
-    // The checks, when there are any.
-    if drawn.iter().any(|d| !d.r.checks.is_empty()) {
-        let _ = writeln!(
-            p,
-            "<h2>Checks</h2>\n<table class=\"checks\">\n<tr>{}<th>verdict</th><th>check</th><th>measured</th></tr>",
-            if drawn.len() > 1 { "<th>run</th>" } else { "" }
-        );
-        for d in &drawn {
-            for v in &d.r.checks {
-                let measured = crate::report::check::parse(&v.expr)
-                    .map(|c| c.show(v))
-                    .unwrap_or_else(|_| v.value.map_or("-".into(), |m| format!("{m}")));
-                let _ = writeln!(
-                    p,
-                    "<tr>{}<td class=\"{}\">{}</td><td>{}</td><td>{}</td></tr>",
-                    if drawn.len() > 1 {
-                        format!("<td>{}</td>", escape(d.label))
-                    } else {
-                        String::new()
-                    },
-                    if v.pass { "pass" } else { "fail" },
-                    if v.pass { "PASS" } else { "FAIL" },
-                    escape(&v.expr),
-                    escape(&measured)
-                );
-            }
-        }
-        let _ = writeln!(p, "</table>");
-    }
-    // The charts.
+    scenario_tables(&mut p, &drawn);
+    summary_table(&mut p, &drawn);
+    checks_table(&mut p, &drawn);
+    charts_section(&mut p, &drawn, server)?;
+    printed_summaries(&mut p, &drawn);
+    p.push_str(&page_foot());
+    Ok(p)
+}
+
+/// The charts, each with its note.
+fn charts_section(p: &mut String, drawn: &[Drawn], server: Option<&[ServerSecond]>) -> Result<()> {
     let _ = writeln!(p, "<h2>Charts</h2>");
     let several = drawn.len() > 1;
     if drawn.iter().any(|d| d.r.queries.is_some()) {
         chart_div(
-            &mut p,
+            p,
             "rates",
-            &rates_chart(&drawn)?,
+            &rates_chart(drawn)?,
             if several {
                 "A colour per run: answered (thick), sent (thin), target (dashed); timeouts \
                  (short dashes) and errors (dots) on the right axis."
@@ -179,9 +122,9 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
                  errors on the right axis."
             },
         );
-        match latency_chart(&drawn)? {
+        match latency_chart(drawn)? {
             Some(svg) => chart_div(
-                &mut p,
+                p,
                 "latency",
                 &svg,
                 if several {
@@ -218,10 +161,10 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
         Some(_) => "The --server-stats file holds no second.".into(),
         None => String::new(),
     };
-    chart_div(&mut p, "ramp", &ramp_chart(&drawn, server)?, &server_note);
-    if let Some(svg) = connect_chart(&drawn)? {
+    chart_div(p, "ramp", &ramp_chart(drawn, server)?, &server_note);
+    if let Some(svg) = connect_chart(drawn)? {
         chart_div(
-            &mut p,
+            p,
             "connect",
             &svg,
             "From connect() to established, for the connections established in each second \
@@ -229,57 +172,23 @@ pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
              several processes or hosts merged, the slowest one's).",
         );
     }
-    if let Some(svg) = spectrum_chart(&drawn)? {
+    if let Some(svg) = spectrum_chart(drawn)? {
         chart_div(
-            &mut p,
+            p,
             "spectrum",
             &svg,
             "HdrHistogram's percentile distribution: the time under which each share of the \
              queries was answered, from p0 to p99.999 (`--hgrm` writes the same as text).",
         );
     }
-    chart_div(&mut p, "outcomes", &outcomes_chart(&drawn)?, "");
-    // The summary as printed, for the whole story.
-    let _ = writeln!(p, "<h2>Summary as printed</h2>");
-    for d in &drawn {
-        let mut text = Vec::new();
-        match d.r.outcome() {
-            Ok(o) => {
-                let _ = super::summary(&d.r.scenario, &o, &mut text);
-                for l in super::check::lines(
-                    &d.r.checks
-                        .iter()
-                        .filter_map(|v| super::check::parse(&v.expr).ok())
-                        .collect::<Vec<_>>(),
-                    &d.r.checks,
-                ) {
-                    text.extend_from_slice(l.as_bytes());
-                    text.push(b'\n');
-                }
-            }
-            Err(e) => text.extend_from_slice(format!("cannot read the result: {e:#}").as_bytes()),
-        }
-        let _ = writeln!(
-            p,
-            "<details{}><summary>{}</summary>\n<pre>{}</pre>\n</details>",
-            if several { "" } else { " open" },
-            escape(d.label),
-            escape(&String::from_utf8_lossy(&text))
-        );
-    }
-    p.push_str(&page_foot());
-    Ok(p)
+    chart_div(p, "outcomes", &outcomes_chart(drawn)?, "");
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cluster::merge::tests::{outcome, slice};
-
-    #[test]
-    fn text_is_escaped() {
-        assert_eq!(escape("<a href='x'>&"), "&lt;a href=&#39;x&#39;&gt;&amp;");
-    }
 
     #[test]
     fn server_stats_lines_are_read_and_a_bad_one_named() {
