@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::chart::{
     axis_label, chart_div, decades, escape, label_style, legend_line, page_foot, page_head, plot,
-    plot_dual, time_label, DrawResult, Frame, Right, BLUE_, GREEN_, HEIGHT, ORANGE, RED_,
+    plot_dual, time_label, DrawResult, Frame, Plane, Right, BLUE_, GREEN_, HEIGHT, ORANGE, RED_,
 };
 use super::json::write_bytes_atomic;
 use crate::units::human_us;
@@ -327,7 +327,7 @@ struct Vertical {
 /// Draws the verticals from `lo` to `hi` (the y axis's range) and the
 /// pass/fail key (legend entries only).
 fn verticals_and_key<'a, Y: Ranged<ValueType = f64>>(
-    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
+    chart: &mut Plane<'a, RangedCoordf64, Y>,
     verticals: &[Vertical],
     lo: f64,
     hi: f64,

@@ -9,8 +9,15 @@
 //! p50, p99 and max response time per second with service time p50, p99;
 //! open connections and the connect rate over the ramp (with a server's
 //! `--stats-json`: its accepts, listen overflows and drops) and the
-//! connect-time p99 per second; the percentile spectrum of response and service time, HdrHistogram style;
-//! connections by outcome; the `--check` verdicts.
+//! connect-time p99 per second; the percentile spectrum of response and
+//! service time, HdrHistogram style; connections by outcome; the `--check`
+//! verdicts.
+//!
+//! Its rooms: `drawn` (a run read for drawing), `charts` (the SVG charts,
+//! each through the one chart helper of `report::chart`), `tables` (the
+//! tables and the summary as printed); the scenario's words come from
+//! `report::words`. This file reads a server's `--stats-json` and puts the
+//! page together.
 //!
 //! It reads results and never changes one: what was measured is written
 //! before this runs, and a failure here loses nothing of it.

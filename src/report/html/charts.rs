@@ -92,13 +92,7 @@ pub(super) fn rates_chart(runs: &[Drawn]) -> Result<String> {
             } else {
                 (c, c, c, c, c)
             };
-            let name = |what: &str| {
-                if one {
-                    what.to_string()
-                } else {
-                    format!("{} {what}", d.label)
-                }
-            };
+            let name = |what: &str| d.entry(one, what);
             let target = series(|s| s.target);
             if !target.is_empty() {
                 let style = target_c.stroke_width(2);
@@ -194,13 +188,7 @@ pub(super) fn latency_chart(runs: &[Drawn]) -> Result<Option<String>> {
             } else {
                 (c, c, c, c)
             };
-            let name = |what: &str| {
-                if one {
-                    what.to_string()
-                } else {
-                    format!("{} {what}", d.label)
-                }
-            };
+            let name = |what: &str| d.entry(one, what);
             let series = |f: fn(&Second) -> Option<f64>| -> Vec<(f64, f64)> {
                 d.seconds
                     .iter()
@@ -369,13 +357,7 @@ pub(super) fn ramp_chart(runs: &[Drawn], server: Option<&[ServerSecond]>) -> Res
         for (i, d) in runs.iter().enumerate() {
             let c = colour(i);
             let (open_c, rate_c) = if one { (BLUE_, GREEN_) } else { (c, c) };
-            let name = |what: &str| {
-                if one {
-                    what.to_string()
-                } else {
-                    format!("{} {what}", d.label)
-                }
-            };
+            let name = |what: &str| d.entry(one, what);
             let open: Vec<(f64, f64)> = d.seconds.iter().map(|s| (s.t, s.open)).collect();
             let style = open_c.stroke_width(3);
             let dots = dot_size(open.len());

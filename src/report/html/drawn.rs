@@ -89,6 +89,16 @@ impl<'a> Drawn<'a> {
         })
     }
 
+    /// A legend entry: `what`, or among several runs the run's label
+    /// and `what`.
+    pub(super) fn entry(&self, one: bool, what: &str) -> String {
+        if one {
+            what.to_string()
+        } else {
+            format!("{} {what}", self.label)
+        }
+    }
+
     pub(super) fn has_answers(&self) -> bool {
         self.response.as_ref().is_some_and(|h| !h.is_empty())
     }
