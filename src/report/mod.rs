@@ -4,9 +4,11 @@
 //! search (`curve`, text and HTML) and the percentile spectra in
 //! HdrHistogram's text format (`hgrm`). Reads snapshots only; it never
 //! holds anything a worker waits on. The room of each: `live` (the live
-//! view), `plan` (the plan paragraph), `summary` (the end's figures),
+//! view), `plan` (the plan paragraph), `summary` (the end's figures;
+//! `queries` and `push` its parts for queries and pushed messages),
 //! `hints` (what a figure means, from what was seen), `views` (the files
-//! to look at), `words` (a scenario in words), `json` (the result),
+//! to look at), `words` (a scenario in words), `chart` (what the HTML
+//! pages share, their one chart helper among it), `json` (the result),
 //! `check`, `books`.
 
 pub mod books;
@@ -21,6 +23,8 @@ pub mod prometheus;
 mod hints;
 mod live;
 mod plan;
+mod push;
+mod queries;
 mod summary;
 mod views;
 mod words;
@@ -32,6 +36,8 @@ pub use hints::{
 pub use live::LiveView;
 pub(crate) use plan::phase_steps;
 pub use plan::plan_paragraph;
+use push::*;
+use queries::*;
 pub use summary::summary;
 use summary::*;
 pub use views::Views;
