@@ -1,5 +1,7 @@
 //! What the HTML pages share: chart scaffolding on plotters' SVG backend
-//! (size, palette, fonts, legends, log axes), the page's style and its
+//! (size, palette, fonts, legends, log axes, and the one frame every chart
+//! with axes is drawn through: `Frame`, `plot`, `plot_dual`), the page's
+//! style and its
 //! head and foot, and HTML escaping. The pages are built on it: the report
 //! of runs (`html`) and the curve of a limit search (`curve`). No page's
 //! content lives here.
@@ -215,6 +217,8 @@ pub fn time_label(v: &f64) -> String {
     human_us(v.round() as u64)
 }
 
+/// A chart over the seconds of a run: linear axes, the left one's numbers
+/// as `axis_number` writes them, the legend at the upper right.
 impl Default for Frame<'_> {
     fn default() -> Self {
         Frame {
