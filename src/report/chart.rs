@@ -1,10 +1,9 @@
 //! What the HTML pages share: chart scaffolding on plotters' SVG backend
 //! (size, palette, fonts, legends, log axes, and the one frame every chart
 //! with axes is drawn through: `Frame`, `plot`, `plot_dual`), the page's
-//! style and its
-//! head and foot, and HTML escaping. The pages are built on it: the report
-//! of runs (`html`) and the curve of a limit search (`curve`). No page's
-//! content lives here.
+//! style and its head and foot, and HTML escaping. The pages are built on
+//! it: the report of runs (`html`) and the curve of a limit search
+//! (`curve`). No page's content lives here.
 
 use anyhow::{anyhow, Result};
 use plotters::chart::DualCoordChartContext;
