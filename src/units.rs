@@ -1,5 +1,6 @@
 //! Units as people type and read them: counts (10k), rates (2.5k/s), sizes
-//! (64KiB), durations (2.5s), wall-clock instants, and the short forms the
+//! (64KiB), durations (2.5s), wall-clock instants (read as RFC 3339,
+//! written as UTC dates: the crate's one calendar), and the short forms the
 //! live view and summaries print (12.3k, 1.5 MB, 85 µs).
 //!
 //! Plain functions over strings and numbers, at the bottom of the module
@@ -45,18 +46,49 @@ fn parse_rfc3339(s: &str) -> Option<f64> {
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
         return None;
     }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let (y, m) = if mo <= 2 {
-        (y - 1, mo + 9)
+    let days = days_from_civil(y, mo, d);
+    Some((days * 86_400 + h * 3600 + mi * 60 + sec - offset) as f64 + frac)
+}
+
+/// "2023-11-14 22:13:20 UTC" for a Unix time.
+pub fn utc(unix_s: u64) -> String {
+    let (y, m, d) = civil_from_days((unix_s / 86_400) as i64);
+    let secs = unix_s % 86_400;
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// Days since 1970-01-01 of a date of the proleptic Gregorian calendar
+/// (Howard Hinnant's days_from_civil; month and day from 1).
+fn days_from_civil(y: i64, month: i64, d: i64) -> i64 {
+    let (y, m) = if month <= 2 {
+        (y - 1, month + 9)
     } else {
-        (y, mo - 3)
+        (y, month - 3)
     };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
     let doy = (153 * m + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some((days * 86_400 + h * 3600 + mi * 60 + sec - offset) as f64 + frac)
+    era * 146_097 + doe - 719_468
+}
+
+/// The date (year, month, day) of a day since 1970-01-01: the inverse of
+/// [`days_from_civil`] (Hinnant's civil_from_days).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// A rate: `2000`, `10k`, `10k/s`, `2.5k/s`.
@@ -184,6 +216,21 @@ pub fn human_us(us: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates_are_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_700_000_000), "2023-11-14 22:13:20 UTC");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
+    }
+
+    #[test]
+    fn days_and_dates_are_inverse() {
+        for days in [-719_468, -1, 0, 59, 10_956, 11_016, 19_675, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
+        }
+    }
 
     #[test]
     fn count_suffixes() {

@@ -1,14 +1,18 @@
 //! What the HTML pages share: chart scaffolding on plotters' SVG backend
-//! (size, palette, fonts, legends, log axes), the page's style and its
-//! head and foot, and HTML escaping. The pages are built on it: the report
-//! of runs (`html`) and the curve of a limit search (`curve`). No page's
-//! content lives here.
+//! (size, palette, fonts, legends, log axes, and the one frame every chart
+//! with axes is drawn through: `Frame`, `plot`, `plot_dual`), the page's
+//! style and its head and foot, and HTML escaping. The pages are built on
+//! it: the report of runs (`html`) and the curve of a limit search
+//! (`curve`). No page's content lives here.
 
 use anyhow::{anyhow, Result};
+use plotters::chart::DualCoordChartContext;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::units::human;
+use crate::units::{human, human_us};
 
 /// Chart size in pixels (the page scales it down to fit).
 pub const WIDTH: u32 = 1100;
@@ -170,5 +174,179 @@ pub fn chart_div(p: &mut String, id: &str, svg: &str, note: &str) {
     let _ = writeln!(p, "<div class=\"chart\" id=\"{id}\">\n{svg}</div>");
     if !note.is_empty() {
         let _ = writeln!(p, "<p class=\"note\">{}</p>", escape(note));
+    }
+}
+
+/// A chart's frame: its title, its axes' words and numbers, where its
+/// legend goes. Every chart with axes is drawn through it (`plot`,
+/// `plot_dual`): the same margins, label areas, fonts and legend box.
+pub struct Frame<'f> {
+    /// Names the chart in an error.
+    pub name: &'f str,
+    pub height: u32,
+    pub caption: &'f str,
+    pub x_desc: &'f str,
+    /// The x axis's count of labels and their numbers (plotters' own when
+    /// None).
+    pub x_labels: Option<usize>,
+    pub x_format: Option<&'f dyn Fn(&f64) -> String>,
+    pub y_desc: &'f str,
+    /// Width of the left axis's labels, pixels.
+    pub y_area: u32,
+    pub y_labels: Option<usize>,
+    pub y_format: &'f dyn Fn(&f64) -> String,
+    pub margin_right: Option<u32>,
+    pub legend: SeriesLabelPosition,
+}
+
+/// The right axis of a chart with two: its range, words and numbers.
+pub struct Right<'f> {
+    pub y: std::ops::Range<f64>,
+    pub desc: &'f str,
+    pub format: &'f dyn Fn(&f64) -> String,
+}
+
+/// An axis number as plotters' formatters take it.
+pub fn axis_label(v: &f64) -> String {
+    axis_number(*v)
+}
+
+/// A time axis's number, µs: 85 µs, 1.2 ms.
+pub fn time_label(v: &f64) -> String {
+    human_us(v.round() as u64)
+}
+
+/// A chart over the seconds of a run: linear axes, the left one's numbers
+/// as `axis_number` writes them, the legend at the upper right.
+impl Default for Frame<'_> {
+    fn default() -> Self {
+        Frame {
+            name: "",
+            height: HEIGHT,
+            caption: "",
+            x_desc: "seconds since the start",
+            x_labels: None,
+            x_format: None,
+            y_desc: "",
+            y_area: 70,
+            y_labels: None,
+            y_format: &axis_label,
+            margin_right: None,
+            legend: SeriesLabelPosition::UpperRight,
+        }
+    }
+}
+
+/// A chart of one y axis, a `Cartesian2d` of x and y.
+pub type Plane<'a, X, Y> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>;
+
+/// A chart of two y axes, the right one linear.
+pub type DualPlane<'a, X, Y> = DualCoordChartContext<
+    'a,
+    SVGBackend<'a>,
+    Cartesian2d<X, Y>,
+    Cartesian2d<RangedCoordf64, RangedCoordf64>,
+>;
+
+impl Frame<'_> {
+    fn builder<'a, 'b>(
+        &self,
+        root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    ) -> ChartBuilder<'a, 'static, SVGBackend<'b>> {
+        let mut b = ChartBuilder::on(root);
+        b.caption(self.caption, caption_style()).margin(12);
+        if let Some(r) = self.margin_right {
+            b.margin_right(r);
+        }
+        b.x_label_area_size(42).y_label_area_size(self.y_area);
+        b
+    }
+
+    fn mesh<X, Y>(&self, chart: &mut Plane<X, Y>) -> DrawResult<()>
+    where
+        X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+        Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    {
+        let mut mesh = chart.configure_mesh();
+        mesh.x_desc(self.x_desc).y_desc(self.y_desc);
+        if let Some(n) = self.x_labels {
+            mesh.x_labels(n);
+        }
+        if let Some(f) = self.x_format {
+            mesh.x_label_formatter(f);
+        }
+        if let Some(n) = self.y_labels {
+            mesh.y_labels(n);
+        }
+        mesh.y_label_formatter(self.y_format)
+            .label_style(label_style())
+            .draw()?;
+        Ok(())
+    }
+}
+
+/// Draws a chart of one y axis into an SVG string: the frame, then what
+/// `draw` puts on it, then the legend.
+pub fn plot<X, Y>(
+    f: &Frame,
+    x: X,
+    y: Y,
+    draw: impl FnOnce(&mut Plane<X::CoordDescType, Y::CoordDescType>) -> DrawResult<()>,
+) -> Result<String>
+where
+    X: AsRangedCoord<Value = f64>,
+    Y: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    svg(f.name, f.height, |root| {
+        let mut chart = f.builder(root).build_cartesian_2d(x, y)?;
+        f.mesh(&mut chart)?;
+        draw(&mut chart)?;
+        legend(&mut chart, f.legend.clone())?;
+        Ok(())
+    })
+}
+
+/// Draws a chart of two y axes (the right one `right`, over the same x)
+/// into an SVG string: the frame and both axes, then what `draw` puts on
+/// it, then the legend.
+pub fn plot_dual<Y>(
+    f: &Frame,
+    x: std::ops::Range<f64>,
+    y: Y,
+    right: &Right,
+    draw: impl FnOnce(&mut DualPlane<RangedCoordf64, Y::CoordDescType>) -> DrawResult<()>,
+) -> Result<String>
+where
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    svg(f.name, f.height, |root| {
+        let mut chart = f
+            .builder(root)
+            .right_y_label_area_size(70)
+            .build_cartesian_2d(x.clone(), y)?
+            .set_secondary_coord(x, right.y.clone());
+        f.mesh(&mut chart)?;
+        chart
+            .configure_secondary_axes()
+            .y_desc(right.desc)
+            .y_label_formatter(right.format)
+            .label_style(label_style())
+            .draw()?;
+        draw(&mut chart)?;
+        legend(&mut chart, f.legend.clone())?;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(escape("<a href='x'>&"), "&lt;a href=&#39;x&#39;&gt;&amp;");
     }
 }

@@ -18,8 +18,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
 use super::chart::{
-    axis_number, caption_style, chart_div, decades, escape, label_style, legend, legend_line,
-    page_foot, page_head, svg, DrawResult, BLUE_, GREEN_, HEIGHT, ORANGE, RED_,
+    axis_label, chart_div, decades, escape, label_style, legend_line, page_foot, page_head, plot,
+    plot_dual, time_label, DrawResult, Frame, Plane, Right, BLUE_, GREEN_, HEIGHT, ORANGE, RED_,
 };
 use super::json::write_bytes_atomic;
 use crate::units::human_us;
@@ -327,7 +327,7 @@ struct Vertical {
 /// Draws the verticals from `lo` to `hi` (the y axis's range) and the
 /// pass/fail key (legend entries only).
 fn verticals_and_key<'a, Y: Ranged<ValueType = f64>>(
-    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
+    chart: &mut Plane<'a, RangedCoordf64, Y>,
     verticals: &[Vertical],
     lo: f64,
     hi: f64,
@@ -408,24 +408,24 @@ fn curve_chart(c: &Curve) -> Result<String> {
             String::new()
         }
     };
-    svg("the limit's curve", HEIGHT + 80, |root| {
-        let mut builder = ChartBuilder::on(root);
-        builder
-            .caption(&caption, caption_style())
-            .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(80);
-        let Some(y) = times else {
-            let mut chart = builder.build_cartesian_2d(0f64..top, 0f64..SHARE_TOP)?;
-            chart
-                .configure_mesh()
-                .x_desc(x_desc)
-                .y_desc(&share_axis)
-                .x_label_formatter(&|v| axis_number(*v))
-                .y_label_formatter(&percent)
-                .label_style(label_style())
-                .draw()?;
-            verticals_and_key(&mut chart, &verticals, 0.0, SHARE_TOP)?;
+    let frame = Frame {
+        name: "the limit's curve",
+        height: HEIGHT + 80,
+        caption: &caption,
+        x_desc,
+        x_format: Some(&axis_label),
+        y_area: 80,
+        ..Frame::default()
+    };
+    let Some(y) = times else {
+        let frame = Frame {
+            y_desc: &share_axis,
+            y_format: &percent,
+            legend: SeriesLabelPosition::LowerLeft,
+            ..frame
+        };
+        return plot(&frame, 0f64..top, 0f64..SHARE_TOP, |chart| {
+            verticals_and_key(chart, &verticals, 0.0, SHARE_TOP)?;
             let at = series(&c.points, |p| p.share);
             let style = GREEN_.stroke_width(2);
             chart
@@ -433,30 +433,24 @@ fn curve_chart(c: &Curve) -> Result<String> {
                 .label(&share_axis)
                 .legend(legend_line(style));
             chart.draw_series(at.iter().map(|&(x, y, pass)| marker(x, y, pass, GREEN_)))?;
-            legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
-            return Ok(());
-        };
-        let (lo, hi) = (y.start, y.end);
-        let mut chart = builder
-            .right_y_label_area_size(70)
-            .build_cartesian_2d(0f64..top, y.log_scale())?
-            .set_secondary_coord(0f64..top, 0f64..SHARE_TOP);
-        chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc("response time")
-            .x_label_formatter(&|v| axis_number(*v))
-            .y_labels(12)
-            .y_label_formatter(&|v| human_us(v.round() as u64))
-            .label_style(label_style())
-            .draw()?;
-        chart
-            .configure_secondary_axes()
-            .y_desc(&share_axis)
-            .y_label_formatter(&percent)
-            .label_style(label_style())
-            .draw()?;
-        verticals_and_key(&mut chart, &verticals, lo, hi)?;
+            Ok(())
+        });
+    };
+    let (lo, hi) = (y.start, y.end);
+    let frame = Frame {
+        y_desc: "response time",
+        y_labels: Some(12),
+        y_format: &time_label,
+        legend: SeriesLabelPosition::MiddleLeft,
+        ..frame
+    };
+    let right = Right {
+        y: 0f64..SHARE_TOP,
+        desc: &share_axis,
+        format: &percent,
+    };
+    plot_dual(&frame, 0f64..top, y.log_scale(), &right, |chart| {
+        verticals_and_key(chart, &verticals, lo, hi)?;
         for (name, f, colour) in [
             (
                 "response time p50",
@@ -480,7 +474,6 @@ fn curve_chart(c: &Curve) -> Result<String> {
             .label(format!("{share_axis} (right axis)"))
             .legend(legend_line(style));
         chart.draw_secondary_series(at.iter().map(|&(x, y, pass)| marker(x, y, pass, GREEN_)))?;
-        legend(&mut chart, SeriesLabelPosition::MiddleLeft)?;
         Ok(())
     })
 }

@@ -4,9 +4,12 @@
 //! search (`curve`, text and HTML) and the percentile spectra in
 //! HdrHistogram's text format (`hgrm`). Reads snapshots only; it never
 //! holds anything a worker waits on. The room of each: `live` (the live
-//! view), `plan` (the plan paragraph), `summary` (the end's figures),
+//! view), `plan` (the plan paragraph), `summary` (the end's figures;
+//! `queries` and `push` its parts for queries and pushed messages),
 //! `hints` (what a figure means, from what was seen), `views` (the files
-//! to look at), `json` (the result), `check`, `books`.
+//! to look at), `words` (a scenario in words), `chart` (what the HTML
+//! pages share, their one chart helper among it), `json` (the result),
+//! `check`, `books`.
 
 pub mod books;
 mod chart;
@@ -21,8 +24,11 @@ pub mod prometheus;
 mod hints;
 mod live;
 mod plan;
+mod push;
+mod queries;
 mod summary;
 mod views;
+mod words;
 
 use hints::*;
 pub use hints::{
@@ -31,6 +37,8 @@ pub use hints::{
 pub use live::LiveView;
 pub(crate) use plan::phase_steps;
 pub use plan::plan_paragraph;
+use push::*;
+use queries::*;
 pub use summary::summary;
 use summary::*;
 pub use views::Views;
