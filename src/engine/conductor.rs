@@ -173,12 +173,15 @@ impl<'a> Conductor<'a> {
         Ok(())
     }
 
+    /// A signal: the traffic ends.
     fn on_signal(&mut self) -> Next {
         // --hold ends with a signal by design.
         self.interrupted = self.sc.end != End::Hold || self.ramp_time.is_none();
         Next::End
     }
 
+    /// Enter on stdin: a --pause run ends (once its ramp is done, or as
+    /// soon as it is).
     fn on_enter(&mut self) -> Next {
         self.enter_seen = true;
         if self.ramp_time.is_some() && self.sc.end == End::Pause {
@@ -187,6 +190,7 @@ impl<'a> Conductor<'a> {
         Next::Go
     }
 
+    /// A --control line: applied, shown, and kept for the result.
     fn on_control(&mut self, line: &str) -> Next {
         let t = self.crew.start.elapsed().as_secs_f64();
         let applied = control(line, &self.crew.shared, &self.crew.wakers);
@@ -215,6 +219,7 @@ impl<'a> Conductor<'a> {
         Next::Go
     }
 
+    /// A worker's ramp attempts are all established or failed.
     fn on_ramp_established(&mut self) -> Next {
         self.established_workers += 1;
         if self.established_workers == self.sc.workers {
@@ -223,6 +228,7 @@ impl<'a> Conductor<'a> {
         Next::Go
     }
 
+    /// A worker has sent its share of --queries, none in flight any more.
     fn on_queries_done(&mut self) -> Next {
         self.queries_done_workers += 1;
         if self.queries_done_workers == self.sc.workers {
@@ -233,7 +239,8 @@ impl<'a> Conductor<'a> {
         Next::Go
     }
 
-    /// A worker's ramp is done; the last one's starts the traffic.
+    /// A worker has resolved every attempt of its ramp; the last one's
+    /// starts the traffic.
     fn on_ramp_done(&mut self) -> Next {
         self.ramp_workers += 1;
         if self.ramp_workers != self.sc.workers {
