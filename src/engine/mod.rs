@@ -1,9 +1,10 @@
 //! The client's data plane: one worker thread per core, each a mio loop over
-//! its own connections and its share of the queries; this module starts
-//! them, follows the run's phases (ramp, traffic, end) from the main
-//! thread, gathers each worker's per-second report for the live view, and
-//! merges the workers' histograms at the end. The main thread never touches
-//! a connection; workers never wait on it.
+//! its own connections and its share of the queries. This module starts
+//! them ([`run`]); the main thread's conductor (`conductor`) then follows
+//! the run's phases (ramp, traffic, drain, end), gathers each worker's
+//! per-second report for the live view, and merges the workers'
+//! histograms at the end. The main thread never touches a connection;
+//! workers never wait on it.
 
 mod conductor;
 mod conn;
