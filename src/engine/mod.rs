@@ -6,12 +6,9 @@
 //! histograms at the end. The main thread never touches a connection;
 //! workers never wait on it.
 
-mod conductor;
 mod conn;
 mod connections;
 mod connector;
-mod control;
-mod crew;
 mod deadlines;
 mod dialer;
 mod inflight;
@@ -23,11 +20,16 @@ mod proto;
 mod push;
 mod recorder;
 mod seconds;
-mod target;
 mod traffic;
-pub use crew::{grace, GRACE};
 pub use push::delay_clock;
 mod worker;
+
+// The main thread's side: the conductor and what it holds and reads.
+mod conductor;
+mod control;
+mod crew;
+mod target;
+pub use crew::{grace, GRACE};
 
 use std::fs::File;
 use std::sync::{mpsc, Arc, Mutex};
