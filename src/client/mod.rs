@@ -9,7 +9,7 @@ mod preflight;
 mod processes;
 
 use std::io::{self, Write};
-use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -29,8 +29,9 @@ use crate::report::prometheus::client_registry;
 use crate::report::{self, LiveView};
 use crate::scenario::{self, Scenario};
 use crate::server::{self, ServerConfig};
+use crate::sys::limits::{self, FdLimit};
 use crate::sys::signals::Stop;
-use crate::sys::{capacity, limits, sources};
+use crate::sys::{capacity, sources};
 use crate::usage::UsageError;
 pub use preflight::on_this_host;
 use preflight::{check_problems, check_source_families, preflight, processes_needed, warnings};
@@ -185,6 +186,132 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     if a.child_plan {
         return processes::run_child(crate::child::read_plan()?);
     }
+    let (views, sources_given) = check_flags(a)?;
+    let stop = if a.child {
+        Stop::install_child()?
+    } else {
+        Stop::install()?
+    };
+    if a.child {
+        ChildLine::Pid(std::process::id()).print();
+    }
+    let fd = limits::raise_nofile()?;
+    let env = Environment::read(unix_now());
+
+    let targets = if a.targets.is_empty() {
+        Vec::new()
+    } else {
+        resolve(&a.targets)?
+    };
+    // The whole scenario decides the plan; a segment runs its slice of it.
+    let probe_targets = if targets.is_empty() {
+        vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 0))]
+    } else {
+        targets.clone()
+    };
+    let (mut whole, checks) = whole_scenario(a, &probe_targets)?;
+    // Bound now: a busy address stops the run before any connection.
+    let endpoint = a.metrics.map(Endpoint::bind).transpose()?;
+    let nproc = if a.segment.is_some() || a.child {
+        1
+    } else {
+        processes_needed(a, &whole, &fd)
+    };
+    if !a.child {
+        check_capacity(a, &whole, &probe_targets, nproc)?;
+    }
+    // More than one process and no target: the embedded server runs in
+    // processes of its own (elastic, as `throng server`), and the client's
+    // processes hold one end of each connection only.
+    let mut nproc = nproc;
+    let server_process = if nproc > 1 && a.targets.is_empty() {
+        let srv = server_apart(a, &mut whole)?;
+        nproc = processes_needed(a, &whole, &fd).max(1);
+        Some(srv)
+    } else {
+        None
+    };
+    let (chosen, shortfall, why) = plan_sources(a, &probe_targets, &whole, nproc, sources_given);
+    check_source_families(&probe_targets, &chosen)?;
+    whole.sources = chosen;
+    let run = run_id(a, &whole);
+    let exported = serve_metrics(endpoint, a.child)?;
+    if nproc > 1 {
+        return processes::run_processes(
+            a,
+            (&whole, &run),
+            nproc,
+            &fd,
+            &stop,
+            (shortfall, &why),
+            (&checks, exported),
+        );
+    }
+    let planned = Planned {
+        whole,
+        server_apart: server_process.is_some(),
+        shortfall,
+        why,
+        run,
+        exported,
+        fd,
+        env,
+        checks,
+        views,
+    };
+    run_one(a, planned, &stop)
+}
+
+/// The whole scenario (a segment runs its slice of it) and the checks of
+/// its result.
+fn whole_scenario(
+    a: &ClientArgs,
+    probe_targets: &[SocketAddr],
+) -> Result<(Scenario, Vec<report::check::Check>)> {
+    let whole = a.scenario(probe_targets.to_vec(), a.targets.is_empty(), Vec::new())?;
+    let checks = report::check::parse_all(
+        &a.check,
+        whole.traffic.is_some(),
+        whole.push.is_some(),
+        whole.verify,
+        whole.connections_schedule.is_some(),
+    )
+    .map_err(usage)?;
+    if let (Some(o), false) = (&whole.tls, a.targets.is_empty() || a.child) {
+        // Trust that cannot be built (no CA roots) fails every handshake:
+        // say so once, before any process, server or connection starts.
+        crate::tls::client_config(o)?;
+    }
+    Ok((whole, checks))
+}
+
+/// The source addresses (--source-ip's, or as many as the connections per
+/// target need in `nproc` processes), the planner's advice on a shortfall,
+/// and why, in words.
+fn plan_sources(
+    a: &ClientArgs,
+    probe_targets: &[SocketAddr],
+    whole: &Scenario,
+    nproc: u64,
+    sources_given: Vec<IpAddr>,
+) -> (Vec<IpAddr>, Option<String>, String) {
+    if sources_given.is_empty() {
+        let slices = a.segment.map_or(nproc, |s| s.count);
+        let p = sources::plan(
+            probe_targets,
+            whole.per_target(),
+            sources::fast_per_pair(),
+            slices,
+        );
+        (p.sources, p.shortfall, p.why)
+    } else {
+        (sources_given, None, "--source-ip".into())
+    }
+}
+
+/// The flags checked before anything starts: the views to make at the
+/// end, and the addresses of --source-ip.
+fn check_flags(a: &ClientArgs) -> Result<(report::Views, Vec<IpAddr>)> {
     if let Some(p) = &a.json {
         let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
         if dir.is_some_and(|d| !d.is_dir()) {
@@ -210,148 +337,97 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     if a.control.is_some() && a.pause {
         return Err(usage("--control and --pause both read stdin; use one"));
     }
-    let stop = if a.child {
-        Stop::install_child()?
-    } else {
-        Stop::install()?
-    };
-    if a.child {
-        ChildLine::Pid(std::process::id()).print();
-    }
-    let fd = limits::raise_nofile()?;
-    let env = Environment::read(unix_now());
+    Ok((views, sources_given))
+}
 
-    let targets = if a.targets.is_empty() {
-        Vec::new()
+/// Refuses a run this host cannot hold in `nproc` processes (unless
+/// --force): what this host holds is its slice of a segmented run, or the
+/// whole.
+fn check_capacity(
+    a: &ClientArgs,
+    whole: &Scenario,
+    probe_targets: &[SocketAddr],
+    nproc: u64,
+) -> Result<()> {
+    let here = a
+        .segment
+        .map_or(whole.connections, |s| whole.slice(s).connections);
+    let ends_here = if a.targets.is_empty() || probe_targets.iter().all(on_this_host) {
+        2
     } else {
-        resolve(&a.targets)?
-    };
-    // The whole scenario decides the plan; a segment runs its slice of it.
-    let probe_targets = if targets.is_empty() {
-        vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 0))]
-    } else {
-        targets.clone()
-    };
-    let mut whole = a.scenario(probe_targets.clone(), a.targets.is_empty(), Vec::new())?;
-    let checks = report::check::parse_all(
-        &a.check,
-        whole.traffic.is_some(),
-        whole.push.is_some(),
-        whole.verify,
-        whole.connections_schedule.is_some(),
-    )
-    .map_err(usage)?;
-    if let (Some(o), false) = (&whole.tls, a.targets.is_empty() || a.child) {
-        // Trust that cannot be built (no CA roots) fails every handshake:
-        // say so once, before any process, server or connection starts.
-        crate::tls::client_config(o)?;
-    }
-    // Bound now: a busy address stops the run before any connection.
-    let endpoint = a.metrics.map(Endpoint::bind).transpose()?;
-    let nproc = if a.segment.is_some() || a.child {
         1
-    } else {
-        processes_needed(a, &whole, &fd)
     };
-    if !a.child {
-        // What this host holds: its slice of a segmented run, or the whole.
-        let here = a
-            .segment
-            .map_or(whole.connections, |s| whole.slice(s).connections);
-        let ends_here = if a.targets.is_empty() || probe_targets.iter().all(on_this_host) {
-            2
-        } else {
-            1
-        };
-        let need = capacity::Need {
-            connections: here,
-            ends_here,
-            processes: nproc,
-            ends_per_process: if a.targets.is_empty() { 2 } else { 1 },
-        };
-        let host = capacity::Host::read(capacity::measure_if_needed(here * ends_here));
-        check_problems(a.force, capacity::refusals(&need, &host))?;
-    }
-    // More than one process and no target: the embedded server runs in
-    // processes of its own (elastic, as `throng server`), and the client's
-    // processes hold one end of each connection only.
-    let mut nproc = nproc;
-    let server_process = if nproc > 1 && a.targets.is_empty() {
-        let exe = std::env::current_exe().context("finding the throng executable")?;
-        let srv = ServerProcess::start(&exe, a)?;
-        let addr: SocketAddr = srv.addr.parse().context("the embedded server's address")?;
-        println!(
-            "no target given: started the embedded {} server on {addr} in processes of its own \
-             (`throng server`: it grows with the connections)",
-            if whole.push.is_some() { "push" } else { "echo" }
-        );
-        whole.targets = vec![addr];
-        // (Its ends of the connections are its processes' fds, not these.)
-        whole.embedded_server = false;
-        nproc = processes_needed(a, &whole, &fd).max(1);
-        Some(srv)
-    } else {
-        None
+    let need = capacity::Need {
+        connections: here,
+        ends_here,
+        processes: nproc,
+        ends_per_process: if a.targets.is_empty() { 2 } else { 1 },
     };
-    let (chosen, shortfall, why) = if sources_given.is_empty() {
-        let slices = a.segment.map_or(nproc, |s| s.count);
-        let p = sources::plan(
-            &probe_targets,
-            whole.per_target(),
-            sources::fast_per_pair(),
-            slices,
-        );
-        (p.sources, p.shortfall, p.why)
-    } else {
-        (sources_given, None, "--source-ip".into())
-    };
-    check_source_families(&probe_targets, &chosen)?;
-    whole.sources = chosen;
-    let run = run_id(a, &whole);
-    let exported = match endpoint {
-        Some(e) => {
-            let figures = Arc::new(Mutex::new(RunFigures::default()));
-            let banner = e.banner();
-            e.serve(client_registry(figures.clone()))?;
-            if a.child {
-                eprintln!("{banner}");
-            } else {
-                println!("{banner}");
-            }
-            Some(figures)
-        }
-        None => None,
-    };
-    if nproc > 1 {
-        return processes::run_processes(
-            a,
-            (&whole, &run),
-            nproc,
-            &fd,
-            &stop,
-            (shortfall, &why),
-            (&checks, exported),
-        );
-    }
+    let host = capacity::Host::read(capacity::measure_if_needed(here * ends_here));
+    check_problems(a.force, capacity::refusals(&need, &host))
+}
 
-    let embedded = if a.targets.is_empty() && server_process.is_none() {
-        let cfg = embedded_config(&whole)?;
-        let srv = server::start(&cfg)?;
-        if !a.child {
-            let mode = cfg.mode.name();
-            println!(
-                "no target given: started the embedded {mode} server on {} (the code of `throng server --mode {mode}`)",
-                srv.addrs[0]
-            );
-        }
-        if let (Some(t), Some(o)) = (&cfg.tls, whole.tls.as_mut()) {
-            if o.ca.is_none() && !o.insecure {
-                // Trust the certificate the embedded server just made.
-                o.ca = Some(t.cert_file.clone());
-            }
-        }
-        whole.targets = srv.addrs.clone();
-        Some((srv, cfg.tls))
+/// Starts the embedded server in processes of its own and makes it
+/// `whole`'s target.
+fn server_apart(a: &ClientArgs, whole: &mut Scenario) -> Result<ServerProcess> {
+    let exe = std::env::current_exe().context("finding the throng executable")?;
+    let srv = ServerProcess::start(&exe, a)?;
+    let addr: SocketAddr = srv.addr.parse().context("the embedded server's address")?;
+    println!(
+        "no target given: started the embedded {} server on {addr} in processes of its own \
+         (`throng server`: it grows with the connections)",
+        if whole.push.is_some() { "push" } else { "echo" }
+    );
+    whole.targets = vec![addr];
+    // (Its ends of the connections are its processes' fds, not these.)
+    whole.embedded_server = false;
+    Ok(srv)
+}
+
+/// Serves --metrics at `endpoint` (a child says where on stderr); the
+/// figures the engine keeps up to date.
+fn serve_metrics(
+    endpoint: Option<Endpoint>,
+    child: bool,
+) -> Result<Option<Arc<Mutex<RunFigures>>>> {
+    let Some(e) = endpoint else {
+        return Ok(None);
+    };
+    let figures = Arc::new(Mutex::new(RunFigures::default()));
+    let banner = e.banner();
+    e.serve(client_registry(figures.clone()))?;
+    if child {
+        eprintln!("{banner}");
+    } else {
+        println!("{banner}");
+    }
+    Ok(Some(figures))
+}
+
+/// A run in this one process, as planned.
+struct Planned {
+    whole: Scenario,
+    /// The embedded server runs in processes of its own.
+    server_apart: bool,
+    /// The source planner's advice, and its reasons.
+    shortfall: Option<String>,
+    why: String,
+    run: RunId,
+    exported: Option<Arc<Mutex<RunFigures>>>,
+    fd: FdLimit,
+    env: Environment,
+    checks: Vec<report::check::Check>,
+    views: report::Views,
+}
+
+/// Runs the scenario in this process: the embedded server if there is no
+/// target, the plan's paragraph, the run, then the summary, the checks,
+/// the JSON and the views (a child gives its result to its parent
+/// instead).
+fn run_one(a: &ClientArgs, p: Planned, stop: &Stop) -> Result<ExitCode> {
+    let mut whole = p.whole;
+    let embedded = if a.targets.is_empty() && !p.server_apart {
+        Some(start_embedded(&mut whole, a.child)?)
     } else {
         None
     };
@@ -359,44 +435,25 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         Some(seg) => whole.slice(seg),
         None => whole.clone(),
     };
-    let problems = preflight(&ran, &fd, shortfall.as_deref());
+    let problems = preflight(&ran, &p.fd, p.shortfall.as_deref());
     if !a.child {
-        let mut out = io::stdout().lock();
-        writeln!(
-            out,
-            "{}",
-            report::plan_paragraph(&ran, sources::ports_per_source())
-        )?;
-        if let Some(seg) = ran.segment {
-            writeln!(
-                out,
-                "  segment {}/{} of {} connections",
-                seg.index, seg.count, whole.connections
-            )?;
-        }
-        if !ran.sources.is_empty() {
-            writeln!(out, "  sources: {why}")?;
-        }
-        for w in warnings(&ran, shortfall) {
-            writeln!(out, "  warning: {w}")?;
-        }
-        out.flush()?;
+        print_plan(&ran, &whole, &p.why, p.shortfall)?;
     }
     check_problems(a.force, problems)?;
     let here = Here {
-        run,
+        run: p.run,
         rtt_log: a.rtt_log.clone(),
         start_at: a.start_at,
         control: a.control.is_some(),
         child: a.child,
         quiet: a.quiet,
-        exported,
+        exported: p.exported,
     };
     // A child's parent watches; the embedded server is this process.
     let observer = (!a.child).then(|| {
         crate::evidence::Observer::start(watched_target(&whole).filter(|_| embedded.is_none()))
     });
-    let Some((sc, mut outcome, mut result)) = run_here(&whole, ran, here, &stop, env)? else {
+    let Some((sc, mut outcome, mut result)) = run_here(&whole, ran, here, stop, p.env)? else {
         return Ok(ExitCode::from(130));
     };
     if let Some(o) = observer {
@@ -416,18 +473,74 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     }
     let mut out = io::stdout().lock();
     report::summary(&sc, &outcome, &mut out)?;
-    report::check::apply(&checks, &mut result, &mut out)?;
+    report::check::apply(&p.checks, &mut result, &mut out)?;
     out.flush()?;
     drop(out);
-    if let Some(p) = &a.json {
-        write_atomic(p, &result)?;
+    if let Some(path) = &a.json {
+        write_atomic(path, &result)?;
     }
     let code = report::check::exit_code(&result, sc.max_failures, result.interrupted);
     let run = report::html::Run {
         label: report::html::label_of(&result),
         result: &result,
     };
-    Ok(views.finish(&[run], code))
+    Ok(p.views.finish(&[run], code))
+}
+
+/// Starts the embedded server in this process and makes it `whole`'s
+/// target (and, with TLS, the certificate to trust).
+fn start_embedded(
+    whole: &mut Scenario,
+    child: bool,
+) -> Result<(server::Running, Option<server::ServerTls>)> {
+    let cfg = embedded_config(whole)?;
+    let srv = server::start(&cfg)?;
+    if !child {
+        let mode = cfg.mode.name();
+        println!(
+            "no target given: started the embedded {mode} server on {} (the code of `throng server --mode {mode}`)",
+            srv.addrs[0]
+        );
+    }
+    if let (Some(t), Some(o)) = (&cfg.tls, whole.tls.as_mut()) {
+        if o.ca.is_none() && !o.insecure {
+            // Trust the certificate the embedded server just made.
+            o.ca = Some(t.cert_file.clone());
+        }
+    }
+    whole.targets = srv.addrs.clone();
+    Ok((srv, cfg.tls))
+}
+
+/// The plan's paragraph: what runs here (`ran`, a slice of `whole` or the
+/// whole), from which sources, and the warnings.
+fn print_plan(
+    ran: &Scenario,
+    whole: &Scenario,
+    why: &str,
+    shortfall: Option<String>,
+) -> Result<()> {
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
+        "{}",
+        report::plan_paragraph(ran, sources::ports_per_source())
+    )?;
+    if let Some(seg) = ran.segment {
+        writeln!(
+            out,
+            "  segment {}/{} of {} connections",
+            seg.index, seg.count, whole.connections
+        )?;
+    }
+    if !ran.sources.is_empty() {
+        writeln!(out, "  sources: {why}")?;
+    }
+    for w in warnings(ran, shortfall) {
+        writeln!(out, "  warning: {w}")?;
+    }
+    out.flush()?;
+    Ok(())
 }
 
 /// The target whose server the client watches when it is on this host

@@ -21,6 +21,7 @@ use super::preflight::{check_problems, preflight, warnings};
 use super::{run_here, usage, Here};
 use crate::child::{sum_samples, ChildLine, Children, Own, PartsDir, Silence};
 use crate::cli::ClientArgs;
+use crate::cluster::merge::Slices;
 use crate::domain::{ConnectMode, RunId, Segment};
 use crate::engine::Live;
 use crate::metrics::exported::RunFigures;
@@ -67,7 +68,70 @@ pub(super) fn run_processes(
     // sum of the children's).
     (checks, exported): (&[report::check::Check], Option<Arc<Mutex<RunFigures>>>),
 ) -> Result<ExitCode> {
-    // Each process checks its own share; the ports are the whole's.
+    print_plan(a, whole, n, fd, (&shortfall, why))?;
+    if a.control.is_some() || a.pause {
+        return Err(usage(
+            "--control and --pause work with one process; add --processes 1",
+        ));
+    }
+    let parts = PartsDir::new()?;
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
+    let workers = a.workers.unwrap_or((cores / n).max(1)) as usize;
+    // The children hold until the parent says (Enter on their stdin), so
+    // that every slice holds its connections at the same time: the whole
+    // run's end counts from the last slice's ramp, as in one process.
+    let common_end = whole.connections_schedule.is_none()
+        && whole
+            .traffic
+            .as_ref()
+            .and_then(|t| t.schedule_seconds())
+            .is_none()
+        && matches!(whole.end, End::Duration { .. } | End::Hold);
+    let plans = ChildPlans {
+        a,
+        whole,
+        run,
+        parts: &parts,
+        workers,
+        common_end,
+        shortfall: &shortfall,
+        metrics: exported.is_some(),
+    };
+    let own = (1..=n)
+        .map(|k| {
+            Own::new(
+                vec!["client".into(), "--child-plan".into()],
+                &plans.of(k, n),
+            )
+        })
+        .collect::<Result<Vec<Own>>>()?;
+    // The parent watches the whole tree's CPU (its children's comes in
+    // as they are reaped) and the server, when it is on this host.
+    let observer = crate::evidence::Observer::start(super::watched_target(whole));
+    let children = Children::spawn(own, stop, common_end)?;
+    let mut parent = Parent::new(a, whole, n, children, common_end, exported);
+    parent.follow(stop);
+    Live::finish(&mut parent.live);
+    crate::cluster::merge::finish(
+        parent.slices(&parts, observer),
+        Some(whole),
+        a.json.as_deref(),
+        &a.views.views(),
+        "processes",
+        whole.max_failures,
+        checks,
+    )
+}
+
+/// The plan's paragraph for `n` processes (each checks its own share; the
+/// ports are the whole's), and its problems refused unless --force.
+fn print_plan(
+    a: &ClientArgs,
+    whole: &Scenario,
+    n: u64,
+    fd: &FdLimit,
+    (shortfall, why): (&Option<String>, &str),
+) -> Result<()> {
     let mut problems = preflight(
         &whole.slice(Segment { index: 1, count: n }),
         fd,
@@ -104,42 +168,41 @@ pub(super) fn run_processes(
         }
         out.flush()?;
     }
-    check_problems(a.force, problems)?;
-    if a.control.is_some() || a.pause {
-        return Err(usage(
-            "--control and --pause work with one process; add --processes 1",
-        ));
-    }
-    let parts = PartsDir::new()?;
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
-    let workers = a.workers.unwrap_or((cores / n).max(1)) as usize;
-    // The children hold until the parent says (Enter on their stdin), so
-    // that every slice holds its connections at the same time: the whole
-    // run's end counts from the last slice's ramp, as in one process.
-    let common_end = whole.connections_schedule.is_none()
-        && whole
-            .traffic
-            .as_ref()
-            .and_then(|t| t.schedule_seconds())
-            .is_none()
-        && matches!(whole.end, End::Duration { .. } | End::Hold);
-    let mut own = Vec::new();
-    for k in 1..=n {
+    check_problems(a.force, problems)
+}
+
+/// What every child's plan has in common.
+struct ChildPlans<'a> {
+    a: &'a ClientArgs,
+    whole: &'a Scenario,
+    run: &'a RunId,
+    parts: &'a PartsDir,
+    /// Worker threads a child (--workers, or the cores shared out).
+    workers: usize,
+    common_end: bool,
+    shortfall: &'a Option<String>,
+    metrics: bool,
+}
+
+impl ChildPlans<'_> {
+    /// The plan of child `k` of `n`.
+    fn of(&self, k: u64, n: u64) -> ChildPlan {
+        let (a, whole) = (self.a, self.whole);
         let mut recorded = whole.clone();
         recorded.segment = Some(Segment { index: k, count: n });
         recorded.workers = match whole.connect_mode {
             // One connection at a time: one loop is all it can use.
             ConnectMode::Sync => 1,
-            ConnectMode::Async => workers,
+            ConnectMode::Async => self.workers,
         }
         .min(whole.connections as usize)
         .max(1);
-        if common_end {
+        if self.common_end {
             recorded.end = End::Pause;
         }
-        let plan = ChildPlan {
+        ChildPlan {
             whole: recorded,
-            json: parts.0.join(format!("part-{k}.json")),
+            json: self.parts.0.join(format!("part-{k}.json")),
             rtt_log: a.rtt_log.as_ref().map(|p| {
                 let mut name = p.as_os_str().to_owned();
                 name.push(format!(".{k}"));
@@ -147,169 +210,239 @@ pub(super) fn run_processes(
             }),
             start_at: a.start_at,
             force: a.force,
-            shortfall: shortfall.clone(),
-            metrics: exported.is_some(),
-            run: run.clone(),
-        };
-        own.push(Own::new(
-            vec!["client".into(), "--child-plan".into()],
-            &plan,
-        )?);
+            shortfall: self.shortfall.clone(),
+            metrics: self.metrics,
+            run: self.run.clone(),
+        }
     }
-    // The parent watches the whole tree's CPU (its children's comes in
-    // as they are reaped) and the server, when it is on this host.
-    let observer = crate::evidence::Observer::start(super::watched_target(whole));
-    let mut children = Children::spawn(own, stop, common_end)?;
-    let mut live = LiveView::new(a.quiet, whole.connections);
-    let mut latest: Vec<Option<crate::outcome::Sample>> = vec![None; n as usize];
-    let mut figures: Vec<RunFigures> = vec![RunFigures::default(); n as usize];
-    let mut ramps = 0;
-    // Each child's ramp: when its line came, and how long after its start.
-    let mut ramped: Vec<Option<(Instant, Duration)>> = vec![None; n as usize];
-    let mut exited = vec![false; n as usize];
-    let mut end_decided = false;
-    // The children's established and failed connections when their ramps were done.
-    let mut ramp_counts = (0, 0);
-    let mut shown = 0;
-    let mut alive = n;
-    let mut interrupted = false;
-    let mut end_at: Option<std::time::Instant> = None;
-    let drain = whole.traffic.as_ref().map_or(0.0, |t| t.drain_s);
-    let share = whole.connections.div_ceil(n);
-    let mut silence = Silence::new(n as usize, Silence::limit(drain, share));
-    let mut killed: Vec<Option<String>> = vec![None; n as usize];
-    while alive > 0 {
-        let wake = match (end_at, silence.next()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let reason = stop.wait_reason(wake);
-        for (i, secs) in silence.overdue() {
-            children.kill(i);
-            killed[i] = Some(format!(
+}
+
+/// The parent following its children's run: their lines and their end,
+/// the live view, the run's common end, and the silent ones killed.
+struct Parent<'a> {
+    whole: &'a Scenario,
+    n: u64,
+    common_end: bool,
+    // (Dropped in this order: the live view, then the children.)
+    live: LiveView,
+    children: Children,
+    exported: Option<Arc<Mutex<RunFigures>>>,
+    /// Each child's latest second.
+    latest: Vec<Option<crate::outcome::Sample>>,
+    /// Each child's latest --metrics figures.
+    figures: Vec<RunFigures>,
+    /// Children whose ramp is done.
+    ramps: u64,
+    /// Each child's ramp: when its line came, and how long after its start.
+    ramped: Vec<Option<(Instant, Duration)>>,
+    exited: Vec<bool>,
+    end_decided: bool,
+    /// The children's established and failed connections when their ramps
+    /// were done.
+    ramp_counts: (u64, u64),
+    /// The last second shown.
+    shown: u64,
+    alive: u64,
+    interrupted: bool,
+    /// When the parent tells the children to end (Enter).
+    end_at: Option<Instant>,
+    silence: Silence,
+    /// Why each child killed for its silence has no result.
+    killed: Vec<Option<String>>,
+}
+
+impl<'a> Parent<'a> {
+    fn new(
+        a: &ClientArgs,
+        whole: &'a Scenario,
+        n: u64,
+        children: Children,
+        common_end: bool,
+        exported: Option<Arc<Mutex<RunFigures>>>,
+    ) -> Parent<'a> {
+        let live = LiveView::new(a.quiet, whole.connections);
+        let drain = whole.traffic.as_ref().map_or(0.0, |t| t.drain_s);
+        let share = whole.connections.div_ceil(n);
+        Parent {
+            whole,
+            n,
+            common_end,
+            children,
+            live,
+            exported,
+            latest: vec![None; n as usize],
+            figures: vec![RunFigures::default(); n as usize],
+            ramps: 0,
+            ramped: vec![None; n as usize],
+            exited: vec![false; n as usize],
+            end_decided: false,
+            ramp_counts: (0, 0),
+            shown: 0,
+            alive: n,
+            interrupted: false,
+            end_at: None,
+            silence: Silence::new(n as usize, Silence::limit(drain, share)),
+            killed: vec![None; n as usize],
+        }
+    }
+
+    /// Follows the children until every one has ended.
+    fn follow(&mut self, stop: &Stop) {
+        while self.alive > 0 {
+            let wake = match (self.end_at, self.silence.next()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let reason = stop.wait_reason(wake);
+            self.kill_silent();
+            if let Some(Reason::ChildLine(i, line)) = &reason {
+                if line.starts_with("{\"sample\"") {
+                    self.silence.heard(*i);
+                }
+            }
+            if reason.is_none() && self.end_at.is_some_and(|e| Instant::now() >= e) {
+                self.end_at = None;
+                self.children.enter_all();
+                continue;
+            }
+            match reason {
+                Some(Reason::Signal) if self.common_end && self.whole.end == End::Hold => {
+                    // --hold ends with a signal by design: a normal end.
+                    self.children.enter_all();
+                }
+                Some(Reason::Signal) => {
+                    self.interrupted = true;
+                    self.children.signal(libc::SIGINT);
+                }
+                Some(Reason::ChildExit(i)) => {
+                    self.alive -= 1;
+                    self.exited[i] = true;
+                    self.silence.gone(i);
+                }
+                Some(Reason::ChildLine(i, line)) => self.on_line(i, &line),
+                _ => {}
+            }
+            self.decide_end();
+        }
+    }
+
+    /// Kills the children silent for too long.
+    fn kill_silent(&mut self) {
+        for (i, secs) in self.silence.overdue() {
+            self.children.kill(i);
+            self.killed[i] = Some(format!(
                 "{} fell silent for {secs:.0} s (frozen, or stuck past its deadline) and was \
                  killed: its share is missing",
-                children.names[i]
+                self.children.names[i]
             ));
         }
-        if let Some(Reason::ChildLine(i, line)) = &reason {
-            if line.starts_with("{\"sample\"") {
-                silence.heard(*i);
-            }
-        }
-        if reason.is_none() && end_at.is_some_and(|e| std::time::Instant::now() >= e) {
-            end_at = None;
-            children.enter_all();
-            continue;
-        }
-        match reason {
-            Some(Reason::Signal) if common_end && whole.end == End::Hold => {
-                // --hold ends with a signal by design: a normal end.
-                children.enter_all();
-            }
-            Some(Reason::Signal) => {
-                interrupted = true;
-                children.signal(libc::SIGINT);
-            }
-            Some(Reason::ChildExit(i)) => {
-                alive -= 1;
-                exited[i] = true;
-                silence.gone(i);
-            }
-            Some(Reason::ChildLine(i, line)) => match serde_json::from_str::<ChildLine>(&line) {
-                Ok(ChildLine::Sample(s)) => {
-                    let t = s.t;
-                    latest[i] = Some(*s);
-                    // One line per second once every live child reported it.
-                    if t > shown && latest.iter().all(|x| x.as_ref().is_some_and(|x| x.t >= t)) {
-                        shown = t;
-                        live.second(&sum_samples(&latest, t), whole.connections);
-                        crate::sys::release_free_memory();
+    }
+
+    /// A line of child `i`.
+    fn on_line(&mut self, i: usize, line: &str) {
+        match serde_json::from_str::<ChildLine>(line) {
+            Ok(ChildLine::Sample(s)) => self.on_sample(i, *s),
+            Ok(ChildLine::Metrics(f)) => {
+                if let Some(e) = &self.exported {
+                    self.figures[i] = *f;
+                    let mut sum = RunFigures::default();
+                    for f in &self.figures {
+                        sum.merge(f);
                     }
+                    *e.lock().unwrap_or_else(|p| p.into_inner()) = sum;
                 }
-                Ok(ChildLine::Metrics(f)) => {
-                    if let Some(e) = &exported {
-                        figures[i] = *f;
-                        let mut sum = RunFigures::default();
-                        for f in &figures {
-                            sum.merge(f);
-                        }
-                        *e.lock().unwrap_or_else(|p| p.into_inner()) = sum;
-                    }
-                }
-                Ok(ChildLine::RampDone {
-                    seconds,
-                    established,
-                    failed,
-                    since_start_s,
-                }) => {
-                    ramps += 1;
-                    ramped[i] = Some((
-                        Instant::now(),
-                        Duration::try_from_secs_f64(since_start_s).unwrap_or_default(),
-                    ));
-                    ramp_counts.0 += established;
-                    ramp_counts.1 += failed;
-                    if ramps == n {
-                        let totals = crate::metrics::ConnTotals {
-                            established: ramp_counts.0,
-                            failed: std::array::from_fn(|i| if i == 0 { ramp_counts.1 } else { 0 }),
-                            ..Default::default()
-                        };
-                        let after = Duration::from_secs_f64(seconds);
-                        live.ramp_done(after, after, &totals, &whole.end);
-                    }
-                }
-                _ => {}
-            },
+            }
+            Ok(ChildLine::RampDone {
+                seconds,
+                established,
+                failed,
+                since_start_s,
+            }) => self.on_ramp_done(i, seconds, (established, failed), since_start_s),
             _ => {}
         }
-        // Once every child that lives has ramped, the run's end is known.
-        let all_in = (0..n as usize).all(|i| ramped[i].is_some() || exited[i]);
-        if let (false, true, End::Duration { seconds }) = (end_decided, common_end, whole.end) {
-            let heard: Vec<(Instant, Duration)> = ramped.iter().flatten().copied().collect();
+    }
+
+    /// A second of child `i`: one line of the live view per second once
+    /// every live child reported it.
+    fn on_sample(&mut self, i: usize, s: crate::outcome::Sample) {
+        let t = s.t;
+        self.latest[i] = Some(s);
+        let latest = &self.latest;
+        if t > self.shown && latest.iter().all(|x| x.as_ref().is_some_and(|x| x.t >= t)) {
+            self.shown = t;
+            self.live
+                .second(&sum_samples(latest, t), self.whole.connections);
+            crate::sys::release_free_memory();
+        }
+    }
+
+    /// Child `i`'s ramp is done (`seconds`, and `since_start_s` after its
+    /// start), with its (established, failed) connections; the last one's
+    /// goes to the live view.
+    fn on_ramp_done(&mut self, i: usize, seconds: f64, counts: (u64, u64), since_start_s: f64) {
+        self.ramps += 1;
+        self.ramped[i] = Some((
+            Instant::now(),
+            Duration::try_from_secs_f64(since_start_s).unwrap_or_default(),
+        ));
+        self.ramp_counts.0 += counts.0;
+        self.ramp_counts.1 += counts.1;
+        if self.ramps == self.n {
+            let totals = crate::metrics::ConnTotals {
+                established: self.ramp_counts.0,
+                failed: std::array::from_fn(|i| if i == 0 { self.ramp_counts.1 } else { 0 }),
+                ..Default::default()
+            };
+            let after = Duration::from_secs_f64(seconds);
+            self.live.ramp_done(after, after, &totals, &self.whole.end);
+        }
+    }
+
+    /// Once every child that lives has ramped, the run's end is known.
+    fn decide_end(&mut self) {
+        let all_in = (0..self.n as usize).all(|i| self.ramped[i].is_some() || self.exited[i]);
+        if let (false, true, End::Duration { seconds }) =
+            (self.end_decided, self.common_end, self.whole.end)
+        {
+            let heard: Vec<(Instant, Duration)> = self.ramped.iter().flatten().copied().collect();
             if all_in && !heard.is_empty() {
-                end_decided = true;
-                end_at = slices_end(&heard, Duration::from_secs_f64(seconds));
+                self.end_decided = true;
+                self.end_at = slices_end(&heard, Duration::from_secs_f64(seconds));
             }
         }
     }
-    Live::finish(&mut live);
-    let statuses = children.wait();
-    let mut results = Vec::new();
-    let mut names = Vec::new();
-    let mut missing = Vec::new();
-    for (k, status) in statuses.iter().enumerate() {
-        let path = parts.0.join(format!("part-{}.json", k + 1));
-        let name = children.names[k].clone();
-        match (status, crate::cluster::merge::read(&path)) {
-            (_, Ok(r)) => {
-                results.push(r);
-                names.push(name);
+
+    /// Waits for the children's end, and takes their results from `parts`
+    /// (each missing one with why) and what `observer` saw.
+    fn slices(&mut self, parts: &PartsDir, observer: crate::evidence::Observer) -> Slices {
+        let statuses = self.children.wait();
+        let mut results = Vec::new();
+        let mut names = Vec::new();
+        let mut missing = Vec::new();
+        for (k, status) in statuses.iter().enumerate() {
+            let path = parts.0.join(format!("part-{}.json", k + 1));
+            let name = self.children.names[k].clone();
+            match (status, crate::cluster::merge::read(&path)) {
+                (_, Ok(r)) => {
+                    results.push(r);
+                    names.push(name);
+                }
+                (_, Err(_)) if self.killed[k].is_some() => missing.extend(self.killed[k].take()),
+                (Ok(code), Err(_)) => {
+                    missing.push(format!("{name} exited with code {code} and no result"))
+                }
+                (Err(why), Err(_)) => missing.push(format!("{name} {why}")),
             }
-            (_, Err(_)) if killed[k].is_some() => missing.extend(killed[k].take()),
-            (Ok(code), Err(_)) => {
-                missing.push(format!("{name} exited with code {code} and no result"))
-            }
-            (Err(why), Err(_)) => missing.push(format!("{name} {why}")),
         }
-    }
-    crate::cluster::merge::finish(
-        crate::cluster::merge::Slices {
+        Slices {
             results,
             names,
             missing,
-            interrupted,
-            ended_as_planned: common_end && whole.end == End::Hold,
+            interrupted: self.interrupted,
+            ended_as_planned: self.common_end && self.whole.end == End::Hold,
             observed: Some(observer.finish(0)),
-        },
-        Some(whole),
-        a.json.as_deref(),
-        &a.views.views(),
-        "processes",
-        whole.max_failures,
-        checks,
-    )
+        }
+    }
 }
 
 /// The instant a run of slices ends, `hold` after its traffic starts: the

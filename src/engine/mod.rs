@@ -1,9 +1,10 @@
 //! The client's data plane: one worker thread per core, each a mio loop over
-//! its own connections and its share of the queries; this module starts
-//! them, follows the run's phases (ramp, traffic, end) from the main
-//! thread, gathers each worker's per-second report for the live view, and
-//! merges the workers' histograms at the end. The main thread never touches
-//! a connection; workers never wait on it.
+//! its own connections and its share of the queries. This module starts
+//! them ([`run`]); the main thread's conductor (`conductor`) then follows
+//! the run's phases (ramp, traffic, drain, end), gathers each worker's
+//! per-second report for the live view, and merges the workers'
+//! histograms at the end. The main thread never touches a connection;
+//! workers never wait on it.
 
 mod conn;
 mod connections;
@@ -23,27 +24,29 @@ mod traffic;
 pub use push::delay_clock;
 mod worker;
 
-use std::collections::BTreeMap;
+// The main thread's side: the conductor and what it holds and reads.
+mod conductor;
+mod control;
+mod crew;
+mod target;
+pub use crew::{grace, GRACE};
+
 use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use hdrhistogram::Histogram;
 use mio::{Poll, Waker};
 
 use crate::metrics::exported::RunFigures;
-use crate::metrics::{
-    ConnCounters, ConnTotals, ConnectBuckets, PushTotals, QueryCounters, QueryTotals, Shared,
-    StatusCounts,
-};
+use crate::metrics::{ConnCounters, ConnTotals, QueryCounters, Shared};
 use crate::outcome::{ControlEvent, Outcome, QueryOutcome, Sample, Wall};
 use crate::scenario::{End, Scenario};
-use crate::sys::signals::{Reason, Stop};
-use seconds::Seconds;
+use crate::sys::signals::Stop;
+use conductor::Conductor;
+use crew::{rtt_writer, Crew};
 
 /// What one worker measured in one second (since the run's start).
 pub struct SecondReport {
@@ -203,25 +206,6 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Where the RTT log goes: a writer thread fed with chunks of lines.
-struct RttWriter {
-    tx: mpsc::Sender<Vec<u8>>,
-    thread: thread::JoinHandle<std::io::Result<()>>,
-}
-
-fn rtt_writer(file: File) -> RttWriter {
-    let (tx, rx) = mpsc::channel::<Vec<u8>>();
-    let thread = thread::spawn(move || {
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        w.write_all(b"type,timestamp,connection_id,query_id,intended_us,sent_us,rtt_us,status\n")?;
-        for chunk in rx {
-            w.write_all(&chunk)?;
-        }
-        w.flush()
-    });
-    RttWriter { tx, thread }
-}
-
 /// Runs the scenario to its end (or a signal) and returns what it measured.
 /// `exported`: the figures a Prometheus endpoint shows (`--metrics`),
 /// brought up to date once a second and as each worker's second comes in.
@@ -232,6 +216,13 @@ pub fn run(
     rtt_log: Option<File>,
     exported: Option<&Mutex<RunFigures>>,
 ) -> Result<Outcome> {
+    let crew = start_workers(&sc, stop, rtt_log)?;
+    Conductor::new(sc, stop, live, exported, crew).run()
+}
+
+/// Makes the workers, each on its thread, and starts them together once
+/// every one is made.
+fn start_workers(sc: &Arc<Scenario>, stop: &Stop, rtt_log: Option<File>) -> Result<Crew> {
     let shared = Arc::new(Shared::default());
     let mut counters = Vec::new();
     let mut qcounters = Vec::new();
@@ -347,579 +338,16 @@ pub fn run(
     for g in go {
         let _ = g.send(start);
     }
-
-    let totals = |counters: &[Arc<ConnCounters>]| ConnTotals::sum(counters.iter().map(|c| &**c));
-    let qtotals = |q: &[Arc<QueryCounters>]| QueryTotals::sum(q.iter().map(|c| &**c));
-    let mut reports: BTreeMap<u64, SecondReport> = BTreeMap::new();
-    let mut per_second = Seconds::new();
-    let mut tick = 1u64;
-    let mut ramp_workers = 0;
-    let mut established_workers = 0;
-    let mut established_at: Option<Duration> = None;
-    let mut verify_time = None;
-    let mut queries_done_workers = 0;
-    let mut ramp_time = None;
-    let mut traffic_start: Option<Instant> = None;
-    let mut end_at: Option<Instant> = None;
-    let mut enter_seen = false;
-    let mut interrupted = false;
-    let mut last_established = 0;
-    let mut last_connects = ConnectBuckets::read(&counters);
-    let mut last_push = PushTotals::default();
-    let mut last_jitter = crate::metrics::push_buckets(&counters, false);
-    let mut last_delay = crate::metrics::push_buckets(&counters, true);
-    let mut last_q = QueryTotals::default();
-    let mut controls = Vec::new();
-    // Rates set on --control: (seconds into the traffic, rate).
-    let mut rate_changes: Vec<(f64, f64)> = Vec::new();
-    // Seconds of traffic whose target is in `exported` already.
-    let mut targeted_s = 0.0;
-    // --stop-on: verification's last growth, and whether it stopped the ramp.
-    let mut verified_growth = (0u64, start);
-    let mut ramp_stopped = None;
-    loop {
-        let next_tick = start + Duration::from_secs(tick);
-        let wake = end_at.map_or(next_tick, |e| e.min(next_tick));
-        match stop.wait_reason(Some(wake)) {
-            Some(Reason::Signal) => {
-                // --hold ends with a signal by design.
-                interrupted = sc.end != End::Hold || ramp_time.is_none();
-                break;
-            }
-            Some(Reason::Enter) => {
-                enter_seen = true;
-                if ramp_time.is_some() && sc.end == End::Pause {
-                    break;
-                }
-            }
-            Some(Reason::Control(line)) => {
-                let t = start.elapsed().as_secs_f64();
-                let applied = control(&line, &shared, &wakers);
-                if applied && line.starts_with("rate") {
-                    if let Some(ts) = traffic_start {
-                        let rate = f64::from_bits(shared.rate_override.load(Relaxed));
-                        rate_changes.push((ts.elapsed().as_secs_f64(), rate));
-                    }
-                }
-                live.note(&format!(
-                    "{t:>7.2}s  control: {line}{}",
-                    if applied {
-                        ""
-                    } else {
-                        " (not understood: rate R (0 pauses) | connections N | stop)"
-                    }
-                ));
-                controls.push(ControlEvent {
-                    t,
-                    command: line.clone(),
-                    applied,
-                });
-                if applied && line.trim() == "stop" {
-                    break;
-                }
-            }
-            Some(
-                Reason::ChildLine(..)
-                | Reason::ChildExit(_)
-                | Reason::Grow
-                | Reason::Full
-                | Reason::Room,
-            ) => {}
-            Some(Reason::RampEstablished) => {
-                established_workers += 1;
-                if established_workers == sc.workers {
-                    established_at = Some(start.elapsed());
-                }
-            }
-            Some(Reason::QueriesDone) => {
-                queries_done_workers += 1;
-                if queries_done_workers == sc.workers {
-                    // Every share of --queries is done: nothing is left to
-                    // measure, and waiting would only lengthen the run's time.
-                    break;
-                }
-            }
-            Some(Reason::RampDone) => {
-                ramp_workers += 1;
-                if ramp_workers == sc.workers {
-                    let now = Instant::now();
-                    if let Some(total) = sc.schedule_seconds() {
-                        // No ramp of fixed attempts: the schedule runs its course.
-                        end_at = Some(start + Duration::from_secs_f64(total));
-                        start_traffic(&sc, &shared, &wakers, start, now, &mut traffic_start);
-                        continue;
-                    }
-                    // The ramp's figure is establishment's; verification
-                    // (probes answered or timed out) has its own.
-                    let ramp = established_at.unwrap_or(now - start);
-                    ramp_time = Some(ramp);
-                    verify_time = sc.verify.then_some(now - start);
-                    let t = totals(&counters);
-                    live.ramp_done(ramp, now - start, &t, &sc.end);
-                    let per_query = sc.transport == crate::domain::Transport::TcpPerQuery;
-                    if !per_query
-                        && !sc.reconnect
-                        && shared.current.load(Relaxed) == 0
-                        && t.failed_total() > 0
-                    {
-                        // Nothing to hold and nothing will be: say so now
-                        // rather than wait out the duration.
-                        live.note("every connection failed: the run ends here");
-                        break;
-                    }
-                    start_traffic(&sc, &shared, &wakers, start, now, &mut traffic_start);
-                    end_at = match sc.end {
-                        End::Duration { seconds } => Some(now + Duration::from_secs_f64(seconds)),
-                        End::Pause if enter_seen => Some(now),
-                        End::Pause | End::Hold => None,
-                    };
-                }
-            }
-            None => {}
-        }
-        while let Ok(r) = rep_rx.try_recv() {
-            merge_report(&mut reports, r, exported, &back);
-        }
-        let now = Instant::now();
-        if now >= next_tick {
-            let t = totals(&counters);
-            let q = qtotals(&qcounters);
-            let mut s = Sample {
-                t: tick,
-                unix_s: unix_now(),
-                connections: shared.current.load(Relaxed),
-                attempted: t.attempted,
-                established: t.established,
-                verified: t.verified,
-                failed: t.failed_total(),
-                established_per_s: t.established - last_established,
-                ..Sample::default()
-            };
-            let connects = ConnectBuckets::read(&counters);
-            s.connect_p99_us = connects.p99_since(&last_connects);
-            last_connects = connects;
-            if sc.push.is_some() {
-                let p = PushTotals::sum(counters.iter().map(|c| &**c));
-                let jitter = crate::metrics::push_buckets(&counters, false);
-                let delay = crate::metrics::push_buckets(&counters, true);
-                s.push_delay_p99_us = delay.p99_since(&last_delay);
-                last_delay = delay;
-                s.push_received = Some(p.received - last_push.received);
-                s.push_lost = Some(p.lost.saturating_sub(last_push.lost));
-                s.push_jitter_p99_us = jitter.p99_since(&last_jitter);
-                (last_push, last_jitter) = (p, jitter);
-            }
-            if sc.traffic.is_some() && traffic_start.is_some() {
-                // The workers send the second just ended as they notice it,
-                // a moment after this tick: wait for them (briefly), so that
-                // every second with answers shows its latency.
-                let wait_until = Instant::now() + Duration::from_millis(100);
-                while reports.get(&(tick - 1)).map_or(0, |r| r.workers) < handles.len() {
-                    match rep_rx.recv_timeout(wait_until.saturating_duration_since(Instant::now()))
-                    {
-                        Ok(r) => merge_report(&mut reports, r, exported, &back),
-                        Err(_) => break,
-                    }
-                }
-                // Live figures: counters now; latency of the last second
-                // every worker has reported.
-                s.due = Some(q.due.saturating_sub(last_q.due));
-                s.sent = Some(q.sent - last_q.sent);
-                s.answered = Some(q.answered - last_q.answered);
-                s.timed_out = Some(q.timed_out - last_q.timed_out);
-                s.errors = Some(q.errors_total() - last_q.errors_total());
-                if let Some(r) = reports.get(&(tick - 1)) {
-                    // (A child's seconds go to its parent's live view,
-                    // histogram and all; here the result's are made at the
-                    // end.)
-                    r.times_to(&mut s, stop.is_child());
-                }
-                s.target = target_at(&sc, start, traffic_start, tick, &rate_changes);
-            }
-            if let Some(e) = exported {
-                let upto = traffic_start.map_or(0.0, |ts| ts.elapsed().as_secs_f64());
-                let mut f = e.lock().unwrap_or_else(|p| p.into_inner());
-                f.set_counters(&t, &q, s.connections);
-                if let Some(traffic) = &sc.traffic {
-                    f.target_queries +=
-                        target_between(traffic, sc.connections, &rate_changes, targeted_s, upto);
-                    targeted_s = upto;
-                }
-            }
-            // (Only while attempts of the ramp are left to drop.)
-            let ramp_left = sc.connections_schedule.is_none() && t.attempted < sc.connections;
-            if ramp_time.is_none() && ramp_stopped.is_none() && !sc.stop_on.is_empty() && ramp_left
-            {
-                if t.verified > verified_growth.0 {
-                    verified_growth = (t.verified, now);
-                }
-                if let Some(why) = stop_on_holds(&sc.stop_on, &t, now - verified_growth.1) {
-                    shared.ramp_stop.store(true, Relaxed);
-                    for w in &wakers {
-                        w.wake()?;
-                    }
-                    let words = format!(
-                        "at {:.1} s after {} attempts: {why}",
-                        (now - start).as_secs_f64(),
-                        t.attempted
-                    );
-                    live.note(&format!("ramp stopped {words}"));
-                    ramp_stopped = Some(words);
-                }
-            }
-            last_established = t.established;
-            last_q = q;
-            live.second(&s, sc.connections);
-            per_second.push(s, sc.traffic.is_none());
-            // Seconds every worker has reported take their exact figures
-            // now, and their histograms go: kept to the end, they grew the
-            // client by a histogram (~30 kB) a second.
-            per_second.settle(&mut reports, handles.len(), tick, |r| back.give_back(r));
-            crate::sys::release_free_memory();
-            tick += 1;
-        }
-        if end_at.is_some_and(|e| now >= e) || handles.iter().any(|h| h.is_finished()) {
-            break;
-        }
-    }
-
-    // The traffic is over (or a first Ctrl-C came): stop sending, and wait
-    // up to --drain for the queries in flight, so that each ends answered,
-    // timed out or errored. A second Ctrl-C ends the process at once.
-    let end = Instant::now();
-    let drain = sc.traffic.as_ref().map_or(0.0, |t| t.drain_s);
-    if traffic_start.is_some() && drain > 0.0 {
-        shared.drain.store(true, Relaxed);
-        for w in &wakers {
-            w.wake()?;
-        }
-        live.note(&format!(
-            "traffic over: waiting up to {} for the queries in flight (--drain)",
-            crate::units::human_us((drain * 1e6) as u64)
-        ));
-        // The workers end by themselves; this bound only guards against one
-        // that does not.
-        let limit = end + Duration::from_secs_f64(drain) + Duration::from_secs(2);
-        while !handles.iter().all(|h| h.is_finished()) && Instant::now() < limit {
-            let wait = (Instant::now() + Duration::from_millis(20)).min(limit);
-            if let Some(Reason::Signal) = stop.wait_reason(Some(wait)) {
-                interrupted = true;
-                // A child of --processes gets a Ctrl-C twice (the
-                // terminal's and its parent's): it drains on; its parent
-                // ends it if need be.
-                if !stop.is_child() {
-                    break;
-                }
-            }
-        }
-    }
-    shared.stop.store(true, Relaxed);
-    for w in &wakers {
-        w.wake()?;
-    }
-    // Past this, whatever has not stopped is named and left behind: the
-    // run ends with what it has, whatever a peer or a file does.
-    let deadline = end + Duration::from_secs_f64(drain) + grace(sc.connections);
-    let mut overrun = Vec::new();
-    let mut hists = crate::metrics::Histograms::default();
-    let mut statuses = StatusCounts::default();
-    let mut in_flight = 0;
-    finish_by(deadline, || handles.iter().all(|h| h.is_finished()));
-    for (i, h) in handles.into_iter().enumerate() {
-        if !h.is_finished() {
-            // Dropping the handle detaches the thread; the process's exit
-            // ends it.
-            overrun.push(format!(
-                "worker {} had not stopped by the deadline {}: its histograms and in-flight count are missing",
-                i + 1,
-                overrun_words(drain, sc.connections)
-            ));
-            continue;
-        }
-        let f = h
-            .join()
-            .map_err(|_| anyhow::anyhow!("a client worker panicked"))?
-            .context("client worker failed")?;
-        hists.merge(&f.hists)?;
-        statuses.merge(&f.statuses);
-        in_flight += f.in_flight;
-    }
-    if let Some(w) = writer {
-        drop(w.tx);
-        finish_by(deadline.max(Instant::now() + WRITER_GRACE), || {
-            w.thread.is_finished()
-        });
-        if w.thread.is_finished() {
-            w.thread
-                .join()
-                .map_err(|_| anyhow::anyhow!("the RTT log writer panicked"))?
-                .context("writing --rtt-log")?;
-        } else {
-            overrun.push(format!(
-                "the --rtt-log writer was still writing at the deadline {}: its file or pipe did not take the lines, and the log is cut short",
-                overrun_words(drain, sc.connections)
-            ));
-        }
-    }
-    while let Ok(r) = rep_rx.try_recv() {
-        merge_report(&mut reports, r, exported, &back);
-    }
-    if let Some(e) = exported {
-        let upto = traffic_start.map_or(0.0, |ts| end.saturating_duration_since(ts).as_secs_f64());
-        let mut f = e.lock().unwrap_or_else(|p| p.into_inner());
-        f.set_counters(
-            &totals(&counters),
-            &qtotals(&qcounters),
-            shared.current.load(Relaxed),
-        );
-        if let Some(traffic) = &sc.traffic {
-            f.target_queries +=
-                target_between(traffic, sc.connections, &rate_changes, targeted_s, upto);
-        }
-    }
-    // The exact per-second figures of the rest, now that every report is
-    // in.
-    let per_second = per_second.finish(&mut reports);
-    live.finish();
-    let queries = sc.traffic.as_ref().zip(traffic_start).map(|(t, ts)| {
-        let seconds = end.saturating_duration_since(ts).as_secs_f64();
-        QueryOutcome {
-            totals: qtotals(&qcounters),
-            statuses,
-            in_flight,
-            seconds,
-            target_queries: target_queries(t, sc.connections, seconds, &rate_changes),
-            controls,
-        }
-    });
-    let elapsed = start.elapsed();
-    let at = |i: Instant| start_unix_s + i.saturating_duration_since(start).as_secs_f64();
-    let wall = Wall {
+    Ok(Crew {
+        shared,
+        counters,
+        qcounters,
+        wakers,
+        handles,
+        reports: rep_rx,
+        back,
+        writer,
+        start,
         start_unix_s,
-        end_unix_s: start_unix_s + elapsed.as_secs_f64(),
-        traffic_start_unix_s: traffic_start.filter(|_| sc.traffic.is_some()).map(at),
-        traffic_end_unix_s: traffic_start
-            .filter(|_| sc.traffic.is_some())
-            .map(|_| at(end)),
-    };
-    Ok(Outcome {
-        totals: totals(&counters),
-        hists,
-        peak: shared.peak.load(Relaxed),
-        per_second,
-        interrupted,
-        ramp_time,
-        verify_time,
-        elapsed,
-        wall: Some(wall),
-        queries,
-        overrun,
-        push: sc
-            .push
-            .is_some()
-            .then(|| PushTotals::sum(counters.iter().map(|c| &**c))),
-        observed: Default::default(),
-        ramp_stopped,
     })
-}
-
-/// The first --stop-on condition that holds, in words: `stalled`, how
-/// long since verification last grew.
-fn stop_on_holds(
-    conds: &[crate::scenario::StopOn],
-    t: &ConnTotals,
-    stalled: Duration,
-) -> Option<String> {
-    use crate::scenario::StopOn;
-    conds.iter().find_map(|c| match *c {
-        StopOn::VerifyStall { seconds } if stalled.as_secs_f64() >= seconds => Some(format!(
-            "no connection verified for {:.0} s ({} verified; --stop-on {})",
-            stalled.as_secs_f64(),
-            t.verified,
-            c.words()
-        )),
-        StopOn::Failed { pct }
-            if t.attempted >= 100
-                && t.failed_total() as f64 * 100.0 >= pct * t.attempted as f64 =>
-        {
-            Some(format!(
-                "{} of {} attempts failed (--stop-on {})",
-                t.failed_total(),
-                t.attempted,
-                c.words()
-            ))
-        }
-        _ => None,
-    })
-}
-
-/// How long past `-T` and `--drain` a run may take to stop its workers
-/// before it ends without them, naming what overran.
-pub const GRACE: Duration = Duration::from_secs(5);
-
-/// The least time the --rtt-log writer gets to write the lines the workers
-/// left it, even when the workers took the whole grace.
-const WRITER_GRACE: Duration = Duration::from_secs(1);
-
-/// What a run of `connections` gets past `-T` and `--drain` to stop:
-/// [`GRACE`], and a second more for each 100,000 connections its workers
-/// close as they finish.
-pub fn grace(connections: u64) -> Duration {
-    GRACE + Duration::from_secs(connections / 100_000)
-}
-
-/// "(-T + --drain D + 5 s)": the deadline in words.
-fn overrun_words(drain: f64, connections: u64) -> String {
-    format!(
-        "(-T + --drain {} + {} s)",
-        crate::units::human_us((drain * 1e6) as u64),
-        grace(connections).as_secs()
-    )
-}
-
-/// Waits until `done()` or `deadline`, whichever is first. (A thread's end
-/// has no readiness signal to wait on; 5 ms is far below the deadline's
-/// grain.)
-fn finish_by(deadline: Instant, mut done: impl FnMut() -> bool) {
-    while !done() && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Takes in one worker's report of a second; each is counted once in
-/// `exported`'s latencies as it arrives.
-fn merge_report(
-    reports: &mut BTreeMap<u64, SecondReport>,
-    r: SecondReport,
-    exported: Option<&Mutex<RunFigures>>,
-    back: &ReportTx,
-) {
-    if let Some(e) = exported {
-        e.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .add_second(&r.hist, r.service.as_ref());
-    }
-    match reports.get_mut(&r.idx) {
-        Some(agg) => {
-            agg.add(&r);
-            back.give_back(r);
-        }
-        None => {
-            reports.insert(r.idx, r);
-        }
-    }
-}
-
-/// Lets the workers start their traffic from `now`.
-fn start_traffic(
-    sc: &Scenario,
-    shared: &Shared,
-    wakers: &[Waker],
-    start: Instant,
-    now: Instant,
-    traffic_start: &mut Option<Instant>,
-) {
-    if sc.traffic.is_none() || traffic_start.is_some() {
-        return;
-    }
-    *traffic_start = Some(now);
-    let ns = now.duration_since(start).as_nanos() as u64;
-    shared.traffic_at.store(ns + 1, Relaxed);
-    for w in wakers {
-        let _ = w.wake();
-    }
-}
-
-/// The rate asked for `t` seconds into the traffic: the last rate set on
-/// --control by then, or the schedule's.
-fn rate_at(t: &crate::scenario::Traffic, connections: u64, changes: &[(f64, f64)], at: f64) -> f64 {
-    changes
-        .iter()
-        .rev()
-        .find(|(when, _)| *when <= at)
-        .map_or_else(|| t.rate_at(at, connections), |(_, r)| *r)
-}
-
-/// The rate asked for during second `tick` (which ends `tick` s after start).
-fn target_at(
-    sc: &Scenario,
-    start: Instant,
-    ts: Option<Instant>,
-    tick: u64,
-    changes: &[(f64, f64)],
-) -> Option<f64> {
-    let t = sc.traffic.as_ref()?;
-    let ts = ts?;
-    let mid = (start + Duration::from_millis(tick * 1000 - 500)).checked_duration_since(ts)?;
-    match t.model {
-        crate::scenario::Model::ClosedLoop { .. } => None,
-        _ => Some(rate_at(t, sc.connections, changes, mid.as_secs_f64())),
-    }
-}
-
-/// Queries asked for in the first `seconds` of traffic (open loop and
-/// intervals; closed loop has no target).
-fn target_queries(
-    t: &crate::scenario::Traffic,
-    connections: u64,
-    seconds: f64,
-    changes: &[(f64, f64)],
-) -> f64 {
-    target_between(t, connections, changes, 0.0, seconds)
-}
-
-/// Queries asked for from `from` to `to` seconds into the traffic, summed
-/// in steps of 10 ms at most.
-fn target_between(
-    t: &crate::scenario::Traffic,
-    connections: u64,
-    changes: &[(f64, f64)],
-    from: f64,
-    to: f64,
-) -> f64 {
-    let span = to - from;
-    if span <= 0.0 {
-        return 0.0;
-    }
-    let steps = (span * 100.0).ceil().max(1.0) as u64;
-    let dt = span / steps as f64;
-    (0..steps)
-        .map(|i| rate_at(t, connections, changes, from + (i as f64 + 0.5) * dt) * dt)
-        .sum()
-}
-
-/// Applies one --control line; false when it is not understood.
-fn control(line: &str, shared: &Shared, wakers: &[Waker]) -> bool {
-    let mut words = line.split_whitespace();
-    match (words.next(), words.next(), words.next()) {
-        (Some("stop"), None, None) => true,
-        (Some("connections"), Some(n), None) => match crate::units::parse_count(n) {
-            Ok(n) => {
-                shared.conn_level.store(n + 1, Relaxed);
-                for w in wakers {
-                    let _ = w.wake();
-                }
-                true
-            }
-            Err(_) => false,
-        },
-        // (`rate 0` pauses the queries: a drain between steps.)
-        (Some("rate"), Some(r), None) => match r
-            .parse::<f64>()
-            .ok()
-            .filter(|&x| x == 0.0)
-            .map_or_else(|| crate::units::parse_rate(r), Ok)
-        {
-            Ok(rate) => {
-                shared.rate_override.store(rate.to_bits(), Relaxed);
-                shared.rate_gen.fetch_add(1, Relaxed);
-                for w in wakers {
-                    let _ = w.wake();
-                }
-                true
-            }
-            Err(_) => false,
-        },
-        _ => false,
-    }
 }
