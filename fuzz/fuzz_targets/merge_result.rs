@@ -4,7 +4,7 @@
 //! histogram that does not decode, scenarios that differ); a panic is not.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use throng::cluster::merge::{merge, parse};
+use throng::outcome::{merge, parse};
 
 fuzz_target!(|data: &[u8]| {
     // `read` takes a file's text, so only UTF-8 gets this far.

@@ -422,7 +422,7 @@ impl<'a> Parent<'a> {
         for (k, status) in statuses.iter().enumerate() {
             let path = parts.0.join(format!("part-{}.json", k + 1));
             let name = self.children.names[k].clone();
-            match (status, crate::cluster::merge::read(&path)) {
+            match (status, crate::outcome::read(&path)) {
                 (_, Ok(r)) => {
                     results.push(r);
                     names.push(name);

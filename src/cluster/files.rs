@@ -17,11 +17,11 @@ pub fn merge(
     let mut results = Vec::new();
     let mut names = Vec::new();
     for p in paths {
-        results.push(super::merge::read(p)?);
+        results.push(crate::outcome::read(p)?);
         names.push(p.display().to_string());
     }
     views.check().map_err(UsageError)?;
-    let mut merged = super::merge::merge(&results, &names)?;
+    let mut merged = crate::outcome::merge(&results, &names)?;
     let checks = report::check::parse_all(
         check,
         merged.queries.is_some(),

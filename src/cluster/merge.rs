@@ -8,10 +8,6 @@ use anyhow::Result;
 
 use crate::outcome::RunResult;
 
-// The result's reader and merge live with its type; the fuzz target and
-// the scripts that use them here still find them here.
-pub use crate::outcome::{merge, parse, read, MAX_COUNT};
-
 /// The lines of a merge's summary that say what it misses (`PARTIAL:`)
 /// and what it could not check (`note:`).
 pub fn say_what_is_missing(m: &RunResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
@@ -59,7 +55,7 @@ pub fn finish(
     if s.results.is_empty() {
         anyhow::bail!("no {label} produced a result: {}", s.missing.join("; "));
     }
-    let mut merged = merge(&s.results, &s.names)?;
+    let mut merged = crate::outcome::merge(&s.results, &s.names)?;
     if let Some(sc) = scenario {
         merged.scenario = sc.clone();
     }
