@@ -83,7 +83,7 @@ pub fn exit_code(err: &anyhow::Error) -> ExitCode {
 /// Runs one command line; the exit code when it ran to its end.
 pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        cli::Command::Client(args) => client::run(&args),
+        cli::Command::Client(args) => client::run(args.config()?),
         cli::Command::Merge(args) => cluster::files::merge(
             &args.results,
             args.json.as_deref(),
@@ -92,7 +92,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         ),
         // `throng cluster ... -- limit ...`: a search of cluster runs.
         cli::Command::Cluster(args) if args.client_args.first().is_some_and(|w| w == "limit") => {
-            limit::run_cluster(&args)
+            limit::run_cluster(&args.limit_config()?)
         }
         cli::Command::Cluster(args) => cluster::ssh::run(&args.config()?),
         cli::Command::Tune(args) => {
@@ -108,7 +108,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         cli::Command::Report(args) => report::files::run(&args.results, &args.views.views()),
-        cli::Command::Limit(args) => limit::run(&args),
+        cli::Command::Limit(args) => limit::run(&args.config()),
         cli::Command::Server(args) => {
             // A child of --processes is given its configuration whole.
             let cfg: server::ServerConfig = if args.child {

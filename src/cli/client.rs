@@ -1,6 +1,7 @@
 //! `throng client`'s flags. What they make, a [`crate::scenario::Scenario`],
 //! is built in [`super::scenario`].
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -8,12 +9,14 @@ use clap::Args;
 
 use super::{domain, parse_metrics_addr, parse_processes, parse_run_id, parse_segment};
 use super::{ArrivalsArg, ConnectModeArg, ProtoArg, PushFormatArg, SpreadArg, TransportArg};
+use crate::client::{ClientCommand, ClientConfig, ServerKind};
 use crate::domain::{
     Arrivals, ConnectMode, Processes, Proto, PushFormat, Segment, Spread, Transport,
 };
 use crate::units::{
     parse_count, parse_duration, parse_positive_count, parse_rate, parse_size, parse_start_at,
 };
+use crate::usage::UsageError;
 
 #[derive(Debug, Args)]
 pub struct ClientArgs {
@@ -416,4 +419,108 @@ pub struct ClientArgs {
     /// Run even when the preflight finds the plan impossible.
     #[arg(long)]
     pub force: bool,
+}
+
+/// Most addresses one --source-ip prefix expands to.
+const MAX_SOURCES: usize = 65_536;
+
+impl ClientArgs {
+    /// The run these flags ask for: the flags checked (in this order: the
+    /// directories of the files to write, --source-ip, --control), the
+    /// targets resolved, the whole scenario built and its checks parsed.
+    pub fn config(&self) -> anyhow::Result<ClientCommand> {
+        let a = self;
+        if a.child_plan {
+            return Ok(ClientCommand::ChildPlan);
+        }
+        let (views, sources_given) = a.check_flags()?;
+        let targets = if a.targets.is_empty() {
+            Vec::new()
+        } else {
+            crate::client::resolve(&a.targets)?
+        };
+        // The whole scenario decides the plan; a segment runs its slice of it.
+        let probe_targets = if targets.is_empty() {
+            vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 0))]
+        } else {
+            targets
+        };
+        let whole = a.scenario(probe_targets, a.targets.is_empty(), Vec::new())?;
+        let checks = crate::report::check::parse_all(
+            &a.check,
+            whole.traffic.is_some(),
+            whole.push.is_some(),
+            whole.verify,
+            whole.connections_schedule.is_some(),
+        )
+        .map_err(UsageError)?;
+        if let (Some(o), false) = (&whole.tls, a.targets.is_empty() || a.child) {
+            // Trust that cannot be built (no CA roots) fails every handshake:
+            // say so once, before any process, server or connection starts.
+            crate::tls::client_config(o)?;
+        }
+        Ok(ClientCommand::Run(Box::new(ClientConfig {
+            whole,
+            checks,
+            views,
+            sources_given,
+            no_target: a.targets.is_empty(),
+            server: a.server_kind(),
+            segment: a.segment,
+            child: a.child,
+            json: a.json.clone(),
+            force: a.force,
+            control: a.control.is_some(),
+            pause: a.pause,
+            start_at: a.start_at,
+            rtt_log: a.rtt_log.clone(),
+            quiet: a.quiet,
+            processes: a.processes,
+            workers: a.workers,
+            run_id: a.run_id.clone(),
+            metrics: a.metrics,
+        })))
+    }
+
+    /// The embedded server these flags want when it runs apart.
+    pub fn server_kind(&self) -> ServerKind {
+        ServerKind {
+            push_every: (self.proto == Proto::Push).then_some(self.every),
+            transport: self.transport,
+        }
+    }
+
+    /// The flags checked before anything starts: the views to make at the
+    /// end, and the addresses of --source-ip.
+    fn check_flags(&self) -> anyhow::Result<(crate::report::Views, Vec<IpAddr>)> {
+        let a = self;
+        if let Some(p) = &a.json {
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+            if dir.is_some_and(|d| !d.is_dir()) {
+                return Err(UsageError(format!(
+                    "--json {}: the directory does not exist",
+                    p.display()
+                ))
+                .into());
+            }
+        }
+        let views = a.views.views();
+        if !a.child {
+            views.check().map_err(UsageError)?;
+        }
+        let mut sources_given = Vec::new();
+        for spec in &a.source_ip {
+            sources_given.extend(
+                crate::sys::sources::expand(spec, MAX_SOURCES)
+                    .map_err(|e| UsageError(format!("--source-ip {e}")))?,
+            );
+        }
+        if a.control.as_deref().is_some_and(|c| c != "-") {
+            return Err(UsageError("--control takes '-' (commands on stdin)".into()).into());
+        }
+        if a.control.is_some() && a.pause {
+            return Err(UsageError("--control and --pause both read stdin; use one".into()).into());
+        }
+        Ok((views, sources_given))
+    }
 }

@@ -4,6 +4,7 @@
 
 use super::ClusterArgs;
 use crate::cluster::ssh::{parse_hosts, ClusterConfig};
+use crate::limit::LimitConfig;
 use crate::usage::UsageError;
 
 impl ClusterArgs {
@@ -75,6 +76,44 @@ impl ClusterArgs {
             max_failures: client.max_failures,
             run_id_given: client.run_id.is_some(),
         })
+    }
+}
+
+impl ClusterArgs {
+    /// `throng cluster ... -- limit ...`: the search after `-- limit`, its
+    /// --json and --html cluster's where it gives none; a usage error for
+    /// arguments that do not parse, cluster's --check, --hgrm or
+    /// --server-stats, or no target.
+    pub fn limit_config(&self) -> anyhow::Result<LimitConfig> {
+        let c = self;
+        let usage = |m: &str| -> anyhow::Error { UsageError(m.into()).into() };
+        let a = super::limit_args(&c.client_args[1..])
+            .map_err(|e| UsageError(format!("the limit arguments after --: {e}")))?;
+        if !c.check.is_empty() {
+            return Err(usage(
+                "a search's checks go with its other arguments: move --check after `-- limit`",
+            ));
+        }
+        if c.views.hgrm.is_some() || c.views.server_stats.is_some() {
+            return Err(usage(
+                "a search writes --json and --html (its curve); drop --hgrm and --server-stats",
+            ));
+        }
+        if a.client.targets.is_empty() {
+            return Err(usage(
+                "the limit arguments need a target HOST:PORT: the embedded server would be on \
+                 each load host",
+            ));
+        }
+        let mut cfg = a.config();
+        // cluster's --json and --html are the search's, unless limit's are given.
+        if cfg.client.json.is_none() {
+            cfg.client.json = c.json.clone();
+        }
+        if cfg.client.views.html.is_none() {
+            cfg.client.views.html = c.views.html.clone();
+        }
+        Ok(cfg)
     }
 }
 

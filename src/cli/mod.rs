@@ -29,6 +29,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::domain::{
     Arrivals, ConnectMode, Mode, Processes, Proto, PushFormat, Role, Segment, Spread, Transport,
 };
+use crate::limit::{ClientFlags, Find, LimitConfig};
 use crate::units::{parse_duration, parse_positive_count, parse_rate};
 
 /// Find the limits of TCP servers under a huge number of clients.
@@ -81,16 +82,6 @@ pub enum Command {
     Limit(Box<LimitArgs>),
 }
 
-/// What `throng limit` searches for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Find {
-    /// The most connections the server holds (established, verified,
-    /// none failed).
-    Connections,
-    /// The highest query rate it answers over -c connections.
-    Rate,
-}
-
 /// `throng limit`: a search of client runs. Every `throng client` flag
 /// means the same here; -c (connections) or -r (rate) is the first step's
 /// load, and --json holds the search and every step's result.
@@ -98,7 +89,7 @@ pub enum Find {
 pub struct LimitArgs {
     /// connections: the most the server holds; rate: the highest query
     /// rate it answers over -c connections.
-    #[arg(long, value_enum, help_heading = "Search")]
+    #[arg(long, value_parser = domain::<FindArg, Find>(), help_heading = "Search")]
     pub find: Find,
 
     /// The highest load to try (connections, or queries/s); a search that
@@ -116,6 +107,51 @@ pub struct LimitArgs {
 
     #[command(flatten)]
     pub client: ClientArgs,
+}
+
+impl LimitArgs {
+    /// The search these flags ask for, as plain data.
+    pub fn config(&self) -> LimitConfig {
+        let c = &self.client;
+        LimitConfig {
+            find: self.find,
+            max: self.max,
+            step_time: self.step_time,
+            precision: self.precision,
+            client: ClientFlags {
+                targets: c.targets.clone(),
+                connections: c.connections,
+                rate: c.rate,
+                connect_rate: c.connect_rate,
+                connect_timeout: c.connect_timeout,
+                timeout: c.timeout,
+                workers: c.workers,
+                source_ips: c.source_ip.len(),
+                processes: c.processes,
+                transport: c.transport,
+                proto: c.proto,
+                server: c.server_kind(),
+                connections_schedule: c.connections_schedule.clone(),
+                lifetime: c.lifetime,
+                max_queries_per_conn: c.max_queries_per_conn,
+                messages: c.messages,
+                schedule: c.schedule.clone(),
+                schedule_file: c.schedule_file.clone(),
+                interval: c.interval,
+                queries: c.queries,
+                closed_loop: c.closed_loop,
+                check: c.check.clone(),
+                verify: c.verify && !c.no_verify,
+                views: c.views.views(),
+                json: c.json.clone(),
+                segment: c.segment,
+                child: c.child || c.child_plan,
+                control: c.control.is_some(),
+                pause: c.pause,
+                hold: c.hold,
+            },
+        }
+    }
 }
 
 /// `5%` or `0.05`.
@@ -304,6 +340,17 @@ flag_values! {
         Poisson,
         /// Equal gaps.
         Constant,
+    }
+}
+
+flag_values! {
+    /// What `throng limit` searches for.
+    FindArg => Find {
+        /// The most connections the server holds (established, verified,
+        /// none failed).
+        Connections,
+        /// The highest query rate it answers over -c connections.
+        Rate,
     }
 }
 

@@ -5,11 +5,12 @@
 //! The checks are in `preflight`; a run in several processes is in
 //! `processes`.
 
+mod config;
 mod preflight;
 mod processes;
 
 use std::io::{self, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -18,7 +19,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 
 use crate::child::ChildLine;
-use crate::cli::ClientArgs;
 use crate::domain::{Mode, RunId, RunIdFrom, Transport};
 use crate::exposition::Endpoint;
 use crate::metrics::exported::RunFigures;
@@ -33,14 +33,13 @@ use crate::sys::limits::{self, FdLimit};
 use crate::sys::signals::Stop;
 use crate::sys::{capacity, sources};
 use crate::usage::UsageError;
+pub use config::{ClientCommand, ClientConfig, ServerKind};
 pub use preflight::on_this_host;
 use preflight::{check_problems, check_source_families, preflight, processes_needed, warnings};
 
 /// Fds a client process needs besides its connections (epoll, wakers,
 /// stdio, the embedded server's listener...).
 const FD_OVERHEAD: u64 = 64;
-/// Most addresses one --source-ip prefix expands to.
-const MAX_SOURCES: usize = 65_536;
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()
@@ -56,15 +55,15 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Starts it for the client flags `c` (echo, or push at --every; UDP
-    /// with --transport udp) and waits for its banner's address.
-    pub fn start(exe: &std::path::Path, c: &ClientArgs) -> Result<ServerProcess> {
+    /// Starts it as `c` says (echo, or push at --every; UDP with
+    /// --transport udp) and waits for its banner's address.
+    pub fn start(exe: &std::path::Path, c: &ServerKind) -> Result<ServerProcess> {
         use std::io::BufRead;
         let mut cmd = std::process::Command::new(exe);
         cmd.args(["server", "--listen", "127.0.0.1:0"]);
-        if c.proto == crate::domain::Proto::Push {
+        if let Some(every) = c.push_every {
             cmd.args(["--mode", "push", "--every"]);
-            cmd.arg(format!("{}us", c.every.as_micros().max(1)));
+            cmd.arg(format!("{}us", every.as_micros().max(1)));
         } else {
             cmd.args(["--mode", "echo"]);
         }
@@ -145,7 +144,7 @@ fn embedded_config(sc: &crate::scenario::Scenario) -> Result<ServerConfig> {
 }
 
 /// Resolves each HOST:PORT once.
-fn resolve(targets: &[String]) -> Result<Vec<SocketAddr>> {
+pub fn resolve(targets: &[String]) -> Result<Vec<SocketAddr>> {
     targets
         .iter()
         .map(|t| {
@@ -180,13 +179,13 @@ fn wait_start_at(at: Option<f64>, stop: &Stop) -> Result<bool> {
 }
 
 /// Runs `throng client`.
-pub fn run(a: &ClientArgs) -> Result<ExitCode> {
+pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
     // Before any thread starts, in the parent and in every child.
     crate::sys::one_heap();
-    if a.child_plan {
-        return processes::run_child(crate::child::read_plan()?);
-    }
-    let (views, sources_given) = check_flags(a)?;
+    let a = match cmd {
+        ClientCommand::ChildPlan => return processes::run_child(crate::child::read_plan()?),
+        ClientCommand::Run(a) => *a,
+    };
     let stop = if a.child {
         Stop::install_child()?
     } else {
@@ -197,54 +196,43 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
     }
     let fd = limits::raise_nofile()?;
     let env = Environment::read(unix_now());
-
-    let targets = if a.targets.is_empty() {
-        Vec::new()
-    } else {
-        resolve(&a.targets)?
-    };
-    // The whole scenario decides the plan; a segment runs its slice of it.
-    let probe_targets = if targets.is_empty() {
-        vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 0))]
-    } else {
-        targets.clone()
-    };
-    let (mut whole, checks) = whole_scenario(a, &probe_targets)?;
+    let probe_targets = a.whole.targets.clone();
+    let mut whole = a.whole.clone();
     // Bound now: a busy address stops the run before any connection.
     let endpoint = a.metrics.map(Endpoint::bind).transpose()?;
     let nproc = if a.segment.is_some() || a.child {
         1
     } else {
-        processes_needed(a, &whole, &fd)
+        processes_needed(a.processes, &whole, &fd)
     };
     if !a.child {
-        check_capacity(a, &whole, &probe_targets, nproc)?;
+        check_capacity(&a, &whole, &probe_targets, nproc)?;
     }
     // More than one process and no target: the embedded server runs in
     // processes of its own (elastic, as `throng server`), and the client's
     // processes hold one end of each connection only.
     let mut nproc = nproc;
-    let server_process = if nproc > 1 && a.targets.is_empty() {
-        let srv = server_apart(a, &mut whole)?;
-        nproc = processes_needed(a, &whole, &fd).max(1);
+    let server_process = if nproc > 1 && a.no_target {
+        let srv = server_apart(&a, &mut whole)?;
+        nproc = processes_needed(a.processes, &whole, &fd).max(1);
         Some(srv)
     } else {
         None
     };
-    let (chosen, shortfall, why) = plan_sources(a, &probe_targets, &whole, nproc, sources_given);
+    let (chosen, shortfall, why) = plan_sources(&a, &probe_targets, &whole, nproc);
     check_source_families(&probe_targets, &chosen)?;
     whole.sources = chosen;
-    let run = run_id(a, &whole);
+    let run = run_id(&a, &whole);
     let exported = serve_metrics(endpoint, a.child)?;
     if nproc > 1 {
         return processes::run_processes(
-            a,
+            &a,
             (&whole, &run),
             nproc,
             &fd,
             &stop,
             (shortfall, &why),
-            (&checks, exported),
+            exported,
         );
     }
     let planned = Planned {
@@ -256,46 +244,20 @@ pub fn run(a: &ClientArgs) -> Result<ExitCode> {
         exported,
         fd,
         env,
-        checks,
-        views,
     };
-    run_one(a, planned, &stop)
-}
-
-/// The whole scenario (a segment runs its slice of it) and the checks of
-/// its result.
-fn whole_scenario(
-    a: &ClientArgs,
-    probe_targets: &[SocketAddr],
-) -> Result<(Scenario, Vec<report::check::Check>)> {
-    let whole = a.scenario(probe_targets.to_vec(), a.targets.is_empty(), Vec::new())?;
-    let checks = report::check::parse_all(
-        &a.check,
-        whole.traffic.is_some(),
-        whole.push.is_some(),
-        whole.verify,
-        whole.connections_schedule.is_some(),
-    )
-    .map_err(usage)?;
-    if let (Some(o), false) = (&whole.tls, a.targets.is_empty() || a.child) {
-        // Trust that cannot be built (no CA roots) fails every handshake:
-        // say so once, before any process, server or connection starts.
-        crate::tls::client_config(o)?;
-    }
-    Ok((whole, checks))
+    run_one(&a, planned, &stop)
 }
 
 /// The source addresses (--source-ip's, or as many as the connections per
 /// target need in `nproc` processes), the planner's advice on a shortfall,
 /// and why, in words.
 fn plan_sources(
-    a: &ClientArgs,
+    a: &ClientConfig,
     probe_targets: &[SocketAddr],
     whole: &Scenario,
     nproc: u64,
-    sources_given: Vec<IpAddr>,
 ) -> (Vec<IpAddr>, Option<String>, String) {
-    if sources_given.is_empty() {
+    if a.sources_given.is_empty() {
         let slices = a.segment.map_or(nproc, |s| s.count);
         let p = sources::plan(
             probe_targets,
@@ -305,46 +267,15 @@ fn plan_sources(
         );
         (p.sources, p.shortfall, p.why)
     } else {
-        (sources_given, None, "--source-ip".into())
+        (a.sources_given.clone(), None, "--source-ip".into())
     }
-}
-
-/// The flags checked before anything starts: the views to make at the
-/// end, and the addresses of --source-ip.
-fn check_flags(a: &ClientArgs) -> Result<(report::Views, Vec<IpAddr>)> {
-    if let Some(p) = &a.json {
-        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
-        if dir.is_some_and(|d| !d.is_dir()) {
-            return Err(usage(format!(
-                "--json {}: the directory does not exist",
-                p.display()
-            )));
-        }
-    }
-    let views = a.views.views();
-    if !a.child {
-        views.check().map_err(usage)?;
-    }
-    let mut sources_given = Vec::new();
-    for spec in &a.source_ip {
-        sources_given.extend(
-            sources::expand(spec, MAX_SOURCES).map_err(|e| usage(format!("--source-ip {e}")))?,
-        );
-    }
-    if a.control.as_deref().is_some_and(|c| c != "-") {
-        return Err(usage("--control takes '-' (commands on stdin)"));
-    }
-    if a.control.is_some() && a.pause {
-        return Err(usage("--control and --pause both read stdin; use one"));
-    }
-    Ok((views, sources_given))
 }
 
 /// Refuses a run this host cannot hold in `nproc` processes (unless
 /// --force): what this host holds is its slice of a segmented run, or the
 /// whole.
 fn check_capacity(
-    a: &ClientArgs,
+    a: &ClientConfig,
     whole: &Scenario,
     probe_targets: &[SocketAddr],
     nproc: u64,
@@ -352,7 +283,7 @@ fn check_capacity(
     let here = a
         .segment
         .map_or(whole.connections, |s| whole.slice(s).connections);
-    let ends_here = if a.targets.is_empty() || probe_targets.iter().all(on_this_host) {
+    let ends_here = if a.no_target || probe_targets.iter().all(on_this_host) {
         2
     } else {
         1
@@ -361,7 +292,7 @@ fn check_capacity(
         connections: here,
         ends_here,
         processes: nproc,
-        ends_per_process: if a.targets.is_empty() { 2 } else { 1 },
+        ends_per_process: if a.no_target { 2 } else { 1 },
     };
     let host = capacity::Host::read(capacity::measure_if_needed(here * ends_here));
     check_problems(a.force, capacity::refusals(&need, &host))
@@ -369,9 +300,9 @@ fn check_capacity(
 
 /// Starts the embedded server in processes of its own and makes it
 /// `whole`'s target.
-fn server_apart(a: &ClientArgs, whole: &mut Scenario) -> Result<ServerProcess> {
+fn server_apart(a: &ClientConfig, whole: &mut Scenario) -> Result<ServerProcess> {
     let exe = std::env::current_exe().context("finding the throng executable")?;
-    let srv = ServerProcess::start(&exe, a)?;
+    let srv = ServerProcess::start(&exe, &a.server)?;
     let addr: SocketAddr = srv.addr.parse().context("the embedded server's address")?;
     println!(
         "no target given: started the embedded {} server on {addr} in processes of its own \
@@ -416,17 +347,15 @@ struct Planned {
     exported: Option<Arc<Mutex<RunFigures>>>,
     fd: FdLimit,
     env: Environment,
-    checks: Vec<report::check::Check>,
-    views: report::Views,
 }
 
 /// Runs the scenario in this process: the embedded server if there is no
 /// target, the plan's paragraph, the run, then the summary, the checks,
 /// the JSON and the views (a child gives its result to its parent
 /// instead).
-fn run_one(a: &ClientArgs, p: Planned, stop: &Stop) -> Result<ExitCode> {
+fn run_one(a: &ClientConfig, p: Planned, stop: &Stop) -> Result<ExitCode> {
     let mut whole = p.whole;
-    let embedded = if a.targets.is_empty() && !p.server_apart {
+    let embedded = if a.no_target && !p.server_apart {
         Some(start_embedded(&mut whole, a.child)?)
     } else {
         None
@@ -444,7 +373,7 @@ fn run_one(a: &ClientArgs, p: Planned, stop: &Stop) -> Result<ExitCode> {
         run: p.run,
         rtt_log: a.rtt_log.clone(),
         start_at: a.start_at,
-        control: a.control.is_some(),
+        control: a.control,
         child: a.child,
         quiet: a.quiet,
         exported: p.exported,
@@ -473,7 +402,7 @@ fn run_one(a: &ClientArgs, p: Planned, stop: &Stop) -> Result<ExitCode> {
     }
     let mut out = io::stdout().lock();
     report::summary(&sc, &outcome, &mut out)?;
-    report::check::apply(&p.checks, &mut result, &mut out)?;
+    report::check::apply(&a.checks, &mut result, &mut out)?;
     out.flush()?;
     drop(out);
     if let Some(path) = &a.json {
@@ -484,7 +413,7 @@ fn run_one(a: &ClientArgs, p: Planned, stop: &Stop) -> Result<ExitCode> {
         label: report::html::label_of(&result),
         result: &result,
     };
-    Ok(p.views.finish(&[run], code))
+    Ok(a.views.finish(&[run], code))
 }
 
 /// Starts the embedded server in this process and makes it `whole`'s
@@ -556,7 +485,7 @@ fn watched_target(sc: &Scenario) -> Option<SocketAddr> {
 /// by hand, one every slice of the command line derives alike; else a new
 /// one (one process, or the parent of --processes, which gives it to its
 /// children).
-fn run_id(a: &ClientArgs, whole: &Scenario) -> RunId {
+fn run_id(a: &ClientConfig, whole: &Scenario) -> RunId {
     match (&a.run_id, a.segment) {
         (Some(id), _) => RunId {
             id: id.clone(),

@@ -8,7 +8,6 @@ use std::net::{IpAddr, SocketAddr};
 use anyhow::Result;
 
 use super::{usage, FD_OVERHEAD};
-use crate::cli::ClientArgs;
 use crate::domain::{Processes, Transport};
 use crate::scenario::{self, Scenario};
 use crate::sys::limits::{self, FdLimit};
@@ -178,8 +177,8 @@ pub(super) fn time_wait_warning(sc: &Scenario) -> Option<String> {
 }
 
 /// Processes the plan needs: one unless the fd limit says more.
-pub(super) fn processes_needed(a: &ClientArgs, sc: &Scenario, fd: &FdLimit) -> u64 {
-    match a.processes {
+pub(super) fn processes_needed(processes: Processes, sc: &Scenario, fd: &FdLimit) -> u64 {
+    match processes {
         Processes::Count(n) => n,
         Processes::Auto => {
             // The same math as `throng tune`.

@@ -18,9 +18,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::preflight::{check_problems, preflight, warnings};
-use super::{run_here, usage, Here};
+use super::{run_here, usage, ClientConfig, Here};
 use crate::child::{sum_samples, ChildLine, Children, Own, PartsDir, Silence};
-use crate::cli::ClientArgs;
 use crate::cluster::merge::Slices;
 use crate::domain::{ConnectMode, RunId, Segment};
 use crate::engine::Live;
@@ -56,7 +55,7 @@ pub(super) struct ChildPlan {
 /// Runs the scenario as `n` child processes, one segment each, and merges
 /// their results as if one process had done it.
 pub(super) fn run_processes(
-    a: &ClientArgs,
+    a: &ClientConfig,
     // The whole scenario, and the run its slices are of.
     (whole, run): (&Scenario, &RunId),
     n: u64,
@@ -64,12 +63,11 @@ pub(super) fn run_processes(
     stop: &Stop,
     // The source planner's advice and its reasons, for the plan paragraph.
     (shortfall, why): (Option<String>, &str),
-    // The checks of the merged result, and the figures of --metrics (the
-    // sum of the children's).
-    (checks, exported): (&[report::check::Check], Option<Arc<Mutex<RunFigures>>>),
+    // The figures of --metrics (the sum of the children's).
+    exported: Option<Arc<Mutex<RunFigures>>>,
 ) -> Result<ExitCode> {
     print_plan(a, whole, n, fd, (&shortfall, why))?;
-    if a.control.is_some() || a.pause {
+    if a.control || a.pause {
         return Err(usage(
             "--control and --pause work with one process; add --processes 1",
         ));
@@ -116,17 +114,17 @@ pub(super) fn run_processes(
         parent.slices(&parts, observer),
         Some(whole),
         a.json.as_deref(),
-        &a.views.views(),
+        &a.views,
         "processes",
         whole.max_failures,
-        checks,
+        &a.checks,
     )
 }
 
 /// The plan's paragraph for `n` processes (each checks its own share; the
 /// ports are the whole's), and its problems refused unless --force.
 fn print_plan(
-    a: &ClientArgs,
+    a: &ClientConfig,
     whole: &Scenario,
     n: u64,
     fd: &FdLimit,
@@ -173,7 +171,7 @@ fn print_plan(
 
 /// What every child's plan has in common.
 struct ChildPlans<'a> {
-    a: &'a ClientArgs,
+    a: &'a ClientConfig,
     whole: &'a Scenario,
     run: &'a RunId,
     parts: &'a PartsDir,
@@ -253,7 +251,7 @@ struct Parent<'a> {
 
 impl<'a> Parent<'a> {
     fn new(
-        a: &ClientArgs,
+        a: &ClientConfig,
         whole: &'a Scenario,
         n: u64,
         children: Children,

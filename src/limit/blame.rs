@@ -57,8 +57,8 @@ pub(super) fn why_lines(summary: &str) -> Vec<String> {
 }
 
 /// The client verifies its connections (a probe, or the first answer).
-pub(super) fn verify_on(c: &crate::cli::ClientArgs) -> bool {
-    c.verify && !c.no_verify
+pub(super) fn verify_on(c: &super::ClientFlags) -> bool {
+    c.verify
 }
 
 /// A failing held step that the client's lateness explains: its loop

@@ -1,8 +1,8 @@
 //! A step of a held run: its load asked of the run over --control, its
 //! seconds read, judged by the checks, its failure put on the right side.
 
+use super::ClientFlags;
 use super::*;
-use crate::cli::ClientArgs;
 use crate::outcome::Sample;
 use crate::sys::signals::Stop;
 
@@ -195,7 +195,7 @@ impl Search<'_> {
 /// seconds it took; None when the run ended.
 fn grow(
     h: &mut Held,
-    c: &ClientArgs,
+    c: &ClientFlags,
     stop: &Stop,
     interrupted: &mut bool,
     conns: u64,
@@ -267,7 +267,7 @@ fn offer(
 
 /// A rate step's drain: rate 0 until a second with nothing sent, answered
 /// or timed out (at most --timeout and 2 s); None when the run ended.
-fn drain(h: &mut Held, c: &ClientArgs, quiet: Duration) -> Option<()> {
+fn drain(h: &mut Held, c: &ClientFlags, quiet: Duration) -> Option<()> {
     h.send("rate 0");
     let most = c.timeout.as_secs_f64().ceil() as usize + 2;
     for _ in 0..most {

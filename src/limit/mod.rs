@@ -14,6 +14,7 @@
 //! It starts processes and reads their results; it measures nothing itself.
 
 mod blame;
+mod config;
 mod held;
 mod hold;
 mod output;
@@ -33,13 +34,14 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cli::{Find, LimitArgs};
 use crate::domain::Transport;
 use crate::report::check::Check;
 use crate::report::curve::Found;
 use crate::report::json::write_atomic;
 use crate::usage::UsageError;
 use held::Held;
+
+pub use config::{ClientFlags, Find, LimitConfig};
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()
@@ -171,7 +173,7 @@ struct Plan {
 
 /// A search's state: its steps so far and the interval they bound.
 struct Search<'a> {
-    a: &'a LimitArgs,
+    a: &'a LimitConfig,
     plan: Plan,
     exe: PathBuf,
     base: Vec<OsString>,
@@ -206,26 +208,9 @@ pub struct Cluster {
     flags: Vec<OsString>,
 }
 
-/// `throng cluster ... -- limit ...`.
-pub fn run_cluster(c: &crate::cli::ClusterArgs) -> Result<ExitCode> {
-    let mut a = crate::cli::limit_args(&c.client_args[1..])
-        .map_err(|e| usage(format!("the limit arguments after --: {e}")))?;
-    if !c.check.is_empty() {
-        return Err(usage(
-            "a search's checks go with its other arguments: move --check after `-- limit`",
-        ));
-    }
-    if c.views.hgrm.is_some() || c.views.server_stats.is_some() {
-        return Err(usage(
-            "a search writes --json and --html (its curve); drop --hgrm and --server-stats",
-        ));
-    }
-    if a.client.targets.is_empty() {
-        return Err(usage(
-            "the limit arguments need a target HOST:PORT: the embedded server would be on each \
-             load host",
-        ));
-    }
+/// `throng cluster ... -- limit ...`: `a` is the search after `-- limit`
+/// (its --json and --html cluster's where it gives none).
+pub fn run_cluster(a: &LimitConfig) -> Result<ExitCode> {
     // The words between `cluster` and `--`, less what each step sets.
     let raw: Vec<OsString> = std::env::args_os()
         .skip_while(|x| x != "cluster")
@@ -243,23 +228,16 @@ pub fn run_cluster(c: &crate::cli::ClusterArgs) -> Result<ExitCode> {
             ("--quiet", false),
         ],
     );
-    // cluster's --json and --html are the search's, unless limit's are given.
-    if a.client.json.is_none() {
-        a.client.json = c.json.clone();
-    }
-    if a.client.views.html.is_none() {
-        a.client.views.html = c.views.html.clone();
-    }
-    run_with(&a, Some(Cluster { flags }))
+    run_with(a, Some(Cluster { flags }))
 }
 
 /// Runs the search.
-pub fn run(a: &LimitArgs) -> Result<ExitCode> {
+pub fn run(a: &LimitConfig) -> Result<ExitCode> {
     run_with(a, None)
 }
 
 /// Runs the search, its steps on this host or (`cluster`) on load hosts.
-fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
+fn run_with(a: &LimitConfig, cluster: Option<Cluster>) -> Result<ExitCode> {
     refuse(a)?;
     let axis = match a.find {
         Find::Connections => "connections",
@@ -269,7 +247,7 @@ fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
     let exe = std::env::current_exe().context("finding the throng executable")?;
     let mut base = base_args(a);
     let embedded = if a.client.targets.is_empty() {
-        let e = crate::client::ServerProcess::start(&exe, &a.client)?;
+        let e = crate::client::ServerProcess::start(&exe, &a.client.server)?;
         base.insert(0, OsString::from(&e.addr));
         Some(e)
     } else {
@@ -322,7 +300,7 @@ fn run_with(a: &LimitArgs, cluster: Option<Cluster>) -> Result<ExitCode> {
 }
 
 /// A usage error for flags a search cannot take or values it cannot use.
-fn refuse(a: &LimitArgs) -> Result<()> {
+fn refuse(a: &LimitConfig) -> Result<()> {
     if a.client.views.hgrm.is_some() || a.client.views.server_stats.is_some() {
         return Err(usage(
             "throng limit writes --json and --html (its curve); drop --hgrm and \
@@ -330,14 +308,14 @@ fn refuse(a: &LimitArgs) -> Result<()> {
              question with them)",
         ));
     }
-    a.client.views.views().check().map_err(usage)?;
-    if a.client.segment.is_some() || a.client.child || a.client.child_plan {
+    a.client.views.check().map_err(usage)?;
+    if a.client.segment.is_some() || a.client.child {
         return Err(usage(
             "throng limit runs whole scenarios: drop --segment (to spread a search over hosts, \
              run `throng cluster` per step)",
         ));
     }
-    if a.client.control.is_some() || a.client.pause || a.client.hold {
+    if a.client.control || a.client.pause || a.client.hold {
         return Err(usage(
             "throng limit sets each step's load and length itself: drop --control, --pause and \
              --hold",
@@ -359,7 +337,7 @@ fn refuse(a: &LimitArgs) -> Result<()> {
 /// The checks a rate search adds to its steps (the client's `--check`
 /// words), and what a held step is judged by: the client's default checks,
 /// the search's and the user's.
-fn checks(a: &LimitArgs) -> Result<(Vec<&'static str>, Vec<Check>)> {
+fn checks(a: &LimitConfig) -> Result<(Vec<&'static str>, Vec<Check>)> {
     let has_queries = a.find == Find::Rate
         || a.client.rate.is_some()
         || a.client.closed_loop
@@ -393,7 +371,7 @@ fn checks(a: &LimitArgs) -> Result<(Vec<&'static str>, Vec<Check>)> {
         .cloned()
         .chain(ours.iter().map(|c| c.to_string()))
         .collect();
-    let verify = a.client.verify && !a.client.no_verify;
+    let verify = a.client.verify;
     let checks = crate::report::check::parse_all(
         &given,
         has_queries,
@@ -407,7 +385,7 @@ fn checks(a: &LimitArgs) -> Result<(Vec<&'static str>, Vec<Check>)> {
 
 /// The arguments every step passes on: the user's, less the search's own
 /// flags and its axis's.
-fn base_args(a: &LimitArgs) -> Vec<OsString> {
+fn base_args(a: &LimitConfig) -> Vec<OsString> {
     // The arguments after `limit`, as the user gave them.
     let raw: Vec<OsString> = std::env::args_os()
         .skip_while(|x| x != "limit")
@@ -424,7 +402,7 @@ fn base_args(a: &LimitArgs) -> Vec<OsString> {
 /// The target in words, and the address whose server is watched (one on
 /// this host).
 fn target(
-    a: &LimitArgs,
+    a: &LimitConfig,
     embedded: Option<&crate::client::ServerProcess>,
 ) -> (String, Option<SocketAddr>) {
     let target = match embedded {
@@ -448,7 +426,7 @@ fn target(
 
 /// The search's first paragraph: what it looks for, from where, how a
 /// step runs and when it keeps up.
-fn announce(a: &LimitArgs, plan: &Plan, target: &str, cluster: bool) {
+fn announce(a: &LimitConfig, plan: &Plan, target: &str, cluster: bool) {
     let unit = |x: f64| unit(a.find, x);
     let keeping_up = match a.find {
         Find::Connections => {
@@ -523,7 +501,7 @@ fn unit(find: Find, x: f64) -> String {
 }
 
 /// The first load, and whether (and how far) steps can be held.
-fn plan(a: &LimitArgs, axis: &'static str) -> Plan {
+fn plan(a: &LimitConfig, axis: &'static str) -> Plan {
     let c = &a.client;
     let start = match a.find {
         Find::Connections => c.connections as f64,
@@ -534,7 +512,7 @@ fn plan(a: &LimitArgs, axis: &'static str) -> Plan {
     // One client process: its fds (the held run raises its limit as
     // `client` does), and the fast ports of the pairs it would use.
     let fds = crate::sys::limits::raise_nofile().map_or(1024, |f| f.soft);
-    let sources = c.source_ip.len().max(1) as u64;
+    let sources = c.source_ips.max(1) as u64;
     let targets = c.targets.len().max(1) as u64;
     let cap = fds
         .saturating_sub(64)
