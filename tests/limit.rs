@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use common::{output, temp_dir, BIN};
-use serde_json::Value;
+use throng::outcome::limit::{LimitFile, StepResult};
 
 /// A server process of a test, killed when the test ends (passed or not).
 struct Killed(std::process::Child);
@@ -36,9 +36,9 @@ fn python_server(python: &std::path::Path, script: &str) -> (Killed, String) {
     (Killed(srv), format!("127.0.0.1:{}", port.trim()))
 }
 
-/// Runs `throng limit <args> --json F`: (exit code, output, the JSON),
-/// every step's result passed through the books.
-fn limit(name: &str, args: &[&str]) -> (i32, String, Value) {
+/// Runs `throng limit <args> --json F`: (exit code, output, the file read
+/// by its type), every step's result passed through the books.
+fn limit(name: &str, args: &[&str]) -> (i32, String, LimitFile) {
     let dir = temp_dir(name);
     let json = dir.join("limit.json");
     let (code, out, err) = output(
@@ -48,9 +48,8 @@ fn limit(name: &str, args: &[&str]) -> (i32, String, Value) {
             .args(["--json", json.to_str().unwrap()]),
     );
     let out = format!("{out}\n{err}");
-    let v: Value = std::fs::read_to_string(&json)
-        .map(|t| serde_json::from_str(&t).unwrap())
-        .unwrap_or(Value::Null);
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     // A fresh step's result is a whole run's, and so is a held run's; a
     // held step holds figures of some of its seconds.
     for s in v["steps"].as_array().into_iter().flatten() {
@@ -61,8 +60,14 @@ fn limit(name: &str, args: &[&str]) -> (i32, String, Value) {
     for r in v["held_runs"].as_array().into_iter().flatten() {
         common::parse_result(&r.to_string());
     }
+    let file: LimitFile =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not a limit file: {e}: {out}"));
+    for s in &file.steps {
+        let held = matches!(s.result, Some(StepResult::Held(_)));
+        assert!(s.result.is_none() || held == s.held, "{out}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
-    (code, out, v)
+    (code, out, file)
 }
 
 /// `throng server` in one process under `prlimit --nofile=600`: it holds
@@ -116,24 +121,21 @@ fn a_servers_fd_limit_is_found_and_named() {
     );
     drop(srv);
     assert_eq!(code, 0, "{out}");
-    let l = &v["limit"];
-    let value = l["value"].as_f64().unwrap();
+    let l = &v.limit;
+    let value = l.value.unwrap();
     assert!(
         (value - allowed).abs() <= 0.05 * allowed,
         "found {value}, its fds allow {allowed}: {out}"
     );
-    assert!(l["upper"].as_f64().unwrap() > value, "{out}");
-    assert!(
-        l["reason"].as_str().unwrap().contains("its fd limit"),
-        "{out}"
-    );
-    assert_eq!(l["client_limited"], false, "{out}");
+    assert!(l.upper.unwrap() > value, "{out}");
+    assert!(l.reason.contains("its fd limit"), "{out}");
+    assert!(!l.client_limited, "{out}");
     assert!(out.contains("limit         between "), "{out}");
-    let steps = v["steps"].as_array().unwrap();
+    let steps = &v.steps;
     assert!(steps.len() >= 5, "{out}");
     // Grown held, narrowed fresh.
-    assert_eq!(steps[0]["held"], true, "{out}");
-    assert_eq!(steps.last().unwrap()["held"], false, "{out}");
+    assert!(steps[0].held, "{out}");
+    assert!(!steps.last().unwrap().held, "{out}");
 }
 
 /// A Python server that holds at most 300 connections and closes its
@@ -196,18 +198,20 @@ while True:
     );
     drop(srv);
     assert_eq!(code, 0, "{out}");
-    let value = v["limit"]["value"].as_f64().unwrap();
+    let value = v.limit.value.unwrap();
     assert!((285.0..=300.0).contains(&value), "found {value}: {out}");
-    let steps = v["steps"].as_array().unwrap();
-    let grown = steps
+    let grown = v
+        .steps
         .iter()
-        .find(|s| s["load"] == 400.0)
+        .find(|s| s.load == 400.0)
         .expect("a step at 400");
-    assert_eq!(grown["held"], true, "{out}");
-    assert_eq!(grown["pass"], false, "{out}");
-    let c = &grown["result"]["connections"];
-    assert!(c["peer_closed"].as_u64().unwrap() > 0, "{out}");
-    assert_eq!(c["failed"]["any"], 0, "{out}");
+    assert!(grown.held, "{out}");
+    assert!(!grown.pass, "{out}");
+    let Some(StepResult::Held(h)) = &grown.result else {
+        panic!("a held step's figures: {out}")
+    };
+    assert!(h.connections.peer_closed > 0, "{out}");
+    assert_eq!(h.connections.failed.any, 0, "{out}");
 }
 
 /// A one-thread Python echo server that spends 1 ms of CPU on each read:
@@ -274,12 +278,12 @@ while True:
     );
     drop(srv);
     assert_eq!(code, 0, "{out}");
-    let value = v["limit"]["value"].as_f64().unwrap();
+    let value = v.limit.value.unwrap();
     assert!((850.0..=1150.0).contains(&value), "found {value}/s: {out}");
-    let reason = v["limit"]["reason"].as_str().unwrap();
+    let reason = &v.limit.reason;
     assert!(reason.contains("CPU-bound"), "{out}");
     assert!(reason.contains("python3"), "{out}");
-    assert!(v["limit"]["stable"].is_boolean(), "{out}");
+    assert!(v.limit.stable.is_some(), "{out}");
 }
 
 /// Against the embedded server on this machine's two cores, one client
@@ -305,12 +309,9 @@ fn the_client_as_the_limit_is_never_blamed_on_the_server() {
         ],
     );
     assert_eq!(code, 1, "{out}");
-    let l = &v["limit"];
-    assert_eq!(l["client_limited"], true, "{out}");
-    assert!(
-        l["reason"].as_str().unwrap().contains("the load generator"),
-        "{out}"
-    );
+    let l = &v.limit;
+    assert!(l.client_limited, "{out}");
+    assert!(l.reason.contains("the load generator"), "{out}");
     assert!(out.contains("FAIL (client)"), "{out}");
     assert!(!out.contains("CPU-bound"), "{out}");
 }

@@ -14,11 +14,14 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use serde_json::{json, Value};
 
 use crate::child::ChildLine;
 use crate::metrics::Latency;
-use crate::outcome::Sample;
+use crate::outcome::limit::{
+    FailedAny, HeldConnections, HeldEnvironment, HeldLatency, HeldQueries, HeldScenario, HeldStep,
+    StepLatency,
+};
+use crate::outcome::{RunResult, Sample};
 
 /// A `throng client --child --control -` process of the search's.
 pub struct Held {
@@ -30,7 +33,7 @@ pub struct Held {
     pub seconds: Vec<Sample>,
     /// Its first ramp is done.
     pub ramped: bool,
-    result: Option<Value>,
+    result: Option<Box<RunResult>>,
     /// Its stdout closed: it ended.
     ended: bool,
     /// What it said on stderr (a refused plan's words).
@@ -112,7 +115,7 @@ impl Held {
                 match serde_json::from_str::<ChildLine>(&l) {
                     Ok(ChildLine::Sample(s)) => self.seconds.push(*s),
                     Ok(ChildLine::RampDone { .. }) => self.ramped = true,
-                    Ok(ChildLine::Result(r)) => self.result = Some(*r),
+                    Ok(ChildLine::Result(r)) => self.result = serde_json::from_value(*r).ok(),
                     _ => {}
                 }
                 true
@@ -168,7 +171,7 @@ impl Held {
 
     /// Ends it (`stop`), and its whole result (None when it wrote none
     /// within `most`).
-    pub fn finish(mut self, most: Duration) -> Option<Value> {
+    pub fn finish(mut self, most: Duration) -> Option<Box<RunResult>> {
         self.send("stop");
         drop(self.stdin.take());
         let until = Instant::now() + most;
@@ -211,6 +214,8 @@ impl Drop for Held {
 pub struct Asked {
     pub connections: u64,
     pub rate: Option<f64>,
+    /// The run's transport, as the figures record it.
+    pub transport: crate::domain::Transport,
 }
 
 /// The figures of a held step in `throng client --json`'s keys (so the
@@ -224,7 +229,7 @@ pub fn figures(
     warm: usize,
     judged: usize,
     asked: &Asked,
-) -> Value {
+) -> HeldStep {
     let end = step.last().unwrap_or(before);
     let ended = (before.connections.max(0) as u64 + end.established)
         .saturating_sub(before.established)
@@ -238,20 +243,31 @@ pub fn figures(
         open.min((before.connections.max(0) as u64 + end.verified).saturating_sub(before.verified));
     let unverified = open - verified;
     let peak = step.iter().map(|s| s.connections).max().unwrap_or(0).max(0);
-    let mut v = json!({
-        "held": true,
-        "duration_s": judged as f64,
-        "connections": {
-            "target": asked.connections,
-            "attempted": end.attempted.saturating_sub(before.attempted),
-            "established": open,
-            "verified": verified,
-            "unverified": unverified,
-            "failed": { "any": end.failed.saturating_sub(before.failed) },
-            "peak": peak,
-            "peer_closed": ended,
+    let mut v = HeldStep {
+        held: true,
+        duration_s: judged as f64,
+        connections: HeldConnections {
+            target: asked.connections,
+            attempted: end.attempted.saturating_sub(before.attempted),
+            established: open,
+            verified,
+            unverified,
+            failed: FailedAny {
+                any: end.failed.saturating_sub(before.failed),
+            },
+            peak,
+            peer_closed: ended,
         },
-    });
+        queries: None,
+        latency: None,
+        environment: HeldEnvironment { cores: 0.0 },
+        scenario: HeldScenario {
+            transport: asked.transport,
+        },
+        client: None,
+        server_seen: None,
+        checks: Vec::new(),
+    };
     if let Some(rate) = asked.rate {
         // Every query of the step came due, went out and was answered (or
         // timed out) between its change of load and the end of its drain:
@@ -269,40 +285,40 @@ pub fn figures(
             false => step.iter().filter_map(|s| s.target).sum::<f64>().round() as u64,
         };
         let secs = ((warm + judged) as f64).max(1.0);
-        v["duration_s"] = json!(secs);
-        v["queries"] = json!({
-            "due": due,
-            "sent": sent,
-            "answered": answered,
-            "ok": answered.saturating_sub(errors),
-            "errors": errors,
-            "timed_out": sum(|s| s.timed_out),
-            "loop_late": sum(|s| s.loop_late),
-            "rate_target": rate,
-            "rate_sent": sent as f64 / secs,
-            "rate_achieved": answered as f64 / secs,
+        v.duration_s = secs;
+        v.queries = Some(HeldQueries {
+            due,
+            sent,
+            answered,
+            ok: answered.saturating_sub(errors),
+            errors,
+            timed_out: sum(|s| s.timed_out),
+            loop_late: sum(|s| s.loop_late),
+            rate_target: rate,
+            rate_sent: sent as f64 / secs,
+            rate_achieved: answered as f64 / secs,
         });
-        v["latency"] = json!({
-            "response_time_us": hist_of(measured, |s| s.hdr.as_deref()),
-            "service_time_us": hist_of(measured, |s| s.service_hdr.as_deref()),
+        v.latency = Some(HeldLatency {
+            response_time_us: hist_of(measured, |s| s.hdr.as_deref()),
+            service_time_us: hist_of(measured, |s| s.service_hdr.as_deref()),
         });
     }
     v
 }
 
-/// The seconds' histograms added, as a result's latency object; null when
+/// The seconds' histograms added, as a result's latency object; None when
 /// a second's histogram is missing (its percentiles cannot be added).
-fn hist_of(seconds: &[Sample], of: fn(&Sample) -> Option<&str>) -> Value {
+fn hist_of(seconds: &[Sample], of: fn(&Sample) -> Option<&str>) -> Option<StepLatency> {
     let mut all: Option<hdrhistogram::Histogram<u64>> = None;
     for s in seconds {
         let Some(text) = of(s) else { continue };
         let Ok(h) = crate::metrics::decode_histogram(text) else {
-            return Value::Null;
+            return None;
         };
         match all.as_mut() {
             Some(a) => {
                 if a.add(&h).is_err() {
-                    return Value::Null;
+                    return None;
                 }
             }
             None => all = Some(h),
@@ -311,13 +327,20 @@ fn hist_of(seconds: &[Sample], of: fn(&Sample) -> Option<&str>) -> Value {
     let h = all.unwrap_or_else(|| {
         hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds")
     });
-    let mut l = serde_json::to_value(Latency::of(&h)).unwrap_or(Value::Null);
-    if let Some(o) = l.as_object_mut() {
-        // (The step's histogram is not kept: the held run's result has
-        // the whole run's.)
-        o.remove("hdr");
-    }
-    l
+    // (The step's histogram is not kept: the held run's result has the
+    // whole run's.)
+    let l = Latency::of(&h);
+    Some(StepLatency {
+        count: l.count,
+        p50: l.p50,
+        p90: l.p90,
+        p99: l.p99,
+        p999: l.p999,
+        p9999: l.p9999,
+        max: l.max,
+        mean: l.mean,
+        stdev: l.stdev,
+    })
 }
 
 #[cfg(test)]
@@ -341,7 +364,7 @@ mod tests {
         let before = second(3, 100, 100, 100, 0);
         // Grew to 200, two failed, then the server closed five old ones.
         let step = [second(4, 190, 190, 190, 2), second(5, 195, 200, 192, 2)];
-        let v = figures(
+        let v = serde_json::to_value(figures(
             &before,
             &step,
             0,
@@ -349,8 +372,10 @@ mod tests {
             &Asked {
                 connections: 200,
                 rate: None,
+                transport: crate::domain::Transport::Tcp,
             },
-        );
+        ))
+        .unwrap();
         let c = &v["connections"];
         assert_eq!(c["established"], 195);
         assert_eq!(c["unverified"], 3);
@@ -384,7 +409,7 @@ mod tests {
             s(4, Some(1000.0), 1000, 990, 0),
             s(5, Some(0.0), 0, 15, 5),
         ];
-        let v = figures(
+        let v = serde_json::to_value(figures(
             &before,
             &step,
             1,
@@ -392,8 +417,10 @@ mod tests {
             &Asked {
                 connections: 10,
                 rate: Some(1000.0),
+                transport: crate::domain::Transport::Tcp,
             },
-        );
+        ))
+        .unwrap();
         let q = &v["queries"];
         assert_eq!(q["due"], 3000);
         assert_eq!(q["sent"], 3000);

@@ -3,6 +3,7 @@
 
 use super::ClientFlags;
 use super::*;
+use crate::outcome::limit::{HeldStep, StepResult};
 use crate::outcome::Sample;
 use crate::sys::signals::Stop;
 
@@ -96,20 +97,18 @@ impl Search<'_> {
             &held::Asked {
                 connections: conns,
                 rate,
+                transport: c.transport,
             },
         );
-        let answered = num(&v, "queries.answered").unwrap_or(0.0) as u64;
-        v["environment"] = serde_json::json!({ "cores": self.plan.cores });
-        v["scenario"] = serde_json::json!({ "transport": c.transport });
+        let answered = v.queries.as_ref().map_or(0, |q| q.answered);
+        v.environment.cores = self.plan.cores;
         let mut seen = seen;
         if let Some(cl) = seen.client.as_mut() {
             cl.derive(answered);
-            v["duration_s"] = serde_json::json!(cl.wall_s);
-            v["client"] = serde_json::to_value(&*cl)?;
+            v.duration_s = cl.wall_s;
+            v.client = Some(cl.clone());
         }
-        if let Some(sv) = &seen.server {
-            v["server_seen"] = serde_json::to_value(sv)?;
-        }
+        v.server_seen = seen.server.clone();
         self.judge_held(load, v).map(Some)
     }
 
@@ -145,7 +144,9 @@ impl Search<'_> {
     /// The held step's verdict: the checks it can read (those whose keys
     /// a step's seconds do not give are judged on fresh steps only), and
     /// whose failure it is.
-    fn judge_held(&mut self, load: f64, mut v: Value) -> Result<Step> {
+    fn judge_held(&mut self, load: f64, mut held: HeldStep) -> Result<Step> {
+        // The checks and the blame read its keys as they read a run's.
+        let mut v = serde_json::to_value(&held)?;
         let mut judged_checks = Vec::new();
         let mut verdicts = Vec::new();
         for ch in &self.checks {
@@ -159,6 +160,7 @@ impl Search<'_> {
         }
         let pass = !self.interrupted && verdicts.iter().all(|x| x.pass);
         v["checks"] = serde_json::to_value(&verdicts)?;
+        held.checks = verdicts.clone();
         let mut summary = crate::report::check::lines(&judged_checks, &verdicts).join("\n");
         // Whose failure it is: the client's own drops first; then a cause
         // the server's evidence shows, or connections the server closed;
@@ -182,7 +184,7 @@ impl Search<'_> {
             exit_code: i32::from(!pass),
             client_limited: mine.is_some(),
             held: true,
-            result: v,
+            result: Some(StepResult::Held(Box::new(held))),
             summary,
         })
     }

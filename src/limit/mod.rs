@@ -31,12 +31,12 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::domain::Transport;
+use crate::outcome::limit::{Found, LimitFile, Step, StepResult};
+use crate::outcome::RunResult;
 use crate::report::check::Check;
-use crate::report::curve::Found;
 use crate::report::json::write_atomic;
 use crate::usage::UsageError;
 use held::Held;
@@ -101,32 +101,9 @@ fn strip(args: &[OsString], drop: &[(&str, bool)]) -> Vec<OsString> {
     out
 }
 
-/// One step: a client run at `load`.
-#[derive(Debug, Serialize)]
-pub struct Step {
-    pub load: f64,
-    pub pass: bool,
-    pub exit_code: i32,
-    /// The failing step's load generator explained the failure.
-    pub client_limited: bool,
-    /// A step of a held run (connections kept open from the step before):
-    /// `result` holds its figures in `throng client --json`'s keys, not a
-    /// whole run's result; the held run's is in `held_runs`.
-    pub held: bool,
-    /// The run's result, in `throng client --json`'s schema (null when the
-    /// run wrote none: a plan it refused).
-    pub result: Value,
-    #[serde(skip)]
-    pub summary: String,
-}
-
-#[derive(Debug, Serialize)]
-struct Output<'a> {
-    limit: &'a Found,
-    steps: &'a [Step],
-    /// The whole results of the held runs, in `throng client --json`'s schema.
-    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
-    held_runs: &'a [Value],
+/// A step's result as the checks and the blame read it (null: none).
+fn result_value(r: &Option<StepResult>) -> Value {
+    serde_json::to_value(r).unwrap_or(Value::Null)
 }
 
 fn num(v: &Value, path: &str) -> Option<f64> {
@@ -191,8 +168,8 @@ struct Search<'a> {
     client_limited: bool,
     interrupted: bool,
     held: Option<Held>,
-    /// The held runs' whole results, in `throng client --json`'s schema.
-    held_runs: Vec<Value>,
+    /// The held runs' whole results.
+    held_runs: Vec<RunResult>,
     /// Checks a held step could not read (keys its seconds do not give):
     /// those are judged on fresh steps only.
     unjudged: BTreeSet<String>,
@@ -692,13 +669,13 @@ impl Search<'_> {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let result = std::fs::read_to_string(&json)
+        let result: Option<RunResult> = std::fs::read_to_string(&json)
             .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(Value::Null);
+            .and_then(|t| serde_json::from_str(&t).ok());
+        let value = result_value(&result.clone().map(|r| StepResult::Run(Box::new(r))));
         let pass = code == 0;
         let mut summary = summary;
-        let dropped = (!pass).then(|| client_dropped(&result)).flatten();
+        let dropped = (!pass).then(|| client_dropped(&value)).flatten();
         if let Some(why) = &dropped {
             summary.push_str(&format!("\nhint (client) {why}"));
         }
@@ -710,9 +687,9 @@ impl Search<'_> {
                 && !confirm
                 && (code == 2
                     || dropped.is_some()
-                    || (!server_explains(&result) && client_explains(code, &summary))),
+                    || (!server_explains(&value) && client_explains(code, &summary))),
             held: false,
-            result,
+            result: result.map(|r| StepResult::Run(Box::new(r))),
             summary,
         })
     }
@@ -722,7 +699,7 @@ impl Search<'_> {
         if let Some(h) = self.held.take() {
             let most = self.a.client.timeout + Duration::from_secs(10);
             if let Some(r) = h.finish(most) {
-                self.held_runs.push(r);
+                self.held_runs.push(*r);
             }
         }
     }
@@ -732,7 +709,8 @@ impl Search<'_> {
         let failing = self
             .upper
             .and_then(|u| self.steps.iter().rev().find(|s| s.load == u && !s.pass));
-        let (cause, mut figures) = failing.map_or((None, Vec::new()), |s| evidence(&s.result));
+        let (cause, mut figures) =
+            failing.map_or((None, Vec::new()), |s| evidence(&result_value(&s.result)));
         if let Some(s) = failing {
             figures.extend(why_lines(&s.summary));
         }

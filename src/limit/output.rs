@@ -4,7 +4,7 @@ use super::*;
 
 /// One line a step: its load, verdict and the figures the checks read.
 pub(super) fn step_line(k: usize, s: &Step, unit: &dyn Fn(f64) -> String) -> String {
-    let v = &s.result;
+    let v = &result_value(&s.result);
     let verdict = match (s.pass, s.client_limited) {
         (true, _) => "PASS",
         (false, true) => "FAIL (client)",
@@ -86,22 +86,19 @@ impl Search<'_> {
             println!("              {f}");
         }
         let _ = std::io::stdout().flush();
+        if a.client.json.is_none() && a.client.views.html.is_none() {
+            return Ok(());
+        }
+        let file = LimitFile {
+            limit: found,
+            steps: s.steps.clone(),
+            held_runs: s.held_runs.clone(),
+        };
         if let Some(p) = &a.client.json {
-            write_atomic(
-                p,
-                &Output {
-                    limit: &found,
-                    steps: &s.steps,
-                    held_runs: &s.held_runs,
-                },
-            )?;
+            write_atomic(p, &file)?;
         }
         if let Some(p) = &a.client.views.html {
-            let v = serde_json::to_value(Output {
-                limit: &found,
-                steps: &s.steps,
-                held_runs: &s.held_runs,
-            })?;
+            let v = serde_json::to_value(&file)?;
             crate::report::curve::write_limit_html(p, &v)?;
             println!("report        {}", p.display());
         }

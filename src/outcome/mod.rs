@@ -9,6 +9,7 @@
 pub mod compared;
 mod convert;
 mod file;
+pub mod limit;
 mod measured;
 mod merge;
 mod sample;

@@ -82,26 +82,8 @@ pub struct Curve {
     pub points: Vec<Point>,
 }
 
-/// A search's answer, as `throng limit --json`'s `limit` holds it: written
-/// by the search, read here.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Found {
-    /// "connections" or "rate".
-    pub axis: String,
-    /// The highest load that passed (None: not even the first).
-    pub value: Option<f64>,
-    pub lower: Option<f64>,
-    pub upper: Option<f64>,
-    /// The best pass passed again when run once more (rate searches).
-    pub stable: Option<bool>,
-    /// The load generator, not the server, was the limit at `upper`.
-    #[serde(default)]
-    pub client_limited: bool,
-    #[serde(default)]
-    pub reason: String,
-    #[serde(default)]
-    pub evidence: Vec<String>,
-}
+/// A search's answer, as `throng limit --json`'s `limit` holds it.
+pub use crate::outcome::limit::Found;
 
 impl Curve {
     /// Whether a step has response times (a search whose steps sent

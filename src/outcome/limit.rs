@@ -1,0 +1,178 @@
+//! `throng limit --json`'s file: the search's answer ([`Found`]), its
+//! steps (each a client run's result, or a held step's figures) and the
+//! held runs' whole results. Written by limit, read by report (the curve)
+//! and the tests. A step's result and a held run's are written with their
+//! keys sorted at every level (through a `serde_json::Value`); the rest in
+//! the order of the fields here.
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::{RunResult, Verdict};
+use crate::domain::Transport;
+use crate::evidence::{ClientCpu, ServerSeen};
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LimitFile {
+    pub limit: Found,
+    pub steps: Vec<Step>,
+    /// The whole results of the held runs.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "sorted"
+    )]
+    pub held_runs: Vec<RunResult>,
+}
+
+/// `value` with the keys of its objects sorted.
+fn sorted<T: Serialize, S: Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+    serde_json::to_value(value)
+        .map_err(serde::ser::Error::custom)?
+        .serialize(s)
+}
+
+/// A search's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Found {
+    /// "connections" or "rate".
+    pub axis: String,
+    /// The highest load that passed (None: not even the first).
+    pub value: Option<f64>,
+    pub lower: Option<f64>,
+    pub upper: Option<f64>,
+    /// The best pass passed again when run once more (rate searches).
+    pub stable: Option<bool>,
+    /// The load generator, not the server, was the limit at `upper`.
+    #[serde(default)]
+    pub client_limited: bool,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub evidence: Vec<String>,
+}
+
+/// One step: a client run at `load`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub load: f64,
+    pub pass: bool,
+    pub exit_code: i32,
+    /// The failing step's load generator explained the failure.
+    pub client_limited: bool,
+    /// A step of a held run (connections kept open from the step before):
+    /// `result` holds its figures, not a whole run's result; the held
+    /// run's is in `held_runs`.
+    pub held: bool,
+    /// The step's result (null when the run wrote none: a plan it
+    /// refused).
+    #[serde(serialize_with = "sorted")]
+    pub result: Option<StepResult>,
+    /// What the step's client printed (not in the file).
+    #[serde(skip)]
+    pub summary: String,
+}
+
+/// A step's result: a held step's figures, or a fresh run's whole result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StepResult {
+    Held(Box<HeldStep>),
+    Run(Box<RunResult>),
+}
+
+/// A held step's figures, in `throng client --json`'s keys (so the same
+/// --check expressions read them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldStep {
+    /// Always true: what tells it from a run's result.
+    pub held: bool,
+    /// The seconds judged (with queries: warm-up and judged).
+    pub duration_s: f64,
+    pub connections: HeldConnections,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queries: Option<HeldQueries>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<HeldLatency>,
+    pub environment: HeldEnvironment,
+    pub scenario: HeldScenario,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientCpu>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_seen: Option<ServerSeen>,
+    /// The verdicts of the checks a held step can read.
+    #[serde(default)]
+    pub checks: Vec<Verdict>,
+}
+
+/// A held step's connections.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldConnections {
+    /// What the step asked for.
+    pub target: u64,
+    pub attempted: u64,
+    /// Open at the step's end.
+    pub established: u64,
+    pub verified: u64,
+    pub unverified: u64,
+    pub failed: FailedAny,
+    /// The most open in one of its seconds.
+    pub peak: i64,
+    /// Open ones that ended during the step.
+    pub peer_closed: u64,
+}
+
+/// Failed connections, not by cause (the seconds count them together).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailedAny {
+    pub any: u64,
+}
+
+/// A held step's queries, over all its seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldQueries {
+    pub due: u64,
+    pub sent: u64,
+    pub answered: u64,
+    pub ok: u64,
+    pub errors: u64,
+    pub timed_out: u64,
+    pub loop_late: u64,
+    pub rate_target: f64,
+    pub rate_sent: f64,
+    pub rate_achieved: f64,
+}
+
+/// A held step's times, after its warm-up (null: a second's histogram
+/// was missing).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldLatency {
+    pub response_time_us: Option<StepLatency>,
+    pub service_time_us: Option<StepLatency>,
+}
+
+/// Percentiles of a held step's seconds added (the histogram itself is
+/// in the held run's result).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepLatency {
+    pub count: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub p9999: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub stdev: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldEnvironment {
+    /// This host's cores.
+    pub cores: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldScenario {
+    pub transport: Transport,
+}
