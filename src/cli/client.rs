@@ -524,3 +524,79 @@ impl ClientArgs {
         Ok((views, sources_given))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str]) -> anyhow::Result<ClientCommand> {
+        super::super::client_args(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .expect("client flags")
+            .config()
+    }
+
+    fn run(args: &[&str]) -> ClientConfig {
+        match config(args).unwrap() {
+            ClientCommand::Run(c) => *c,
+            ClientCommand::ChildPlan => panic!("a child's plan"),
+        }
+    }
+
+    #[test]
+    fn no_target_probes_loopback_and_wants_the_embedded_server() {
+        let c = run(&["-c", "10", "--proto", "push", "--every", "5ms"]);
+        assert!(c.no_target);
+        assert!(c.whole.embedded_server);
+        assert_eq!(c.whole.targets, vec!["127.0.0.1:0".parse().unwrap()]);
+        assert_eq!(
+            c.server,
+            ServerKind {
+                push_every: Some(Duration::from_millis(5)),
+                transport: crate::domain::Transport::Tcp,
+            }
+        );
+    }
+
+    #[test]
+    fn targets_are_resolved_and_options_carried() {
+        let c = run(&[
+            "127.0.0.1:4242",
+            "--source-ip",
+            "127.0.0.2/31",
+            "--control",
+            "-",
+            "--run-id",
+            "job-7",
+            "--workers",
+            "3",
+        ]);
+        assert!(!c.no_target);
+        assert_eq!(c.whole.targets, vec!["127.0.0.1:4242".parse().unwrap()]);
+        assert_eq!(c.sources_given.len(), 2);
+        assert!(c.control);
+        assert_eq!(c.run_id.as_deref(), Some("job-7"));
+        assert_eq!(c.workers, Some(3));
+        assert_eq!(c.server.push_every, None);
+    }
+
+    /// The flags alone are checked before a name is resolved, and the
+    /// scenario after.
+    #[test]
+    fn checks_keep_their_order() {
+        let err = |args: &[&str]| config(args).err().expect("an error").to_string();
+        // (No port: refused without a lookup.)
+        let bad_target = "127.0.0.1";
+        assert!(err(&[bad_target, "--control", "x"]).contains("--control takes '-'"));
+        assert!(err(&[bad_target, "--source-ip", "nonsense"]).starts_with("--source-ip"));
+        assert!(err(&[bad_target, "--connect-timeout", "0s"]).contains("cannot resolve target"));
+        assert!(err(&["127.0.0.1:1", "--connect-timeout", "0s"]).contains("--connect-timeout"));
+    }
+
+    #[test]
+    fn a_child_plan_is_read_from_stdin() {
+        assert!(matches!(
+            config(&["--child-plan"]).unwrap(),
+            ClientCommand::ChildPlan
+        ));
+    }
+}

@@ -167,4 +167,40 @@ mod tests {
         let e = config("# none\n", &["127.0.0.1:53"]).unwrap_err();
         assert!(e.contains("no hosts in the file"), "{e}");
     }
+
+    /// `cluster -- limit`: cluster's --json and --html are the search's
+    /// unless the search gives its own; its client flags come through.
+    #[test]
+    fn a_limit_under_cluster_takes_clusters_files() {
+        let parse = |words: &[&str]| {
+            let argv = ["throng", "cluster"].iter().chain(words);
+            match crate::cli::Cli::try_parse_from(argv).unwrap().command {
+                crate::cli::Command::Cluster(c) => c.limit_config(),
+                _ => unreachable!(),
+            }
+        };
+        let cfg = parse(&[
+            "--hosts",
+            "h",
+            "--json",
+            "c.json",
+            "--html",
+            "c.html",
+            "--",
+            "limit",
+            "127.0.0.1:1",
+            "--find",
+            "rate",
+            "--no-verify",
+            "--html",
+            "l.html",
+        ])
+        .unwrap();
+        assert_eq!(cfg.find, crate::limit::Find::Rate);
+        assert_eq!(cfg.client.json, Some("c.json".into()));
+        assert_eq!(cfg.client.views.html, Some("l.html".into()));
+        assert!(!cfg.client.verify);
+        let no_target = parse(&["--hosts", "h", "--", "limit", "--find", "rate"]);
+        assert!(no_target.unwrap_err().to_string().contains("need a target"));
+    }
 }

@@ -7,8 +7,10 @@
 //!
 //! `throng cluster`'s and `throng compare`'s flags become a
 //! [`crate::cluster::ssh::ClusterConfig`] and a
-//! [`crate::compare::CompareConfig`]. The client and limit commands take
-//! their `...Args` from here; below cli nothing sees a flag.
+//! [`crate::compare::CompareConfig`], the client's a
+//! [`crate::client::ClientConfig`] (the flags checked, the targets
+//! resolved, the whole scenario built), `throng limit`'s a
+//! [`crate::limit::LimitConfig`]. Below cli nothing sees a flag.
 
 mod client;
 mod cluster;

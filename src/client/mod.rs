@@ -1,9 +1,10 @@
-//! `throng client`: from flags to a finished, reported run. Resolves the
-//! targets (or starts the embedded server), plans source addresses, runs the
-//! preflight checks and prints the plan, runs the engine, prints the summary
-//! and writes the JSON. An impossible plan stops here, before any connect.
-//! The checks are in `preflight`; a run in several processes is in
-//! `processes`.
+//! `throng client`: from its configuration (`config`: the whole scenario
+//! and the run's options, built by [`crate::cli`]) to a finished, reported
+//! run. Starts the embedded server when there is no target, plans source
+//! addresses, runs the preflight checks and prints the plan, runs the
+//! engine, prints the summary and writes the JSON. An impossible plan stops
+//! here, before any connect. The checks are in `preflight`; a run in
+//! several processes is in `processes`.
 
 mod config;
 mod preflight;

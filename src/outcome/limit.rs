@@ -176,3 +176,70 @@ pub struct HeldEnvironment {
 pub struct HeldScenario {
     pub transport: Transport,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held() -> HeldStep {
+        HeldStep {
+            held: true,
+            duration_s: 2.0,
+            connections: HeldConnections {
+                target: 200,
+                attempted: 100,
+                established: 195,
+                verified: 192,
+                unverified: 3,
+                failed: FailedAny { any: 2 },
+                peak: 195,
+                peer_closed: 5,
+            },
+            queries: None,
+            latency: None,
+            environment: HeldEnvironment { cores: 2.0 },
+            scenario: HeldScenario {
+                transport: Transport::Tcp,
+            },
+            client: None,
+            server_seen: None,
+            checks: Vec::new(),
+        }
+    }
+
+    /// A held step's figures are written with their keys sorted, nothing
+    /// absent written as null, and read back as a held step.
+    #[test]
+    fn a_held_step_is_written_sorted_and_read_back() {
+        let step = Step {
+            load: 200.0,
+            pass: false,
+            exit_code: 1,
+            client_limited: false,
+            held: true,
+            result: Some(StepResult::Held(Box::new(held()))),
+            summary: "not written".into(),
+        };
+        let text = serde_json::to_string(&step).unwrap();
+        assert_eq!(
+            text,
+            "{\"load\":200.0,\"pass\":false,\"exit_code\":1,\"client_limited\":false,\
+             \"held\":true,\"result\":{\"checks\":[],\"connections\":{\"attempted\":100,\
+             \"established\":195,\"failed\":{\"any\":2},\"peak\":195,\"peer_closed\":5,\
+             \"target\":200,\"unverified\":3,\"verified\":192},\"duration_s\":2.0,\
+             \"environment\":{\"cores\":2.0},\"held\":true,\"scenario\":{\"transport\":\"tcp\"}}}"
+        );
+        let back: Step = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.result, step.result);
+        assert_eq!(back.summary, "");
+    }
+
+    #[test]
+    fn a_step_without_a_result_is_null() {
+        let v = serde_json::json!({"load": 1.0, "pass": false, "exit_code": 2,
+                                   "client_limited": true, "held": false, "result": null});
+        let s: Step = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(s.result, None);
+        assert_eq!(serde_json::to_value(&s).unwrap(), v);
+    }
+}
