@@ -297,23 +297,7 @@ impl<'a> Conductor<'a> {
         if self.sc.traffic.is_some() && self.traffic_start.is_some() {
             self.query_figures(&mut s, &q);
         }
-        if let Some(e) = self.exported {
-            let upto = self
-                .traffic_start
-                .map_or(0.0, |ts| ts.elapsed().as_secs_f64());
-            let mut f = e.lock().unwrap_or_else(|p| p.into_inner());
-            f.set_counters(&t, &q, s.connections);
-            if let Some(traffic) = &self.sc.traffic {
-                f.target_queries += target_between(
-                    traffic,
-                    self.sc.connections,
-                    &self.rate_changes,
-                    self.targeted_s,
-                    upto,
-                );
-                self.targeted_s = upto;
-            }
-        }
+        self.export(Instant::now(), &t, &q, s.connections);
         self.check_stop_on(&t, now)?;
         self.last.established = t.established;
         self.last.q = q;
@@ -504,7 +488,8 @@ impl<'a> Conductor<'a> {
         while let Ok(r) = self.crew.reports.try_recv() {
             self.take_report(r);
         }
-        self.export_end(end);
+        let (t, q) = (self.crew.totals(), self.crew.qtotals());
+        self.export(end, &t, &q, self.crew.current());
         // The exact per-second figures of the rest, now that every report is
         // in.
         let per_second = self.per_second.finish(&mut self.reports);
@@ -550,20 +535,17 @@ impl<'a> Conductor<'a> {
         })
     }
 
-    /// The last figures of --metrics, up to the traffic's `end`.
-    fn export_end(&self, end: Instant) {
+    /// The figures of --metrics as they are at `at`: the counters, and the
+    /// target of the traffic's seconds since the last export.
+    fn export(&mut self, at: Instant, t: &ConnTotals, q: &QueryTotals, open: i64) {
         let Some(e) = self.exported else {
             return;
         };
         let upto = self
             .traffic_start
-            .map_or(0.0, |ts| end.saturating_duration_since(ts).as_secs_f64());
+            .map_or(0.0, |ts| at.saturating_duration_since(ts).as_secs_f64());
         let mut f = e.lock().unwrap_or_else(|p| p.into_inner());
-        f.set_counters(
-            &self.crew.totals(),
-            &self.crew.qtotals(),
-            self.crew.current(),
-        );
+        f.set_counters(t, q, open);
         if let Some(traffic) = &self.sc.traffic {
             f.target_queries += target_between(
                 traffic,
@@ -572,6 +554,7 @@ impl<'a> Conductor<'a> {
                 self.targeted_s,
                 upto,
             );
+            self.targeted_s = upto;
         }
     }
 }

@@ -56,13 +56,8 @@ impl HandOver {
     pub fn elastic(notify: mpsc::Sender<Reason>) -> HandOver {
         HandOver {
             may_close: false,
-            grow_at: AtomicI64::new(i64::MAX),
-            grow_sent: AtomicBool::new(false),
-            full_at: AtomicI64::new(i64::MAX),
-            full_sent: AtomicBool::new(false),
-            rearm_at: AtomicI64::new(0),
-            queues: AtomicI64::new(1),
             notify: Some(notify),
+            ..HandOver::ready()
         }
     }
 
