@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use common::{in_netns, temp_dir, typed, Parts, BIN};
 use serde_json::Value;
 use throng::domain::RunIdFrom;
+use throng::outcome::limit::{LimitFile, StepResult};
 
 fn sh(cmd: &str) {
     let st = Command::new("sh").arg("-c").arg(cmd).status().unwrap();
@@ -222,16 +223,20 @@ fn a_search_of_cluster_runs_finds_a_servers_fd_limit() {
         let (code, out, err) = common::output(Command::new(BIN).args(&args));
         assert_eq!(code, 0, "{out}\n{err}");
         assert!(out.contains("`throng cluster` run"), "{out}");
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        let value = v["limit"]["value"].as_f64().unwrap();
+        let file: LimitFile =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let value = file.limit.value.unwrap();
         assert!(
             (value - allowed).abs() <= 0.05 * allowed,
             "found {value}, its fds allow {allowed}: {out}"
         );
-        for s in v["steps"].as_array().unwrap() {
-            assert_eq!(s["held"], false);
-            let r = typed(&common::parse_result(&s["result"].to_string()));
+        for s in &file.steps {
+            assert!(!s.held, "{out}");
+            let Some(StepResult::Run(r)) = &s.result else {
+                panic!("a step without a client result: {out}");
+            };
             assert_eq!(r.parts.len(), 2, "{out}");
+            common::parse_result(&serde_json::to_string(r).unwrap());
         }
         drop(srv);
         drop(lab);
