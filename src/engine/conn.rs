@@ -141,6 +141,32 @@ impl Conn {
     }
 }
 
+/// Why a connection ends: each way out counts in one place
+/// (the worker's `end`), which also decides whether a replacement is owed.
+/// (An attempt whose socket or connect() call failed at once never had a
+/// connection: `not_started` counts it.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// connect() failed (errno) before the connection was up.
+    ConnectFailed(i32),
+    /// Not up within --connect-timeout.
+    ConnectTimedOut,
+    /// The server ended it (reset, close, ...): its bucket.
+    Lost(crate::metrics::Bucket),
+    /// Bytes that cannot be framed as answers.
+    Garbled,
+    /// TLS failed (counted with its words where it happened).
+    TlsFailed,
+    /// Our choice: its --lifetime ended.
+    Lifetime,
+    /// Our choice: a query timed out and --close-on-timeout.
+    QueryTimedOut,
+    /// Our choice: --max-queries-per-conn reached; always replaced.
+    Recycled,
+    /// Our choice: its work is done, or a level asks for fewer.
+    Closed,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,12 +9,14 @@ use mio::{Interest, Token};
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
+use super::conn::End;
 use super::conn::{Conn, Flags, State, NOT_ACTIVE};
 use super::connector;
 use super::dialer::CONNECTS_PER_TURN;
 use super::link::Link;
-use super::worker::{End, TlsClient, Worker};
+use super::worker::{TlsClient, Worker};
 use crate::metrics::{bump, connect_bucket, Bucket, E_CONN_LOST};
+use crate::sys::timer::monotonic_ns;
 
 fn errno_of(e: &std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
@@ -185,7 +187,14 @@ impl Worker {
         if let Some(life) = self.sc.lifetime() {
             self.dial.life_q.push_back((key, conn.seq, now + life));
         }
-        self.push_opened(key);
+        if let Some(p) = self.mode.push_mut() {
+            // Its stream starts (UDP: it subscribes).
+            let initial = self.conns[key].initial();
+            let first = p.open(key, monotonic_ns(), initial, &self.counters);
+            if let Some(first) = first {
+                self.write(key, first);
+            }
+        }
         if let Some(tls) = self.tls.clone() {
             self.start_tls(key, &tls, now);
             return;
@@ -239,19 +248,16 @@ impl Worker {
     fn ready(&mut self, key: usize, verified: bool) {
         let now = Instant::now();
         let conn = &mut self.conns[key];
-        let codec = self
-            .traffic
-            .as_ref()
-            .map_or(&self.probe_codec, |t| &t.codec);
+        let codec = self.mode.codec(&self.probe_codec);
         self.out.clear();
         if let Some(first) = codec.first_message() {
             self.out.extend_from_slice(first);
         }
-        let first_query_verifies = self.sc.verify && self.traffic.is_some() && !verified;
+        let first_query_verifies = self.sc.verify && self.mode.has_traffic() && !verified;
         // UDP has no acceptance to verify; without traffic nothing is sent
         // (nor without a probe: raw with no marker).
         let probe = self.sc.verify && !verified && !self.udp && self.sc.probe.is_some();
-        if verified && self.push.is_none() {
+        if verified && !self.mode.is_push() {
             // (A push connection is verified by its first message, over
             // TLS too: counted there, once.)
             bump(&self.counters.verified, 1);
@@ -290,13 +296,13 @@ impl Worker {
             self.after_progress(key);
             return;
         }
-        if let Some(t) = self.traffic.as_mut() {
+        if let Some(t) = self.mode.traffic_mut() {
             conn.active_pos = t.active.len() as u32;
             t.active.push(key);
             let cap = t.cap.unwrap_or(u64::MAX);
             while conn.flight.queries + (conn.flight.waiting.len() as u64) < cap {
                 // Queries that waited for a connection: this one's now.
-                let Some(intended) = self.orphans.pop_front() else {
+                let Some(intended) = t.orphans.pop_front() else {
                     break;
                 };
                 conn.flight.waiting.push_back(intended);
@@ -334,8 +340,8 @@ impl Worker {
         let conn = &mut self.conns[key];
         conn.set(Flags::PEER_CLOSING, true);
         let pos = conn.active_pos;
-        if let Some(t) = self.traffic.as_mut().filter(|_| pos != NOT_ACTIVE) {
-            remove_active(&mut t.active, &mut self.conns, pos);
+        if let Some(t) = self.mode.traffic_mut().filter(|_| pos != NOT_ACTIVE) {
+            t.leave(&mut self.conns, pos);
         }
     }
 
@@ -460,7 +466,7 @@ impl Worker {
     /// the run's end) while its probe or handshake was still within
     /// --connect-timeout says nothing, and is idle.
     pub(super) fn count_verification_at_end(&self, c: &super::conn::Conn, by_server: bool) {
-        if c.state == State::Connecting || self.push.is_some() {
+        if c.state == State::Connecting || self.mode.is_push() {
             return;
         }
         let asked_unanswered = match c.state {
@@ -476,7 +482,7 @@ impl Worker {
                 // nothing on it.
                 let counted = self.sc.verify
                     && (self.tls.is_some()
-                        || self.traffic.is_some()
+                        || self.mode.has_traffic()
                         || (!self.udp && self.sc.probe.is_some()));
                 if counted {
                     return;
@@ -495,7 +501,9 @@ impl Worker {
     /// handshake did).
     fn drop_conn(&mut self, key: usize, by_server: bool) {
         if self.conns[key].state != State::Connecting {
-            self.push_closed(key, by_server);
+            if let Some(p) = self.mode.push_mut() {
+                p.close(key, monotonic_ns(), by_server, &self.counters);
+            }
         }
         let mut c = self.conns.remove(key);
         if c.state != State::Connecting {
@@ -509,7 +517,7 @@ impl Worker {
         if live > 0 && !untaken {
             bump(&self.q.errors[E_CONN_LOST], live);
         }
-        if let Some(t) = self.traffic.as_mut() {
+        if let Some(t) = self.mode.traffic_mut() {
             if live > 0 && untaken {
                 // The server had said its last answer was its last (HTTP
                 // `Connection: close`): queries that crossed that answer on
@@ -523,11 +531,11 @@ impl Worker {
                     *q += live;
                 }
                 if !t.pacing.closed_loop() {
-                    self.orphans.extend(c.flight.live_intended());
+                    t.orphans.extend(c.flight.live_intended());
                 }
             }
             if c.active_pos != NOT_ACTIVE {
-                remove_active(&mut t.active, &mut self.conns, c.active_pos);
+                t.leave(&mut self.conns, c.active_pos);
             }
             if let Some(id) = c.flight.take_deadline() {
                 t.deadlines.remove(id);
@@ -544,25 +552,10 @@ impl Worker {
         // from when it can send; handed to another connection with their
         // old times they would stack onto its window and count the wait
         // for this one's replacement as response time.
-        let closed_loop = self
-            .traffic
-            .as_ref()
-            .is_some_and(|t| t.pacing.closed_loop());
-        if !self.per_query && !closed_loop {
-            self.orphans.extend(c.flight.waiting);
+        if let Some(t) = self.mode.traffic_mut() {
+            if !self.per_query && !t.pacing.closed_loop() {
+                t.orphans.extend(c.flight.waiting);
+            }
         }
-    }
-}
-
-/// Takes the connection at `pos` out of the active list (the last one
-/// takes its place).
-pub(super) fn remove_active(active: &mut Vec<usize>, conns: &mut slab::Slab<Conn>, pos: u32) {
-    let pos = pos as usize;
-    let key = active.swap_remove(pos);
-    if let Some(c) = conns.get_mut(key) {
-        c.active_pos = NOT_ACTIVE;
-    }
-    if let Some(&moved) = active.get(pos) {
-        conns[moved].active_pos = pos as u32;
     }
 }

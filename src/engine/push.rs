@@ -34,12 +34,10 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use super::conn::State;
-use super::worker::{End, Worker};
-use crate::domain::PushFormat;
-use crate::metrics::{bump, connect_bucket, new_histogram, PushCounters};
+use crate::domain::{PushFormat, Transport};
+use crate::metrics::{bump, connect_bucket, new_histogram, ConnCounters, PushCounters};
 use crate::scenario::{PushListen, Scenario};
-use crate::sys::timer::{monotonic_ns, wall_ns};
+use crate::sys::timer::wall_ns;
 
 /// A UDP subscriber says it is still there this often (the server drops
 /// one silent for its --udp-idle, 30 s by default, at least 20 s).
@@ -114,6 +112,8 @@ pub(super) struct PushRx {
     pub delay: Histogram<u64>,
     /// The streams the server ended that no connection took back yet.
     vacant: Vec<Vacancy>,
+    /// Over UDP: it subscribes, and says so again now and then.
+    udp: bool,
     /// UDP: when the subscriptions not answered yet are said again, and
     /// when all are.
     next_keepalive: Instant,
@@ -161,6 +161,7 @@ impl PushRx {
             jitter: new_histogram(),
             delay: new_histogram(),
             vacant: Vec::new(),
+            udp: sc.transport == Transport::Udp,
             next_keepalive: Instant::now() + RESUBSCRIBE,
             next_refresh: Instant::now() + KEEPALIVE,
         }
@@ -363,8 +364,152 @@ impl PushRx {
 
     /// A UDP connection that has not had a message yet (its subscription
     /// may have been lost).
-    fn waiting(&self, key: usize) -> bool {
+    pub fn waiting(&self, key: usize) -> bool {
         self.streams.get(key).is_some_and(|s| !s.got_any)
+    }
+
+    /// A connection is established at `now_ns`: its stream starts. Returns
+    /// what it sends (UDP: it subscribes).
+    pub fn open(
+        &mut self,
+        key: usize,
+        now_ns: u64,
+        initial: bool,
+        c: &ConnCounters,
+    ) -> Option<&'static [u8]> {
+        self.opened(key, now_ns, initial, &c.push);
+        self.udp.then_some(SUBSCRIBE)
+    }
+
+    /// A connection ends at `now_ns`: its stream's tail is counted, and
+    /// its verification (`vacated`: the server ended it, and the tail runs
+    /// on until another connection opens or the run ends).
+    pub fn close(&mut self, key: usize, now_ns: u64, vacated: bool, c: &ConnCounters) {
+        match self.closed(key, now_ns, vacated, &c.push) {
+            // (Verified at its first message.)
+            Heard::Messages => {}
+            Heard::Silent => bump(&c.unverified, 1),
+            Heard::Nothing => bump(&c.idle, 1),
+        }
+    }
+
+    /// The run ends at `end_ns` (every connection's tail counted): the
+    /// streams the server ended count to here.
+    pub fn end(&mut self, end_ns: u64, c: &ConnCounters) {
+        self.ended(end_ns, &c.push);
+    }
+
+    /// Over UDP, whether the subscriptions are said again now: None when
+    /// not; Some(all), all of them (every [`KEEPALIVE`]: the server forgets
+    /// a silent subscriber) or only those that have had no message yet
+    /// (every second).
+    pub fn keepalive(&mut self, now: Instant) -> Option<bool> {
+        if !self.udp || now < self.next_keepalive {
+            return None;
+        }
+        self.next_keepalive = now + RESUBSCRIBE;
+        let all = now >= self.next_refresh;
+        if all {
+            self.next_refresh = now + KEEPALIVE;
+        }
+        Some(all)
+    }
+
+    /// When the next keepalive is due (UDP).
+    pub fn wakeup(&self) -> Option<Instant> {
+        self.udp.then_some(self.next_keepalive)
+    }
+
+    /// Over UDP, the subscribers leave when the run ends (the server stops
+    /// at once instead of after its --udp-idle).
+    pub fn farewell(&self) -> Option<&'static [u8]> {
+        self.udp.then_some(BYE)
+    }
+
+    /// Bytes of a push stream on `key` arrived at `now_ns`: whole messages
+    /// counted; the rest kept in `pending` for the next read. False when
+    /// they are not push messages (counted malformed): the connection
+    /// ends.
+    pub fn bytes(
+        &mut self,
+        key: usize,
+        pending: &mut Vec<u8>,
+        data: &[u8],
+        now_ns: u64,
+        c: &ConnCounters,
+    ) -> bool {
+        let mut buf = std::mem::take(pending);
+        let input: &[u8] = if buf.is_empty() {
+            data
+        } else {
+            buf.extend_from_slice(data);
+            &buf
+        };
+        let mut used = 0;
+        while used < input.len() {
+            let framed = match self.format {
+                PushFormat::Throng => wire::push::decode(&input[used..])
+                    .map(|m| m.map(|(h, n)| (h.seq, Some((h.mono_ns, h.wall_ns)), n))),
+                PushFormat::Line => wire::push::decode_line(&input[used..])
+                    .map(|m| m.map(|(seq, n)| (seq, None, n))),
+            };
+            match framed {
+                Ok(Some((seq, stamps, n))) => {
+                    self.count(key, seq, stamps, now_ns, c);
+                    used += n;
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    bump(&c.push.malformed, 1);
+                    return false;
+                }
+            }
+        }
+        let rest = &input[used..];
+        if !rest.is_empty() {
+            if buf.is_empty() {
+                pending.extend_from_slice(rest);
+            } else {
+                buf.drain(..used);
+                *pending = buf;
+            }
+        }
+        true
+    }
+
+    /// One datagram on `key` arrived at `now_ns`: one message (anything
+    /// else is counted malformed; the socket stays).
+    pub fn datagram(&mut self, key: usize, d: &[u8], now_ns: u64, c: &ConnCounters) {
+        let framed = match self.format {
+            PushFormat::Throng => {
+                wire::push::decode_datagram(d).map(|h| (h.seq, Some((h.mono_ns, h.wall_ns))))
+            }
+            PushFormat::Line => match wire::push::decode_line(d) {
+                Ok(Some((seq, _))) => Ok((seq, None)),
+                Ok(None) => Err(wire::push::PushError::NoSequence),
+                Err(e) => Err(e),
+            },
+        };
+        match framed {
+            Ok((seq, stamps)) => self.count(key, seq, stamps, now_ns, c),
+            Err(_) => bump(&c.push.malformed, 1),
+        }
+    }
+
+    /// One message counted: the first of a connection verifies it.
+    fn count(
+        &mut self,
+        key: usize,
+        seq: u64,
+        stamps: Option<(u64, u64)>,
+        now_ns: u64,
+        c: &ConnCounters,
+    ) {
+        match self.message(key, seq, stamps, now_ns, &c.push) {
+            Arrival::First => bump(&c.verified, 1),
+            Arrival::Other => {}
+            Arrival::Implausible => bump(&c.push.malformed, 1),
+        }
     }
 }
 
@@ -377,177 +522,4 @@ enum Arrival {
     /// A sequence number no period could explain (or u64::MAX): counted
     /// malformed, not as a gap of billions.
     Implausible,
-}
-
-impl Worker {
-    /// A connection is established: its stream starts (UDP: it subscribes).
-    pub(super) fn push_opened(&mut self, key: usize) {
-        let Some(p) = self.push.as_mut() else {
-            return;
-        };
-        let initial = self.conns[key].initial();
-        p.opened(key, monotonic_ns(), initial, &self.counters.push);
-        if self.udp {
-            self.write(key, SUBSCRIBE);
-        }
-    }
-
-    /// A connection ends: its stream's tail is counted (`vacated`: the
-    /// server ended it, and the tail runs on until another connection
-    /// opens or the run ends).
-    pub(super) fn push_closed(&mut self, key: usize, vacated: bool) {
-        self.push_closed_at(key, monotonic_ns(), vacated);
-    }
-
-    /// The same, with the end's time given (the run's end: when reading
-    /// stopped, not when the connection's turn to close came).
-    pub(super) fn push_closed_at(&mut self, key: usize, now_ns: u64, vacated: bool) {
-        if let Some(p) = self.push.as_mut() {
-            match p.closed(key, now_ns, vacated, &self.counters.push) {
-                // (Verified at its first message.)
-                Heard::Messages => {}
-                Heard::Silent => bump(&self.counters.unverified, 1),
-                Heard::Nothing => bump(&self.counters.idle, 1),
-            }
-        }
-    }
-
-    /// The run ends at `end_ns` (every connection's tail counted): the
-    /// streams the server ended count to here.
-    pub(super) fn push_ended(&mut self, end_ns: u64) {
-        if let Some(p) = self.push.as_mut() {
-            p.ended(end_ns, &self.counters.push);
-        }
-    }
-
-    /// UDP: says again the subscriptions that have had no message yet
-    /// (every second) and all of them (every [`KEEPALIVE`]: the server
-    /// forgets a silent subscriber).
-    pub(super) fn push_keepalive(&mut self, now: Instant) {
-        let refresh = match self.push.as_mut() {
-            Some(p) if self.udp && now >= p.next_keepalive => {
-                p.next_keepalive = now + RESUBSCRIBE;
-                let refresh = now >= p.next_refresh;
-                if refresh {
-                    p.next_refresh = now + KEEPALIVE;
-                }
-                refresh
-            }
-            _ => return,
-        };
-        self.push_say(SUBSCRIBE, refresh);
-    }
-
-    /// UDP: the held connections send `what`: all of them, or (not `all`)
-    /// those that have had no message yet.
-    pub(super) fn push_say(&mut self, what: &[u8], all: bool) {
-        let Some(p) = self.push.as_ref() else {
-            return;
-        };
-        let keys: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|&(k, c)| c.state == State::Held && (all || p.waiting(k)))
-            .map(|(k, _)| k)
-            .collect();
-        for key in keys {
-            self.write(key, what);
-        }
-        self.flush_dirty();
-    }
-
-    /// When the next keepalive is due (UDP).
-    pub(super) fn push_wakeup(&self) -> Option<Instant> {
-        self.push
-            .as_ref()
-            .filter(|_| self.udp)
-            .map(|p| p.next_keepalive)
-    }
-
-    /// Bytes of a push stream: whole messages counted; the rest kept for
-    /// the next read. False when the connection is gone (bytes that are
-    /// not push messages end it).
-    pub(super) fn on_push_bytes(&mut self, key: usize, data: &[u8]) -> bool {
-        let now_ns = monotonic_ns();
-        let mut buf = std::mem::take(&mut self.conns[key].pending_in);
-        let input: &[u8] = if buf.is_empty() {
-            data
-        } else {
-            buf.extend_from_slice(data);
-            &buf
-        };
-        let Some(p) = self.push.as_mut() else {
-            return true;
-        };
-        let c = &self.counters.push;
-        let mut used = 0;
-        let mut bad = false;
-        while used < input.len() {
-            let framed = match p.format {
-                PushFormat::Throng => wire::push::decode(&input[used..])
-                    .map(|m| m.map(|(h, n)| (h.seq, Some((h.mono_ns, h.wall_ns)), n))),
-                PushFormat::Line => wire::push::decode_line(&input[used..])
-                    .map(|m| m.map(|(seq, n)| (seq, None, n))),
-            };
-            match framed {
-                Ok(Some((seq, stamps, n))) => {
-                    match p.message(key, seq, stamps, now_ns, c) {
-                        Arrival::First => bump(&self.counters.verified, 1),
-                        Arrival::Other => {}
-                        Arrival::Implausible => bump(&c.malformed, 1),
-                    }
-                    used += n;
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    bad = true;
-                    break;
-                }
-            }
-        }
-        if bad {
-            bump(&c.malformed, 1);
-            self.end(key, End::Garbled);
-            return false;
-        }
-        let rest = &input[used..];
-        let conn = &mut self.conns[key];
-        if !rest.is_empty() {
-            if buf.is_empty() {
-                conn.pending_in.extend_from_slice(rest);
-            } else {
-                buf.drain(..used);
-                conn.pending_in = buf;
-            }
-        }
-        true
-    }
-
-    /// One datagram: one message (anything else is counted malformed; the
-    /// socket stays).
-    pub(super) fn on_push_datagram(&mut self, key: usize, d: &[u8]) {
-        let now_ns = monotonic_ns();
-        let Some(p) = self.push.as_mut() else {
-            return;
-        };
-        let c = &self.counters.push;
-        let framed = match p.format {
-            PushFormat::Throng => {
-                wire::push::decode_datagram(d).map(|h| (h.seq, Some((h.mono_ns, h.wall_ns))))
-            }
-            PushFormat::Line => match wire::push::decode_line(d) {
-                Ok(Some((seq, _))) => Ok((seq, None)),
-                Ok(None) => Err(wire::push::PushError::NoSequence),
-                Err(e) => Err(e),
-            },
-        };
-        match framed {
-            Ok((seq, stamps)) => match p.message(key, seq, stamps, now_ns, c) {
-                Arrival::First => bump(&self.counters.verified, 1),
-                Arrival::Other => {}
-                Arrival::Implausible => bump(&c.malformed, 1),
-            },
-            Err(_) => bump(&c.malformed, 1),
-        }
-    }
 }

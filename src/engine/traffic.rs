@@ -6,14 +6,15 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
+use super::conn::End;
 use super::conn::{Flags, NOT_ACTIVE};
-use super::connections::remove_active;
 use super::deadlines::Entry;
 use super::inflight::{Answer, Outstanding, NO_DEADLINE};
-use super::io::lend;
+use super::mode::Traffic;
 use super::pacing::Due;
 use super::proto::Status;
-use super::worker::{End, Worker};
+use super::spares::lend;
+use super::worker::Worker;
 use crate::metrics::{
     bump, E_CONNECT, E_NOT_SENT, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKET, W_WINDOW,
 };
@@ -23,7 +24,7 @@ impl Worker {
     /// Sends every query that is due.
     pub(super) fn traffic_due(&mut self, now: Instant) {
         let now_ns = self.ns(now);
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         let started = match t.started {
@@ -40,7 +41,7 @@ impl Worker {
                 s
             }
         };
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         if t.rec.roll(now_ns) {
@@ -60,13 +61,13 @@ impl Worker {
         }
         self.drain_orphans();
         let gen = self.shared.rate_gen.load(Relaxed);
-        if let Some(t) = self.traffic.as_mut().filter(|t| t.rate_gen != gen) {
+        if let Some(t) = self.mode.traffic_mut().filter(|t| t.rate_gen != gen) {
             t.rate_gen = gen;
             t.pacing
                 .set_rate(f64::from_bits(self.shared.rate_override.load(Relaxed)));
         }
         loop {
-            let Some(t) = self.traffic.as_mut() else {
+            let Some(t) = self.mode.traffic_mut() else {
                 return;
             };
             let Some(due) = t.pacing.pop(now_ns, started) else {
@@ -99,7 +100,7 @@ impl Worker {
     /// An open-loop query is due: on a connection picked by the spread, or
     /// kept for the next one ready when one is on its way.
     fn arrival(&mut self, intended: u64) {
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         bump(&self.q.due, 1);
@@ -113,7 +114,7 @@ impl Worker {
                 || self.dial.owed() > 0
                 || (recycling && !self.conns.is_empty())
             {
-                self.orphans.push_back(intended);
+                t.orphans.push_back(intended);
             } else {
                 t.rec.error(E_NO_CONNECTION);
             }
@@ -127,7 +128,7 @@ impl Worker {
     /// Traffic starts now: interval connections get their staggered first
     /// sends, closed-loop connections their first window of queries.
     fn begin_traffic(&mut self, started: u64) {
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         let held: Vec<(usize, u64)> = t.active.iter().map(|&k| (k, self.conns[k].seq)).collect();
@@ -137,13 +138,17 @@ impl Worker {
 
     /// Hands queries that waited for a connection to the open ones.
     fn drain_orphans(&mut self) {
-        while !self.orphans.is_empty() {
-            let Some(t) = self.traffic.as_mut().filter(|t| !t.active.is_empty()) else {
+        loop {
+            let Some(t) = self
+                .mode
+                .traffic_mut()
+                .filter(|t| !t.active.is_empty() && !t.orphans.is_empty())
+            else {
                 return;
             };
             t.rr = (t.rr + 1) % t.active.len();
             let key = t.active[t.rr];
-            let intended = self.orphans.pop_front().expect("not empty");
+            let intended = t.orphans.pop_front().expect("not empty");
             self.query(key, intended, false);
         }
     }
@@ -153,7 +158,7 @@ impl Worker {
     /// `fresh`: made due here (a tick, a window's slot), not already
     /// counted due where it arrived (an arrival, a query handed on).
     fn query(&mut self, key: usize, intended: u64, fresh: bool) {
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         let conn = &mut self.conns[key];
@@ -171,9 +176,9 @@ impl Worker {
             if !fresh {
                 let pos = conn.active_pos;
                 if pos != NOT_ACTIVE {
-                    remove_active(&mut t.active, &mut self.conns, pos);
+                    t.leave(&mut self.conns, pos);
                 }
-                self.orphans.push_back(intended);
+                t.orphans.push_back(intended);
             }
             return;
         }
@@ -205,7 +210,7 @@ impl Worker {
     /// --timeout of them, not the whole run's.
     fn wait(&mut self, key: usize, intended: u64) {
         let now = self.now_ns();
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         let cause = if self.conns[key].has(Flags::BLOCKED) {
@@ -233,11 +238,11 @@ impl Worker {
     /// Encodes and writes one query.
     fn send_now(&mut self, key: usize, intended: u64) {
         let now = self.now_ns();
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         // (tcp-per-query took its ticket when it opened the connection.)
-        if !self.per_query && !take_ticket(&mut t.quota) {
+        if !self.per_query && !t.take_ticket() {
             // --queries are all out: the schedule ran past them; not due.
             self.q.due.fetch_sub(1, Relaxed);
             return;
@@ -288,7 +293,7 @@ impl Worker {
             .then_some(conn.active_pos);
         if let Some(pos) = retire {
             // No more queries on this one: out of the open-loop choice.
-            remove_active(&mut t.active, &mut self.conns, pos);
+            t.leave(&mut self.conns, pos);
         }
     }
 
@@ -301,7 +306,7 @@ impl Worker {
     pub(super) fn lifetime_over(&mut self, key: usize) {
         let conn = &mut self.conns[key];
         let busy = conn.live() > 0;
-        let Some(t) = self.traffic.as_mut().filter(|_| busy) else {
+        let Some(t) = self.mode.traffic_mut().filter(|_| busy) else {
             self.end(key, End::Lifetime);
             return;
         };
@@ -311,14 +316,14 @@ impl Worker {
         }
         let pos = conn.active_pos;
         if pos != NOT_ACTIVE {
-            remove_active(&mut t.active, &mut self.conns, pos);
+            t.leave(&mut self.conns, pos);
         }
     }
 
     /// A response arrived for `qkey` (or the oldest query).
     pub(super) fn answered(&mut self, key: usize, qkey: Option<u64>, status: Status) {
         let now = self.now_ns();
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         let conn = &mut self.conns[key];
@@ -356,7 +361,7 @@ impl Worker {
         let Some(tr) = self.sc.traffic.as_ref() else {
             return;
         };
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         if self.per_query {
@@ -405,7 +410,7 @@ impl Worker {
     /// After a response or a flush: send what waited.
     pub(super) fn after_progress(&mut self, key: usize) {
         while let Some(c) = self.conns.get_mut(key) {
-            let Some(t) = self.traffic.as_ref() else {
+            let Some(t) = self.mode.traffic() else {
                 return;
             };
             if c.flight.waiting.is_empty() || !c.room(t.window) {
@@ -419,7 +424,7 @@ impl Worker {
     /// Query timeouts: each connection whose deadline came times out what
     /// is overdue and sets its deadline again at the oldest left.
     pub(super) fn expire_queries(&mut self, now_ns: u64) {
-        while let Some(t) = self.traffic.as_mut() {
+        while let Some(t) = self.mode.traffic_mut() {
             let Some(Entry { conn: key, seq }) = t.deadlines.pop_due(now_ns) else {
                 break;
             };
@@ -435,7 +440,7 @@ impl Worker {
     /// Times out the queries of `key` past their deadline, oldest first.
     fn time_out_overdue(&mut self, key: usize, now_ns: u64) {
         loop {
-            let (Some(t), Some(c)) = (self.traffic.as_mut(), self.conns.get_mut(key)) else {
+            let (Some(t), Some(c)) = (self.mode.traffic_mut(), self.conns.get_mut(key)) else {
                 return;
             };
             let Some(o) = c.flight.time_out_oldest(now_ns, t.timeout_ns) else {
@@ -456,7 +461,7 @@ impl Worker {
     /// Sets the deadline of `key` at its oldest query in flight (none when
     /// nothing is in flight).
     fn set_deadline(&mut self, key: usize) {
-        let (Some(t), Some(c)) = (self.traffic.as_mut(), self.conns.get_mut(key)) else {
+        let (Some(t), Some(c)) = (self.mode.traffic_mut(), self.conns.get_mut(key)) else {
             return;
         };
         if let Some(id) = c.flight.take_deadline() {
@@ -483,7 +488,7 @@ impl Worker {
             bump(&self.q.waited[W_SLOT], 1);
         }
         let now = self.now_ns();
-        if let Some(t) = self.traffic.as_mut() {
+        if let Some(t) = self.mode.traffic_mut() {
             let stale = now.saturating_sub(t.timeout_ns);
             while self.pq_wait.front().is_some_and(|&at| at < stale) {
                 self.pq_wait.pop_front();
@@ -501,11 +506,7 @@ impl Worker {
             && (self.conns.len() as u64) < self.pq_share
         {
             let intended = self.pq_wait.pop_front().expect("not empty");
-            if !self
-                .traffic
-                .as_mut()
-                .is_some_and(|t| take_ticket(&mut t.quota))
-            {
+            if !self.mode.traffic_mut().is_some_and(Traffic::take_ticket) {
                 // --queries are all out: the schedule ran past them; not
                 // due (this one and those waiting).
                 self.q.due.fetch_sub(1 + self.pq_wait.len() as u64, Relaxed);
@@ -525,7 +526,7 @@ impl Worker {
     /// worker has). Looks at every connection, but only after the last
     /// query went out.
     pub(super) fn check_quota_done(&mut self) {
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         if t.quota != Some(0) || t.quota_done {
@@ -546,24 +547,12 @@ impl Worker {
             return;
         }
         let now = self.ns(Instant::now());
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         if sent == 0 {
             t.rec.error(E_CONNECT);
         }
         t.pacing.replace_connection(now);
-    }
-}
-
-/// Takes one query from what is left of --queries; false when none is.
-fn take_ticket(quota: &mut Option<u64>) -> bool {
-    match quota {
-        None => true,
-        Some(0) => false,
-        Some(n) => {
-            *n -= 1;
-            true
-        }
     }
 }
