@@ -4,17 +4,14 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use mio::net::{TcpStream, UdpSocket};
 use mio::{Interest, Token};
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
 use super::conn::End;
 use super::conn::{Conn, Flags, State, NOT_ACTIVE};
-use super::connector;
 use super::dialer::CONNECTS_PER_TURN;
-use super::link::Link;
-use super::worker::{TlsClient, Worker};
+use super::worker::Worker;
 use crate::metrics::{bump, connect_bucket, Bucket, E_CONN_LOST};
 use crate::sys::timer::monotonic_ns;
 
@@ -77,35 +74,21 @@ impl Worker {
     pub(super) fn attempt(&mut self, seq: u64, initial: bool) -> Option<usize> {
         bump(&self.counters.attempted, 1);
         let (target, source) = self.dial.endpoints(&self.sc, seq);
-        let udp = self.udp;
-        let sock = match self.dial.prealloc.pop_front() {
-            Some(s) if initial => Ok(s),
-            _ if udp => connector::udp(target, source),
-            _ => connector::prepare(target, source),
-        };
-        // Connect time counts from just before connect(), not from when
-        // the attempt was due (the schedule's lag is the ramp's business).
-        let now = Instant::now();
-        let started = if udp {
-            sock
-        } else {
-            let r = sock.and_then(|s| connector::start(&s, target).map(|()| s));
-            // The kernel's port search happens inside this call: its time
+        // (A socket made before the start is the ramp's.)
+        let made = self.dial.prealloc.pop_front().filter(|_| initial);
+        let dialed = self.net.connect(target, source, made);
+        let now = dialed.at;
+        if let Some(call) = dialed.call {
+            // The kernel's port search happens inside connect(): its time
             // tells the client's slowness from the server's.
-            self.dial.connect_call(now.elapsed());
-            r
-        };
-        let sock = match started {
-            Ok(s) => s,
+            self.dial.connect_call(call);
+        }
+        let mut link = match dialed.link {
+            Ok(link) => link,
             Err(errno) => {
                 self.not_started(initial, errno);
                 return None;
             }
-        };
-        let mut link = if udp {
-            Link::Udp(UdpSocket::from_std(std::net::UdpSocket::from(sock)))
-        } else {
-            Link::Tcp(TcpStream::from_std(std::net::TcpStream::from(sock)))
         };
         let entry = self.conns.vacant_entry();
         let key = entry.key();
@@ -124,7 +107,7 @@ impl Worker {
         let target = (seq % self.sc.targets.len() as u64) as u32;
         entry.insert(Conn::new(link, seq, now, target, initial));
         self.dial.inflight += 1;
-        if udp {
+        if self.net.is_udp() {
             // Nothing to wait for: "connected" is only the peer address.
             self.on_connected(key);
             return self.conns.contains(key).then_some(key);
@@ -176,7 +159,7 @@ impl Worker {
             bump(&self.counters.established_initial, 1);
         }
         self.shared.opened();
-        if !self.per_query {
+        if !self.mode.per_query() {
             // (tcp-per-query keeps the connect start: its query counts
             // from there, connect included.)
             conn.since = now;
@@ -195,8 +178,8 @@ impl Worker {
                 self.write(key, first);
             }
         }
-        if let Some(tls) = self.tls.clone() {
-            self.start_tls(key, &tls, now);
+        if self.net.is_tls() {
+            self.start_tls(key, now);
             return;
         }
         self.ready(key, false);
@@ -204,17 +187,11 @@ impl Worker {
 
     /// TCP is up: start the TLS handshake (its ClientHello goes out at the
     /// end of this loop turn; --connect-timeout bounds it).
-    fn start_tls(&mut self, key: usize, tls: &TlsClient, now: Instant) {
+    fn start_tls(&mut self, key: usize, now: Instant) {
         let conn = &mut self.conns[key];
-        let name = tls.names[conn.target as usize % tls.names.len()].clone();
-        match rustls::ClientConnection::new(tls.config.clone(), name) {
-            Ok(mut c) => {
-                // Queries are bounded by --window and sealed every turn; a
-                // limit here would drop them silently.
-                c.set_buffer_limit(None);
-                conn.link.start_tls(c);
-            }
-            Err(e) => {
+        match self.net.secure(&mut conn.link, conn.target) {
+            Some(Ok(())) | None => {}
+            Some(Err(e)) => {
                 // Established (counted so): it ends as a TLS failure of an
                 // established connection, not as an attempt unresolved.
                 conn.state = State::Handshaking;
@@ -256,7 +233,7 @@ impl Worker {
         let first_query_verifies = self.sc.verify && self.mode.has_traffic() && !verified;
         // UDP has no acceptance to verify; without traffic nothing is sent
         // (nor without a probe: raw with no marker).
-        let probe = self.sc.verify && !verified && !self.udp && self.sc.probe.is_some();
+        let probe = self.sc.verify && !verified && !self.net.is_udp() && self.sc.probe.is_some();
         if verified && !self.mode.is_push() {
             // (A push connection is verified by its first message, over
             // TLS too: counted there, once.)
@@ -291,7 +268,7 @@ impl Worker {
         conn.state = State::Held;
         conn.pending_in = Vec::new();
         conn.resume = Default::default();
-        if self.per_query {
+        if self.mode.per_query() {
             // Its one query waits in `waiting`: send it now.
             self.after_progress(key);
             return;
@@ -481,9 +458,9 @@ impl Worker {
                 // (a probe that timed out), unless this run verifies
                 // nothing on it.
                 let counted = self.sc.verify
-                    && (self.tls.is_some()
+                    && (self.net.is_tls()
                         || self.mode.has_traffic()
-                        || (!self.udp && self.sc.probe.is_some()));
+                        || (!self.net.is_udp() && self.sc.probe.is_some()));
                 if counted {
                     return;
                 }
@@ -513,7 +490,8 @@ impl Worker {
         }
         self.count_verification_at_end(&c, by_server);
         let live = c.live();
-        let untaken = c.has(Flags::PEER_CLOSING) && !self.per_query;
+        let per_query = self.mode.per_query();
+        let untaken = c.has(Flags::PEER_CLOSING) && !per_query;
         if live > 0 && !untaken {
             bump(&self.q.errors[E_CONN_LOST], live);
         }
@@ -553,7 +531,7 @@ impl Worker {
         // old times they would stack onto its window and count the wait
         // for this one's replacement as response time.
         if let Some(t) = self.mode.traffic_mut() {
-            if !self.per_query && !t.pacing.closed_loop() {
+            if !per_query && !t.pacing.closed_loop() {
                 t.orphans.extend(c.flight.waiting);
             }
         }

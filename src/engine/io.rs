@@ -50,7 +50,7 @@ impl Worker {
     /// [`READS`] batches are in (then the connection is read again next
     /// turn).
     fn read_udp(&mut self, key: usize, scratch: &mut [u8]) {
-        let slot = self.udp_slot.min(scratch.len());
+        let slot = self.net.slot().min(scratch.len());
         let slots = (scratch.len() / slot).clamp(1, BATCH);
         let mut lens = [0usize; BATCH];
         for _ in 0..READS {

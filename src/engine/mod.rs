@@ -14,6 +14,7 @@ mod inflight;
 mod io;
 mod link;
 mod mode;
+mod net;
 mod pacer;
 mod pacing;
 mod proto;

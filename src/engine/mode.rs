@@ -69,6 +69,12 @@ impl Mode {
         matches!(self, Mode::Push(_))
     }
 
+    /// tcp-per-query: a connection per query.
+    #[inline]
+    pub fn per_query(&self) -> bool {
+        matches!(self, Mode::Traffic(t) if t.per_query.is_some())
+    }
+
     #[inline]
     pub fn has_traffic(&self) -> bool {
         matches!(self, Mode::Traffic(_))
@@ -113,6 +119,16 @@ pub(super) struct Traffic {
     /// take them but one was on its way (recycling, reconnects): the next
     /// connection ready takes them.
     pub orphans: VecDeque<u64>,
+    /// tcp-per-query: each query opens a connection of its own.
+    pub per_query: Option<PerQuery>,
+}
+
+/// tcp-per-query's pacing of the transport: a connection per query.
+pub(super) struct PerQuery {
+    /// Intended times of queries waiting for a free connection slot.
+    pub wait: VecDeque<u64>,
+    /// How many connections this worker may have open.
+    pub share: u64,
 }
 
 /// What the traffic is built from.
@@ -126,6 +142,8 @@ pub(super) struct TrafficSetup<'a> {
     /// This worker and how many there are.
     pub id: u64,
     pub workers: u64,
+    /// tcp-per-query: this worker's share of the connections.
+    pub per_query: Option<u64>,
 }
 
 impl Traffic {
@@ -166,6 +184,10 @@ impl Traffic {
             quota: t.queries.map(|q| q / w + u64::from(id < q % w)),
             quota_done: false,
             orphans: VecDeque::new(),
+            per_query: s.per_query.map(|share| PerQuery {
+                wait: VecDeque::new(),
+                share,
+            }),
         }
     }
 

@@ -10,7 +10,6 @@ use super::conn::End;
 use super::conn::{Flags, NOT_ACTIVE};
 use super::deadlines::Entry;
 use super::inflight::{Answer, Outstanding, NO_DEADLINE};
-use super::mode::Traffic;
 use super::pacing::Due;
 use super::proto::Status;
 use super::spares::lend;
@@ -76,7 +75,7 @@ impl Worker {
             match due {
                 Due::Arrival(intended) => {
                     t.rec.loop_lag(now_ns.saturating_sub(intended));
-                    if self.per_query {
+                    if t.per_query.is_some() {
                         self.per_query(intended);
                     } else {
                         self.arrival(intended);
@@ -132,7 +131,7 @@ impl Worker {
             return;
         };
         let held: Vec<(usize, u64)> = t.active.iter().map(|&k| (k, self.conns[k].seq)).collect();
-        let per_query = self.per_query.then_some(self.pq_share);
+        let per_query = t.per_query.as_ref().map(|pq| pq.share);
         t.pacing.begin(started, &held, t.window, per_query);
     }
 
@@ -242,7 +241,8 @@ impl Worker {
             return;
         };
         // (tcp-per-query took its ticket when it opened the connection.)
-        if !self.per_query && !t.take_ticket() {
+        let per_query = t.per_query.is_some();
+        if !per_query && !t.take_ticket() {
             // --queries are all out: the schedule ran past them; not due.
             self.q.due.fetch_sub(1, Relaxed);
             return;
@@ -266,7 +266,7 @@ impl Worker {
             self.dirty.push(key);
         }
         // tcp-per-query: the query started with its connection.
-        let now = if self.per_query {
+        let now = if per_query {
             conn.since.saturating_duration_since(self.start).as_nanos() as u64
         } else {
             now
@@ -364,7 +364,7 @@ impl Worker {
         let Some(t) = self.mode.traffic_mut() else {
             return;
         };
-        if self.per_query {
+        if t.per_query.is_some() {
             // Its one query is done: close (the client keeps TIME_WAIT).
             self.end(key, End::Closed);
             return;
@@ -484,33 +484,45 @@ impl Worker {
     /// wait is bounded as an answer's is.
     fn per_query(&mut self, intended: u64) {
         bump(&self.q.due, 1);
-        if !self.pq_wait.is_empty() || self.conns.len() as u64 >= self.pq_share {
+        let now = self.now_ns();
+        let open = self.conns.len() as u64;
+        let Some(t) = self.mode.traffic_mut() else {
+            return;
+        };
+        let Some(pq) = t.per_query.as_mut() else {
+            return;
+        };
+        if !pq.wait.is_empty() || open >= pq.share {
             bump(&self.q.waited[W_SLOT], 1);
         }
-        let now = self.now_ns();
-        if let Some(t) = self.mode.traffic_mut() {
-            let stale = now.saturating_sub(t.timeout_ns);
-            while self.pq_wait.front().is_some_and(|&at| at < stale) {
-                self.pq_wait.pop_front();
-                t.rec.error(E_NOT_SENT);
-            }
+        let stale = now.saturating_sub(t.timeout_ns);
+        while pq.wait.front().is_some_and(|&at| at < stale) {
+            pq.wait.pop_front();
+            t.rec.error(E_NOT_SENT);
         }
-        self.pq_wait.push_back(intended);
+        pq.wait.push_back(intended);
         self.pq_fill();
     }
 
     /// Opens connections for waiting queries while slots are free.
     pub(super) fn pq_fill(&mut self) {
-        while self.draining.is_none()
-            && !self.pq_wait.is_empty()
-            && (self.conns.len() as u64) < self.pq_share
-        {
-            let intended = self.pq_wait.pop_front().expect("not empty");
-            if !self.mode.traffic_mut().is_some_and(Traffic::take_ticket) {
+        while self.draining.is_none() {
+            let open = self.conns.len() as u64;
+            let Some(t) = self.mode.traffic_mut() else {
+                return;
+            };
+            let Some(pq) = t.per_query.as_mut().filter(|pq| open < pq.share) else {
+                return;
+            };
+            let Some(intended) = pq.wait.pop_front() else {
+                return;
+            };
+            if !t.take_ticket() {
                 // --queries are all out: the schedule ran past them; not
                 // due (this one and those waiting).
-                self.q.due.fetch_sub(1 + self.pq_wait.len() as u64, Relaxed);
-                self.pq_wait.clear();
+                let pq = t.per_query.as_mut().expect("per query");
+                self.q.due.fetch_sub(1 + pq.wait.len() as u64, Relaxed);
+                pq.wait.clear();
                 return;
             }
             let seq = self.dial.replacement();
@@ -532,7 +544,8 @@ impl Worker {
         if t.quota != Some(0) || t.quota_done {
             return;
         }
-        let idle = self.pq_wait.is_empty() && self.conns.iter().all(|(_, c)| c.flight.idle());
+        let waiting = t.per_query.as_ref().is_some_and(|pq| !pq.wait.is_empty());
+        let idle = !waiting && self.conns.iter().all(|(_, c)| c.flight.idle());
         if idle {
             t.quota_done = true;
             self.say(Reason::QueriesDone);
@@ -543,7 +556,7 @@ impl Worker {
     /// it failed before its query went out, which is then an error). In
     /// closed loop the next query starts after --think.
     pub(super) fn pq_lost(&mut self, sent: u64) {
-        if !self.per_query {
+        if !self.mode.per_query() {
             return;
         }
         let now = self.ns(Instant::now());

@@ -4,12 +4,17 @@
 //! exactly one bucket.
 //!
 //! The worker is the loop and the glue; its parts each own one concern:
-//! [`Dialer`] the ramp, levels, reconnect debt and connection deadlines;
-//! [`Link`](super::link::Link) a connection's transport; [`Flight`](super::inflight::Flight)
-//! a connection's queries in flight; [`Pacing`] when queries are due;
-//! [`Recorder`] what is measured. The worker's own methods are split by
-//! room: a connection's life (`connections.rs`), bytes to frames and back
-//! (`io.rs`), and queries (`traffic.rs`). An event flows link → codec →
+//! [`Net`] the transport (TCP, TLS or UDP, chosen once);
+//! [`Mode`] what the connections are for (held, traffic or push, chosen
+//! once), with the traffic's own state ([`Traffic`]) and the push
+//! streams' ([`PushRx`]); [`Dialer`] the ramp, levels, reconnect debt and
+//! connection deadlines; [`Link`](super::link::Link) a connection's
+//! socket; [`Flight`](super::inflight::Flight) a connection's queries in
+//! flight; [`Recorder`](super::recorder::Recorder) what is measured. The
+//! worker's own methods are split by room: a connection's life
+//! (`connections.rs`), bytes to frames and back (`io.rs`), and queries
+//! (`traffic.rs`); those files import the worker, never each other, and
+//! the worker imports none of them. An event flows link → codec →
 //! in-flight table → recorder → pacing, which says what is due next.
 //!
 //! Worker `w` of `W` owns connection attempts w, w+W, w+2W, ..., and runs
@@ -20,7 +25,6 @@
 //!
 //! Times inside the worker are u64 nanoseconds since the run's start.
 
-use std::collections::VecDeque;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
@@ -31,9 +35,9 @@ use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use super::conn::{Conn, End, Flags, State};
-use super::connector;
 use super::dialer::Dialer;
 use super::mode::{default_probe, Mode, Traffic, TrafficSetup};
+use super::net::Net;
 use super::proto::Codec;
 use super::push::PushRx;
 use super::spares::Spares;
@@ -42,19 +46,14 @@ use crate::metrics::{
     bump, ConnCounters, Histograms, QueryCounters, Shared, StatusCounts, E_NOT_SENT,
     E_NO_CONNECTION,
 };
-use crate::scenario::{Model, Query, Scenario};
+use crate::scenario::{Model, Scenario};
 use crate::sys::signals::Reason;
 use crate::sys::timer::Timer;
 
 pub const WAKER: Token = Token(usize::MAX);
 const TIMER: Token = Token(usize::MAX - 1);
 
-/// The client's TLS settings, shared by the workers.
-pub struct TlsClient {
-    pub config: Arc<rustls::ClientConfig>,
-    /// The server name of each target.
-    pub names: Vec<rustls::pki_types::ServerName<'static>>,
-}
+pub use super::net::TlsClient;
 
 /// What a worker gets at start.
 pub struct Setup {
@@ -98,20 +97,12 @@ pub struct Worker {
     pub(super) start: Instant,
     notify: mpsc::Sender<Reason>,
     pub(super) dial: Dialer,
-    /// --transport udp / tcp-per-query, decided once.
-    pub(super) udp: bool,
-    pub(super) per_query: bool,
-    pub(super) tls: Option<Arc<TlsClient>>,
+    /// TCP, TLS or UDP: decided once.
+    pub(super) net: Net,
     /// Plaintext out of TLS sessions.
     pub(super) plain: Vec<u8>,
-    /// tcp-per-query: intended times of queries waiting for a free
-    /// connection slot, and how many connections this worker may have open.
-    pub(super) pq_wait: VecDeque<u64>,
-    pub(super) pq_share: u64,
     /// While a read's bytes are processed: when it returned (ns).
     pub(super) read_at: Option<u64>,
-    /// UDP: bytes per datagram slot in a recvmmsg batch.
-    pub(super) udp_slot: usize,
     /// The codec probes are built with when there is no traffic.
     pub(super) probe_codec: Codec,
     /// Holding, traffic or push: decided at start.
@@ -153,19 +144,7 @@ impl Worker {
         } else {
             share
         };
-        let udp_slot = match s.scenario.traffic.as_ref().map(|t| &t.query) {
-            Some(Query::Echo { size, .. }) => (*size).max(2048),
-            Some(Query::Raw { message, .. }) => (message.len() * 2).max(2048),
-            // A pushed datagram may be as large as UDP allows (the server's
-            // --size): a slot of that, and a scratch of eight.
-            None if s.scenario.push.is_some() => 64 * 1024,
-            _ => 2048,
-        };
-        let scratch_len = if udp_slot > 2048 && transport == Transport::Udp {
-            8 * udp_slot
-        } else {
-            64 * 1024
-        };
+        let net = Net::new(&s.scenario, s.tls);
         let mode = match (&s.scenario.traffic, &s.scenario.push) {
             (Some(t), _) => Mode::Traffic(Traffic::new(TrafficSetup {
                 traffic: t,
@@ -176,6 +155,7 @@ impl Worker {
                 service_seconds: s.service_seconds,
                 id,
                 workers: w,
+                per_query: per_query.then_some(share.max(1)),
             })),
             (None, Some(p)) => Mode::Push(PushRx::new(&s.scenario, p)),
             (None, None) => Mode::Hold,
@@ -210,20 +190,15 @@ impl Worker {
             shared: s.shared,
             start: s.start,
             notify: s.notify,
-            udp: transport == Transport::Udp,
-            per_query,
-            tls: s.tls,
             plain: Vec::new(),
-            pq_wait: VecDeque::new(),
             read_at: None,
-            pq_share: share.max(1),
-            udp_slot,
             probe_codec: Codec::new(
                 s.scenario.probe.as_ref().unwrap_or(&default_probe()),
                 &s.hosts,
             ),
             mode,
-            scratch: vec![0; scratch_len],
+            scratch: vec![0; net.scratch_len()],
+            net,
             out: Vec::with_capacity(4096),
             spare: Default::default(),
             dirty: Vec::new(),
@@ -239,9 +214,8 @@ impl Worker {
     pub fn preallocate(&mut self) -> Result<(), i32> {
         for j in 0..self.dial.initial_total {
             let (target, source) = self.dial.endpoints(&self.sc, self.dial.ramp_seq(j));
-            self.dial
-                .prealloc
-                .push_back(connector::prepare(target, source)?);
+            let made = self.net.prepare(target, source)?;
+            self.dial.prealloc.push_back(made);
         }
         Ok(())
     }
@@ -436,11 +410,10 @@ impl Worker {
         }
         // Due, never sent: no connection came for them (tcp-per-query's
         // waited for a free slot to the end).
-        let orphans = self.mode.traffic().map_or(0, |t| t.orphans.len());
-        bump(
-            &self.q.errors[E_NO_CONNECTION],
-            (orphans + self.pq_wait.len()) as u64,
-        );
+        let waiting = self.mode.traffic().map_or(0, |t| {
+            t.orphans.len() + t.per_query.as_ref().map_or(0, |pq| pq.wait.len())
+        });
+        bump(&self.q.errors[E_NO_CONNECTION], waiting as u64);
         // The end of the run: close everything we hold, cleanly (FIN).
         let mut held = 0;
         let mut in_flight = 0;
