@@ -523,3 +523,167 @@ enum Arrival {
     /// malformed, not as a gap of billions.
     Implausible,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// A push receiver of a 10 ms period over TCP (`flags` added), and
+    /// the counters it counts into.
+    fn rx(flags: &[&str]) -> (PushRx, ConnCounters) {
+        let mut argv: Vec<String> = ["127.0.0.1:1", "--proto", "push", "--every", "10ms"]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        argv.extend(flags.iter().map(|a| a.to_string()));
+        let args = crate::cli::client_args(&argv).expect("client flags");
+        let sc = args
+            .scenario(vec!["127.0.0.1:1".parse().unwrap()], false, Vec::new())
+            .expect("scenario");
+        let rx = PushRx::new(&sc, sc.push.as_ref().expect("push"));
+        (rx, ConnCounters::default())
+    }
+
+    fn get(a: &std::sync::atomic::AtomicU64) -> u64 {
+        a.load(Relaxed)
+    }
+
+    /// Sequence numbers `seqs` on connection 0, one a period from 10 ms.
+    fn arrive(p: &mut PushRx, c: &ConnCounters, seqs: &[u64]) {
+        for (i, &seq) in seqs.iter().enumerate() {
+            p.count(0, seq, None, (i as u64 + 1) * 10 * MS, c);
+        }
+    }
+
+    #[test]
+    fn a_skipped_number_is_lost_until_it_arrives_late() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        arrive(&mut p, &c, &[0, 1, 3]);
+        assert_eq!((get(&c.push.received), get(&c.push.lost)), (3, 1));
+        // The verification is the first message's.
+        assert_eq!(get(&c.verified), 1);
+        p.count(0, 2, None, 45 * MS, &c);
+        assert_eq!(get(&c.push.lost), 0, "taken back");
+        assert_eq!(get(&c.push.out_of_order), 1);
+        assert_eq!(get(&c.push.received), 4);
+        assert_eq!(get(&c.push.duplicates), 0);
+    }
+
+    #[test]
+    fn a_number_seen_again_is_a_duplicate_not_a_message() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        arrive(&mut p, &c, &[0, 1, 2, 1, 2]);
+        assert_eq!(get(&c.push.duplicates), 2);
+        assert_eq!(get(&c.push.received), 3);
+        assert_eq!((get(&c.push.lost), get(&c.push.out_of_order)), (0, 0));
+    }
+
+    #[test]
+    fn a_jump_no_period_explains_is_malformed_not_a_gap() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        arrive(&mut p, &c, &[0, 1_000_000_000]);
+        assert_eq!(get(&c.push.malformed), 1);
+        assert_eq!((get(&c.push.lost), get(&c.push.received)), (0, 1));
+    }
+
+    #[test]
+    fn the_periods_after_the_last_message_count_lost_at_the_close() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        arrive(&mut p, &c, &[0]);
+        // Five periods after it, one of them the message on its way.
+        p.close(0, 60 * MS, false, &c);
+        assert_eq!(get(&c.push.lost), 4);
+        assert_eq!(get(&c.push.expected), 5);
+        assert_eq!(get(&c.push.connections_with_loss), 1);
+    }
+
+    #[test]
+    fn a_connection_closed_before_any_message_is_idle_or_unverified() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        p.close(0, 15 * MS, false, &c);
+        assert_eq!((get(&c.idle), get(&c.unverified)), (1, 0), "too young");
+        p.open(1, 0, true, &c);
+        p.close(1, 50 * MS, false, &c);
+        assert_eq!(get(&c.unverified), 1, "silent for more than two periods");
+    }
+
+    #[test]
+    fn a_stream_the_server_ended_owes_its_periods_until_a_replacement_opens() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        arrive(&mut p, &c, &[0]);
+        p.close(0, 20 * MS, true, &c);
+        assert_eq!(get(&c.push.lost), 0, "counted on, not yet");
+        // A ramp's connection takes no place; a replacement does.
+        p.open(1, 30 * MS, true, &c);
+        assert_eq!(get(&c.push.lost), 0);
+        p.open(2, 70 * MS, false, &c);
+        assert_eq!(get(&c.push.lost), 5, "six periods since its last, less one");
+        assert_eq!(get(&c.push.connections_with_loss), 1);
+        // Counted once: the run's end finds nothing vacant.
+        p.end(200 * MS, &c);
+        assert_eq!(get(&c.push.lost), 5);
+    }
+
+    #[test]
+    fn a_vacant_stream_counts_to_the_runs_end() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        arrive(&mut p, &c, &[0]);
+        p.close(0, 20 * MS, true, &c);
+        p.end(110 * MS, &c);
+        assert_eq!(get(&c.push.lost), 9);
+    }
+
+    #[test]
+    fn messages_split_across_reads_are_kept_until_whole() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        let mut stream = Vec::new();
+        for seq in 0..3 {
+            let h = wire::push::Header {
+                seq,
+                mono_ns: 0,
+                wall_ns: 0,
+            };
+            wire::push::encode(&h, 8, &mut stream);
+        }
+        let mut pending = Vec::new();
+        for (i, piece) in stream.chunks(7).enumerate() {
+            assert!(p.bytes(0, &mut pending, piece, (i as u64 + 1) * MS, &c));
+        }
+        assert!(pending.is_empty());
+        assert_eq!(get(&c.push.received), 3);
+        assert_eq!(get(&c.push.lost), 0);
+        // Bytes that are not messages end the connection, counted.
+        assert!(!p.bytes(
+            0,
+            &mut pending,
+            b"HTTP/1.1 400 Bad Request\r\n\r\n",
+            9 * MS,
+            &c
+        ));
+        assert_eq!(get(&c.push.malformed), 1);
+    }
+
+    #[test]
+    fn over_udp_a_subscriber_subscribes_and_says_so_again() {
+        let (mut p, c) = rx(&["--transport", "udp"]);
+        assert_eq!(p.open(0, 0, true, &c), Some(SUBSCRIBE));
+        assert_eq!(p.farewell(), Some(BYE));
+        let at = p.wakeup().expect("a keepalive is due");
+        assert_eq!(p.keepalive(at - Duration::from_millis(1)), None);
+        assert_eq!(p.keepalive(at), Some(false), "those with no message yet");
+        assert_eq!(p.keepalive(at + KEEPALIVE), Some(true), "all of them");
+        let (mut p, c) = rx(&[]);
+        assert_eq!(p.open(0, 0, true, &c), None, "TCP sends nothing");
+        assert_eq!((p.wakeup(), p.farewell()), (None, None));
+    }
+}
