@@ -9,7 +9,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
 use super::conn::End;
-use super::conn::{Conn, Flags, State, NOT_ACTIVE};
+use super::conn::{Conn, Flags, State, Verification, NOT_ACTIVE};
 use super::dialer::CONNECTS_PER_TURN;
 use super::worker::Worker;
 use crate::metrics::{bump, connect_bucket, Bucket, E_CONN_LOST};
@@ -365,23 +365,13 @@ impl Worker {
             self.pq_lost(0);
             return;
         }
-        self.drop_conn(
-            key,
-            matches!(why, End::Lost(_) | End::Garbled | End::TlsFailed),
-        );
+        self.drop_conn(key, why.by_server());
         // Counted and closed before the ramp hears of it: the main thread
         // reads the counters when the ramp is done.
         if pending && matches!(why, End::Lost(_) | End::TlsFailed) {
             self.dial.resolved(initial);
         }
-        let replace = match why {
-            End::Recycled => true,
-            End::Lost(_) if closed_clean => self.sc.reconnect || self.sc.replace_closed,
-            End::Lost(_) | End::Garbled | End::TlsFailed | End::Lifetime | End::QueryTimedOut => {
-                self.sc.reconnect
-            }
-            _ => false,
-        };
+        let replace = why.replaced(closed_clean, self.sc.reconnect, self.sc.replace_closed);
         if replace && !replaced {
             self.dial.owe();
         }
@@ -407,28 +397,15 @@ impl Worker {
             self.probe_rejected(key, what);
             bump(&self.counters.verified, 1);
         }
-        let c = &self.conns[key];
-        let bucket = match bucket {
-            Bucket::ClosedByPeer | Bucket::Reset if c.has(Flags::REJECTED) => Bucket::Rejected,
-            b => b,
-        };
-        // (After an announced close the server may also reset: queries
-        // that crossed its last answer arrived at a closed socket.) A
-        // close with nothing in flight is an idle close, whether or not
-        // the connection had carried a query yet: one thing, counted one
-        // way.
-        let announced = c.has(Flags::PEER_CLOSING)
-            && matches!(bucket, Bucket::ClosedByPeer | Bucket::Reset)
-            || bucket == Bucket::ClosedByPeer && c.live() == 0;
-        if c.state == State::Held && announced {
-            // It answered all it was sent, or said its last answer was its
-            // last, or had nothing to answer, then closed (a keep-alive
-            // limit, an idle timeout): the server's right, not a failure.
-            bump(&self.counters.peer_closed, 1);
-            true
-        } else {
-            self.counters.fail(bucket);
-            false
+        match self.conns[key].closed_as(bucket) {
+            None => {
+                bump(&self.counters.peer_closed, 1);
+                true
+            }
+            Some(bucket) => {
+                self.counters.fail(bucket);
+                false
+            }
         }
     }
 
@@ -443,34 +420,20 @@ impl Worker {
     /// the run's end) while its probe or handshake was still within
     /// --connect-timeout says nothing, and is idle.
     pub(super) fn count_verification_at_end(&self, c: &super::conn::Conn, by_server: bool) {
-        if c.state == State::Connecting || self.mode.is_push() {
+        if self.mode.is_push() {
             return;
         }
-        let asked_unanswered = match c.state {
-            State::Handshaking => by_server,
-            // A refused probe was counted (verified: it was accepted).
-            State::Probing if c.has(Flags::REJECTED) => return,
-            State::Probing => by_server,
-            _ if c.has(Flags::UNPROVEN) => c.flight.queries > 0,
-            _ => {
-                // Held: counted where it was verified (a TLS handshake, a
-                // probe's answer, its first answer) or found unverified
-                // (a probe that timed out), unless this run verifies
-                // nothing on it.
-                let counted = self.sc.verify
-                    && (self.net.is_tls()
-                        || self.mode.has_traffic()
-                        || (!self.net.is_udp() && self.sc.probe.is_some()));
-                if counted {
-                    return;
-                }
-                false
-            }
-        };
-        if asked_unanswered {
-            bump(&self.counters.unverified, 1);
-        } else {
-            bump(&self.counters.idle, 1);
+        // Held: counted where it was verified (a TLS handshake, a probe's
+        // answer, its first answer) or found unverified (a probe that timed
+        // out), unless this run verifies nothing on it.
+        let counted_when_held = self.sc.verify
+            && (self.net.is_tls()
+                || self.mode.has_traffic()
+                || (!self.net.is_udp() && self.sc.probe.is_some()));
+        match c.verification_at_end(by_server, counted_when_held) {
+            Some(Verification::Unverified) => bump(&self.counters.unverified, 1),
+            Some(Verification::Idle) => bump(&self.counters.idle, 1),
+            None => {}
         }
     }
 
