@@ -154,7 +154,7 @@ impl Traffic {
         let codec = Codec::new(&t.query, s.hosts);
         let log = s
             .rtt_log
-            .map(|(tx, epoch)| RttLog::new(tx, epoch, super::proto::name(&t.query)));
+            .map(|(tx, epoch)| RttLog::new(tx, epoch, t.query.proto().name()));
         let closed_loop = matches!(t.model, Model::ClosedLoop { .. });
         let rec = Recorder::new(
             s.queries,

@@ -524,17 +524,6 @@ static RAMP: [u8; 512] = {
     t
 };
 
-/// A query protocol's name in the per-query log.
-pub fn name(q: &Query) -> &'static str {
-    match q {
-        Query::Dns { .. } => "dns",
-        Query::Echo { .. } => "echo",
-        Query::Ping => "ping",
-        Query::Http { .. } => "http",
-        Query::Raw { .. } => "raw",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
