@@ -1,6 +1,8 @@
-//! DNS queries, encoded once at start: each query copies its question
-//! (name, type, class in wire format) behind a fresh header and fills its
-//! `{rand}` labels in place; responses are matched by ID.
+//! --proto dns: DNS queries, encoded once at start: each query copies its
+//! question (name, type, class in wire format) behind a fresh header and
+//! fills its `{rand}` labels in place; over TCP behind a 2-byte length,
+//! over UDP as a datagram. Responses are matched by ID, and their RCODE is
+//! counted per query type. With no traffic, a DNS query is the probe.
 
 use rand::Rng;
 use rand_pcg::Pcg64Mcg;
@@ -118,6 +120,26 @@ impl DnsQueries {
             }
         }
         u64::from(id)
+    }
+}
+
+impl DnsQueries {
+    /// Appends query `n` as a TCP frame; returns its ID.
+    #[inline]
+    pub(super) fn encode_frame(&self, n: u64, rng: &mut Pcg64Mcg, out: &mut Vec<u8>) -> u64 {
+        let at = wire::dns::begin_tcp_frame(out);
+        let id = self.encode(n, rng, out);
+        wire::dns::end_tcp_frame(out, at);
+        id
+    }
+
+    /// Frames the TCP frame at the front of `buf`.
+    #[inline]
+    pub(super) fn decode(&self, buf: &[u8]) -> Frame {
+        let Some(f) = wire::dns::tcp_frame(buf) else {
+            return Frame::Incomplete;
+        };
+        dns_frame(f.message(buf), f.frame_len)
     }
 }
 

@@ -6,16 +6,21 @@
 //! response read twice as it arrives (a [`Resume`] says where decoding
 //! stopped).
 
-use memchr::memmem::Finder;
 use rand_pcg::Pcg64Mcg;
 
-use crate::scenario::{unescaped, Query, ECHO_HEADER};
+use crate::scenario::Query;
 
 mod dns;
+mod echo;
+mod http;
+mod ping;
+mod raw;
 
 use dns::{dns_frame, DnsQueries};
-
-const ECHO_MAGIC: [u8; 4] = *b"THRG";
+use echo::Echo;
+use http::Http;
+use ping::Ping;
+use raw::Raw;
 
 /// How a response went, for the status counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +116,7 @@ const _: () = assert!(std::mem::size_of::<Resume>() == 5 && std::mem::align_of::
 impl Resume {
     /// No match starts before `at`: search on from there next time (from
     /// the start when `at` does not fit: correct, only slower).
-    fn searched(&mut self, at: usize) {
+    pub(super) fn searched(&mut self, at: usize) {
         *self = match u32::try_from(at) {
             Ok(at) => Resume(Place::Searched(at.to_ne_bytes())),
             Err(_) => Resume::default(),
@@ -142,26 +147,14 @@ impl Resume {
     }
 }
 
-/// A protocol, ready to encode and decode.
+/// A protocol, ready to encode and decode: each is one file here (with
+/// its codec in crates/wire), matched in this one place.
 pub enum Codec {
     Dns(DnsQueries),
-    Echo {
-        size: usize,
-        validate: bool,
-    },
-    Ping,
-    Http {
-        /// One request per target (its Host header differs).
-        requests: Vec<Vec<u8>>,
-        head: bool,
-    },
-    Raw {
-        message: Vec<u8>,
-        first: Option<Vec<u8>>,
-        /// Built once: a search's tables are made for its needle (boxed:
-        /// they are large).
-        marker: Option<Box<Finder<'static>>>,
-    },
+    Echo(Echo),
+    Ping(Ping),
+    Http(Http),
+    Raw(Raw),
 }
 
 impl Codec {
@@ -183,37 +176,21 @@ impl Codec {
                     dnssec_ok: *dnssec_ok,
                 }),
             )),
-            Query::Echo { size, validate } => Codec::Echo {
+            Query::Echo { size, validate } => Codec::Echo(Echo {
                 size: *size,
                 validate: *validate,
-            },
-            Query::Ping => Codec::Ping,
-            Query::Http { request } => {
-                let requests: Vec<Vec<u8>> = hosts
-                    .iter()
-                    .map(|h| {
-                        if request.is_empty() {
-                            format!("GET / HTTP/1.1\r\nHost: {h}\r\nUser-Agent: throng\r\n\r\n")
-                                .into_bytes()
-                        } else {
-                            unescaped(request)
-                        }
-                    })
-                    .collect();
-                let head = requests[0].starts_with(b"HEAD ");
-                Codec::Http { requests, head }
-            }
+            }),
+            Query::Ping => Codec::Ping(Ping),
+            Query::Http { request } => Codec::Http(Http::new(request, hosts)),
             Query::Raw {
                 message,
                 first_message,
                 marker,
-            } => Codec::Raw {
-                message: unescaped(message),
-                first: first_message.as_deref().map(unescaped),
-                marker: marker
-                    .as_deref()
-                    .map(|m| Box::new(Finder::new(&unescaped(m)).into_owned())),
-            },
+            } => Codec::Raw(Raw::new(
+                message,
+                first_message.as_deref(),
+                marker.as_deref(),
+            )),
         }
     }
 
@@ -223,7 +200,7 @@ impl Codec {
     /// hold up to one read more.)
     pub fn input_cap(&self) -> usize {
         match self {
-            Codec::Echo { size, .. } => INPUT_CAP.max(*size),
+            Codec::Echo(e) => e.input_cap(),
             _ => INPUT_CAP,
         }
     }
@@ -231,7 +208,7 @@ impl Codec {
     /// Bytes sent once when a connection opens, before any query.
     pub fn first_message(&self) -> Option<&[u8]> {
         match self {
-            Codec::Raw { first, .. } => first.as_deref(),
+            Codec::Raw(r) => r.first_message(),
             _ => None,
         }
     }
@@ -247,39 +224,11 @@ impl Codec {
         out: &mut Vec<u8>,
     ) -> u64 {
         match self {
-            Codec::Dns(d) => {
-                let at = wire::dns::begin_tcp_frame(out);
-                let id = d.encode(n, rng, out);
-                wire::dns::end_tcp_frame(out, at);
-                id
-            }
-            Codec::Echo { size, .. } => {
-                out.extend_from_slice(&ECHO_MAGIC);
-                out.extend_from_slice(&n.to_be_bytes());
-                out.extend_from_slice(&t_ns.to_be_bytes());
-                // The pattern counts up by one from a start that depends on
-                // the sequence: copied from a table, not made byte by byte.
-                let mut i = ECHO_HEADER;
-                while i < *size {
-                    let start = usize::from(pattern(n, i));
-                    let take = (*size - i).min(256);
-                    out.extend_from_slice(&RAMP[start..start + take]);
-                    i += take;
-                }
-                n
-            }
-            Codec::Ping => {
-                wire::line::build_ping(n, out);
-                n
-            }
-            Codec::Http { requests, .. } => {
-                out.extend_from_slice(&requests[target % requests.len()]);
-                n
-            }
-            Codec::Raw { message, .. } => {
-                out.extend_from_slice(message);
-                n
-            }
+            Codec::Dns(d) => d.encode_frame(n, rng, out),
+            Codec::Echo(e) => e.encode(n, t_ns, out),
+            Codec::Ping(p) => p.encode(n, out),
+            Codec::Http(h) => h.encode(n, target, out),
+            Codec::Raw(r) => r.encode(n, out),
         }
     }
 
@@ -346,155 +295,19 @@ impl Codec {
     /// otherwise [`Frame::Incomplete`] (the close cut a response short).
     pub fn decode_at_close(&self, buf: &[u8]) -> Frame {
         match self {
-            Codec::Http { head, .. } => match wire::http::parse_response_head(buf, *head) {
-                Ok(Some(h)) if h.body == wire::http::Body::UntilClose => Frame::Response {
-                    len: buf.len(),
-                    key: None,
-                    status: Status::Http(h.status),
-                    close: true,
-                },
-                _ => Frame::Incomplete,
-            },
+            Codec::Http(h) => h.decode_at_close(buf),
             _ => Frame::Incomplete,
         }
     }
 
+    #[inline]
     fn decode_on(&self, buf: &[u8], resume: &mut Resume) -> Frame {
         match self {
-            Codec::Dns(_) => {
-                let Some(f) = wire::dns::tcp_frame(buf) else {
-                    return Frame::Incomplete;
-                };
-                dns_frame(f.message(buf), f.frame_len)
-            }
-            Codec::Echo { size, validate } => {
-                if buf.len() < *size {
-                    // Check the magic early: a stream that is not ours
-                    // should not wait for a whole message to be rejected.
-                    let n = buf.len().min(4);
-                    if buf[..n] != ECHO_MAGIC[..n] {
-                        return Frame::Malformed;
-                    }
-                    return Frame::Incomplete;
-                }
-                if buf[..4] != ECHO_MAGIC {
-                    return Frame::Malformed;
-                }
-                let seq = u64::from_be_bytes(buf[4..12].try_into().expect("8 bytes"));
-                let intact = !validate
-                    || buf[ECHO_HEADER..*size]
-                        .iter()
-                        .enumerate()
-                        .all(|(i, &b)| b == pattern(seq, i + ECHO_HEADER));
-                Frame::Response {
-                    len: *size,
-                    key: Some(seq),
-                    status: if intact { Status::Ok } else { Status::Mismatch },
-                    close: false,
-                }
-            }
-            Codec::Ping => {
-                let from = resume.search_from(buf);
-                let Some(len) = wire::line::find_line(&buf[from..]).map(|n| from + n) else {
-                    resume.searched(buf.len());
-                    return if buf.len() > 64 * 1024 {
-                        Frame::Oversized
-                    } else {
-                        Frame::Incomplete
-                    };
-                };
-                match wire::line::parse_pong(&buf[..len]) {
-                    Some(seq) => Frame::Response {
-                        len,
-                        key: Some(seq),
-                        status: Status::Ok,
-                        close: false,
-                    },
-                    None => Frame::Response {
-                        len,
-                        key: None,
-                        status: Status::Mismatch,
-                        close: false,
-                    },
-                }
-            }
-            Codec::Http { head, .. } => match wire::http::parse_response_head(buf, *head) {
-                Ok(None) => Frame::Incomplete,
-                Err(wire::http::HttpError::HeadTooLarge) => Frame::Oversized,
-                Err(_) => Frame::Malformed,
-                Ok(Some(h)) => {
-                    let body = &buf[h.head_len..];
-                    let body_len = match h.body {
-                        wire::http::Body::Length(n) => {
-                            // What is left of it after the bytes dropped.
-                            let left = n.saturating_sub(resume.body_gone());
-                            if (body.len() as u64) < left {
-                                let gone = resume.body_gone() + body.len() as u64;
-                                let Ok(gone) = u32::try_from(gone) else {
-                                    // A body past 4 GiB: not counted here.
-                                    return Frame::Oversized;
-                                };
-                                *resume = Resume(Place::Body(gone.to_ne_bytes()));
-                                return partial(h.head_len, body.len());
-                            }
-                            left as usize
-                        }
-                        wire::http::Body::Chunked => {
-                            let mut scan = resume.chunked();
-                            match scan.scan(body) {
-                                Ok(Some(n)) => n,
-                                Ok(None) => {
-                                    let skip = scan.forget(body.len());
-                                    *resume = Resume(Place::Chunked(scan));
-                                    return partial(h.head_len, skip);
-                                }
-                                Err(wire::http::HttpError::ChunkTooLarge) => {
-                                    return Frame::Oversized
-                                }
-                                Err(_) => return Frame::Malformed,
-                            }
-                        }
-                        // No length: the server's close ends it. (The head
-                        // is parsed again at each read, as a chunked one.)
-                        wire::http::Body::UntilClose => {
-                            return Frame::UntilClose {
-                                keep: h.head_len,
-                                skip: body.len(),
-                            }
-                        }
-                    };
-                    Frame::Response {
-                        len: h.head_len + body_len,
-                        key: None,
-                        status: Status::Http(h.status),
-                        close: h.close,
-                    }
-                }
-            },
-            Codec::Raw { marker, .. } => match marker {
-                Some(m) => {
-                    let n = m.needle().len();
-                    match m.find(buf) {
-                        Some(at) => Frame::Response {
-                            len: at + n,
-                            key: None,
-                            status: Status::Ok,
-                            close: false,
-                        },
-                        // A marker may start in the last n - 1 bytes: the
-                        // ones before them are searched and dropped.
-                        None => partial(0, buf.len().saturating_sub(n.saturating_sub(1))),
-                    }
-                }
-                // No marker: whatever arrives answers the oldest message.
-                None if buf.is_empty() => Frame::Incomplete,
-                None => Frame::Response {
-                    len: buf.len(),
-                    key: None,
-                    status: Status::Ok,
-                    close: false,
-                },
-            },
+            Codec::Dns(d) => d.decode(buf),
+            Codec::Echo(e) => e.decode(buf),
+            Codec::Ping(p) => p.decode(buf, resume),
+            Codec::Http(h) => h.decode(buf, resume),
+            Codec::Raw(r) => r.decode(buf),
         }
     }
 }
@@ -508,26 +321,12 @@ fn partial(keep: usize, skip: usize) -> Frame {
     }
 }
 
-/// The deterministic byte at offset `i` of echo message `seq`.
-fn pattern(seq: u64, i: usize) -> u8 {
-    (seq as u8).wrapping_mul(31).wrapping_add(i as u8)
-}
-
-/// 0, 1, ..., 255, 0, 1, ...: any 256 bytes from it count up by one.
-static RAMP: [u8; 512] = {
-    let mut t = [0u8; 512];
-    let mut i = 0;
-    while i < 512 {
-        t[i] = i as u8;
-        i += 1;
-    }
-    t
-};
-
 #[cfg(test)]
 mod tests {
+    use super::echo::pattern;
     use super::*;
-    use crate::scenario::RAND_LABEL_LEN;
+    use crate::scenario::{ECHO_HEADER, RAND_LABEL_LEN};
+    use memchr::memmem::Finder;
     use rand::SeedableRng;
 
     fn rng() -> Pcg64Mcg {
@@ -551,10 +350,10 @@ mod tests {
 
     #[test]
     fn echo_round_trip_and_validation() {
-        let c = Codec::Echo {
+        let c = Codec::Echo(Echo {
             size: 64,
             validate: true,
-        };
+        });
         assert!(matches!(
             round_trip(&c, 7),
             Frame::Response {
@@ -581,10 +380,10 @@ mod tests {
     fn echo_payload_is_the_pattern_at_every_size() {
         for size in [ECHO_HEADER, 21, 64, 275, 276, 277, 1000, 4096] {
             for n in [0, 1, 7, 255, 1 << 40] {
-                let c = Codec::Echo {
+                let c = Codec::Echo(Echo {
                     size,
                     validate: true,
-                };
+                });
                 let mut out = vec![9];
                 c.encode(n, 0, 0, &mut rng(), &mut out);
                 assert_eq!(out.len(), 1 + size);
@@ -949,7 +748,10 @@ mod tests {
         ] {
             assert_eq!(c.decode_at_close(cut), Frame::Incomplete);
         }
-        assert_eq!(Codec::Ping.decode_at_close(b"pong"), Frame::Incomplete);
+        assert_eq!(
+            Codec::Ping(Ping).decode_at_close(b"pong"),
+            Frame::Incomplete
+        );
         // `Connection: close` with a length is whole before the close.
         assert!(matches!(
             fresh(
@@ -977,9 +779,11 @@ mod tests {
 
     #[test]
     fn input_cap_holds_the_longest_echo() {
-        let echo = |size| Codec::Echo {
-            size,
-            validate: false,
+        let echo = |size| {
+            Codec::Echo(Echo {
+                size,
+                validate: false,
+            })
         };
         assert_eq!(echo(64).input_cap(), INPUT_CAP);
         assert_eq!(echo(4 * INPUT_CAP).input_cap(), 4 * INPUT_CAP);
@@ -987,11 +791,11 @@ mod tests {
     }
 
     fn raw(marker: &[u8]) -> Codec {
-        Codec::Raw {
+        Codec::Raw(Raw {
             message: b"hi".to_vec(),
             first: None,
             marker: Some(Box::new(Finder::new(marker).into_owned())),
-        }
+        })
     }
 
     #[test]
@@ -1036,7 +840,7 @@ mod tests {
     #[test]
     fn ping_lines_across_reads() {
         let stream = b"pong 1\npong 22\r\nerror\npong 3\npong";
-        same_frames_at_every_read_size(&Codec::Ping, stream, 4);
+        same_frames_at_every_read_size(&Codec::Ping(Ping), stream, 4);
         // A line that never ends is searched once, then refused.
         let mut buf = Vec::new();
         let mut resume = Resume::default();
@@ -1044,7 +848,7 @@ mod tests {
         let f = loop {
             buf.push(b'p');
             searched += buf.len() - resume.search_from(&buf);
-            match Codec::Ping.decode(&buf, &mut resume) {
+            match Codec::Ping(Ping).decode(&buf, &mut resume) {
                 Frame::Incomplete => {}
                 f => break f,
             }
@@ -1057,11 +861,11 @@ mod tests {
 
     #[test]
     fn raw_marker_and_ping() {
-        let c = Codec::Raw {
+        let c = Codec::Raw(Raw {
             message: b"hi".to_vec(),
             first: None,
             marker: Some(Box::new(Finder::new(b"\r\n").into_owned())),
-        };
+        });
         assert_eq!(
             fresh(&c, b"ok\r\nmore"),
             Frame::Response {
@@ -1075,7 +879,7 @@ mod tests {
         assert_eq!(fresh(&c, b"ok\r"), Frame::Partial { keep: 0, skip: 2 });
         assert_eq!(fresh(&c, b"\r"), Frame::Incomplete);
         assert_eq!(
-            fresh(&Codec::Ping, b"pong 5\n"),
+            fresh(&Codec::Ping(Ping), b"pong 5\n"),
             Frame::Response {
                 len: 7,
                 key: Some(5),
@@ -1084,7 +888,7 @@ mod tests {
             }
         );
         assert!(matches!(
-            fresh(&Codec::Ping, b"error\n"),
+            fresh(&Codec::Ping(Ping), b"error\n"),
             Frame::Response {
                 status: Status::Mismatch,
                 ..
