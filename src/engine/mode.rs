@@ -12,12 +12,12 @@ use rand_pcg::Pcg64Mcg;
 use slab::Slab;
 
 use super::conn::{Conn, NOT_ACTIVE};
-use super::deadlines::Deadlines;
+use super::deadlines::{Deadlines, Entry};
 use super::pacing::Pacing;
 use super::proto::Codec;
 use super::push::PushRx;
 use super::recorder::{Recorder, RttLog};
-use crate::metrics::QueryCounters;
+use crate::metrics::{QueryCounters, E_NOT_SENT};
 use crate::scenario::{Model, Query};
 
 // One per worker, reached on every query: not boxed (a box would be one
@@ -191,6 +191,97 @@ impl Traffic {
         }
     }
 
+    /// Traffic starts at `started` (seen at `now_ns`): interval
+    /// connections get their staggered first sends, closed-loop connections
+    /// their first window of queries.
+    pub fn start(&mut self, started: u64, now_ns: u64, conns: &Slab<Conn>) {
+        self.started = Some(started);
+        self.rec.start(started, now_ns);
+        let held: Vec<(usize, u64)> = self.active.iter().map(|&k| (k, conns[k].seq)).collect();
+        let per_query = self.per_query.as_ref().map(|pq| pq.share);
+        self.pacing.begin(started, &held, self.window, per_query);
+    }
+
+    /// A second ended by `now_ns`: its report is sent and the deadline list
+    /// compacted (each connection told its entry's new place). True when
+    /// it did.
+    pub fn second(&mut self, now_ns: u64, conns: &mut Slab<Conn>) -> bool {
+        if !self.rec.roll(now_ns) {
+            return false;
+        }
+        self.deadlines.compact(|entry, id| {
+            // (As when deadlines expire: an entry is its connection's only
+            // while the attempt is the same.)
+            if let Some(c) = conns.get_mut(entry.conn).filter(|c| c.seq == entry.seq) {
+                c.flight.deadline = id;
+            }
+        });
+        true
+    }
+
+    /// Follows a --control rate of generation `gen` (`rate`: f64 bits).
+    pub fn follow_rate(&mut self, gen: u64, rate: u64) {
+        if self.rate_gen != gen {
+            self.rate_gen = gen;
+            self.pacing.set_rate(f64::from_bits(rate));
+        }
+    }
+
+    /// Keeps a due query of `intended` in `waiting` (behind a full window,
+    /// a full socket, or for a connection slot) at `now_ns`. Those that
+    /// have waited there for --timeout are given up first (`not_sent`): a
+    /// server that never reads holds at most the rate times --timeout of
+    /// them, not the whole run's.
+    pub fn keep_waiting(&mut self, waiting: &mut VecDeque<u64>, intended: u64, now_ns: u64) {
+        keep(waiting, intended, now_ns, self.timeout_ns, &mut self.rec);
+    }
+
+    /// tcp-per-query: keeps a due query for a free connection slot, as
+    /// [`Traffic::keep_waiting`].
+    pub fn wait_for_slot(&mut self, intended: u64, now_ns: u64) {
+        if let Some(pq) = self.per_query.as_mut() {
+            keep(
+                &mut pq.wait,
+                intended,
+                now_ns,
+                self.timeout_ns,
+                &mut self.rec,
+            );
+        }
+    }
+
+    /// Sets the deadline of connection `key` at its oldest query in flight
+    /// (none when nothing is in flight).
+    pub fn set_deadline(&mut self, key: usize, c: &mut Conn) {
+        if let Some(id) = c.flight.take_deadline() {
+            self.deadlines.remove(id);
+        }
+        if let Some(sent) = c.flight.oldest_sent() {
+            let entry = Entry {
+                conn: key,
+                seq: c.seq,
+            };
+            c.flight.deadline = self.deadlines.push(sent + self.timeout_ns, entry);
+        }
+    }
+
+    /// What is due next (ns): the next query, the first deadline, the end
+    /// of the second. None before the traffic starts.
+    pub fn wakeup(&self, mut consider: impl FnMut(u64)) -> bool {
+        let Some(started) = self.started else {
+            return false;
+        };
+        if let Some(at) = self.pacing.next_due(started) {
+            consider(at);
+        }
+        if let Some((at, _)) = self.deadlines.first() {
+            consider(at);
+        }
+        // The per-second report.
+        consider(self.rec.second_ends());
+        true
+    }
+
     /// Takes the connection at `pos` out of the open-loop choice (the last
     /// one takes its place).
     pub fn leave(&mut self, conns: &mut Slab<Conn>, pos: u32) {
@@ -209,6 +300,23 @@ impl Traffic {
             }
         }
     }
+}
+
+/// Keeps `intended` at the back of `waiting`, after giving up (counted
+/// not sent) those that waited there since before `now_ns - timeout_ns`.
+fn keep(
+    waiting: &mut VecDeque<u64>,
+    intended: u64,
+    now_ns: u64,
+    timeout_ns: u64,
+    rec: &mut Recorder,
+) {
+    let stale = now_ns.saturating_sub(timeout_ns);
+    while waiting.front().is_some_and(|&at| at < stale) {
+        waiting.pop_front();
+        rec.error(E_NOT_SENT);
+    }
+    waiting.push_back(intended);
 }
 
 /// Takes the connection at `pos` out of the active list (the last one

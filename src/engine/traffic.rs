@@ -14,9 +14,7 @@ use super::pacing::Due;
 use super::proto::Status;
 use super::spares::lend;
 use super::worker::Worker;
-use crate::metrics::{
-    bump, E_CONNECT, E_NOT_SENT, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKET, W_WINDOW,
-};
+use crate::metrics::{bump, E_CONNECT, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKET, W_WINDOW};
 use crate::sys::signals::Reason;
 
 impl Worker {
@@ -34,36 +32,21 @@ impl Worker {
                     return;
                 }
                 let s = at - 1;
-                t.started = Some(s);
-                t.rec.start(s, now_ns);
-                self.begin_traffic(s);
+                t.start(s, now_ns, &self.conns);
                 s
             }
         };
-        let Some(t) = self.mode.traffic_mut() else {
-            return;
-        };
-        if t.rec.roll(now_ns) {
+        if t.second(now_ns, &mut self.conns) {
             self.spare.trim();
-            let conns = &mut self.conns;
-            t.deadlines.compact(|entry, id| {
-                // (As in expire_queries: an entry is its connection's only
-                // while the attempt is the same.)
-                if let Some(c) = conns.get_mut(entry.conn).filter(|c| c.seq == entry.seq) {
-                    c.flight.deadline = id;
-                }
-            });
         }
         if self.draining.is_some() {
             // The traffic is over: answers only.
             return;
         }
         self.drain_orphans();
-        let gen = self.shared.rate_gen.load(Relaxed);
-        if let Some(t) = self.mode.traffic_mut().filter(|t| t.rate_gen != gen) {
-            t.rate_gen = gen;
-            t.pacing
-                .set_rate(f64::from_bits(self.shared.rate_override.load(Relaxed)));
+        if let Some(t) = self.mode.traffic_mut() {
+            let gen = self.shared.rate_gen.load(Relaxed);
+            t.follow_rate(gen, self.shared.rate_override.load(Relaxed));
         }
         loop {
             let Some(t) = self.mode.traffic_mut() else {
@@ -122,17 +105,6 @@ impl Worker {
         let pick = t.pacing.pick(t.active.len(), &mut t.rng, &mut t.rr);
         let key = t.active[pick];
         self.query(key, intended, false);
-    }
-
-    /// Traffic starts now: interval connections get their staggered first
-    /// sends, closed-loop connections their first window of queries.
-    fn begin_traffic(&mut self, started: u64) {
-        let Some(t) = self.mode.traffic_mut() else {
-            return;
-        };
-        let held: Vec<(usize, u64)> = t.active.iter().map(|&k| (k, self.conns[k].seq)).collect();
-        let per_query = t.per_query.as_ref().map(|pq| pq.share);
-        t.pacing.begin(started, &held, t.window, per_query);
     }
 
     /// Hands queries that waited for a connection to the open ones.
@@ -218,13 +190,7 @@ impl Worker {
             W_WINDOW
         };
         bump(&self.q.waited[cause], 1);
-        let waiting = &mut self.conns[key].flight.waiting;
-        let stale = now.saturating_sub(t.timeout_ns);
-        while waiting.front().is_some_and(|&at| at < stale) {
-            waiting.pop_front();
-            t.rec.error(E_NOT_SENT);
-        }
-        waiting.push_back(intended);
+        t.keep_waiting(&mut self.conns[key].flight.waiting, intended, now);
     }
 
     /// Now, in ns since the start: the time of the read being processed
@@ -458,21 +424,10 @@ impl Worker {
         }
     }
 
-    /// Sets the deadline of `key` at its oldest query in flight (none when
-    /// nothing is in flight).
+    /// Sets the deadline of `key` at its oldest query in flight.
     fn set_deadline(&mut self, key: usize) {
-        let (Some(t), Some(c)) = (self.mode.traffic_mut(), self.conns.get_mut(key)) else {
-            return;
-        };
-        if let Some(id) = c.flight.take_deadline() {
-            t.deadlines.remove(id);
-        }
-        if let Some(sent) = c.flight.oldest_sent() {
-            let entry = Entry {
-                conn: key,
-                seq: c.seq,
-            };
-            c.flight.deadline = t.deadlines.push(sent + t.timeout_ns, entry);
+        if let (Some(t), Some(c)) = (self.mode.traffic_mut(), self.conns.get_mut(key)) {
+            t.set_deadline(key, c);
         }
     }
 
@@ -489,18 +444,13 @@ impl Worker {
         let Some(t) = self.mode.traffic_mut() else {
             return;
         };
-        let Some(pq) = t.per_query.as_mut() else {
+        let Some(pq) = t.per_query.as_ref() else {
             return;
         };
         if !pq.wait.is_empty() || open >= pq.share {
             bump(&self.q.waited[W_SLOT], 1);
         }
-        let stale = now.saturating_sub(t.timeout_ns);
-        while pq.wait.front().is_some_and(|&at| at < stale) {
-            pq.wait.pop_front();
-            t.rec.error(E_NOT_SENT);
-        }
-        pq.wait.push_back(intended);
+        t.wait_for_slot(intended, now);
         self.pq_fill();
     }
 

@@ -487,16 +487,8 @@ impl Worker {
             consider(Instant::now() + Duration::from_millis(10));
         }
         if let Some(tr) = self.mode.traffic() {
-            if let Some(started) = tr.started {
-                if let Some(at) = tr.pacing.next_due(started) {
-                    consider(self.at(at));
-                }
-                if let Some((at, _)) = tr.deadlines.first() {
-                    consider(self.at(at));
-                }
-                // The per-second report.
-                consider(self.at(tr.rec.second_ends()));
-            } else if self.shared.traffic_at.load(Relaxed) > 0 {
+            let started = tr.wakeup(|at| consider(self.at(at)));
+            if !started && self.shared.traffic_at.load(Relaxed) > 0 {
                 consider(Instant::now());
             }
         }
