@@ -144,6 +144,8 @@ pub(super) struct TrafficSetup<'a> {
     pub workers: u64,
     /// tcp-per-query: this worker's share of the connections.
     pub per_query: Option<u64>,
+    /// The transport is UDP.
+    pub datagrams: bool,
 }
 
 impl Traffic {
@@ -151,7 +153,7 @@ impl Traffic {
         let t = s.traffic;
         let (w, id) = (s.workers, s.id);
         let highest = ((t.timeout_s * 2e6) as u64).max(1000);
-        let codec = Codec::new(&t.query, s.hosts);
+        let codec = Codec::new(&t.query, s.hosts, s.datagrams);
         let log = s
             .rtt_log
             .map(|(tx, epoch)| RttLog::new(tx, epoch, t.query.proto().name()));

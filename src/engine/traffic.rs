@@ -220,12 +220,8 @@ impl Worker {
         lend(&mut conn.pending_out, &mut self.spare);
         let qkey = conn
             .link
-            .queue_with(&mut conn.pending_out, &mut self.out, |out, datagram| {
-                if datagram {
-                    codec.encode_datagram(n, target, now, rng, out)
-                } else {
-                    codec.encode(n, target, now, rng, out)
-                }
+            .queue_with(&mut conn.pending_out, &mut self.out, |out| {
+                codec.encode(n, target, now, rng, out)
             });
         if !conn.has(Flags::DIRTY) {
             conn.set(Flags::DIRTY, true);

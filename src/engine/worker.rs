@@ -156,6 +156,7 @@ impl Worker {
                 id,
                 workers: w,
                 per_query: per_query.then_some(share.max(1)),
+                datagrams: net.is_udp(),
             })),
             (None, Some(p)) => Mode::Push(PushRx::new(&s.scenario, p)),
             (None, None) => Mode::Hold,
@@ -195,6 +196,7 @@ impl Worker {
             probe_codec: Codec::new(
                 s.scenario.probe.as_ref().unwrap_or(&default_probe()),
                 &s.hosts,
+                net.is_udp(),
             ),
             mode,
             scratch: vec![0; net.scratch_len()],

@@ -150,7 +150,10 @@ impl Resume {
 /// A protocol, ready to encode and decode: each is one file here (with
 /// its codec in crates/wire), matched in this one place.
 pub enum Codec {
+    /// DNS over a stream: each message behind its 2-byte length.
     Dns(DnsQueries),
+    /// DNS over UDP: a message is a datagram.
+    DnsDatagram(DnsQueries),
     Echo(Echo),
     Ping(Ping),
     Http(Http),
@@ -158,8 +161,10 @@ pub enum Codec {
 }
 
 impl Codec {
-    /// `hosts` are the targets as given (for HTTP Host headers).
-    pub fn new(q: &Query, hosts: &[String]) -> Codec {
+    /// `hosts` are the targets as given (for HTTP Host headers);
+    /// `datagrams`: the transport is UDP (decided once: a message of a
+    /// protocol framed apart over streams is then its datagram).
+    pub fn new(q: &Query, hosts: &[String], datagrams: bool) -> Codec {
         match q {
             Query::Dns {
                 qtype,
@@ -167,15 +172,22 @@ impl Codec {
                 qtypes,
                 edns,
                 dnssec_ok,
-            } => Codec::Dns(DnsQueries::new(
-                *qtype,
-                names,
-                qtypes,
-                edns.map(|udp_size| wire::dns::Edns {
-                    udp_size,
-                    dnssec_ok: *dnssec_ok,
-                }),
-            )),
+            } => {
+                let d = DnsQueries::new(
+                    *qtype,
+                    names,
+                    qtypes,
+                    edns.map(|udp_size| wire::dns::Edns {
+                        udp_size,
+                        dnssec_ok: *dnssec_ok,
+                    }),
+                );
+                if datagrams {
+                    Codec::DnsDatagram(d)
+                } else {
+                    Codec::Dns(d)
+                }
+            }
             Query::Echo { size, validate } => Codec::Echo(Echo {
                 size: *size,
                 validate: *validate,
@@ -225,6 +237,7 @@ impl Codec {
     ) -> u64 {
         match self {
             Codec::Dns(d) => d.encode_frame(n, rng, out),
+            Codec::DnsDatagram(d) => d.encode(n, rng, out),
             Codec::Echo(e) => e.encode(n, t_ns, out),
             Codec::Ping(p) => p.encode(n, out),
             Codec::Http(h) => h.encode(n, target, out),
@@ -232,26 +245,11 @@ impl Codec {
         }
     }
 
-    /// Like [`Codec::encode`], for a datagram: DNS without the TCP length.
-    pub fn encode_datagram(
-        &self,
-        n: u64,
-        target: usize,
-        t_ns: u64,
-        rng: &mut Pcg64Mcg,
-        out: &mut Vec<u8>,
-    ) -> u64 {
-        match self {
-            Codec::Dns(d) => d.encode(n, rng, out),
-            _ => self.encode(n, target, t_ns, rng, out),
-        }
-    }
-
     /// The slot of query `n`'s type in [`DnsQueries::qtypes`] (0 for
     /// other protocols): where its RCODE is counted.
     pub fn qtype_slot(&self, n: u64) -> u8 {
         match self {
-            Codec::Dns(d) => d.question(n).slot,
+            Codec::Dns(d) | Codec::DnsDatagram(d) => d.question(n).slot,
             _ => 0,
         }
     }
@@ -260,7 +258,7 @@ impl Codec {
     /// protocols).
     pub fn qtypes(&self) -> &[u16] {
         match self {
-            Codec::Dns(d) => &d.qtypes,
+            Codec::Dns(d) | Codec::DnsDatagram(d) => &d.qtypes,
             _ => &[],
         }
     }
@@ -268,7 +266,7 @@ impl Codec {
     /// A whole datagram as one response (anything else is malformed).
     pub fn decode_datagram(&self, d: &[u8]) -> Frame {
         match self {
-            Codec::Dns(_) => dns_frame(d, d.len()),
+            Codec::Dns(_) | Codec::DnsDatagram(_) => dns_frame(d, d.len()),
             _ => match self.decode(d, &mut Resume::default()) {
                 f @ Frame::Response { len, .. } if len == d.len() => f,
                 _ => Frame::Malformed,
@@ -304,6 +302,9 @@ impl Codec {
     fn decode_on(&self, buf: &[u8], resume: &mut Resume) -> Frame {
         match self {
             Codec::Dns(d) => d.decode(buf),
+            // (Datagrams are framed whole by `decode_datagram`.)
+            Codec::DnsDatagram(_) if buf.is_empty() => Frame::Incomplete,
+            Codec::DnsDatagram(_) => dns_frame(buf, buf.len()),
             Codec::Echo(e) => e.decode(buf),
             Codec::Ping(p) => p.decode(buf, resume),
             Codec::Http(h) => h.decode(buf, resume),
@@ -411,6 +412,7 @@ mod tests {
                 dnssec_ok: edns.is_some(),
             },
             &[],
+            false,
         )
     }
 
@@ -420,9 +422,10 @@ mod tests {
         use hickory_proto::serialize::binary::BinDecodable;
         let c = dns(&["a.example", "b.example", "c.example"], &[1, 28, 1], None);
         assert_eq!(c.qtypes(), [1, 28]);
+        let Codec::Dns(d) = &c else { panic!() };
         for n in 0..6u64 {
             let mut out = Vec::new();
-            c.encode_datagram(n, 0, 0, &mut rng(), &mut out);
+            d.encode(n, &mut rng(), &mut out);
             let m = Message::from_bytes(&out).unwrap();
             let want = ["a.example.", "b.example.", "c.example."][n as usize % 3];
             assert_eq!(m.queries[0].name().to_ascii(), want);
@@ -472,7 +475,7 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for n in 0..300u64 {
             let mut out = Vec::new();
-            c.encode_datagram(n, 0, 0, &mut r, &mut out);
+            d.encode(n, &mut r, &mut out);
             let m = Message::from_bytes(&out).unwrap();
             let name = m.queries[0].name().to_ascii();
             let labels: Vec<&str> = name.trim_end_matches('.').split('.').collect();
@@ -525,6 +528,7 @@ mod tests {
                 request: String::new(),
             },
             &["h:1".into()],
+            false,
         );
         let mut out = Vec::new();
         c.encode(0, 0, 0, &mut rng(), &mut out);
@@ -613,6 +617,7 @@ mod tests {
                 request: String::new(),
             },
             &["h:1".into()],
+            false,
         )
     }
 
