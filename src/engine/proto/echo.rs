@@ -83,3 +83,63 @@ static RAMP: [u8; 512] = {
     }
     t
 };
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use super::super::*;
+    use super::*;
+
+    #[test]
+    fn echo_round_trip_and_validation() {
+        let c = Codec::Echo(Echo {
+            size: 64,
+            validate: true,
+        });
+        assert!(matches!(
+            round_trip(&c, 7),
+            Frame::Response {
+                len: 64,
+                status: Status::Ok,
+                ..
+            }
+        ));
+        let mut out = Vec::new();
+        c.encode(7, 0, 0, &mut rng(), &mut out);
+        out[40] ^= 1;
+        assert!(matches!(
+            fresh(&c, &out),
+            Frame::Response {
+                status: Status::Mismatch,
+                ..
+            }
+        ));
+        assert_eq!(fresh(&c, &out[..30]), Frame::Incomplete);
+        assert_eq!(fresh(&c, b"HTTP/1.1"), Frame::Malformed);
+    }
+
+    #[test]
+    fn echo_payload_is_the_pattern_at_every_size() {
+        for size in [ECHO_HEADER, 21, 64, 275, 276, 277, 1000, 4096] {
+            for n in [0, 1, 7, 255, 1 << 40] {
+                let c = Codec::Echo(Echo {
+                    size,
+                    validate: true,
+                });
+                let mut out = vec![9];
+                c.encode(n, 0, 0, &mut rng(), &mut out);
+                assert_eq!(out.len(), 1 + size);
+                let body = &out[1 + ECHO_HEADER..];
+                let want: Vec<u8> = (ECHO_HEADER..size).map(|i| pattern(n, i)).collect();
+                assert_eq!(body, &want[..], "size {size} n {n}");
+                assert!(matches!(
+                    fresh(&c, &out[1..]),
+                    Frame::Response {
+                        status: Status::Ok,
+                        ..
+                    }
+                ));
+            }
+        }
+    }
+}

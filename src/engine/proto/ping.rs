@@ -43,3 +43,32 @@ impl Ping {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use super::super::*;
+    use super::*;
+
+    #[test]
+    fn ping_lines_across_reads() {
+        let stream = b"pong 1\npong 22\r\nerror\npong 3\npong";
+        same_frames_at_every_read_size(&Codec::Ping(Ping), stream, 4);
+        // A line that never ends is searched once, then refused.
+        let mut buf = Vec::new();
+        let mut resume = Resume::default();
+        let mut searched = 0;
+        let f = loop {
+            buf.push(b'p');
+            searched += buf.len() - resume.search_from(&buf);
+            match Codec::Ping(Ping).decode(&buf, &mut resume) {
+                Frame::Incomplete => {}
+                f => break f,
+            }
+        };
+        assert_eq!(
+            (f, buf.len(), searched),
+            (Frame::Oversized, 64 * 1024 + 1, buf.len())
+        );
+    }
+}

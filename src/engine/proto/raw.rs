@@ -65,3 +65,57 @@ impl Raw {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use super::super::*;
+    use super::*;
+
+    fn raw(marker: &[u8]) -> Codec {
+        Codec::Raw(Raw {
+            message: b"hi".to_vec(),
+            first: None,
+            marker: Some(Box::new(Finder::new(marker).into_owned())),
+        })
+    }
+
+    #[test]
+    fn raw_marker_found_across_reads_at_every_split() {
+        // Near misses across read boundaries: "\r\n.x", "\r\n\r\n.".
+        let stream = b"one\r\n.x\r\n\r\n.\r\ntwo\r\n.\r\n\r\n.\r\n\r\n.\r\nrest\r\n.";
+        same_frames_at_every_read_size(&raw(b"\r\n.\r\n"), stream, 4);
+        let (frames, left) = frames_in_reads(&raw(b"\r\n.\r\n"), stream, 1);
+        let lens: Vec<usize> = frames.iter().map(|f| f.0).collect();
+        assert_eq!(lens, [14, 8, 5, 5]);
+        assert_eq!(left, 7);
+    }
+
+    #[test]
+    fn raw_marker_search_keeps_only_where_a_marker_may_start() {
+        // A long reply arriving a byte at a time, full of near misses:
+        // keeping it and starting over at each read would search ~5 * 10^9
+        // bytes.
+        let c = raw(b"END!");
+        let mut buf = Vec::new();
+        let mut resume = Resume::default();
+        let mut searched = 0;
+        for i in 0..100_000 {
+            buf.push(b"END"[i % 3]);
+            searched += buf.len();
+            match c.decode(&buf, &mut resume) {
+                Frame::Incomplete => {}
+                Frame::Partial { keep: 0, skip } => drop(buf.drain(..skip)),
+                f => panic!("{f:?}"),
+            }
+            assert!(buf.len() <= 3);
+        }
+        // Each read searches its byte and the three before it.
+        assert!(searched <= 4 * 100_000, "searched {searched}");
+        buf.extend_from_slice(b"ND!");
+        assert!(matches!(
+            c.decode(&buf, &mut resume),
+            Frame::Response { len, .. } if len == buf.len()
+        ));
+    }
+}
