@@ -8,8 +8,7 @@ use mio::{Interest, Token};
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
-use super::conn::End;
-use super::conn::{Conn, Flags, State, Verification, NOT_ACTIVE};
+use super::conn::{Conn, End, Flags, State, Verification, NOT_ACTIVE};
 use super::dialer::CONNECTS_PER_TURN;
 use super::worker::Worker;
 use crate::metrics::{bump, connect_bucket, Bucket, E_CONN_LOST};

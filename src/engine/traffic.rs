@@ -6,8 +6,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use super::conn::End;
-use super::conn::{Flags, NOT_ACTIVE};
+use super::conn::{End, Flags, NOT_ACTIVE};
 use super::deadlines::Entry;
 use super::inflight::{Answer, Outstanding, NO_DEADLINE};
 use super::pacing::Due;
