@@ -9,6 +9,7 @@ use std::time::Instant;
 use super::conn::{End, Flags, NOT_ACTIVE};
 use super::deadlines::Entry;
 use super::inflight::{Answer, Outstanding, NO_DEADLINE};
+use super::mode::Mode;
 use super::pacing::Due;
 use super::proto::Status;
 use super::spares::lend;
@@ -449,8 +450,22 @@ impl Worker {
         self.pq_fill();
     }
 
-    /// Opens connections for waiting queries while slots are free.
+    /// tcp-per-query: opens connections for waiting queries while slots
+    /// are free. (Twice a loop turn: what it asks of other runs is one
+    /// look, inlined.)
+    #[inline]
     pub(super) fn pq_fill(&mut self) {
+        let waiting = match &self.mode {
+            Mode::Traffic(t) => t.per_query.as_ref().is_some_and(|pq| !pq.wait.is_empty()),
+            _ => false,
+        };
+        if waiting {
+            self.pq_open();
+        }
+    }
+
+    /// Opens connections for the queries waiting for a slot.
+    fn pq_open(&mut self) {
         while self.draining.is_none() {
             let open = self.conns.len() as u64;
             let Some(t) = self.mode.traffic_mut() else {
