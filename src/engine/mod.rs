@@ -575,7 +575,7 @@ pub fn run(
         sc.target_names.clone()
     };
     let tls = match &sc.tls {
-        Some(o) => Some(Arc::new(worker::TlsClient {
+        Some(o) => Some(Arc::new(net::TlsClient {
             config: crate::tls::client_config(o)?,
             names: sc
                 .targets

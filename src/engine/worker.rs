@@ -53,7 +53,7 @@ use crate::sys::timer::Timer;
 pub const WAKER: Token = Token(usize::MAX);
 const TIMER: Token = Token(usize::MAX - 1);
 
-pub use super::net::TlsClient;
+use super::net::TlsClient;
 
 /// What a worker gets at start.
 pub struct Setup {
