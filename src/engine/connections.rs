@@ -4,17 +4,15 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use mio::net::{TcpStream, UdpSocket};
 use mio::{Interest, Token};
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
-use super::conn::{Conn, Flags, State, NOT_ACTIVE};
-use super::connector;
+use super::conn::{Conn, End, Flags, State, Verification, NOT_ACTIVE};
 use super::dialer::CONNECTS_PER_TURN;
-use super::link::Link;
-use super::worker::{End, TlsClient, Worker};
+use super::worker::Worker;
 use crate::metrics::{bump, connect_bucket, Bucket, E_CONN_LOST};
+use crate::sys::timer::monotonic_ns;
 
 fn errno_of(e: &std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
@@ -75,35 +73,21 @@ impl Worker {
     pub(super) fn attempt(&mut self, seq: u64, initial: bool) -> Option<usize> {
         bump(&self.counters.attempted, 1);
         let (target, source) = self.dial.endpoints(&self.sc, seq);
-        let udp = self.udp;
-        let sock = match self.dial.prealloc.pop_front() {
-            Some(s) if initial => Ok(s),
-            _ if udp => connector::udp(target, source),
-            _ => connector::prepare(target, source),
-        };
-        // Connect time counts from just before connect(), not from when
-        // the attempt was due (the schedule's lag is the ramp's business).
-        let now = Instant::now();
-        let started = if udp {
-            sock
-        } else {
-            let r = sock.and_then(|s| connector::start(&s, target).map(|()| s));
-            // The kernel's port search happens inside this call: its time
+        // (A socket made before the start is the ramp's.)
+        let made = self.dial.prealloc.pop_front().filter(|_| initial);
+        let dialed = self.net.connect(target, source, made);
+        let now = dialed.at;
+        if let Some(call) = dialed.call {
+            // The kernel's port search happens inside connect(): its time
             // tells the client's slowness from the server's.
-            self.dial.connect_call(now.elapsed());
-            r
-        };
-        let sock = match started {
-            Ok(s) => s,
+            self.dial.connect_call(call);
+        }
+        let mut link = match dialed.link {
+            Ok(link) => link,
             Err(errno) => {
                 self.not_started(initial, errno);
                 return None;
             }
-        };
-        let mut link = if udp {
-            Link::Udp(UdpSocket::from_std(std::net::UdpSocket::from(sock)))
-        } else {
-            Link::Tcp(TcpStream::from_std(std::net::TcpStream::from(sock)))
         };
         let entry = self.conns.vacant_entry();
         let key = entry.key();
@@ -122,7 +106,7 @@ impl Worker {
         let target = (seq % self.sc.targets.len() as u64) as u32;
         entry.insert(Conn::new(link, seq, now, target, initial));
         self.dial.inflight += 1;
-        if udp {
+        if self.net.is_udp() {
             // Nothing to wait for: "connected" is only the peer address.
             self.on_connected(key);
             return self.conns.contains(key).then_some(key);
@@ -174,7 +158,7 @@ impl Worker {
             bump(&self.counters.established_initial, 1);
         }
         self.shared.opened();
-        if !self.per_query {
+        if !self.mode.per_query() {
             // (tcp-per-query keeps the connect start: its query counts
             // from there, connect included.)
             conn.since = now;
@@ -185,9 +169,16 @@ impl Worker {
         if let Some(life) = self.sc.lifetime() {
             self.dial.life_q.push_back((key, conn.seq, now + life));
         }
-        self.push_opened(key);
-        if let Some(tls) = self.tls.clone() {
-            self.start_tls(key, &tls, now);
+        if let Some(p) = self.mode.push_mut() {
+            // Its stream starts (UDP: it subscribes).
+            let initial = self.conns[key].initial();
+            let first = p.open(key, monotonic_ns(), initial, &self.counters);
+            if let Some(first) = first {
+                self.write(key, first);
+            }
+        }
+        if self.net.is_tls() {
+            self.start_tls(key, now);
             return;
         }
         self.ready(key, false);
@@ -195,17 +186,11 @@ impl Worker {
 
     /// TCP is up: start the TLS handshake (its ClientHello goes out at the
     /// end of this loop turn; --connect-timeout bounds it).
-    fn start_tls(&mut self, key: usize, tls: &TlsClient, now: Instant) {
+    fn start_tls(&mut self, key: usize, now: Instant) {
         let conn = &mut self.conns[key];
-        let name = tls.names[conn.target as usize % tls.names.len()].clone();
-        match rustls::ClientConnection::new(tls.config.clone(), name) {
-            Ok(mut c) => {
-                // Queries are bounded by --window and sealed every turn; a
-                // limit here would drop them silently.
-                c.set_buffer_limit(None);
-                conn.link.start_tls(c);
-            }
-            Err(e) => {
+        match self.net.secure(&mut conn.link, conn.target) {
+            Some(Ok(())) | None => {}
+            Some(Err(e)) => {
                 // Established (counted so): it ends as a TLS failure of an
                 // established connection, not as an attempt unresolved.
                 conn.state = State::Handshaking;
@@ -239,19 +224,16 @@ impl Worker {
     fn ready(&mut self, key: usize, verified: bool) {
         let now = Instant::now();
         let conn = &mut self.conns[key];
-        let codec = self
-            .traffic
-            .as_ref()
-            .map_or(&self.probe_codec, |t| &t.codec);
+        let codec = self.mode.codec(&self.probe_codec);
         self.out.clear();
         if let Some(first) = codec.first_message() {
             self.out.extend_from_slice(first);
         }
-        let first_query_verifies = self.sc.verify && self.traffic.is_some() && !verified;
+        let first_query_verifies = self.sc.verify && self.mode.has_traffic() && !verified;
         // UDP has no acceptance to verify; without traffic nothing is sent
         // (nor without a probe: raw with no marker).
-        let probe = self.sc.verify && !verified && !self.udp && self.sc.probe.is_some();
-        if verified && self.push.is_none() {
+        let probe = self.sc.verify && !verified && !self.net.is_udp() && self.sc.probe.is_some();
+        if verified && !self.mode.is_push() {
             // (A push connection is verified by its first message, over
             // TLS too: counted there, once.)
             bump(&self.counters.verified, 1);
@@ -285,18 +267,18 @@ impl Worker {
         conn.state = State::Held;
         conn.pending_in = Vec::new();
         conn.resume = Default::default();
-        if self.per_query {
+        if self.mode.per_query() {
             // Its one query waits in `waiting`: send it now.
             self.after_progress(key);
             return;
         }
-        if let Some(t) = self.traffic.as_mut() {
+        if let Some(t) = self.mode.traffic_mut() {
             conn.active_pos = t.active.len() as u32;
             t.active.push(key);
             let cap = t.cap.unwrap_or(u64::MAX);
             while conn.flight.queries + (conn.flight.waiting.len() as u64) < cap {
                 // Queries that waited for a connection: this one's now.
-                let Some(intended) = self.orphans.pop_front() else {
+                let Some(intended) = t.orphans.pop_front() else {
                     break;
                 };
                 conn.flight.waiting.push_back(intended);
@@ -334,8 +316,8 @@ impl Worker {
         let conn = &mut self.conns[key];
         conn.set(Flags::PEER_CLOSING, true);
         let pos = conn.active_pos;
-        if let Some(t) = self.traffic.as_mut().filter(|_| pos != NOT_ACTIVE) {
-            remove_active(&mut t.active, &mut self.conns, pos);
+        if let Some(t) = self.mode.traffic_mut().filter(|_| pos != NOT_ACTIVE) {
+            t.leave(&mut self.conns, pos);
         }
     }
 
@@ -382,23 +364,13 @@ impl Worker {
             self.pq_lost(0);
             return;
         }
-        self.drop_conn(
-            key,
-            matches!(why, End::Lost(_) | End::Garbled | End::TlsFailed),
-        );
+        self.drop_conn(key, why.by_server());
         // Counted and closed before the ramp hears of it: the main thread
         // reads the counters when the ramp is done.
         if pending && matches!(why, End::Lost(_) | End::TlsFailed) {
             self.dial.resolved(initial);
         }
-        let replace = match why {
-            End::Recycled => true,
-            End::Lost(_) if closed_clean => self.sc.reconnect || self.sc.replace_closed,
-            End::Lost(_) | End::Garbled | End::TlsFailed | End::Lifetime | End::QueryTimedOut => {
-                self.sc.reconnect
-            }
-            _ => false,
-        };
+        let replace = why.replaced(closed_clean, self.sc.reconnect, self.sc.replace_closed);
         if replace && !replaced {
             self.dial.owe();
         }
@@ -424,28 +396,15 @@ impl Worker {
             self.probe_rejected(key, what);
             bump(&self.counters.verified, 1);
         }
-        let c = &self.conns[key];
-        let bucket = match bucket {
-            Bucket::ClosedByPeer | Bucket::Reset if c.has(Flags::REJECTED) => Bucket::Rejected,
-            b => b,
-        };
-        // (After an announced close the server may also reset: queries
-        // that crossed its last answer arrived at a closed socket.) A
-        // close with nothing in flight is an idle close, whether or not
-        // the connection had carried a query yet: one thing, counted one
-        // way.
-        let announced = c.has(Flags::PEER_CLOSING)
-            && matches!(bucket, Bucket::ClosedByPeer | Bucket::Reset)
-            || bucket == Bucket::ClosedByPeer && c.live() == 0;
-        if c.state == State::Held && announced {
-            // It answered all it was sent, or said its last answer was its
-            // last, or had nothing to answer, then closed (a keep-alive
-            // limit, an idle timeout): the server's right, not a failure.
-            bump(&self.counters.peer_closed, 1);
-            true
-        } else {
-            self.counters.fail(bucket);
-            false
+        match self.conns[key].closed_as(bucket) {
+            None => {
+                bump(&self.counters.peer_closed, 1);
+                true
+            }
+            Some(bucket) => {
+                self.counters.fail(bucket);
+                false
+            }
         }
     }
 
@@ -460,34 +419,20 @@ impl Worker {
     /// the run's end) while its probe or handshake was still within
     /// --connect-timeout says nothing, and is idle.
     pub(super) fn count_verification_at_end(&self, c: &super::conn::Conn, by_server: bool) {
-        if c.state == State::Connecting || self.push.is_some() {
+        if self.mode.is_push() {
             return;
         }
-        let asked_unanswered = match c.state {
-            State::Handshaking => by_server,
-            // A refused probe was counted (verified: it was accepted).
-            State::Probing if c.has(Flags::REJECTED) => return,
-            State::Probing => by_server,
-            _ if c.has(Flags::UNPROVEN) => c.flight.queries > 0,
-            _ => {
-                // Held: counted where it was verified (a TLS handshake, a
-                // probe's answer, its first answer) or found unverified
-                // (a probe that timed out), unless this run verifies
-                // nothing on it.
-                let counted = self.sc.verify
-                    && (self.tls.is_some()
-                        || self.traffic.is_some()
-                        || (!self.udp && self.sc.probe.is_some()));
-                if counted {
-                    return;
-                }
-                false
-            }
-        };
-        if asked_unanswered {
-            bump(&self.counters.unverified, 1);
-        } else {
-            bump(&self.counters.idle, 1);
+        // Held: counted where it was verified (a TLS handshake, a probe's
+        // answer, its first answer) or found unverified (a probe that timed
+        // out), unless this run verifies nothing on it.
+        let counted_when_held = self.sc.verify
+            && (self.net.is_tls()
+                || self.mode.has_traffic()
+                || (!self.net.is_udp() && self.sc.probe.is_some()));
+        match c.verification_at_end(by_server, counted_when_held) {
+            Some(Verification::Unverified) => bump(&self.counters.unverified, 1),
+            Some(Verification::Idle) => bump(&self.counters.idle, 1),
+            None => {}
         }
     }
 
@@ -495,7 +440,9 @@ impl Worker {
     /// handshake did).
     fn drop_conn(&mut self, key: usize, by_server: bool) {
         if self.conns[key].state != State::Connecting {
-            self.push_closed(key, by_server);
+            if let Some(p) = self.mode.push_mut() {
+                p.close(key, monotonic_ns(), by_server, &self.counters);
+            }
         }
         let mut c = self.conns.remove(key);
         if c.state != State::Connecting {
@@ -505,11 +452,12 @@ impl Worker {
         }
         self.count_verification_at_end(&c, by_server);
         let live = c.live();
-        let untaken = c.has(Flags::PEER_CLOSING) && !self.per_query;
+        let per_query = self.mode.per_query();
+        let untaken = c.has(Flags::PEER_CLOSING) && !per_query;
         if live > 0 && !untaken {
             bump(&self.q.errors[E_CONN_LOST], live);
         }
-        if let Some(t) = self.traffic.as_mut() {
+        if let Some(t) = self.mode.traffic_mut() {
             if live > 0 && untaken {
                 // The server had said its last answer was its last (HTTP
                 // `Connection: close`): queries that crossed that answer on
@@ -523,11 +471,11 @@ impl Worker {
                     *q += live;
                 }
                 if !t.pacing.closed_loop() {
-                    self.orphans.extend(c.flight.live_intended());
+                    t.orphans.extend(c.flight.live_intended());
                 }
             }
             if c.active_pos != NOT_ACTIVE {
-                remove_active(&mut t.active, &mut self.conns, c.active_pos);
+                t.leave(&mut self.conns, c.active_pos);
             }
             if let Some(id) = c.flight.take_deadline() {
                 t.deadlines.remove(id);
@@ -544,25 +492,10 @@ impl Worker {
         // from when it can send; handed to another connection with their
         // old times they would stack onto its window and count the wait
         // for this one's replacement as response time.
-        let closed_loop = self
-            .traffic
-            .as_ref()
-            .is_some_and(|t| t.pacing.closed_loop());
-        if !self.per_query && !closed_loop {
-            self.orphans.extend(c.flight.waiting);
+        if let Some(t) = self.mode.traffic_mut() {
+            if !per_query && !t.pacing.closed_loop() {
+                t.orphans.extend(c.flight.waiting);
+            }
         }
-    }
-}
-
-/// Takes the connection at `pos` out of the active list (the last one
-/// takes its place).
-pub(super) fn remove_active(active: &mut Vec<usize>, conns: &mut slab::Slab<Conn>, pos: u32) {
-    let pos = pos as usize;
-    let key = active.swap_remove(pos);
-    if let Some(c) = conns.get_mut(key) {
-        c.active_pos = NOT_ACTIVE;
-    }
-    if let Some(&moved) = active.get(pos) {
-        conns[moved].active_pos = pos as u32;
     }
 }

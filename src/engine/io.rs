@@ -7,14 +7,17 @@
 use std::io::{self, Read};
 use std::time::Instant;
 
-use super::conn::{Flags, State};
+use super::conn::{End, Flags, State};
 use super::inflight::Answer;
 use super::link::BATCH;
+use super::mode::Mode;
 use super::proto::{Frame, Status};
-use super::worker::{End, Worker};
+use super::spares::{give_back, lend};
+use super::worker::Worker;
 use crate::metrics::{bump, Bucket, E_CONN_LOST, E_MALFORMED, E_OVERSIZED};
 use crate::metrics::{AFTER_HANDSHAKE, NOT_TLS, TLS_ALERT};
 use crate::scenario::Query;
+use crate::sys::timer::monotonic_ns;
 
 impl Worker {
     /// Reads what the socket holds. `closing`: the event said the peer
@@ -47,7 +50,7 @@ impl Worker {
     /// [`READS`] batches are in (then the connection is read again next
     /// turn).
     fn read_udp(&mut self, key: usize, scratch: &mut [u8]) {
-        let slot = self.udp_slot.min(scratch.len());
+        let slot = self.net.slot().min(scratch.len());
         let slots = (scratch.len() / slot).clamp(1, BATCH);
         let mut lens = [0usize; BATCH];
         for _ in 0..READS {
@@ -85,15 +88,13 @@ impl Worker {
     /// One datagram: one whole response (or garbage, counted).
     fn on_datagram(&mut self, key: usize, data: &[u8]) {
         self.conns[key].set(Flags::GOT_DATA, true);
-        if self.push.is_some() {
-            return self.on_push_datagram(key, data);
-        }
-        let Some(t) = self.traffic.as_mut() else {
-            return;
-        };
-        match t.codec.decode_datagram(data) {
-            Frame::Response { key: q, status, .. } => self.answered(key, q, status),
-            _ => t.rec.error(E_MALFORMED),
+        match &mut self.mode {
+            Mode::Traffic(t) => match t.codec.decode_datagram(data) {
+                Frame::Response { key: q, status, .. } => self.answered(key, q, status),
+                _ => t.rec.error(E_MALFORMED),
+            },
+            Mode::Push(p) => p.datagram(key, data, monotonic_ns(), &self.counters),
+            Mode::Hold => {}
         }
     }
 
@@ -236,8 +237,14 @@ impl Worker {
 
     /// Frames bytes just read. False when the connection is gone.
     fn on_bytes(&mut self, key: usize, data: &[u8]) -> bool {
-        if self.push.is_some() {
-            return self.on_push_bytes(key, data);
+        if let Some(p) = self.mode.push_mut() {
+            let conn = &mut self.conns[key];
+            let now_ns = monotonic_ns();
+            if !p.bytes(key, &mut conn.pending_in, data, now_ns, &self.counters) {
+                self.end(key, End::Garbled);
+                return false;
+            }
+            return true;
         }
         let conn = &mut self.conns[key];
         // Nothing pending: the connection keeps its (empty) buffer, and
@@ -260,10 +267,7 @@ impl Worker {
         let mut alive = true;
         while used < input.len() {
             let probing = self.conns[key].state == State::Probing;
-            let codec = self
-                .traffic
-                .as_ref()
-                .map_or(&self.probe_codec, |t| &t.codec);
+            let codec = self.mode.codec(&self.probe_codec);
             match codec.decode(&input[used..], &mut resume) {
                 Frame::Incomplete => break,
                 Frame::Partial { keep, skip } => {
@@ -306,7 +310,7 @@ impl Worker {
                         );
                         self.verified(key);
                         used = input.len();
-                    } else if self.traffic.is_some() {
+                    } else if self.mode.has_traffic() {
                         let cause = if f == Frame::Oversized {
                             E_OVERSIZED
                         } else {
@@ -325,11 +329,7 @@ impl Worker {
                 break;
             }
         }
-        let cap = self
-            .traffic
-            .as_ref()
-            .map_or(&self.probe_codec, |t| &t.codec)
-            .input_cap();
+        let cap = self.mode.codec(&self.probe_codec).input_cap();
         if alive && input.len() - used - hole.1 > cap {
             // A response that does not end (a length or a chunk size it
             // never fills, a marker that never comes): keeping more would
@@ -373,7 +373,7 @@ impl Worker {
                 self.probe_rejected(key, what);
             }
             self.verified(key);
-        } else if self.traffic.is_some() {
+        } else if self.mode.has_traffic() {
             self.answered(key, qkey, status);
         }
     }
@@ -386,11 +386,8 @@ impl Worker {
     /// connection ends.
     fn peer_ended(&mut self, key: usize, bucket: Bucket, whole: bool) {
         let conn = &self.conns[key];
-        if self.push.is_none() && !conn.pending_in.is_empty() {
-            let codec = self
-                .traffic
-                .as_ref()
-                .map_or(&self.probe_codec, |t| &t.codec);
+        if !self.mode.is_push() && !conn.pending_in.is_empty() {
+            let codec = self.mode.codec(&self.probe_codec);
             if let Frame::Response {
                 key: qkey, status, ..
             } = codec.decode_at_close(&conn.pending_in)
@@ -406,7 +403,7 @@ impl Worker {
                         // ended with it.)
                         return;
                     }
-                } else if let Some(t) = self.traffic.as_mut().filter(|_| !probing) {
+                } else if let Some(t) = self.mode.traffic_mut().filter(|_| !probing) {
                     if let Answer::Matched(_) = self.conns[key].flight.answer(qkey) {
                         t.rec.error(E_CONN_LOST);
                     }
@@ -419,7 +416,7 @@ impl Worker {
     /// Bytes that cannot be answers (`cause`: malformed or oversized) end
     /// the connection: what follows them cannot be framed either.
     fn garbled(&mut self, key: usize, cause: usize) {
-        if let Some(t) = self.traffic.as_mut() {
+        if let Some(t) = self.mode.traffic_mut() {
             t.rec.error(cause);
         }
         self.end(key, End::Garbled);
@@ -531,57 +528,6 @@ const READS: usize = 16;
 /// (longer ones take the read into the connection's own buffer).
 const FRONT: usize = 4 * 1024;
 
-/// The most spare output buffers a worker keeps, and the largest it
-/// keeps: enough for the connections that write in one loop turn of an
-/// open-loop run, at most 4 MiB a worker.
-const SPARES: usize = 1024;
-const SPARE_BYTES: usize = 4 * 1024;
-
-/// A worker's spare output buffers: given back by connections that went
-/// idle, lent to the next one that queues a message, so a message costs
-/// no allocation and an idle connection holds no buffer.
-#[derive(Default)]
-pub(super) struct Spares {
-    bufs: Vec<Vec<u8>>,
-    /// The fewest the pool held since the last [`Spares::trim`].
-    low: usize,
-}
-
-impl Spares {
-    /// Once a second: half the spares that no connection took in that
-    /// second go. Without it the pool drifts up to its bound under churn
-    /// (more given back than taken in one second, fewer in the next), and
-    /// the client's memory creeps for minutes; with it the pool follows
-    /// what the traffic takes. (The list itself keeps its room, at most
-    /// 24 KiB: shrunk to another size every second, its old blocks filled
-    /// the allocator's per-thread cache size by size, see
-    /// `metrics::text_capacity`.)
-    pub(super) fn trim(&mut self) {
-        let unused = self.low.min(self.bufs.len());
-        self.bufs.truncate(self.bufs.len() - unused / 2);
-        self.low = self.bufs.len();
-    }
-}
-
-/// Gives a connection about to queue a message a spare output buffer if
-/// it has none.
-#[inline]
-pub(super) fn lend(out: &mut Vec<u8>, spare: &mut Spares) {
-    if out.capacity() == 0 {
-        *out = spare.bufs.pop().unwrap_or_else(|| Vec::with_capacity(512));
-        spare.low = spare.low.min(spare.bufs.len());
-    }
-}
-
-/// Keeps an emptied output buffer for the next connection that writes,
-/// unless there are enough spares already or it grew large.
-fn give_back(mut buf: Vec<u8>, spare: &mut Spares) {
-    if spare.bufs.len() < SPARES && buf.capacity() <= SPARE_BYTES {
-        buf.clear();
-        spare.bufs.push(buf);
-    }
-}
-
 /// A TLS error in words that say whose bytes were wrong: bytes that are
 /// not TLS at all, an alert, a record that fails its check; after the
 /// handshake, said so (the session was up: not a question of
@@ -634,26 +580,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_idle_connections_buffer_is_lent_to_the_next_writer() {
-        let mut spare = Spares::default();
-        let mut a = Vec::new();
-        lend(&mut a, &mut spare);
-        a.extend_from_slice(b"query");
-        let at = a.as_ptr();
-        give_back(std::mem::take(&mut a), &mut spare);
-        assert_eq!(a.capacity(), 0, "the idle connection holds nothing");
-        let mut b = Vec::new();
-        lend(&mut b, &mut spare);
-        assert_eq!((b.as_ptr(), b.len()), (at, 0), "the same buffer, empty");
-        assert!(spare.bufs.is_empty());
-        // A connection that has a buffer keeps it.
-        let mut c = Vec::with_capacity(8);
-        let kept = c.as_ptr();
-        lend(&mut c, &mut spare);
-        assert_eq!(c.as_ptr(), kept);
-    }
-
-    #[test]
     fn tls_errors_say_whose_bytes_were_wrong() {
         use rustls::{AlertDescription, Error, InvalidMessage};
         let not_tls = Error::InvalidMessage(InvalidMessage::InvalidContentType);
@@ -669,43 +595,5 @@ mod tests {
             tls_words(&not_tls, false),
             format!("{AFTER_HANDSHAKE}{}", tls_words(&not_tls, true))
         );
-    }
-
-    #[test]
-    fn spares_are_bounded_in_number_and_size() {
-        let mut spare = Spares::default();
-        give_back(Vec::with_capacity(SPARE_BYTES + 1), &mut spare);
-        assert!(spare.bufs.is_empty(), "a buffer that grew large is freed");
-        for _ in 0..SPARES + 10 {
-            give_back(Vec::with_capacity(64), &mut spare);
-        }
-        assert_eq!(spare.bufs.len(), SPARES);
-    }
-
-    #[test]
-    fn spares_nobody_takes_are_let_go() {
-        let mut spare = Spares::default();
-        for _ in 0..100 {
-            give_back(Vec::with_capacity(64), &mut spare);
-        }
-        spare.trim();
-        // A second in which 30 are taken: 70 were not, half of them go.
-        let mut taken: Vec<Vec<u8>> = (0..30)
-            .map(|_| {
-                let mut b = Vec::new();
-                lend(&mut b, &mut spare);
-                b
-            })
-            .collect();
-        for b in taken.drain(..) {
-            give_back(b, &mut spare);
-        }
-        spare.trim();
-        assert_eq!(spare.bufs.len(), 100 - 35);
-        // Seconds without a taker empty it.
-        for _ in 0..20 {
-            spare.trim();
-        }
-        assert!(spare.bufs.len() <= 1, "{}", spare.bufs.len());
     }
 }

@@ -112,31 +112,30 @@ impl Link {
         }
     }
 
-    /// Queues the message `encode` writes (told whether it is a datagram);
-    /// `scratch` holds it first under TLS (the session copies it). Returns
-    /// what `encode` returns.
+    /// Queues the message `encode` writes; `scratch` holds it first under
+    /// TLS (the session copies it). Returns what `encode` returns.
     #[inline]
     pub fn queue_with<R>(
         &mut self,
         out: &mut Vec<u8>,
         scratch: &mut Vec<u8>,
-        encode: impl FnOnce(&mut Vec<u8>, bool) -> R,
+        encode: impl FnOnce(&mut Vec<u8>) -> R,
     ) -> R {
         match self {
-            Link::Tcp(_) => encode(out, false),
+            Link::Tcp(_) => encode(out),
             Link::Detached => {
                 debug_assert!(false, "a detached link queues nothing");
-                encode(out, false)
+                encode(out)
             }
             Link::Tls(t) => {
                 scratch.clear();
-                let r = encode(scratch, false);
+                let r = encode(scratch);
                 let _ = t.session.writer().write_all(scratch);
                 r
             }
             Link::Udp(_) => {
                 let at = begin_datagram(out);
-                let r = encode(out, true);
+                let r = encode(out);
                 end_datagram(out, at);
                 r
             }

@@ -14,14 +14,16 @@ mod dialer;
 mod inflight;
 mod io;
 mod link;
+mod mode;
+mod net;
 mod pacer;
 mod pacing;
 mod proto;
 mod push;
 mod recorder;
 mod seconds;
+mod spares;
 mod traffic;
-pub use push::delay_clock;
 mod worker;
 
 // The main thread's side: the conductor and what it holds and reads.
@@ -241,7 +243,7 @@ fn start_workers(sc: &Arc<Scenario>, stop: &Stop, rtt_log: Option<File>) -> Resu
         sc.target_names.clone()
     };
     let tls = match &sc.tls {
-        Some(o) => Some(Arc::new(worker::TlsClient {
+        Some(o) => Some(Arc::new(net::TlsClient {
             config: crate::tls::client_config(o)?,
             names: sc
                 .targets

@@ -34,12 +34,10 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use super::conn::State;
-use super::worker::{End, Worker};
-use crate::domain::PushFormat;
-use crate::metrics::{bump, connect_bucket, new_histogram, PushCounters};
+use crate::domain::{PushFormat, Transport};
+use crate::metrics::{bump, connect_bucket, new_histogram, ConnCounters, PushCounters};
 use crate::scenario::{DelayClock, PushListen, Scenario};
-use crate::sys::timer::{monotonic_ns, wall_ns};
+use crate::sys::timer::wall_ns;
 
 /// A UDP subscriber says it is still there this often (the server drops
 /// one silent for its --udp-idle, 30 s by default, at least 20 s).
@@ -104,15 +102,12 @@ pub(super) struct PushRx {
     pub delay: Histogram<u64>,
     /// The streams the server ended that no connection took back yet.
     vacant: Vec<Vacancy>,
+    /// Over UDP: it subscribes, and says so again now and then.
+    udp: bool,
     /// UDP: when the subscriptions not answered yet are said again, and
     /// when all are.
     next_keepalive: Instant,
     next_refresh: Instant,
-}
-
-/// The name of the clock a run's one-way delay comes from (None: none).
-pub fn delay_clock(sc: &Scenario, p: &PushListen) -> Option<&'static str> {
-    DelayClock::of(sc, p).name()
 }
 
 impl PushRx {
@@ -128,6 +123,7 @@ impl PushRx {
             jitter: new_histogram(),
             delay: new_histogram(),
             vacant: Vec::new(),
+            udp: sc.transport == Transport::Udp,
             next_keepalive: Instant::now() + RESUBSCRIBE,
             next_refresh: Instant::now() + KEEPALIVE,
         }
@@ -330,8 +326,152 @@ impl PushRx {
 
     /// A UDP connection that has not had a message yet (its subscription
     /// may have been lost).
-    fn waiting(&self, key: usize) -> bool {
+    pub fn waiting(&self, key: usize) -> bool {
         self.streams.get(key).is_some_and(|s| !s.got_any)
+    }
+
+    /// A connection is established at `now_ns`: its stream starts. Returns
+    /// what it sends (UDP: it subscribes).
+    pub fn open(
+        &mut self,
+        key: usize,
+        now_ns: u64,
+        initial: bool,
+        c: &ConnCounters,
+    ) -> Option<&'static [u8]> {
+        self.opened(key, now_ns, initial, &c.push);
+        self.udp.then_some(SUBSCRIBE)
+    }
+
+    /// A connection ends at `now_ns`: its stream's tail is counted, and
+    /// its verification (`vacated`: the server ended it, and the tail runs
+    /// on until another connection opens or the run ends).
+    pub fn close(&mut self, key: usize, now_ns: u64, vacated: bool, c: &ConnCounters) {
+        match self.closed(key, now_ns, vacated, &c.push) {
+            // (Verified at its first message.)
+            Heard::Messages => {}
+            Heard::Silent => bump(&c.unverified, 1),
+            Heard::Nothing => bump(&c.idle, 1),
+        }
+    }
+
+    /// The run ends at `end_ns` (every connection's tail counted): the
+    /// streams the server ended count to here.
+    pub fn end(&mut self, end_ns: u64, c: &ConnCounters) {
+        self.ended(end_ns, &c.push);
+    }
+
+    /// Over UDP, whether the subscriptions are said again now: None when
+    /// not; Some(all), all of them (every [`KEEPALIVE`]: the server forgets
+    /// a silent subscriber) or only those that have had no message yet
+    /// (every second).
+    pub fn keepalive(&mut self, now: Instant) -> Option<bool> {
+        if !self.udp || now < self.next_keepalive {
+            return None;
+        }
+        self.next_keepalive = now + RESUBSCRIBE;
+        let all = now >= self.next_refresh;
+        if all {
+            self.next_refresh = now + KEEPALIVE;
+        }
+        Some(all)
+    }
+
+    /// When the next keepalive is due (UDP).
+    pub fn wakeup(&self) -> Option<Instant> {
+        self.udp.then_some(self.next_keepalive)
+    }
+
+    /// Over UDP, the subscribers leave when the run ends (the server stops
+    /// at once instead of after its --udp-idle).
+    pub fn farewell(&self) -> Option<&'static [u8]> {
+        self.udp.then_some(BYE)
+    }
+
+    /// Bytes of a push stream on `key` arrived at `now_ns`: whole messages
+    /// counted; the rest kept in `pending` for the next read. False when
+    /// they are not push messages (counted malformed): the connection
+    /// ends.
+    pub fn bytes(
+        &mut self,
+        key: usize,
+        pending: &mut Vec<u8>,
+        data: &[u8],
+        now_ns: u64,
+        c: &ConnCounters,
+    ) -> bool {
+        let mut buf = std::mem::take(pending);
+        let input: &[u8] = if buf.is_empty() {
+            data
+        } else {
+            buf.extend_from_slice(data);
+            &buf
+        };
+        let mut used = 0;
+        while used < input.len() {
+            let framed = match self.format {
+                PushFormat::Throng => wire::push::decode(&input[used..])
+                    .map(|m| m.map(|(h, n)| (h.seq, Some((h.mono_ns, h.wall_ns)), n))),
+                PushFormat::Line => wire::push::decode_line(&input[used..])
+                    .map(|m| m.map(|(seq, n)| (seq, None, n))),
+            };
+            match framed {
+                Ok(Some((seq, stamps, n))) => {
+                    self.count(key, seq, stamps, now_ns, c);
+                    used += n;
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    bump(&c.push.malformed, 1);
+                    return false;
+                }
+            }
+        }
+        let rest = &input[used..];
+        if !rest.is_empty() {
+            if buf.is_empty() {
+                pending.extend_from_slice(rest);
+            } else {
+                buf.drain(..used);
+                *pending = buf;
+            }
+        }
+        true
+    }
+
+    /// One datagram on `key` arrived at `now_ns`: one message (anything
+    /// else is counted malformed; the socket stays).
+    pub fn datagram(&mut self, key: usize, d: &[u8], now_ns: u64, c: &ConnCounters) {
+        let framed = match self.format {
+            PushFormat::Throng => {
+                wire::push::decode_datagram(d).map(|h| (h.seq, Some((h.mono_ns, h.wall_ns))))
+            }
+            PushFormat::Line => match wire::push::decode_line(d) {
+                Ok(Some((seq, _))) => Ok((seq, None)),
+                Ok(None) => Err(wire::push::PushError::NoSequence),
+                Err(e) => Err(e),
+            },
+        };
+        match framed {
+            Ok((seq, stamps)) => self.count(key, seq, stamps, now_ns, c),
+            Err(_) => bump(&c.push.malformed, 1),
+        }
+    }
+
+    /// One message counted: the first of a connection verifies it.
+    fn count(
+        &mut self,
+        key: usize,
+        seq: u64,
+        stamps: Option<(u64, u64)>,
+        now_ns: u64,
+        c: &ConnCounters,
+    ) {
+        match self.message(key, seq, stamps, now_ns, &c.push) {
+            Arrival::First => bump(&c.verified, 1),
+            Arrival::Other => {}
+            Arrival::Implausible => bump(&c.push.malformed, 1),
+        }
     }
 }
 
@@ -346,175 +486,166 @@ enum Arrival {
     Implausible,
 }
 
-impl Worker {
-    /// A connection is established: its stream starts (UDP: it subscribes).
-    pub(super) fn push_opened(&mut self, key: usize) {
-        let Some(p) = self.push.as_mut() else {
-            return;
-        };
-        let initial = self.conns[key].initial();
-        p.opened(key, monotonic_ns(), initial, &self.counters.push);
-        if self.udp {
-            self.write(key, SUBSCRIBE);
-        }
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    /// A connection ends: its stream's tail is counted (`vacated`: the
-    /// server ended it, and the tail runs on until another connection
-    /// opens or the run ends).
-    pub(super) fn push_closed(&mut self, key: usize, vacated: bool) {
-        self.push_closed_at(key, monotonic_ns(), vacated);
-    }
+    const MS: u64 = 1_000_000;
 
-    /// The same, with the end's time given (the run's end: when reading
-    /// stopped, not when the connection's turn to close came).
-    pub(super) fn push_closed_at(&mut self, key: usize, now_ns: u64, vacated: bool) {
-        if let Some(p) = self.push.as_mut() {
-            match p.closed(key, now_ns, vacated, &self.counters.push) {
-                // (Verified at its first message.)
-                Heard::Messages => {}
-                Heard::Silent => bump(&self.counters.unverified, 1),
-                Heard::Nothing => bump(&self.counters.idle, 1),
-            }
-        }
-    }
-
-    /// The run ends at `end_ns` (every connection's tail counted): the
-    /// streams the server ended count to here.
-    pub(super) fn push_ended(&mut self, end_ns: u64) {
-        if let Some(p) = self.push.as_mut() {
-            p.ended(end_ns, &self.counters.push);
-        }
-    }
-
-    /// UDP: says again the subscriptions that have had no message yet
-    /// (every second) and all of them (every [`KEEPALIVE`]: the server
-    /// forgets a silent subscriber).
-    pub(super) fn push_keepalive(&mut self, now: Instant) {
-        let refresh = match self.push.as_mut() {
-            Some(p) if self.udp && now >= p.next_keepalive => {
-                p.next_keepalive = now + RESUBSCRIBE;
-                let refresh = now >= p.next_refresh;
-                if refresh {
-                    p.next_refresh = now + KEEPALIVE;
-                }
-                refresh
-            }
-            _ => return,
-        };
-        self.push_say(SUBSCRIBE, refresh);
-    }
-
-    /// UDP: the held connections send `what`: all of them, or (not `all`)
-    /// those that have had no message yet.
-    pub(super) fn push_say(&mut self, what: &[u8], all: bool) {
-        let Some(p) = self.push.as_ref() else {
-            return;
-        };
-        let keys: Vec<usize> = self
-            .conns
+    /// A push receiver of a 10 ms period over TCP (`flags` added), and
+    /// the counters it counts into.
+    fn rx(flags: &[&str]) -> (PushRx, ConnCounters) {
+        let mut argv: Vec<String> = ["127.0.0.1:1", "--proto", "push", "--every", "10ms"]
             .iter()
-            .filter(|&(k, c)| c.state == State::Held && (all || p.waiting(k)))
-            .map(|(k, _)| k)
+            .map(|a| a.to_string())
             .collect();
-        for key in keys {
-            self.write(key, what);
+        argv.extend(flags.iter().map(|a| a.to_string()));
+        let args = crate::cli::client_args(&argv).expect("client flags");
+        let sc = args
+            .scenario(vec!["127.0.0.1:1".parse().unwrap()], false, Vec::new())
+            .expect("scenario");
+        let rx = PushRx::new(&sc, sc.push.as_ref().expect("push"));
+        (rx, ConnCounters::default())
+    }
+
+    fn get(a: &std::sync::atomic::AtomicU64) -> u64 {
+        a.load(Relaxed)
+    }
+
+    /// Sequence numbers `seqs` on connection 0, one a period from 10 ms.
+    fn arrive(p: &mut PushRx, c: &ConnCounters, seqs: &[u64]) {
+        for (i, &seq) in seqs.iter().enumerate() {
+            p.count(0, seq, None, (i as u64 + 1) * 10 * MS, c);
         }
-        self.flush_dirty();
     }
 
-    /// When the next keepalive is due (UDP).
-    pub(super) fn push_wakeup(&self) -> Option<Instant> {
-        self.push
-            .as_ref()
-            .filter(|_| self.udp)
-            .map(|p| p.next_keepalive)
+    #[test]
+    fn a_skipped_number_is_lost_until_it_arrives_late() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        arrive(&mut p, &c, &[0, 1, 3]);
+        assert_eq!((get(&c.push.received), get(&c.push.lost)), (3, 1));
+        // The verification is the first message's.
+        assert_eq!(get(&c.verified), 1);
+        p.count(0, 2, None, 45 * MS, &c);
+        assert_eq!(get(&c.push.lost), 0, "taken back");
+        assert_eq!(get(&c.push.out_of_order), 1);
+        assert_eq!(get(&c.push.received), 4);
+        assert_eq!(get(&c.push.duplicates), 0);
     }
 
-    /// Bytes of a push stream: whole messages counted; the rest kept for
-    /// the next read. False when the connection is gone (bytes that are
-    /// not push messages end it).
-    pub(super) fn on_push_bytes(&mut self, key: usize, data: &[u8]) -> bool {
-        let now_ns = monotonic_ns();
-        let mut buf = std::mem::take(&mut self.conns[key].pending_in);
-        let input: &[u8] = if buf.is_empty() {
-            data
-        } else {
-            buf.extend_from_slice(data);
-            &buf
-        };
-        let Some(p) = self.push.as_mut() else {
-            return true;
-        };
-        let c = &self.counters.push;
-        let mut used = 0;
-        let mut bad = false;
-        while used < input.len() {
-            let framed = match p.format {
-                PushFormat::Throng => wire::push::decode(&input[used..])
-                    .map(|m| m.map(|(h, n)| (h.seq, Some((h.mono_ns, h.wall_ns)), n))),
-                PushFormat::Line => wire::push::decode_line(&input[used..])
-                    .map(|m| m.map(|(seq, n)| (seq, None, n))),
+    #[test]
+    fn a_number_seen_again_is_a_duplicate_not_a_message() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        arrive(&mut p, &c, &[0, 1, 2, 1, 2]);
+        assert_eq!(get(&c.push.duplicates), 2);
+        assert_eq!(get(&c.push.received), 3);
+        assert_eq!((get(&c.push.lost), get(&c.push.out_of_order)), (0, 0));
+    }
+
+    #[test]
+    fn a_jump_no_period_explains_is_malformed_not_a_gap() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        arrive(&mut p, &c, &[0, 1_000_000_000]);
+        assert_eq!(get(&c.push.malformed), 1);
+        assert_eq!((get(&c.push.lost), get(&c.push.received)), (0, 1));
+    }
+
+    #[test]
+    fn the_periods_after_the_last_message_count_lost_at_the_close() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        arrive(&mut p, &c, &[0]);
+        // Five periods after it, one of them the message on its way.
+        p.close(0, 60 * MS, false, &c);
+        assert_eq!(get(&c.push.lost), 4);
+        assert_eq!(get(&c.push.expected), 5);
+        assert_eq!(get(&c.push.connections_with_loss), 1);
+    }
+
+    #[test]
+    fn a_connection_closed_before_any_message_is_idle_or_unverified() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        p.close(0, 15 * MS, false, &c);
+        assert_eq!((get(&c.idle), get(&c.unverified)), (1, 0), "too young");
+        p.open(1, 0, true, &c);
+        p.close(1, 50 * MS, false, &c);
+        assert_eq!(get(&c.unverified), 1, "silent for more than two periods");
+    }
+
+    #[test]
+    fn a_stream_the_server_ended_owes_its_periods_until_a_replacement_opens() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        arrive(&mut p, &c, &[0]);
+        p.close(0, 20 * MS, true, &c);
+        assert_eq!(get(&c.push.lost), 0, "counted on, not yet");
+        // A ramp's connection takes no place; a replacement does.
+        p.open(1, 30 * MS, true, &c);
+        assert_eq!(get(&c.push.lost), 0);
+        p.open(2, 70 * MS, false, &c);
+        assert_eq!(get(&c.push.lost), 5, "six periods since its last, less one");
+        assert_eq!(get(&c.push.connections_with_loss), 1);
+        // Counted once: the run's end finds nothing vacant.
+        p.end(200 * MS, &c);
+        assert_eq!(get(&c.push.lost), 5);
+    }
+
+    #[test]
+    fn a_vacant_stream_counts_to_the_runs_end() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        arrive(&mut p, &c, &[0]);
+        p.close(0, 20 * MS, true, &c);
+        p.end(110 * MS, &c);
+        assert_eq!(get(&c.push.lost), 9);
+    }
+
+    #[test]
+    fn messages_split_across_reads_are_kept_until_whole() {
+        let (mut p, c) = rx(&[]);
+        p.open(0, 0, true, &c);
+        let mut stream = Vec::new();
+        for seq in 0..3 {
+            let h = wire::push::Header {
+                seq,
+                mono_ns: 0,
+                wall_ns: 0,
             };
-            match framed {
-                Ok(Some((seq, stamps, n))) => {
-                    match p.message(key, seq, stamps, now_ns, c) {
-                        Arrival::First => bump(&self.counters.verified, 1),
-                        Arrival::Other => {}
-                        Arrival::Implausible => bump(&c.malformed, 1),
-                    }
-                    used += n;
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    bad = true;
-                    break;
-                }
-            }
+            wire::push::encode(&h, 8, &mut stream);
         }
-        if bad {
-            bump(&c.malformed, 1);
-            self.end(key, End::Garbled);
-            return false;
+        let mut pending = Vec::new();
+        for (i, piece) in stream.chunks(7).enumerate() {
+            assert!(p.bytes(0, &mut pending, piece, (i as u64 + 1) * MS, &c));
         }
-        let rest = &input[used..];
-        let conn = &mut self.conns[key];
-        if !rest.is_empty() {
-            if buf.is_empty() {
-                conn.pending_in.extend_from_slice(rest);
-            } else {
-                buf.drain(..used);
-                conn.pending_in = buf;
-            }
-        }
-        true
+        assert!(pending.is_empty());
+        assert_eq!(get(&c.push.received), 3);
+        assert_eq!(get(&c.push.lost), 0);
+        // Bytes that are not messages end the connection, counted.
+        assert!(!p.bytes(
+            0,
+            &mut pending,
+            b"HTTP/1.1 400 Bad Request\r\n\r\n",
+            9 * MS,
+            &c
+        ));
+        assert_eq!(get(&c.push.malformed), 1);
     }
 
-    /// One datagram: one message (anything else is counted malformed; the
-    /// socket stays).
-    pub(super) fn on_push_datagram(&mut self, key: usize, d: &[u8]) {
-        let now_ns = monotonic_ns();
-        let Some(p) = self.push.as_mut() else {
-            return;
-        };
-        let c = &self.counters.push;
-        let framed = match p.format {
-            PushFormat::Throng => {
-                wire::push::decode_datagram(d).map(|h| (h.seq, Some((h.mono_ns, h.wall_ns))))
-            }
-            PushFormat::Line => match wire::push::decode_line(d) {
-                Ok(Some((seq, _))) => Ok((seq, None)),
-                Ok(None) => Err(wire::push::PushError::NoSequence),
-                Err(e) => Err(e),
-            },
-        };
-        match framed {
-            Ok((seq, stamps)) => match p.message(key, seq, stamps, now_ns, c) {
-                Arrival::First => bump(&self.counters.verified, 1),
-                Arrival::Other => {}
-                Arrival::Implausible => bump(&c.malformed, 1),
-            },
-            Err(_) => bump(&c.malformed, 1),
-        }
+    #[test]
+    fn over_udp_a_subscriber_subscribes_and_says_so_again() {
+        let (mut p, c) = rx(&["--transport", "udp"]);
+        assert_eq!(p.open(0, 0, true, &c), Some(SUBSCRIBE));
+        assert_eq!(p.farewell(), Some(BYE));
+        let at = p.wakeup().expect("a keepalive is due");
+        assert_eq!(p.keepalive(at - Duration::from_millis(1)), None);
+        assert_eq!(p.keepalive(at), Some(false), "those with no message yet");
+        assert_eq!(p.keepalive(at + KEEPALIVE), Some(true), "all of them");
+        let (mut p, c) = rx(&[]);
+        assert_eq!(p.open(0, 0, true, &c), None, "TCP sends nothing");
+        assert_eq!((p.wakeup(), p.farewell()), (None, None));
     }
 }

@@ -6,24 +6,22 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use super::conn::{Flags, NOT_ACTIVE};
-use super::connections::remove_active;
+use super::conn::{End, Flags, NOT_ACTIVE};
 use super::deadlines::Entry;
 use super::inflight::{Answer, Outstanding, NO_DEADLINE};
-use super::io::lend;
+use super::mode::Mode;
 use super::pacing::Due;
 use super::proto::Status;
-use super::worker::{End, Worker};
-use crate::metrics::{
-    bump, E_CONNECT, E_NOT_SENT, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKET, W_WINDOW,
-};
+use super::spares::lend;
+use super::worker::Worker;
+use crate::metrics::{bump, E_CONNECT, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKET, W_WINDOW};
 use crate::sys::signals::Reason;
 
 impl Worker {
     /// Sends every query that is due.
     pub(super) fn traffic_due(&mut self, now: Instant) {
         let now_ns = self.ns(now);
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         let started = match t.started {
@@ -34,39 +32,24 @@ impl Worker {
                     return;
                 }
                 let s = at - 1;
-                t.started = Some(s);
-                t.rec.start(s, now_ns);
-                self.begin_traffic(s);
+                t.start(s, now_ns, &self.conns);
                 s
             }
         };
-        let Some(t) = self.traffic.as_mut() else {
-            return;
-        };
-        if t.rec.roll(now_ns) {
+        if t.second(now_ns, &mut self.conns) {
             self.spare.trim();
-            let conns = &mut self.conns;
-            t.deadlines.compact(|entry, id| {
-                // (As in expire_queries: an entry is its connection's only
-                // while the attempt is the same.)
-                if let Some(c) = conns.get_mut(entry.conn).filter(|c| c.seq == entry.seq) {
-                    c.flight.deadline = id;
-                }
-            });
         }
         if self.draining.is_some() {
             // The traffic is over: answers only.
             return;
         }
         self.drain_orphans();
-        let gen = self.shared.rate_gen.load(Relaxed);
-        if let Some(t) = self.traffic.as_mut().filter(|t| t.rate_gen != gen) {
-            t.rate_gen = gen;
-            t.pacing
-                .set_rate(f64::from_bits(self.shared.rate_override.load(Relaxed)));
+        if let Some(t) = self.mode.traffic_mut() {
+            let gen = self.shared.rate_gen.load(Relaxed);
+            t.follow_rate(gen, self.shared.rate_override.load(Relaxed));
         }
         loop {
-            let Some(t) = self.traffic.as_mut() else {
+            let Some(t) = self.mode.traffic_mut() else {
                 return;
             };
             let Some(due) = t.pacing.pop(now_ns, started) else {
@@ -75,7 +58,7 @@ impl Worker {
             match due {
                 Due::Arrival(intended) => {
                     t.rec.loop_lag(now_ns.saturating_sub(intended));
-                    if self.per_query {
+                    if t.per_query.is_some() {
                         self.per_query(intended);
                     } else {
                         self.arrival(intended);
@@ -99,7 +82,7 @@ impl Worker {
     /// An open-loop query is due: on a connection picked by the spread, or
     /// kept for the next one ready when one is on its way.
     fn arrival(&mut self, intended: u64) {
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         bump(&self.q.due, 1);
@@ -113,7 +96,7 @@ impl Worker {
                 || self.dial.owed() > 0
                 || (recycling && !self.conns.is_empty())
             {
-                self.orphans.push_back(intended);
+                t.orphans.push_back(intended);
             } else {
                 t.rec.error(E_NO_CONNECTION);
             }
@@ -124,26 +107,19 @@ impl Worker {
         self.query(key, intended, false);
     }
 
-    /// Traffic starts now: interval connections get their staggered first
-    /// sends, closed-loop connections their first window of queries.
-    fn begin_traffic(&mut self, started: u64) {
-        let Some(t) = self.traffic.as_mut() else {
-            return;
-        };
-        let held: Vec<(usize, u64)> = t.active.iter().map(|&k| (k, self.conns[k].seq)).collect();
-        let per_query = self.per_query.then_some(self.pq_share);
-        t.pacing.begin(started, &held, t.window, per_query);
-    }
-
     /// Hands queries that waited for a connection to the open ones.
     fn drain_orphans(&mut self) {
-        while !self.orphans.is_empty() {
-            let Some(t) = self.traffic.as_mut().filter(|t| !t.active.is_empty()) else {
+        loop {
+            let Some(t) = self
+                .mode
+                .traffic_mut()
+                .filter(|t| !t.active.is_empty() && !t.orphans.is_empty())
+            else {
                 return;
             };
             t.rr = (t.rr + 1) % t.active.len();
             let key = t.active[t.rr];
-            let intended = self.orphans.pop_front().expect("not empty");
+            let intended = t.orphans.pop_front().expect("not empty");
             self.query(key, intended, false);
         }
     }
@@ -153,7 +129,7 @@ impl Worker {
     /// `fresh`: made due here (a tick, a window's slot), not already
     /// counted due where it arrived (an arrival, a query handed on).
     fn query(&mut self, key: usize, intended: u64, fresh: bool) {
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         let conn = &mut self.conns[key];
@@ -171,9 +147,9 @@ impl Worker {
             if !fresh {
                 let pos = conn.active_pos;
                 if pos != NOT_ACTIVE {
-                    remove_active(&mut t.active, &mut self.conns, pos);
+                    t.leave(&mut self.conns, pos);
                 }
-                self.orphans.push_back(intended);
+                t.orphans.push_back(intended);
             }
             return;
         }
@@ -205,7 +181,7 @@ impl Worker {
     /// --timeout of them, not the whole run's.
     fn wait(&mut self, key: usize, intended: u64) {
         let now = self.now_ns();
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         let cause = if self.conns[key].has(Flags::BLOCKED) {
@@ -214,13 +190,7 @@ impl Worker {
             W_WINDOW
         };
         bump(&self.q.waited[cause], 1);
-        let waiting = &mut self.conns[key].flight.waiting;
-        let stale = now.saturating_sub(t.timeout_ns);
-        while waiting.front().is_some_and(|&at| at < stale) {
-            waiting.pop_front();
-            t.rec.error(E_NOT_SENT);
-        }
-        waiting.push_back(intended);
+        t.keep_waiting(&mut self.conns[key].flight.waiting, intended, now);
     }
 
     /// Now, in ns since the start: the time of the read being processed
@@ -233,11 +203,12 @@ impl Worker {
     /// Encodes and writes one query.
     fn send_now(&mut self, key: usize, intended: u64) {
         let now = self.now_ns();
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         // (tcp-per-query took its ticket when it opened the connection.)
-        if !self.per_query && !take_ticket(&mut t.quota) {
+        let per_query = t.per_query.is_some();
+        if !per_query && !t.take_ticket() {
             // --queries are all out: the schedule ran past them; not due.
             self.q.due.fetch_sub(1, Relaxed);
             return;
@@ -249,19 +220,15 @@ impl Worker {
         lend(&mut conn.pending_out, &mut self.spare);
         let qkey = conn
             .link
-            .queue_with(&mut conn.pending_out, &mut self.out, |out, datagram| {
-                if datagram {
-                    codec.encode_datagram(n, target, now, rng, out)
-                } else {
-                    codec.encode(n, target, now, rng, out)
-                }
+            .queue_with(&mut conn.pending_out, &mut self.out, |out| {
+                codec.encode(n, target, now, rng, out)
             });
         if !conn.has(Flags::DIRTY) {
             conn.set(Flags::DIRTY, true);
             self.dirty.push(key);
         }
         // tcp-per-query: the query started with its connection.
-        let now = if self.per_query {
+        let now = if per_query {
             conn.since.saturating_duration_since(self.start).as_nanos() as u64
         } else {
             now
@@ -288,7 +255,7 @@ impl Worker {
             .then_some(conn.active_pos);
         if let Some(pos) = retire {
             // No more queries on this one: out of the open-loop choice.
-            remove_active(&mut t.active, &mut self.conns, pos);
+            t.leave(&mut self.conns, pos);
         }
     }
 
@@ -301,7 +268,7 @@ impl Worker {
     pub(super) fn lifetime_over(&mut self, key: usize) {
         let conn = &mut self.conns[key];
         let busy = conn.live() > 0;
-        let Some(t) = self.traffic.as_mut().filter(|_| busy) else {
+        let Some(t) = self.mode.traffic_mut().filter(|_| busy) else {
             self.end(key, End::Lifetime);
             return;
         };
@@ -311,14 +278,14 @@ impl Worker {
         }
         let pos = conn.active_pos;
         if pos != NOT_ACTIVE {
-            remove_active(&mut t.active, &mut self.conns, pos);
+            t.leave(&mut self.conns, pos);
         }
     }
 
     /// A response arrived for `qkey` (or the oldest query).
     pub(super) fn answered(&mut self, key: usize, qkey: Option<u64>, status: Status) {
         let now = self.now_ns();
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         let conn = &mut self.conns[key];
@@ -356,10 +323,10 @@ impl Worker {
         let Some(tr) = self.sc.traffic.as_ref() else {
             return;
         };
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
-        if self.per_query {
+        if t.per_query.is_some() {
             // Its one query is done: close (the client keeps TIME_WAIT).
             self.end(key, End::Closed);
             return;
@@ -405,7 +372,7 @@ impl Worker {
     /// After a response or a flush: send what waited.
     pub(super) fn after_progress(&mut self, key: usize) {
         while let Some(c) = self.conns.get_mut(key) {
-            let Some(t) = self.traffic.as_ref() else {
+            let Some(t) = self.mode.traffic() else {
                 return;
             };
             if c.flight.waiting.is_empty() || !c.room(t.window) {
@@ -419,7 +386,7 @@ impl Worker {
     /// Query timeouts: each connection whose deadline came times out what
     /// is overdue and sets its deadline again at the oldest left.
     pub(super) fn expire_queries(&mut self, now_ns: u64) {
-        while let Some(t) = self.traffic.as_mut() {
+        while let Some(t) = self.mode.traffic_mut() {
             let Some(Entry { conn: key, seq }) = t.deadlines.pop_due(now_ns) else {
                 break;
             };
@@ -435,7 +402,7 @@ impl Worker {
     /// Times out the queries of `key` past their deadline, oldest first.
     fn time_out_overdue(&mut self, key: usize, now_ns: u64) {
         loop {
-            let (Some(t), Some(c)) = (self.traffic.as_mut(), self.conns.get_mut(key)) else {
+            let (Some(t), Some(c)) = (self.mode.traffic_mut(), self.conns.get_mut(key)) else {
                 return;
             };
             let Some(o) = c.flight.time_out_oldest(now_ns, t.timeout_ns) else {
@@ -453,21 +420,10 @@ impl Worker {
         }
     }
 
-    /// Sets the deadline of `key` at its oldest query in flight (none when
-    /// nothing is in flight).
+    /// Sets the deadline of `key` at its oldest query in flight.
     fn set_deadline(&mut self, key: usize) {
-        let (Some(t), Some(c)) = (self.traffic.as_mut(), self.conns.get_mut(key)) else {
-            return;
-        };
-        if let Some(id) = c.flight.take_deadline() {
-            t.deadlines.remove(id);
-        }
-        if let Some(sent) = c.flight.oldest_sent() {
-            let entry = Entry {
-                conn: key,
-                seq: c.seq,
-            };
-            c.flight.deadline = t.deadlines.push(sent + t.timeout_ns, entry);
+        if let (Some(t), Some(c)) = (self.mode.traffic_mut(), self.conns.get_mut(key)) {
+            t.set_deadline(key, c);
         }
     }
 
@@ -479,37 +435,54 @@ impl Worker {
     /// wait is bounded as an answer's is.
     fn per_query(&mut self, intended: u64) {
         bump(&self.q.due, 1);
-        if !self.pq_wait.is_empty() || self.conns.len() as u64 >= self.pq_share {
+        let now = self.now_ns();
+        let open = self.conns.len() as u64;
+        let Some(t) = self.mode.traffic_mut() else {
+            return;
+        };
+        let Some(pq) = t.per_query.as_ref() else {
+            return;
+        };
+        if !pq.wait.is_empty() || open >= pq.share {
             bump(&self.q.waited[W_SLOT], 1);
         }
-        let now = self.now_ns();
-        if let Some(t) = self.traffic.as_mut() {
-            let stale = now.saturating_sub(t.timeout_ns);
-            while self.pq_wait.front().is_some_and(|&at| at < stale) {
-                self.pq_wait.pop_front();
-                t.rec.error(E_NOT_SENT);
-            }
-        }
-        self.pq_wait.push_back(intended);
+        t.wait_for_slot(intended, now);
         self.pq_fill();
     }
 
-    /// Opens connections for waiting queries while slots are free.
+    /// tcp-per-query: opens connections for waiting queries while slots
+    /// are free. (Twice a loop turn: what it asks of other runs is one
+    /// look, inlined.)
+    #[inline]
     pub(super) fn pq_fill(&mut self) {
-        while self.draining.is_none()
-            && !self.pq_wait.is_empty()
-            && (self.conns.len() as u64) < self.pq_share
-        {
-            let intended = self.pq_wait.pop_front().expect("not empty");
-            if !self
-                .traffic
-                .as_mut()
-                .is_some_and(|t| take_ticket(&mut t.quota))
-            {
+        let waiting = match &self.mode {
+            Mode::Traffic(t) => t.per_query.as_ref().is_some_and(|pq| !pq.wait.is_empty()),
+            _ => false,
+        };
+        if waiting {
+            self.pq_open();
+        }
+    }
+
+    /// Opens connections for the queries waiting for a slot.
+    fn pq_open(&mut self) {
+        while self.draining.is_none() {
+            let open = self.conns.len() as u64;
+            let Some(t) = self.mode.traffic_mut() else {
+                return;
+            };
+            let Some(pq) = t.per_query.as_mut().filter(|pq| open < pq.share) else {
+                return;
+            };
+            let Some(intended) = pq.wait.pop_front() else {
+                return;
+            };
+            if !t.take_ticket() {
                 // --queries are all out: the schedule ran past them; not
                 // due (this one and those waiting).
-                self.q.due.fetch_sub(1 + self.pq_wait.len() as u64, Relaxed);
-                self.pq_wait.clear();
+                let pq = t.per_query.as_mut().expect("per query");
+                self.q.due.fetch_sub(1 + pq.wait.len() as u64, Relaxed);
+                pq.wait.clear();
                 return;
             }
             let seq = self.dial.replacement();
@@ -525,13 +498,14 @@ impl Worker {
     /// worker has). Looks at every connection, but only after the last
     /// query went out.
     pub(super) fn check_quota_done(&mut self) {
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         if t.quota != Some(0) || t.quota_done {
             return;
         }
-        let idle = self.pq_wait.is_empty() && self.conns.iter().all(|(_, c)| c.flight.idle());
+        let waiting = t.per_query.as_ref().is_some_and(|pq| !pq.wait.is_empty());
+        let idle = !waiting && self.conns.iter().all(|(_, c)| c.flight.idle());
         if idle {
             t.quota_done = true;
             self.say(Reason::QueriesDone);
@@ -542,28 +516,16 @@ impl Worker {
     /// it failed before its query went out, which is then an error). In
     /// closed loop the next query starts after --think.
     pub(super) fn pq_lost(&mut self, sent: u64) {
-        if !self.per_query {
+        if !self.mode.per_query() {
             return;
         }
         let now = self.ns(Instant::now());
-        let Some(t) = self.traffic.as_mut() else {
+        let Some(t) = self.mode.traffic_mut() else {
             return;
         };
         if sent == 0 {
             t.rec.error(E_CONNECT);
         }
         t.pacing.replace_connection(now);
-    }
-}
-
-/// Takes one query from what is left of --queries; false when none is.
-fn take_ticket(quota: &mut Option<u64>) -> bool {
-    match quota {
-        None => true,
-        Some(0) => false,
-        Some(n) => {
-            *n -= 1;
-            true
-        }
     }
 }

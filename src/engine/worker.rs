@@ -4,12 +4,17 @@
 //! exactly one bucket.
 //!
 //! The worker is the loop and the glue; its parts each own one concern:
-//! [`Dialer`] the ramp, levels, reconnect debt and connection deadlines;
-//! [`Link`](super::link::Link) a connection's transport; [`Flight`](super::inflight::Flight)
-//! a connection's queries in flight; [`Pacing`] when queries are due;
-//! [`Recorder`] what is measured. The worker's own methods are split by
-//! room: a connection's life (`connections.rs`), bytes to frames and back
-//! (`io.rs`), and queries (`traffic.rs`). An event flows link → codec →
+//! [`Net`] the transport (TCP, TLS or UDP, chosen once);
+//! [`Mode`] what the connections are for (held, traffic or push, chosen
+//! once), with the traffic's own state ([`Traffic`]) and the push
+//! streams' ([`PushRx`]); [`Dialer`] the ramp, levels, reconnect debt and
+//! connection deadlines; [`Link`](super::link::Link) a connection's
+//! socket; [`Flight`](super::inflight::Flight) a connection's queries in
+//! flight; [`Recorder`](super::recorder::Recorder) what is measured. The
+//! worker's own methods are split by room: a connection's life
+//! (`connections.rs`), bytes to frames and back (`io.rs`), and queries
+//! (`traffic.rs`); those files import the worker, never each other, and
+//! the worker imports none of them. An event flows link → codec →
 //! in-flight table → recorder → pacing, which says what is due next.
 //!
 //! Worker `w` of `W` owns connection attempts w, w+W, w+2W, ..., and runs
@@ -20,7 +25,6 @@
 //!
 //! Times inside the worker are u64 nanoseconds since the run's start.
 
-use std::collections::VecDeque;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
@@ -28,35 +32,28 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
-use rand::SeedableRng;
-use rand_pcg::Pcg64Mcg;
 use slab::Slab;
 
-use super::conn::{Conn, State};
-use super::connector;
-use super::deadlines::Deadlines;
+use super::conn::{Conn, End, Flags, State};
 use super::dialer::Dialer;
-use super::pacing::Pacing;
+use super::mode::{default_probe, Mode, Traffic, TrafficSetup};
+use super::net::Net;
 use super::proto::Codec;
-use super::recorder::{Recorder, RttLog};
+use super::push::PushRx;
+use super::spares::Spares;
 use crate::domain::Transport;
 use crate::metrics::{
     bump, ConnCounters, Histograms, QueryCounters, Shared, StatusCounts, E_NOT_SENT,
     E_NO_CONNECTION,
 };
-use crate::scenario::{Model, Query, Scenario};
+use crate::scenario::{Model, Scenario};
 use crate::sys::signals::Reason;
 use crate::sys::timer::Timer;
 
 pub const WAKER: Token = Token(usize::MAX);
 const TIMER: Token = Token(usize::MAX - 1);
 
-/// The client's TLS settings, shared by the workers.
-pub struct TlsClient {
-    pub config: Arc<rustls::ClientConfig>,
-    /// The server name of each target.
-    pub names: Vec<rustls::pki_types::ServerName<'static>>,
-}
+use super::net::TlsClient;
 
 /// What a worker gets at start.
 pub struct Setup {
@@ -85,32 +82,6 @@ pub struct Finished {
     pub in_flight: u64,
 }
 
-/// The query side of a worker, present when the scenario has traffic.
-pub(super) struct Traffic {
-    pub codec: Codec,
-    pub pacing: Pacing,
-    pub rec: Recorder,
-    pub window: u64,
-    /// Queries a connection sends at most: the lower of --messages and
-    /// --max-queries-per-conn (worked out once, not per query).
-    pub cap: Option<u64>,
-    pub timeout_ns: u64,
-    /// When traffic started (ns), once it has.
-    pub started: Option<u64>,
-    /// The round robin's last pick.
-    pub rr: usize,
-    pub rng: Pcg64Mcg,
-    /// Held connections open-loop queries pick from.
-    pub active: Vec<usize>,
-    pub deadlines: Deadlines,
-    /// The --control rate generation applied.
-    pub rate_gen: u64,
-    /// This worker's part of --queries not sent yet (None: no such limit).
-    pub quota: Option<u64>,
-    /// It said it has done its part of --queries.
-    pub quota_done: bool,
-}
-
 pub struct Worker {
     /// Precise wake-ups (epoll's own timeout is in whole milliseconds).
     timer: Timer,
@@ -126,32 +97,21 @@ pub struct Worker {
     pub(super) start: Instant,
     notify: mpsc::Sender<Reason>,
     pub(super) dial: Dialer,
-    /// --transport udp / tcp-per-query, decided once.
-    pub(super) udp: bool,
-    pub(super) per_query: bool,
-    pub(super) tls: Option<Arc<TlsClient>>,
+    /// TCP, TLS or UDP: decided once.
+    pub(super) net: Net,
     /// Plaintext out of TLS sessions.
     pub(super) plain: Vec<u8>,
-    /// tcp-per-query: intended times of queries waiting for a free
-    /// connection slot, and how many connections this worker may have open.
-    pub(super) pq_wait: VecDeque<u64>,
-    pub(super) pq_share: u64,
     /// While a read's bytes are processed: when it returned (ns).
     pub(super) read_at: Option<u64>,
-    /// Intended times of queries that came due while no connection could
-    /// take them but one was on its way (recycling, reconnects): the next
-    /// connection ready takes them.
-    pub(super) orphans: VecDeque<u64>,
-    /// UDP: bytes per datagram slot in a recvmmsg batch.
-    pub(super) udp_slot: usize,
     /// The codec probes are built with when there is no traffic.
     pub(super) probe_codec: Codec,
-    pub(super) traffic: Option<Traffic>,
+    /// Holding, traffic or push: decided at start.
+    pub(super) mode: Mode,
     pub(super) scratch: Vec<u8>,
     pub(super) out: Vec<u8>,
     /// Output buffers given back by connections that went idle, lent to
     /// the next one that queues a message.
-    pub(super) spare: super::io::Spares,
+    pub(super) spare: Spares,
     /// Connections with bytes to write at the end of this loop turn.
     pub(super) dirty: Vec<usize>,
     /// Connections whose read stopped at its budget with bytes left: read
@@ -167,8 +127,6 @@ pub struct Worker {
     /// keeps its output buffer between writes, and its table of queries
     /// in flight when a window's answers empty it.
     pub(super) busy: bool,
-    /// --proto push: what arrives is measured here.
-    pub(super) push: Option<super::push::PushRx>,
 }
 
 impl Worker {
@@ -186,56 +144,23 @@ impl Worker {
         } else {
             share
         };
-        let udp_slot = match s.scenario.traffic.as_ref().map(|t| &t.query) {
-            Some(Query::Echo { size, .. }) => (*size).max(2048),
-            Some(Query::Raw { message, .. }) => (message.len() * 2).max(2048),
-            // A pushed datagram may be as large as UDP allows (the server's
-            // --size): a slot of that, and a scratch of eight.
-            None if s.scenario.push.is_some() => 64 * 1024,
-            _ => 2048,
+        let net = Net::new(&s.scenario, s.tls);
+        let mode = match (&s.scenario.traffic, &s.scenario.push) {
+            (Some(t), _) => Mode::Traffic(Traffic::new(TrafficSetup {
+                traffic: t,
+                hosts: &s.hosts,
+                queries: s.queries.clone(),
+                reports: s.reports.clone(),
+                rtt_log: s.rtt_log.clone(),
+                service_seconds: s.service_seconds,
+                id,
+                workers: w,
+                per_query: per_query.then_some(share.max(1)),
+                datagrams: net.is_udp(),
+            })),
+            (None, Some(p)) => Mode::Push(PushRx::new(&s.scenario, p)),
+            (None, None) => Mode::Hold,
         };
-        let scratch_len = if udp_slot > 2048 && transport == Transport::Udp {
-            8 * udp_slot
-        } else {
-            64 * 1024
-        };
-        let traffic = s.scenario.traffic.as_ref().map(|t| {
-            let highest = ((t.timeout_s * 2e6) as u64).max(1000);
-            let codec = Codec::new(&t.query, &s.hosts);
-            let log = s
-                .rtt_log
-                .as_ref()
-                .map(|(tx, epoch)| RttLog::new(tx.clone(), *epoch, proto_name(&t.query)));
-            let closed_loop = matches!(t.model, Model::ClosedLoop { .. });
-            let rec = Recorder::new(
-                s.queries.clone(),
-                highest,
-                codec.qtypes(),
-                s.reports.clone(),
-                log,
-                (closed_loop, s.service_seconds),
-            );
-            Traffic {
-                codec,
-                pacing: Pacing::new(&t.model, w, id, t.seed),
-                rec,
-                window: t.window.unwrap_or(u64::MAX),
-                cap: [t.messages, t.max_queries_per_conn]
-                    .into_iter()
-                    .flatten()
-                    .min(),
-                timeout_ns: (t.timeout_s * 1e9) as u64,
-                started: None,
-                rr: 0,
-                rng: Pcg64Mcg::seed_from_u64(t.seed ^ (id + 1)),
-                active: Vec::new(),
-                deadlines: Deadlines::default(),
-                rate_gen: 0,
-                // --queries is split like the pacer's rate: evenly over workers.
-                quota: t.queries.map(|q| q / w + u64::from(id < q % w)),
-                quota_done: false,
-            }
-        });
         let timer = Timer::new()?;
         s.poll.registry().register(
             &mut mio::unix::SourceFd(&timer.as_raw_fd()),
@@ -266,27 +191,16 @@ impl Worker {
             shared: s.shared,
             start: s.start,
             notify: s.notify,
-            udp: transport == Transport::Udp,
-            per_query,
-            tls: s.tls,
             plain: Vec::new(),
-            pq_wait: VecDeque::new(),
-            orphans: VecDeque::new(),
             read_at: None,
-            pq_share: share.max(1),
-            udp_slot,
             probe_codec: Codec::new(
-                s.scenario.probe.as_ref().unwrap_or(&Query::Dns {
-                    qtype: wire::dns::rtype::A,
-                    names: vec!["throng.probe".into()],
-                    qtypes: Vec::new(),
-                    edns: None,
-                    dnssec_ok: false,
-                }),
+                s.scenario.probe.as_ref().unwrap_or(&default_probe()),
                 &s.hosts,
+                net.is_udp(),
             ),
-            traffic,
-            scratch: vec![0; scratch_len],
+            mode,
+            scratch: vec![0; net.scratch_len()],
+            net,
             out: Vec::with_capacity(4096),
             spare: Default::default(),
             dirty: Vec::new(),
@@ -294,11 +208,6 @@ impl Worker {
             busy: matches!(model, Some(Model::ClosedLoop { .. })),
             draining: None,
             drain_looked: None,
-            push: s
-                .scenario
-                .push
-                .as_ref()
-                .map(|p| super::push::PushRx::new(&s.scenario, p)),
             sc: s.scenario,
         })
     }
@@ -307,9 +216,8 @@ impl Worker {
     pub fn preallocate(&mut self) -> Result<(), i32> {
         for j in 0..self.dial.initial_total {
             let (target, source) = self.dial.endpoints(&self.sc, self.dial.ramp_seq(j));
-            self.dial
-                .prealloc
-                .push_back(connector::prepare(target, source)?);
+            let made = self.net.prepare(target, source)?;
+            self.dial.prealloc.push_back(made);
         }
         Ok(())
     }
@@ -390,7 +298,7 @@ impl Worker {
                     }
                 }
             };
-            let polled = self.push.is_some().then(Instant::now);
+            let polled = self.mode.is_push().then(Instant::now);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     return Err(e);
@@ -443,7 +351,7 @@ impl Worker {
                         }
                     }
                     State::Handshaking | State::Probing | State::Held => {
-                        if ev.is_writable() && conn.has(super::conn::Flags::BLOCKED) {
+                        if ev.is_writable() && conn.has(Flags::BLOCKED) {
                             self.on_writable(key);
                         }
                         if self.conns.contains(key)
@@ -479,35 +387,35 @@ impl Worker {
             return false;
         }
         self.drain_looked = Some(now);
-        let waiting = (self.sc.reconnect || self.sc.replace_closed) && !self.orphans.is_empty();
+        let orphans = self.mode.traffic().is_some_and(|t| !t.orphans.is_empty());
+        let waiting = (self.sc.reconnect || self.sc.replace_closed) && orphans;
         !waiting && self.conns.iter().all(|(_, c)| c.flight.idle())
     }
 
     fn finish(mut self) -> io::Result<Finished> {
-        if self.push.is_some() {
-            let end_ns = crate::sys::timer::monotonic_ns();
+        if let Some(bye) = self.mode.push().and_then(PushRx::farewell) {
             // UDP subscribers leave (the server stops at once instead of
-            // after its --udp-idle); every stream's tail is counted.
-            if self.udp {
-                self.push_say(super::push::BYE, true);
-            }
-            let keys: Vec<usize> = self
+            // after its --udp-idle).
+            self.push_say(bye, true);
+        }
+        if let Some(p) = self.mode.push_mut() {
+            // Every stream's tail is counted.
+            let end_ns = crate::sys::timer::monotonic_ns();
+            for (key, _) in self
                 .conns
                 .iter()
                 .filter(|(_, c)| c.state != State::Connecting)
-                .map(|(k, _)| k)
-                .collect();
-            for key in keys {
-                self.push_closed_at(key, end_ns, false);
+            {
+                p.close(key, end_ns, false, &self.counters);
             }
-            self.push_ended(end_ns);
+            p.end(end_ns, &self.counters);
         }
         // Due, never sent: no connection came for them (tcp-per-query's
         // waited for a free slot to the end).
-        bump(
-            &self.q.errors[E_NO_CONNECTION],
-            (self.orphans.len() + self.pq_wait.len()) as u64,
-        );
+        let waiting = self.mode.traffic().map_or(0, |t| {
+            t.orphans.len() + t.per_query.as_ref().map_or(0, |pq| pq.wait.len())
+        });
+        bump(&self.q.errors[E_NO_CONNECTION], waiting as u64);
         // The end of the run: close everything we hold, cleanly (FIN).
         let mut held = 0;
         let mut in_flight = 0;
@@ -531,21 +439,25 @@ impl Worker {
         }
         bump(&self.counters.closed, held);
         let d = self.dial;
-        let Some(t) = self.traffic.take() else {
-            let mut hists = Histograms {
-                connect_time: d.connect_time,
-                connect_syscall: d.connect_syscall,
-                tls_handshake: d.tls_handshake,
-                ..Histograms::default()
-            };
-            if let Some(p) = self.push.take() {
-                (hists.push_gap, hists.push_jitter, hists.push_delay) = (p.gap, p.jitter, p.delay);
+        let t = match self.mode {
+            Mode::Traffic(t) => t,
+            mode => {
+                let mut hists = Histograms {
+                    connect_time: d.connect_time,
+                    connect_syscall: d.connect_syscall,
+                    tls_handshake: d.tls_handshake,
+                    ..Histograms::default()
+                };
+                if let Mode::Push(p) = mode {
+                    (hists.push_gap, hists.push_jitter, hists.push_delay) =
+                        (p.gap, p.jitter, p.delay);
+                }
+                return Ok(Finished {
+                    hists,
+                    statuses: StatusCounts::default(),
+                    in_flight: 0,
+                });
             }
-            return Ok(Finished {
-                hists,
-                statuses: StatusCounts::default(),
-                in_flight: 0,
-            });
         };
         let m = t.rec.finish();
         Ok(Finished {
@@ -569,24 +481,16 @@ impl Worker {
         let mut t: Option<Instant> = None;
         let mut consider = |i: Instant| t = Some(t.map_or(i, |t| t.min(i)));
         self.dial.wakeup(self.start, &self.sc, &mut consider);
-        if let Some(at) = self.push_wakeup() {
+        if let Some(at) = self.mode.push().and_then(PushRx::wakeup) {
             consider(at);
         }
         if self.sc.connections_schedule.is_some() || self.shared.conn_level.load(Relaxed) > 0 {
             // The level moves: look again every 10 ms.
             consider(Instant::now() + Duration::from_millis(10));
         }
-        if let Some(tr) = &self.traffic {
-            if let Some(started) = tr.started {
-                if let Some(at) = tr.pacing.next_due(started) {
-                    consider(self.at(at));
-                }
-                if let Some((at, _)) = tr.deadlines.first() {
-                    consider(self.at(at));
-                }
-                // The per-second report.
-                consider(self.at(tr.rec.second_ends()));
-            } else if self.shared.traffic_at.load(Relaxed) > 0 {
+        if let Some(tr) = self.mode.traffic() {
+            let started = tr.wakeup(|at| consider(self.at(at)));
+            if !started && self.shared.traffic_at.load(Relaxed) > 0 {
                 consider(Instant::now());
             }
         }
@@ -617,40 +521,31 @@ impl Worker {
         }
         self.expire_queries(self.ns(now));
     }
-}
 
-/// Why a connection ends: each way out counts in one place
-/// ([`Worker::end`]), which also decides whether a replacement is owed.
-/// (An attempt whose socket or connect() call failed at once never had a
-/// connection: `not_started` counts it.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum End {
-    /// connect() failed (errno) before the connection was up.
-    ConnectFailed(i32),
-    /// Not up within --connect-timeout.
-    ConnectTimedOut,
-    /// The server ended it (reset, close, ...): its bucket.
-    Lost(crate::metrics::Bucket),
-    /// Bytes that cannot be framed as answers.
-    Garbled,
-    /// TLS failed (counted with its words where it happened).
-    TlsFailed,
-    /// Our choice: its --lifetime ended.
-    Lifetime,
-    /// Our choice: a query timed out and --close-on-timeout.
-    QueryTimedOut,
-    /// Our choice: --max-queries-per-conn reached; always replaced.
-    Recycled,
-    /// Our choice: its work is done, or a level asks for fewer.
-    Closed,
-}
+    /// UDP push: says again the subscriptions that have had no message
+    /// yet (every second) and all of them (every
+    /// [`KEEPALIVE`](super::push::KEEPALIVE)).
+    fn push_keepalive(&mut self, now: Instant) {
+        if let Some(all) = self.mode.push_mut().and_then(|p| p.keepalive(now)) {
+            self.push_say(super::push::SUBSCRIBE, all);
+        }
+    }
 
-fn proto_name(q: &Query) -> &'static str {
-    match q {
-        Query::Dns { .. } => "dns",
-        Query::Echo { .. } => "echo",
-        Query::Ping => "ping",
-        Query::Http { .. } => "http",
-        Query::Raw { .. } => "raw",
+    /// UDP push: the held connections send `what`: all of them, or (not
+    /// `all`) those that have had no message yet.
+    fn push_say(&mut self, what: &[u8], all: bool) {
+        let Some(p) = self.mode.push() else {
+            return;
+        };
+        let keys: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|&(k, c)| c.state == State::Held && (all || p.waiting(k)))
+            .map(|(k, _)| k)
+            .collect();
+        for key in keys {
+            self.write(key, what);
+        }
+        self.flush_dirty();
     }
 }

@@ -65,14 +65,38 @@ pub enum End {
 }
 
 impl Query {
+    /// Its protocol.
+    pub fn proto(&self) -> Proto {
+        match self {
+            Query::Dns { .. } => Proto::Dns,
+            Query::Echo { .. } => Proto::Echo,
+            Query::Ping => Proto::Ping,
+            Query::Http { .. } => Proto::Http,
+            Query::Raw { .. } => Proto::Raw,
+        }
+    }
+
     /// The protocol in a word ("a DNS reply", "DNS queries").
     pub fn name(&self) -> &'static str {
+        self.proto().word()
+    }
+
+    /// What the queries are, in a few words ("DNS, example.com", "echo,
+    /// 64 bytes"), for a report's table.
+    pub fn words(&self) -> String {
         match self {
-            Query::Dns { .. } => "DNS",
-            Query::Echo { .. } => "echo",
-            Query::Ping => "ping",
-            Query::Http { .. } => "HTTP",
-            Query::Raw { .. } => "raw",
+            Query::Dns { names, qtypes, .. } => {
+                let first = names.first().map_or("", String::as_str);
+                if names.len() > 1 || !qtypes.is_empty() {
+                    format!("DNS, {} names from a query file", names.len())
+                } else {
+                    format!("DNS, {first}")
+                }
+            }
+            Query::Echo { size, .. } => format!("echo, {size} bytes"),
+            Query::Ping => "ping lines".into(),
+            Query::Http { .. } => "HTTP/1.1 requests".into(),
+            Query::Raw { .. } => "raw messages".into(),
         }
     }
 }

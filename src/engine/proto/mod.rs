@@ -5,17 +5,31 @@
 //! each query; `{rand}` labels are filled in place), and no byte of a
 //! response read twice as it arrives (a [`Resume`] says where decoding
 //! stopped).
+//!
+//! A protocol is one file here (dns.rs, echo.rs, ping.rs, http.rs,
+//! raw.rs: its encoding, its matching, its tests), with its codec in
+//! crates/wire; [`Codec`] is the one enum that dispatches to them, chosen
+//! at start with the transport (DNS over UDP has its own variant). Its
+//! names (the --proto value, the word in sentences) are
+//! `domain::Proto::name` and `word`; its flag value is `cli::ProtoArg`;
+//! the scenario's `Query` carries its settings (`Query::proto` maps it,
+//! `Query::words` says it in a report's table).
 
-use memchr::memmem::Finder;
 use rand_pcg::Pcg64Mcg;
 
-use crate::scenario::{unescaped, Query, ECHO_HEADER};
+use crate::scenario::Query;
 
 mod dns;
+mod echo;
+mod http;
+mod ping;
+mod raw;
 
 use dns::{dns_frame, DnsQueries};
-
-const ECHO_MAGIC: [u8; 4] = *b"THRG";
+use echo::Echo;
+use http::Http;
+use ping::Ping;
+use raw::Raw;
 
 /// How a response went, for the status counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +125,7 @@ const _: () = assert!(std::mem::size_of::<Resume>() == 5 && std::mem::align_of::
 impl Resume {
     /// No match starts before `at`: search on from there next time (from
     /// the start when `at` does not fit: correct, only slower).
-    fn searched(&mut self, at: usize) {
+    pub(super) fn searched(&mut self, at: usize) {
         *self = match u32::try_from(at) {
             Ok(at) => Resume(Place::Searched(at.to_ne_bytes())),
             Err(_) => Resume::default(),
@@ -142,31 +156,24 @@ impl Resume {
     }
 }
 
-/// A protocol, ready to encode and decode.
+/// A protocol, ready to encode and decode: each is one file here (with
+/// its codec in crates/wire), matched in this one place.
 pub enum Codec {
+    /// DNS over a stream: each message behind its 2-byte length.
     Dns(DnsQueries),
-    Echo {
-        size: usize,
-        validate: bool,
-    },
-    Ping,
-    Http {
-        /// One request per target (its Host header differs).
-        requests: Vec<Vec<u8>>,
-        head: bool,
-    },
-    Raw {
-        message: Vec<u8>,
-        first: Option<Vec<u8>>,
-        /// Built once: a search's tables are made for its needle (boxed:
-        /// they are large).
-        marker: Option<Box<Finder<'static>>>,
-    },
+    /// DNS over UDP: a message is a datagram.
+    DnsDatagram(DnsQueries),
+    Echo(Echo),
+    Ping(Ping),
+    Http(Http),
+    Raw(Raw),
 }
 
 impl Codec {
-    /// `hosts` are the targets as given (for HTTP Host headers).
-    pub fn new(q: &Query, hosts: &[String]) -> Codec {
+    /// `hosts` are the targets as given (for HTTP Host headers);
+    /// `datagrams`: the transport is UDP (decided once: a message of a
+    /// protocol framed apart over streams is then its datagram).
+    pub fn new(q: &Query, hosts: &[String], datagrams: bool) -> Codec {
         match q {
             Query::Dns {
                 qtype,
@@ -174,46 +181,37 @@ impl Codec {
                 qtypes,
                 edns,
                 dnssec_ok,
-            } => Codec::Dns(DnsQueries::new(
-                *qtype,
-                names,
-                qtypes,
-                edns.map(|udp_size| wire::dns::Edns {
-                    udp_size,
-                    dnssec_ok: *dnssec_ok,
-                }),
-            )),
-            Query::Echo { size, validate } => Codec::Echo {
+            } => {
+                let d = DnsQueries::new(
+                    *qtype,
+                    names,
+                    qtypes,
+                    edns.map(|udp_size| wire::dns::Edns {
+                        udp_size,
+                        dnssec_ok: *dnssec_ok,
+                    }),
+                );
+                if datagrams {
+                    Codec::DnsDatagram(d)
+                } else {
+                    Codec::Dns(d)
+                }
+            }
+            Query::Echo { size, validate } => Codec::Echo(Echo {
                 size: *size,
                 validate: *validate,
-            },
-            Query::Ping => Codec::Ping,
-            Query::Http { request } => {
-                let requests: Vec<Vec<u8>> = hosts
-                    .iter()
-                    .map(|h| {
-                        if request.is_empty() {
-                            format!("GET / HTTP/1.1\r\nHost: {h}\r\nUser-Agent: throng\r\n\r\n")
-                                .into_bytes()
-                        } else {
-                            unescaped(request)
-                        }
-                    })
-                    .collect();
-                let head = requests[0].starts_with(b"HEAD ");
-                Codec::Http { requests, head }
-            }
+            }),
+            Query::Ping => Codec::Ping(Ping),
+            Query::Http { request } => Codec::Http(Http::new(request, hosts)),
             Query::Raw {
                 message,
                 first_message,
                 marker,
-            } => Codec::Raw {
-                message: unescaped(message),
-                first: first_message.as_deref().map(unescaped),
-                marker: marker
-                    .as_deref()
-                    .map(|m| Box::new(Finder::new(&unescaped(m)).into_owned())),
-            },
+            } => Codec::Raw(Raw::new(
+                message,
+                first_message.as_deref(),
+                marker.as_deref(),
+            )),
         }
     }
 
@@ -223,7 +221,7 @@ impl Codec {
     /// hold up to one read more.)
     pub fn input_cap(&self) -> usize {
         match self {
-            Codec::Echo { size, .. } => INPUT_CAP.max(*size),
+            Codec::Echo(e) => e.input_cap(),
             _ => INPUT_CAP,
         }
     }
@@ -231,7 +229,7 @@ impl Codec {
     /// Bytes sent once when a connection opens, before any query.
     pub fn first_message(&self) -> Option<&[u8]> {
         match self {
-            Codec::Raw { first, .. } => first.as_deref(),
+            Codec::Raw(r) => r.first_message(),
             _ => None,
         }
     }
@@ -247,54 +245,12 @@ impl Codec {
         out: &mut Vec<u8>,
     ) -> u64 {
         match self {
-            Codec::Dns(d) => {
-                let at = wire::dns::begin_tcp_frame(out);
-                let id = d.encode(n, rng, out);
-                wire::dns::end_tcp_frame(out, at);
-                id
-            }
-            Codec::Echo { size, .. } => {
-                out.extend_from_slice(&ECHO_MAGIC);
-                out.extend_from_slice(&n.to_be_bytes());
-                out.extend_from_slice(&t_ns.to_be_bytes());
-                // The pattern counts up by one from a start that depends on
-                // the sequence: copied from a table, not made byte by byte.
-                let mut i = ECHO_HEADER;
-                while i < *size {
-                    let start = usize::from(pattern(n, i));
-                    let take = (*size - i).min(256);
-                    out.extend_from_slice(&RAMP[start..start + take]);
-                    i += take;
-                }
-                n
-            }
-            Codec::Ping => {
-                wire::line::build_ping(n, out);
-                n
-            }
-            Codec::Http { requests, .. } => {
-                out.extend_from_slice(&requests[target % requests.len()]);
-                n
-            }
-            Codec::Raw { message, .. } => {
-                out.extend_from_slice(message);
-                n
-            }
-        }
-    }
-
-    /// Like [`Codec::encode`], for a datagram: DNS without the TCP length.
-    pub fn encode_datagram(
-        &self,
-        n: u64,
-        target: usize,
-        t_ns: u64,
-        rng: &mut Pcg64Mcg,
-        out: &mut Vec<u8>,
-    ) -> u64 {
-        match self {
-            Codec::Dns(d) => d.encode(n, rng, out),
-            _ => self.encode(n, target, t_ns, rng, out),
+            Codec::Dns(d) => d.encode_frame(n, rng, out),
+            Codec::DnsDatagram(d) => d.encode(n, rng, out),
+            Codec::Echo(e) => e.encode(n, t_ns, out),
+            Codec::Ping(p) => p.encode(n, out),
+            Codec::Http(h) => h.encode(n, target, out),
+            Codec::Raw(r) => r.encode(n, out),
         }
     }
 
@@ -302,7 +258,7 @@ impl Codec {
     /// other protocols): where its RCODE is counted.
     pub fn qtype_slot(&self, n: u64) -> u8 {
         match self {
-            Codec::Dns(d) => d.question(n).slot,
+            Codec::Dns(d) | Codec::DnsDatagram(d) => d.question(n).slot,
             _ => 0,
         }
     }
@@ -311,7 +267,7 @@ impl Codec {
     /// protocols).
     pub fn qtypes(&self) -> &[u16] {
         match self {
-            Codec::Dns(d) => &d.qtypes,
+            Codec::Dns(d) | Codec::DnsDatagram(d) => &d.qtypes,
             _ => &[],
         }
     }
@@ -319,7 +275,7 @@ impl Codec {
     /// A whole datagram as one response (anything else is malformed).
     pub fn decode_datagram(&self, d: &[u8]) -> Frame {
         match self {
-            Codec::Dns(_) => dns_frame(d, d.len()),
+            Codec::Dns(_) | Codec::DnsDatagram(_) => dns_frame(d, d.len()),
             _ => match self.decode(d, &mut Resume::default()) {
                 f @ Frame::Response { len, .. } if len == d.len() => f,
                 _ => Frame::Malformed,
@@ -346,155 +302,22 @@ impl Codec {
     /// otherwise [`Frame::Incomplete`] (the close cut a response short).
     pub fn decode_at_close(&self, buf: &[u8]) -> Frame {
         match self {
-            Codec::Http { head, .. } => match wire::http::parse_response_head(buf, *head) {
-                Ok(Some(h)) if h.body == wire::http::Body::UntilClose => Frame::Response {
-                    len: buf.len(),
-                    key: None,
-                    status: Status::Http(h.status),
-                    close: true,
-                },
-                _ => Frame::Incomplete,
-            },
+            Codec::Http(h) => h.decode_at_close(buf),
             _ => Frame::Incomplete,
         }
     }
 
+    #[inline]
     fn decode_on(&self, buf: &[u8], resume: &mut Resume) -> Frame {
         match self {
-            Codec::Dns(_) => {
-                let Some(f) = wire::dns::tcp_frame(buf) else {
-                    return Frame::Incomplete;
-                };
-                dns_frame(f.message(buf), f.frame_len)
-            }
-            Codec::Echo { size, validate } => {
-                if buf.len() < *size {
-                    // Check the magic early: a stream that is not ours
-                    // should not wait for a whole message to be rejected.
-                    let n = buf.len().min(4);
-                    if buf[..n] != ECHO_MAGIC[..n] {
-                        return Frame::Malformed;
-                    }
-                    return Frame::Incomplete;
-                }
-                if buf[..4] != ECHO_MAGIC {
-                    return Frame::Malformed;
-                }
-                let seq = u64::from_be_bytes(buf[4..12].try_into().expect("8 bytes"));
-                let intact = !validate
-                    || buf[ECHO_HEADER..*size]
-                        .iter()
-                        .enumerate()
-                        .all(|(i, &b)| b == pattern(seq, i + ECHO_HEADER));
-                Frame::Response {
-                    len: *size,
-                    key: Some(seq),
-                    status: if intact { Status::Ok } else { Status::Mismatch },
-                    close: false,
-                }
-            }
-            Codec::Ping => {
-                let from = resume.search_from(buf);
-                let Some(len) = wire::line::find_line(&buf[from..]).map(|n| from + n) else {
-                    resume.searched(buf.len());
-                    return if buf.len() > 64 * 1024 {
-                        Frame::Oversized
-                    } else {
-                        Frame::Incomplete
-                    };
-                };
-                match wire::line::parse_pong(&buf[..len]) {
-                    Some(seq) => Frame::Response {
-                        len,
-                        key: Some(seq),
-                        status: Status::Ok,
-                        close: false,
-                    },
-                    None => Frame::Response {
-                        len,
-                        key: None,
-                        status: Status::Mismatch,
-                        close: false,
-                    },
-                }
-            }
-            Codec::Http { head, .. } => match wire::http::parse_response_head(buf, *head) {
-                Ok(None) => Frame::Incomplete,
-                Err(wire::http::HttpError::HeadTooLarge) => Frame::Oversized,
-                Err(_) => Frame::Malformed,
-                Ok(Some(h)) => {
-                    let body = &buf[h.head_len..];
-                    let body_len = match h.body {
-                        wire::http::Body::Length(n) => {
-                            // What is left of it after the bytes dropped.
-                            let left = n.saturating_sub(resume.body_gone());
-                            if (body.len() as u64) < left {
-                                let gone = resume.body_gone() + body.len() as u64;
-                                let Ok(gone) = u32::try_from(gone) else {
-                                    // A body past 4 GiB: not counted here.
-                                    return Frame::Oversized;
-                                };
-                                *resume = Resume(Place::Body(gone.to_ne_bytes()));
-                                return partial(h.head_len, body.len());
-                            }
-                            left as usize
-                        }
-                        wire::http::Body::Chunked => {
-                            let mut scan = resume.chunked();
-                            match scan.scan(body) {
-                                Ok(Some(n)) => n,
-                                Ok(None) => {
-                                    let skip = scan.forget(body.len());
-                                    *resume = Resume(Place::Chunked(scan));
-                                    return partial(h.head_len, skip);
-                                }
-                                Err(wire::http::HttpError::ChunkTooLarge) => {
-                                    return Frame::Oversized
-                                }
-                                Err(_) => return Frame::Malformed,
-                            }
-                        }
-                        // No length: the server's close ends it. (The head
-                        // is parsed again at each read, as a chunked one.)
-                        wire::http::Body::UntilClose => {
-                            return Frame::UntilClose {
-                                keep: h.head_len,
-                                skip: body.len(),
-                            }
-                        }
-                    };
-                    Frame::Response {
-                        len: h.head_len + body_len,
-                        key: None,
-                        status: Status::Http(h.status),
-                        close: h.close,
-                    }
-                }
-            },
-            Codec::Raw { marker, .. } => match marker {
-                Some(m) => {
-                    let n = m.needle().len();
-                    match m.find(buf) {
-                        Some(at) => Frame::Response {
-                            len: at + n,
-                            key: None,
-                            status: Status::Ok,
-                            close: false,
-                        },
-                        // A marker may start in the last n - 1 bytes: the
-                        // ones before them are searched and dropped.
-                        None => partial(0, buf.len().saturating_sub(n.saturating_sub(1))),
-                    }
-                }
-                // No marker: whatever arrives answers the oldest message.
-                None if buf.is_empty() => Frame::Incomplete,
-                None => Frame::Response {
-                    len: buf.len(),
-                    key: None,
-                    status: Status::Ok,
-                    close: false,
-                },
-            },
+            Codec::Dns(d) => d.decode(buf),
+            // (Datagrams are framed whole by `decode_datagram`.)
+            Codec::DnsDatagram(_) if buf.is_empty() => Frame::Incomplete,
+            Codec::DnsDatagram(_) => dns_frame(buf, buf.len()),
+            Codec::Echo(e) => e.decode(buf),
+            Codec::Ping(p) => p.decode(buf, resume),
+            Codec::Http(h) => h.decode(buf, resume),
+            Codec::Raw(r) => r.decode(buf),
         }
     }
 }
@@ -508,38 +331,22 @@ fn partial(keep: usize, skip: usize) -> Frame {
     }
 }
 
-/// The deterministic byte at offset `i` of echo message `seq`.
-fn pattern(seq: u64, i: usize) -> u8 {
-    (seq as u8).wrapping_mul(31).wrapping_add(i as u8)
-}
-
-/// 0, 1, ..., 255, 0, 1, ...: any 256 bytes from it count up by one.
-static RAMP: [u8; 512] = {
-    let mut t = [0u8; 512];
-    let mut i = 0;
-    while i < 512 {
-        t[i] = i as u8;
-        i += 1;
-    }
-    t
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::RAND_LABEL_LEN;
+    use memchr::memmem::Finder;
     use rand::SeedableRng;
 
-    fn rng() -> Pcg64Mcg {
+    pub(super) fn rng() -> Pcg64Mcg {
         Pcg64Mcg::seed_from_u64(1)
     }
 
     /// Decodes `buf` as the first read of its bytes.
-    fn fresh(c: &Codec, buf: &[u8]) -> Frame {
+    pub(super) fn fresh(c: &Codec, buf: &[u8]) -> Frame {
         c.decode(buf, &mut Resume::default())
     }
 
-    fn round_trip(c: &Codec, n: u64) -> Frame {
+    pub(super) fn round_trip(c: &Codec, n: u64) -> Frame {
         let mut out = Vec::new();
         let key = c.encode(n, 0, 123, &mut rng(), &mut out);
         let f = fresh(c, &out);
@@ -549,217 +356,11 @@ mod tests {
         f
     }
 
-    #[test]
-    fn echo_round_trip_and_validation() {
-        let c = Codec::Echo {
-            size: 64,
-            validate: true,
-        };
-        assert!(matches!(
-            round_trip(&c, 7),
-            Frame::Response {
-                len: 64,
-                status: Status::Ok,
-                ..
-            }
-        ));
-        let mut out = Vec::new();
-        c.encode(7, 0, 0, &mut rng(), &mut out);
-        out[40] ^= 1;
-        assert!(matches!(
-            fresh(&c, &out),
-            Frame::Response {
-                status: Status::Mismatch,
-                ..
-            }
-        ));
-        assert_eq!(fresh(&c, &out[..30]), Frame::Incomplete);
-        assert_eq!(fresh(&c, b"HTTP/1.1"), Frame::Malformed);
-    }
-
-    #[test]
-    fn echo_payload_is_the_pattern_at_every_size() {
-        for size in [ECHO_HEADER, 21, 64, 275, 276, 277, 1000, 4096] {
-            for n in [0, 1, 7, 255, 1 << 40] {
-                let c = Codec::Echo {
-                    size,
-                    validate: true,
-                };
-                let mut out = vec![9];
-                c.encode(n, 0, 0, &mut rng(), &mut out);
-                assert_eq!(out.len(), 1 + size);
-                let body = &out[1 + ECHO_HEADER..];
-                let want: Vec<u8> = (ECHO_HEADER..size).map(|i| pattern(n, i)).collect();
-                assert_eq!(body, &want[..], "size {size} n {n}");
-                assert!(matches!(
-                    fresh(&c, &out[1..]),
-                    Frame::Response {
-                        status: Status::Ok,
-                        ..
-                    }
-                ));
-            }
-        }
-    }
-
-    fn dns(names: &[&str], qtypes: &[u16], edns: Option<u16>) -> Codec {
-        Codec::new(
-            &Query::Dns {
-                qtype: 1,
-                names: names.iter().map(|n| n.to_string()).collect(),
-                qtypes: qtypes.to_vec(),
-                edns,
-                dnssec_ok: edns.is_some(),
-            },
-            &[],
-        )
-    }
-
-    #[test]
-    fn dns_queries_take_each_line_its_name_and_type() {
-        use hickory_proto::op::Message;
-        use hickory_proto::serialize::binary::BinDecodable;
-        let c = dns(&["a.example", "b.example", "c.example"], &[1, 28, 1], None);
-        assert_eq!(c.qtypes(), [1, 28]);
-        for n in 0..6u64 {
-            let mut out = Vec::new();
-            c.encode_datagram(n, 0, 0, &mut rng(), &mut out);
-            let m = Message::from_bytes(&out).unwrap();
-            let want = ["a.example.", "b.example.", "c.example."][n as usize % 3];
-            assert_eq!(m.queries[0].name().to_ascii(), want);
-            let t = u16::from(m.queries[0].query_type());
-            assert_eq!(t, [1, 28, 1][n as usize % 3]);
-            assert_eq!(c.qtypes()[usize::from(c.qtype_slot(n))], t);
-            assert_eq!(m.id, n as u16);
-            assert!(m.edns.is_none());
-        }
-    }
-
-    #[test]
-    fn dns_rand_labels_are_filled_in_place() {
-        use hickory_proto::op::Message;
-        use hickory_proto::serialize::binary::BinDecodable;
-        let c = dns(&["x{rand}.{rand}.example"], &[], Some(4096));
-        let mut r = rng();
-        let mut seen = Vec::new();
-        for n in 0..2 {
-            let mut out = Vec::new();
-            c.encode(n, 0, 0, &mut r, &mut out);
-            let m = Message::from_bytes(&out[2..]).unwrap();
-            let name = m.queries[0].name().to_ascii();
-            let labels: Vec<&str> = name.split('.').collect();
-            assert_eq!(labels.len(), 4, "{name}");
-            assert_eq!(labels[0].len(), 1 + RAND_LABEL_LEN, "{name}");
-            assert!(labels[0].starts_with('x'));
-            assert_eq!(labels[1].len(), RAND_LABEL_LEN);
-            assert!(!name.contains('{'));
-            let e = m.edns.expect("OPT");
-            assert_eq!(e.max_payload(), 4096);
-            assert!(e.flags().dnssec_ok);
-            seen.push(name);
-        }
-        assert_ne!(seen[0], seen[1], "fresh labels each query");
-    }
-
-    #[test]
-    fn dns_names_with_several_rand_labels_stay_valid_and_random() {
-        use hickory_proto::op::Message;
-        use hickory_proto::serialize::binary::BinDecodable;
-        let names = ["{rand}", "a{rand}b.{rand}.{rand}x.example", "plain.example"];
-        let c = dns(&names, &[], None);
-        let Codec::Dns(d) = &c else { panic!() };
-        let template = d.bytes.clone();
-        let mut r = rng();
-        let mut seen = std::collections::HashSet::new();
-        for n in 0..300u64 {
-            let mut out = Vec::new();
-            c.encode_datagram(n, 0, 0, &mut r, &mut out);
-            let m = Message::from_bytes(&out).unwrap();
-            let name = m.queries[0].name().to_ascii();
-            let labels: Vec<&str> = name.trim_end_matches('.').split('.').collect();
-            let rand = |l: &str| {
-                l.len() == RAND_LABEL_LEN
-                    && l.bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-            };
-            match n % 3 {
-                0 => assert!(labels.len() == 1 && rand(labels[0]), "{name}"),
-                1 => {
-                    assert_eq!(labels.len(), 4, "{name}");
-                    let l0 = labels[0];
-                    assert!(l0.starts_with('a') && l0.ends_with('b'), "{name}");
-                    assert!(rand(&l0[1..l0.len() - 1]), "{name}");
-                    assert!(rand(labels[1]), "{name}");
-                    assert!(labels[2].ends_with('x') && rand(&labels[2][..RAND_LABEL_LEN]));
-                    assert_eq!(labels[3], "example");
-                }
-                _ => assert_eq!(name, "plain.example."),
-            }
-            if n % 3 != 2 {
-                assert!(seen.insert(name), "a name came twice");
-            }
-        }
-        // Filled in the query, not in the questions encoded at start.
-        assert_eq!(d.bytes, template);
-        assert!(template
-            .windows(RAND_LABEL_LEN)
-            .any(|w| w == [b'x'; RAND_LABEL_LEN]));
-    }
-
-    #[test]
-    fn dns_query_echoed_back_is_echoed() {
-        let c = dns(&["{rand}.example.com"], &[], None);
-        assert!(matches!(
-            round_trip(&c, 3),
-            Frame::Response {
-                key: Some(3),
-                status: Status::Echoed,
-                ..
-            }
-        ));
-    }
-
-    #[test]
-    fn http_response_framing() {
-        let c = Codec::new(
-            &Query::Http {
-                request: String::new(),
-            },
-            &["h:1".into()],
-        );
-        let mut out = Vec::new();
-        c.encode(0, 0, 0, &mut rng(), &mut out);
-        assert!(out.starts_with(b"GET / HTTP/1.1\r\nHost: h:1\r\n"));
-        let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nAAHTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n";
-        let Frame::Response { len, status, .. } = fresh(&c, resp) else {
-            panic!()
-        };
-        assert_eq!(status, Status::Http(200));
-        assert!(matches!(
-            fresh(&c, &resp[len..]),
-            Frame::Response {
-                status: Status::Http(404),
-                ..
-            }
-        ));
-        // The body's bytes are dropped as they come; the head is kept.
-        assert_eq!(
-            fresh(&c, &resp[..len - 1]),
-            Frame::Partial {
-                keep: len - 2,
-                skip: 1
-            }
-        );
-        assert_eq!(fresh(&c, &resp[..len - 2]), Frame::Incomplete);
-    }
-
-    /// Frames `stream` as it arrives `step` bytes a read, as the worker
-    /// does: the bytes not framed yet kept with their [`Resume`] between
-    /// reads, those it says are read dropped, a response's bytes dropped
-    /// from the front once framed. Returns each response's length and
-    /// status, the bytes of the unfinished one, and the most bytes kept
-    /// between reads.
-    fn frames_kept(c: &Codec, stream: &[u8], step: usize) -> (Vec<(usize, Status)>, usize, usize) {
+    pub(super) fn frames_kept(
+        c: &Codec,
+        stream: &[u8],
+        step: usize,
+    ) -> (Vec<(usize, Status)>, usize, usize) {
         let mut pending = Vec::new();
         let mut resume = Resume::default();
         let mut frames = Vec::new();
@@ -790,13 +391,17 @@ mod tests {
         (frames, gone + pending.len(), most)
     }
 
-    fn frames_in_reads(c: &Codec, stream: &[u8], step: usize) -> (Vec<(usize, Status)>, usize) {
+    pub(super) fn frames_in_reads(
+        c: &Codec,
+        stream: &[u8],
+        step: usize,
+    ) -> (Vec<(usize, Status)>, usize) {
         let (frames, left, _) = frames_kept(c, stream, step);
         (frames, left)
     }
 
     /// Every read size frames `stream` as one read of all of it does.
-    fn same_frames_at_every_read_size(c: &Codec, stream: &[u8], want: usize) {
+    pub(super) fn same_frames_at_every_read_size(c: &Codec, stream: &[u8], want: usize) {
         let (whole, left) = frames_in_reads(c, stream, stream.len());
         assert_eq!(whole.len(), want, "{whole:?}");
         for step in 1..stream.len() {
@@ -808,260 +413,33 @@ mod tests {
         }
     }
 
-    fn http() -> Codec {
-        Codec::new(
+    #[test]
+    fn input_cap_holds_the_longest_echo() {
+        let echo = |size| {
+            Codec::Echo(Echo {
+                size,
+                validate: false,
+            })
+        };
+        assert_eq!(echo(64).input_cap(), INPUT_CAP);
+        assert_eq!(echo(4 * INPUT_CAP).input_cap(), 4 * INPUT_CAP);
+        let http = Codec::new(
             &Query::Http {
                 request: String::new(),
             },
             &["h:1".into()],
-        )
-    }
-
-    #[test]
-    fn http_chunked_replies_resume_across_reads() {
-        let mut stream = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc".to_vec();
-        stream.extend_from_slice(
-            b"HTTP/1.1 404 No\r\nTransfer-Encoding: chunked\r\n\r\n4;e=1\r\nWiki\r\n0\r\nT: y\r\n\r\n",
+            false,
         );
-        stream.extend_from_slice(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
-        for _ in 0..3 {
-            stream.extend_from_slice(b"12c\r\n");
-            stream.resize(stream.len() + 300, b'z');
-            stream.extend_from_slice(b"\r\n");
-        }
-        stream.extend_from_slice(b"0\r\n\r\nHTTP/1.1 2");
-        same_frames_at_every_read_size(&http(), &stream, 3);
-        let (frames, left) = frames_in_reads(&http(), &stream, 1);
-        assert_eq!(frames[1].1, Status::Http(404));
-        assert_eq!(frames[2].0, 47 + 3 * 307 + 5);
-        assert_eq!(left, 10);
-    }
-
-    #[test]
-    fn http_chunked_body_is_dropped_as_it_is_read() {
-        let c = http();
-        let mut buf = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
-        let head = buf.len();
-        let mut resume = Resume::default();
-        assert_eq!(c.decode(&buf, &mut resume), Frame::Incomplete);
-        buf.extend_from_slice(b"3e8\r\n");
-        // The size line is read: dropped; the scan waits for the data.
-        assert_eq!(
-            c.decode(&buf, &mut resume),
-            Frame::Partial {
-                keep: head,
-                skip: 5
-            }
-        );
-        buf.truncate(head);
-        buf.resize(head + 999, b'd');
-        assert_eq!(
-            c.decode(&buf, &mut resume),
-            Frame::Partial {
-                keep: head,
-                skip: 999
-            }
-        );
-        buf.truncate(head);
-        buf.extend_from_slice(b"d\r\n0\r\n\r\n");
-        assert!(matches!(
-            c.decode(&buf, &mut resume),
-            Frame::Response { len, status: Status::Http(200), .. } if len == buf.len()
-        ));
-        assert_eq!(resume, Resume::default());
-    }
-
-    #[test]
-    fn an_http_body_of_any_length_keeps_its_head_and_a_read() {
-        let mut stream = b"HTTP/1.1 200 OK\r\nContent-Length: 3000000\r\n\r\n".to_vec();
-        let first = stream.len() + 3_000_000;
-        stream.resize(first, b'x');
-        stream.extend_from_slice(b"HTTP/1.1 201 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
-        for _ in 0..300 {
-            stream.extend_from_slice(b"2710\r\n");
-            stream.resize(stream.len() + 10_000, b'y');
-            stream.extend_from_slice(b"\r\n");
-        }
-        stream.extend_from_slice(b"0\r\n\r\n");
-        for step in [1000, 64 * 1024] {
-            let (frames, left, most) = frames_kept(&http(), &stream, step);
-            assert_eq!(frames.len(), 2);
-            assert_eq!(frames[0], (first, Status::Http(200)));
-            assert_eq!(frames[1].1, Status::Http(201));
-            assert_eq!(frames[0].0 + frames[1].0, stream.len());
-            assert_eq!(left, 0);
-            assert!(most < 100 + step, "reads of {step}: kept {most}");
-        }
-    }
-
-    /// Issue 26: an HTTP/1.0 reply with no length was malformed.
-    #[test]
-    fn http_body_without_a_length_ends_at_the_close() {
-        let c = http();
-        let stream = b"HTTP/1.0 200 OK\r\nServer: x\r\n\r\nhello, world";
-        let head = stream.len() - 12;
-        for step in 1..=stream.len() {
-            let mut kept = Vec::new();
-            let mut resume = Resume::default();
-            for read in stream.chunks(step) {
-                kept.extend_from_slice(read);
-                match c.decode(&kept, &mut resume) {
-                    Frame::Incomplete => assert!(kept.len() < head, "step {step}"),
-                    Frame::UntilClose { keep, skip } => {
-                        assert_eq!(keep, head, "step {step}");
-                        kept.drain(keep..keep + skip);
-                    }
-                    f => panic!("step {step}: {f:?}"),
-                }
-            }
-            assert_eq!(resume, Resume::default());
-            assert_eq!(kept, &stream[..head], "only the head is kept");
-            assert_eq!(
-                c.decode_at_close(&kept),
-                Frame::Response {
-                    len: head,
-                    key: None,
-                    status: Status::Http(200),
-                    close: true,
-                }
-            );
-        }
-        // A 503 without a length is an answer too (judged by its status).
-        assert!(matches!(
-            c.decode_at_close(b"HTTP/1.1 503 Busy\r\n\r\n"),
-            Frame::Response {
-                status: Status::Http(503),
-                close: true,
-                ..
-            }
-        ));
-    }
-
-    #[test]
-    fn a_close_inside_a_framed_response_frames_nothing() {
-        let c = http();
-        // A body with a length the close cut short, a head not whole, a
-        // chunked body not ended: no response.
-        for cut in [
-            &b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n"[..],
-            b"HTTP/1.0 200 OK\r\n",
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
-        ] {
-            assert_eq!(c.decode_at_close(cut), Frame::Incomplete);
-        }
-        assert_eq!(Codec::Ping.decode_at_close(b"pong"), Frame::Incomplete);
-        // `Connection: close` with a length is whole before the close.
-        assert!(matches!(
-            fresh(
-                &c,
-                b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"
-            ),
-            Frame::Response {
-                len: 59,
-                close: true,
-                status: Status::Http(200),
-                ..
-            }
-        ));
-    }
-
-    #[test]
-    fn http_head_past_64_kib_is_oversized() {
-        let mut head = b"HTTP/1.1 200 OK\r\n".to_vec();
-        while head.len() <= 64 * 1024 {
-            head.extend_from_slice(b"X-Filler: aaaaaaaa\r\n");
-        }
-        assert_eq!(fresh(&http(), &head), Frame::Oversized);
-        assert_eq!(fresh(&http(), b"SSH-2.0-x\r\n\r\n"), Frame::Malformed);
-    }
-
-    #[test]
-    fn input_cap_holds_the_longest_echo() {
-        let echo = |size| Codec::Echo {
-            size,
-            validate: false,
-        };
-        assert_eq!(echo(64).input_cap(), INPUT_CAP);
-        assert_eq!(echo(4 * INPUT_CAP).input_cap(), 4 * INPUT_CAP);
-        assert_eq!(http().input_cap(), INPUT_CAP);
-    }
-
-    fn raw(marker: &[u8]) -> Codec {
-        Codec::Raw {
-            message: b"hi".to_vec(),
-            first: None,
-            marker: Some(Box::new(Finder::new(marker).into_owned())),
-        }
-    }
-
-    #[test]
-    fn raw_marker_found_across_reads_at_every_split() {
-        // Near misses across read boundaries: "\r\n.x", "\r\n\r\n.".
-        let stream = b"one\r\n.x\r\n\r\n.\r\ntwo\r\n.\r\n\r\n.\r\n\r\n.\r\nrest\r\n.";
-        same_frames_at_every_read_size(&raw(b"\r\n.\r\n"), stream, 4);
-        let (frames, left) = frames_in_reads(&raw(b"\r\n.\r\n"), stream, 1);
-        let lens: Vec<usize> = frames.iter().map(|f| f.0).collect();
-        assert_eq!(lens, [14, 8, 5, 5]);
-        assert_eq!(left, 7);
-    }
-
-    #[test]
-    fn raw_marker_search_keeps_only_where_a_marker_may_start() {
-        // A long reply arriving a byte at a time, full of near misses:
-        // keeping it and starting over at each read would search ~5 * 10^9
-        // bytes.
-        let c = raw(b"END!");
-        let mut buf = Vec::new();
-        let mut resume = Resume::default();
-        let mut searched = 0;
-        for i in 0..100_000 {
-            buf.push(b"END"[i % 3]);
-            searched += buf.len();
-            match c.decode(&buf, &mut resume) {
-                Frame::Incomplete => {}
-                Frame::Partial { keep: 0, skip } => drop(buf.drain(..skip)),
-                f => panic!("{f:?}"),
-            }
-            assert!(buf.len() <= 3);
-        }
-        // Each read searches its byte and the three before it.
-        assert!(searched <= 4 * 100_000, "searched {searched}");
-        buf.extend_from_slice(b"ND!");
-        assert!(matches!(
-            c.decode(&buf, &mut resume),
-            Frame::Response { len, .. } if len == buf.len()
-        ));
-    }
-
-    #[test]
-    fn ping_lines_across_reads() {
-        let stream = b"pong 1\npong 22\r\nerror\npong 3\npong";
-        same_frames_at_every_read_size(&Codec::Ping, stream, 4);
-        // A line that never ends is searched once, then refused.
-        let mut buf = Vec::new();
-        let mut resume = Resume::default();
-        let mut searched = 0;
-        let f = loop {
-            buf.push(b'p');
-            searched += buf.len() - resume.search_from(&buf);
-            match Codec::Ping.decode(&buf, &mut resume) {
-                Frame::Incomplete => {}
-                f => break f,
-            }
-        };
-        assert_eq!(
-            (f, buf.len(), searched),
-            (Frame::Oversized, 64 * 1024 + 1, buf.len())
-        );
+        assert_eq!(http.input_cap(), INPUT_CAP);
     }
 
     #[test]
     fn raw_marker_and_ping() {
-        let c = Codec::Raw {
+        let c = Codec::Raw(Raw {
             message: b"hi".to_vec(),
             first: None,
             marker: Some(Box::new(Finder::new(b"\r\n").into_owned())),
-        };
+        });
         assert_eq!(
             fresh(&c, b"ok\r\nmore"),
             Frame::Response {
@@ -1075,7 +453,7 @@ mod tests {
         assert_eq!(fresh(&c, b"ok\r"), Frame::Partial { keep: 0, skip: 2 });
         assert_eq!(fresh(&c, b"\r"), Frame::Incomplete);
         assert_eq!(
-            fresh(&Codec::Ping, b"pong 5\n"),
+            fresh(&Codec::Ping(Ping), b"pong 5\n"),
             Frame::Response {
                 len: 7,
                 key: Some(5),
@@ -1084,7 +462,7 @@ mod tests {
             }
         );
         assert!(matches!(
-            fresh(&Codec::Ping, b"error\n"),
+            fresh(&Codec::Ping(Ping), b"error\n"),
             Frame::Response {
                 status: Status::Mismatch,
                 ..

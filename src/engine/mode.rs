@@ -1,0 +1,347 @@
+//! What a worker does with its connections, chosen once at start: hold
+//! them ([`Mode::Hold`]), send queries on them ([`Mode::Traffic`]), or
+//! listen to what the server pushes ([`Mode::Push`]). Each mode's state is
+//! its own: the traffic's pacing, recorder, open-loop choice, deadlines
+//! and the queries waiting for a connection; the push streams.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+use slab::Slab;
+
+use super::conn::{Conn, NOT_ACTIVE};
+use super::deadlines::{Deadlines, Entry};
+use super::pacing::Pacing;
+use super::proto::Codec;
+use super::push::PushRx;
+use super::recorder::{Recorder, RttLog};
+use crate::metrics::{QueryCounters, E_NOT_SENT};
+use crate::scenario::{Model, Query};
+
+// One per worker, reached on every query: not boxed (a box would be one
+// more pointer to follow per event).
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Mode {
+    /// No traffic: connections are opened, verified and held.
+    Hold,
+    Traffic(Traffic),
+    /// --proto push: what arrives is measured.
+    Push(PushRx),
+}
+
+impl Mode {
+    #[inline]
+    pub fn traffic(&self) -> Option<&Traffic> {
+        match self {
+            Mode::Traffic(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub fn traffic_mut(&mut self) -> Option<&mut Traffic> {
+        match self {
+            Mode::Traffic(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub fn push(&self) -> Option<&PushRx> {
+        match self {
+            Mode::Push(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub fn push_mut(&mut self) -> Option<&mut PushRx> {
+        match self {
+            Mode::Push(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub fn is_push(&self) -> bool {
+        matches!(self, Mode::Push(_))
+    }
+
+    /// tcp-per-query: a connection per query.
+    #[inline]
+    pub fn per_query(&self) -> bool {
+        matches!(self, Mode::Traffic(t) if t.per_query.is_some())
+    }
+
+    #[inline]
+    pub fn has_traffic(&self) -> bool {
+        matches!(self, Mode::Traffic(_))
+    }
+
+    /// The codec answers are framed with: the traffic's, or else the
+    /// probe's.
+    #[inline]
+    pub fn codec<'a>(&'a self, probe: &'a Codec) -> &'a Codec {
+        match self {
+            Mode::Traffic(t) => &t.codec,
+            _ => probe,
+        }
+    }
+}
+
+/// The query side of a worker.
+pub(super) struct Traffic {
+    pub codec: Codec,
+    pub pacing: Pacing,
+    pub rec: Recorder,
+    pub window: u64,
+    /// Queries a connection sends at most: the lower of --messages and
+    /// --max-queries-per-conn (worked out once, not per query).
+    pub cap: Option<u64>,
+    pub timeout_ns: u64,
+    /// When traffic started (ns), once it has.
+    pub started: Option<u64>,
+    /// The round robin's last pick.
+    pub rr: usize,
+    pub rng: Pcg64Mcg,
+    /// Held connections open-loop queries pick from.
+    pub active: Vec<usize>,
+    pub deadlines: Deadlines,
+    /// The --control rate generation applied.
+    pub rate_gen: u64,
+    /// This worker's part of --queries not sent yet (None: no such limit).
+    pub quota: Option<u64>,
+    /// It said it has done its part of --queries.
+    pub quota_done: bool,
+    /// Intended times of queries that came due while no connection could
+    /// take them but one was on its way (recycling, reconnects): the next
+    /// connection ready takes them.
+    pub orphans: VecDeque<u64>,
+    /// tcp-per-query: each query opens a connection of its own.
+    pub per_query: Option<PerQuery>,
+}
+
+/// tcp-per-query's pacing of the transport: a connection per query.
+pub(super) struct PerQuery {
+    /// Intended times of queries waiting for a free connection slot.
+    pub wait: VecDeque<u64>,
+    /// How many connections this worker may have open.
+    pub share: u64,
+}
+
+/// What the traffic is built from.
+pub(super) struct TrafficSetup<'a> {
+    pub traffic: &'a crate::scenario::Traffic,
+    pub hosts: &'a [String],
+    pub queries: Arc<QueryCounters>,
+    pub reports: super::ReportTx,
+    pub rtt_log: Option<(std::sync::mpsc::Sender<Vec<u8>>, u64)>,
+    pub service_seconds: bool,
+    /// This worker and how many there are.
+    pub id: u64,
+    pub workers: u64,
+    /// tcp-per-query: this worker's share of the connections.
+    pub per_query: Option<u64>,
+    /// The transport is UDP.
+    pub datagrams: bool,
+}
+
+impl Traffic {
+    pub fn new(s: TrafficSetup) -> Traffic {
+        let t = s.traffic;
+        let (w, id) = (s.workers, s.id);
+        let highest = ((t.timeout_s * 2e6) as u64).max(1000);
+        let codec = Codec::new(&t.query, s.hosts, s.datagrams);
+        let log = s
+            .rtt_log
+            .map(|(tx, epoch)| RttLog::new(tx, epoch, t.query.proto().name()));
+        let closed_loop = matches!(t.model, Model::ClosedLoop { .. });
+        let rec = Recorder::new(
+            s.queries,
+            highest,
+            codec.qtypes(),
+            s.reports,
+            log,
+            (closed_loop, s.service_seconds),
+        );
+        Traffic {
+            codec,
+            pacing: Pacing::new(&t.model, w, id, t.seed),
+            rec,
+            window: t.window.unwrap_or(u64::MAX),
+            cap: [t.messages, t.max_queries_per_conn]
+                .into_iter()
+                .flatten()
+                .min(),
+            timeout_ns: (t.timeout_s * 1e9) as u64,
+            started: None,
+            rr: 0,
+            rng: Pcg64Mcg::seed_from_u64(t.seed ^ (id + 1)),
+            active: Vec::new(),
+            deadlines: Deadlines::default(),
+            rate_gen: 0,
+            // --queries is split like the pacer's rate: evenly over workers.
+            quota: t.queries.map(|q| q / w + u64::from(id < q % w)),
+            quota_done: false,
+            orphans: VecDeque::new(),
+            per_query: s.per_query.map(|share| PerQuery {
+                wait: VecDeque::new(),
+                share,
+            }),
+        }
+    }
+
+    /// Traffic starts at `started` (seen at `now_ns`): interval
+    /// connections get their staggered first sends, closed-loop connections
+    /// their first window of queries.
+    pub fn start(&mut self, started: u64, now_ns: u64, conns: &Slab<Conn>) {
+        self.started = Some(started);
+        self.rec.start(started, now_ns);
+        let held: Vec<(usize, u64)> = self.active.iter().map(|&k| (k, conns[k].seq)).collect();
+        let per_query = self.per_query.as_ref().map(|pq| pq.share);
+        self.pacing.begin(started, &held, self.window, per_query);
+    }
+
+    /// A second ended by `now_ns`: its report is sent and the deadline list
+    /// compacted (each connection told its entry's new place). True when
+    /// it did.
+    pub fn second(&mut self, now_ns: u64, conns: &mut Slab<Conn>) -> bool {
+        if !self.rec.roll(now_ns) {
+            return false;
+        }
+        self.deadlines.compact(|entry, id| {
+            // (As when deadlines expire: an entry is its connection's only
+            // while the attempt is the same.)
+            if let Some(c) = conns.get_mut(entry.conn).filter(|c| c.seq == entry.seq) {
+                c.flight.deadline = id;
+            }
+        });
+        true
+    }
+
+    /// Follows a --control rate of generation `gen` (`rate`: f64 bits).
+    pub fn follow_rate(&mut self, gen: u64, rate: u64) {
+        if self.rate_gen != gen {
+            self.rate_gen = gen;
+            self.pacing.set_rate(f64::from_bits(rate));
+        }
+    }
+
+    /// Keeps a due query of `intended` in `waiting` (behind a full window,
+    /// a full socket, or for a connection slot) at `now_ns`. Those that
+    /// have waited there for --timeout are given up first (`not_sent`): a
+    /// server that never reads holds at most the rate times --timeout of
+    /// them, not the whole run's.
+    pub fn keep_waiting(&mut self, waiting: &mut VecDeque<u64>, intended: u64, now_ns: u64) {
+        keep(waiting, intended, now_ns, self.timeout_ns, &mut self.rec);
+    }
+
+    /// tcp-per-query: keeps a due query for a free connection slot, as
+    /// [`Traffic::keep_waiting`].
+    pub fn wait_for_slot(&mut self, intended: u64, now_ns: u64) {
+        if let Some(pq) = self.per_query.as_mut() {
+            keep(
+                &mut pq.wait,
+                intended,
+                now_ns,
+                self.timeout_ns,
+                &mut self.rec,
+            );
+        }
+    }
+
+    /// Sets the deadline of connection `key` at its oldest query in flight
+    /// (none when nothing is in flight).
+    pub fn set_deadline(&mut self, key: usize, c: &mut Conn) {
+        if let Some(id) = c.flight.take_deadline() {
+            self.deadlines.remove(id);
+        }
+        if let Some(sent) = c.flight.oldest_sent() {
+            let entry = Entry {
+                conn: key,
+                seq: c.seq,
+            };
+            c.flight.deadline = self.deadlines.push(sent + self.timeout_ns, entry);
+        }
+    }
+
+    /// What is due next (ns): the next query, the first deadline, the end
+    /// of the second. None before the traffic starts.
+    pub fn wakeup(&self, mut consider: impl FnMut(u64)) -> bool {
+        let Some(started) = self.started else {
+            return false;
+        };
+        if let Some(at) = self.pacing.next_due(started) {
+            consider(at);
+        }
+        if let Some((at, _)) = self.deadlines.first() {
+            consider(at);
+        }
+        // The per-second report.
+        consider(self.rec.second_ends());
+        true
+    }
+
+    /// Takes the connection at `pos` out of the open-loop choice (the last
+    /// one takes its place).
+    pub fn leave(&mut self, conns: &mut Slab<Conn>, pos: u32) {
+        remove_active(&mut self.active, conns, pos);
+    }
+
+    /// Takes one query from what is left of --queries; false when none is.
+    #[inline]
+    pub fn take_ticket(&mut self) -> bool {
+        match &mut self.quota {
+            None => true,
+            Some(0) => false,
+            Some(n) => {
+                *n -= 1;
+                true
+            }
+        }
+    }
+}
+
+/// Keeps `intended` at the back of `waiting`, after giving up (counted
+/// not sent) those that waited there since before `now_ns - timeout_ns`.
+fn keep(
+    waiting: &mut VecDeque<u64>,
+    intended: u64,
+    now_ns: u64,
+    timeout_ns: u64,
+    rec: &mut Recorder,
+) {
+    let stale = now_ns.saturating_sub(timeout_ns);
+    while waiting.front().is_some_and(|&at| at < stale) {
+        waiting.pop_front();
+        rec.error(E_NOT_SENT);
+    }
+    waiting.push_back(intended);
+}
+
+/// Takes the connection at `pos` out of the active list (the last one
+/// takes its place).
+fn remove_active(active: &mut Vec<usize>, conns: &mut Slab<Conn>, pos: u32) {
+    let pos = pos as usize;
+    let key = active.swap_remove(pos);
+    if let Some(c) = conns.get_mut(key) {
+        c.active_pos = NOT_ACTIVE;
+    }
+    if let Some(&moved) = active.get(pos) {
+        conns[moved].active_pos = pos as u32;
+    }
+}
+
+/// The probe's query when the scenario names none: a DNS query, which
+/// echo and DNS servers both answer.
+pub(super) fn default_probe() -> Query {
+    Query::Dns {
+        qtype: wire::dns::rtype::A,
+        names: vec!["throng.probe".into()],
+        qtypes: Vec::new(),
+        edns: None,
+        dnssec_ok: false,
+    }
+}
