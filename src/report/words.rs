@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use crate::domain::{Arrivals, Spread, Transport};
 use crate::outcome::RunResult;
-use crate::scenario::{End, Model, Query, Ramp, Scenario, Traffic};
+use crate::scenario::{End, Model, Ramp, Scenario, Traffic};
 use crate::units::{human, utc};
 
 /// A run in a few words, for a report of one run made at its end:
@@ -40,7 +40,7 @@ pub fn scenario_words(r: &RunResult) -> Vec<(&'static str, String)> {
     ];
     match &sc.traffic {
         Some(t) => {
-            rows.push(("protocol", protocol(&t.query)));
+            rows.push(("protocol", t.query.words()));
             rows.push(("rate model", rate_model(t)));
         }
         None => rows.push(("queries", "none: connections only".into())),
@@ -119,24 +119,6 @@ fn connections(sc: &Scenario) -> String {
                 .map_or(String::new(), |l| format!(", each living {l} s")),
             if sc.reconnect { ", replaced" } else { "" }
         ),
-    }
-}
-
-/// The protocol and what it asks: a protocol's words, all here.
-fn protocol(q: &Query) -> String {
-    match q {
-        Query::Dns { names, qtypes, .. } => {
-            let first = names.first().map_or("", String::as_str);
-            if names.len() > 1 || !qtypes.is_empty() {
-                format!("DNS, {} names from a query file", names.len())
-            } else {
-                format!("DNS, {first}")
-            }
-        }
-        Query::Echo { size, .. } => format!("echo, {size} bytes"),
-        Query::Ping => "ping lines".into(),
-        Query::Http { .. } => "HTTP/1.1 requests".into(),
-        Query::Raw { .. } => "raw messages".into(),
     }
 }
 
