@@ -893,10 +893,10 @@ fn unbound_idle_closes_are_one_thing() {
     );
     let r = typed(&v);
     assert!(r.connections.peer_closed >= 50, "{out}");
-    assert_eq!(r.connections.failed["closed_by_peer"], 0, "{out}");
     // A query sent just as unbound's timer closed its connection crosses
-    // the close (a reset with that query in flight): a failure of its own
-    // kind, rare, and the only one this run may see.
+    // the close (a reset, or the close read with that query in flight, as
+    // the two sides' timing has it): a failure of its own kind, rare, and
+    // the only one this run may see. Every other close is a peer close.
     let failed = r.failed_total();
     assert_eq!(failed, r.q().errors["conn_lost"], "{out}");
     assert!(failed <= 2, "{out}");
