@@ -136,7 +136,7 @@ pub(super) struct TrafficSetup<'a> {
     pub traffic: &'a crate::scenario::Traffic,
     pub hosts: &'a [String],
     pub queries: Arc<QueryCounters>,
-    pub reports: super::ReportTx,
+    pub reports: super::seconds::ReportTx,
     pub rtt_log: Option<(std::sync::mpsc::Sender<Vec<u8>>, u64)>,
     pub service_seconds: bool,
     /// This worker and how many there are.

@@ -65,7 +65,7 @@ pub struct Setup {
     pub shared: Arc<Shared>,
     pub start: Instant,
     pub notify: mpsc::Sender<Reason>,
-    pub reports: super::ReportTx,
+    pub reports: super::seconds::ReportTx,
     pub rtt_log: Option<(mpsc::Sender<Vec<u8>>, u64)>,
     /// Targets as given, for HTTP Host headers.
     pub hosts: Vec<String>,
