@@ -16,6 +16,7 @@ mod io;
 mod link;
 mod mode;
 mod net;
+mod opening;
 mod pacer;
 mod pacing;
 mod proto;

@@ -17,7 +17,7 @@ use super::pacing::Pacing;
 use super::proto::Codec;
 use super::push::PushRx;
 use super::recorder::{Recorder, RttLog};
-use crate::metrics::{QueryCounters, E_NOT_SENT};
+use crate::metrics::{QueryCounters, E_CONNECT, E_NOT_SENT};
 use crate::scenario::{Model, Query};
 
 // One per worker, reached on every query: not boxed (a box would be one
@@ -73,6 +73,24 @@ impl Mode {
     #[inline]
     pub fn per_query(&self) -> bool {
         matches!(self, Mode::Traffic(t) if t.per_query.is_some())
+    }
+
+    /// A tcp-per-query connection is gone; `sent`: queries it sent (0 when
+    /// it failed before its query went out, which is then an error). In
+    /// closed loop the next query starts after --think. `now_ns`: the
+    /// time since the run's start.
+    pub fn pq_lost(&mut self, sent: u64, now_ns: impl FnOnce() -> u64) {
+        if !self.per_query() {
+            return;
+        }
+        let now = now_ns();
+        let Some(t) = self.traffic_mut() else {
+            return;
+        };
+        if sent == 0 {
+            t.rec.error(E_CONNECT);
+        }
+        t.pacing.replace_connection(now);
     }
 
     #[inline]

@@ -14,7 +14,7 @@ use super::pacing::Due;
 use super::proto::Status;
 use super::spares::lend;
 use super::worker::Worker;
-use crate::metrics::{bump, E_CONNECT, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKET, W_WINDOW};
+use crate::metrics::{bump, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKET, W_WINDOW};
 use crate::sys::signals::Reason;
 
 impl Worker {
@@ -32,11 +32,11 @@ impl Worker {
                     return;
                 }
                 let s = at - 1;
-                t.start(s, now_ns, &self.conns);
+                t.start(s, now_ns, &self.conns.slab);
                 s
             }
         };
-        if t.second(now_ns, &mut self.conns) {
+        if t.second(now_ns, &mut self.conns.slab) {
             self.spare.trim();
         }
         if self.draining.is_some() {
@@ -66,7 +66,7 @@ impl Worker {
                 }
                 Due::NewConnection(at) => self.per_query(at),
                 Due::Tick { key, seq, at } | Due::Think { key, seq, at } => {
-                    if self.conns.get(key).is_none_or(|c| c.seq != seq) {
+                    if self.conns.slab.get(key).is_none_or(|c| c.seq != seq) {
                         continue;
                     }
                     if matches!(due, Due::Tick { .. }) {
@@ -92,9 +92,9 @@ impl Worker {
                 .traffic
                 .as_ref()
                 .is_some_and(|t| t.max_queries_per_conn.is_some());
-            if self.dial.inflight > 0
-                || self.dial.owed() > 0
-                || (recycling && !self.conns.is_empty())
+            if self.conns.dial.inflight > 0
+                || self.conns.dial.owed() > 0
+                || (recycling && !self.conns.slab.is_empty())
             {
                 t.orphans.push_back(intended);
             } else {
@@ -132,7 +132,7 @@ impl Worker {
         let Some(t) = self.mode.traffic_mut() else {
             return;
         };
-        let conn = &mut self.conns[key];
+        let conn = &mut self.conns.slab[key];
         let f = &mut conn.flight;
         let capped = t
             .cap
@@ -147,7 +147,7 @@ impl Worker {
             if !fresh {
                 let pos = conn.active_pos;
                 if pos != NOT_ACTIVE {
-                    t.leave(&mut self.conns, pos);
+                    t.leave(&mut self.conns.slab, pos);
                 }
                 t.orphans.push_back(intended);
             }
@@ -184,13 +184,13 @@ impl Worker {
         let Some(t) = self.mode.traffic_mut() else {
             return;
         };
-        let cause = if self.conns[key].has(Flags::BLOCKED) {
+        let cause = if self.conns.slab[key].has(Flags::BLOCKED) {
             W_SOCKET
         } else {
             W_WINDOW
         };
         bump(&self.q.waited[cause], 1);
-        t.keep_waiting(&mut self.conns[key].flight.waiting, intended, now);
+        t.keep_waiting(&mut self.conns.slab[key].flight.waiting, intended, now);
     }
 
     /// Now, in ns since the start: the time of the read being processed
@@ -213,7 +213,7 @@ impl Worker {
             self.q.due.fetch_sub(1, Relaxed);
             return;
         }
-        let conn = &mut self.conns[key];
+        let conn = &mut self.conns.slab[key];
         let n = conn.flight.queries;
         let target = conn.target as usize;
         let (codec, rng) = (&t.codec, &mut t.rng);
@@ -255,7 +255,7 @@ impl Worker {
             .then_some(conn.active_pos);
         if let Some(pos) = retire {
             // No more queries on this one: out of the open-loop choice.
-            t.leave(&mut self.conns, pos);
+            t.leave(&mut self.conns.slab, pos);
         }
     }
 
@@ -266,7 +266,7 @@ impl Worker {
     /// be sent go to other connections when it closes.) Its replacement
     /// (--reconnect) is owed now, so the open count does not dip.
     pub(super) fn lifetime_over(&mut self, key: usize) {
-        let conn = &mut self.conns[key];
+        let conn = &mut self.conns.slab[key];
         let busy = conn.live() > 0;
         let Some(t) = self.mode.traffic_mut().filter(|_| busy) else {
             self.end(key, End::Lifetime);
@@ -274,11 +274,11 @@ impl Worker {
         };
         conn.set(Flags::RETIRING, true);
         if self.sc.reconnect {
-            self.dial.owe();
+            self.conns.dial.owe();
         }
         let pos = conn.active_pos;
         if pos != NOT_ACTIVE {
-            t.leave(&mut self.conns, pos);
+            t.leave(&mut self.conns.slab, pos);
         }
     }
 
@@ -288,7 +288,7 @@ impl Worker {
         let Some(t) = self.mode.traffic_mut() else {
             return;
         };
-        let conn = &mut self.conns[key];
+        let conn = &mut self.conns.slab[key];
         if conn.has(Flags::UNPROVEN) {
             // Any answer proves the server accepted the connection.
             conn.set(Flags::UNPROVEN, false);
@@ -331,7 +331,7 @@ impl Worker {
             self.end(key, End::Closed);
             return;
         }
-        let conn = &mut self.conns[key];
+        let conn = &mut self.conns.slab[key];
         let retiring = conn.has(Flags::RETIRING);
         if retiring && conn.live() == 0 {
             self.end(key, End::Lifetime);
@@ -371,7 +371,7 @@ impl Worker {
 
     /// After a response or a flush: send what waited.
     pub(super) fn after_progress(&mut self, key: usize) {
-        while let Some(c) = self.conns.get_mut(key) {
+        while let Some(c) = self.conns.slab.get_mut(key) {
             let Some(t) = self.mode.traffic() else {
                 return;
             };
@@ -390,7 +390,7 @@ impl Worker {
             let Some(Entry { conn: key, seq }) = t.deadlines.pop_due(now_ns) else {
                 break;
             };
-            let Some(c) = self.conns.get_mut(key).filter(|c| c.seq == seq) else {
+            let Some(c) = self.conns.slab.get_mut(key).filter(|c| c.seq == seq) else {
                 continue;
             };
             c.flight.deadline = NO_DEADLINE;
@@ -402,7 +402,7 @@ impl Worker {
     /// Times out the queries of `key` past their deadline, oldest first.
     fn time_out_overdue(&mut self, key: usize, now_ns: u64) {
         loop {
-            let (Some(t), Some(c)) = (self.mode.traffic_mut(), self.conns.get_mut(key)) else {
+            let (Some(t), Some(c)) = (self.mode.traffic_mut(), self.conns.slab.get_mut(key)) else {
                 return;
             };
             let Some(o) = c.flight.time_out_oldest(now_ns, t.timeout_ns) else {
@@ -414,7 +414,7 @@ impl Worker {
                 return;
             }
             self.completed(key, now_ns);
-            if self.conns.contains(key) {
+            if self.conns.slab.contains(key) {
                 self.after_progress(key);
             }
         }
@@ -422,7 +422,7 @@ impl Worker {
 
     /// Sets the deadline of `key` at its oldest query in flight.
     fn set_deadline(&mut self, key: usize) {
-        if let (Some(t), Some(c)) = (self.mode.traffic_mut(), self.conns.get_mut(key)) {
+        if let (Some(t), Some(c)) = (self.mode.traffic_mut(), self.conns.slab.get_mut(key)) {
             t.set_deadline(key, c);
         }
     }
@@ -436,7 +436,7 @@ impl Worker {
     fn per_query(&mut self, intended: u64) {
         bump(&self.q.due, 1);
         let now = self.now_ns();
-        let open = self.conns.len() as u64;
+        let open = self.conns.slab.len() as u64;
         let Some(t) = self.mode.traffic_mut() else {
             return;
         };
@@ -467,7 +467,7 @@ impl Worker {
     /// Opens connections for the queries waiting for a slot.
     fn pq_open(&mut self) {
         while self.draining.is_none() {
-            let open = self.conns.len() as u64;
+            let open = self.conns.slab.len() as u64;
             let Some(t) = self.mode.traffic_mut() else {
                 return;
             };
@@ -485,10 +485,14 @@ impl Worker {
                 pq.wait.clear();
                 return;
             }
-            let seq = self.dial.replacement();
+            let seq = self.conns.dial.replacement();
             match self.attempt(seq, false) {
-                Some(key) => self.conns[key].flight.waiting.push_back(intended),
-                None => self.pq_lost(0),
+                Some(key) => self.conns.slab[key].flight.waiting.push_back(intended),
+                None => {
+                    // (tcp-per-query: its connection failed to start.)
+                    let now = self.ns(Instant::now());
+                    self.mode.pq_lost(0, || now);
+                }
             }
         }
     }
@@ -505,27 +509,10 @@ impl Worker {
             return;
         }
         let waiting = t.per_query.as_ref().is_some_and(|pq| !pq.wait.is_empty());
-        let idle = !waiting && self.conns.iter().all(|(_, c)| c.flight.idle());
+        let idle = !waiting && self.conns.slab.iter().all(|(_, c)| c.flight.idle());
         if idle {
             t.quota_done = true;
             self.say(Reason::QueriesDone);
         }
-    }
-
-    /// A tcp-per-query connection is gone; `sent`: queries it sent (0 when
-    /// it failed before its query went out, which is then an error). In
-    /// closed loop the next query starts after --think.
-    pub(super) fn pq_lost(&mut self, sent: u64) {
-        if !self.mode.per_query() {
-            return;
-        }
-        let now = self.ns(Instant::now());
-        let Some(t) = self.mode.traffic_mut() else {
-            return;
-        };
-        if sent == 0 {
-            t.rec.error(E_CONNECT);
-        }
-        t.pacing.replace_connection(now);
     }
 }
