@@ -139,6 +139,17 @@ pub(super) struct Traffic {
     pub orphans: VecDeque<u64>,
     /// tcp-per-query: each query opens a connection of its own.
     pub per_query: Option<PerQuery>,
+    /// Closed loop: a connection always has queries in flight, so it keeps
+    /// its table of queries in flight when a window's answers empty it.
+    pub busy: bool,
+    /// --max-queries-per-conn: a connection that answered as many closes
+    /// (and is replaced).
+    pub recycle_after: Option<u64>,
+    /// --messages: a connection that answered as many closes, unless the
+    /// run holds its connections (`hold`).
+    pub messages: Option<u64>,
+    pub hold: bool,
+    pub q: Arc<QueryCounters>,
 }
 
 /// tcp-per-query's pacing of the transport: a connection per query.
@@ -164,6 +175,8 @@ pub(super) struct TrafficSetup<'a> {
     pub per_query: Option<u64>,
     /// The transport is UDP.
     pub datagrams: bool,
+    /// The run holds its connections to the end (`-T hold`).
+    pub hold: bool,
 }
 
 impl Traffic {
@@ -177,7 +190,7 @@ impl Traffic {
             .map(|(tx, epoch)| RttLog::new(tx, epoch, t.query.proto().name()));
         let closed_loop = matches!(t.model, Model::ClosedLoop { .. });
         let rec = Recorder::new(
-            s.queries,
+            s.queries.clone(),
             highest,
             codec.qtypes(),
             s.reports,
@@ -208,6 +221,11 @@ impl Traffic {
                 wait: VecDeque::new(),
                 share,
             }),
+            busy: closed_loop,
+            recycle_after: t.max_queries_per_conn,
+            messages: t.messages,
+            hold: s.hold,
+            q: s.queries,
         }
     }
 

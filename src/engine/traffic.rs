@@ -6,10 +6,12 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use super::conn::{End, Flags, NOT_ACTIVE};
+use slab::Slab;
+
+use super::conn::{Conn, End, Flags, NOT_ACTIVE};
 use super::deadlines::Entry;
 use super::inflight::{Answer, Outstanding, NO_DEADLINE};
-use super::mode::Mode;
+use super::mode::{Mode, Traffic};
 use super::pacing::Due;
 use super::proto::Status;
 use super::spares::lend;
@@ -132,65 +134,16 @@ impl Worker {
         let Some(t) = self.mode.traffic_mut() else {
             return;
         };
-        let conn = &mut self.conns.slab[key];
-        let f = &mut conn.flight;
-        let capped = t
-            .cap
-            .is_some_and(|c| f.queries + f.waiting.len() as u64 >= c);
-        if capped || conn.has(Flags::RETIRING) {
-            // It takes no more. A tick of its own (--messages, an interval
-            // on a connection whose lifetime is over) is not due; a query
-            // already due (an arrival, one handed on) goes to another
-            // connection, and this one leaves the open-loop choice (it
-            // was lost here: picked while its sent and waiting queries
-            // filled --max-queries-per-conn).
-            if !fresh {
-                let pos = conn.active_pos;
-                if pos != NOT_ACTIVE {
-                    t.leave(&mut self.conns.slab, pos);
+        match t.admit(&mut self.conns.slab, key, intended, fresh) {
+            Admit::Now => self.send_now(key, intended),
+            Admit::Wait => {
+                let now = self.now_ns();
+                if let Some(t) = self.mode.traffic_mut() {
+                    t.wait(&mut self.conns.slab[key], intended, now);
                 }
-                t.orphans.push_back(intended);
             }
-            return;
+            Admit::No => {}
         }
-        if conn.has(Flags::PEER_CLOSING) {
-            // Due on a connection the server is closing: never sent. (A
-            // closed loop's slot is not a query yet: the replacement
-            // connection starts its own.)
-            if !t.pacing.closed_loop() {
-                if fresh {
-                    bump(&self.q.due, 1);
-                }
-                t.rec.error(E_NO_CONNECTION);
-            }
-            return;
-        }
-        if fresh {
-            bump(&self.q.due, 1);
-        }
-        if !conn.room(t.window) || !conn.flight.waiting.is_empty() {
-            self.wait(key, intended);
-            return;
-        }
-        self.send_now(key, intended);
-    }
-
-    /// Queues a due query behind its connection's full window or socket.
-    /// Those that have waited there for --timeout are given up first
-    /// (`not_sent`): a server that never reads holds at most the rate times
-    /// --timeout of them, not the whole run's.
-    fn wait(&mut self, key: usize, intended: u64) {
-        let now = self.now_ns();
-        let Some(t) = self.mode.traffic_mut() else {
-            return;
-        };
-        let cause = if self.conns.slab[key].has(Flags::BLOCKED) {
-            W_SOCKET
-        } else {
-            W_WINDOW
-        };
-        bump(&self.q.waited[cause], 1);
-        t.keep_waiting(&mut self.conns.slab[key].flight.waiting, intended, now);
     }
 
     /// Now, in ns since the start: the time of the read being processed
@@ -282,7 +235,7 @@ impl Worker {
         }
     }
 
-    /// A response arrived for `qkey` (or the oldest query).
+    /// A response arrived for `qkey` (or the oldest query) on `key`.
     pub(super) fn answered(&mut self, key: usize, qkey: Option<u64>, status: Status) {
         let now = self.now_ns();
         let Some(t) = self.mode.traffic_mut() else {
@@ -294,78 +247,9 @@ impl Worker {
             conn.set(Flags::UNPROVEN, false);
             bump(&self.counters.verified, 1);
         }
-        let answer = conn.flight.answer(qkey);
-        if answer == Answer::Unmatched {
-            t.rec.error(E_UNMATCHED);
-            return;
-        }
-        if conn.live() == 0 {
-            // Nothing left in flight: no deadline to keep (a connection that
-            // queries now and then holds no entry between its queries).
-            if let Some(id) = conn.flight.take_deadline() {
-                t.deadlines.remove(id);
-            }
-            if !self.busy {
-                conn.flight.release();
-            }
-        }
-        let Answer::Matched(o) = answer else {
-            // Its timeout was counted; the late answer is only absorbed.
-            return;
-        };
-        t.rec.answered(conn.seq, &o, now, status);
-        self.completed(key, now);
-    }
-
-    /// One query of `key` is done (answered or timed out): closed loop
-    /// sends the next; a finished connection closes.
-    fn completed(&mut self, key: usize, now: u64) {
-        let Some(tr) = self.sc.traffic.as_ref() else {
-            return;
-        };
-        let Some(t) = self.mode.traffic_mut() else {
-            return;
-        };
-        if t.per_query.is_some() {
-            // Its one query is done: close (the client keeps TIME_WAIT).
-            self.end(key, End::Closed);
-            return;
-        }
-        let conn = &mut self.conns.slab[key];
-        let retiring = conn.has(Flags::RETIRING);
-        if retiring && conn.live() == 0 {
-            self.end(key, End::Lifetime);
-            return;
-        }
-        // Draining: an answer lets no new query go.
-        // Nor one the server said it is closing: the next query would
-        // cross its close (a closed loop's replacement takes the slot).
-        let more = t.started.is_some()
-            && self.draining.is_none()
-            && !retiring
-            && !conn.has(Flags::PEER_CLOSING)
-            && t.cap.is_none_or(|c| conn.flight.queries < c);
-        if more {
-            if let Some(at) = t.pacing.next_after(key, conn.seq, now) {
-                // Due now: sent with this turn's other writes, not a loop
-                // turn later.
-                conn.flight.waiting.push_back(at);
-                bump(&self.q.due, 1);
-            }
-        }
-        let idle = conn.live() == 0;
-        if let Some(n) = tr.max_queries_per_conn {
-            if idle && conn.flight.done >= n {
-                bump(&self.q.recycled, 1);
-                self.end(key, End::Recycled);
-                return;
-            }
-        }
-        if let Some(n) = tr.messages {
-            let hold = self.sc.end == crate::scenario::End::Hold;
-            if idle && conn.flight.done >= n && !hold {
-                self.end(key, End::Closed);
-            }
+        let draining = self.draining.is_some();
+        if let Some(why) = t.answered(key, conn, qkey, status, now, draining) {
+            self.end(key, why);
         }
     }
 
@@ -413,7 +297,10 @@ impl Worker {
                 self.end(key, End::QueryTimedOut);
                 return;
             }
-            self.completed(key, now_ns);
+            let draining = self.draining.is_some();
+            if let Some(why) = t.completed(key, c, now_ns, draining) {
+                self.end(key, why);
+            }
             if self.conns.slab.contains(key) {
                 self.after_progress(key);
             }
@@ -514,5 +401,161 @@ impl Worker {
             t.quota_done = true;
             self.say(Reason::QueriesDone);
         }
+    }
+}
+
+/// Where a due query goes on the connection it came due on.
+enum Admit {
+    Now,
+    Wait,
+    No,
+}
+
+impl Traffic {
+    /// A query is due on `key` at `intended`: whether it is sent now, or
+    /// queued behind the window or a busy socket keeping its intended
+    /// time, or not here (another connection takes it, or it is not due).
+    /// `fresh`: made due here (a tick, a window's slot), not already
+    /// counted due where it arrived (an arrival, a query handed on).
+    fn admit(&mut self, conns: &mut Slab<Conn>, key: usize, intended: u64, fresh: bool) -> Admit {
+        let conn = &mut conns[key];
+        let f = &mut conn.flight;
+        let capped = self
+            .cap
+            .is_some_and(|c| f.queries + f.waiting.len() as u64 >= c);
+        if capped || conn.has(Flags::RETIRING) {
+            // It takes no more. A tick of its own (--messages, an interval
+            // on a connection whose lifetime is over) is not due; a query
+            // already due (an arrival, one handed on) goes to another
+            // connection, and this one leaves the open-loop choice (it
+            // was lost here: picked while its sent and waiting queries
+            // filled --max-queries-per-conn).
+            if !fresh {
+                let pos = conn.active_pos;
+                if pos != NOT_ACTIVE {
+                    self.leave(conns, pos);
+                }
+                self.orphans.push_back(intended);
+            }
+            return Admit::No;
+        }
+        if conn.has(Flags::PEER_CLOSING) {
+            // Due on a connection the server is closing: never sent. (A
+            // closed loop's slot is not a query yet: the replacement
+            // connection starts its own.)
+            if !self.pacing.closed_loop() {
+                if fresh {
+                    bump(&self.q.due, 1);
+                }
+                self.rec.error(E_NO_CONNECTION);
+            }
+            return Admit::No;
+        }
+        if fresh {
+            bump(&self.q.due, 1);
+        }
+        if !conn.room(self.window) || !conn.flight.waiting.is_empty() {
+            return Admit::Wait;
+        }
+        Admit::Now
+    }
+
+    /// Queues a due query behind its connection's full window or socket.
+    /// Those that have waited there for --timeout are given up first
+    /// (`not_sent`): a server that never reads holds at most the rate times
+    /// --timeout of them, not the whole run's.
+    fn wait(&mut self, conn: &mut Conn, intended: u64, now: u64) {
+        let cause = if conn.has(Flags::BLOCKED) {
+            W_SOCKET
+        } else {
+            W_WINDOW
+        };
+        bump(&self.q.waited[cause], 1);
+        self.keep_waiting(&mut conn.flight.waiting, intended, now);
+    }
+
+    /// A response arrived for `qkey` (or the oldest query) on `conn`
+    /// (`key`) at `now`: matched, recorded, and the next query queued (its
+    /// verification, an answer's first, is the worker's).
+    /// Some: how the connection ends.
+    pub(super) fn answered(
+        &mut self,
+        key: usize,
+        conn: &mut Conn,
+        qkey: Option<u64>,
+        status: Status,
+        now: u64,
+        draining: bool,
+    ) -> Option<End> {
+        let answer = conn.flight.answer(qkey);
+        if answer == Answer::Unmatched {
+            self.rec.error(E_UNMATCHED);
+            return None;
+        }
+        if conn.live() == 0 {
+            // Nothing left in flight: no deadline to keep (a connection that
+            // queries now and then holds no entry between its queries).
+            if let Some(id) = conn.flight.take_deadline() {
+                self.deadlines.remove(id);
+            }
+            if !self.busy {
+                conn.flight.release();
+            }
+        }
+        let Answer::Matched(o) = answer else {
+            // Its timeout was counted; the late answer is only absorbed.
+            return None;
+        };
+        self.rec.answered(conn.seq, &o, now, status);
+        self.completed(key, conn, now, draining)
+    }
+
+    /// One query of `conn` (`key`) is done (answered or timed out): closed
+    /// loop queues the next (`draining`: none). Some: how the connection
+    /// ends, a finished one.
+    pub(super) fn completed(
+        &mut self,
+        key: usize,
+        conn: &mut Conn,
+        now: u64,
+        draining: bool,
+    ) -> Option<End> {
+        if self.per_query.is_some() {
+            // Its one query is done: close (the client keeps TIME_WAIT).
+            return Some(End::Closed);
+        }
+        let retiring = conn.has(Flags::RETIRING);
+        if retiring && conn.live() == 0 {
+            return Some(End::Lifetime);
+        }
+        // Draining: an answer lets no new query go.
+        // Nor one the server said it is closing: the next query would
+        // cross its close (a closed loop's replacement takes the slot).
+        let more = self.started.is_some()
+            && !draining
+            && !retiring
+            && !conn.has(Flags::PEER_CLOSING)
+            && self.cap.is_none_or(|c| conn.flight.queries < c);
+        if more {
+            if let Some(at) = self.pacing.next_after(key, conn.seq, now) {
+                // Due now: sent with this turn's other writes, not a loop
+                // turn later.
+                conn.flight.waiting.push_back(at);
+                bump(&self.q.due, 1);
+            }
+        }
+        let idle = conn.live() == 0;
+        if let Some(n) = self.recycle_after {
+            if idle && conn.flight.done >= n {
+                bump(&self.q.recycled, 1);
+                return Some(End::Recycled);
+            }
+        }
+        if let Some(n) = self.messages {
+            if idle && conn.flight.done >= n && !self.hold {
+                return Some(End::Closed);
+            }
+        }
+        None
     }
 }

@@ -159,6 +159,7 @@ impl Worker {
                 workers: w,
                 per_query: per_query.then_some(share.max(1)),
                 datagrams: net.is_udp(),
+                hold: s.scenario.end == crate::scenario::End::Hold,
             })),
             (None, Some(p)) => Mode::Push(PushRx::new(&s.scenario, p)),
             (None, None) => Mode::Hold,
