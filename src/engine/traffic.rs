@@ -9,6 +9,7 @@ use std::time::Instant;
 use slab::Slab;
 
 use super::conn::{Conn, End, Flags, NOT_ACTIVE};
+use super::connections::Conns;
 use super::deadlines::Entry;
 use super::inflight::{Answer, Outstanding, NO_DEADLINE};
 use super::mode::{Mode, Traffic};
@@ -87,41 +88,14 @@ impl Worker {
         let Some(t) = self.mode.traffic_mut() else {
             return;
         };
-        bump(&self.q.due, 1);
-        if t.active.is_empty() {
-            let recycling = self
-                .sc
-                .traffic
-                .as_ref()
-                .is_some_and(|t| t.max_queries_per_conn.is_some());
-            if self.conns.dial.inflight > 0
-                || self.conns.dial.owed() > 0
-                || (recycling && !self.conns.slab.is_empty())
-            {
-                t.orphans.push_back(intended);
-            } else {
-                t.rec.error(E_NO_CONNECTION);
-            }
-            return;
+        if let Some(key) = t.pick(intended, &self.conns) {
+            self.query(key, intended, false);
         }
-        let pick = t.pacing.pick(t.active.len(), &mut t.rng, &mut t.rr);
-        let key = t.active[pick];
-        self.query(key, intended, false);
     }
 
     /// Hands queries that waited for a connection to the open ones.
     fn drain_orphans(&mut self) {
-        loop {
-            let Some(t) = self
-                .mode
-                .traffic_mut()
-                .filter(|t| !t.active.is_empty() && !t.orphans.is_empty())
-            else {
-                return;
-            };
-            t.rr = (t.rr + 1) % t.active.len();
-            let key = t.active[t.rr];
-            let intended = t.orphans.pop_front().expect("not empty");
+        while let Some((key, intended)) = self.mode.traffic_mut().and_then(Traffic::next_orphan) {
             self.query(key, intended, false);
         }
     }
@@ -412,6 +386,40 @@ enum Admit {
 }
 
 impl Traffic {
+    /// An open-loop query is due at `intended`: the connection the spread
+    /// picks for it, or None: kept for the next one ready when one is on
+    /// its way (dialed, owed, or recycling), else lost.
+    fn pick(&mut self, intended: u64, conns: &Conns) -> Option<usize> {
+        bump(&self.q.due, 1);
+        if self.active.is_empty() {
+            let recycling = self.recycle_after.is_some();
+            if conns.dial.inflight > 0
+                || conns.dial.owed() > 0
+                || (recycling && !conns.slab.is_empty())
+            {
+                self.orphans.push_back(intended);
+            } else {
+                self.rec.error(E_NO_CONNECTION);
+            }
+            return None;
+        }
+        let pick = self
+            .pacing
+            .pick(self.active.len(), &mut self.rng, &mut self.rr);
+        Some(self.active[pick])
+    }
+
+    /// A query that waited for a connection and the open one it goes to
+    /// (round robin), while there are both.
+    fn next_orphan(&mut self) -> Option<(usize, u64)> {
+        if self.active.is_empty() {
+            return None;
+        }
+        let intended = self.orphans.pop_front()?;
+        self.rr = (self.rr + 1) % self.active.len();
+        Some((self.active[self.rr], intended))
+    }
+
     /// A query is due on `key` at `intended`: whether it is sent now, or
     /// queued behind the window or a busy socket keeping its intended
     /// time, or not here (another connection takes it, or it is not due).
