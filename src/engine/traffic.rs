@@ -2,6 +2,10 @@
 //! on which connection, sent or kept waiting behind the window; answers
 //! matched in the in-flight table and recorded; timeouts; what the next
 //! query is after one is done; tcp-per-query's connection per query.
+//! [`Traffic`]'s own decisions (a pick, a query's admission, an answer,
+//! a query done) take the connection they act on and return what the
+//! worker applies (a send, a wait, an end); the worker's methods here
+//! route them to the connection, the writes and the connection's end.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
