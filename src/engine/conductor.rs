@@ -8,19 +8,40 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 
 use super::control::{control, stop_on_holds};
 use super::crew::{grace, Crew};
+use super::seconds::SecondReport;
 use super::seconds::Seconds;
 use super::target::{target_at, target_between, target_queries};
-use super::{unix_now, ControlEvent, Live, Outcome, QueryOutcome, Sample, SecondReport, Wall};
 use crate::metrics::exported::RunFigures;
 use crate::metrics::{ConnTotals, ConnectBuckets, PushTotals, QueryTotals};
+use crate::outcome::{ControlEvent, Outcome, QueryOutcome, Sample, Wall};
 use crate::scenario::{End, Scenario};
 use crate::sys::signals::{Reason, Stop};
+
+/// Receives the live view's updates.
+pub trait Live {
+    /// Once a second.
+    fn second(&mut self, s: &Sample, target: u64);
+    /// When the ramp is over (all initial attempts resolved): `after`, the
+    /// ramp's time (establishment's); `since_start`, the time since the
+    /// run's start, when the traffic starts.
+    fn ramp_done(
+        &mut self,
+        after: Duration,
+        since_start: Duration,
+        totals: &ConnTotals,
+        hold: &End,
+    );
+    /// A line worth showing as it happens (--control commands).
+    fn note(&mut self, line: &str);
+    /// Before the summary.
+    fn finish(&mut self);
+}
 
 /// What the main loop does after an event.
 enum Next {
@@ -557,4 +578,10 @@ impl<'a> Conductor<'a> {
             self.targeted_s = upto;
         }
     }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }

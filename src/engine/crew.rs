@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use mio::Waker;
 
+use super::seconds::{ReportTx, SecondReport};
 use super::worker::Finished;
-use super::{ReportTx, SecondReport};
 use crate::metrics::{ConnCounters, ConnTotals, Histograms, QueryCounters, QueryTotals, Shared};
 use crate::metrics::{PushTotals, StatusCounts};
 

@@ -26,7 +26,7 @@ impl Worker {
         // Out of `self` while in use, so that framing can call back into
         // the worker; put back before returning (no allocation either way).
         let mut scratch = std::mem::take(&mut self.scratch);
-        if self.conns[key].link.is_udp() {
+        if self.conns.slab[key].link.is_udp() {
             self.read_udp(key, &mut scratch);
         } else {
             self.read_all(key, &mut scratch, closing);
@@ -38,6 +38,7 @@ impl Worker {
         // them while this loop reads on, instead of both taking turns.
         if let Some(c) = self
             .conns
+            .slab
             .get_mut(key)
             .filter(|c| c.has(Flags::DIRTY) && !c.has(Flags::BLOCKED))
         {
@@ -54,7 +55,7 @@ impl Worker {
         let slots = (scratch.len() / slot).clamp(1, BATCH);
         let mut lens = [0usize; BATCH];
         for _ in 0..READS {
-            let Some(conn) = self.conns.get(key) else {
+            let Some(conn) = self.conns.slab.get(key) else {
                 return;
             };
             let got = match conn
@@ -73,7 +74,7 @@ impl Worker {
                 bump(&self.q.bytes_in, len as u64);
                 let data = &scratch[i * slot..i * slot + len];
                 self.on_datagram(key, data);
-                if !self.conns.contains(key) {
+                if !self.conns.slab.contains(key) {
                     return;
                 }
             }
@@ -87,7 +88,7 @@ impl Worker {
 
     /// One datagram: one whole response (or garbage, counted).
     fn on_datagram(&mut self, key: usize, data: &[u8]) {
-        self.conns[key].set(Flags::GOT_DATA, true);
+        self.conns.slab[key].set(Flags::GOT_DATA, true);
         match &mut self.mode {
             Mode::Traffic(t) => match t.codec.decode_datagram(data) {
                 Frame::Response { key: q, status, .. } => self.answered(key, q, status),
@@ -102,7 +103,7 @@ impl Worker {
     /// connection is read again next turn).
     fn read_all(&mut self, key: usize, scratch: &mut [u8], closing: bool) {
         for _ in 0..READS {
-            let conn = &mut self.conns[key];
+            let conn = &mut self.conns.slab[key];
             // A small unfinished frame goes in front of the read, in the
             // scratch buffer: framing sees one slice, and the connection's
             // own buffer never grows to a read's size (a reply streaming by
@@ -147,7 +148,7 @@ impl Worker {
             conn.set(Flags::GOT_DATA, true);
             bump(&self.q.bytes_in, n as u64);
             self.read_at = Some(self.ns(Instant::now()));
-            let alive = if self.conns[key].link.tls().is_some() {
+            let alive = if self.conns.slab[key].link.tls().is_some() {
                 self.on_tls_bytes(key, &scratch[..n])
             } else {
                 self.on_bytes(key, &scratch[..k + n])
@@ -182,7 +183,7 @@ impl Worker {
             plain.resize(16 * 1024, 0);
         }
         let alive = 'feed: loop {
-            let Some(tls) = self.conns.get_mut(key).and_then(|c| c.link.tls_mut()) else {
+            let Some(tls) = self.conns.slab.get_mut(key).and_then(|c| c.link.tls_mut()) else {
                 break false;
             };
             if data.is_empty() {
@@ -197,19 +198,19 @@ impl Worker {
             }
             if let Err(e) = tls.process_new_packets() {
                 // Tell the server why (the alert), then give up.
-                let handshaking = self.conns[key].state == State::Handshaking;
-                self.conns[key].link.send_alert();
+                let handshaking = self.conns.slab[key].state == State::Handshaking;
+                self.conns.slab[key].link.send_alert();
                 self.tls_failed(key, &tls_words(&e, handshaking));
                 break false;
             }
-            let conn = &self.conns[key];
+            let conn = &self.conns.slab[key];
             if conn.state == State::Handshaking
                 && !conn.link.tls().is_some_and(|t| t.is_handshaking())
             {
                 self.tls_ready(key);
             }
             loop {
-                let Some(tls) = self.conns.get_mut(key).and_then(|c| c.link.tls_mut()) else {
+                let Some(tls) = self.conns.slab.get_mut(key).and_then(|c| c.link.tls_mut()) else {
                     break 'feed false;
                 };
                 match tls.reader().read(&mut plain) {
@@ -238,7 +239,7 @@ impl Worker {
     /// Frames bytes just read. False when the connection is gone.
     fn on_bytes(&mut self, key: usize, data: &[u8]) -> bool {
         if let Some(p) = self.mode.push_mut() {
-            let conn = &mut self.conns[key];
+            let conn = &mut self.conns.slab[key];
             let now_ns = monotonic_ns();
             if !p.bytes(key, &mut conn.pending_in, data, now_ns, &self.counters) {
                 self.end(key, End::Garbled);
@@ -246,7 +247,7 @@ impl Worker {
             }
             return true;
         }
-        let conn = &mut self.conns[key];
+        let conn = &mut self.conns.slab[key];
         // Nothing pending: the connection keeps its (empty) buffer, and
         // what is left of `data` goes into it with no new allocation.
         let mut buf = if conn.pending_in.is_empty() {
@@ -266,7 +267,7 @@ impl Worker {
         let mut hole = (0, 0);
         let mut alive = true;
         while used < input.len() {
-            let probing = self.conns[key].state == State::Probing;
+            let probing = self.conns.slab[key].state == State::Probing;
             let codec = self.mode.codec(&self.probe_codec);
             match codec.decode(&input[used..], &mut resume) {
                 Frame::Incomplete => break,
@@ -277,7 +278,7 @@ impl Worker {
                 Frame::UntilClose { keep, skip } => {
                     // No query more on this one: the server closes after
                     // this answer, and its close is what ends it.
-                    if !self.conns[key].has(Flags::PEER_CLOSING) {
+                    if !self.conns.slab[key].has(Flags::PEER_CLOSING) {
                         self.peer_closes(key);
                     }
                     hole = (used + keep, skip);
@@ -300,7 +301,7 @@ impl Worker {
                         // The server answered, in its own language: it
                         // accepted the connection, not the probe.
                         let said = &input[used..input.len().min(used + 40)];
-                        self.probe_rejected(
+                        self.conns.probe_rejected(
                             key,
                             format!(
                                 "it answered \"{}\", not a {} reply",
@@ -324,7 +325,7 @@ impl Worker {
                     }
                 }
             }
-            if !self.conns.contains(key) {
+            if !self.conns.slab.contains(key) {
                 alive = false;
                 break;
             }
@@ -338,7 +339,7 @@ impl Worker {
             alive = false;
         }
         if alive {
-            let conn = &mut self.conns[key];
+            let conn = &mut self.conns.slab[key];
             let (at, skip) = hole;
             if used < input.len() {
                 if buf.is_empty() {
@@ -370,7 +371,7 @@ impl Worker {
     fn on_response(&mut self, key: usize, probing: bool, qkey: Option<u64>, status: Status) {
         if probing {
             if let Some(what) = refusal(status) {
-                self.probe_rejected(key, what);
+                self.conns.probe_rejected(key, what);
             }
             self.verified(key);
         } else if self.mode.has_traffic() {
@@ -385,7 +386,7 @@ impl Worker {
     /// incomplete), so its query is lost with the connection. Then the
     /// connection ends.
     fn peer_ended(&mut self, key: usize, bucket: Bucket, whole: bool) {
-        let conn = &self.conns[key];
+        let conn = &self.conns.slab[key];
         if !self.mode.is_push() && !conn.pending_in.is_empty() {
             let codec = self.mode.codec(&self.probe_codec);
             if let Frame::Response {
@@ -393,18 +394,18 @@ impl Worker {
             } = codec.decode_at_close(&conn.pending_in)
             {
                 let probing = conn.state == State::Probing;
-                let conn = &mut self.conns[key];
+                let conn = &mut self.conns.slab[key];
                 conn.pending_in = Vec::new();
                 conn.resume = Default::default();
                 if whole {
                     self.on_response(key, probing, qkey, status);
-                    if !self.conns.contains(key) {
+                    if !self.conns.slab.contains(key) {
                         // (Its one query done, tcp-per-query's connection
                         // ended with it.)
                         return;
                     }
                 } else if let Some(t) = self.mode.traffic_mut().filter(|_| !probing) {
-                    if let Answer::Matched(_) = self.conns[key].flight.answer(qkey) {
+                    if let Answer::Matched(_) = self.conns.slab[key].flight.answer(qkey) {
                         t.rec.error(E_CONN_LOST);
                     }
                 }
@@ -423,7 +424,7 @@ impl Worker {
     }
 
     pub(super) fn on_writable(&mut self, key: usize) {
-        self.conns[key].set(Flags::BLOCKED, false);
+        self.conns.slab[key].set(Flags::BLOCKED, false);
         if self.flush(key) {
             self.after_progress(key);
         }
@@ -434,7 +435,7 @@ impl Worker {
         if data.is_empty() {
             return;
         }
-        let conn = &mut self.conns[key];
+        let conn = &mut self.conns.slab[key];
         lend(&mut conn.pending_out, &mut self.spare);
         conn.link.queue(&mut conn.pending_out, data);
         self.mark_dirty(key);
@@ -446,6 +447,7 @@ impl Worker {
         for &key in &unread {
             let open = self
                 .conns
+                .slab
                 .get(key)
                 .is_some_and(|c| c.state != State::Connecting);
             if open {
@@ -461,7 +463,7 @@ impl Worker {
     /// Puts the connection on the list flushed at the end of this turn.
     #[inline]
     pub(super) fn mark_dirty(&mut self, key: usize) {
-        let conn = &mut self.conns[key];
+        let conn = &mut self.conns.slab[key];
         if !conn.has(Flags::DIRTY) {
             conn.set(Flags::DIRTY, true);
             self.dirty.push(key);
@@ -472,7 +474,7 @@ impl Worker {
     pub(super) fn flush_dirty(&mut self) {
         let mut dirty = std::mem::take(&mut self.dirty);
         for &key in &dirty {
-            let Some(c) = self.conns.get_mut(key) else {
+            let Some(c) = self.conns.slab.get_mut(key) else {
                 continue;
             };
             if !c.has(Flags::DIRTY) {
@@ -492,7 +494,7 @@ impl Worker {
     /// Writes what the connection has queued; false when that failed and
     /// the connection is gone.
     fn flush(&mut self, key: usize) -> bool {
-        let conn = &mut self.conns[key];
+        let conn = &mut self.conns.slab[key];
         match conn.link.flush(&mut conn.pending_out) {
             Ok((n, payload)) => {
                 bump(&self.q.bytes_out, payload as u64);

@@ -17,7 +17,7 @@ use super::pacing::Pacing;
 use super::proto::Codec;
 use super::push::PushRx;
 use super::recorder::{Recorder, RttLog};
-use crate::metrics::{QueryCounters, E_NOT_SENT};
+use crate::metrics::{QueryCounters, E_CONNECT, E_NOT_SENT};
 use crate::scenario::{Model, Query};
 
 // One per worker, reached on every query: not boxed (a box would be one
@@ -75,6 +75,24 @@ impl Mode {
         matches!(self, Mode::Traffic(t) if t.per_query.is_some())
     }
 
+    /// A tcp-per-query connection is gone; `sent`: queries it sent (0 when
+    /// it failed before its query went out, which is then an error). In
+    /// closed loop the next query starts after --think. `now_ns`: the
+    /// time since the run's start.
+    pub fn pq_lost(&mut self, sent: u64, now_ns: impl FnOnce() -> u64) {
+        if !self.per_query() {
+            return;
+        }
+        let now = now_ns();
+        let Some(t) = self.traffic_mut() else {
+            return;
+        };
+        if sent == 0 {
+            t.rec.error(E_CONNECT);
+        }
+        t.pacing.replace_connection(now);
+    }
+
     #[inline]
     pub fn has_traffic(&self) -> bool {
         matches!(self, Mode::Traffic(_))
@@ -121,6 +139,17 @@ pub(super) struct Traffic {
     pub orphans: VecDeque<u64>,
     /// tcp-per-query: each query opens a connection of its own.
     pub per_query: Option<PerQuery>,
+    /// Closed loop: a connection always has queries in flight, so it keeps
+    /// its table of queries in flight when a window's answers empty it.
+    pub busy: bool,
+    /// --max-queries-per-conn: a connection that answered as many closes
+    /// (and is replaced).
+    pub recycle_after: Option<u64>,
+    /// --messages: a connection that answered as many closes, unless the
+    /// run holds its connections (`hold`).
+    pub messages: Option<u64>,
+    pub hold: bool,
+    pub q: Arc<QueryCounters>,
 }
 
 /// tcp-per-query's pacing of the transport: a connection per query.
@@ -136,7 +165,7 @@ pub(super) struct TrafficSetup<'a> {
     pub traffic: &'a crate::scenario::Traffic,
     pub hosts: &'a [String],
     pub queries: Arc<QueryCounters>,
-    pub reports: super::ReportTx,
+    pub reports: super::seconds::ReportTx,
     pub rtt_log: Option<(std::sync::mpsc::Sender<Vec<u8>>, u64)>,
     pub service_seconds: bool,
     /// This worker and how many there are.
@@ -146,6 +175,8 @@ pub(super) struct TrafficSetup<'a> {
     pub per_query: Option<u64>,
     /// The transport is UDP.
     pub datagrams: bool,
+    /// The run holds its connections to the end (`-T hold`).
+    pub hold: bool,
 }
 
 impl Traffic {
@@ -159,7 +190,7 @@ impl Traffic {
             .map(|(tx, epoch)| RttLog::new(tx, epoch, t.query.proto().name()));
         let closed_loop = matches!(t.model, Model::ClosedLoop { .. });
         let rec = Recorder::new(
-            s.queries,
+            s.queries.clone(),
             highest,
             codec.qtypes(),
             s.reports,
@@ -190,6 +221,11 @@ impl Traffic {
                 wait: VecDeque::new(),
                 share,
             }),
+            busy: closed_loop,
+            recycle_after: t.max_queries_per_conn,
+            messages: t.messages,
+            hold: s.hold,
+            q: s.queries,
         }
     }
 

@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 
 use super::inflight::Outstanding;
 use super::proto::Status;
-use super::{ReportTx, SecondReport};
+use super::seconds::{ReportTx, SecondReport};
 use crate::metrics::{bump, new_histogram, QueryCounters, StatusCounts};
 
 /// A query sent later than this after its intended time counts as late.

@@ -1,4 +1,6 @@
-//! The run's per-second samples. A sample stays in memory until every
+//! The run's per-second figures: each worker's report of a second
+//! ([`SecondReport`], sent through [`ReportTx`]) and the samples the main
+//! thread makes of them. A sample stays in memory until every
 //! worker has reported its second (then it takes their exact figures) or
 //! it is [`WAIT`] seconds old, and is then written to an unnamed temporary
 //! file: a long run's client does not grow by a sample and its histogram
@@ -9,8 +11,136 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Seek, Write};
+use std::sync::{mpsc, Arc, Mutex};
 
-use super::{Sample, SecondReport};
+use hdrhistogram::Histogram;
+
+use crate::outcome::Sample;
+
+/// What one worker measured in one second (since the run's start).
+pub struct SecondReport {
+    pub idx: u64,
+    pub sent: u64,
+    pub answered: u64,
+    pub timed_out: u64,
+    pub errors: u64,
+    /// Due queries the worker's loop noticed more than 1 ms late (the
+    /// client's own lateness, not a wait for the server).
+    pub loop_late: u64,
+    /// Response times of the queries answered in this second.
+    pub hist: Histogram<u64>,
+    /// Their service times (from the send; always kept by a run, which
+    /// reports them per second; a test's report may leave them out).
+    pub service: Option<Histogram<u64>>,
+    /// Workers whose part is in (1 as sent; the main thread adds).
+    pub workers: usize,
+}
+
+impl SecondReport {
+    /// An empty report of second `idx`; with `service`, it keeps service
+    /// times too.
+    pub fn new(idx: u64, service: bool) -> SecondReport {
+        let hist = || Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds");
+        SecondReport {
+            idx,
+            sent: 0,
+            answered: 0,
+            timed_out: 0,
+            errors: 0,
+            loop_late: 0,
+            hist: hist(),
+            service: service.then(hist),
+            workers: 1,
+        }
+    }
+
+    /// Its histograms into the second's sample: their percentiles, and
+    /// the histograms themselves when `keep` (as [`Sample::set_latency`]).
+    pub fn times_to(&self, s: &mut Sample, keep: bool) {
+        s.loop_late = Some(self.loop_late);
+        s.set_latency(&self.hist, keep);
+        if let Some(h) = &self.service {
+            s.set_service(h, keep);
+        }
+    }
+
+    pub(super) fn add(&mut self, o: &SecondReport) {
+        self.sent += o.sent;
+        self.answered += o.answered;
+        self.timed_out += o.timed_out;
+        self.errors += o.errors;
+        self.loop_late += o.loop_late;
+        self.workers += o.workers;
+        let _ = self.hist.add(&o.hist);
+        if let (Some(a), Some(b)) = (self.service.as_mut(), &o.service) {
+            let _ = a.add(b);
+        }
+    }
+}
+
+/// Where a worker sends its seconds' reports, and the reports the main
+/// thread is done with, emptied, for the workers' next seconds. A report's
+/// histograms (~27 kB each) made anew by every worker every second and
+/// freed by the main thread came and went from the worker's malloc arena,
+/// its pages with them: the client's memory moved by ~0.1 MB from one
+/// second to the next (bench/soak.sh).
+#[derive(Clone)]
+pub struct ReportTx {
+    tx: mpsc::Sender<SecondReport>,
+    pub(super) spare: Arc<Mutex<Vec<SecondReport>>>,
+    /// The most kept: two a worker. (After a stall of the main thread the
+    /// workers make new ones, and then more come back than are taken: an
+    /// unbounded pool would keep them all.)
+    keep: usize,
+}
+
+impl From<mpsc::Sender<SecondReport>> for ReportTx {
+    fn from(tx: mpsc::Sender<SecondReport>) -> ReportTx {
+        ReportTx::new(tx, 1)
+    }
+}
+
+impl ReportTx {
+    /// For `workers` workers.
+    pub fn new(tx: mpsc::Sender<SecondReport>, workers: usize) -> ReportTx {
+        ReportTx {
+            tx,
+            spare: Arc::default(),
+            keep: 2 * workers,
+        }
+    }
+
+    pub fn send(&self, r: SecondReport) {
+        let _ = self.tx.send(r);
+    }
+
+    /// An empty report of second `idx` (as [`SecondReport::new`]), one
+    /// given back if there is one.
+    pub fn fresh(&self, idx: u64, service: bool) -> SecondReport {
+        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match spare {
+            Some(mut r) if r.service.is_some() == service => {
+                r.idx = idx;
+                r
+            }
+            _ => SecondReport::new(idx, service),
+        }
+    }
+
+    /// A report the main thread is done with, for [`ReportTx::fresh`].
+    pub fn give_back(&self, mut r: SecondReport) {
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        if spare.len() < self.keep {
+            (r.sent, r.answered, r.timed_out, r.errors, r.workers) = (0, 0, 0, 0, 1);
+            r.loop_late = 0;
+            r.hist.reset();
+            if let Some(h) = r.service.as_mut() {
+                h.reset();
+            }
+            spare.push(r);
+        }
+    }
+}
 
 /// Seconds a sample waits for the workers' reports of its second before it
 /// is written as it is (a worker's report comes a moment after its second

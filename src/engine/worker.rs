@@ -7,14 +7,15 @@
 //! [`Net`] the transport (TCP, TLS or UDP, chosen once);
 //! [`Mode`] what the connections are for (held, traffic or push, chosen
 //! once), with the traffic's own state ([`Traffic`]) and the push
-//! streams' ([`PushRx`]); [`Dialer`] the ramp, levels, reconnect debt and
-//! connection deadlines; [`Link`](super::link::Link) a connection's
-//! socket; [`Flight`](super::inflight::Flight) a connection's queries in
-//! flight; [`Recorder`](super::recorder::Recorder) what is measured. The
-//! worker's own methods are split by room: a connection's life
-//! (`connections.rs`), bytes to frames and back (`io.rs`), and queries
-//! (`traffic.rs`); those files import the worker, never each other, and
-//! the worker imports none of them. An event flows link → codec →
+//! streams' ([`PushRx`]); [`Conns`] the connections, their
+//! [`Dialer`] (the ramp, levels, reconnect debt and connection
+//! deadlines) and their one end; [`Link`](super::link::Link) a
+//! connection's socket; [`Flight`](super::inflight::Flight) a connection's
+//! queries in flight; [`Recorder`](super::recorder::Recorder) what is
+//! measured. The worker's own methods are split by room: a connection's
+//! way to held (`opening.rs`), bytes to frames and back (`io.rs`), and
+//! queries (`traffic.rs`); those files import the worker, never each
+//! other, and the worker imports none of them. An event flows link → codec →
 //! in-flight table → recorder → pacing, which says what is due next.
 //!
 //! Worker `w` of `W` owns connection attempts w, w+W, w+2W, ..., and runs
@@ -34,7 +35,8 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
-use super::conn::{Conn, End, Flags, State};
+use super::conn::{End, Flags, State};
+use super::connections::{Conns, EndRules};
 use super::dialer::Dialer;
 use super::mode::{default_probe, Mode, Traffic, TrafficSetup};
 use super::net::Net;
@@ -65,7 +67,7 @@ pub struct Setup {
     pub shared: Arc<Shared>,
     pub start: Instant,
     pub notify: mpsc::Sender<Reason>,
-    pub reports: super::ReportTx,
+    pub reports: super::seconds::ReportTx,
     pub rtt_log: Option<(mpsc::Sender<Vec<u8>>, u64)>,
     /// Targets as given, for HTTP Host headers.
     pub hosts: Vec<String>,
@@ -90,13 +92,13 @@ pub struct Worker {
     pub(super) nworkers: u64,
     pub(super) sc: Arc<Scenario>,
     pub(super) poll: Poll,
-    pub(super) conns: Slab<Conn>,
+    /// The connections, their dialer and their one way out.
+    pub(super) conns: Conns,
     pub(super) counters: Arc<ConnCounters>,
     pub(super) q: Arc<QueryCounters>,
     pub(super) shared: Arc<Shared>,
     pub(super) start: Instant,
     notify: mpsc::Sender<Reason>,
-    pub(super) dial: Dialer,
     /// TCP, TLS or UDP: decided once.
     pub(super) net: Net,
     /// Plaintext out of TLS sessions.
@@ -157,6 +159,7 @@ impl Worker {
                 workers: w,
                 per_query: per_query.then_some(share.max(1)),
                 datagrams: net.is_udp(),
+                hold: s.scenario.end == crate::scenario::End::Hold,
             })),
             (None, Some(p)) => Mode::Push(PushRx::new(&s.scenario, p)),
             (None, None) => Mode::Hold,
@@ -174,17 +177,24 @@ impl Worker {
             id,
             nworkers: w,
             poll: s.poll,
-            // Sized once: a slab that doubles as it fills keeps up to half
-            // its entries empty, memory every held connection would pay for.
-            conns: Slab::with_capacity(initial_total as usize),
-            dial: Dialer::new(
-                &s.scenario,
-                id,
-                w,
-                initial_total,
-                s.start,
-                s.notify.clone(),
+            conns: Conns::new(
+                // Sized once: a slab that doubles as it fills keeps up to
+                // half its entries empty, memory every held connection
+                // would pay for.
+                Slab::with_capacity(initial_total as usize),
+                Dialer::new(
+                    &s.scenario,
+                    id,
+                    w,
+                    initial_total,
+                    s.start,
+                    s.notify.clone(),
+                    s.counters.clone(),
+                ),
+                EndRules::new(&s.scenario, &net, &mode),
                 s.counters.clone(),
+                s.shared.clone(),
+                s.start,
             ),
             counters: s.counters,
             q: s.queries,
@@ -214,10 +224,13 @@ impl Worker {
 
     /// Creates and binds every socket this worker will connect (--preallocate).
     pub fn preallocate(&mut self) -> Result<(), i32> {
-        for j in 0..self.dial.initial_total {
-            let (target, source) = self.dial.endpoints(&self.sc, self.dial.ramp_seq(j));
+        for j in 0..self.conns.dial.initial_total {
+            let (target, source) = self
+                .conns
+                .dial
+                .endpoints(&self.sc, self.conns.dial.ramp_seq(j));
             let made = self.net.prepare(target, source)?;
-            self.dial.prealloc.push_back(made);
+            self.conns.dial.prealloc.push_back(made);
         }
         Ok(())
     }
@@ -225,7 +238,7 @@ impl Worker {
     /// The instant the schedule counts from.
     pub fn set_start(&mut self, start: Instant) {
         self.start = start;
-        self.dial.set_start(start);
+        self.conns.set_start(start);
     }
 
     /// Tells the main thread.
@@ -243,7 +256,7 @@ impl Worker {
 
     pub fn run(mut self) -> io::Result<Finished> {
         let mut events = Events::with_capacity(1024);
-        self.dial.begin();
+        self.conns.dial.begin();
         let mut turn_start = Instant::now();
         loop {
             let now = Instant::now();
@@ -252,7 +265,7 @@ impl Worker {
                 self.draining = Some(now + Duration::from_secs_f64(drain));
             }
             if self.shared.ramp_stop.load(Relaxed) {
-                self.dial.stop_ramp();
+                self.conns.dial.stop_ramp();
             }
             if let Some(until) = self.draining {
                 if self.drained(now, until) {
@@ -265,7 +278,7 @@ impl Worker {
             // server's close is sent again on the next connection.)
             self.start_due(now);
             self.expire(now);
-            self.dial.shrink();
+            self.conns.dial.shrink();
             self.traffic_due(now);
             self.push_keepalive(now);
             self.pq_fill();
@@ -331,7 +344,7 @@ impl Worker {
                     continue;
                 }
                 let key = ev.token().0;
-                let Some(conn) = self.conns.get(key) else {
+                let Some(conn) = self.conns.slab.get(key) else {
                     continue;
                 };
                 match conn.state {
@@ -344,6 +357,7 @@ impl Worker {
                         // those bytes make.
                         let up = self
                             .conns
+                            .slab
                             .get(key)
                             .is_some_and(|c| c.state != State::Connecting);
                         if up && (ev.is_readable() || ev.is_read_closed()) {
@@ -354,7 +368,7 @@ impl Worker {
                         if ev.is_writable() && conn.has(Flags::BLOCKED) {
                             self.on_writable(key);
                         }
-                        if self.conns.contains(key)
+                        if self.conns.slab.contains(key)
                             && (ev.is_readable() || ev.is_read_closed() || ev.is_error())
                         {
                             self.on_readable(key, ev.is_read_closed() || ev.is_error());
@@ -389,7 +403,7 @@ impl Worker {
         self.drain_looked = Some(now);
         let orphans = self.mode.traffic().is_some_and(|t| !t.orphans.is_empty());
         let waiting = (self.sc.reconnect || self.sc.replace_closed) && orphans;
-        !waiting && self.conns.iter().all(|(_, c)| c.flight.idle())
+        !waiting && self.conns.slab.iter().all(|(_, c)| c.flight.idle())
     }
 
     fn finish(mut self) -> io::Result<Finished> {
@@ -403,6 +417,7 @@ impl Worker {
             let end_ns = crate::sys::timer::monotonic_ns();
             for (key, _) in self
                 .conns
+                .slab
                 .iter()
                 .filter(|(_, c)| c.state != State::Connecting)
             {
@@ -421,14 +436,14 @@ impl Worker {
         let mut in_flight = 0;
         // (Taken out first: each is then counted by the worker's one
         // end-of-connection bookkeeping.)
-        let ended: Vec<_> = self.conns.drain().collect();
+        let ended: Vec<_> = self.conns.slab.drain().collect();
         for c in ended {
             // Due, never sent: the connection's socket or window stayed
             // full to the end.
             bump(&self.q.errors[E_NOT_SENT], c.flight.waiting.len() as u64);
             // (One no query was sent on yet, a replacement opened in the
             // last moments of a churning run, is idle: it says nothing.)
-            self.count_verification_at_end(&c, false);
+            self.conns.count_verification_at_end(&c, false);
             if c.state != State::Connecting {
                 held += 1;
                 in_flight += c.live();
@@ -438,7 +453,7 @@ impl Worker {
             }
         }
         bump(&self.counters.closed, held);
-        let d = self.dial;
+        let d = self.conns.dial;
         let t = match self.mode {
             Mode::Traffic(t) => t,
             mode => {
@@ -480,7 +495,7 @@ impl Worker {
     fn next_wakeup(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
         let mut consider = |i: Instant| t = Some(t.map_or(i, |t| t.min(i)));
-        self.dial.wakeup(self.start, &self.sc, &mut consider);
+        self.conns.dial.wakeup(self.start, &self.sc, &mut consider);
         if let Some(at) = self.mode.push().and_then(PushRx::wakeup) {
             consider(at);
         }
@@ -499,10 +514,10 @@ impl Worker {
 
     /// Connect timeouts, probe timeouts, lifetimes, query timeouts.
     fn expire(&mut self, now: Instant) {
-        while let Some(key) = self.dial.connect_expired(now, &self.conns) {
+        while let Some(key) = self.conns.dial.connect_expired(now, &self.conns.slab) {
             self.end(key, End::ConnectTimedOut);
         }
-        while let Some((key, state)) = self.dial.probe_expired(now, &self.conns) {
+        while let Some((key, state)) = self.conns.dial.probe_expired(now, &self.conns.slab) {
             if state == State::Handshaking {
                 let secs = self.sc.connect_timeout_s;
                 self.counters
@@ -511,12 +526,12 @@ impl Worker {
             } else {
                 // Established but unverified: kept, not failed.
                 bump(&self.counters.unverified, 1);
-                let initial = self.conns[key].initial();
+                let initial = self.conns.slab[key].initial();
                 self.held(key);
-                self.dial.resolved(initial);
+                self.conns.dial.resolved(initial);
             }
         }
-        while let Some(key) = self.dial.life_expired(now, &self.conns) {
+        while let Some(key) = self.conns.dial.life_expired(now, &self.conns.slab) {
             self.lifetime_over(key);
         }
         self.expire_queries(self.ns(now));
@@ -539,6 +554,7 @@ impl Worker {
         };
         let keys: Vec<usize> = self
             .conns
+            .slab
             .iter()
             .filter(|&(k, c)| c.state == State::Held && (all || p.waiting(k)))
             .map(|(k, _)| k)
