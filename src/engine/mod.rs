@@ -107,11 +107,9 @@ fn start_workers(sc: &Arc<Scenario>, stop: &Stop, rtt_log: Option<File>) -> Resu
         })),
         None => None,
     };
-    // Each worker is made on its own thread: what it allocates, and every
-    // buffer and queue it grows later, then lives in that thread's malloc
-    // arena. Made here, they stayed in the main thread's (a realloc keeps a
-    // block's arena), and the churn of a long run fragmented it: the
-    // client's memory crept for minutes (bench/soak.sh).
+    // Each worker is made (and its sockets preallocated) on its own
+    // thread, says whether it could be, and starts when every worker was:
+    // one that could not be made starts none (its error is the run's).
     let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
     let mut go = Vec::new();
     for id in 0..sc.workers {
