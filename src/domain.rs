@@ -99,29 +99,6 @@ pub enum Proto {
     Push,
 }
 
-impl Proto {
-    /// Its --proto value (and its name in the per-query log).
-    pub fn name(self) -> &'static str {
-        match self {
-            Proto::Dns => "dns",
-            Proto::Echo => "echo",
-            Proto::Ping => "ping",
-            Proto::Http => "http",
-            Proto::Raw => "raw",
-            Proto::Push => "push",
-        }
-    }
-
-    /// The protocol in a word ("a DNS reply", "DNS queries").
-    pub fn word(self) -> &'static str {
-        match self {
-            Proto::Dns => "DNS",
-            Proto::Http => "HTTP",
-            p => p.name(),
-        }
-    }
-}
-
 /// How --proto push reads the server's messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -15,8 +15,9 @@ use super::conn::{Conn, End, Flags, State, Verification, NOT_ACTIVE};
 use super::dialer::Dialer;
 use super::mode::Mode;
 use super::net::Net;
+use crate::domain::Proto;
 use crate::metrics::{bump, Bucket, ConnCounters, QueryCounters, Shared, E_CONN_LOST};
-use crate::scenario::Scenario;
+use crate::scenario::{Query, Scenario};
 use crate::sys::timer::monotonic_ns;
 
 pub(super) fn errno_of(e: &std::io::Error) -> i32 {
@@ -44,10 +45,7 @@ impl EndRules {
             push: mode.is_push(),
             counted_when_held: sc.verify
                 && (net.is_tls() || mode.has_traffic() || (!net.is_udp() && sc.probe.is_some())),
-            probe: sc
-                .probe
-                .as_ref()
-                .map_or("DNS", crate::scenario::Query::name),
+            probe: super::proto::word(sc.probe.as_ref().map_or(Proto::Dns, Query::proto)),
             reconnect: sc.reconnect,
             replace_closed: sc.replace_closed,
         }

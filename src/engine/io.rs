@@ -14,6 +14,7 @@ use super::mode::Mode;
 use super::proto::{Frame, Status};
 use super::spares::{give_back, lend};
 use super::worker::Worker;
+use crate::domain::Proto;
 use crate::metrics::{bump, Bucket, E_CONN_LOST, E_MALFORMED, E_OVERSIZED};
 use crate::metrics::{AFTER_HANDSHAKE, NOT_TLS, TLS_ALERT};
 use crate::scenario::Query;
@@ -306,7 +307,9 @@ impl Worker {
                             format!(
                                 "it answered \"{}\", not a {} reply",
                                 wire::escape::escape(said),
-                                self.sc.probe.as_ref().map_or("DNS", Query::name)
+                                super::proto::word(
+                                    self.sc.probe.as_ref().map_or(Proto::Dns, Query::proto)
+                                )
                             ),
                         );
                         self.verified(key);

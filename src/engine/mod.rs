@@ -19,7 +19,7 @@ mod net;
 mod opening;
 mod pacer;
 mod pacing;
-mod proto;
+pub(crate) mod proto;
 mod push;
 mod recorder;
 mod seconds;

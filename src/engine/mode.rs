@@ -187,7 +187,7 @@ impl Traffic {
         let codec = Codec::new(&t.query, s.hosts, s.datagrams);
         let log = s
             .rtt_log
-            .map(|(tx, epoch)| RttLog::new(tx, epoch, t.query.proto().name()));
+            .map(|(tx, epoch)| RttLog::new(tx, epoch, super::proto::name(t.query.proto())));
         let closed_loop = matches!(t.model, Model::ClosedLoop { .. });
         let rec = Recorder::new(
             s.queries.clone(),

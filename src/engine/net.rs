@@ -15,7 +15,7 @@ use socket2::Socket;
 use super::connector;
 use super::link::Link;
 use crate::domain::Transport;
-use crate::scenario::{Query, Scenario};
+use crate::scenario::Scenario;
 
 /// The client's TLS settings, shared by the workers.
 pub struct TlsClient {
@@ -143,12 +143,6 @@ impl Net {
 /// Bytes per datagram slot in a recvmmsg batch: room for the largest
 /// answer the run's query can bring.
 fn datagram_slot(sc: &Scenario) -> usize {
-    match sc.traffic.as_ref().map(|t| &t.query) {
-        Some(Query::Echo { size, .. }) => (*size).max(2048),
-        Some(Query::Raw { message, .. }) => (message.len() * 2).max(2048),
-        // A pushed datagram may be as large as UDP allows (the server's
-        // --size): a slot of that, and a scratch of eight.
-        None if sc.push.is_some() => 64 * 1024,
-        _ => 2048,
-    }
+    let q = sc.traffic.as_ref().map(|t| &t.query);
+    super::proto::datagram_slot(q, sc.push.is_some())
 }

@@ -29,6 +29,9 @@
 //! Over TCP nothing is lost on the way: a gap is a message the server
 //! skipped (its socket to us was full, or it fell a period behind).
 
+/// --proto push's value, and its name in sentences.
+pub const NAME: &str = "push";
+
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 

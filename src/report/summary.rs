@@ -1,6 +1,9 @@
 //! The summary at the end of a client run: its counts, times and rates.
 
 use super::*;
+use crate::domain::Proto;
+use crate::engine::proto;
+use crate::scenario::Query;
 
 /// The human summary of a run.
 pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()> {
@@ -276,9 +279,10 @@ fn unverified_hints(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Resu
         let what = sc
             .traffic
             .as_ref()
-            .map(|t| t.query.name())
-            .or(sc.probe.as_ref().map(|q| q.name()))
-            .unwrap_or("DNS");
+            .map(|t| &t.query)
+            .or(sc.probe.as_ref())
+            .map_or(Proto::Dns, Query::proto);
+        let what = proto::word(what);
         writeln!(
             out,
             "  hint (unverified): no connection got an answer (to the probe within \

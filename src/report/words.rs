@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use crate::domain::{Arrivals, Spread, Transport};
+use crate::engine::proto;
 use crate::outcome::RunResult;
 use crate::scenario::{End, Model, Ramp, Scenario, Traffic};
 use crate::units::{human, utc};
@@ -40,7 +41,7 @@ pub fn scenario_words(r: &RunResult) -> Vec<(&'static str, String)> {
     ];
     match &sc.traffic {
         Some(t) => {
-            rows.push(("protocol", t.query.words()));
+            rows.push(("protocol", proto::words(&t.query)));
             rows.push(("rate model", rate_model(t)));
         }
         None => rows.push(("queries", "none: connections only".into())),

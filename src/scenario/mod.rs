@@ -75,30 +75,6 @@ impl Query {
             Query::Raw { .. } => Proto::Raw,
         }
     }
-
-    /// The protocol in a word ("a DNS reply", "DNS queries").
-    pub fn name(&self) -> &'static str {
-        self.proto().word()
-    }
-
-    /// What the queries are, in a few words ("DNS, example.com", "echo,
-    /// 64 bytes"), for a report's table.
-    pub fn words(&self) -> String {
-        match self {
-            Query::Dns { names, qtypes, .. } => {
-                let first = names.first().map_or("", String::as_str);
-                if names.len() > 1 || !qtypes.is_empty() {
-                    format!("DNS, {} names from a query file", names.len())
-                } else {
-                    format!("DNS, {first}")
-                }
-            }
-            Query::Echo { size, .. } => format!("echo, {size} bytes"),
-            Query::Ping => "ping lines".into(),
-            Query::Http { .. } => "HTTP/1.1 requests".into(),
-            Query::Raw { .. } => "raw messages".into(),
-        }
-    }
 }
 
 /// What one query is.

@@ -10,6 +10,20 @@ use rand_pcg::Pcg64Mcg;
 use super::{Frame, Status};
 use crate::scenario::RAND_LABEL_LEN;
 
+/// Its --proto value, and its name in the per-query log.
+pub const NAME: &str = "dns";
+/// The protocol in a word ("a DNS reply", "DNS queries").
+pub const WORD: &str = "DNS";
+
+/// The queries in a few words, for a report's table.
+pub fn words(names: &[String], qtypes: &[u16]) -> String {
+    if names.len() > 1 || !qtypes.is_empty() {
+        format!("DNS, {} names from a query file", names.len())
+    } else {
+        format!("DNS, {}", names.first().map_or("", String::as_str))
+    }
+}
+
 /// The DNS queries of a run, encoded once: each query copies its question
 /// behind a fresh header.
 pub struct DnsQueries {

@@ -6,6 +6,19 @@
 use super::{Frame, Status, INPUT_CAP};
 use crate::scenario::ECHO_HEADER;
 
+/// Its --proto value, and its name in the per-query log and in sentences.
+pub const NAME: &str = "echo";
+
+/// The queries in a few words, for a report's table.
+pub fn words(size: usize) -> String {
+    format!("echo, {size} bytes")
+}
+
+/// Bytes per received datagram over UDP: a whole echoed message.
+pub fn datagram_slot(size: usize) -> usize {
+    size.max(super::DATAGRAM_SLOT)
+}
+
 const MAGIC: [u8; 4] = *b"THRG";
 
 pub struct Echo {

@@ -7,6 +7,13 @@
 use super::{partial, Frame, Place, Resume, Status};
 use crate::scenario::unescaped;
 
+/// Its --proto value, and its name in the per-query log.
+pub const NAME: &str = "http";
+/// The protocol in a word ("an HTTP reply").
+pub const WORD: &str = "HTTP";
+/// The queries in a few words, for a report's table.
+pub const WORDS: &str = "HTTP/1.1 requests";
+
 pub struct Http {
     /// One request per target (its Host header differs).
     requests: Vec<Vec<u8>>,

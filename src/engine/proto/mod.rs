@@ -7,16 +7,18 @@
 //! stopped).
 //!
 //! A protocol is one file here (dns.rs, echo.rs, ping.rs, http.rs,
-//! raw.rs: its encoding, its matching, its tests), with its codec in
-//! crates/wire; [`Codec`] is the one enum that dispatches to them, chosen
-//! at start with the transport (DNS over UDP has its own variant). Its
-//! names (the --proto value, the word in sentences) are
-//! `domain::Proto::name` and `word`; its flag value is `cli::ProtoArg`;
-//! the scenario's `Query` carries its settings (`Query::proto` maps it,
-//! `Query::words` says it in a report's table).
+//! raw.rs): its names (its --proto value, its word in sentences), what a
+//! report's table says of its queries, its encoding, its matching, its
+//! datagram size over UDP and its tests, with its codec in crates/wire;
+//! [`Codec`] is the one enum that dispatches to them, chosen at start with
+//! the transport (DNS over UDP has its own variant), and [`name`],
+//! [`word`], [`words`] and [`datagram_slot`] the one place the others are
+//! matched. Its flag value is `cli::ProtoArg`; the scenario's `Query`
+//! carries its settings (`Query::proto` maps it).
 
 use rand_pcg::Pcg64Mcg;
 
+use crate::domain::Proto;
 use crate::scenario::Query;
 
 mod dns;
@@ -30,6 +32,55 @@ use echo::Echo;
 use http::Http;
 use ping::Ping;
 use raw::Raw;
+
+/// A protocol's --proto value, and its name in the per-query log.
+pub fn name(p: Proto) -> &'static str {
+    match p {
+        Proto::Dns => dns::NAME,
+        Proto::Echo => echo::NAME,
+        Proto::Ping => ping::NAME,
+        Proto::Http => http::NAME,
+        Proto::Raw => raw::NAME,
+        Proto::Push => super::push::NAME,
+    }
+}
+
+/// A protocol in a word, for sentences ("a DNS reply", "DNS queries").
+pub fn word(p: Proto) -> &'static str {
+    match p {
+        Proto::Dns => dns::WORD,
+        Proto::Http => http::WORD,
+        p => name(p),
+    }
+}
+
+/// What the queries are, in a few words ("DNS, example.com", "echo, 64
+/// bytes"), for a report's table.
+pub fn words(q: &Query) -> String {
+    match q {
+        Query::Dns { names, qtypes, .. } => dns::words(names, qtypes),
+        Query::Echo { size, .. } => echo::words(*size),
+        Query::Ping => ping::WORDS.into(),
+        Query::Http { .. } => http::WORDS.into(),
+        Query::Raw { .. } => raw::WORDS.into(),
+    }
+}
+
+/// Bytes per datagram slot in a receive batch over UDP, for the answers
+/// to `q` (a pushed datagram, with no query, may be as large as UDP allows).
+pub fn datagram_slot(q: Option<&Query>, push: bool) -> usize {
+    match q {
+        Some(Query::Echo { size, .. }) => echo::datagram_slot(*size),
+        Some(Query::Raw { message, .. }) => raw::datagram_slot(message),
+        // A pushed datagram may be as large as UDP allows (the server's
+        // --size): a slot of that, and a scratch of eight.
+        None if push => 64 * 1024,
+        _ => DATAGRAM_SLOT,
+    }
+}
+
+/// Bytes per datagram slot unless a protocol's answers are larger.
+pub const DATAGRAM_SLOT: usize = 2048;
 
 /// How a response went, for the status counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,6 +7,17 @@ use memchr::memmem::Finder;
 use super::{partial, Frame, Status};
 use crate::scenario::unescaped;
 
+/// Its --proto value, and its name in the per-query log and in sentences.
+pub const NAME: &str = "raw";
+/// The queries in a few words, for a report's table.
+pub const WORDS: &str = "raw messages";
+
+/// Bytes per received datagram over UDP: room for a reply twice the
+/// message.
+pub fn datagram_slot(message: &str) -> usize {
+    (message.len() * 2).max(super::DATAGRAM_SLOT)
+}
+
 pub struct Raw {
     pub(super) message: Vec<u8>,
     pub(super) first: Option<Vec<u8>>,
