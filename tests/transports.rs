@@ -49,6 +49,36 @@ fn udp_dns_against_the_reference_server() {
     assert_eq!(r.q().bytes_out, sent * 29, "{out}");
 }
 
+/// --preallocate over UDP made TCP sockets: every query then failed to
+/// send on a socket that was never connected.
+#[test]
+fn udp_with_preallocated_sockets_sends_datagrams() {
+    let srv = server(&["--mode", "dns", "--udp"]);
+    let target = srv.addr.to_string();
+    let (code, out, v, _) = client(
+        "udp-prealloc",
+        &[
+            &target,
+            "--transport",
+            "udp",
+            "--preallocate",
+            "-c",
+            "4",
+            "-r",
+            "1000",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = typed(&v);
+    assert!(r.q().sent > 500, "{out}");
+    assert_eq!(r.q().answered + r.q().in_flight_at_end, r.q().sent, "{out}");
+    assert_eq!(r.errors(), 0, "{out}");
+    assert_eq!(r.connections.established, 4, "{out}");
+}
+
 #[test]
 fn udp_losses_are_timeouts_counted_exactly() {
     // Echoes every other datagram, drops the rest.

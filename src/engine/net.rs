@@ -84,7 +84,11 @@ impl Net {
 
     /// A socket made and bound before the start (--preallocate).
     pub fn prepare(&self, target: SocketAddr, source: Option<IpAddr>) -> Result<Socket, i32> {
-        connector::prepare(target, source)
+        if self.is_udp() {
+            connector::udp(target, source)
+        } else {
+            connector::prepare(target, source)
+        }
     }
 
     /// Makes a connection's socket (or takes `made`, one made before the
