@@ -284,6 +284,56 @@ mod tests {
         assert!(text.contains("#[Max     =        0.000, Total count    =            0]"));
     }
 
+    fn temp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("throng-hgrm-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_push_run_writes_a_spectrum_per_push_histogram() {
+        let dir = temp("push");
+        let r = crate::fixtures::push_result(true);
+        let s = write(&dir.join("p"), None, &r).unwrap();
+        let names: Vec<String> = s
+            .written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            ["p.push_gap.hgrm", "p.push_jitter.hgrm", "p.push_delay.hgrm"]
+        );
+        assert!(s.missing.is_empty(), "{:?}", s.missing);
+        let delay = std::fs::read_to_string(dir.join("p.push_delay.hgrm")).unwrap();
+        assert_eq!(rows(&delay).last().unwrap().2, 390);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_spectrum_a_run_has_not_is_named_with_why() {
+        let dir = temp("missing");
+        let r = crate::fixtures::push_result(false);
+        let s = write(&dir.join("p"), Some("b"), &r).unwrap();
+        assert_eq!(s.written.len(), 2);
+        assert!(s.written[1].ends_with("p.b.push_jitter.hgrm"));
+        assert_eq!(s.missing.len(), 1);
+        assert!(
+            s.missing[0].starts_with("no push_delay spectrum: the one-way delay was not measured")
+        );
+        let mut conns = crate::fixtures::slice(1, &crate::fixtures::outcome(1, 1.0));
+        conns.latency = None;
+        let s = write(&dir.join("c"), None, &conns).unwrap();
+        assert!(s.written.is_empty());
+        assert!(
+            s.missing[0].contains("no queries and received no push messages"),
+            "{:?}",
+            s.missing
+        );
+        assert!(std::fs::read_dir(&dir).unwrap().count() == 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn several_runs_get_a_tag() {
         let [a, b] = paths(Path::new("out/run"), None);

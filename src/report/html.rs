@@ -301,4 +301,75 @@ mod tests {
         assert!(!page.contains("id=\"rates\"") && !page.contains("id=\"spectrum\""));
         assert!(page.contains("connections only"));
     }
+
+    #[test]
+    fn a_push_run_draws_its_messages_times_and_spectrum() {
+        let r = crate::fixtures::push_result(true);
+        let page = render(
+            &[Run {
+                label: "push".into(),
+                result: &r,
+            }],
+            None,
+        )
+        .unwrap();
+        for id in [
+            "push-rates",
+            "push-times",
+            "push-spectrum",
+            "ramp",
+            "outcomes",
+        ] {
+            assert!(page.contains(&format!("id=\"{id}\"")), "{id}");
+        }
+        assert!(!page.contains("id=\"rates\"") && !page.contains("connections only"));
+        for row in [
+            "<tr><th>push received</th><td class=\"n\">390 of 400 expected (97.50%)</td></tr>",
+            "<tr><th>push lost</th><td class=\"n\">10 (2.50%) on 1 connection(s)</td></tr>",
+            "<th>protocol</th><td>push: a message every 10.0 ms on each connection",
+        ] {
+            assert!(page.contains(row), "no {row}");
+        }
+        assert!(page.contains("(monotonic clock)"));
+    }
+
+    #[test]
+    fn a_push_run_without_delay_says_why_and_draws_the_jitter() {
+        let r = crate::fixtures::push_result(false);
+        let page = render(
+            &[Run {
+                label: "push".into(),
+                result: &r,
+            }],
+            None,
+        )
+        .unwrap();
+        assert!(page.contains("id=\"push-spectrum\""));
+        assert!(page.contains(">\njitter\n</text>") && !page.contains(">\none-way delay\n</text>"));
+        assert!(page.contains("- (not measured: the server is on another host"));
+    }
+
+    #[test]
+    fn a_query_run_beside_a_push_run_keeps_its_rows_and_the_push_ones_say_none() {
+        let q = slice(1, &outcome(2, 3.0));
+        let p = crate::fixtures::push_result(true);
+        let runs = [
+            Run {
+                label: "dns".into(),
+                result: &q,
+            },
+            Run {
+                label: "push".into(),
+                result: &p,
+            },
+        ];
+        let page = render(&runs, None).unwrap();
+        assert!(page.contains("id=\"rates\"") && page.contains("id=\"push-rates\""));
+        assert!(page.contains(
+            "<tr><th>push received</th><td class=\"n\">-</td><td class=\"n\">390 of 400"
+        ));
+        // The query run's page is the page without the push run's parts.
+        let alone = render(&runs[..1], None).unwrap();
+        assert!(!alone.contains("push"), "a query run's page speaks of push");
+    }
 }
