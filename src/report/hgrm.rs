@@ -157,14 +157,14 @@ pub fn write(prefix: &Path, tag: Option<&str>, r: &RunResult) -> Result<Spectra>
             }
             None => done
                 .missing
-                .push(format!("no {what} spectrum: {}", push_why(p, what))),
+                .push(format!("no {what} spectrum: {}", push_why(r, p, what))),
         }
     }
     Ok(done)
 }
 
 /// Why a push result has no values of `what` (one of [`PUSH_SPECTRA`]).
-fn push_why(p: &PushResult, what: &str) -> String {
+fn push_why(r: &RunResult, p: &PushResult, what: &str) -> String {
     if p.received == 0 {
         return format!(
             "no push message arrived (0 of {} expected): see the summary's connections",
@@ -172,16 +172,30 @@ fn push_why(p: &PushResult, what: &str) -> String {
         );
     }
     match what {
-        "push_delay" if p.delay_us.is_none() => "the one-way delay was not measured: the \
-             server is not on this host and --clock-sync was not given (give it when the \
-             hosts' clocks agree)"
-            .into(),
-        "push_delay" => format!(
-            "the one-way delay was not measured: {} send stamps were ahead of this host's \
-             clock (the server is not on this host, or the clocks disagree)",
-            p.stamps_ahead
-        ),
+        "push_delay" => format!("the one-way delay was not measured: {}", no_delay(r, p)),
         _ => "no connection received two messages: a gap is between two arrivals".into(),
+    }
+}
+
+/// Why a push run that received messages has no one-way delay.
+pub fn no_delay(r: &RunResult, p: &PushResult) -> String {
+    let lines = r
+        .scenario
+        .push
+        .as_ref()
+        .is_some_and(|l| l.format == crate::domain::PushFormat::Line);
+    if lines {
+        "the messages are lines (--push-format line), without a send stamp".into()
+    } else if p.delay_us.is_none() {
+        "the server is not on this host and --clock-sync was not given (give it when the \
+         hosts' clocks agree)"
+            .into()
+    } else {
+        format!(
+            "{} send stamps were ahead of this host's clock (the server is not on this host, \
+             or the clocks disagree)",
+            p.stamps_ahead
+        )
     }
 }
 
@@ -321,6 +335,11 @@ mod tests {
         assert!(
             s.missing[0].starts_with("no push_delay spectrum: the one-way delay was not measured")
         );
+        let mut lines = crate::fixtures::push_result(true);
+        lines.scenario.push.as_mut().unwrap().format = crate::domain::PushFormat::Line;
+        lines.push.as_mut().unwrap().delay_us = None;
+        let s = write(&dir.join("l"), None, &lines).unwrap();
+        assert!(s.missing[0].ends_with("(--push-format line), without a send stamp"));
         let mut conns = crate::fixtures::slice(1, &crate::fixtures::outcome(1, 1.0));
         conns.latency = None;
         let s = write(&dir.join("c"), None, &conns).unwrap();
@@ -330,7 +349,7 @@ mod tests {
             "{:?}",
             s.missing
         );
-        assert!(std::fs::read_dir(&dir).unwrap().count() == 2);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 4);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

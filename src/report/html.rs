@@ -346,7 +346,7 @@ mod tests {
         .unwrap();
         assert!(page.contains("id=\"push-spectrum\""));
         assert!(page.contains(">\njitter\n</text>") && !page.contains(">\none-way delay\n</text>"));
-        assert!(page.contains("- (not measured: the server is on another host"));
+        assert!(page.contains("- (not measured: the server is not on this host and --clock-sync"));
     }
 
     #[test]

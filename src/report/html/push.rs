@@ -15,6 +15,7 @@ use crate::report::chart::{
     axis_label, colour, decades, legend_line, plot, plot_dual, Frame, Right, BLUE_, GREEN_, HEIGHT,
     ORANGE, PURPLE, RED_,
 };
+use crate::report::hgrm::no_delay;
 use crate::units::human_us;
 
 /// The runs with push seconds.
@@ -277,15 +278,10 @@ pub(super) fn push_figures(runs: &[Drawn]) -> Vec<(&'static str, Vec<String>)> {
         ),
         (
             "push delay p50 / p99 / p99.9 / max",
-            each(&|p, _| match (&p.delay_us, &p.delay_clock) {
+            each(&|p, r| match (&p.delay_us, &p.delay_clock) {
                 (Some(l), Some(clock)) if l.count > 0 => format!("{} ({clock} clock)", times(l)),
-                (Some(_), _) => format!(
-                    "- ({} send stamps ahead of this host's clock)",
-                    p.stamps_ahead
-                ),
-                (None, _) => {
-                    "- (not measured: the server is on another host, no --clock-sync)".into()
-                }
+                _ if p.received == 0 => "-".into(),
+                _ => format!("- (not measured: {})", no_delay(r, p)),
             }),
         ),
         (
