@@ -124,3 +124,40 @@ pub(crate) fn slice_of(k: u64, n: u64, o: &crate::outcome::Outcome) -> RunResult
         o,
     )
 }
+
+/// A `--proto push` run of 2 connections at 10 ms over 2 s: 390 messages
+/// received of 400 expected, its jitter, gap and (with `delay`) one-way
+/// delay, and its two seconds.
+pub(crate) fn push_result(delay: bool) -> RunResult {
+    let flags = ["--proto", "push", "--every", "10ms", "-c", "2", "-T", "2s"];
+    let mut sc = scenario(&flags);
+    if !delay {
+        // A server on another host, without --clock-sync.
+        sc.targets = vec!["192.0.2.1:1".parse().unwrap()];
+    }
+    let mut o = outcome(1, 2.0);
+    o.queries = None;
+    o.push = Some(crate::metrics::PushTotals {
+        received: 390,
+        lost: 10,
+        expected: 400,
+        connections_with_loss: 1,
+        ..Default::default()
+    });
+    o.hists.push_gap = histogram(&[10_000; 388]);
+    o.hists.push_jitter = histogram(&(0..388).map(|i| i % 50).collect::<Vec<_>>());
+    o.hists.push_delay = histogram(&[30; 390]);
+    o.per_second = (1..=2)
+        .map(|t| crate::outcome::Sample {
+            t,
+            unix_s: 1_700_000_000 + t,
+            connections: 2,
+            push_received: Some(195),
+            push_lost: Some(5 * (t - 1)),
+            push_jitter_p99_us: Some(48),
+            push_delay_p99_us: delay.then_some(30),
+            ..Default::default()
+        })
+        .collect();
+    RunResult::new(&sc, &sc, environment("h1"), &o)
+}

@@ -1,14 +1,16 @@
 //! The reports people look at: `--html` and `throng report` pages from
 //! real runs (the client against `throng server` on loopback, over TCP
-//! and over UDP, with the server's `--stats-json`), checked as text
-//! (every chart, the scenario, the figures, well-formed, nothing to
-//! fetch) and in a real browser (headless Chromium draws them: the
-//! screenshot has the charts' colours, the console no error); `--hgrm`
-//! spectra read back against the JSON; a report that cannot be written
-//! after a run loses nothing of the run; a `throng limit --json` file's
-//! curve (written by the test, no search run) as text and as a page, and
-//! reported alone. Chromium is Debian's `chromium`
-//! package: a failure in CI when missing, a loud skip elsewhere.
+//! and over UDP, with the server's `--stats-json`; a push run against
+//! `throng server --mode push`), checked as text (every chart, the
+//! scenario, the figures, well-formed, nothing to fetch) and in a real
+//! browser (headless Chromium draws them: the screenshot has the charts'
+//! colours, the console no error); `--hgrm` spectra read back against the
+//! JSON, a push run's among them, and what `--hgrm` says of a run without
+//! any; a report that cannot be written after a run loses nothing of the
+//! run; a `throng limit --json` file's curve (written by the test, no
+//! search run) as text and as a page, and reported alone. Chromium is
+//! Debian's `chromium` package: a failure in CI when missing, a loud skip
+//! elsewhere.
 
 mod common;
 
@@ -501,6 +503,164 @@ fn hgrm_spectra_read_back_as_the_jsons_percentiles() {
         assert!(footer[0].starts_with("#[Mean    = "), "{footer:?}");
         assert!(footer[2].starts_with("#[Buckets = "), "{footer:?}");
     }
+}
+
+/// Issue 29: a push run's report drew its connections only, and `--hgrm`
+/// on it wrote nothing, silently. A real push run (20 connections, 10 ms,
+/// 2 s against `throng server --mode push`), then `throng report --html
+/// --hgrm` of its result.
+#[test]
+fn a_push_runs_report_draws_its_messages_and_hgrm_writes_its_spectra() {
+    let dir = temp_dir("report-push");
+    let srv = server(&["--mode", "push", "--every", "10ms"]);
+    let json = dir.join("push.json");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "client",
+        &srv.addr.to_string(),
+        "--proto",
+        "push",
+        "--every",
+        "10ms",
+        "-c",
+        "20",
+        "-T",
+        "2s",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    srv.stop();
+    assert_eq!(code, 0, "{out}\n{err}");
+    let r = common::outcome(&json);
+    let p = r.push();
+    assert!(p.received >= 20 * 180, "{p:?}");
+    let (html, prefix) = (dir.join("push.html"), dir.join("push"));
+    let (code, out, err) = output(Command::new(BIN).args([
+        "report",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+        "--hgrm",
+        prefix.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.is_empty(), "{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_well_formed(&page);
+    for (id, title, entries) in [
+        (
+            "push-rates",
+            "Push messages per second: received, and lost",
+            &["received", "lost (right axis)"][..],
+        ),
+        (
+            "push-times",
+            "Push jitter and one-way delay p99 per second (log scale)",
+            &["jitter p99", "delay p99"],
+        ),
+        (
+            "push-spectrum",
+            "Push percentile spectrum: jitter (solid) and one-way delay (dashed)",
+            &["jitter", "one-way delay"],
+        ),
+    ] {
+        let svg = chart(&page, id);
+        assert!(svg.contains(title), "{id}: no title '{title}'");
+        for e in entries {
+            assert!(
+                svg.contains(&format!(">\n{e}\n</text>")),
+                "{id}: no legend '{e}'"
+            );
+        }
+    }
+    assert!(!page.contains("id=\"rates\"") && !page.contains("connections only"));
+    // The figures, as measured.
+    let pct = 100.0 * p.received as f64 / p.expected as f64;
+    let jitter = &p.jitter_us;
+    for (row, value) in [
+        (
+            "push received",
+            format!("{} of {} expected ({pct:.2}%)", p.received, p.expected),
+        ),
+        (
+            "push jitter p50 / p99 / p99.9 / max",
+            [jitter.p50, jitter.p99, jitter.p999, jitter.max]
+                .map(human_us)
+                .join(" / "),
+        ),
+    ] {
+        assert!(
+            page.contains(&format!(
+                "<tr><th>{row}</th><td class=\"n\">{value}</td></tr>"
+            )),
+            "{row}: not {value}"
+        );
+    }
+    assert!(page.contains("<th>protocol</th><td>push: a message every 10.0 ms"));
+    // A spectrum per push histogram, its total count the result's: the
+    // delay's is every message received.
+    let delay = p.delay_us.as_ref().expect("a delay on loopback");
+    assert_eq!(delay.count, p.received);
+    for (what, l) in [
+        ("push_gap", &p.gap_us),
+        ("push_jitter", jitter),
+        ("push_delay", delay),
+    ] {
+        let file = dir.join(format!("push.{what}.hgrm"));
+        assert!(
+            out.contains(&format!("spectrum      {}", file.display())),
+            "{out}"
+        );
+        let (rows, footer) = hgrm(&file);
+        assert_eq!(rows.last().unwrap().2, l.count, "{what}");
+        assert_eq!(rows.last().unwrap().0, l.max, "{what}");
+        assert!(
+            footer[1].ends_with(&format!("Total count    = {:>12}]", l.count)),
+            "{what}: {footer:?}"
+        );
+    }
+    assert!(!dir.join("push.response.hgrm").exists());
+    // Blue: the jitter spectrum, open connections, connect p99, the
+    // outcome bars; green: received and established per second; orange:
+    // the jitter p99 per second.
+    assert_drawn(&html, &[(BLUE, 3), (GREEN, 2), (ORANGE, 1)]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A result with no spectrum at all (connections only): `--hgrm` says so
+/// and why, writes nothing, and is no failure (exit 0, as before).
+#[test]
+fn hgrm_of_a_run_without_spectra_says_why() {
+    let srv = server(&[]);
+    let dir = temp_dir("report-no-spectra");
+    let json = dir.join("c.json");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "client",
+        &srv.addr.to_string(),
+        "-c",
+        "5",
+        "-T",
+        "1",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    srv.stop();
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "report",
+        json.to_str().unwrap(),
+        "--hgrm",
+        dir.join("c").to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        err.contains("no spectrum: the run sent no queries and received no push messages"),
+        "{err}"
+    );
+    assert!(!out.contains("spectrum "), "{out}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

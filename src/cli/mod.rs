@@ -186,7 +186,8 @@ pub struct ViewArgs {
 
     /// Write the percentile spectra of response and service time in
     /// HdrHistogram's .hgrm text format, in ms: PREFIX.response.hgrm and
-    /// PREFIX.service.hgrm (several runs: PREFIX.RUN.response.hgrm ...).
+    /// PREFIX.service.hgrm (several runs: PREFIX.RUN.response.hgrm ...);
+    /// of --proto push, PREFIX.push_gap.hgrm, .push_jitter and .push_delay.
     #[arg(long, value_name = "PREFIX", help_heading = "Reports")]
     pub hgrm: Option<PathBuf>,
 

@@ -5,7 +5,11 @@
 //! HdrHistogram's plotter and the tools around it read throng's results.
 //! Values are in milliseconds (the histograms hold microseconds).
 //!
-//! Pure text: the caller decides where it goes.
+//! A result's spectra: response and service time of its queries, and of
+//! `--proto push` the gap between arrivals, the jitter and the one-way
+//! delay, each in its own file; a result that has none is told why.
+//!
+//! The spectrum is pure text: the caller decides where it goes.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,7 +19,7 @@ use hdrhistogram::Histogram;
 
 use super::json::write_bytes_atomic;
 use crate::metrics::decode_histogram;
-use crate::outcome::RunResult;
+use crate::outcome::{PushResult, RunResult};
 
 /// Percentile ticks per half distance to 100%, as HdrHistogram's default.
 pub const TICKS_PER_HALF_DISTANCE: u32 = 5;
@@ -86,34 +90,113 @@ fn sub_buckets(h: &Histogram<u64>) -> u64 {
 /// `PREFIX.service.hgrm`, or with `tag` (one of several runs)
 /// `PREFIX.TAG.response.hgrm`.
 pub fn paths(prefix: &Path, tag: Option<&str>) -> [PathBuf; 2] {
-    let base = prefix.as_os_str().to_string_lossy();
-    let stem = match tag {
-        Some(t) => format!("{base}.{t}"),
-        None => base.into_owned(),
-    };
-    [
-        PathBuf::from(format!("{stem}.response.hgrm")),
-        PathBuf::from(format!("{stem}.service.hgrm")),
-    ]
+    [path(prefix, tag, "response"), path(prefix, tag, "service")]
 }
 
-/// Writes the response and service time spectra of `r`; the files
-/// written. A result without queries has no latency, and gets no file.
-pub fn write(prefix: &Path, tag: Option<&str>, r: &RunResult) -> Result<Vec<PathBuf>> {
-    let Some(l) = &r.latency else {
-        return Ok(Vec::new());
-    };
-    let [response, service] = paths(prefix, tag);
-    let mut written = Vec::new();
-    for (path, hdr) in [
-        (response, &l.response_time_us.hdr),
-        (service, &l.service_time_us.hdr),
-    ] {
-        let h = decode_histogram(hdr)?;
-        write_bytes_atomic(&path, spectrum(&h).as_bytes(), "--hgrm")?;
-        written.push(path);
+/// The file of one spectrum: `PREFIX[.TAG].WHAT.hgrm`.
+fn path(prefix: &Path, tag: Option<&str>, what: &str) -> PathBuf {
+    let base = prefix.as_os_str().to_string_lossy();
+    PathBuf::from(match tag {
+        Some(t) => format!("{base}.{t}.{what}.hgrm"),
+        None => format!("{base}.{what}.hgrm"),
+    })
+}
+
+/// The push spectra's names in the files (`PREFIX.push_jitter.hgrm`...),
+/// in the order they are written.
+pub const PUSH_SPECTRA: [&str; 3] = ["push_gap", "push_jitter", "push_delay"];
+
+/// What [`write`] did with one result: the files written, and each
+/// spectrum it has not, with why.
+#[derive(Debug, Default)]
+pub struct Spectra {
+    pub written: Vec<PathBuf>,
+    pub missing: Vec<String>,
+}
+
+/// Writes the spectra of `r`: response and service time when it has
+/// queries (their files even when none was answered), and of `--proto
+/// push` each of gap, jitter and one-way delay that holds a value. What
+/// it has not is said in `missing`, with why.
+pub fn write(prefix: &Path, tag: Option<&str>, r: &RunResult) -> Result<Spectra> {
+    let mut done = Spectra::default();
+    if let Some(l) = &r.latency {
+        let [response, service] = paths(prefix, tag);
+        for (path, hdr) in [
+            (response, &l.response_time_us.hdr),
+            (service, &l.service_time_us.hdr),
+        ] {
+            let h = decode_histogram(hdr)?;
+            write_bytes_atomic(&path, spectrum(&h).as_bytes(), "--hgrm")?;
+            done.written.push(path);
+        }
     }
-    Ok(written)
+    let Some(p) = &r.push else {
+        if r.latency.is_none() {
+            done.missing.push(
+                "no spectrum: the run sent no queries and received no push messages \
+                 (connections only): its connect times are in the JSON result and the --html \
+                 report"
+                    .into(),
+            );
+        }
+        return Ok(done);
+    };
+    let delay = p.delay_us.as_ref().map(|d| &d.hdr);
+    for (what, hdr) in
+        PUSH_SPECTRA
+            .into_iter()
+            .zip([Some(&p.gap_us.hdr), Some(&p.jitter_us.hdr), delay])
+    {
+        let h = hdr.map(|h| decode_histogram(h)).transpose()?;
+        match h.filter(|h| !h.is_empty()) {
+            Some(h) => {
+                let path = path(prefix, tag, what);
+                write_bytes_atomic(&path, spectrum(&h).as_bytes(), "--hgrm")?;
+                done.written.push(path);
+            }
+            None => done
+                .missing
+                .push(format!("no {what} spectrum: {}", push_why(r, p, what))),
+        }
+    }
+    Ok(done)
+}
+
+/// Why a push result has no values of `what` (one of [`PUSH_SPECTRA`]).
+fn push_why(r: &RunResult, p: &PushResult, what: &str) -> String {
+    if p.received == 0 {
+        return format!(
+            "no push message arrived (0 of {} expected): see the summary's connections",
+            p.expected
+        );
+    }
+    match what {
+        "push_delay" => format!("the one-way delay was not measured: {}", no_delay(r, p)),
+        _ => "no connection received two messages: a gap is between two arrivals".into(),
+    }
+}
+
+/// Why a push run that received messages has no one-way delay.
+pub fn no_delay(r: &RunResult, p: &PushResult) -> String {
+    let lines = r
+        .scenario
+        .push
+        .as_ref()
+        .is_some_and(|l| l.format == crate::domain::PushFormat::Line);
+    if lines {
+        "the messages are lines (--push-format line), without a send stamp".into()
+    } else if p.delay_us.is_none() {
+        "the server is not on this host and --clock-sync was not given (give it when the \
+         hosts' clocks agree)"
+            .into()
+    } else {
+        format!(
+            "{} send stamps were ahead of this host's clock (the server is not on this host, \
+             or the clocks disagree)",
+            p.stamps_ahead
+        )
+    }
 }
 
 #[cfg(test)]
@@ -213,6 +296,61 @@ mod tests {
         let text = spectrum(&new_histogram());
         assert!(rows(&text).is_empty());
         assert!(text.contains("#[Max     =        0.000, Total count    =            0]"));
+    }
+
+    fn temp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("throng-hgrm-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_push_run_writes_a_spectrum_per_push_histogram() {
+        let dir = temp("push");
+        let r = crate::fixtures::push_result(true);
+        let s = write(&dir.join("p"), None, &r).unwrap();
+        let names: Vec<String> = s
+            .written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            ["p.push_gap.hgrm", "p.push_jitter.hgrm", "p.push_delay.hgrm"]
+        );
+        assert!(s.missing.is_empty(), "{:?}", s.missing);
+        let delay = std::fs::read_to_string(dir.join("p.push_delay.hgrm")).unwrap();
+        assert_eq!(rows(&delay).last().unwrap().2, 390);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_spectrum_a_run_has_not_is_named_with_why() {
+        let dir = temp("missing");
+        let r = crate::fixtures::push_result(false);
+        let s = write(&dir.join("p"), Some("b"), &r).unwrap();
+        assert_eq!(s.written.len(), 2);
+        assert!(s.written[1].ends_with("p.b.push_jitter.hgrm"));
+        assert_eq!(s.missing.len(), 1);
+        assert!(
+            s.missing[0].starts_with("no push_delay spectrum: the one-way delay was not measured")
+        );
+        let mut lines = crate::fixtures::push_result(true);
+        lines.scenario.push.as_mut().unwrap().format = crate::domain::PushFormat::Line;
+        lines.push.as_mut().unwrap().delay_us = None;
+        let s = write(&dir.join("l"), None, &lines).unwrap();
+        assert!(s.missing[0].ends_with("(--push-format line), without a send stamp"));
+        let mut conns = crate::fixtures::slice(1, &crate::fixtures::outcome(1, 1.0));
+        conns.latency = None;
+        let s = write(&dir.join("c"), None, &conns).unwrap();
+        assert!(s.written.is_empty());
+        assert!(
+            s.missing[0].contains("no queries and received no push messages"),
+            "{:?}",
+            s.missing
+        );
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 4);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -11,11 +11,14 @@
 //! `--stats-json`: its accepts, listen overflows and drops) and the
 //! connect-time p99 per second; the percentile spectrum of response and
 //! service time, HdrHistogram style; connections by outcome; the `--check`
-//! verdicts.
+//! verdicts; of a push run (`--proto push`), the messages received and
+//! lost per second, the jitter and one-way delay p99 per second and their
+//! spectra, and its figures.
 //!
 //! Its rooms: `drawn` (a run read for drawing), `charts` (the SVG charts,
-//! each through the one chart helper of `report::chart`), `tables` (the
-//! tables and the summary as printed); the scenario's words come from
+//! each through the one chart helper of `report::chart`), `push` (a push
+//! run's charts and figures), `tables` (the tables and the summary as
+//! printed); the scenario's words come from
 //! `report::words`. This file reads a server's `--stats-json` and puts the
 //! page together.
 //!
@@ -29,12 +32,14 @@ use anyhow::{anyhow, Context, Result};
 
 mod charts;
 mod drawn;
+mod push;
 mod tables;
 
 use charts::{
     connect_chart, latency_chart, outcomes_chart, ramp_chart, rates_chart, spectrum_chart,
 };
 use drawn::Drawn;
+use push::{push_rates_chart, push_spectrum_chart, push_times_chart};
 use tables::{checks_table, printed_summaries, scenario_tables, summary_table};
 
 use super::chart::{chart_div, page_foot, page_head};
@@ -141,13 +146,14 @@ fn charts_section(p: &mut String, drawn: &[Drawn], server: Option<&[ServerSecond
                 );
             }
         }
-    } else {
+    } else if !drawn.iter().any(|d| d.has_push()) {
         let _ = writeln!(
             p,
             "<p class=\"note\">No queries in {}: connections only.</p>",
             if several { "these runs" } else { "this run" }
         );
     }
+    push_charts(p, drawn)?;
     let server_note = match server {
         Some(s) if !s.is_empty() => format!(
             "The server's seconds ({} of them, from --server-stats) are placed by wall-clock second on {}'s time.",
@@ -178,6 +184,43 @@ fn charts_section(p: &mut String, drawn: &[Drawn], server: Option<&[ServerSecond
         );
     }
     chart_div(p, "outcomes", &outcomes_chart(drawn)?, "");
+    Ok(())
+}
+
+/// A push run's charts (`--proto push`), each with its note; nothing for
+/// runs without push.
+fn push_charts(p: &mut String, drawn: &[Drawn]) -> Result<()> {
+    if let Some(svg) = push_rates_chart(drawn)? {
+        chart_div(
+            p,
+            "push-rates",
+            &svg,
+            "Per second: the messages received (each sequence number once) and those found \
+             lost (numbers skipped; at a connection's end, the periods since its last \
+             message) on the right axis.",
+        );
+    }
+    if let Some(svg) = push_times_chart(drawn)? {
+        chart_div(
+            p,
+            "push-times",
+            &svg,
+            "Jitter: the gap between two arrivals on a connection minus the period times the \
+             numbers it spans. One-way delay: from the server's send stamp to the client's \
+             read. Each second's p99 is the top of a quarter-octave bucket (of several \
+             processes or hosts merged, the highest).",
+        );
+    }
+    if let Some(svg) = push_spectrum_chart(drawn)? {
+        chart_div(
+            p,
+            "push-spectrum",
+            &svg,
+            "HdrHistogram's percentile distribution of the whole run's jitter and one-way \
+             delay, from p0 to p99.999 (`--hgrm` writes the same as text, with the gap \
+             between arrivals).",
+        );
+    }
     Ok(())
 }
 
@@ -257,5 +300,76 @@ mod tests {
         assert!(page.contains("id=\"ramp\"") && page.contains("id=\"outcomes\""));
         assert!(!page.contains("id=\"rates\"") && !page.contains("id=\"spectrum\""));
         assert!(page.contains("connections only"));
+    }
+
+    #[test]
+    fn a_push_run_draws_its_messages_times_and_spectrum() {
+        let r = crate::fixtures::push_result(true);
+        let page = render(
+            &[Run {
+                label: "push".into(),
+                result: &r,
+            }],
+            None,
+        )
+        .unwrap();
+        for id in [
+            "push-rates",
+            "push-times",
+            "push-spectrum",
+            "ramp",
+            "outcomes",
+        ] {
+            assert!(page.contains(&format!("id=\"{id}\"")), "{id}");
+        }
+        assert!(!page.contains("id=\"rates\"") && !page.contains("connections only"));
+        for row in [
+            "<tr><th>push received</th><td class=\"n\">390 of 400 expected (97.50%)</td></tr>",
+            "<tr><th>push lost</th><td class=\"n\">10 (2.50%) on 1 connection(s)</td></tr>",
+            "<th>protocol</th><td>push: a message every 10.0 ms on each connection",
+        ] {
+            assert!(page.contains(row), "no {row}");
+        }
+        assert!(page.contains("(monotonic clock)"));
+    }
+
+    #[test]
+    fn a_push_run_without_delay_says_why_and_draws_the_jitter() {
+        let r = crate::fixtures::push_result(false);
+        let page = render(
+            &[Run {
+                label: "push".into(),
+                result: &r,
+            }],
+            None,
+        )
+        .unwrap();
+        assert!(page.contains("id=\"push-spectrum\""));
+        assert!(page.contains(">\njitter\n</text>") && !page.contains(">\none-way delay\n</text>"));
+        assert!(page.contains("- (not measured: the server is not on this host and --clock-sync"));
+    }
+
+    #[test]
+    fn a_query_run_beside_a_push_run_keeps_its_rows_and_the_push_ones_say_none() {
+        let q = slice(1, &outcome(2, 3.0));
+        let p = crate::fixtures::push_result(true);
+        let runs = [
+            Run {
+                label: "dns".into(),
+                result: &q,
+            },
+            Run {
+                label: "push".into(),
+                result: &p,
+            },
+        ];
+        let page = render(&runs, None).unwrap();
+        assert!(page.contains("id=\"rates\"") && page.contains("id=\"push-rates\""));
+        assert!(page.contains(
+            "<tr><th>push received</th><td class=\"n\">-</td><td class=\"n\">390 of 400"
+        ));
+        // The query run's page is the page without the push run's parts.
+        let alone = render(&runs[..1], None).unwrap();
+        assert!(!alone.contains("push"), "a query run's page speaks of push");
     }
 }

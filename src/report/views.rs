@@ -38,8 +38,9 @@ impl Views {
 
     /// Writes the report and the spectra of `runs` (the result and the
     /// summary are written before: nothing measured is lost here). Says
-    /// what it wrote on stdout and each failure on stderr; false when
-    /// something could not be written.
+    /// what it wrote on stdout, and on stderr each failure and each
+    /// spectrum a run has not (with why); false when something could not
+    /// be written (a spectrum a run has not is no failure).
     pub fn write(&self, runs: &[html::Run]) -> bool {
         let mut ok = true;
         if let Some(path) = &self.html {
@@ -61,9 +62,17 @@ impl Views {
             let tags = hgrm_tags(runs);
             for (run, tag) in runs.iter().zip(&tags) {
                 match hgrm::write(prefix, tag.as_deref(), run.result) {
-                    Ok(files) => {
-                        for f in files {
+                    Ok(spectra) => {
+                        for f in spectra.written {
                             println!("  spectrum      {}", f.display());
+                        }
+                        // Said, not failed: a run has the spectra it has.
+                        for why in spectra.missing {
+                            let run = match tag {
+                                Some(_) => format!("{}: ", run.label),
+                                None => String::new(),
+                            };
+                            eprintln!("throng: --hgrm {}: {run}{why}", prefix.display());
                         }
                     }
                     Err(e) => {

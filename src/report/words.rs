@@ -10,7 +10,7 @@ use crate::domain::{Arrivals, Spread, Transport};
 use crate::engine::proto;
 use crate::outcome::RunResult;
 use crate::scenario::{End, Model, Ramp, Scenario, Traffic};
-use crate::units::{human, utc};
+use crate::units::{human, human_us, utc};
 
 /// A run in a few words, for a report of one run made at its end:
 /// "tcp, 1000 connections, 10k queries/s".
@@ -44,7 +44,10 @@ pub fn scenario_words(r: &RunResult) -> Vec<(&'static str, String)> {
             rows.push(("protocol", proto::words(&t.query)));
             rows.push(("rate model", rate_model(t)));
         }
-        None => rows.push(("queries", "none: connections only".into())),
+        None => match &sc.push {
+            Some(p) => rows.push(("protocol", push(p))),
+            None => rows.push(("queries", "none: connections only".into())),
+        },
     }
     rows.push(("duration", duration(r)));
     if !r.parts.is_empty() {
@@ -61,6 +64,21 @@ pub fn scenario_words(r: &RunResult) -> Vec<(&'static str, String)> {
         ));
     }
     rows
+}
+
+/// --proto push: what the server is expected to send, and how it is read.
+fn push(p: &crate::scenario::PushListen) -> String {
+    let every = human_us((p.every_s * 1e6).round() as u64);
+    let what = if p.burst > 1 {
+        format!("{} messages every {every}", p.burst)
+    } else {
+        format!("a message every {every}")
+    };
+    let format = match p.format {
+        crate::domain::PushFormat::Throng => "throng server's header",
+        crate::domain::PushFormat::Line => "lines, a decimal sequence number first",
+    };
+    format!("push: {what} on each connection, read as {format}")
 }
 
 /// The servers it ran against: the embedded one, the names given, or

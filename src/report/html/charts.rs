@@ -17,7 +17,7 @@ use crate::report::chart::{
 
 /// The frame of a chart of times per second: a log axis of µs on the
 /// left, a dozen labels.
-fn time_frame() -> Frame<'static> {
+pub(super) fn time_frame() -> Frame<'static> {
     Frame {
         y_area: 80,
         y_labels: Some(12),
@@ -27,7 +27,7 @@ fn time_frame() -> Frame<'static> {
 }
 
 /// The end of the longest run, in seconds.
-fn t_max(runs: &[Drawn]) -> f64 {
+pub(super) fn t_max(runs: &[Drawn]) -> f64 {
     runs.iter()
         .flat_map(|d| d.seconds.iter().map(|s| s.t))
         .fold(1.0, f64::max)
@@ -35,7 +35,7 @@ fn t_max(runs: &[Drawn]) -> f64 {
 
 /// Points drawn on a series too short to be seen as a line (a run of a
 /// second or two).
-fn dot_size(points: usize) -> u32 {
+pub(super) fn dot_size(points: usize) -> u32 {
     if points <= 2 {
         4
     } else {
@@ -417,11 +417,11 @@ pub(super) fn ramp_chart(runs: &[Drawn], server: Option<&[ServerSecond]>) -> Res
 }
 
 /// The highest percentile the spectrum shows: 99.999%.
-const SPECTRUM_TOP: f64 = 1e5;
+pub(super) const SPECTRUM_TOP: f64 = 1e5;
 
 /// Points of a histogram's percentile spectrum: x = 1/(1-q), y the value
 /// (µs), from p0 to p99.999 (the last point the value there).
-fn spectrum_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+pub(super) fn spectrum_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
     let mut points: Vec<(f64, f64)> = h
         .iter_quantiles(crate::report::hgrm::TICKS_PER_HALF_DISTANCE)
         .map(|v| (v.quantile_iterated_to(), v.value_iterated_to() as f64))
@@ -434,9 +434,10 @@ fn spectrum_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
     points
 }
 
-/// One curve of the spectrum: the run's number and the run, response
-/// (true) or service time, its points.
-type Curve<'a, 'd> = (usize, &'a Drawn<'d>, bool, Vec<(f64, f64)>);
+/// One curve of a spectrum: the run's number and the run, which of its
+/// two histograms (true: the first, response time or push jitter; false:
+/// service time or one-way delay), its points.
+pub(super) type Curve<'a, 'd> = (usize, &'a Drawn<'d>, bool, Vec<(f64, f64)>);
 
 /// The percentile spectrum of response (solid) and service (dashed) time,
 /// HdrHistogram style: percentiles on a log axis of 1/(1-q).
@@ -508,7 +509,7 @@ pub(super) fn spectrum_chart(runs: &[Drawn]) -> Result<Option<String>> {
 }
 
 /// "99.9%" for x = 1000 = 1/(1-0.999); decades only.
-fn percentile_label(x: f64) -> String {
+pub(super) fn percentile_label(x: f64) -> String {
     let decade = x.log10();
     if (decade - decade.round()).abs() > 1e-6 {
         return String::new();

@@ -1,5 +1,6 @@
 //! A run read for drawing: its seconds as the charts draw them and its
-//! whole-run histograms decoded once.
+//! whole-run histograms (response and service time; a push run's jitter
+//! and one-way delay) decoded once.
 
 use anyhow::Result;
 use hdrhistogram::Histogram;
@@ -28,6 +29,12 @@ pub(super) struct Second {
     pub(super) service_p99: Option<f64>,
     /// p99 of the connect times of the second's new connections, µs.
     pub(super) connect_p99: Option<f64>,
+    /// --proto push: messages received and found lost in the second, and
+    /// its jitter and one-way delay p99 (µs).
+    pub(super) push_received: Option<f64>,
+    pub(super) push_lost: Option<f64>,
+    pub(super) push_jitter_p99: Option<f64>,
+    pub(super) push_delay_p99: Option<f64>,
 }
 
 /// A run read for drawing.
@@ -37,6 +44,9 @@ pub(super) struct Drawn<'a> {
     pub(super) seconds: Vec<Second>,
     pub(super) response: Option<Histogram<u64>>,
     pub(super) service: Option<Histogram<u64>>,
+    /// --proto push: the jitter and one-way delay of the whole run.
+    pub(super) push_jitter: Option<Histogram<u64>>,
+    pub(super) push_delay: Option<Histogram<u64>>,
 }
 
 impl<'a> Drawn<'a> {
@@ -70,6 +80,10 @@ impl<'a> Drawn<'a> {
                     service_p50: service_at(0.5).or(s.service_p50_us.map(|v| v as f64)),
                     service_p99: service_at(0.99).or(s.service_p99_us.map(|v| v as f64)),
                     connect_p99: s.connect_p99_us.map(|v| v as f64),
+                    push_received: s.push_received.map(|n| n as f64),
+                    push_lost: s.push_lost.map(|n| n as f64),
+                    push_jitter_p99: s.push_jitter_p99_us.map(|v| v as f64),
+                    push_delay_p99: s.push_delay_p99_us.map(|v| v as f64),
                 }
             })
             .collect();
@@ -80,12 +94,22 @@ impl<'a> Drawn<'a> {
             ),
             None => (None, None),
         };
+        let push = |hdr: Option<&String>| hdr.map(|h| decode_histogram(h)).transpose();
+        let (push_jitter, push_delay) = match &r.push {
+            Some(p) => (
+                push(Some(&p.jitter_us.hdr))?,
+                push(p.delay_us.as_ref().map(|d| &d.hdr))?,
+            ),
+            None => (None, None),
+        };
         Ok(Drawn {
             label: &run.label,
             r,
             seconds,
             response,
             service,
+            push_jitter,
+            push_delay,
         })
     }
 
@@ -101,5 +125,10 @@ impl<'a> Drawn<'a> {
 
     pub(super) fn has_answers(&self) -> bool {
         self.response.as_ref().is_some_and(|h| !h.is_empty())
+    }
+
+    /// A push run (`--proto push`): what its charts and rows are drawn for.
+    pub(super) fn has_push(&self) -> bool {
+        self.r.push.is_some()
     }
 }

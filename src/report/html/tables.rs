@@ -9,7 +9,8 @@ use crate::report::chart::{colour, escape};
 use crate::report::words::scenario_words;
 use crate::units::{human, human_us};
 
-/// The summary's figures, a row each, a column per run.
+/// The summary's figures, a row each, a column per run: the connections',
+/// the queries' when a run has queries, the push rows when one has push.
 pub(super) fn figures(runs: &[Drawn]) -> Vec<(&'static str, Vec<String>)> {
     let each = |f: &dyn Fn(&RunResult) -> String| runs.iter().map(|d| f(d.r)).collect();
     let us = |v: u64| human_us(v);
@@ -116,6 +117,7 @@ pub(super) fn figures(runs: &[Drawn]) -> Vec<(&'static str, Vec<String>)> {
             ("service time max", each(&lat(|l| l.max, true))),
         ]);
     }
+    rows.extend(super::push::push_figures(runs));
     rows
 }
 
