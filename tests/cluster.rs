@@ -198,8 +198,6 @@ fn a_search_of_cluster_runs_finds_a_servers_fd_limit() {
             hosts.display().to_string(),
             "--binary".into(),
             BIN.into(),
-            "--start-in".into(),
-            "1s".into(),
             "--json".into(),
             json.display().to_string(),
         ];
@@ -354,7 +352,8 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
             .unwrap();
         assert_eq!((requests, answered), (sent, sent), "{out}");
 
-        // A host that dies mid-run and one that cannot be reached.
+        // A host that cannot be reached stops the run before any load,
+        // named.
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &lab.ns(0), BIN, "server"]);
         let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
@@ -364,10 +363,28 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
             "root@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.9\n",
         )
         .unwrap();
+        let json = d.join("refused.json");
+        let mut args = cluster_args(&json, &[&target, "-c", "30", "-T", "1s"], false);
+        args.splice(1..1, ["--start-in".to_string(), "8s".into()]);
+        let (code, out, err) = common::output(Command::new(BIN).args(&args));
+        assert_eq!(code, 2, "{out}\n{err}");
+        assert!(
+            err.contains("refused before any load") && err.contains("host root@198.18.0.9"),
+            "{err}"
+        );
+        assert!(!err.contains("host root@198.18.0.2 "), "{err}");
+        assert!(!json.exists());
+
+        // A host killed mid-run: named, its share missing, exit 1.
+        std::fs::write(
+            &hosts,
+            "root@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.4\n",
+        )
+        .unwrap();
         let json = d.join("partial.json");
         let args = cluster_args(
             &json,
-            &[&target, "-c", "200", "--closed-loop", "-T", "20s"],
+            &[&target, "-c", "150", "--closed-loop", "-T", "6s"],
             false,
         );
         let (mut child, mut err) = common::spawn_piped(Command::new(BIN).args(&args));
@@ -384,20 +401,43 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
             common::signal(pid.parse().unwrap(), libc::SIGKILL);
         }
-        // Then stop the run: the survivor's result is merged.
+        std::thread::spawn(move || for _ in err.lines() {});
+        let mut out = String::new();
+        std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+        assert_eq!(child.wait().unwrap().code(), Some(1), "{out}");
+        assert!(out.contains("PARTIAL: host root@198.18.0.3"), "{out}");
+        let r = common::outcome(&json);
+        assert!(r.partial);
+        assert!(!r.interrupted);
+        assert_eq!(r.parts.len(), 2);
+        assert!(r.connections.established >= 100, "{out}");
+
+        // Ctrl-C: the stop goes to every host over its session at once;
+        // each ends its run and gives its result.
+        std::fs::write(&hosts, "root@198.18.0.2\nroot@198.18.0.4\n").unwrap();
+        let json = d.join("stopped.json");
+        let args = cluster_args(
+            &json,
+            &[&target, "-c", "100", "--closed-loop", "-T", "60s"],
+            false,
+        );
+        let (mut child, mut err) = common::spawn_piped(Command::new(BIN).args(&args));
+        let mut line = String::new();
+        while !line.contains("root@198.18.0.4") || !line.contains("open") {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "cluster ended early");
+        }
+        let asked = std::time::Instant::now();
         common::signal(child.id() as i32, libc::SIGINT);
         std::thread::spawn(move || for _ in err.lines() {});
         let mut out = String::new();
         std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-        // Interrupted takes the exit code; the merge is partial.
         assert_eq!(child.wait().unwrap().code(), Some(130), "{out}");
-        assert!(out.contains("PARTIAL: host root@198.18.0.9"), "{out}");
-        assert!(out.contains("PARTIAL: host root@198.18.0.3"), "{out}");
+        assert!(asked.elapsed().as_secs() < 10, "{out}");
         let r = common::outcome(&json);
-        assert!(r.partial);
-        assert!(r.interrupted);
-        assert_eq!(r.parts.len(), 1);
-        assert!(r.connections.established > 0);
+        assert!(r.interrupted && !r.partial, "{out}");
+        assert_eq!(r.parts.len(), 2);
+        assert_eq!(r.connections.established, 100, "{out}");
         drop(srv);
         drop(lab);
     });

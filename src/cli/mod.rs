@@ -379,13 +379,26 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "PATH", default_value = "throng")]
     pub binary: String,
 
-    /// Copy this throng binary to each host first (to /tmp over ssh).
+    /// Copy this throng, stripped, to every host first (a few at a time;
+    /// its SHA-256 checked there; kept for the next run) into the user's
+    /// cache directory there (~/.cache/throng) or --remote-dir.
     #[arg(long)]
     pub copy_binary: bool,
 
-    /// How long after now all hosts start together (time for ssh to connect).
-    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    /// Where --copy-binary puts throng on each host: a directory on a file
+    /// system mounted with exec (not /tmp where it is noexec).
+    #[arg(long, value_name = "DIR", requires = "copy_binary")]
+    pub remote_dir: Option<String>,
+
+    /// How long the hosts have to connect over ssh and report ready with
+    /// their plans; all then start together.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub start_in: Duration,
+
+    /// The largest clock offset of a host against this one (measured over
+    /// its ssh session before the start) the run accepts.
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration)]
+    pub max_clock_offset: Duration,
 
     /// Write the merged result as JSON to FILE.
     #[arg(long, value_name = "FILE")]
