@@ -564,8 +564,9 @@ impl CompareArgs {
 
 #[derive(Debug, Args)]
 pub struct MergeArgs {
-    /// Result files written by `throng client --json`.
-    #[arg(value_name = "RESULT.json", required = true)]
+    /// Result files written by `throng client --json`; a directory stands
+    /// for the *.json files in it (each slice's `--json DIR`).
+    #[arg(value_name = "RESULT.json|DIR", required = true)]
     pub results: Vec<PathBuf>,
 
     /// Write the merged result as JSON to FILE.
@@ -637,7 +638,11 @@ fn parse_run_id(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
+/// `K/N`, or `auto`: the launcher's (see [`crate::cluster::launcher`]).
 fn parse_segment(s: &str) -> Result<Segment, String> {
+    if s == "auto" {
+        return crate::cluster::launcher::segment_from(&|name| std::env::var(name).ok());
+    }
     let err = || format!("'{s}' is not a segment K/N with 1 <= K <= N, e.g. 2/4");
     let (k, n) = s.split_once('/').ok_or_else(err)?;
     let (index, count): (u64, u64) = (k.parse().map_err(|_| err())?, n.parse().map_err(|_| err())?);

@@ -4,6 +4,7 @@
 pub mod copy;
 pub mod files;
 pub mod host;
+pub mod launcher;
 pub mod merge;
 pub mod ssh;
 pub mod start;
