@@ -64,6 +64,12 @@ impl Lab {
 
     /// Starts sshd on host i, waiting for its "listening" line.
     fn sshd(&mut self, i: usize) {
+        self.sshd_with(i, "", None);
+    }
+
+    /// As [`Lab::sshd`], with more sshd_config lines (`SetEnv` for the
+    /// sessions) and an fd limit for everything it starts.
+    fn sshd_with(&mut self, i: usize, extra: &str, nofile: Option<u32>) {
         let d = &self.dir;
         let conf = d.join(format!("sshd-{i}.conf"));
         std::fs::write(
@@ -71,23 +77,21 @@ impl Lab {
             format!(
                 "Port 22\nListenAddress 198.18.0.{}\nHostKey {}\nAuthorizedKeysFile {}\n\
                  PermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\n\
-                 StrictModes no\nPidFile none\n",
+                 StrictModes no\nPidFile none\n{extra}",
                 i + 1,
                 d.join("host_key").display(),
                 d.join("id.pub").display()
             ),
         )
         .unwrap();
-        let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns(i),
-                "/usr/sbin/sshd",
-                "-D",
-                "-e",
-                "-f",
-            ])
+        let limit = nofile.map(|n| format!("--nofile={n}:{n}"));
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.ns(i)]);
+        if let Some(l) = &limit {
+            cmd.args(["prlimit", l.as_str()]);
+        }
+        let mut child = cmd
+            .args(["/usr/sbin/sshd", "-D", "-e", "-f"])
             .arg(&conf)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -279,6 +283,10 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
             ];
             if copy {
                 a.push("--copy-binary".into());
+                a.extend([
+                    "--remote-dir".into(),
+                    d.join("remote").display().to_string(),
+                ]);
             } else {
                 a.extend(["--binary".into(), BIN.into()]);
             }
@@ -439,6 +447,156 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         assert_eq!(r.parts.len(), 2);
         assert_eq!(r.connections.established, 100, "{out}");
         drop(srv);
+        drop(lab);
+    });
+}
+
+/// The lab's keys: the hosts' and the user's.
+fn keys(d: &Path) {
+    sh(&format!(
+        "ssh-keygen -q -t ed25519 -N '' -f {0}/host_key && ssh-keygen -q -t ed25519 -N '' -f {0}/id",
+        d.display()
+    ));
+}
+
+/// The server's count of what it accepted and answered, from its summary.
+fn server_counts(summary: &str) -> (u64, u64) {
+    let after = |word: &str| -> u64 {
+        summary
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(word))
+            .and_then(|r| r.trim_start().split([' ', ',']).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {word} in {summary}"))
+    };
+    let accepted = summary
+        .split("accepted ")
+        .nth(1)
+        .and_then(|r| r.split([',', ' ']).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no accepted in {summary}"));
+    (accepted, after("requests"))
+}
+
+const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// Four load hosts, each checked before any load: one whose ephemeral
+/// ports cannot hold its share refuses the run (named, nothing connects);
+/// one whose clock runs 5 s ahead (libfaketime) refuses it too, then runs
+/// with a larger --max-clock-offset; one whose fd limit is below its share
+/// takes it in several processes; the binary is copied stripped, checked
+/// by its hash, into --remote-dir.
+#[test]
+fn a_fleet_is_checked_before_any_load() {
+    if !have_ssh() {
+        return;
+    }
+    if !Path::new(FAKETIME).exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "libfaketime is needed in CI"
+        );
+        eprintln!("SKIPPED fleet test: libfaketime not installed (apt-get install libfaketime)");
+        return;
+    }
+    in_netns(|| {
+        let mut lab = Lab::new(5);
+        let d = lab.dir.clone();
+        keys(&d);
+        // Host 1 (198.18.0.2): 200 fds. Host 3 (.4): 50 ephemeral ports.
+        // Host 4 (.5): its sessions' clock 5 s ahead.
+        lab.sshd_with(1, "", Some(200));
+        lab.sshd(2);
+        sh(&format!(
+            "ip netns exec {} sysctl -q -w net.ipv4.ip_local_port_range='40000 40049'",
+            lab.ns(3)
+        ));
+        lab.sshd(3);
+        lab.sshd_with(
+            4,
+            &format!("SetEnv LD_PRELOAD={FAKETIME} FAKETIME=+5s FAKETIME_DONT_FAKE_MONOTONIC=1\n"),
+            None,
+        );
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &lab.ns(0), BIN, "server"]);
+        let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
+        let target = common::banner_addr(&srv, "198.18.0.1");
+        let hosts = d.join("hosts");
+        let run = |list: &[&str], extra: &[&str], json: &Path| {
+            let text: String = list
+                .iter()
+                .map(|h| format!("root@198.18.0.{h}\n"))
+                .collect();
+            std::fs::write(&hosts, text).unwrap();
+            let mut a: Vec<String> = vec![
+                "cluster".into(),
+                "--hosts".into(),
+                hosts.display().to_string(),
+                "--json".into(),
+                json.display().to_string(),
+                "--copy-binary".into(),
+                "--remote-dir".into(),
+                d.join("remote").display().to_string(),
+            ];
+            a.extend(extra.iter().map(|s| s.to_string()));
+            a.extend(ssh_options(&d));
+            a.extend(["--", &target, "-c", "600", "--closed-loop", "-T", "2s"].map(String::from));
+            common::output(Command::new(BIN).args(&a))
+        };
+        let json = d.join("fleet.json");
+        // The host without the ports for its share stops the run first.
+        let (code, out, err) = run(&["2", "3", "4", "5"], &[], &json);
+        assert_eq!(code, 2, "{out}\n{err}");
+        assert!(
+            err.contains("host root@198.18.0.4 cannot take its share")
+                && err.contains("ephemeral ports"),
+            "{err}"
+        );
+        assert!(out.contains("copying throng"), "{out}");
+        assert!(!json.exists());
+        // The copy is stripped, named by its hash, and runs there.
+        let copies: Vec<PathBuf> = std::fs::read_dir(d.join("remote"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(copies.len(), 1, "{copies:?}");
+        let size = std::fs::metadata(&copies[0]).unwrap().len();
+        assert!(
+            size < std::fs::metadata(BIN).unwrap().len(),
+            "not stripped: {size}"
+        );
+        // The skewed clock stops it next, with the fix.
+        let (code, out, err) = run(&["2", "3", "5"], &[], &json);
+        assert_eq!(code, 2, "{out}\n{err}");
+        assert!(
+            err.contains("host root@198.18.0.5's clock is")
+                && err.contains("ahead of")
+                && err.contains("--max-clock-offset"),
+            "{err}"
+        );
+        assert!(out.contains("clock offsets"), "{out}");
+        // A larger bound takes it; the host short of fds runs processes.
+        let (code, out, err) = run(&["2", "3", "5"], &["--max-clock-offset", "10s"], &json);
+        assert_eq!(code, 0, "{out}\n{err}");
+        let first = out
+            .lines()
+            .find(|l| l.starts_with("host root@198.18.0.2:"))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(first.contains(" processes"), "{first}");
+        assert!(
+            first.contains("throng ") && first.contains(std::env::consts::ARCH),
+            "{first}"
+        );
+        let r = typed(&common::read_result(&json));
+        assert_eq!(r.parts.len(), 3, "{out}");
+        assert!(!r.partial, "{out}");
+        assert_eq!(r.connections.established, 600, "{out}");
+        let answered = r.q().answered;
+        let (status, summary) = srv.stop();
+        assert!(status.success());
+        // (The refused runs connected nothing: the server counts this
+        // run's connections only.)
+        assert_eq!(server_counts(&summary), (600, answered), "{summary}");
         drop(lab);
     });
 }

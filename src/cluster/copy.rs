@@ -171,10 +171,12 @@ fn copy_one(a: &ClusterConfig, h: &Host, local: &Local) -> Result<String, String
     let held = lines.next().is_some_and(|l| l.starts_with(&local.sha256));
     if !held {
         let q = shell_quote(&path);
+        // (Its own part file: hosts that share a home directory copy side
+        // by side; the rename makes whole files only.)
         let put = format!(
-            "cat > {q}.part && chmod +x {q}.part && \
-             [ \"$(sha256sum {q}.part | cut -c1-64)\" = {} ] && mv {q}.part {q} || \
-             {{ rm -f {q}.part; echo 'the copy arrived with another SHA-256' >&2; exit 3; }}",
+            "p={q}.part.$$; cat > \"$p\" && chmod +x \"$p\" && \
+             [ \"$(sha256sum \"$p\" | cut -c1-64)\" = {} ] && mv \"$p\" {q} || \
+             {{ rm -f \"$p\"; echo 'the copy arrived with another SHA-256' >&2; exit 3; }}",
             local.sha256
         );
         let file = std::fs::File::open(&local.path).map_err(|e| e.to_string())?;
