@@ -600,3 +600,90 @@ fn a_fleet_is_checked_before_any_load() {
         drop(lab);
     });
 }
+
+/// The time from `throng cluster` to the first connection on 4 load hosts
+/// (the binary copied), for each throng in THRONG_CLUSTER_BINS (a comma
+/// list; this build without it): printed, for bench/RESULTS.md. A throng
+/// with --remote-dir runs twice: its copy sent, then found on the hosts.
+/// `cargo test --test cluster time_to_first -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn time_to_first_connection_on_four_hosts() {
+    if !have_ssh() {
+        return;
+    }
+    let bins: Vec<String> = std::env::var("THRONG_CLUSTER_BINS")
+        .map(|v| v.split(',').map(String::from).collect())
+        .unwrap_or_else(|_| vec![BIN.to_string()]);
+    in_netns(move || {
+        let mut lab = Lab::new(4);
+        let d = lab.dir.clone();
+        keys(&d);
+        for i in 0..4 {
+            lab.sshd(i);
+        }
+        // An echo server in the test's namespace that notes its first
+        // connection.
+        let listener = std::net::TcpListener::bind("198.18.0.254:0").unwrap();
+        let target = listener.local_addr().unwrap().to_string();
+        let (tx, rx) = std::sync::mpsc::channel::<std::time::Instant>();
+        std::thread::spawn(move || {
+            for s in listener.incoming() {
+                let Ok(s) = s else { break };
+                let _ = tx.send(std::time::Instant::now());
+                std::thread::spawn(move || {
+                    let mut r = s.try_clone().unwrap();
+                    let mut w = s;
+                    let _ = std::io::copy(&mut r, &mut w);
+                });
+            }
+        });
+        let hosts = d.join("hosts");
+        std::fs::write(
+            &hosts,
+            "root@198.18.0.1\nroot@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.4\n",
+        )
+        .unwrap();
+        for bin in &bins {
+            let help = common::output(Command::new(bin).args(["cluster", "--help"])).1;
+            let cached = help.contains("--remote-dir");
+            let runs = if cached { 2 } else { 1 };
+            for run in 0..runs {
+                let mut a: Vec<String> = vec![
+                    "cluster".into(),
+                    "--hosts".into(),
+                    hosts.display().to_string(),
+                    "--copy-binary".into(),
+                    "--quiet".into(),
+                ];
+                if cached {
+                    a.extend([
+                        "--remote-dir".into(),
+                        d.join("remote").display().to_string(),
+                    ]);
+                }
+                a.extend(ssh_options(&d));
+                a.extend(
+                    ["--", &target, "-c", "40", "--closed-loop", "-T", "1s"].map(String::from),
+                );
+                while rx.try_recv().is_ok() {}
+                let t0 = std::time::Instant::now();
+                let (code, out, err) = common::output(Command::new(bin).args(&a));
+                assert_eq!(code, 0, "{out}\n{err}");
+                let first = rx.try_iter().min().expect("a connection");
+                let size = std::fs::metadata(bin).unwrap().len();
+                println!(
+                    "TIME {bin} ({:.0} MB{}): first connection {:.2} s after `throng cluster`",
+                    size as f64 / 1e6,
+                    match (cached, run) {
+                        (false, _) => "",
+                        (true, 0) => ", copy sent",
+                        (true, _) => ", copy found on the hosts",
+                    },
+                    (first - t0).as_secs_f64()
+                );
+            }
+        }
+        drop(lab);
+    });
+}

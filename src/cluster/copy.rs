@@ -138,9 +138,12 @@ pub fn copy_all(a: &ClusterConfig, local: &Local) -> Result<Vec<String>> {
 /// it holds it already, its hash checked there and the copy run once.
 fn copy_one(a: &ClusterConfig, h: &Host, local: &Local) -> Result<String, String> {
     let name = format!("throng-{}", &local.sha256[..16]);
+    // The directory, the arch, and the copy there if any: its hash, and
+    // whether it runs (so that a copy found needs no second session).
     let look = format!(
         "{}; mkdir -p \"$d\" && cd \"$d\" && pwd && uname -m && \
-         {{ sha256sum {name} 2>/dev/null || true; }}",
+         {{ sha256sum {name} 2>/dev/null && ./{name} --version >/dev/null 2>&1 && echo runs; \
+         true; }}",
         remote_dir_words(a.remote_dir.as_deref())
     );
     let out = super::ssh::ssh(a, h)
@@ -169,6 +172,9 @@ fn copy_one(a: &ClusterConfig, h: &Host, local: &Local) -> Result<String, String
     }
     let path = format!("{}/{name}", dir.trim_end_matches('/'));
     let held = lines.next().is_some_and(|l| l.starts_with(&local.sha256));
+    if held && lines.next() == Some("runs") {
+        return Ok(path);
+    }
     if !held {
         let q = shell_quote(&path);
         // (Its own part file: hosts that share a home directory copy side
@@ -176,7 +182,8 @@ fn copy_one(a: &ClusterConfig, h: &Host, local: &Local) -> Result<String, String
         let put = format!(
             "p={q}.part.$$; cat > \"$p\" && chmod +x \"$p\" && \
              [ \"$(sha256sum \"$p\" | cut -c1-64)\" = {} ] && mv \"$p\" {q} || \
-             {{ rm -f \"$p\"; echo 'the copy arrived with another SHA-256' >&2; exit 3; }}",
+             {{ rm -f \"$p\"; echo 'the copy did not arrive whole (a full disk, or another SHA-256 there)' >&2; exit 3; }}; \
+             {q} --version",
             local.sha256
         );
         let file = std::fs::File::open(&local.path).map_err(|e| e.to_string())?;
@@ -186,12 +193,16 @@ fn copy_one(a: &ClusterConfig, h: &Host, local: &Local) -> Result<String, String
             .stdout(Stdio::null())
             .output()
             .map_err(|e| format!("ssh: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "copying to {path} failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
+        match out.status.code() {
+            Some(3) | Some(255) | None => {
+                return Err(format!(
+                    "copying to {path} failed ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+            Some(0) => return Ok(path),
+            Some(_) => {}
         }
     }
     // It must run there: a directory mounted noexec, a C library it
