@@ -404,8 +404,8 @@ pub struct ClientArgs {
     #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = parse_processes, help_heading = "Scale out")]
     pub processes: Processes,
 
-    /// Internal: run as a child of `throng cluster` (per-second JSON lines
-    /// on stdout).
+    /// Internal: run as a load host of `throng cluster` (its report, then
+    /// per-second JSON lines on stdout; `clock`, `go` and `stop` on stdin).
     #[arg(long, hide = true)]
     pub child: bool,
 

@@ -1,8 +1,10 @@
 //! `throng cluster`: the scenario sliced over load hosts through the
 //! system's OpenSSH client (its keys, agent, jump hosts and known_hosts as
 //! the user set them up). Each host runs `throng client ... --segment K/N
-//! --start-at T` and streams JSON lines back over the ssh session; no port is
-//! opened and no daemon runs.
+//! --child` over one ssh session that carries everything: the host's
+//! report and clock ([`super::start`]), `go` and `stop` on its stdin
+//! ([`super::host`]), its seconds and result as JSON lines on its stdout.
+//! No port is opened and no daemon runs.
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
