@@ -687,3 +687,58 @@ fn time_to_first_connection_on_four_hosts() {
         drop(lab);
     });
 }
+
+/// A slice run in several processes (a load host past its fd limit) gives
+/// that slice's result: the slices of a run in 2 and 3 processes merge
+/// into the whole, exactly.
+#[test]
+fn a_slice_in_several_processes_is_that_slice() {
+    let srv = common::server(&[]);
+    let target = srv.addr.to_string();
+    let d = temp_dir("slice-processes");
+    let mut paths = Vec::new();
+    for (k, procs) in [("1/2", "2"), ("2/2", "3")] {
+        let json = d.join(format!("s{}.json", &k[..1]));
+        let (code, out, err) = common::output(Command::new(BIN).args([
+            "client",
+            &target,
+            "-c",
+            "101",
+            "--closed-loop",
+            "-T",
+            "1s",
+            "-q",
+            "--run-id",
+            "two-slices",
+            "--segment",
+            k,
+            "--processes",
+            procs,
+            "--json",
+            json.to_str().unwrap(),
+        ]));
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(out.contains(&format!("in {procs} processes")), "{out}");
+        let r = common::outcome(&json);
+        let s = r.slice.as_ref().unwrap();
+        assert_eq!(format!("{}/{}", s.index, s.count), k);
+        assert_eq!(r.parts.len(), procs.parse::<usize>().unwrap());
+        paths.push(json);
+    }
+    let merged = d.join("merged.json");
+    let (code, out, err) = common::output(
+        Command::new(BIN)
+            .arg("merge")
+            .args(&paths)
+            .args(["--json", merged.to_str().unwrap()]),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let r = common::outcome(&merged);
+    assert!(!r.partial, "{out}");
+    assert_eq!(r.connections.established, 101, "{out}");
+    let answered = r.q().answered;
+    let (status, summary) = srv.stop();
+    assert!(status.success());
+    assert_eq!(server_counts(&summary), (101, answered), "{summary}");
+    let _ = std::fs::remove_dir_all(&d);
+}
