@@ -147,16 +147,24 @@ pub fn run(a: &ClusterConfig) -> Result<ExitCode> {
         false => vec![a.binary.clone(); a.hosts.len()],
     };
     let mut children = Children::spawn_commands(commands(a, &binaries), &stop, true, true)?;
-    match super::start::start(a, &stop, &mut children) {
-        super::start::Start::Go(_) => {}
-        super::start::Start::Refused(why) => {
-            children.wait();
-            return Err(UsageError(format!("the run is refused before any load:\n  {why}")).into());
+    let refused = match super::start::start(a, &stop, &mut children) {
+        super::start::Start::Go(_) => None,
+        super::start::Start::Refused(why) => Some(Some(why)),
+        super::start::Start::Interrupted => Some(None),
+    };
+    if let Some(why) = refused {
+        // Nothing has started: an ssh still connecting (an unreachable
+        // host) is not waited for, and a host whose session ends stops.
+        for i in 0..a.hosts.len() {
+            children.kill(i);
         }
-        super::start::Start::Interrupted => {
-            children.wait();
-            return Ok(ExitCode::from(130));
-        }
+        children.wait();
+        return match why {
+            Some(why) => {
+                Err(UsageError(format!("the run is refused before any load:\n  {why}")).into())
+            }
+            None => Ok(ExitCode::from(130)),
+        };
     }
     let mut w = Watch::new(a);
     w.watch(a, &stop, &mut children);
