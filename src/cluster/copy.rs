@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use anyhow::{Context, Result};
 
-use super::ssh::{shell_quote, ClusterConfig, Host};
+use super::ssh::{shell_quote, ClusterConfig, Host, Mux};
 
 /// Copies at the same time, at most.
 const PARALLEL: usize = 8;
@@ -97,7 +97,7 @@ fn remote_dir_words(dir: Option<&str>) -> String {
 
 /// Copies `local` to every host, a few at a time; the path of the binary
 /// on each host, or every host's failure named with its fix.
-pub fn copy_all(a: &ClusterConfig, local: &Local) -> Result<Vec<String>> {
+pub fn copy_all(a: &ClusterConfig, local: &Local, mux: Option<&Mux>) -> Result<Vec<String>> {
     let next = Mutex::new(0usize);
     let done: Mutex<Vec<Option<Result<String, String>>>> = Mutex::new(vec![None; a.hosts.len()]);
     std::thread::scope(|s| {
@@ -110,7 +110,7 @@ pub fn copy_all(a: &ClusterConfig, local: &Local) -> Result<Vec<String>> {
                     i
                 };
                 let Some(h) = a.hosts.get(i) else { break };
-                let got = copy_one(a, h, local);
+                let got = copy_one(a, h, local, mux);
                 done.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(got);
             });
         }
@@ -136,7 +136,12 @@ pub fn copy_all(a: &ClusterConfig, local: &Local) -> Result<Vec<String>> {
 
 /// One host: its directory made, its arch checked, the binary sent unless
 /// it holds it already, its hash checked there and the copy run once.
-fn copy_one(a: &ClusterConfig, h: &Host, local: &Local) -> Result<String, String> {
+fn copy_one(
+    a: &ClusterConfig,
+    h: &Host,
+    local: &Local,
+    mux: Option<&Mux>,
+) -> Result<String, String> {
     let name = format!("throng-{}", &local.sha256[..16]);
     // The directory, the arch, and the copy there if any: its hash, and
     // whether it runs (so that a copy found needs no second session).
@@ -146,7 +151,7 @@ fn copy_one(a: &ClusterConfig, h: &Host, local: &Local) -> Result<String, String
          true; }}",
         remote_dir_words(a.remote_dir.as_deref())
     );
-    let out = super::ssh::ssh(a, h)
+    let out = super::ssh::ssh(a, h, mux)
         .arg(look)
         .stdin(Stdio::null())
         .output()
@@ -187,7 +192,7 @@ fn copy_one(a: &ClusterConfig, h: &Host, local: &Local) -> Result<String, String
             local.sha256
         );
         let file = std::fs::File::open(&local.path).map_err(|e| e.to_string())?;
-        let out = super::ssh::ssh(a, h)
+        let out = super::ssh::ssh(a, h, mux)
             .arg(put)
             .stdin(file)
             .stdout(Stdio::null())
@@ -207,7 +212,7 @@ fn copy_one(a: &ClusterConfig, h: &Host, local: &Local) -> Result<String, String
     }
     // It must run there: a directory mounted noexec, a C library it
     // does not find, show here.
-    let out = super::ssh::ssh(a, h)
+    let out = super::ssh::ssh(a, h, mux)
         .arg(format!("{} --version", shell_quote(&path)))
         .stdin(Stdio::null())
         .output()

@@ -78,18 +78,74 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-/// ssh to host `h` with the run's options, the remote command to follow.
-pub fn ssh(a: &ClusterConfig, h: &Host) -> Command {
+/// ssh to host `h` with the run's options (and its shared connection, if
+/// any), the remote command to follow.
+pub fn ssh(a: &ClusterConfig, h: &Host, mux: Option<&Mux>) -> Command {
     let mut c = Command::new("ssh");
     c.arg("-o").arg("BatchMode=yes");
+    // (The user's options first: ssh takes an option's first value.)
     for o in &a.ssh_options {
         c.arg("-o").arg(o);
+    }
+    if let Some(m) = mux {
+        c.args(["-o", "ControlMaster=auto", "-o", "ControlPersist=120", "-o"]);
+        c.arg(m.path());
     }
     if let Some(p) = h.port {
         c.arg("-p").arg(p.to_string());
     }
     c.arg(&h.dest).arg("--");
     c
+}
+
+/// One ssh connection per host shared by the sessions of one run (the
+/// copy's, then the run's: one handshake, not two), its socket in a
+/// directory of this process; the connections are ended and the
+/// directory removed on drop.
+pub struct Mux {
+    dir: PathBuf,
+    hosts: Vec<Host>,
+    ssh_options: Vec<String>,
+}
+
+impl Mux {
+    fn new(a: &ClusterConfig) -> Result<Mux> {
+        let dir = std::env::temp_dir().join(format!("throng-ssh-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+        Ok(Mux {
+            dir,
+            hosts: a.hosts.clone(),
+            ssh_options: a.ssh_options.clone(),
+        })
+    }
+
+    /// The ControlPath option (`%C`: a hash of the host, port and user).
+    fn path(&self) -> String {
+        format!("ControlPath={}/%C", self.dir.display())
+    }
+}
+
+impl Drop for Mux {
+    fn drop(&mut self) {
+        for h in &self.hosts {
+            let mut c = Command::new("ssh");
+            c.args(["-O", "exit", "-o"]).arg(self.path());
+            for o in &self.ssh_options {
+                c.arg("-o").arg(o);
+            }
+            if let Some(p) = h.port {
+                c.arg("-p").arg(p.to_string());
+            }
+            let _ = c
+                .arg(&h.dest)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// A cluster run: plain data, built from the flags by cli (which reads the
@@ -133,6 +189,8 @@ pub struct ClusterConfig {
 /// together, followed, stopped together, and merged.
 pub fn run(a: &ClusterConfig) -> Result<ExitCode> {
     let stop = Stop::install()?;
+    // The copy's connection to each host serves its run too.
+    let mux = a.copy_binary.then(|| Mux::new(a)).transpose()?;
     let binaries = match a.copy_binary {
         true => {
             let local = super::copy::Local::prepare()?;
@@ -142,11 +200,12 @@ pub fn run(a: &ClusterConfig) -> Result<ExitCode> {
                 &local.sha256[..16],
                 a.hosts.len()
             );
-            super::copy::copy_all(a, &local)?
+            super::copy::copy_all(a, &local, mux.as_ref())?
         }
         false => vec![a.binary.clone(); a.hosts.len()],
     };
-    let mut children = Children::spawn_commands(commands(a, &binaries), &stop, true, true)?;
+    let mut children =
+        Children::spawn_commands(commands(a, &binaries, mux.as_ref()), &stop, true, true)?;
     let refused = match super::start::start(a, &stop, &mut children) {
         super::start::Start::Go(_) => None,
         super::start::Start::Refused(why) => Some(Some(why)),
@@ -182,7 +241,7 @@ pub fn run(a: &ClusterConfig) -> Result<ExitCode> {
 
 /// Each host's ssh command, by the host's name: `throng client` with the
 /// client arguments, its segment and the run id; it starts on `go`.
-fn commands(a: &ClusterConfig, binaries: &[String]) -> Vec<(String, Command)> {
+fn commands(a: &ClusterConfig, binaries: &[String], mux: Option<&Mux>) -> Vec<(String, Command)> {
     let n = a.hosts.len() as u64;
     // One run id for every host: the user's (--run-id in the client
     // arguments, passed on as it is), else a new one.
@@ -206,7 +265,7 @@ fn commands(a: &ClusterConfig, binaries: &[String]) -> Vec<(String, Command)> {
                 words.extend(["--run-id".into(), id.clone()]);
             }
             let remote: Vec<String> = words.iter().map(|w| shell_quote(w)).collect();
-            let mut c = ssh(a, h);
+            let mut c = ssh(a, h, mux);
             c.arg(remote.join(" "));
             // Its own process group: a Ctrl-C at the terminal reaches the
             // controller only, which stops every host over its session.
