@@ -61,6 +61,64 @@ pub enum ChildLine {
     /// Client children of a parent with --metrics: the figures so far,
     /// after each second's sample.
     Metrics(Box<crate::metrics::exported::RunFigures>),
+    /// Hosts of `throng cluster`: what the host is and its plan for its
+    /// share, before any connection; it then waits for `go` on stdin.
+    HostReady(Box<HostReport>),
+    /// Hosts of `throng cluster`: the host's wall clock (Unix seconds)
+    /// when it read `clock` on stdin.
+    Clock(f64),
+}
+
+/// What a load host of `throng cluster` says before the run: what it is
+/// (the controller refuses a mix of versions) and its plan for its share.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostReport {
+    /// `uname -m`'s words (x86_64, aarch64).
+    pub arch: String,
+    /// The C library throng runs on (glibc 2.36, musl).
+    pub libc: String,
+    /// throng's version there.
+    pub version: String,
+    pub hostname: String,
+    /// Processes the host runs its share in.
+    pub processes: u64,
+    /// The plan's lines, as `throng client` prints them.
+    pub plan: Vec<String>,
+    /// Why the host cannot take its share, each with the fix (none: it can).
+    pub problems: Vec<String>,
+}
+
+impl HostReport {
+    /// This host, with its plan and its problems.
+    pub fn here(processes: u64, plan: Vec<String>, problems: Vec<String>) -> HostReport {
+        HostReport {
+            arch: std::env::consts::ARCH.to_string(),
+            libc: libc_name(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            hostname: crate::sys::proc::sysctl("kernel.hostname").unwrap_or_default(),
+            processes,
+            plan,
+            problems,
+        }
+    }
+}
+
+/// The C library this process runs on, and its version where it says.
+fn libc_name() -> String {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: gnu_get_libc_version returns a static NUL-terminated string.
+        let v = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+        format!("glibc {}", v.to_string_lossy())
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        if cfg!(target_env = "musl") {
+            "musl".to_string()
+        } else {
+            "unknown".to_string()
+        }
+    }
 }
 
 impl ChildLine {
@@ -162,14 +220,16 @@ impl Children {
     /// Starts the commands. With `prefix_stderr`, their stderr lines are
     /// shown with their name in front (and the last one kept, to say why
     /// one failed); otherwise stderr is shared.
+    /// With `keep_stdin`, each one's stdin is a pipe (see [`Children::say`]).
     pub fn spawn_commands(
         cmds: Vec<(String, Command)>,
         stop: &Stop,
         prefix_stderr: bool,
+        keep_stdin: bool,
     ) -> Result<Children> {
         let mut all = Children::none();
         for (name, cmd) in cmds {
-            all.push(name, cmd, stop, prefix_stderr, None, false)?;
+            all.push(name, cmd, stop, prefix_stderr, None, keep_stdin)?;
         }
         Ok(all)
     }
@@ -270,6 +330,19 @@ impl Children {
                 let _ = input.flush();
             }
         }
+    }
+
+    /// Writes `line` and a newline on child `i`'s stdin; false when it
+    /// cannot be written (the child or its stdin gone).
+    pub fn say(&mut self, i: usize, line: &str) -> bool {
+        use std::io::Write;
+        let Some(input) = self.children.get_mut(i).and_then(|c| c.stdin.as_mut()) else {
+            return false;
+        };
+        input
+            .write_all(format!("{line}\n").as_bytes())
+            .and_then(|()| input.flush())
+            .is_ok()
     }
 
     /// Sends Enter to child `i` and closes its stdin (one word, once).

@@ -64,6 +64,12 @@ impl Lab {
 
     /// Starts sshd on host i, waiting for its "listening" line.
     fn sshd(&mut self, i: usize) {
+        self.sshd_with(i, "", None);
+    }
+
+    /// As [`Lab::sshd`], with more sshd_config lines (`SetEnv` for the
+    /// sessions) and an fd limit for everything it starts.
+    fn sshd_with(&mut self, i: usize, extra: &str, nofile: Option<u32>) {
         let d = &self.dir;
         let conf = d.join(format!("sshd-{i}.conf"));
         std::fs::write(
@@ -71,23 +77,21 @@ impl Lab {
             format!(
                 "Port 22\nListenAddress 198.18.0.{}\nHostKey {}\nAuthorizedKeysFile {}\n\
                  PermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\n\
-                 StrictModes no\nPidFile none\n",
+                 StrictModes no\nPidFile none\n{extra}",
                 i + 1,
                 d.join("host_key").display(),
                 d.join("id.pub").display()
             ),
         )
         .unwrap();
-        let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns(i),
-                "/usr/sbin/sshd",
-                "-D",
-                "-e",
-                "-f",
-            ])
+        let limit = nofile.map(|n| format!("--nofile={n}:{n}"));
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.ns(i)]);
+        if let Some(l) = &limit {
+            cmd.args(["prlimit", l.as_str()]);
+        }
+        let mut child = cmd
+            .args(["/usr/sbin/sshd", "-D", "-e", "-f"])
             .arg(&conf)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -198,8 +202,6 @@ fn a_search_of_cluster_runs_finds_a_servers_fd_limit() {
             hosts.display().to_string(),
             "--binary".into(),
             BIN.into(),
-            "--start-in".into(),
-            "1s".into(),
             "--json".into(),
             json.display().to_string(),
         ];
@@ -281,6 +283,10 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
             ];
             if copy {
                 a.push("--copy-binary".into());
+                a.extend([
+                    "--remote-dir".into(),
+                    d.join("remote").display().to_string(),
+                ]);
             } else {
                 a.extend(["--binary".into(), BIN.into()]);
             }
@@ -354,7 +360,8 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
             .unwrap();
         assert_eq!((requests, answered), (sent, sent), "{out}");
 
-        // A host that dies mid-run and one that cannot be reached.
+        // A host that cannot be reached stops the run before any load,
+        // named.
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &lab.ns(0), BIN, "server"]);
         let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
@@ -364,10 +371,28 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
             "root@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.9\n",
         )
         .unwrap();
+        let json = d.join("refused.json");
+        let mut args = cluster_args(&json, &[&target, "-c", "30", "-T", "1s"], false);
+        args.splice(1..1, ["--start-in".to_string(), "8s".into()]);
+        let (code, out, err) = common::output(Command::new(BIN).args(&args));
+        assert_eq!(code, 2, "{out}\n{err}");
+        assert!(
+            err.contains("refused before any load") && err.contains("host root@198.18.0.9"),
+            "{err}"
+        );
+        assert!(!err.contains("host root@198.18.0.2 "), "{err}");
+        assert!(!json.exists());
+
+        // A host killed mid-run: named, its share missing, exit 1.
+        std::fs::write(
+            &hosts,
+            "root@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.4\n",
+        )
+        .unwrap();
         let json = d.join("partial.json");
         let args = cluster_args(
             &json,
-            &[&target, "-c", "200", "--closed-loop", "-T", "20s"],
+            &[&target, "-c", "150", "--closed-loop", "-T", "6s"],
             false,
         );
         let (mut child, mut err) = common::spawn_piped(Command::new(BIN).args(&args));
@@ -384,21 +409,353 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
             common::signal(pid.parse().unwrap(), libc::SIGKILL);
         }
-        // Then stop the run: the survivor's result is merged.
+        std::thread::spawn(move || for _ in err.lines() {});
+        let mut out = String::new();
+        std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+        assert_eq!(child.wait().unwrap().code(), Some(1), "{out}");
+        assert!(out.contains("PARTIAL: host root@198.18.0.3"), "{out}");
+        let r = common::outcome(&json);
+        assert!(r.partial);
+        assert!(!r.interrupted);
+        assert_eq!(r.parts.len(), 2);
+        assert!(r.connections.established >= 100, "{out}");
+
+        // Ctrl-C: the stop goes to every host over its session at once;
+        // each ends its run and gives its result, but for a frozen one,
+        // which is named, its share missing.
+        lab.sshd(2);
+        std::fs::write(
+            &hosts,
+            "root@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.4\n",
+        )
+        .unwrap();
+        let json = d.join("stopped.json");
+        let args = cluster_args(
+            &json,
+            &[&target, "-c", "90", "--closed-loop", "-T", "60s"],
+            false,
+        );
+        let (mut child, mut err) = common::spawn_piped(Command::new(BIN).args(&args));
+        let mut line = String::new();
+        while !line.contains("root@198.18.0.4") || !line.contains("open") {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "cluster ended early");
+        }
+        let pids = Command::new("ip")
+            .args(["netns", "pids", &lab.ns(2)])
+            .output()
+            .unwrap();
+        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+            common::signal(pid.parse().unwrap(), libc::SIGSTOP);
+        }
+        let asked = std::time::Instant::now();
         common::signal(child.id() as i32, libc::SIGINT);
         std::thread::spawn(move || for _ in err.lines() {});
         let mut out = String::new();
         std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-        // Interrupted takes the exit code; the merge is partial.
         assert_eq!(child.wait().unwrap().code(), Some(130), "{out}");
-        assert!(out.contains("PARTIAL: host root@198.18.0.9"), "{out}");
-        assert!(out.contains("PARTIAL: host root@198.18.0.3"), "{out}");
+        assert!(asked.elapsed().as_secs() < 40, "{out}");
+        assert!(
+            out.contains("PARTIAL: host root@198.18.0.3") && out.contains("its share is missing"),
+            "{out}"
+        );
         let r = common::outcome(&json);
-        assert!(r.partial);
-        assert!(r.interrupted);
-        assert_eq!(r.parts.len(), 1);
-        assert!(r.connections.established > 0);
+        assert!(r.interrupted && r.partial, "{out}");
+        assert_eq!(r.parts.len(), 2);
+        assert_eq!(r.connections.established, 60, "{out}");
         drop(srv);
         drop(lab);
     });
+}
+
+/// The lab's keys: the hosts' and the user's.
+fn keys(d: &Path) {
+    sh(&format!(
+        "ssh-keygen -q -t ed25519 -N '' -f {0}/host_key && ssh-keygen -q -t ed25519 -N '' -f {0}/id",
+        d.display()
+    ));
+}
+
+/// The server's count of what it accepted and answered, from its summary.
+fn server_counts(summary: &str) -> (u64, u64) {
+    let after = |word: &str| -> u64 {
+        summary
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(word))
+            .and_then(|r| r.trim_start().split([' ', ',']).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {word} in {summary}"))
+    };
+    let accepted = summary
+        .split("accepted ")
+        .nth(1)
+        .and_then(|r| r.split([',', ' ']).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no accepted in {summary}"));
+    (accepted, after("requests"))
+}
+
+const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// Four load hosts, each checked before any load: one whose ephemeral
+/// ports cannot hold its share refuses the run (named, nothing connects);
+/// one whose clock runs 5 s ahead (libfaketime) refuses it too, then runs
+/// with a larger --max-clock-offset; one whose fd limit is below its share
+/// takes it in several processes; the binary is copied stripped, checked
+/// by its hash, into --remote-dir.
+#[test]
+fn a_fleet_is_checked_before_any_load() {
+    if !have_ssh() {
+        return;
+    }
+    if !Path::new(FAKETIME).exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "libfaketime is needed in CI"
+        );
+        eprintln!("SKIPPED fleet test: libfaketime not installed (apt-get install libfaketime)");
+        return;
+    }
+    in_netns(|| {
+        let mut lab = Lab::new(5);
+        let d = lab.dir.clone();
+        keys(&d);
+        // Host 1 (198.18.0.2): 200 fds. Host 3 (.4): 50 ephemeral ports.
+        // Host 4 (.5): its sessions' clock 5 s ahead.
+        lab.sshd_with(1, "", Some(200));
+        lab.sshd(2);
+        sh(&format!(
+            "ip netns exec {} sysctl -q -w net.ipv4.ip_local_port_range='40000 40049'",
+            lab.ns(3)
+        ));
+        lab.sshd(3);
+        lab.sshd_with(
+            4,
+            &format!("SetEnv LD_PRELOAD={FAKETIME} FAKETIME=+5s FAKETIME_DONT_FAKE_MONOTONIC=1\n"),
+            None,
+        );
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &lab.ns(0), BIN, "server"]);
+        let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
+        let target = common::banner_addr(&srv, "198.18.0.1");
+        let hosts = d.join("hosts");
+        let run = |list: &[&str], extra: &[&str], json: &Path| {
+            let text: String = list
+                .iter()
+                .map(|h| format!("root@198.18.0.{h}\n"))
+                .collect();
+            std::fs::write(&hosts, text).unwrap();
+            let mut a: Vec<String> = vec![
+                "cluster".into(),
+                "--hosts".into(),
+                hosts.display().to_string(),
+                "--json".into(),
+                json.display().to_string(),
+                "--copy-binary".into(),
+                "--remote-dir".into(),
+                d.join("remote").display().to_string(),
+            ];
+            a.extend(extra.iter().map(|s| s.to_string()));
+            a.extend(ssh_options(&d));
+            a.extend(["--", &target, "-c", "600", "--closed-loop", "-T", "2s"].map(String::from));
+            common::output(Command::new(BIN).args(&a))
+        };
+        let json = d.join("fleet.json");
+        // The host without the ports for its share stops the run first.
+        let (code, out, err) = run(&["2", "3", "4", "5"], &[], &json);
+        assert_eq!(code, 2, "{out}\n{err}");
+        assert!(
+            err.contains("host root@198.18.0.4 cannot take its share")
+                && err.contains("ephemeral ports"),
+            "{err}"
+        );
+        assert!(out.contains("copying throng"), "{out}");
+        assert!(!json.exists());
+        // The copy is stripped, named by its hash, and runs there.
+        let copies: Vec<PathBuf> = std::fs::read_dir(d.join("remote"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(copies.len(), 1, "{copies:?}");
+        let size = std::fs::metadata(&copies[0]).unwrap().len();
+        assert!(
+            size < std::fs::metadata(BIN).unwrap().len(),
+            "not stripped: {size}"
+        );
+        // The skewed clock stops it next, with the fix.
+        let (code, out, err) = run(&["2", "3", "5"], &[], &json);
+        assert_eq!(code, 2, "{out}\n{err}");
+        assert!(
+            err.contains("host root@198.18.0.5's clock is")
+                && err.contains("ahead of")
+                && err.contains("--max-clock-offset"),
+            "{err}"
+        );
+        assert!(out.contains("clock offsets"), "{out}");
+        // A larger bound takes it; the host short of fds runs processes.
+        let (code, out, err) = run(&["2", "3", "5"], &["--max-clock-offset", "10s"], &json);
+        assert_eq!(code, 0, "{out}\n{err}");
+        let first = out
+            .lines()
+            .find(|l| l.starts_with("host root@198.18.0.2:"))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(first.contains(" processes"), "{first}");
+        assert!(
+            first.contains("throng ") && first.contains(std::env::consts::ARCH),
+            "{first}"
+        );
+        let r = typed(&common::read_result(&json));
+        assert_eq!(r.parts.len(), 3, "{out}");
+        assert!(!r.partial, "{out}");
+        assert_eq!(r.connections.established, 600, "{out}");
+        let answered = r.q().answered;
+        let (status, summary) = srv.stop();
+        assert!(status.success());
+        // (The refused runs connected nothing: the server counts this
+        // run's connections only.)
+        assert_eq!(server_counts(&summary), (600, answered), "{summary}");
+        drop(lab);
+    });
+}
+
+/// The time from `throng cluster` to the first connection on 4 load hosts
+/// (the binary copied), for each throng in THRONG_CLUSTER_BINS (a comma
+/// list; this build without it): printed, for bench/RESULTS.md. A throng
+/// with --remote-dir runs twice: its copy sent, then found on the hosts.
+/// `cargo test --test cluster time_to_first -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn time_to_first_connection_on_four_hosts() {
+    if !have_ssh() {
+        return;
+    }
+    let bins: Vec<String> = std::env::var("THRONG_CLUSTER_BINS")
+        .map(|v| v.split(',').map(String::from).collect())
+        .unwrap_or_else(|_| vec![BIN.to_string()]);
+    in_netns(move || {
+        let mut lab = Lab::new(4);
+        let d = lab.dir.clone();
+        keys(&d);
+        for i in 0..4 {
+            lab.sshd(i);
+        }
+        // An echo server in the test's namespace that notes its first
+        // connection.
+        let listener = std::net::TcpListener::bind("198.18.0.254:0").unwrap();
+        let target = listener.local_addr().unwrap().to_string();
+        let (tx, rx) = std::sync::mpsc::channel::<std::time::Instant>();
+        std::thread::spawn(move || {
+            for s in listener.incoming() {
+                let Ok(s) = s else { break };
+                let _ = tx.send(std::time::Instant::now());
+                std::thread::spawn(move || {
+                    let mut r = s.try_clone().unwrap();
+                    let mut w = s;
+                    let _ = std::io::copy(&mut r, &mut w);
+                });
+            }
+        });
+        let hosts = d.join("hosts");
+        std::fs::write(
+            &hosts,
+            "root@198.18.0.1\nroot@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.4\n",
+        )
+        .unwrap();
+        for bin in &bins {
+            let help = common::output(Command::new(bin).args(["cluster", "--help"])).1;
+            let cached = help.contains("--remote-dir");
+            let runs = if cached { 2 } else { 1 };
+            for run in 0..runs {
+                let mut a: Vec<String> = vec![
+                    "cluster".into(),
+                    "--hosts".into(),
+                    hosts.display().to_string(),
+                    "--copy-binary".into(),
+                    "--quiet".into(),
+                ];
+                if cached {
+                    a.extend([
+                        "--remote-dir".into(),
+                        d.join("remote").display().to_string(),
+                    ]);
+                }
+                a.extend(ssh_options(&d));
+                a.extend(
+                    ["--", &target, "-c", "40", "--closed-loop", "-T", "1s"].map(String::from),
+                );
+                while rx.try_recv().is_ok() {}
+                let t0 = std::time::Instant::now();
+                let (code, out, err) = common::output(Command::new(bin).args(&a));
+                assert_eq!(code, 0, "{out}\n{err}");
+                let first = rx.try_iter().min().expect("a connection");
+                let size = std::fs::metadata(bin).unwrap().len();
+                println!(
+                    "TIME {bin} ({:.0} MB{}): first connection {:.2} s after `throng cluster`",
+                    size as f64 / 1e6,
+                    match (cached, run) {
+                        (false, _) => "",
+                        (true, 0) => ", copy sent",
+                        (true, _) => ", copy found on the hosts",
+                    },
+                    (first - t0).as_secs_f64()
+                );
+            }
+        }
+        drop(lab);
+    });
+}
+
+/// A slice run in several processes (a load host past its fd limit) gives
+/// that slice's result: the slices of a run in 2 and 3 processes merge
+/// into the whole, exactly.
+#[test]
+fn a_slice_in_several_processes_is_that_slice() {
+    let srv = common::server(&[]);
+    let target = srv.addr.to_string();
+    let d = temp_dir("slice-processes");
+    let mut paths = Vec::new();
+    for (k, procs) in [("1/2", "2"), ("2/2", "3")] {
+        let json = d.join(format!("s{}.json", &k[..1]));
+        let (code, out, err) = common::output(Command::new(BIN).args([
+            "client",
+            &target,
+            "-c",
+            "101",
+            "--closed-loop",
+            "-T",
+            "1s",
+            "-q",
+            "--run-id",
+            "two-slices",
+            "--segment",
+            k,
+            "--processes",
+            procs,
+            "--json",
+            json.to_str().unwrap(),
+        ]));
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(out.contains(&format!("in {procs} processes")), "{out}");
+        let r = common::outcome(&json);
+        let s = r.slice.as_ref().unwrap();
+        assert_eq!(format!("{}/{}", s.index, s.count), k);
+        assert_eq!(r.parts.len(), procs.parse::<usize>().unwrap());
+        paths.push(json);
+    }
+    let merged = d.join("merged.json");
+    let (code, out, err) = common::output(
+        Command::new(BIN)
+            .arg("merge")
+            .args(&paths)
+            .args(["--json", merged.to_str().unwrap()]),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let r = common::outcome(&merged);
+    assert!(!r.partial, "{out}");
+    assert_eq!(r.connections.established, 101, "{out}");
+    let answered = r.q().answered;
+    let (status, summary) = srv.stop();
+    assert!(status.success());
+    assert_eq!(server_counts(&summary), (101, answered), "{summary}");
+    let _ = std::fs::remove_dir_all(&d);
 }

@@ -381,7 +381,10 @@ pub struct ClientArgs {
 
     /// Run slice K of N of the scenario: its share of connections and rate,
     /// its own source addresses and seed. N slices offer exactly the whole.
-    #[arg(long, value_name = "K/N", value_parser = parse_segment, help_heading = "Scale out")]
+    /// auto: the launcher's (THRONG_SEGMENT=K/N; a Kubernetes Indexed Job's
+    /// JOB_COMPLETION_INDEX with THRONG_SEGMENTS; Slurm's SLURM_PROCID and
+    /// SLURM_NTASKS). With --json DIR, the result is DIR/segment-K-of-N.json.
+    #[arg(long, value_name = "K/N|auto", value_parser = parse_segment, help_heading = "Scale out")]
     pub segment: Option<Segment>,
 
     /// Wait until this wall-clock time (RFC 3339 or Unix seconds) before
@@ -401,8 +404,8 @@ pub struct ClientArgs {
     #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = parse_processes, help_heading = "Scale out")]
     pub processes: Processes,
 
-    /// Internal: run as a child of `throng cluster` (per-second JSON lines
-    /// on stdout).
+    /// Internal: run as a load host of `throng cluster` (its report, then
+    /// per-second JSON lines on stdout; `clock`, `go` and `stop` on stdin).
     #[arg(long, hide = true)]
     pub child: bool,
 
@@ -468,7 +471,7 @@ impl ClientArgs {
             server: a.server_kind(),
             segment: a.segment,
             child: a.child,
-            json: a.json.clone(),
+            json: a.json_file(),
             force: a.force,
             control: a.control.is_some(),
             pause: a.pause,
@@ -480,6 +483,20 @@ impl ClientArgs {
             run_id: a.run_id.clone(),
             metrics: a.metrics,
         })))
+    }
+
+    /// --json's file: a directory given holds the result as
+    /// `segment-K-of-N.json` (`result.json` for a run that is no slice),
+    /// where `throng merge DIR` finds every slice's.
+    pub fn json_file(&self) -> Option<PathBuf> {
+        let p = self.json.as_ref()?;
+        if !p.is_dir() {
+            return Some(p.clone());
+        }
+        Some(p.join(match self.segment {
+            Some(s) => format!("segment-{}-of-{}.json", s.index, s.count),
+            None => "result.json".to_string(),
+        }))
     }
 
     /// The embedded server these flags want when it runs apart.

@@ -380,13 +380,26 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "PATH", default_value = "throng")]
     pub binary: String,
 
-    /// Copy this throng binary to each host first (to /tmp over ssh).
+    /// Copy this throng, stripped, to every host first (a few at a time;
+    /// its SHA-256 checked there; kept for the next run) into the user's
+    /// cache directory there (~/.cache/throng) or --remote-dir.
     #[arg(long)]
     pub copy_binary: bool,
 
-    /// How long after now all hosts start together (time for ssh to connect).
-    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    /// Where --copy-binary puts throng on each host: a directory on a file
+    /// system mounted with exec (not /tmp where it is noexec).
+    #[arg(long, value_name = "DIR", requires = "copy_binary")]
+    pub remote_dir: Option<String>,
+
+    /// How long the hosts have to connect over ssh and report ready with
+    /// their plans; all then start together.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub start_in: Duration,
+
+    /// The largest clock offset of a host against this one (measured over
+    /// its ssh session before the start) the run accepts.
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration)]
+    pub max_clock_offset: Duration,
 
     /// Write the merged result as JSON to FILE.
     #[arg(long, value_name = "FILE")]
@@ -552,8 +565,9 @@ impl CompareArgs {
 
 #[derive(Debug, Args)]
 pub struct MergeArgs {
-    /// Result files written by `throng client --json`.
-    #[arg(value_name = "RESULT.json", required = true)]
+    /// Result files written by `throng client --json`; a directory stands
+    /// for the *.json files in it (each slice's `--json DIR`).
+    #[arg(value_name = "RESULT.json|DIR", required = true)]
     pub results: Vec<PathBuf>,
 
     /// Write the merged result as JSON to FILE.
@@ -625,7 +639,11 @@ fn parse_run_id(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
+/// `K/N`, or `auto`: the launcher's (see [`crate::cluster::launcher`]).
 fn parse_segment(s: &str) -> Result<Segment, String> {
+    if s == "auto" {
+        return crate::cluster::launcher::segment_from(&|name| std::env::var(name).ok());
+    }
     let err = || format!("'{s}' is not a segment K/N with 1 <= K <= N, e.g. 2/4");
     let (k, n) = s.split_once('/').ok_or_else(err)?;
     let (index, count): (u64, u64) = (k.parse().map_err(|_| err())?, n.parse().map_err(|_| err())?);

@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 
-use crate::child::ChildLine;
+use crate::child::{ChildLine, HostReport};
 use crate::domain::{Mode, RunId, RunIdFrom, Transport};
 use crate::exposition::Endpoint;
 use crate::metrics::exported::RunFigures;
@@ -201,13 +201,23 @@ pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
     let mut whole = a.whole.clone();
     // Bound now: a busy address stops the run before any connection.
     let endpoint = a.metrics.map(Endpoint::bind).transpose()?;
-    let nproc = if a.segment.is_some() || a.child {
-        1
-    } else {
-        processes_needed(a.processes, &whole, &fd)
-    };
-    if !a.child {
-        check_capacity(&a, &whole, &probe_targets, nproc)?;
+    // A slice (a load host's share) runs in as many processes as its own
+    // share needs, like a whole run.
+    let share = a.segment.map_or_else(|| whole.clone(), |s| whole.slice(s));
+    let nproc = processes_needed(a.processes, &share, &fd);
+    let refusals = capacity_problems(&a, &whole, &probe_targets, nproc);
+    if a.child && !a.force && !refusals.is_empty() {
+        crate::cluster::host::report(HostReport::here(nproc, Vec::new(), refusals.clone()));
+    }
+    check_problems(a.force, refusals)?;
+    let run = run_id(&a, &whole);
+    // A slice in several processes: they share out the slice as they
+    // would a whole, and their merge is the slice's result.
+    let mut of = None;
+    if let (Some(seg), true) = (a.segment, nproc > 1) {
+        let mut s = share;
+        s.segment = None;
+        of = Some((std::mem::replace(&mut whole, s), seg));
     }
     // More than one process and no target: the embedded server runs in
     // processes of its own (elastic, as `throng server`), and the client's
@@ -220,15 +230,22 @@ pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
     } else {
         None
     };
-    let (chosen, shortfall, why) = plan_sources(&a, &probe_targets, &whole, nproc);
+    let slices = match (of.is_some(), a.segment) {
+        (false, Some(s)) => s.count,
+        _ => nproc,
+    };
+    let (chosen, shortfall, why) = plan_sources(&a, &probe_targets, &whole, slices);
     check_source_families(&probe_targets, &chosen)?;
     whole.sources = chosen;
-    let run = run_id(&a, &whole);
     let exported = serve_metrics(endpoint, a.child)?;
     if nproc > 1 {
         return processes::run_processes(
             &a,
-            (&whole, &run),
+            processes::Whole {
+                whole: &whole,
+                run: &run,
+                of: of.as_ref().map(|(w, s)| (w, *s)),
+            },
             nproc,
             &fd,
             &stop,
@@ -250,16 +267,15 @@ pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
 }
 
 /// The source addresses (--source-ip's, or as many as the connections per
-/// target need in `nproc` processes), the planner's advice on a shortfall,
+/// target need in `slices` slices), the planner's advice on a shortfall,
 /// and why, in words.
 fn plan_sources(
     a: &ClientConfig,
     probe_targets: &[SocketAddr],
     whole: &Scenario,
-    nproc: u64,
+    slices: u64,
 ) -> (Vec<IpAddr>, Option<String>, String) {
     if a.sources_given.is_empty() {
-        let slices = a.segment.map_or(nproc, |s| s.count);
         let p = sources::plan(
             probe_targets,
             whole.per_target(),
@@ -272,15 +288,14 @@ fn plan_sources(
     }
 }
 
-/// Refuses a run this host cannot hold in `nproc` processes (unless
-/// --force): what this host holds is its slice of a segmented run, or the
-/// whole.
-fn check_capacity(
+/// Why this host cannot hold the run in `nproc` processes: what this
+/// host holds is its slice of a segmented run, or the whole.
+fn capacity_problems(
     a: &ClientConfig,
     whole: &Scenario,
     probe_targets: &[SocketAddr],
     nproc: u64,
-) -> Result<()> {
+) -> Vec<String> {
     let here = a
         .segment
         .map_or(whole.connections, |s| whole.slice(s).connections);
@@ -296,7 +311,7 @@ fn check_capacity(
         ends_per_process: if a.no_target { 2 } else { 1 },
     };
     let host = capacity::Host::read(capacity::measure_if_needed(here * ends_here));
-    check_problems(a.force, capacity::refusals(&need, &host))
+    capacity::refusals(&need, &host)
 }
 
 /// Starts the embedded server in processes of its own and makes it
@@ -366,8 +381,11 @@ fn run_one(a: &ClientConfig, p: Planned, stop: &Stop) -> Result<ExitCode> {
         None => whole.clone(),
     };
     let problems = preflight(&ran, &p.fd, p.shortfall.as_deref());
-    if !a.child {
-        print_plan(&ran, &whole, &p.why, p.shortfall)?;
+    let plan = plan_lines(&ran, &whole, &p.why, p.shortfall);
+    if a.child {
+        crate::cluster::host::report(HostReport::here(1, plan, problems.clone()));
+    } else {
+        print_lines(&plan)?;
     }
     check_problems(a.force, problems)?;
     let here = Here {
@@ -376,6 +394,7 @@ fn run_one(a: &ClientConfig, p: Planned, stop: &Stop) -> Result<ExitCode> {
         start_at: a.start_at,
         control: a.control,
         child: a.child,
+        session: a.child,
         quiet: a.quiet,
         exported: p.exported,
     };
@@ -444,30 +463,33 @@ fn start_embedded(
 
 /// The plan's paragraph: what runs here (`ran`, a slice of `whole` or the
 /// whole), from which sources, and the warnings.
-fn print_plan(
+fn plan_lines(
     ran: &Scenario,
     whole: &Scenario,
     why: &str,
     shortfall: Option<String>,
-) -> Result<()> {
-    let mut out = io::stdout().lock();
-    writeln!(
-        out,
-        "{}",
-        report::plan_paragraph(ran, sources::ports_per_source())
-    )?;
+) -> Vec<String> {
+    let mut out = vec![report::plan_paragraph(ran, sources::ports_per_source())];
     if let Some(seg) = ran.segment {
-        writeln!(
-            out,
+        out.push(format!(
             "  segment {}/{} of {} connections",
             seg.index, seg.count, whole.connections
-        )?;
+        ));
     }
     if !ran.sources.is_empty() {
-        writeln!(out, "  sources: {why}")?;
+        out.push(format!("  sources: {why}"));
     }
     for w in warnings(ran, shortfall) {
-        writeln!(out, "  warning: {w}")?;
+        out.push(format!("  warning: {w}"));
+    }
+    out
+}
+
+/// Prints lines on stdout.
+fn print_lines(lines: &[String]) -> Result<()> {
+    let mut out = io::stdout().lock();
+    for l in lines {
+        writeln!(out, "{l}")?;
     }
     out.flush()?;
     Ok(())
@@ -510,6 +532,8 @@ struct Here {
     /// A child of --processes or of `throng cluster`: JSON lines for the
     /// parent instead of a live view.
     child: bool,
+    /// A load host of `throng cluster`: it starts on the controller's `go`.
+    session: bool,
     quiet: bool,
     /// The figures of a --metrics endpoint (this process's, or its
     /// parent's), kept up to date by the engine.
@@ -533,7 +557,11 @@ fn run_here(
         ),
         None => None,
     };
-    if !wait_start_at(here.start_at, stop)? {
+    let started = match here.session {
+        true => crate::cluster::host::wait_go(stop)?,
+        false => wait_start_at(here.start_at, stop)?,
+    };
+    if !started {
         return Ok(None);
     }
     let sc = Arc::new(ran);

@@ -52,12 +52,21 @@ pub(super) struct ChildPlan {
     run: RunId,
 }
 
+/// What the processes share out, and the run they are of.
+pub(super) struct Whole<'a> {
+    /// The scenario the processes share out.
+    pub whole: &'a Scenario,
+    pub run: &'a RunId,
+    /// When `whole` is a slice (--segment K/N): the scenario it is a slice
+    /// of, and which: the processes' merge is that slice's result.
+    pub of: Option<(&'a Scenario, Segment)>,
+}
+
 /// Runs the scenario as `n` child processes, one segment each, and merges
 /// their results as if one process had done it.
 pub(super) fn run_processes(
     a: &ClientConfig,
-    // The whole scenario, and the run its slices are of.
-    (whole, run): (&Scenario, &RunId),
+    w: Whole,
     n: u64,
     fd: &FdLimit,
     stop: &Stop,
@@ -66,11 +75,16 @@ pub(super) fn run_processes(
     // The figures of --metrics (the sum of the children's).
     exported: Option<Arc<Mutex<RunFigures>>>,
 ) -> Result<ExitCode> {
+    let (whole, run) = (w.whole, w.run);
     print_plan(a, whole, n, fd, (&shortfall, why))?;
     if a.control || a.pause {
         return Err(usage(
             "--control and --pause work with one process; add --processes 1",
         ));
+    }
+    // A load host of `throng cluster` starts its processes on `go`.
+    if a.child && !crate::cluster::host::wait_go(stop)? {
+        return Ok(ExitCode::from(130));
     }
     let parts = PartsDir::new()?;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
@@ -110,8 +124,14 @@ pub(super) fn run_processes(
     let mut parent = Parent::new(a, whole, n, children, common_end, exported);
     parent.follow(stop);
     Live::finish(&mut parent.live);
+    let mut slices = parent.slices(&parts, observer);
+    slices.of = w.of.map(|(s, seg)| (s.clone(), seg));
+    if a.child {
+        let merged = crate::cluster::merge::merged(&slices, Some(whole), "processes")?;
+        return super::child_end(&merged, a.json.as_deref());
+    }
     crate::cluster::merge::finish(
-        parent.slices(&parts, observer),
+        slices,
         Some(whole),
         a.json.as_deref(),
         &a.views,
@@ -136,33 +156,33 @@ fn print_plan(
         shortfall.as_deref(),
     );
     problems.retain(|p| !p.contains("file descriptors"));
-    {
+    let mut lines = vec![report::plan_paragraph(whole, sources::ports_per_source())];
+    if a.processes == crate::domain::Processes::Auto {
+        lines.push(format!(
+            "  in {n} processes: {} connections need more fds than one process may hold ({}{})",
+            whole.connections,
+            fd.soft,
+            if fd.hard_is_cap {
+                ", the hard limit here"
+            } else {
+                ""
+            }
+        ));
+    } else {
+        lines.push(format!("  in {n} processes (--processes {n})"));
+    }
+    if !whole.sources.is_empty() {
+        lines.push(format!("  sources: {why}"));
+    }
+    for w in warnings(whole, shortfall.clone()) {
+        lines.push(format!("  warning: {w}"));
+    }
+    if a.child {
+        crate::cluster::host::report(crate::child::HostReport::here(n, lines, problems.clone()));
+    } else {
         let mut out = io::stdout().lock();
-        writeln!(
-            out,
-            "{}",
-            report::plan_paragraph(whole, sources::ports_per_source())
-        )?;
-        if a.processes == crate::domain::Processes::Auto {
-            writeln!(
-                out,
-                "  in {n} processes: {} connections need more fds than one process may hold ({}{})",
-                whole.connections,
-                fd.soft,
-                if fd.hard_is_cap {
-                    ", the hard limit here"
-                } else {
-                    ""
-                }
-            )?;
-        } else {
-            writeln!(out, "  in {n} processes (--processes {n})")?;
-        }
-        if !whole.sources.is_empty() {
-            writeln!(out, "  sources: {why}")?;
-        }
-        for w in warnings(whole, shortfall.clone()) {
-            writeln!(out, "  warning: {w}")?;
+        for l in &lines {
+            writeln!(out, "{l}")?;
         }
         out.flush()?;
     }
@@ -258,7 +278,10 @@ impl<'a> Parent<'a> {
         common_end: bool,
         exported: Option<Arc<Mutex<RunFigures>>>,
     ) -> Parent<'a> {
-        let live = LiveView::new(a.quiet, whole.connections);
+        let live = match a.child {
+            true => LiveView::Child(None),
+            false => LiveView::new(a.quiet, whole.connections),
+        };
         let drain = whole.traffic.as_ref().map_or(0.0, |t| t.drain_s);
         let share = whole.connections.div_ceil(n);
         Parent {
@@ -439,6 +462,7 @@ impl<'a> Parent<'a> {
             interrupted: self.interrupted,
             ended_as_planned: self.common_end && self.whole.end == End::Hold,
             observed: Some(observer.finish(0)),
+            of: None,
         }
     }
 }
@@ -477,6 +501,7 @@ pub(super) fn run_child(plan: ChildPlan) -> Result<ExitCode> {
         start_at: plan.start_at,
         control: false,
         child: true,
+        session: false,
         quiet: true,
         exported: plan
             .metrics

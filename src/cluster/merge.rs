@@ -35,6 +35,10 @@ pub struct Slices {
     /// process tree's CPU, the server on this host): it replaces what the
     /// slices say of it.
     pub observed: Option<crate::evidence::Observed>,
+    /// The slices share out a slice of a bigger run (a load host's share
+    /// in several processes): that scenario and segment, which their merge
+    /// is the result of.
+    pub of: Option<(crate::scenario::Scenario, crate::domain::Segment)>,
 }
 
 /// The end of a sliced run: merges what arrived (marked partial when some
@@ -52,6 +56,38 @@ pub fn finish(
     checks: &[crate::report::check::Check],
 ) -> Result<std::process::ExitCode> {
     use std::io::Write;
+    let mut merged = merged(&s, scenario, label)?;
+    let outcome = merged.outcome()?;
+    let mut out = std::io::stdout().lock();
+    crate::report::summary(&merged.scenario, &outcome, &mut out)?;
+    writeln!(
+        out,
+        "  {label:<13} {}, merged: {} result(s)",
+        s.results.len() + s.missing.len(),
+        s.results.len()
+    )?;
+    say_what_is_missing(&merged, &mut out)?;
+    crate::report::check::apply(checks, &mut merged, &mut out)?;
+    out.flush()?;
+    drop(out);
+    if let Some(p) = json {
+        crate::report::json::write_atomic(p, &merged)?;
+    }
+    let code = crate::report::check::exit_code(&merged, max_failures, merged.interrupted);
+    let run = crate::report::html::Run {
+        label: crate::report::html::label_of(&merged),
+        result: &merged,
+    };
+    Ok(views.finish(&[run], code))
+}
+
+/// The merge of what the slices gave (see [`finish`]), marked partial when
+/// some slice is missing; with `s.of`, the result of that slice.
+pub fn merged(
+    s: &Slices,
+    scenario: Option<&crate::scenario::Scenario>,
+    label: &str,
+) -> Result<RunResult> {
     if s.results.is_empty() {
         anyhow::bail!("no {label} produced a result: {}", s.missing.join("; "));
     }
@@ -79,26 +115,12 @@ pub fn finish(
         merged.client = seen.client;
         merged.server_seen = seen.server;
     }
-    let outcome = merged.outcome()?;
-    let mut out = std::io::stdout().lock();
-    crate::report::summary(&merged.scenario, &outcome, &mut out)?;
-    writeln!(
-        out,
-        "  {label:<13} {}, merged: {} result(s)",
-        s.results.len() + s.missing.len(),
-        s.results.len()
-    )?;
-    say_what_is_missing(&merged, &mut out)?;
-    crate::report::check::apply(checks, &mut merged, &mut out)?;
-    out.flush()?;
-    drop(out);
-    if let Some(p) = json {
-        crate::report::json::write_atomic(p, &merged)?;
+    if let Some((whole, seg)) = &s.of {
+        merged.scenario = whole.clone();
+        merged.scenario.segment = Some(*seg);
+        if let Some(sl) = merged.slice.as_mut() {
+            (sl.index, sl.count) = (seg.index, seg.count);
+        }
     }
-    let code = crate::report::check::exit_code(&merged, max_failures, merged.interrupted);
-    let run = crate::report::html::Run {
-        label: crate::report::html::label_of(&merged),
-        result: &merged,
-    };
-    Ok(views.finish(&[run], code))
+    Ok(merged)
 }

@@ -1,12 +1,14 @@
 //! `throng cluster`: the scenario sliced over load hosts through the
 //! system's OpenSSH client (its keys, agent, jump hosts and known_hosts as
 //! the user set them up). Each host runs `throng client ... --segment K/N
-//! --start-at T` and streams JSON lines back over the ssh session; no port is
-//! opened and no daemon runs.
+//! --child` over one ssh session that carries everything: the host's
+//! report and clock ([`super::start`]), `go` and `stop` on its stdin
+//! ([`super::host`]), its seconds and result as JSON lines on its stdout.
+//! No port is opened and no daemon runs.
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::child::{sum_samples, ChildLine, Children, Silence};
 use crate::engine::Live;
@@ -14,7 +16,9 @@ use crate::outcome::{RunResult, Sample};
 use crate::report::check::Check;
 use crate::report::{LiveView, Views};
 use crate::sys::signals::{Reason, Stop};
-use anyhow::{Context, Result};
+use anyhow::Result;
+
+use crate::usage::UsageError;
 
 /// One load host: what ssh is given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +68,7 @@ pub fn parse_hosts(text: &str) -> Result<Vec<Host>, String> {
 }
 
 /// Quotes one word for the remote shell.
-fn shell_quote(s: &str) -> String {
+pub fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,+%".contains(&b))
@@ -74,17 +78,74 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-fn ssh(a: &ClusterConfig, h: &Host) -> Command {
+/// ssh to host `h` with the run's options (and its shared connection, if
+/// any), the remote command to follow.
+pub fn ssh(a: &ClusterConfig, h: &Host, mux: Option<&Mux>) -> Command {
     let mut c = Command::new("ssh");
     c.arg("-o").arg("BatchMode=yes");
+    // (The user's options first: ssh takes an option's first value.)
     for o in &a.ssh_options {
         c.arg("-o").arg(o);
+    }
+    if let Some(m) = mux {
+        c.args(["-o", "ControlMaster=auto", "-o", "ControlPersist=120", "-o"]);
+        c.arg(m.path());
     }
     if let Some(p) = h.port {
         c.arg("-p").arg(p.to_string());
     }
     c.arg(&h.dest).arg("--");
     c
+}
+
+/// One ssh connection per host shared by the sessions of one run (the
+/// copy's, then the run's: one handshake, not two), its socket in a
+/// directory of this process; the connections are ended and the
+/// directory removed on drop.
+pub struct Mux {
+    dir: PathBuf,
+    hosts: Vec<Host>,
+    ssh_options: Vec<String>,
+}
+
+impl Mux {
+    fn new(a: &ClusterConfig) -> Result<Mux> {
+        let dir = std::env::temp_dir().join(format!("throng-ssh-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+        Ok(Mux {
+            dir,
+            hosts: a.hosts.clone(),
+            ssh_options: a.ssh_options.clone(),
+        })
+    }
+
+    /// The ControlPath option (`%C`: a hash of the host, port and user).
+    fn path(&self) -> String {
+        format!("ControlPath={}/%C", self.dir.display())
+    }
+}
+
+impl Drop for Mux {
+    fn drop(&mut self) {
+        for h in &self.hosts {
+            let mut c = Command::new("ssh");
+            c.args(["-O", "exit", "-o"]).arg(self.path());
+            for o in &self.ssh_options {
+                c.arg("-o").arg(o);
+            }
+            if let Some(p) = h.port {
+                c.arg("-p").arg(p.to_string());
+            }
+            let _ = c
+                .arg(&h.dest)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// A cluster run: plain data, built from the flags by cli (which reads the
@@ -98,8 +159,12 @@ pub struct ClusterConfig {
     pub binary: String,
     /// Copy this throng binary to each host first.
     pub copy_binary: bool,
-    /// How long after now all hosts start together.
+    /// Where the copy goes on each host (None: its user's cache directory).
+    pub remote_dir: Option<String>,
+    /// How long the hosts have to connect and report ready.
     pub start_in: Duration,
+    /// The largest clock offset of a host against this one accepted.
+    pub max_clock_offset: Duration,
     /// Where the merged result goes.
     pub json: Option<PathBuf>,
     pub views: Views,
@@ -119,22 +184,50 @@ pub struct ClusterConfig {
     pub run_id_given: bool,
 }
 
-/// Runs `throng cluster`.
+/// Runs `throng cluster`: the binary copied (--copy-binary), every host's
+/// session opened, the hosts' reports and clocks gathered, all released
+/// together, followed, stopped together, and merged.
 pub fn run(a: &ClusterConfig) -> Result<ExitCode> {
     let stop = Stop::install()?;
-    let binary = match a.copy_binary {
-        true => copy_binary(a)?,
-        false => a.binary.clone(),
+    // The copy's connection to each host serves its run too.
+    let mux = a.copy_binary.then(|| Mux::new(a)).transpose()?;
+    let binaries = match a.copy_binary {
+        true => {
+            let local = super::copy::Local::prepare()?;
+            println!(
+                "copying throng ({:.1} MB, sha256 {}) to {} hosts",
+                local.bytes as f64 / 1e6,
+                &local.sha256[..16],
+                a.hosts.len()
+            );
+            super::copy::copy_all(a, &local, mux.as_ref())?
+        }
+        false => vec![a.binary.clone(); a.hosts.len()],
     };
-    let mut children = Children::spawn_commands(commands(a, &binary)?, &stop, true)?;
+    let mut children =
+        Children::spawn_commands(commands(a, &binaries, mux.as_ref()), &stop, true, true)?;
+    let refused = match super::start::start(a, &stop, &mut children) {
+        super::start::Start::Go(_) => None,
+        super::start::Start::Refused(why) => Some(Some(why)),
+        super::start::Start::Interrupted => Some(None),
+    };
+    if let Some(why) = refused {
+        // Nothing has started: an ssh still connecting (an unreachable
+        // host) is not waited for, and a host whose session ends stops.
+        for i in 0..a.hosts.len() {
+            children.kill(i);
+        }
+        children.wait();
+        return match why {
+            Some(why) => {
+                Err(UsageError(format!("the run is refused before any load:\n  {why}")).into())
+            }
+            None => Ok(ExitCode::from(130)),
+        };
+    }
     let mut w = Watch::new(a);
     w.watch(a, &stop, &mut children);
     let statuses = children.wait();
-    if a.copy_binary {
-        for h in &a.hosts {
-            let _ = ssh(a, h).arg(format!("rm -f {binary}")).status();
-        }
-    }
     super::merge::finish(
         w.slices(a, &statuses, &children),
         None,
@@ -146,61 +239,40 @@ pub fn run(a: &ClusterConfig) -> Result<ExitCode> {
     )
 }
 
-/// Copies this throng to each host (to /tmp over ssh): its path there.
-fn copy_binary(a: &ClusterConfig) -> Result<String> {
-    let exe = std::env::current_exe()?;
-    let binary = format!("/tmp/throng-{}", std::process::id());
-    for h in &a.hosts {
-        let status = ssh(a, h)
-            .arg(format!("cat > {binary} && chmod +x {binary}"))
-            .stdin(std::fs::File::open(&exe)?)
-            .status()
-            .with_context(|| format!("copying throng to {}", h.name()))?;
-        if !status.success() {
-            anyhow::bail!("copying throng to {} failed ({status})", h.name());
-        }
-    }
-    Ok(binary)
-}
-
 /// Each host's ssh command, by the host's name: `throng client` with the
-/// client arguments, its segment, the agreed start and the run id.
-fn commands(a: &ClusterConfig, binary: &str) -> Result<Vec<(String, Command)>> {
+/// client arguments, its segment and the run id; it starts on `go`.
+fn commands(a: &ClusterConfig, binaries: &[String], mux: Option<&Mux>) -> Vec<(String, Command)> {
     let n = a.hosts.len() as u64;
-    // After the copies, which can take a while: every host gets --start-in
-    // to connect over ssh and be ready.
-    let start_at =
-        SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs_f64() + a.start_in.as_secs_f64();
     // One run id for every host: the user's (--run-id in the client
     // arguments, passed on as it is), else a new one.
     let run_id = match a.run_id_given {
         true => None,
         false => Some(crate::domain::RunId::generated().id),
     };
-    Ok(a.hosts
+    a.hosts
         .iter()
+        .zip(binaries)
         .enumerate()
-        .map(|(i, h)| {
+        .map(|(i, (h, binary))| {
             let mut words = vec![binary.to_string(), "client".into()];
             words.extend(a.client_args.iter().cloned());
             words.extend([
                 "--segment".into(),
                 format!("{}/{n}", i + 1),
-                "--start-at".into(),
-                format!("{start_at:.6}"),
-                "--processes".into(),
-                "1".into(),
                 "--child".into(),
             ]);
             if let Some(id) = &run_id {
                 words.extend(["--run-id".into(), id.clone()]);
             }
             let remote: Vec<String> = words.iter().map(|w| shell_quote(w)).collect();
-            let mut c = ssh(a, h);
+            let mut c = ssh(a, h, mux);
             c.arg(remote.join(" "));
+            // Its own process group: a Ctrl-C at the terminal reaches the
+            // controller only, which stops every host over its session.
+            std::os::unix::process::CommandExt::process_group(&mut c, 0);
             (h.name(), c)
         })
-        .collect())
+        .collect()
 }
 
 /// What the hosts have said so far, each by its index.
@@ -212,24 +284,29 @@ struct Watch {
     killed: Vec<Option<String>>,
     live: LiveView,
     latest: Vec<Option<Sample>>,
-    pids: Vec<Option<u32>>,
     results: Vec<Option<RunResult>>,
     done: Vec<bool>,
     /// The last second shown.
     shown: u64,
     interrupted: bool,
+    /// How long a host may take to end its run once told to stop.
+    silence_limit: Duration,
+    /// When the hosts told to stop and still running are ended.
+    stop_by: Option<Instant>,
 }
 
 impl Watch {
     fn new(a: &ClusterConfig) -> Watch {
         let n = a.hosts.len();
         let share = a.connections.div_ceil(n as u64);
+        let limit = Silence::limit(a.drain_s, share);
         Watch {
-            silence: Silence::new(n, Silence::limit(a.drain_s, share)),
+            silence: Silence::new(n, limit),
+            silence_limit: limit,
+            stop_by: None,
             killed: vec![None; n],
             live: LiveView::new(a.quiet, a.connections),
             latest: vec![None; n],
-            pids: vec![None; n],
             results: vec![None; n],
             done: vec![false; n],
             shown: 0,
@@ -240,7 +317,24 @@ impl Watch {
     /// Reads the hosts' lines until every ssh has ended.
     fn watch(&mut self, a: &ClusterConfig, stop: &Stop, children: &mut Children) {
         while self.done.iter().any(|d| !d) {
-            let reason = stop.wait_reason(self.silence.next());
+            let wake = match (self.stop_by, self.silence.next()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let reason = stop.wait_reason(wake);
+            if self.stop_by.is_some_and(|t| Instant::now() >= t) {
+                self.stop_by = None;
+                for i in 0..a.hosts.len() {
+                    if !self.done[i] {
+                        children.kill(i);
+                        self.killed[i] = Some(format!(
+                            "did not answer the stop within {:.0} s and its ssh was killed: \
+                             its share is missing",
+                            self.silence_limit.as_secs_f64()
+                        ));
+                    }
+                }
+            }
             for (i, secs) in self.silence.overdue() {
                 children.kill(i);
                 self.killed[i] = Some(format!(
@@ -254,13 +348,15 @@ impl Watch {
                 }
             }
             match reason {
-                Some(Reason::Signal) => {
+                Some(Reason::Signal) if !self.interrupted => {
+                    // Every host at once, over its open session.
                     self.interrupted = true;
-                    for (i, h) in a.hosts.iter().enumerate() {
-                        if let (Some(pid), false) = (self.pids[i], self.done[i]) {
-                            let _ = ssh(a, h).arg(format!("kill -INT {pid}")).status();
+                    for i in 0..a.hosts.len() {
+                        if !self.done[i] {
+                            children.say(i, super::host::STOP);
                         }
                     }
+                    self.stop_by = Some(Instant::now() + self.silence_limit);
                 }
                 Some(Reason::ChildExit(i)) => {
                     self.done[i] = true;
@@ -276,7 +372,6 @@ impl Watch {
     /// One line of host `i`: its pid, its result, or a second.
     fn line(&mut self, a: &ClusterConfig, i: usize, line: &str) {
         match serde_json::from_str::<ChildLine>(line) {
-            Ok(ChildLine::Pid(p)) => self.pids[i] = Some(p),
             Ok(ChildLine::Result(r)) => self.results[i] = serde_json::from_value(*r).ok(),
             Ok(ChildLine::Sample(s)) => {
                 let t = s.t;
@@ -355,6 +450,7 @@ impl Watch {
             interrupted: self.interrupted,
             ended_as_planned: false,
             observed: None,
+            of: None,
         }
     }
 }
