@@ -352,7 +352,8 @@ pub enum Piece {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Fragments {
     open: Option<Opcode>,
-    len: u64,
+    /// Bytes so far (at most the cap, 1 MiB: a `u32` keeps this 8 bytes).
+    len: u32,
 }
 
 impl Fragments {
@@ -366,14 +367,15 @@ impl Fragments {
             (None, op) if f.fin => Ok(Piece::Whole(op)),
             (None, op) => {
                 self.open = Some(op);
-                self.len = f.payload_len as u64;
+                self.len = u32::try_from(f.payload_len).unwrap_or(u32::MAX);
                 Ok(Piece::First(op))
             }
             (Some(op), _) => {
-                self.len += f.payload_len as u64;
-                if self.len > MAX_WS_MESSAGE {
-                    return Err(WsError::TooLong(self.len));
+                let len = u64::from(self.len) + f.payload_len as u64;
+                if len > MAX_WS_MESSAGE {
+                    return Err(WsError::TooLong(len));
                 }
+                self.len = len as u32;
                 if f.fin {
                     self.open = None;
                     Ok(Piece::Last(op))
@@ -685,6 +687,53 @@ pub fn encode_accept(key: &Key, subprotocol: Option<&[u8]>, out: &mut Vec<u8>) {
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
+}
+
+/// Decimal digits of `n`.
+fn digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// Appends `n` in decimal.
+fn put_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut d = [0u8; 20];
+    let mut i = d.len();
+    loop {
+        i -= 1;
+        d[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&d[i..]);
+}
+
+/// Appends a push message as a server's (unmasked) text frame: the
+/// sequence number, the monotonic and wall-clock send times (ns) in
+/// decimal, each followed by a space, then `filler` bytes of `p`. A reader
+/// of the line format takes the number at its start
+/// ([`crate::push::leading_sequence`]); [`push_stamps`] reads the times.
+pub fn encode_push(h: &crate::push::Header, filler: usize, out: &mut Vec<u8>) {
+    let len = digits(h.seq) + digits(h.mono_ns) + digits(h.wall_ns) + 3 + filler;
+    encode_header(out, true, Opcode::Text, len, None);
+    for n in [h.seq, h.mono_ns, h.wall_ns] {
+        put_decimal(out, n);
+        out.push(b' ');
+    }
+    out.resize(out.len() + filler, b'p');
+}
+
+/// The header of a push message made by [`encode_push`] (its payload):
+/// the sequence number and both send times.
+pub fn push_stamps(msg: &[u8]) -> Result<crate::push::Header, crate::push::PushError> {
+    let mut fields = msg.split(|&b| b == b' ');
+    let mut next = || crate::push::leading_sequence(fields.next().unwrap_or_default());
+    Ok(crate::push::Header {
+        seq: next()?,
+        mono_ns: next()?,
+        wall_ns: next()?,
+    })
 }
 
 #[cfg(test)]

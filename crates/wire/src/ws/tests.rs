@@ -463,3 +463,34 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+#[test]
+fn push_messages_carry_their_number_first() {
+    let h = crate::push::Header {
+        seq: 17,
+        mono_ns: 1_000_000_007,
+        wall_ns: 0,
+    };
+    let mut out = Vec::new();
+    encode_push(&h, 5, &mut out);
+    let f = decode_frame(&out, Role::Client).unwrap().unwrap();
+    assert_eq!((f.fin, f.opcode, f.end()), (true, Opcode::Text, out.len()));
+    assert_eq!(f.payload(&out), b"17 1000000007 0 ppppp");
+    assert_eq!(crate::push::leading_sequence(f.payload(&out)), Ok(17));
+    assert_eq!(push_stamps(f.payload(&out)), Ok(h));
+    assert!(push_stamps(b"17 tick").is_err());
+    let max = crate::push::Header {
+        seq: u64::MAX,
+        mono_ns: u64::MAX,
+        wall_ns: u64::MAX,
+    };
+    out.clear();
+    encode_push(&max, 200, &mut out);
+    let f = decode_frame(&out, Role::Client).unwrap().unwrap();
+    assert_eq!(push_stamps(f.payload(&out)), Ok(max));
+}
+
+#[test]
+fn a_message_under_way_costs_8_bytes() {
+    assert_eq!(std::mem::size_of::<Fragments>(), 8);
+}
