@@ -93,6 +93,26 @@ fn echoes_text_binary_and_fragments_answers_pings_and_closes() {
 }
 
 #[test]
+fn serves_wss_with_tls() {
+    let Some(py) = python() else { return };
+    let srv = server(&["--mode", "websocket", "--tls"]);
+    let ca = srv
+        .banner
+        .iter()
+        .find_map(|l| l.split("--tls-ca ").nth(1))
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("no certificate in {:?}", srv.banner))
+        .to_string();
+    let out = peer(&py, &srv, &["echo", &ca]);
+    assert!(
+        out.contains("fragmented echoed") && out.contains("closed 4001"),
+        "{out}"
+    );
+    let (_, summary) = srv.stop();
+    assert!(line(&summary, "errors").ends_with("none"), "{summary}");
+}
+
+#[test]
 fn a_protocol_error_closes_only_its_connection() {
     let Some(py) = python() else { return };
     let srv = server(&["--mode", "websocket"]);

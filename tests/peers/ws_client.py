@@ -3,7 +3,8 @@ library (Debian's python3-websockets): an implementation independent of
 throng's. Each mode prints what it saw, one fact a line, and exits 0 only
 when every check held.
 
-    ws_client.py echo PORT       text, binary, fragmented, ping, close 4001
+    ws_client.py echo PORT [CA]  text, binary, fragmented, ping, close 4001
+                                 (with CA: over TLS, wss://, trusting CA)
     ws_client.py push PORT N     N pushed messages: their leading numbers
     ws_client.py violate PORT    an unmasked frame on a raw socket: the
                                  server's close 1002 and the end of that
@@ -15,6 +16,7 @@ import asyncio
 import base64
 import os
 import socket
+import ssl
 import sys
 
 import websockets
@@ -24,8 +26,13 @@ def uri(port):
     return f"ws://127.0.0.1:{port}/"
 
 
-async def echo(port):
-    async with websockets.connect(uri(port), compression=None) as ws:
+async def echo(port, ca=None):
+    if ca is None:
+        connecting = websockets.connect(uri(port), compression=None)
+    else:
+        ctx = ssl.create_default_context(cafile=ca)
+        connecting = websockets.connect(f"wss://localhost:{port}/", ssl=ctx, compression=None)
+    async with connecting as ws:
         await ws.send("hello, throng")
         got = await ws.recv()
         assert got == "hello, throng", got
@@ -112,7 +119,7 @@ def refuse(port):
 def main():
     mode, port = sys.argv[1], int(sys.argv[2])
     if mode == "echo":
-        asyncio.run(echo(port))
+        asyncio.run(echo(port, sys.argv[3] if len(sys.argv) > 3 else None))
     elif mode == "push":
         asyncio.run(push(port, int(sys.argv[3])))
     elif mode == "violate":
