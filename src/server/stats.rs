@@ -311,6 +311,39 @@ mod tests {
     }
 
     #[test]
+    fn websocket_counters_sum_by_name_and_stay_absent_unused() {
+        use crate::server::websocket::WsNotes;
+        let a = WorkerStats::default();
+        let b = WorkerStats::default();
+        assert!(Totals::sum([&a, &b], false).ws.is_none());
+        a.ws.count(&WsNotes {
+            upgraded: true,
+            pings: 2,
+            closed: true,
+            error: None,
+        });
+        b.ws.count(&WsNotes {
+            error: Some(wire::ws::WsError::UnmaskedFromClient),
+            ..WsNotes::default()
+        });
+        b.ws.count(&WsNotes {
+            error: Some(wire::ws::WsError::NotUpgrade),
+            ..WsNotes::default()
+        });
+        let mut t = Totals::sum([&a, &b], false);
+        let w = t.ws.as_deref().unwrap();
+        assert_eq!((w.upgrades, w.pings, w.closes), (1, 2, 1));
+        assert_eq!(
+            w.errors(),
+            vec![("upgrade refused", 1), ("unmasked frame", 1)]
+        );
+        // A process's totals merge into the group's.
+        let other = t.clone();
+        t.merge(&other);
+        assert_eq!(t.ws.unwrap().upgrades, 2);
+    }
+
+    #[test]
     fn peak_follows_current() {
         let s = Shared::default();
         s.opened();
