@@ -29,6 +29,9 @@ pub enum Mode {
     Fixed,
     /// Sends every client a message each period (`wire::push`), unasked.
     Push,
+    /// WebSocket (RFC 6455, `wire::ws`): the upgrade, then every message
+    /// sent back as the same type.
+    Websocket,
 }
 
 impl Mode {
@@ -41,6 +44,27 @@ impl Mode {
             Mode::Discard => "discard",
             Mode::Fixed => "fixed",
             Mode::Push => "push",
+            Mode::Websocket => "websocket",
+        }
+    }
+}
+
+/// What a push server's TCP clients get its messages over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PushOver {
+    /// The bare stream: throng's push messages back to back.
+    #[default]
+    Tcp,
+    /// WebSocket: the upgrade, then one text message per push.
+    Websocket,
+}
+
+impl PushOver {
+    pub fn name(self) -> &'static str {
+        match self {
+            PushOver::Tcp => "tcp",
+            PushOver::Websocket => "websocket",
         }
     }
 }

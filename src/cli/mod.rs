@@ -29,7 +29,8 @@ use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::domain::{
-    Arrivals, ConnectMode, Mode, Processes, Proto, PushFormat, Role, Segment, Spread, Transport,
+    Arrivals, ConnectMode, Mode, Processes, Proto, PushFormat, PushOver, Role, Segment, Spread,
+    Transport,
 };
 use crate::limit::{ClientFlags, Find, LimitConfig};
 use crate::units::{parse_duration, parse_positive_count, parse_rate};
@@ -271,6 +272,22 @@ flag_values! {
         /// Sends every client a message each --every (TCP: every connection;
         /// UDP: every peer that sent a datagram), and reads nothing.
         Push,
+        /// WebSocket: the upgrade, then every message sent back as the same
+        /// type; pings answered, the close handshake done.
+        #[value(alias = "ws")]
+        Websocket,
+    }
+}
+
+flag_values! {
+    /// What a push server's TCP clients get its messages over.
+    PushOverArg => PushOver {
+        /// The bare stream: throng's push messages back to back.
+        Tcp,
+        /// WebSocket: the upgrade, then one text message per push, its
+        /// sequence number in decimal first.
+        #[value(alias = "ws")]
+        Websocket,
     }
 }
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 
-use super::{domain, parse_listen, parse_metrics_addr, parse_processes, ModeArg};
-use crate::domain::{Mode, Processes};
+use super::{domain, parse_listen, parse_metrics_addr, parse_processes, ModeArg, PushOverArg};
+use crate::domain::{Mode, Processes, PushOver};
 use crate::server_config::{ServerConfig, ServerTls};
 use crate::units::{parse_duration, parse_positive_count, parse_size};
 use crate::usage::UsageError;
@@ -95,6 +95,12 @@ pub struct ServerArgs {
     #[arg(long, value_name = "K", default_value = "1", value_parser = parse_positive_count)]
     pub burst: u64,
 
+    /// push mode: what TCP clients get the messages over. websocket: each
+    /// connection upgrades first (RFC 6455), then gets one text message per
+    /// push, `SEQ MONO_NS WALL_NS ` and --size bytes of filler.
+    #[arg(long, value_name = "OVER", value_parser = domain::<PushOverArg, PushOver>(), default_value = "tcp")]
+    pub push_over: PushOver,
+
     /// push mode with --udp: a UDP subscriber silent this long is dropped
     /// (a datagram `subscribe` subscribes and keeps it subscribed; `bye`
     /// ends it). At least 20s.
@@ -172,16 +178,27 @@ impl ServerArgs {
                 self.mode.name()
             )));
         }
+        if self.udp && self.mode == Mode::Websocket {
+            return Err(usage(
+                "--udp does not work with --mode websocket (WebSocket runs over TCP); drop --udp",
+            ));
+        }
         let push = self.mode == Mode::Push;
         let defaults = crate::server_config::PushConfig::default();
         if !push
             && (self.every.as_nanos() as u64 != defaults.every_ns
                 || self.size != defaults.size as u64
                 || self.burst != 1
-                || self.udp_idle.as_nanos() as u64 != defaults.udp_idle_ns)
+                || self.udp_idle.as_nanos() as u64 != defaults.udp_idle_ns
+                || self.push_over != defaults.over)
         {
             return Err(usage(
-                "--every, --size, --burst and --udp-idle only apply to --mode push; add --mode push",
+                "--every, --size, --burst, --udp-idle and --push-over only apply to --mode push; add --mode push",
+            ));
+        }
+        if push && self.udp && self.push_over == PushOver::Websocket {
+            return Err(usage(
+                "--push-over websocket is for TCP clients; drop --udp (UDP subscribers get throng's push messages)",
             ));
         }
         if push && self.udp_idle < std::time::Duration::from_secs(20) {
@@ -241,6 +258,7 @@ impl ServerArgs {
                 size: self.size as usize,
                 burst: self.burst.min(u32::MAX as u64) as u32,
                 udp_idle_ns: self.udp_idle.as_nanos().min(u64::MAX as u128) as u64,
+                over: self.push_over,
             },
             tls: if self.tls {
                 Some(ServerTls::load(self.cert.as_deref(), self.key.as_deref())?)

@@ -16,5 +16,6 @@ impl ServerConfig {
             self.reply.clone(),
             self.on_prefix.clone(),
         )
+        .with_websocket_push(self.push.over == crate::domain::PushOver::Websocket)
     }
 }

@@ -11,7 +11,7 @@
 //! need) and `hand_over` (when a member of a
 //! group passes new connections on); `prometheus` (--metrics); `acceptor`
 //! (a worker's listeners: accept, shed, pause), `worker` and `responder`
-//! (the serving).
+//! (the serving), `websocket` (what a WebSocket connection is answered).
 
 mod acceptor;
 mod bind;
@@ -26,6 +26,7 @@ mod running;
 mod seconds;
 pub mod stats;
 mod summary;
+mod websocket;
 mod worker;
 
 pub use crate::server_config::{ServerConfig, ServerTls, DEFAULT_PORT};

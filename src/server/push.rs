@@ -14,6 +14,11 @@
 //! subscriber whose socket is full loses the message (counted): a slow
 //! client never grows the server's memory.
 //!
+//! Over WebSocket (--push-over websocket) a message is a text frame,
+//! `SEQ MONO_NS WALL_NS ` and the payload (`wire::ws::encode_push`): its
+//! length follows the numbers, so it is built anew for each send, in the
+//! same reused buffer.
+//!
 //! No socket here: the worker passes a function that sends one message to
 //! one target and says how it went.
 
@@ -23,6 +28,7 @@ use std::net::SocketAddr;
 use slab::Slab;
 
 use super::stats::{bump, WorkerStats};
+use crate::domain::PushOver;
 use crate::server_config::PushConfig;
 
 /// A message sent this long after its due time is late.
@@ -77,8 +83,10 @@ pub struct Pusher {
     /// The next slot to serve, and when it is due (mono ns).
     cursor: usize,
     cursor_ns: u64,
-    /// One message, restamped for each send.
+    /// One message, restamped (or, over WebSocket, rebuilt) for each send.
     msg: Vec<u8>,
+    /// --push-over websocket: the payload bytes after the numbers.
+    ws_filler: Option<usize>,
 }
 
 impl Pusher {
@@ -107,6 +115,7 @@ impl Pusher {
             cursor: 0,
             cursor_ns: now_ns + period_ns / n,
             msg,
+            ws_filler: (cfg.over == PushOver::Websocket).then_some(cfg.size),
         }
     }
 
@@ -210,14 +219,18 @@ impl Pusher {
                 for _ in 0..self.burst {
                     let (mono_ns, wall_ns) = now();
                     now_ns = mono_ns;
-                    wire::push::restamp(
-                        &mut self.msg,
-                        &wire::push::Header {
-                            seq: sub.seq,
-                            mono_ns,
-                            wall_ns,
-                        },
-                    );
+                    let h = wire::push::Header {
+                        seq: sub.seq,
+                        mono_ns,
+                        wall_ns,
+                    };
+                    match self.ws_filler {
+                        Some(filler) => {
+                            self.msg.clear();
+                            wire::ws::encode_push(&h, filler, &mut self.msg);
+                        }
+                        None => wire::push::restamp(&mut self.msg, &h),
+                    }
                     sub.seq += 1;
                     let sent = send(sub.target, &self.msg);
                     if sent != Sent::Gone {
@@ -264,6 +277,7 @@ mod tests {
             size: 8,
             burst,
             udp_idle_ns: 30_000_000_000,
+            over: PushOver::Tcp,
         }
     }
 
@@ -328,6 +342,37 @@ mod tests {
         assert_eq!(
             run_at(&mut p, 81_000_000, &stats, false),
             vec![(7, 8), (7, 9)]
+        );
+    }
+
+    #[test]
+    fn over_websocket_each_message_is_a_text_frame_numbered_first() {
+        let stats = WorkerStats::default();
+        let mut c = cfg(10, 1);
+        c.over = PushOver::Websocket;
+        let mut p = Pusher::new(&c, 0);
+        p.subscribe(Target::Tcp(3), 0);
+        let mut got = Vec::new();
+        for at in [10_000_000, 20_000_000] {
+            p.run(
+                || (at, 7),
+                &stats,
+                |_, m| {
+                    let f = wire::ws::decode_frame(m, wire::ws::Role::Client)
+                        .unwrap()
+                        .unwrap();
+                    assert_eq!((f.end(), f.opcode), (m.len(), wire::ws::Opcode::Text));
+                    got.push(f.payload(m).to_vec());
+                    Sent::Whole
+                },
+            );
+        }
+        assert_eq!(
+            got,
+            [
+                b"0 10000000 7 pppppppp".to_vec(),
+                b"1 20000000 7 pppppppp".to_vec()
+            ]
         );
     }
 

@@ -7,6 +7,7 @@ use wire::dns::{Answerer, Outcome, Transport};
 use wire::http::{self, Body, ChunkedDecoder};
 use wire::line;
 
+use super::websocket::{self, OnMessage, WsNotes, WsSession};
 use crate::domain::Mode;
 
 /// Longest pong line kept while waiting for its `\n`.
@@ -31,6 +32,16 @@ pub struct Session {
     body: BodyLeft,
     /// The reply owed once the body has been skipped.
     reply: HttpReply,
+    /// --mode websocket, --push-over websocket: the upgrade and the
+    /// message under way.
+    ws: WsSession,
+}
+
+impl Session {
+    /// A WebSocket connection past its upgrade.
+    pub fn upgraded(&self) -> bool {
+        self.ws.upgraded()
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,14 +68,17 @@ pub struct Processed {
     pub requests: u64,
     /// Malformed messages (answered with an error or not).
     pub bad: u64,
+    /// WebSocket: the upgrade, pings, the close, a protocol error.
+    pub ws: WsNotes,
 }
 
 impl Processed {
-    fn new(action: Action, requests: u64, bad: u64) -> Self {
+    pub(super) fn new(action: Action, requests: u64, bad: u64) -> Self {
         Processed {
             action,
             requests,
             bad,
+            ws: WsNotes::default(),
         }
     }
 }
@@ -112,6 +126,8 @@ pub struct Responder {
     bad_request: Canned,
     reply: Vec<u8>,
     on_prefix: Vec<u8>,
+    /// --mode push: its TCP clients speak WebSocket (--push-over websocket).
+    push_ws: bool,
 }
 
 /// Runs `frames` over the bytes of a connection: the partial frame kept from
@@ -158,7 +174,15 @@ impl Responder {
             bad_request: Canned::new("400 Bad Request", Some("close"), 0),
             reply,
             on_prefix,
+            push_ws: false,
         }
+    }
+
+    /// --push-over websocket: push clients upgrade first, and their
+    /// messages are read as WebSocket frames.
+    pub fn with_websocket_push(mut self, on: bool) -> Responder {
+        self.push_ws = on;
+        self
     }
 
     /// Processes one chunk read from a TCP connection, appending replies to
@@ -176,6 +200,12 @@ impl Responder {
                 Processed::new(Action::Continue, 1, 0)
             }
             Mode::Discard => Processed::new(Action::Continue, 1, 0),
+            Mode::Websocket => framed(pending, chunk, |input| {
+                ws_frames(session, input, out, OnMessage::Echo)
+            }),
+            Mode::Push if self.push_ws => framed(pending, chunk, |input| {
+                ws_frames(session, input, out, OnMessage::Drop)
+            }),
             // What a push client sends is read and dropped; its messages
             // go out on the worker's timer ([`super::push`]).
             Mode::Push => Processed::new(Action::Continue, 0, 0),
@@ -326,8 +356,23 @@ impl Responder {
             Mode::Http | Mode::Fixed => (0, 0),
             // A datagram subscribes (the worker's, before the responder).
             Mode::Push => (0, 0),
+            // Refused at start-up (WebSocket runs over TCP).
+            Mode::Websocket => (0, 0),
         }
     }
+}
+
+/// A WebSocket connection's bytes ([`websocket::serve`]), its notes in
+/// the result.
+fn ws_frames(
+    s: &mut Session,
+    input: &[u8],
+    out: &mut Vec<u8>,
+    on: OnMessage,
+) -> (usize, Processed) {
+    let (used, mut p, notes) = websocket::serve(&mut s.ws, input, out, on);
+    p.ws = notes;
+    (used, p)
 }
 
 /// Answers every complete line of `input`.

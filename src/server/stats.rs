@@ -46,12 +46,47 @@ counter_block! {
     live {
         /// --mode push's counters.
         push: PushStats = PushStats::default(),
+        /// WebSocket's counters.
+        ws: WsStats = WsStats::default(),
     }
     plain {
         /// --mode push (absent otherwise).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         push: Option<PushTotals>,
+        /// WebSocket (absent when no connection spoke it; boxed: most
+        /// servers have none, and a process's figures stay small).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ws: Option<Box<WsTotals>>,
     }
+}
+
+counter_block! {
+    /// WebSocket's counters of one worker (--mode websocket, --push-over
+    /// websocket).
+    pub struct WsStats;
+    /// WebSocket: upgrades accepted, pings answered, close handshakes a
+    /// client began; and the errors, each of which closed its connection
+    /// (and is counted in `bad_input` too): upgrade requests refused (400,
+    /// 426), unmasked frames, reserved opcodes, RSV bits, control frames
+    /// over 125 bytes or fragmented, messages over 1 MiB, close frames with
+    /// a bad code or one byte, continuation frames out of place.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+    pub struct WsTotals;
+    counters {
+        upgrades: count,
+        pings: count,
+        closes: count,
+        refused: count,
+        unmasked: count,
+        bad_opcode: count,
+        rsv_bits: count,
+        bad_control: count,
+        too_long: count,
+        bad_close: count,
+        bad_fragment: count,
+    }
+    live {}
+    plain {}
 }
 
 counter_block! {
@@ -87,6 +122,56 @@ counter_block! {
 
 pub use crate::metrics::{bump, Shared};
 
+impl WsStats {
+    /// Counts what a WebSocket connection did in one chunk.
+    pub fn count(&self, n: &super::websocket::WsNotes) {
+        use wire::ws::WsError as E;
+        bump(&self.upgrades, u64::from(n.upgraded));
+        bump(&self.pings, n.pings);
+        bump(&self.closes, u64::from(n.closed));
+        let Some(e) = n.error else {
+            return;
+        };
+        let counter = match e {
+            E::MaskedFromServer | E::UnmaskedFromClient => &self.unmasked,
+            E::BadOpcode(_) => &self.bad_opcode,
+            E::ReservedBits => &self.rsv_bits,
+            E::ControlTooLong(_) | E::FragmentedControl => &self.bad_control,
+            E::TooLong(_) => &self.too_long,
+            E::CloseOneByte | E::BadCloseCode(_) => &self.bad_close,
+            E::UnexpectedContinuation | E::ExpectedContinuation => &self.bad_fragment,
+            E::Http(_)
+            | E::NotGet
+            | E::NoHost
+            | E::NotUpgrade
+            | E::WrongVersion
+            | E::BadKey
+            | E::BadAccept
+            | E::UnaskedExtension => &self.refused,
+        };
+        bump(counter, 1);
+    }
+}
+
+impl WsTotals {
+    /// The errors by name (those counted), for the summary.
+    pub fn errors(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("upgrade refused", self.refused),
+            ("unmasked frame", self.unmasked),
+            ("bad opcode", self.bad_opcode),
+            ("RSV bits", self.rsv_bits),
+            ("bad control frame", self.bad_control),
+            ("over 1 MiB", self.too_long),
+            ("bad close", self.bad_close),
+            ("continuation out of place", self.bad_fragment),
+        ]
+        .into_iter()
+        .filter(|&(_, n)| n > 0)
+        .collect()
+    }
+}
+
 impl PushTotals {
     /// Messages sent (on time or late).
     pub fn sent(&self) -> u64 {
@@ -118,6 +203,10 @@ impl Totals {
             if push {
                 one.push = Some(PushTotals::of(&w.push));
             }
+            let ws = WsTotals::of(&w.ws);
+            if ws != WsTotals::default() {
+                one.ws = Some(Box::new(ws));
+            }
             t.merge(&one);
         }
         t.accept_errno.sort_unstable();
@@ -132,6 +221,9 @@ impl Totals {
             self.push
                 .get_or_insert_with(PushTotals::default)
                 .merge_counters(p);
+        }
+        if let Some(w) = &o.ws {
+            self.ws.get_or_insert_default().merge_counters(w);
         }
     }
 
@@ -216,6 +308,39 @@ mod tests {
         let p = t.push.unwrap();
         assert_eq!((p.due, p.late_max_us), (7, 900));
         assert!(Totals::sum([&a, &b], false).push.is_none());
+    }
+
+    #[test]
+    fn websocket_counters_sum_by_name_and_stay_absent_unused() {
+        use crate::server::websocket::WsNotes;
+        let a = WorkerStats::default();
+        let b = WorkerStats::default();
+        assert!(Totals::sum([&a, &b], false).ws.is_none());
+        a.ws.count(&WsNotes {
+            upgraded: true,
+            pings: 2,
+            closed: true,
+            error: None,
+        });
+        b.ws.count(&WsNotes {
+            error: Some(wire::ws::WsError::UnmaskedFromClient),
+            ..WsNotes::default()
+        });
+        b.ws.count(&WsNotes {
+            error: Some(wire::ws::WsError::NotUpgrade),
+            ..WsNotes::default()
+        });
+        let mut t = Totals::sum([&a, &b], false);
+        let w = t.ws.as_deref().unwrap();
+        assert_eq!((w.upgrades, w.pings, w.closes), (1, 2, 1));
+        assert_eq!(
+            w.errors(),
+            vec![("upgrade refused", 1), ("unmasked frame", 1)]
+        );
+        // A process's totals merge into the group's.
+        let other = t.clone();
+        t.merge(&other);
+        assert_eq!(t.ws.unwrap().upgrades, 2);
     }
 
     #[test]

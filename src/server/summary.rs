@@ -108,6 +108,21 @@ pub(super) fn print_summary(
     if let Some(p) = &t.push {
         writeln!(out, "{}", push_summary(p))?;
     }
+    if let Some(w) = &t.ws {
+        let mut line = format!(
+            "  websocket    upgrades {}, pings {}, closes {}",
+            w.upgrades, w.pings, w.closes
+        );
+        let errors = w.errors();
+        if !errors.is_empty() {
+            let named: Vec<String> = errors.iter().map(|(w, n)| format!("{w} {n}")).collect();
+            line += &format!(
+                "; protocol errors (each closed its connection): {}",
+                named.join(", ")
+            );
+        }
+        writeln!(out, "{line}")?;
+    }
     let mut errors = Vec::new();
     for (n, what) in [
         (t.bad_input, "malformed input"),

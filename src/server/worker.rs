@@ -20,8 +20,9 @@ use slab::Slab;
 use super::acceptor::{Accepted, Acceptor, Listening, ACCEPT_PAUSE};
 use super::hand_over::HandOver;
 use super::push::{Pusher, Sent, Target};
-use super::responder::{Action, Responder, Session};
+use super::responder::{Action, Processed, Responder, Session};
 use super::stats::{bump, Shared, WorkerStats, MAX_ERRNO};
+use super::websocket::WsNotes;
 use crate::server_config::PushConfig;
 use crate::sys::timer::{monotonic_ns, wall_ns, Timer};
 
@@ -65,6 +66,8 @@ fn source(t: Token) -> Source {
 struct Push {
     pusher: Pusher,
     timer: Timer,
+    /// --push-over websocket: a connection subscribes once it upgraded.
+    over_ws: bool,
 }
 
 /// One accepted connection: a few dozen bytes while idle.
@@ -173,7 +176,12 @@ impl Worker {
                     Interest::READABLE,
                 )?;
                 let pusher = Pusher::new(&cfg, monotonic_ns());
-                Some(Push { pusher, timer })
+                let over_ws = cfg.over == crate::domain::PushOver::Websocket;
+                Some(Push {
+                    pusher,
+                    timer,
+                    over_ws,
+                })
             }
             None => None,
         };
@@ -350,9 +358,11 @@ impl Worker {
             bump(&self.io.stats.accept_errno[errno.min(MAX_ERRNO - 1)], 1);
             return;
         }
+        // Over WebSocket a client subscribes once it has upgraded.
         let sub = self
             .push
             .as_mut()
+            .filter(|p| !p.over_ws)
             .map(|p| p.pusher.subscribe(Target::Tcp(key), monotonic_ns()));
         entry.insert(Conn {
             stream,
@@ -372,7 +382,13 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
-        match serve(conn, &mut self.io, readable, closing) {
+        let next = serve(conn, &mut self.io, readable, closing);
+        if let Some(p) = self.push.as_mut() {
+            if conn.sub.is_none() && conn.session.upgraded() && matches!(next, Next::Keep) {
+                conn.sub = Some(p.pusher.subscribe(Target::Tcp(key), monotonic_ns()));
+            }
+        }
+        match next {
             Next::Keep => return,
             Next::Close => {}
             // A push client leaves by closing with messages unread, which
@@ -584,8 +600,7 @@ fn read(conn: &mut Conn, io: &mut Io, drain_all: bool) -> io::Result<Action> {
             &io.scratch[..n],
             &mut io.out,
         );
-        bump(&io.stats.requests, p.requests);
-        bump(&io.stats.bad_input, p.bad);
+        count(&io.stats, &p);
         if p.action == Action::Abort {
             return Ok(Action::Abort);
         }
@@ -633,8 +648,7 @@ fn serve_tls(conn: &mut Conn, io: &mut Io, n: usize) -> io::Result<Action> {
                         &io.plain[..m],
                         &mut io.out,
                     );
-                    bump(&io.stats.requests, p.requests);
-                    bump(&io.stats.bad_input, p.bad);
+                    count(&io.stats, &p);
                     if p.action != Action::Continue {
                         action = p.action;
                         break;
@@ -664,6 +678,15 @@ fn serve_tls(conn: &mut Conn, io: &mut Io, n: usize) -> io::Result<Action> {
     io.sealed = sealed;
     sent?;
     Ok(action)
+}
+
+/// Counts what the responder did with a chunk.
+fn count(stats: &WorkerStats, p: &Processed) {
+    bump(&stats.requests, p.requests);
+    bump(&stats.bad_input, p.bad);
+    if p.ws != WsNotes::default() {
+        stats.ws.count(&p.ws);
+    }
 }
 
 /// Writes `data` after whatever is already pending; keeps what the socket

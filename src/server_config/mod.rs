@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 mod certs;
 
-use crate::domain::{Mode, Processes};
+use crate::domain::{Mode, Processes, PushOver};
 pub use certs::ServerTls;
 
 /// The port the server listens on when no --listen is given.
@@ -66,6 +66,9 @@ pub struct PushConfig {
     pub size: usize,
     pub burst: u32,
     pub udp_idle_ns: u64,
+    /// What TCP subscribers get the messages over.
+    #[serde(default)]
+    pub over: PushOver,
 }
 
 impl Default for PushConfig {
@@ -76,6 +79,7 @@ impl Default for PushConfig {
             size: 160,
             burst: 1,
             udp_idle_ns: 30_000_000_000,
+            over: PushOver::Tcp,
         }
     }
 }

@@ -70,7 +70,7 @@ pub struct ResponseHead {
 
 /// Finds the end of the head: the offset just past the empty line.
 /// Lines may end in CRLF or a bare LF (RFC 9112 2.2 allows accepting it).
-fn head_end(buf: &[u8]) -> Result<Option<usize>, HttpError> {
+pub(crate) fn head_end(buf: &[u8]) -> Result<Option<usize>, HttpError> {
     let limit = buf.len().min(MAX_HEAD);
     // The head ends at "\n\n" or "\n\r\n" that is not at its very start
     // (leading empty lines are allowed, RFC 9112 2.2). Scanned a word at a
@@ -117,7 +117,7 @@ fn find_lf(s: &[u8], from: usize) -> Option<usize> {
     None
 }
 
-fn is_tchar(b: u8) -> bool {
+pub(crate) fn is_tchar(b: u8) -> bool {
     TCHAR[usize::from(b)]
 }
 
@@ -138,7 +138,7 @@ static TCHAR: [bool; 256] = {
     t
 };
 
-fn trim(mut s: &[u8]) -> &[u8] {
+pub(crate) fn trim(mut s: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = s {
         s = rest;
     }
@@ -158,7 +158,7 @@ fn parse_u64(s: &[u8]) -> Option<u64> {
 }
 
 /// Lines of a head (without line endings), skipping leading empty lines.
-fn lines(head: &[u8]) -> Lines<'_> {
+pub(crate) fn lines(head: &[u8]) -> Lines<'_> {
     Lines {
         head,
         pos: 0,
@@ -168,7 +168,7 @@ fn lines(head: &[u8]) -> Lines<'_> {
 
 /// The lines of a head up to the empty line that ends it (a plain loop:
 /// this runs for every request the server answers).
-struct Lines<'a> {
+pub(crate) struct Lines<'a> {
     head: &'a [u8],
     pos: usize,
     started: bool,

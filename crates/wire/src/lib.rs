@@ -12,3 +12,4 @@ pub mod escape;
 pub mod http;
 pub mod line;
 pub mod push;
+pub mod ws;

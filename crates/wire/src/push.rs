@@ -134,18 +134,22 @@ pub fn decode_line(buf: &[u8]) -> Result<Option<(u64, usize)>, PushError> {
             Ok(None)
         };
     };
-    let line = &buf[..end];
-    let digits = line.iter().take_while(|b| b.is_ascii_digit()).count();
+    Ok(Some((leading_sequence(&buf[..end])?, end + 1)))
+}
+
+/// The decimal sequence number at the start of a message of the line
+/// format (a line without its `\n`, or a whole WebSocket message).
+pub fn leading_sequence(msg: &[u8]) -> Result<u64, PushError> {
+    let digits = msg.iter().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 || digits > 20 {
         return Err(PushError::NoSequence);
     }
-    let seq = line[..digits]
+    msg[..digits]
         .iter()
         .try_fold(0u64, |acc, &d| {
             acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
         })
-        .ok_or(PushError::NoSequence)?;
-    Ok(Some((seq, end + 1)))
+        .ok_or(PushError::NoSequence)
 }
 
 #[cfg(test)]
