@@ -163,10 +163,18 @@ fn parse_share(s: &str) -> Result<f64, String> {
         Some(v) => (v, true),
         None => (t, false),
     };
-    let x: f64 = v
-        .parse()
-        .map_err(|_| format!("'{s}' is not a share: give 5% or 0.05"))?;
-    Ok(if pct { x / 100.0 } else { x })
+    let x = v
+        .parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite())
+        .map(|x| if pct { x / 100.0 } else { x })
+        .ok_or_else(|| format!("'{s}' is not a share: give 5% or 0.05"))?;
+    if x <= 0.0 || x >= 1.0 {
+        return Err(format!(
+            "'{s}' is not a share above 0 and below 100%: give 5% or 0.05"
+        ));
+    }
+    Ok(x)
 }
 
 #[derive(Debug, Args)]
