@@ -550,6 +550,72 @@ fn a_busy_address_is_a_usage_error_naming_it() {
     assert!(err.contains("127.0.0.1:9464"), "{err}");
 }
 
+/// Scrapers that send their request a byte at a time hold only their own
+/// connections: another scrape is answered meanwhile, one past the 16 at
+/// once is told 503 at once, and each slow one is cut at the request's
+/// deadline (5 s from its accept). One such scraper blocked every other
+/// scrape for as long as it kept sending.
+#[test]
+fn slow_scrapers_block_no_other_and_are_cut_at_the_deadline() {
+    let srv = server(&["--metrics", "127.0.0.1:0"]);
+    let m = metrics_addr(&srv.banner);
+    let opened = Instant::now();
+    let first = TcpStream::connect(&m).unwrap();
+    // A byte every 300 ms to each slow connection, until each is closed.
+    let drip = |conns: Vec<TcpStream>| {
+        std::thread::spawn(move || {
+            let mut open: Vec<TcpStream> = conns.iter().map(|c| c.try_clone().unwrap()).collect();
+            let request = b"GET /metrics HTTP/1.0\r\nX-Slow: ";
+            for i in 0.. {
+                let byte = request.get(i).copied().unwrap_or(b'x');
+                open.retain_mut(|c| c.write_all(&[byte]).is_ok());
+                if open.is_empty() || i > 100 {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        })
+    };
+    let dripping = drip(vec![first.try_clone().unwrap()]);
+
+    let t = Instant::now();
+    let text = scrape(&m);
+    assert!(text.contains("throng_server_accepted_total"), "{text}");
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "a scrape beside a slow one took {:?}",
+        t.elapsed()
+    );
+
+    // 15 more: 16 under way, the next is refused at once.
+    let more: Vec<TcpStream> = (0..15).map(|_| TcpStream::connect(&m).unwrap()).collect();
+    let dripping_more = drip(more.iter().map(|c| c.try_clone().unwrap()).collect());
+    let t = Instant::now();
+    let (status, head, _) = http(&m, "GET", "/metrics", None);
+    assert_eq!(status, 503, "{head}");
+    assert!(head.contains("Retry-After"), "{head}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+
+    // Each slow one is closed at its deadline, with no answer.
+    for mut c in std::iter::once(first).chain(more) {
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut got = Vec::new();
+        let _ = c.read_to_end(&mut got); // EOF, or a reset: closed either way
+        assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    }
+    let held = opened.elapsed();
+    assert!(
+        held >= Duration::from_millis(4500) && held < Duration::from_secs(9),
+        "the slow scrapers were closed after {held:?}, not at the 5 s deadline"
+    );
+    dripping.join().unwrap();
+    dripping_more.join().unwrap();
+    // Their threads are gone: scrapes are answered again.
+    promtool_passes(&scrape(&m));
+    let (status, summary) = srv.stop();
+    assert!(status.success(), "{summary}");
+}
+
 /// A daemon we started; killed (by its pid) when the test ends.
 struct Daemon(Child);
 
