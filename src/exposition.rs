@@ -31,7 +31,8 @@ use prometheus_client::encoding::{
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
-use prometheus_client::registry::Registry;
+
+use prometheus_client::registry::{Registry, Unit};
 
 use crate::usage::UsageError;
 
@@ -346,6 +347,24 @@ pub(crate) fn counter(
     ConstCounter::new(value).encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
 }
 
+/// One counter family of bytes without labels: `name` without the unit,
+/// which the encoder adds (`throng_server_sent` is
+/// `throng_server_sent_bytes_total`, Prometheus' naming).
+pub(crate) fn bytes_counter(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: impl EncodeCounterValue,
+) -> std::fmt::Result {
+    let unit = Unit::Bytes;
+    ConstCounter::new(value).encode(enc.encode_descriptor(
+        name,
+        help,
+        Some(&unit),
+        MetricType::Counter,
+    )?)
+}
+
 /// One gauge family without labels.
 pub(crate) fn gauge(
     enc: &mut DescriptorEncoder,
@@ -365,6 +384,23 @@ pub(crate) fn counters_by<V: EncodeCounterValue>(
     series: impl IntoIterator<Item = (String, V)>,
 ) -> std::fmt::Result {
     let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (value, n) in series {
+        let labels = [(label, value.as_str())];
+        ConstCounter::new(n).encode(m.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// A counter family of bytes with one label (`name` without the unit).
+pub(crate) fn bytes_counters_by<V: EncodeCounterValue>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &str,
+    series: impl IntoIterator<Item = (String, V)>,
+) -> std::fmt::Result {
+    let unit = Unit::Bytes;
+    let mut m = enc.encode_descriptor(name, help, Some(&unit), MetricType::Counter)?;
     for (value, n) in series {
         let labels = [(label, value.as_str())];
         ConstCounter::new(n).encode(m.encode_family(&labels)?)?;

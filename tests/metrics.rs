@@ -219,8 +219,8 @@ fn server_counters_after_a_known_run_are_its_summary() {
         "one request per query sent"
     );
     assert_eq!(count(&text, "throng_server_connections_peak"), 10);
-    let bytes_in = count(&text, "throng_server_bytes_received_total");
-    let bytes_out = count(&text, "throng_server_bytes_sent_total");
+    let bytes_in = count(&text, "throng_server_received_bytes_total");
+    let bytes_out = count(&text, "throng_server_sent_bytes_total");
     // What the client wrote and read, byte for byte.
     assert_eq!(bytes_in, result.q().bytes_out);
     assert_eq!(bytes_out, result.q().bytes_in);
@@ -313,8 +313,8 @@ fn a_server_of_several_processes_shows_each_and_all() {
     assert_eq!(per("throng_server_process_accepted_total"), 10);
     assert_eq!(per("throng_server_process_requests_total"), 300);
     assert_eq!(
-        per("throng_server_process_bytes_received_total"),
-        count(&text, "throng_server_bytes_received_total")
+        per("throng_server_process_received_bytes_total"),
+        count(&text, "throng_server_received_bytes_total")
     );
     assert_eq!(per("throng_server_process_connections"), 0);
 
@@ -426,6 +426,9 @@ fn check_client_scrape(text: &str) {
     let sent = count(text, "throng_client_queries_sent_total");
     let answered = count(text, "throng_client_queries_answered_total");
     assert!(answered <= sent, "{text}");
+    // Bytes in Prometheus' naming: the unit, then _total.
+    assert!(count(text, "throng_client_sent_bytes_total") > 0, "{text}");
+    assert!(count(text, "throng_client_received_bytes_total") > 0, "{text}");
     for h in [
         "throng_client_response_time_seconds",
         "throng_client_service_time_seconds",
@@ -438,7 +441,11 @@ fn check_client_scrape(text: &str) {
             .filter(|l| l.starts_with(&format!("{h}_bucket{{")))
             .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
             .collect();
-        assert_eq!(buckets.len(), 18, "50 µs .. 10 s and +Inf");
+        assert_eq!(buckets.len(), 20, "10 µs .. 10 s and +Inf");
+        assert!(
+            text.contains(&format!("{h}_bucket{{le=\"0.000025\"}}")),
+            "a bucket below 50 µs"
+        );
         assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
         assert!(value(text, &format!("{h}_sum")) > 0.0);
     }
