@@ -428,7 +428,10 @@ fn check_client_scrape(text: &str) {
     assert!(answered <= sent, "{text}");
     // Bytes in Prometheus' naming: the unit, then _total.
     assert!(count(text, "throng_client_sent_bytes_total") > 0, "{text}");
-    assert!(count(text, "throng_client_received_bytes_total") > 0, "{text}");
+    assert!(
+        count(text, "throng_client_received_bytes_total") > 0,
+        "{text}"
+    );
     for h in [
         "throng_client_response_time_seconds",
         "throng_client_service_time_seconds",

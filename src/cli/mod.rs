@@ -39,7 +39,7 @@ use crate::units::{parse_duration, parse_positive_count, parse_rate};
 #[command(name = "throng", version, propagate_version = true)]
 #[command(
     after_help = "Numbers take k/m/g suffixes (10k = 10,000), sizes B/KiB/MiB/GiB \
-(64KiB), durations us/ms/s/m/h (2.5s)."
+(64KiB), durations ns/us/ms/s/m/h (2.5s)."
 )]
 pub struct Cli {
     #[command(subcommand)]
