@@ -188,8 +188,25 @@ fn decimal_times(number: &str, scale: u64) -> Result<u64, NotWhole> {
     u64::try_from(n).map_err(|_| NotWhole::TooLarge)
 }
 
-/// A count: `1000`, `10k`, `2.5m`, `1g`.
+/// The largest count taken: 2^53, the last whole number a float holds
+/// exactly (rates, shares and plans compute in floats), and far enough
+/// below 2^64 that sums and products of counts do not wrap.
+pub const MAX_COUNT: u64 = 1 << 53;
+
+/// A count: `1000`, `10k`, `2.5m`, `1g`; at most [`MAX_COUNT`].
 pub fn parse_count(s: &str) -> Result<u64, String> {
+    let n = parse_u64(s)?;
+    if n > MAX_COUNT {
+        return Err(format!(
+            "'{s}' is too large a count (above 2^53 = 9007199254740992); examples: 1000, 10k, 2.5m"
+        ));
+    }
+    Ok(n)
+}
+
+/// A whole number of any size below 2^64 (a seed), with the suffixes of
+/// a count.
+pub fn parse_u64(s: &str) -> Result<u64, String> {
     let examples = "examples: 1000, 10k, 2.5m";
     let err = || format!("'{s}' is not a count; {examples}");
     let (number, suffix) = split_number(s).ok_or_else(err)?;
@@ -211,6 +228,15 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
 pub fn parse_positive_count(s: &str) -> Result<u64, String> {
     match parse_count(s)? {
         0 => Err(format!("'{s}' must be at least 1")),
+        n => Ok(n),
+    }
+}
+
+/// `--burst`: messages due together, 1 to 1m (a million messages a
+/// period to each connection is past any server and any count's room).
+pub fn parse_burst(s: &str) -> Result<u64, String> {
+    match parse_positive_count(s)? {
+        n if n > 1_000_000 => Err(format!("'{s}' is above 1m messages at once; give 1 to 1m")),
         n => Ok(n),
     }
 }
@@ -417,11 +443,15 @@ mod tests {
         assert!(parse_size("1.5")
             .unwrap_err()
             .contains("whole number of bytes"));
-        assert_eq!(parse_count("18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(parse_u64("18446744073709551615"), Ok(u64::MAX));
         // 2^64 was taken as u64::MAX.
-        assert!(parse_count("18446744073709551616")
+        assert!(parse_u64("18446744073709551616")
             .unwrap_err()
             .contains("too large"));
+        assert_eq!(parse_count("9007199254740992"), Ok(MAX_COUNT));
+        assert!(parse_count("9007199254740993")
+            .unwrap_err()
+            .contains("2^53"));
         assert!(parse_size("99999999999GiB")
             .unwrap_err()
             .contains("too large"));

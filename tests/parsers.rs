@@ -19,8 +19,8 @@ use clap::Parser;
 use proptest::prelude::*;
 use throng::cli::Cli;
 use throng::units::{
-    format_duration, parse_count, parse_duration, parse_positive_count, parse_rate, parse_size,
-    parse_start_at, MAX_DURATION, MAX_RATE,
+    format_duration, parse_burst, parse_count, parse_duration, parse_positive_count, parse_rate,
+    parse_size, parse_start_at, parse_u64, MAX_COUNT, MAX_DURATION, MAX_RATE,
 };
 
 /// Text near what people type for a number with a unit: digits, dots,
@@ -81,6 +81,10 @@ proptest! {
     fn counts_sizes_rates_never_panic(s in numberish()) {
         let _ = parse_count(&s);
         let _ = parse_positive_count(&s);
+        let _ = parse_u64(&s);
+        if let Ok(b) = parse_burst(&s) {
+            prop_assert!((1..=1_000_000).contains(&b), "{s}: {b}");
+        }
         let _ = parse_size(&s);
         if let Ok(r) = parse_rate(&s) {
             prop_assert!(r.is_finite() && r > 0.0 && r <= MAX_RATE, "{s}: {r}");
@@ -97,15 +101,16 @@ proptest! {
 
     #[test]
     fn counts_print_and_parse_back(n in any::<u64>()) {
-        prop_assert_eq!(parse_count(&n.to_string()), Ok(n));
+        prop_assert_eq!(parse_u64(&n.to_string()), Ok(n));
         prop_assert_eq!(parse_size(&n.to_string()), Ok(n));
+        prop_assert_eq!(parse_count(&n.to_string()).ok(), (n <= MAX_COUNT).then_some(n));
         // With a suffix: thousands.
         if let Some(k) = n.checked_mul(1000) {
-            prop_assert_eq!(parse_count(&format!("{n}k")), Ok(k));
+            prop_assert_eq!(parse_u64(&format!("{n}k")), Ok(k));
         }
         // With a decimal point: 1.5k is 1500, exactly.
         let (whole, frac) = (n / 1000, n % 1000);
-        prop_assert_eq!(parse_count(&format!("{whole}.{frac:03}k")), Ok(n));
+        prop_assert_eq!(parse_u64(&format!("{whole}.{frac:03}k")), Ok(n));
     }
 
     #[test]
@@ -283,7 +288,8 @@ proptest! {
         flag in prop::sample::select(vec![
             "-c", "--rate", "-r", "--size", "-T", "--timeout", "--start-at", "--segment",
             "--processes", "--run-id", "--metrics", "--connect-rate", "--window", "--schedule",
-            "--connections-schedule", "--check", "--stop-on", "--source-ip", "--every",
+            "--connections-schedule", "--check", "--stop-on", "--source-ip", "--every", "--burst",
+            "--seed", "--queries", "--messages", "--max-failures",
         ]),
         value in numberish(),
     ) {
@@ -296,7 +302,7 @@ proptest! {
             }
         }
         let _ = Cli::try_parse_from(["throng", "server", "--listen", value.as_str()]);
-        for flag in ["--max-connections", "--body-size", "--dns-ttl", "--every", "--workers"] {
+        for flag in ["--max-connections", "--body-size", "--dns-ttl", "--every", "--workers", "--burst"] {
             let _ = Cli::try_parse_from(["throng", "server", flag, value.as_str()]);
         }
     }
