@@ -39,7 +39,9 @@ use crate::units::{parse_duration, parse_positive_count, parse_rate};
 #[command(name = "throng", version, propagate_version = true)]
 #[command(
     after_help = "Numbers take k/m/g suffixes (10k = 10,000), sizes B/KiB/MiB/GiB \
-(64KiB), durations ns/us/ms/s/m/h (2.5s)."
+(64KiB), durations ns/us/ms/s/m/h (2.5s). Counts and sizes are whole (1.5k = 1500; \
+1.5 bytes is refused), counts at most 2^53, durations at most 10 years; times are \
+RFC 3339 (2026-11-22T10:00:00Z) or Unix seconds."
 )]
 pub struct Cli {
     #[command(subcommand)]
