@@ -159,10 +159,21 @@ enum NotWhole {
 /// `number` × `scale` exactly, in integers: "2.5" × 1000 is 2500, "1.1" ×
 /// 1000 is 1100 (no float rounding), "1.5" × 1 is not whole.
 fn decimal_times(number: &str, scale: u64) -> Result<u64, NotWhole> {
+    decimal_times_rounded(number, scale, false)
+}
+
+/// As [`decimal_times`]; with `round`, a fraction of one left over is
+/// rounded to the nearest whole (half up) instead of refused.
+fn decimal_times_rounded(number: &str, scale: u64, round: bool) -> Result<u64, NotWhole> {
     let (whole, frac) = decimal_parts(number).ok_or(NotWhole::Malformed)?;
-    let frac = frac.trim_end_matches('0');
-    if frac.len() > 30 {
+    let mut frac = frac.trim_end_matches('0');
+    if frac.len() > 30 && !round {
         return Err(NotWhole::Fraction);
+    }
+    if round && frac.len() > 20 {
+        // 20 digits are far below one unit of any scale (below 1e-7 ns of
+        // an hour), and keep the product below 2^128.
+        frac = &frac[..20];
     }
     let scale = u128::from(scale);
     let mut w: u128 = 0;
@@ -181,10 +192,10 @@ fn decimal_times(number: &str, scale: u64) -> Result<u64, NotWhole> {
     let unit = 10u128.pow(frac.len() as u32);
     // f < 10^30 and scale < 2^31 (GiB): the product fits a u128.
     let parts = f.checked_mul(scale).ok_or(NotWhole::Fraction)?;
-    if !parts.is_multiple_of(unit) {
+    if !round && !parts.is_multiple_of(unit) {
         return Err(NotWhole::Fraction);
     }
-    let n = w * scale + parts / unit;
+    let n = w * scale + (parts + if round { unit / 2 } else { 0 }) / unit;
     u64::try_from(n).map_err(|_| NotWhole::TooLarge)
 }
 
@@ -264,8 +275,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// A duration: `250ms`, `2.5s`, `10m`, `1h`, `500us`; a bare number is
-/// seconds. At most [`MAX_DURATION`]; below a nanosecond is refused, not
-/// rounded to zero.
+/// seconds. At most [`MAX_DURATION`]; to the nearest nanosecond (the
+/// clock's unit: a float's `0.30000000000000004s` is 300 ms), and a
+/// duration that is not zero never reads as zero.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let examples = "examples: 250ms, 2.5s, 10m, 1h";
     let err = || format!("'{s}' is not a duration; {examples}");
@@ -279,11 +291,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => 3_600_000_000_000,
         _ => return Err(err()),
     };
-    let nanos = decimal_times(number, nanos_per).map_err(|why| match why {
-        NotWhole::Malformed => err(),
-        NotWhole::Fraction => format!("'{s}' has a fraction of a nanosecond; {examples}"),
+    let nanos = decimal_times_rounded(number, nanos_per, true).map_err(|why| match why {
+        NotWhole::Malformed | NotWhole::Fraction => err(),
         NotWhole::TooLarge => format!("'{s}' is longer than 10 years; {examples}"),
     })?;
+    if nanos == 0 && number.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
+        return Err(format!("'{s}' is below a nanosecond; {examples}"));
+    }
     let d = Duration::from_nanos(nanos);
     if d > MAX_DURATION {
         return Err(format!("'{s}' is longer than 10 years; {examples}"));
@@ -462,7 +476,13 @@ mod tests {
     fn durations_are_bounded_and_exact() {
         assert_eq!(parse_duration("0.1s"), Ok(Duration::from_millis(100)));
         assert_eq!(parse_duration("3ns"), Ok(Duration::from_nanos(3)));
-        assert!(parse_duration("0.5ns").unwrap_err().contains("nanosecond"));
+        assert!(parse_duration("0.4ns").unwrap_err().contains("nanosecond"));
+        assert_eq!(parse_duration("0.5ns"), Ok(Duration::from_nanos(1)));
+        // What `{}` of a float of seconds writes reads back to the nanosecond.
+        assert_eq!(
+            parse_duration(&format!("{}s", 0.1 + 0.2)),
+            Ok(Duration::from_millis(300))
+        );
         assert!(parse_duration("100000000000000s")
             .unwrap_err()
             .contains("10 years"));

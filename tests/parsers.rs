@@ -130,6 +130,18 @@ proptest! {
     }
 
     #[test]
+    fn float_seconds_read_to_the_nanosecond(x in 0.0f64..MAX_DURATION.as_secs_f64()) {
+        // What `{}` of a float writes (another command's flags, built from
+        // an f64: the shortest text that reads back as the same float)
+        // reads back within the float's own precision and a nanosecond.
+        let d = parse_duration(&format!("{x}s")).unwrap();
+        let want = Duration::from_secs_f64(x);
+        let half_ulp = (f64::from_bits(x.to_bits() + 1) - x) / 2.0;
+        let slack = Duration::from_secs_f64(half_ulp) + Duration::from_nanos(1);
+        prop_assert!(d.abs_diff(want) <= slack, "{x}: {d:?} vs {want:?}");
+    }
+
+    #[test]
     fn rates_print_and_parse_back(r in 1e-3f64..MAX_RATE) {
         // f64's Display is the shortest text that reads back as the same
         // number, never with an exponent.
