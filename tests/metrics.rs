@@ -560,6 +560,33 @@ fn a_busy_address_is_a_usage_error_naming_it() {
     assert!(err.contains("127.0.0.1:9464"), "{err}");
 }
 
+/// Waits until the server's process has `n` threads answering scrapes
+/// (`metrics-scrape`, in /proc): the sign that it holds what was sent.
+fn scrape_threads(srv: &Server, n: usize) {
+    let task = format!("/proc/{}/task", srv.child.id());
+    let count = || {
+        std::fs::read_dir(&task)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|t| {
+                        std::fs::read_to_string(t.path().join("comm"))
+                            .is_ok_and(|c| c.trim() == "metrics-scrape")
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while count() != n {
+        assert!(
+            Instant::now() < deadline,
+            "{} scrape threads, not {n}",
+            count()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Scrapers that send their request a byte at a time hold only their own
 /// connections: another scrape is answered meanwhile, one past the 16 at
 /// once is told 503 at once, and each slow one is cut at the request's
@@ -587,6 +614,7 @@ fn slow_scrapers_block_no_other_and_are_cut_at_the_deadline() {
         })
     };
     let dripping = drip(vec![first.try_clone().unwrap()]);
+    scrape_threads(&srv, 1);
 
     let t = Instant::now();
     let text = scrape(&m);
@@ -597,9 +625,13 @@ fn slow_scrapers_block_no_other_and_are_cut_at_the_deadline() {
         t.elapsed()
     );
 
-    // 15 more: 16 under way, the next is refused at once.
+    // 15 more: 16 under way (the kernel may queue connections out of the
+    // order they were made: wait until the server's threads hold all 16),
+    // then the next is refused at once.
+    scrape_threads(&srv, 1);
     let more: Vec<TcpStream> = (0..15).map(|_| TcpStream::connect(&m).unwrap()).collect();
     let dripping_more = drip(more.iter().map(|c| c.try_clone().unwrap()).collect());
+    scrape_threads(&srv, 16);
     let t = Instant::now();
     let (status, head, _) = http(&m, "GET", "/metrics", None);
     assert_eq!(status, 503, "{head}");
