@@ -24,15 +24,16 @@
 # Prints `case  answers  instructions/answer` per case on stdout (answers:
 # the difference between the two runs), each run's totals on stderr.
 # THRONG_BIN names another build (before/after a change); by default
-# target/release/throng is built. Takes about 3 minutes on 2 cores.
+# target/profiling/throng is built (the release code with line tables, so
+# that callgrind_annotate names functions and lines). Takes about 3 minutes on 2 cores.
 # Usage: bench/instructions.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 1; }
 if [ -z "${THRONG_BIN:-}" ]; then
-  cargo build --release --quiet
+  cargo build --profile profiling --quiet
 fi
-bin=${THRONG_BIN:-target/release/throng}
+bin=${THRONG_BIN:-target/profiling/throng}
 mkdir -p target/bench-baseline
 gcc -O2 -Wall -pthread -o target/bench-baseline/server bench/baseline/server.c
 work=$(mktemp -d)

@@ -3,8 +3,12 @@
 //! (`report::prometheus`, `server::prometheus`) share, below both.
 //!
 //! [`Endpoint`] binds the address it is given, and only that, and serves
-//! `GET /metrics` from one small thread with std's listener (404 for any
-//! other path, 405 for any other method; there is nothing else to ask).
+//! `GET /metrics` with std's listener (404 for any other path, 405 for any
+//! other method; there is nothing else to ask). One thread accepts; each
+//! scrape is answered on a thread of its own, at most [`MAX_SCRAPES`] at
+//! once, within [`REQUEST_DEADLINE`] for the whole request (read, encode,
+//! write): a peer that sends a byte a second, or reads none, holds only
+//! its own thread, and only until the deadline.
 //! The figures are encoded at each scrape by the `prometheus-client`
 //! crate's text encoder, through the collectors of a [`Registry`]. That
 //! encoder writes OpenMetrics; the response is Prometheus' text format
@@ -15,8 +19,10 @@
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use prometheus_client::encoding::{
@@ -25,7 +31,8 @@ use prometheus_client::encoding::{
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
-use prometheus_client::registry::Registry;
+
+use prometheus_client::registry::{Registry, Unit};
 
 use crate::usage::UsageError;
 
@@ -35,8 +42,12 @@ const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// A request's head is read up to this size.
 const MAX_HEAD: usize = 8 * 1024;
-/// A scraper that sends nothing holds the endpoint this long at most.
-const IO_TIMEOUT: Duration = Duration::from_secs(2);
+/// A request, from its accept to the last byte of the answer, ends within
+/// this: Prometheus' own scrape timeout is 10 s by default, and an answer
+/// is a few kB encoded in a millisecond.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+/// Scrapes answered at once; one more is told 503 at once and closed.
+pub const MAX_SCRAPES: usize = 16;
 
 /// A bound metrics endpoint, not serving yet.
 pub struct Endpoint {
@@ -81,17 +92,17 @@ impl Endpoint {
         format!("metrics on http://{}/metrics (Prometheus)", self.addr)
     }
 
-    /// Serves `registry` on its own thread until the process ends.
+    /// Serves `registry` until the process ends: a thread that accepts,
+    /// and a thread per scrape (at most [`MAX_SCRAPES`]).
     pub fn serve(self, registry: Registry) -> io::Result<()> {
+        let registry = Arc::new(registry);
+        let busy = Arc::new(AtomicUsize::new(0));
         thread::Builder::new()
             .name("metrics".into())
             .spawn(move || {
                 for conn in self.listener.incoming() {
                     match conn {
-                        // A scraper that goes away is no concern of the run's.
-                        Ok(s) => {
-                            let _ = answer(s, &registry);
-                        }
+                        Ok(s) => scrape(s, &registry, &busy),
                         // Out of fds, say: the run's own work comes first.
                         Err(_) => thread::sleep(Duration::from_millis(100)),
                     }
@@ -101,21 +112,88 @@ impl Endpoint {
     }
 }
 
-/// Reads one request and answers it; the connection then closes.
-fn answer(mut s: TcpStream, registry: &Registry) -> io::Result<()> {
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
-    s.set_write_timeout(Some(IO_TIMEOUT))?;
+/// One scrape on a thread of its own, or a 503 when [`MAX_SCRAPES`] are
+/// under way, answered on the accepting thread within [`REFUSE_WITHIN`].
+fn scrape(mut s: TcpStream, registry: &Arc<Registry>, busy: &Arc<AtomicUsize>) {
+    let deadline = Instant::now() + REQUEST_DEADLINE;
+    if busy.fetch_add(1, Ordering::AcqRel) >= MAX_SCRAPES {
+        busy.fetch_sub(1, Ordering::AcqRel);
+        refuse(&mut s);
+        return;
+    }
+    let (registry, done) = (Arc::clone(registry), Arc::clone(busy));
+    let spawned = thread::Builder::new()
+        .name("metrics-scrape".into())
+        .spawn(move || {
+            // A scraper that goes away is no concern of the run's.
+            let _ = answer(s, deadline, &registry);
+            done.fetch_sub(1, Ordering::AcqRel);
+        });
+    if spawned.is_err() {
+        busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How long the accepting thread gives a scrape it refuses: enough to
+/// read a request that is on its way (closing over unread bytes would
+/// reset the connection, and the scraper would lose the 503).
+const REFUSE_WITHIN: Duration = Duration::from_millis(100);
+
+/// Reads what comes of the request within [`REFUSE_WITHIN`], then answers
+/// 503 (a few bytes: a fresh socket's buffer takes them at once).
+fn refuse(s: &mut TcpStream) {
+    let deadline = Instant::now() + REFUSE_WITHIN;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while head.len() < MAX_HEAD && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let read = left(deadline).and_then(|t| {
+            s.set_read_timeout(Some(t))?;
+            s.read(&mut buf)
+        });
+        match read {
+            Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    let _ = respond(
+        s,
+        Instant::now() + REFUSE_WITHIN,
+        "503 Service Unavailable\r\nRetry-After: 1",
+        TEXT_FORMAT,
+        "too many scrapes at once\n",
+    );
+    let _ = s.shutdown(std::net::Shutdown::Write);
+}
+
+/// The time left before `deadline`, as a socket timeout; an error once it
+/// has passed (a zero timeout would mean none).
+fn left(deadline: Instant) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the request's deadline passed",
+        ));
+    }
+    Ok(left)
+}
+
+/// Reads one request and answers it, all before `deadline`; the
+/// connection then closes.
+fn answer(mut s: TcpStream, deadline: Instant, registry: &Registry) -> io::Result<()> {
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
         if head.len() >= MAX_HEAD {
             return respond(
                 &mut s,
+                deadline,
                 "431 Request Header Fields Too Large",
                 TEXT_FORMAT,
                 "",
             );
         }
+        s.set_read_timeout(Some(left(deadline)?))?;
         let n = s.read(&mut buf)?;
         if n == 0 {
             return Ok(());
@@ -130,6 +208,7 @@ fn answer(mut s: TcpStream, registry: &Registry) -> io::Result<()> {
     if path != "/metrics" {
         return respond(
             &mut s,
+            deadline,
             "404 Not Found",
             TEXT_FORMAT,
             "not found: the metrics are at /metrics\n",
@@ -138,6 +217,7 @@ fn answer(mut s: TcpStream, registry: &Registry) -> io::Result<()> {
     if method != "GET" {
         return respond(
             &mut s,
+            deadline,
             "405 Method Not Allowed\r\nAllow: GET",
             TEXT_FORMAT,
             "only GET /metrics\n",
@@ -153,27 +233,52 @@ fn answer(mut s: TcpStream, registry: &Registry) -> io::Result<()> {
     if prometheus_client::encoding::text::encode(&mut body, registry).is_err() {
         return respond(
             &mut s,
+            deadline,
             "500 Internal Server Error",
             TEXT_FORMAT,
             "encoding failed\n",
         );
     }
     if wants_openmetrics(&accept) {
-        respond(&mut s, "200 OK", OPENMETRICS, &body)
+        respond(&mut s, deadline, "200 OK", OPENMETRICS, &body)
     } else {
-        respond(&mut s, "200 OK", TEXT_FORMAT, &to_text_format(&body))
+        respond(
+            &mut s,
+            deadline,
+            "200 OK",
+            TEXT_FORMAT,
+            &to_text_format(&body),
+        )
     }
 }
 
-fn respond(s: &mut TcpStream, status: &str, content_type: &str, body: &str) -> io::Result<()> {
-    let head = format!(
+/// Writes a response before `deadline` (a peer that reads slowly is cut
+/// there, whatever it has read).
+fn respond(
+    s: &mut TcpStream,
+    deadline: Instant,
+    status: &str,
+    content_type: &str,
+    body: &str,
+) -> io::Result<()> {
+    let mut out = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n",
         body.len()
-    );
-    s.write_all(head.as_bytes())?;
-    s.write_all(body.as_bytes())?;
-    s.flush()
+    )
+    .into_bytes();
+    out.extend_from_slice(body.as_bytes());
+    let mut rest = &out[..];
+    while !rest.is_empty() {
+        s.set_write_timeout(Some(left(deadline)?))?;
+        match s.write(rest) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// True when an Accept header names OpenMetrics with a weight above 0.
@@ -242,6 +347,24 @@ pub(crate) fn counter(
     ConstCounter::new(value).encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
 }
 
+/// One counter family of bytes without labels: `name` without the unit,
+/// which the encoder adds (`throng_server_sent` is
+/// `throng_server_sent_bytes_total`, Prometheus' naming).
+pub(crate) fn bytes_counter(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: impl EncodeCounterValue,
+) -> std::fmt::Result {
+    let unit = Unit::Bytes;
+    ConstCounter::new(value).encode(enc.encode_descriptor(
+        name,
+        help,
+        Some(&unit),
+        MetricType::Counter,
+    )?)
+}
+
 /// One gauge family without labels.
 pub(crate) fn gauge(
     enc: &mut DescriptorEncoder,
@@ -261,6 +384,23 @@ pub(crate) fn counters_by<V: EncodeCounterValue>(
     series: impl IntoIterator<Item = (String, V)>,
 ) -> std::fmt::Result {
     let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (value, n) in series {
+        let labels = [(label, value.as_str())];
+        ConstCounter::new(n).encode(m.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// A counter family of bytes with one label (`name` without the unit).
+pub(crate) fn bytes_counters_by<V: EncodeCounterValue>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &str,
+    series: impl IntoIterator<Item = (String, V)>,
+) -> std::fmt::Result {
+    let unit = Unit::Bytes;
+    let mut m = enc.encode_descriptor(name, help, Some(&unit), MetricType::Counter)?;
     for (value, n) in series {
         let labels = [(label, value.as_str())];
         ConstCounter::new(n).encode(m.encode_family(&labels)?)?;

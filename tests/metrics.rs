@@ -219,8 +219,8 @@ fn server_counters_after_a_known_run_are_its_summary() {
         "one request per query sent"
     );
     assert_eq!(count(&text, "throng_server_connections_peak"), 10);
-    let bytes_in = count(&text, "throng_server_bytes_received_total");
-    let bytes_out = count(&text, "throng_server_bytes_sent_total");
+    let bytes_in = count(&text, "throng_server_received_bytes_total");
+    let bytes_out = count(&text, "throng_server_sent_bytes_total");
     // What the client wrote and read, byte for byte.
     assert_eq!(bytes_in, result.q().bytes_out);
     assert_eq!(bytes_out, result.q().bytes_in);
@@ -313,8 +313,8 @@ fn a_server_of_several_processes_shows_each_and_all() {
     assert_eq!(per("throng_server_process_accepted_total"), 10);
     assert_eq!(per("throng_server_process_requests_total"), 300);
     assert_eq!(
-        per("throng_server_process_bytes_received_total"),
-        count(&text, "throng_server_bytes_received_total")
+        per("throng_server_process_received_bytes_total"),
+        count(&text, "throng_server_received_bytes_total")
     );
     assert_eq!(per("throng_server_process_connections"), 0);
 
@@ -426,6 +426,12 @@ fn check_client_scrape(text: &str) {
     let sent = count(text, "throng_client_queries_sent_total");
     let answered = count(text, "throng_client_queries_answered_total");
     assert!(answered <= sent, "{text}");
+    // Bytes in Prometheus' naming: the unit, then _total.
+    assert!(count(text, "throng_client_sent_bytes_total") > 0, "{text}");
+    assert!(
+        count(text, "throng_client_received_bytes_total") > 0,
+        "{text}"
+    );
     for h in [
         "throng_client_response_time_seconds",
         "throng_client_service_time_seconds",
@@ -438,7 +444,11 @@ fn check_client_scrape(text: &str) {
             .filter(|l| l.starts_with(&format!("{h}_bucket{{")))
             .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
             .collect();
-        assert_eq!(buckets.len(), 18, "50 µs .. 10 s and +Inf");
+        assert_eq!(buckets.len(), 20, "10 µs .. 10 s and +Inf");
+        assert!(
+            text.contains(&format!("{h}_bucket{{le=\"0.000025\"}}")),
+            "a bucket below 50 µs"
+        );
         assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
         assert!(value(text, &format!("{h}_sum")) > 0.0);
     }
@@ -548,6 +558,104 @@ fn a_busy_address_is_a_usage_error_naming_it() {
     let (code, _, err) = run(&["server", "--metrics", "9464"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("127.0.0.1:9464"), "{err}");
+}
+
+/// Waits until the server's process has `n` threads answering scrapes
+/// (`metrics-scrape`, in /proc): the sign that it holds what was sent.
+fn scrape_threads(srv: &Server, n: usize) {
+    let task = format!("/proc/{}/task", srv.child.id());
+    let count = || {
+        std::fs::read_dir(&task)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|t| {
+                        std::fs::read_to_string(t.path().join("comm"))
+                            .is_ok_and(|c| c.trim() == "metrics-scrape")
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while count() != n {
+        assert!(
+            Instant::now() < deadline,
+            "{} scrape threads, not {n}",
+            count()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Scrapers that send their request a byte at a time hold only their own
+/// connections: another scrape is answered meanwhile, one past the 16 at
+/// once is told 503 at once, and each slow one is cut at the request's
+/// deadline (5 s from its accept). One such scraper blocked every other
+/// scrape for as long as it kept sending.
+#[test]
+fn slow_scrapers_block_no_other_and_are_cut_at_the_deadline() {
+    let srv = server(&["--metrics", "127.0.0.1:0"]);
+    let m = metrics_addr(&srv.banner);
+    let opened = Instant::now();
+    let first = TcpStream::connect(&m).unwrap();
+    // A byte every 300 ms to each slow connection, until each is closed.
+    let drip = |conns: Vec<TcpStream>| {
+        std::thread::spawn(move || {
+            let mut open: Vec<TcpStream> = conns.iter().map(|c| c.try_clone().unwrap()).collect();
+            let request = b"GET /metrics HTTP/1.0\r\nX-Slow: ";
+            for i in 0.. {
+                let byte = request.get(i).copied().unwrap_or(b'x');
+                open.retain_mut(|c| c.write_all(&[byte]).is_ok());
+                if open.is_empty() || i > 100 {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        })
+    };
+    let dripping = drip(vec![first.try_clone().unwrap()]);
+    scrape_threads(&srv, 1);
+
+    let t = Instant::now();
+    let text = scrape(&m);
+    assert!(text.contains("throng_server_accepted_total"), "{text}");
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "a scrape beside a slow one took {:?}",
+        t.elapsed()
+    );
+
+    // 15 more: 16 under way (the kernel may queue connections out of the
+    // order they were made: wait until the server's threads hold all 16),
+    // then the next is refused at once.
+    scrape_threads(&srv, 1);
+    let more: Vec<TcpStream> = (0..15).map(|_| TcpStream::connect(&m).unwrap()).collect();
+    let dripping_more = drip(more.iter().map(|c| c.try_clone().unwrap()).collect());
+    scrape_threads(&srv, 16);
+    let t = Instant::now();
+    let (status, head, _) = http(&m, "GET", "/metrics", None);
+    assert_eq!(status, 503, "{head}");
+    assert!(head.contains("Retry-After"), "{head}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+
+    // Each slow one is closed at its deadline, with no answer.
+    for mut c in std::iter::once(first).chain(more) {
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut got = Vec::new();
+        let _ = c.read_to_end(&mut got); // EOF, or a reset: closed either way
+        assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    }
+    let held = opened.elapsed();
+    assert!(
+        held >= Duration::from_millis(4500) && held < Duration::from_secs(10),
+        "the slow scrapers were closed after {held:?}, not at the 5 s deadline"
+    );
+    dripping.join().unwrap();
+    dripping_more.join().unwrap();
+    // Their threads are gone: scrapes are answered again.
+    promtool_passes(&scrape(&m));
+    let (status, summary) = srv.stop();
+    assert!(status.success(), "{summary}");
 }
 
 /// A daemon we started; killed (by its pid) when the test ends.

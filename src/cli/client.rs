@@ -14,7 +14,8 @@ use crate::domain::{
     Arrivals, ConnectMode, Processes, Proto, PushFormat, Segment, Spread, Transport,
 };
 use crate::units::{
-    parse_count, parse_duration, parse_positive_count, parse_rate, parse_size, parse_start_at,
+    parse_burst, parse_count, parse_duration, parse_positive_count, parse_rate, parse_size,
+    parse_start_at, parse_u64,
 };
 use crate::usage::UsageError;
 
@@ -182,7 +183,7 @@ pub struct ClientArgs {
     pub arrivals: Arrivals,
 
     /// Seed of every random choice (arrivals, spread, {rand} names), so runs repeat.
-    #[arg(long, value_name = "N", default_value = "42", value_parser = parse_count, help_heading = "Traffic")]
+    #[arg(long, value_name = "N", default_value = "42", value_parser = parse_u64, help_heading = "Traffic")]
     pub seed: u64,
 
     /// Each connection sends N queries, then stops (and closes, unless --hold).
@@ -321,7 +322,7 @@ pub struct ClientArgs {
 
     /// push: messages the server sends back to back at each period (its
     /// --burst): they are due together.
-    #[arg(long, value_name = "K", default_value = "1", value_parser = parse_positive_count, help_heading = "Protocol")]
+    #[arg(long, value_name = "K", default_value = "1", value_parser = parse_burst, help_heading = "Protocol")]
     pub burst: u64,
 
     /// push: take the one-way delay from the wall-clock send stamp even when

@@ -78,7 +78,13 @@ pub fn man(out: &mut dyn Write) -> std::io::Result<()> {
             "Bad usage: a bad value, a busy or privileged port, an impossible \
              request, no TLS roots; the message says what to change.",
         ),
-        ("130", "Interrupted by a second SIGINT or SIGTERM."),
+        (
+            "130",
+            "Interrupted by SIGINT (Ctrl-C) or SIGTERM: the first one stops the \
+             run and the results so far are still written, marked interrupted; a \
+             second one ends the process at once. A server stopped by either, and \
+             a client's --hold ended by Ctrl-C, exit 0.",
+        ),
     ] {
         tail.control("TP", []);
         tail.text([bold(code)]);
@@ -177,6 +183,18 @@ mod tests {
         assert!(page.contains(".SS \"Traffic options\""));
         assert!(page.contains("\\-\\-connections"));
         assert_eq!(page.matches(".SH SYNOPSIS").count(), 1);
+    }
+
+    #[test]
+    fn man_page_says_130_follows_the_first_interrupt() {
+        // The page said a second interrupt; the code exits 130 on the
+        // first (src/client, src/limit), as the README says.
+        let page = page();
+        let status = &page[page
+            .find(".SH \"EXIT STATUS\"")
+            .expect("an EXIT STATUS section")..];
+        assert!(status.contains("the first one stops the run"), "{status}");
+        assert!(!status.contains("by a second SIGINT"), "{status}");
     }
 
     #[test]

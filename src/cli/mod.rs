@@ -40,7 +40,9 @@ use crate::units::{parse_duration, parse_positive_count, parse_rate};
 #[command(name = "throng", version, propagate_version = true)]
 #[command(
     after_help = "Numbers take k/m/g suffixes (10k = 10,000), sizes B/KiB/MiB/GiB \
-(64KiB), durations us/ms/s/m/h (2.5s)."
+(64KiB), durations ns/us/ms/s/m/h (2.5s). Counts and sizes are whole (1.5k = 1500; \
+1.5 bytes is refused), counts at most 2^53, durations at most 10 years; times are \
+RFC 3339 (2026-11-22T10:00:00Z) or Unix seconds."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -164,10 +166,18 @@ fn parse_share(s: &str) -> Result<f64, String> {
         Some(v) => (v, true),
         None => (t, false),
     };
-    let x: f64 = v
-        .parse()
-        .map_err(|_| format!("'{s}' is not a share: give 5% or 0.05"))?;
-    Ok(if pct { x / 100.0 } else { x })
+    let x = v
+        .parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite())
+        .map(|x| if pct { x / 100.0 } else { x })
+        .ok_or_else(|| format!("'{s}' is not a share: give 5% or 0.05"))?;
+    if x <= 0.0 || x >= 1.0 {
+        return Err(format!(
+            "'{s}' is not a share above 0 and below 100%: give 5% or 0.05"
+        ));
+    }
+    Ok(x)
 }
 
 #[derive(Debug, Args)]

@@ -11,7 +11,7 @@ use clap::Args;
 use super::{domain, parse_listen, parse_metrics_addr, parse_processes, ModeArg, PushOverArg};
 use crate::domain::{Mode, Processes, PushOver};
 use crate::server_config::{ServerConfig, ServerTls};
-use crate::units::{parse_duration, parse_positive_count, parse_size};
+use crate::units::{parse_burst, parse_duration, parse_positive_count, parse_size};
 use crate::usage::UsageError;
 
 /// Largest --body-size accepted (each reply is built once, in memory).
@@ -92,7 +92,7 @@ pub struct ServerArgs {
     pub size: u64,
 
     /// push mode: messages sent back to back at each --every.
-    #[arg(long, value_name = "K", default_value = "1", value_parser = parse_positive_count)]
+    #[arg(long, value_name = "K", default_value = "1", value_parser = parse_burst)]
     pub burst: u64,
 
     /// push mode: what TCP clients get the messages over. websocket: each

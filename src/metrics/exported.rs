@@ -10,11 +10,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{ConnTotals, QueryTotals, BUCKETS, ERROR_CAUSES};
 
-/// Upper bounds of the latency buckets, in µs: 50 µs to 10 s (1, 2.5, 5
-/// per decade), then +Inf.
-pub const LATENCY_BOUNDS_US: [u64; 17] = [
-    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
-    1_000_000, 2_500_000, 5_000_000, 10_000_000,
+/// Upper bounds of the latency buckets, in µs: 10 µs to 10 s (1, 2.5, 5
+/// per decade), then +Inf. Loopback and LAN answers take 10 to 100 µs:
+/// the buckets below 50 µs tell them apart.
+pub const LATENCY_BOUNDS_US: [u64; 19] = [
+    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+    500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000,
 ];
 
 /// A latency histogram in Prometheus' shape: a count per bucket of
@@ -157,15 +158,15 @@ mod tests {
     #[test]
     fn values_fall_in_the_bucket_of_their_upper_bound() {
         let mut b = LatencyBuckets::default();
-        // 50 µs is in the first bucket (le 50 µs), 51 in the second; 1 ms
-        // in le 1 ms; above 10 s in the last.
-        b.add_hdr(&hist(&[1, 50, 51, 1_000, 1_001, 20_000_000]));
-        assert_eq!(b.counts[0], 2);
-        assert_eq!(b.counts[1], 1);
-        assert_eq!(b.counts[4], 2, "1 ms and 1.001 ms share an HDR bucket");
+        // 1 and 10 µs are in the first bucket (le 10 µs), 11 and 25 in the
+        // second, 50 in le 50 µs, 51 in le 100 µs; 1 ms in le 1 ms; above
+        // 10 s in the last.
+        b.add_hdr(&hist(&[1, 10, 11, 25, 50, 51, 1_000, 1_001, 20_000_000]));
+        assert_eq!(b.counts[..4], [2, 2, 1, 1]);
+        assert_eq!(b.counts[6], 2, "1 ms and 1.001 ms share an HDR bucket");
         assert_eq!(b.counts[LATENCY_BOUNDS_US.len()], 1);
-        assert_eq!(b.count, 6);
-        assert_eq!(b.counts.iter().sum::<u64>(), 6);
+        assert_eq!(b.count, 9);
+        assert_eq!(b.counts.iter().sum::<u64>(), 9);
         // Exact below 256 µs; within the HDR bucket's width above.
         let small = {
             let mut s = LatencyBuckets::default();
@@ -173,7 +174,7 @@ mod tests {
             s.sum_us
         };
         assert_eq!(small, 102);
-        let expected = 102 + 1_000 + 1_001 + 20_000_000;
+        let expected = 1 + 10 + 11 + 25 + 50 + 51 + 1_000 + 1_001 + 20_000_000;
         let err = b.sum_us.abs_diff(expected) as f64 / expected as f64;
         assert!(err < 0.01, "{} vs {expected}", b.sum_us);
     }

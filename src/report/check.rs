@@ -236,9 +236,11 @@ pub fn parse(expr: &str) -> Result<Check, String> {
                  target, of push messages, of expected, and for rate_achieved, of rate_target)"
             ));
         };
-        let v: f64 = pct
-            .parse()
-            .map_err(|_| format!("--check '{expr}': '{raw}' is not a percentage"))?;
+        let v = pct
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| format!("--check '{expr}': '{raw}' is not a percentage, e.g. 99.5%"))?;
         (v, Some(base))
     } else {
         (

@@ -13,7 +13,7 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::exposition::{counter, counters_by, gauge};
+use crate::exposition::{bytes_counter, counter, counters_by, gauge};
 use crate::metrics::exported::{LatencyBuckets, RunFigures, LATENCY_BOUNDS_US};
 use crate::metrics::{Bucket, ERROR_CAUSES};
 
@@ -73,15 +73,15 @@ impl Collector for ClientCollector {
                 .zip(f.errors)
                 .map(|(c, n)| (c.to_string(), n)),
         )?;
-        counter(
+        bytes_counter(
             e,
-            "throng_client_bytes_sent",
+            "throng_client_sent",
             "Bytes of queries written.",
             f.bytes_sent,
         )?;
-        counter(
+        bytes_counter(
             e,
-            "throng_client_bytes_received",
+            "throng_client_received",
             "Bytes of answers read.",
             f.bytes_received,
         )?;
@@ -179,18 +179,25 @@ mod tests {
         assert!(text.contains("throng_client_connections_failed_total{cause=\"half_open\"} 0\n"));
         let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 2).unwrap();
         h.record_n(40, 3).unwrap();
+        h.record(20).unwrap();
         h.record(3_000).unwrap();
         figures.lock().unwrap().add_second(&h, None);
         let text = to_text_format(&encoded(&r));
-        assert!(
-            text.contains("throng_client_response_time_seconds_bucket{le=\"0.00005\"} 3\n")
-                || text.contains("throng_client_response_time_seconds_bucket{le=\"5e-5\"} 3\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("throng_client_response_time_seconds_bucket{le=\"+Inf\"} 4\n"),
-            "{text}"
-        );
-        assert!(text.contains("throng_client_response_time_seconds_count 4\n"));
+        let bucket = |le: &str, n: u64| {
+            let line = format!("throng_client_response_time_seconds_bucket{{le=\"{le}\"}} {n}\n");
+            assert!(text.contains(&line), "{line}missing in:\n{text}");
+        };
+        // Below 50 µs: loopback answers.
+        bucket("0.00001", 0);
+        bucket("0.000025", 1);
+        bucket("0.00005", 4);
+        bucket("+Inf", 5);
+        for family in [
+            "# TYPE throng_client_sent_bytes_total counter",
+            "# TYPE throng_client_received_bytes_total counter",
+        ] {
+            assert!(text.contains(family), "{family} missing:\n{text}");
+        }
+        assert!(text.contains("throng_client_response_time_seconds_count 5\n"));
     }
 }

@@ -19,7 +19,7 @@ use super::running::Probe;
 use super::seconds::ChildSecond;
 use super::stats::{PushTotals, Totals};
 use super::summary::ChildTotals;
-use crate::exposition::{counter, counters_by, gauge, gauges_by};
+use crate::exposition::{bytes_counter, bytes_counters_by, counter, counters_by, gauge, gauges_by};
 use crate::sys::errno_name;
 use crate::sys::proc;
 
@@ -133,7 +133,9 @@ impl Exported {
 }
 
 /// A per-process counter family: name, help, and its value of a process.
-type PerProcess = (&'static str, &'static str, fn(&Figures) -> u64);
+/// A per-process family: name (without the unit), help, its value, and
+/// whether it counts bytes (named `..._bytes_total`).
+type PerProcess = (&'static str, &'static str, fn(&Figures) -> u64, bool);
 
 /// Errors by kind, with the summary's words as label values: `malformed`
 /// (input), `connection` (reset...), `out_of_fds` (refused), `udp_dropped`
@@ -218,15 +220,15 @@ fn encode_all(
              queries), TCP and UDP.",
         t.requests,
     )?;
-    counter(
+    bytes_counter(
         e,
-        "throng_server_bytes_received",
+        "throng_server_received",
         "Bytes read from clients.",
         t.bytes_in,
     )?;
-    counter(
+    bytes_counter(
         e,
-        "throng_server_bytes_sent",
+        "throng_server_sent",
         "Bytes written to clients.",
         t.bytes_out,
     )?;
@@ -304,39 +306,49 @@ fn encode_per_process(e: &mut DescriptorEncoder, members: &[Figures]) -> std::fm
             "throng_server_process_accepted",
             "Connections accepted by each process.",
             |m| m.totals.accepted,
+            false,
         ),
         (
             "throng_server_process_closed",
             "Connections closed by each process.",
             |m| m.totals.closed,
+            false,
         ),
         (
             "throng_server_process_requests",
             "Messages answered by each process.",
             |m| m.totals.requests,
+            false,
         ),
         (
-            "throng_server_process_bytes_received",
+            "throng_server_process_received",
             "Bytes read by each process.",
             |m| m.totals.bytes_in,
+            true,
         ),
         (
-            "throng_server_process_bytes_sent",
+            "throng_server_process_sent",
             "Bytes written by each process.",
             |m| m.totals.bytes_out,
+            true,
         ),
         (
             "throng_server_process_errors",
             "Errors of every kind in each process.",
             |m| m.totals.errors(),
+            false,
         ),
     ];
-    for (name, help, value) in per_process {
+    for (name, help, value, bytes) in per_process {
         let series = members
             .iter()
             .enumerate()
             .map(|(i, m)| ((i + 1).to_string(), value(m)));
-        counters_by(e, name, help, "process", series)?;
+        if bytes {
+            bytes_counters_by(e, name, help, "process", series)?;
+        } else {
+            counters_by(e, name, help, "process", series)?;
+        }
     }
     Ok(())
 }

@@ -76,19 +76,21 @@ pub fn expand(spec: &str, limit: usize) -> Result<Vec<IpAddr>, String> {
         .filter(|&p| p <= max)
         .ok_or_else(|| format!("'{spec}': the prefix must be 0..={max}; {example}"))?;
     let host_bits = max - prefix;
-    let count: u128 = if host_bits >= 64 {
-        u128::MAX
+    // The prefix's addresses less one (2^128 - 1 for ::/0), so that the
+    // count of a /64 and the base of any prefix stay exact.
+    let last: u128 = if host_bits == 0 {
+        0
     } else {
-        1u128 << host_bits
+        u128::MAX >> (128 - host_bits)
     };
     let (skip_ends, n) = match ip {
-        IpAddr::V4(_) if host_bits >= 2 => (1, count - 2),
-        _ => (0, count),
+        IpAddr::V4(_) if host_bits >= 2 => (1, last - 1),
+        _ => (0, last.saturating_add(1)),
     };
     let n = n.min(limit as u128);
     let base: u128 = match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4) & !((count - 1) as u32)),
-        IpAddr::V6(v6) => u128::from(v6) & !(count.wrapping_sub(1)),
+        IpAddr::V4(v4) => u128::from(u32::from(v4)) & !last,
+        IpAddr::V6(v6) => u128::from(v6) & !last,
     };
     Ok((0..n)
         .map(|i| match ip {
@@ -255,6 +257,25 @@ fn is_link_local(ip: IpAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_v6_slash_64_stays_in_its_prefix() {
+        // A /64 counted as 2^128 - 1 addresses and started at :: instead
+        // of its own base.
+        let got = expand("fd00:1:2:3::10/64", 3).unwrap();
+        let want: Vec<IpAddr> = ["fd00:1:2:3::", "fd00:1:2:3::1", "fd00:1:2:3::2"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(
+            expand("::5/0", 1).unwrap(),
+            vec!["::".parse::<IpAddr>().unwrap()]
+        );
+        assert_eq!(expand("10.1.2.3/32", 9).unwrap().len(), 1);
+        assert_eq!(expand("10.1.2.3/31", 9).unwrap().len(), 2);
+        assert_eq!(expand("10.1.2.3/30", 9).unwrap().len(), 2);
+    }
 
     #[test]
     fn expands_prefixes() {
