@@ -28,8 +28,14 @@ pub struct Host {
 }
 
 impl Host {
+    /// As a hosts file names it: `user@host[:port]`, an IPv6 address in
+    /// brackets when a port follows.
     pub fn name(&self) -> String {
         match self.port {
+            Some(p) if self.dest.contains(':') => match self.dest.rsplit_once('@') {
+                Some((user, addr)) => format!("{user}@[{addr}]:{p}"),
+                None => format!("[{}]:{p}", self.dest),
+            },
             Some(p) => format!("{}:{p}", self.dest),
             None => self.dest.clone(),
         }
@@ -49,10 +55,7 @@ pub fn parse_hosts(text: &str) -> Result<Vec<Host>, String> {
                 let port = p
                     .parse()
                     .map_err(|_| format!("line {}: '{line}' has a bad port", n + 1))?;
-                (
-                    d.trim_start_matches('[').trim_end_matches(']').to_string(),
-                    Some(port),
-                )
+                (d.replace(['[', ']'], ""), Some(port))
             }
             _ => (line.to_string(), None),
         };
@@ -475,6 +478,17 @@ mod tests {
         );
         assert_eq!(h[2].dest, "fd00::3");
         assert!(parse_hosts("# nothing\n").is_err());
+        // An IPv6 host with a port is named in brackets, and reads back.
+        for line in [
+            "[fd00::3]:22",
+            "load@[fd00::3]:2222",
+            "fd00::3",
+            "load@fd00::3",
+        ] {
+            let h = parse_hosts(line).unwrap();
+            assert_eq!(h[0].name(), line);
+            assert_eq!(parse_hosts(&h[0].name()).unwrap(), h);
+        }
         assert!(parse_hosts("a b\n").unwrap_err().contains("line 1"));
         assert!(parse_hosts("h:notaport\n")
             .unwrap_err()
