@@ -66,6 +66,10 @@ pub(super) struct Conns {
     /// The instant the schedule counts from (set with
     /// [`Conns::set_start`]).
     pub(super) start: Instant,
+    /// While a read's bytes are processed: when it returned (ns since the
+    /// start). Every answer in one read arrived together, and the queries
+    /// they let go leave with it: both are stamped with it.
+    pub(super) read_at: Option<u64>,
 }
 
 impl Conns {
@@ -84,6 +88,7 @@ impl Conns {
             counters,
             shared,
             start,
+            read_at: None,
         }
     }
 
@@ -103,6 +108,13 @@ impl Conns {
     #[inline]
     pub(super) fn now_ns(&self) -> u64 {
         self.ns(Instant::now())
+    }
+
+    /// The time answers and sends are stamped with: the read's being
+    /// processed, else the clock's.
+    #[inline]
+    pub(super) fn stamp_ns(&self) -> u64 {
+        self.read_at.unwrap_or_else(|| self.now_ns())
     }
 
     /// A --lifetime that ends owes a replacement (--reconnect).

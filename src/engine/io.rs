@@ -29,8 +29,6 @@ pub(super) struct Io {
     scratch: Vec<u8>,
     /// Plaintext out of TLS sessions.
     plain: Vec<u8>,
-    /// While a read's bytes are processed: when it returned (ns).
-    read_at: Option<u64>,
     /// Connections whose read stopped at its budget with bytes left: read
     /// again next turn (their readiness will not be reported again).
     unread: Vec<usize>,
@@ -42,7 +40,6 @@ impl Io {
         Io {
             scratch: vec![0; net.scratch_len()],
             plain: Vec::new(),
-            read_at: None,
             unread: Vec::new(),
             q,
         }
@@ -74,7 +71,7 @@ impl Io {
             self.read_all(key, &mut scratch, closing, conns, mode, out, open);
         }
         self.scratch = scratch;
-        self.read_at = None;
+        conns.read_at = None;
         // Queries the answers let go (closed loop, a full window) leave
         // now, before the next connection is read: the server works on
         // them while this loop reads on, instead of both taking turns.
@@ -111,7 +108,7 @@ impl Io {
                 Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => continue,
                 Err(_) => return,
             };
-            self.read_at = Some(conns.now_ns());
+            conns.read_at = Some(conns.now_ns());
             for (i, &len) in lens.iter().enumerate().take(got) {
                 bump(&self.q.bytes_in, len as u64);
                 let data = &scratch[i * slot..i * slot + len];
@@ -121,7 +118,7 @@ impl Io {
                 }
             }
             if let Some(t) = mode.traffic_mut() {
-                t.after_progress(key, conns, out, self.read_at);
+                t.after_progress(key, conns, out);
             }
             if got < slots {
                 return;
@@ -135,9 +132,7 @@ impl Io {
         conns.slab[key].set(Flags::GOT_DATA, true);
         match mode {
             Mode::Traffic(t) => match t.codec.decode_datagram(data) {
-                Frame::Response { key: q, status, .. } => {
-                    t.on_answer(key, q, status, conns, self.read_at)
-                }
+                Frame::Response { key: q, status, .. } => t.on_answer(key, q, status, conns),
                 _ => t.rec.error(E_MALFORMED),
             },
             Mode::Push(p) => p.datagram(key, data, monotonic_ns(), &conns.counters),
@@ -204,7 +199,7 @@ impl Io {
             };
             conn.set(Flags::GOT_DATA, true);
             bump(&self.q.bytes_in, n as u64);
-            self.read_at = Some(conns.now_ns());
+            conns.read_at = Some(conns.now_ns());
             let alive = if conns.slab[key].link.tls().is_some() {
                 self.on_tls_bytes(key, &scratch[..n], conns, mode, out, open)
             } else {
@@ -266,7 +261,7 @@ impl Io {
             if conn.state == State::Handshaking
                 && !conn.link.tls().is_some_and(|t| t.is_handshaking())
             {
-                open.tls_ready(key, conns, mode, out, self.read_at);
+                open.tls_ready(key, conns, mode, out);
             }
             loop {
                 let Some(tls) = conns.slab.get_mut(key).and_then(|c| c.link.tls_mut()) else {
@@ -363,8 +358,11 @@ impl Io {
                         conns.peer_closes(key, mode);
                     }
                     used += len;
-                    let answer = (qkey, status);
-                    self.on_response(key, probing, answer, conns, mode, out, open);
+                    if probing {
+                        probe_answered(key, status, conns, mode, out, open);
+                    } else if let Some(t) = mode.traffic_mut() {
+                        t.on_answer(key, qkey, status, conns);
+                    }
                 }
                 f @ (Frame::Malformed | Frame::Oversized) => {
                     if probing {
@@ -379,7 +377,7 @@ impl Io {
                                 open.sc.probe.as_ref().map_or("DNS", Query::name)
                             ),
                         );
-                        open.verified(key, conns, mode, out, self.read_at);
+                        open.verified(key, conns, mode, out);
                         used = input.len();
                     } else if mode.has_traffic() {
                         let cause = if f == Frame::Oversized {
@@ -433,34 +431,10 @@ impl Io {
             // (The default whenever nothing is left.)
             conn.resume = resume;
             if let Some(t) = mode.traffic_mut() {
-                t.after_progress(key, conns, out, self.read_at);
+                t.after_progress(key, conns, out);
             }
         }
         alive
-    }
-
-    /// A whole response on `key` (`probing`: the answer to its probe):
-    /// `(qkey, status)`.
-    #[allow(clippy::too_many_arguments)]
-    #[inline]
-    fn on_response(
-        &mut self,
-        key: usize,
-        probing: bool,
-        (qkey, status): (Option<u64>, Status),
-        conns: &mut Conns,
-        mode: &mut Mode,
-        out: &mut Outbox,
-        open: &Opening,
-    ) {
-        if probing {
-            if let Some(what) = refusal(status) {
-                conns.probe_rejected(key, what);
-            }
-            open.verified(key, conns, mode, out, self.read_at);
-        } else if let Some(t) = mode.traffic_mut() {
-            t.on_answer(key, qkey, status, conns, self.read_at);
-        }
     }
 
     /// The server ended `key`, by a close or a reset (`bucket`). A response
@@ -490,8 +464,11 @@ impl Io {
                 conn.pending_in = Vec::new();
                 conn.resume = Default::default();
                 if whole {
-                    let answer = (qkey, status);
-                    self.on_response(key, probing, answer, conns, mode, out, open);
+                    if probing {
+                        probe_answered(key, status, conns, mode, out, open);
+                    } else if let Some(t) = mode.traffic_mut() {
+                        t.on_answer(key, qkey, status, conns);
+                    }
                     if !conns.slab.contains(key) {
                         // (Its one query done, tcp-per-query's connection
                         // ended with it.)
@@ -519,7 +496,7 @@ impl Io {
         conns.slab[key].set(Flags::BLOCKED, false);
         if out.flush(key, conns, mode) {
             if let Some(t) = mode.traffic_mut() {
-                t.after_progress(key, conns, out, self.read_at);
+                t.after_progress(key, conns, out);
             }
         }
     }
@@ -547,6 +524,23 @@ impl Io {
             self.unread = unread;
         }
     }
+}
+
+/// The answer to the probe on `key` (`status`): it is verified, and
+/// counted refused when the answer refuses it.
+#[cold]
+fn probe_answered(
+    key: usize,
+    status: Status,
+    conns: &mut Conns,
+    mode: &mut Mode,
+    out: &mut Outbox,
+    open: &Opening,
+) {
+    if let Some(what) = refusal(status) {
+        conns.probe_rejected(key, what);
+    }
+    open.verified(key, conns, mode, out);
 }
 
 /// A TLS error ends the connection; the first one's words are kept.

@@ -186,7 +186,7 @@ impl Opening {
             self.start_tls(key, now, conns, mode, out);
             return;
         }
-        self.ready(key, false, conns, mode, out, None);
+        self.ready(key, false, conns, mode, out);
     }
 
     /// TCP is up: start the TLS handshake (its ClientHello goes out at the
@@ -219,14 +219,12 @@ impl Opening {
     }
 
     /// The TLS handshake is done: the server accepted, and it is verified.
-    /// `read_at`: when the read that finished it returned.
     pub(super) fn tls_ready(
         &self,
         key: usize,
         conns: &mut Conns,
         mode: &mut Mode,
         out: &mut Outbox,
-        read_at: Option<u64>,
     ) {
         let conn = &mut conns.slab[key];
         let took = conn.since.elapsed().as_micros() as u64;
@@ -237,7 +235,7 @@ impl Opening {
             bump(&conns.counters.tls_resumed, 1);
         }
         conn.since = Instant::now();
-        self.ready(key, true, conns, mode, out, read_at);
+        self.ready(key, true, conns, mode, out);
     }
 
     /// The connection can carry queries: send the first message, then
@@ -249,7 +247,6 @@ impl Opening {
         conns: &mut Conns,
         mode: &mut Mode,
         out: &mut Outbox,
-        read_at: Option<u64>,
     ) {
         let now = Instant::now();
         let sc = &self.sc;
@@ -285,21 +282,13 @@ impl Opening {
         out.send_message(&mut conns.slab, key);
         if conns.slab[key].state != State::Probing {
             let initial = conns.slab[key].initial();
-            self.held(key, conns, mode, out, read_at);
+            self.held(key, conns, mode, out);
             conns.dial.resolved(initial);
         }
     }
 
-    /// The connection is ready for traffic. `read_at`: when the read that
-    /// made it so returned, if one did.
-    pub(super) fn held(
-        &self,
-        key: usize,
-        conns: &mut Conns,
-        mode: &mut Mode,
-        out: &mut Outbox,
-        read_at: Option<u64>,
-    ) {
+    /// The connection is ready for traffic.
+    pub(super) fn held(&self, key: usize, conns: &mut Conns, mode: &mut Mode, out: &mut Outbox) {
         let conn = &mut conns.slab[key];
         conn.state = State::Held;
         conn.pending_in = Vec::new();
@@ -328,7 +317,7 @@ impl Opening {
             }
         }
         // tcp-per-query: its one query waits in `waiting`: sent now.
-        t.after_progress(key, conns, out, read_at);
+        t.after_progress(key, conns, out);
     }
 
     /// The server answered the probe: the connection is verified.
@@ -338,11 +327,10 @@ impl Opening {
         conns: &mut Conns,
         mode: &mut Mode,
         out: &mut Outbox,
-        read_at: Option<u64>,
     ) {
         bump(&conns.counters.verified, 1);
         let initial = conns.slab[key].initial();
-        self.held(key, conns, mode, out, read_at);
+        self.held(key, conns, mode, out);
         conns.dial.resolved(initial);
     }
 
@@ -357,7 +345,7 @@ impl Opening {
         t: &mut Traffic,
         registry: &Registry,
     ) {
-        let now = conns.now_ns();
+        let now = conns.stamp_ns();
         t.per_query_due(intended, now, conns.slab.len() as u64);
         self.pq_fill(conns, t, registry);
     }

@@ -3,8 +3,7 @@
 //! waiting behind the window; answers matched in the in-flight table and
 //! recorded; timeouts; what the next query is after one is done. Each
 //! takes what it acts on as arguments: the connections ([`Conns`], whose
-//! one end it calls), the writes ([`Outbox`]), and `read_at`, the time of
-//! the read being processed. It opens no connection: a tcp-per-query
+//! one end it calls) and the writes ([`Outbox`]). It opens no connection: a tcp-per-query
 //! query that is due is handed back to the worker, which has
 //! [`Opening`](super::opening::Opening) open its connection.
 
@@ -120,27 +119,19 @@ impl Traffic {
         out: &mut Outbox,
     ) {
         match self.admit(&mut conns.slab, key, intended, fresh) {
-            Admit::Now => self.send_now(key, intended, conns, out, None),
+            Admit::Now => self.send_now(key, intended, conns, out),
             Admit::Wait => {
-                let now = conns.now_ns();
+                let now = conns.stamp_ns();
                 self.wait(&mut conns.slab[key], intended, now);
             }
             Admit::No => {}
         }
     }
 
-    /// Encodes and writes one query on `key`. `read_at`: the time of the
-    /// read being processed (every answer in one read arrived together; the
-    /// queries they let go leave with it), else the clock's.
-    fn send_now(
-        &mut self,
-        key: usize,
-        intended: u64,
-        conns: &mut Conns,
-        out: &mut Outbox,
-        read_at: Option<u64>,
-    ) {
-        let now = read_at.unwrap_or_else(|| conns.now_ns());
+    /// Encodes and writes one query on `key`, stamped with the read being
+    /// processed (see [`Conns::stamp_ns`]).
+    fn send_now(&mut self, key: usize, intended: u64, conns: &mut Conns, out: &mut Outbox) {
+        let now = conns.stamp_ns();
         // (tcp-per-query took its ticket when it opened the connection.)
         let per_query = self.per_query.is_some();
         if !per_query && !self.take_ticket() {
@@ -208,9 +199,8 @@ impl Traffic {
         None
     }
 
-    /// A response arrived for `qkey` (or the oldest query) on `key`
-    /// (`read_at`: when it was read); the connection ends here when that
-    /// was its last.
+    /// A response arrived for `qkey` (or the oldest query) on `key`; the
+    /// connection ends here when that was its last.
     #[inline]
     pub(super) fn on_answer(
         &mut self,
@@ -218,9 +208,8 @@ impl Traffic {
         qkey: Option<u64>,
         status: Status,
         conns: &mut Conns,
-        read_at: Option<u64>,
     ) {
-        let now = read_at.unwrap_or_else(|| conns.now_ns());
+        let now = conns.stamp_ns();
         let conn = &mut conns.slab[key];
         if conn.has(Flags::UNPROVEN) {
             // Any answer proves the server accepted the connection.
@@ -235,19 +224,13 @@ impl Traffic {
 
     /// After a response or a flush on `key`: send what waited.
     #[inline]
-    pub(super) fn after_progress(
-        &mut self,
-        key: usize,
-        conns: &mut Conns,
-        out: &mut Outbox,
-        read_at: Option<u64>,
-    ) {
+    pub(super) fn after_progress(&mut self, key: usize, conns: &mut Conns, out: &mut Outbox) {
         while let Some(c) = conns.slab.get_mut(key) {
             if c.flight.waiting.is_empty() || !c.room(self.window) {
                 return;
             }
             let intended = c.flight.waiting.pop_front().expect("not empty");
-            self.send_now(key, intended, conns, out, read_at);
+            self.send_now(key, intended, conns, out);
         }
     }
 
@@ -283,7 +266,7 @@ impl Traffic {
                 conns.end(key, why, ModeMut::Traffic(self));
             }
             if conns.slab.contains(key) {
-                self.after_progress(key, conns, out, None);
+                self.after_progress(key, conns, out);
             }
         }
     }

@@ -513,7 +513,7 @@ impl Worker {
                 // Established but unverified: kept, not failed.
                 bump(&conns.counters.unverified, 1);
                 let initial = conns.slab[key].initial();
-                self.open.held(key, conns, mode, out, None);
+                self.open.held(key, conns, mode, out);
                 conns.dial.resolved(initial);
             }
         }
