@@ -437,7 +437,7 @@ impl Traffic {
 
     /// A response arrived for `qkey` (or the oldest query) on `conn`
     /// (`key`) at `now`: matched, recorded, and the next query queued (its
-    /// verification, an answer's first, is the worker's).
+    /// verification, an answer's first, is [`Traffic::on_answer`]'s).
     /// Some: how the connection ends.
     pub(super) fn answered(
         &mut self,
