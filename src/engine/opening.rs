@@ -53,7 +53,8 @@ impl Opening {
 
     /// Opens connections (paced by the ramp's rate) while this worker holds
     /// fewer than its share of the level asked for, and closes its oldest
-    /// while it holds more.
+    /// while it holds more. (Once a loop turn: inlined.)
+    #[inline]
     pub(super) fn follow_level(
         &self,
         now: Instant,
@@ -85,7 +86,8 @@ impl Opening {
 
     /// Starts the attempts that are due, within the in-flight cap, at most
     /// [`CONNECTS_PER_TURN`] per loop turn. What is left is still due, and
-    /// the next turn polls without waiting.
+    /// the next turn polls without waiting. (Once a loop turn: inlined.)
+    #[inline]
     pub(super) fn start_due(
         &self,
         now: Instant,
