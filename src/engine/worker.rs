@@ -109,9 +109,10 @@ pub struct Worker {
     q: Arc<QueryCounters>,
     shared: Arc<Shared>,
     notify: mpsc::Sender<Reason>,
-    /// The traffic has ended: the worker reads until nothing is in flight
-    /// or this instant passes (--drain).
-    draining: Option<Instant>,
+    /// The run is draining (the traffic has ended; [`Traffic`] is told so
+    /// once, when this is set): the worker reads until nothing is in
+    /// flight or this instant passes (--drain).
+    drain_until: Option<Instant>,
     /// When the drain last looked for queries in flight.
     drain_looked: Option<Instant>,
 }
@@ -191,7 +192,7 @@ impl Worker {
             q: s.queries,
             shared: s.shared,
             notify: s.notify,
-            draining: None,
+            drain_until: None,
             drain_looked: None,
             sc: s.scenario,
         })
@@ -226,9 +227,9 @@ impl Worker {
         let mut turn_start = Instant::now();
         loop {
             let now = Instant::now();
-            if self.draining.is_none() && self.shared.drain.load(Relaxed) {
+            if self.drain_until.is_none() && self.shared.drain.load(Relaxed) {
                 let drain = self.sc.traffic.as_ref().map_or(0.0, |t| t.drain_s);
-                self.draining = Some(now + Duration::from_secs_f64(drain));
+                self.drain_until = Some(now + Duration::from_secs_f64(drain));
                 if let Some(t) = self.mode.traffic_mut() {
                     t.draining = true;
                 }
@@ -236,7 +237,7 @@ impl Worker {
             if self.shared.ramp_stop.load(Relaxed) {
                 self.conns.dial.stop_ramp();
             }
-            if let Some(until) = self.draining {
+            if let Some(until) = self.drain_until {
                 if self.drained(now, until) {
                     break;
                 }
@@ -256,7 +257,7 @@ impl Worker {
             self.push_keepalive(now);
             self.pq_fill();
             self.out.flush_dirty(&mut self.conns, &mut self.mode);
-            let wakeup = match self.draining {
+            let wakeup = match self.drain_until {
                 // Draining: look again at least every 10 ms.
                 Some(until) => Some(
                     self.next_wakeup()
