@@ -520,3 +520,156 @@ impl Traffic {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::{mpsc, Arc};
+    use std::time::Instant;
+
+    use super::super::conn::State;
+    use super::super::link::Link;
+    use super::super::mode::TrafficSetup;
+    use super::super::seconds::ReportTx;
+    use super::*;
+    use crate::domain::Proto;
+    use crate::metrics::QueryCounters;
+    use crate::scenario::{Model, Query};
+
+    /// Closed-loop echo, window 1, no think time; `messages`: --messages;
+    /// `per_query`: tcp-per-query's share of connections.
+    fn traffic(messages: Option<u64>, per_query: Option<u64>) -> Traffic {
+        let t = crate::scenario::Traffic {
+            proto: Proto::Echo,
+            query: Query::Echo {
+                size: 64,
+                validate: false,
+            },
+            model: Model::ClosedLoop { think_s: 0.0 },
+            window: Some(1),
+            messages,
+            queries: None,
+            max_queries_per_conn: None,
+            timeout_s: 1.0,
+            close_on_timeout: false,
+            seed: 1,
+            drain_s: 0.0,
+            ok_rcodes: Vec::new(),
+            ok_status: Vec::new(),
+        };
+        let (tx, rx) = mpsc::channel();
+        std::mem::forget(rx);
+        let mut t = Traffic::new(TrafficSetup {
+            traffic: &t,
+            hosts: &[],
+            queries: Arc::new(QueryCounters::default()),
+            reports: ReportTx::from(tx),
+            rtt_log: None,
+            service_seconds: false,
+            id: 0,
+            workers: 1,
+            per_query,
+            datagrams: false,
+            hold: false,
+        });
+        t.start(0, 0, &Slab::new());
+        t
+    }
+
+    /// A held connection with no socket.
+    fn held() -> Conn {
+        let mut c = Conn::new(Link::Detached, 1, Instant::now(), 0, true);
+        c.state = State::Held;
+        c
+    }
+
+    /// One query sent on `c` at `at`: its key.
+    fn send(c: &mut Conn, at: u64) -> Option<u64> {
+        let key = c.flight.queries;
+        c.flight.sent(Outstanding {
+            key,
+            intended: at,
+            sent: at,
+            timed_out: false,
+            qtype_slot: 0,
+        });
+        Some(key)
+    }
+
+    #[test]
+    fn a_closed_loop_answer_lets_the_next_query_go_now() {
+        let mut t = traffic(None, None);
+        let mut c = held();
+        let q = send(&mut c, 10);
+        assert_eq!(t.answered(0, &mut c, q, Status::Ok, 25, false), None);
+        assert_eq!(c.flight.waiting, [25]);
+        assert_eq!(t.q.due.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn draining_an_answer_lets_no_query_go() {
+        let mut t = traffic(None, None);
+        let mut c = held();
+        let q = send(&mut c, 10);
+        assert_eq!(t.answered(0, &mut c, q, Status::Ok, 25, true), None);
+        assert!(c.flight.waiting.is_empty());
+    }
+
+    #[test]
+    fn an_unmatched_answer_is_counted_and_ends_nothing() {
+        let mut t = traffic(None, None);
+        let mut c = held();
+        send(&mut c, 10);
+        assert_eq!(t.answered(0, &mut c, Some(99), Status::Ok, 25, false), None);
+        assert_eq!(t.q.errors[E_UNMATCHED].load(Relaxed), 1);
+        assert_eq!(c.live(), 1, "the query is still in flight");
+    }
+
+    #[test]
+    fn a_retiring_connection_ends_with_its_last_answer() {
+        let mut t = traffic(None, None);
+        let mut c = held();
+        let (a, b) = (send(&mut c, 10), send(&mut c, 11));
+        c.set(Flags::RETIRING, true);
+        assert_eq!(t.answered(0, &mut c, a, Status::Ok, 20, false), None);
+        assert!(c.flight.waiting.is_empty(), "it takes no new query");
+        let end = t.answered(0, &mut c, b, Status::Ok, 21, false);
+        assert_eq!(end, Some(End::Lifetime));
+    }
+
+    #[test]
+    fn messages_close_the_connection_after_its_last_answer() {
+        let mut t = traffic(Some(1), None);
+        let mut c = held();
+        let q = send(&mut c, 10);
+        let end = t.answered(0, &mut c, q, Status::Ok, 20, false);
+        assert_eq!(end, Some(End::Closed));
+        assert!(c.flight.waiting.is_empty());
+    }
+
+    #[test]
+    fn a_tcp_per_query_connection_closes_after_its_query() {
+        let mut t = traffic(None, Some(1));
+        let mut c = held();
+        let q = send(&mut c, 10);
+        let end = t.answered(0, &mut c, q, Status::Ok, 20, false);
+        assert_eq!(end, Some(End::Closed));
+    }
+
+    #[test]
+    fn a_tcp_per_query_query_waits_for_a_free_slot() {
+        let mut t = traffic(None, Some(1));
+        // One connection open of one: it waits, counted so.
+        t.per_query_due(5, 5, 1);
+        assert_eq!(t.q.waited[W_SLOT].load(Relaxed), 1);
+        assert!(t.slot_wanted());
+        assert_eq!(t.next_for_slot(1), None);
+        // The slot is free: its connection opens for it.
+        assert_eq!(t.next_for_slot(0), Some(5));
+        assert!(!t.slot_wanted());
+        // Draining, none opens.
+        t.per_query_due(6, 6, 0);
+        t.draining = true;
+        assert_eq!(t.next_for_slot(0), None);
+    }
+}
