@@ -299,3 +299,102 @@ fn the_reader_sees_grouped_and_relative_uses() {
     let seen: Vec<String> = code.iter().flat_map(|(_, l)| named(l, 1)).collect();
     assert_eq!(seen, ["a", "d"]);
 }
+
+/// The engine's parts named on one line of code in a file `depth` below
+/// src/engine/ (1: src/engine/x.rs, 2: src/engine/proto/x.rs): a
+/// `super::` path that climbs exactly to engine/, or `crate::engine::`.
+fn engine_parts(line: &str, depth: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for (prefix, exact) in [
+        ("super::".repeat(depth), true),
+        ("crate::engine::".into(), false),
+    ] {
+        for (p, _) in line.match_indices(prefix.as_str()) {
+            let before = line[..p].chars().last();
+            let after = &line[p + prefix.len()..];
+            let climbs_more = exact && after.starts_with("super::");
+            let inside = before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+            if !climbs_more && !inside {
+                out.push(ident_at(after));
+            }
+        }
+    }
+    out
+}
+
+/// The files of src/engine/ (engine/proto/ one part, `proto`) and the
+/// parts each uses.
+fn engine_graph() -> BTreeMap<String, Vec<Use>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let engine = src.join("engine");
+    let mut files = Vec::new();
+    rust_files(&engine, &mut files);
+    files.sort();
+    let part_of = |f: &Path| -> (String, usize) {
+        let rel = f.strip_prefix(&engine).unwrap();
+        let first = rel.iter().next().unwrap().to_string_lossy().into_owned();
+        let depth = rel.iter().count();
+        (first.trim_end_matches(".rs").to_string(), depth)
+    };
+    let parts: BTreeSet<String> = files
+        .iter()
+        .map(|f| part_of(f).0)
+        .filter(|p| p != "mod")
+        .collect();
+    let mut g: BTreeMap<String, Vec<Use>> = parts.iter().map(|p| (p.clone(), Vec::new())).collect();
+    for f in &files {
+        let (from, depth) = part_of(f);
+        if from == "mod" {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        for (n, line) in code_lines(&text) {
+            for to in engine_parts(&line, depth) {
+                if parts.contains(&to) && to != from {
+                    let at = format!("src/{}:{n}", f.strip_prefix(&src).unwrap().display());
+                    g.get_mut(&from).unwrap().push(Use { to, at });
+                }
+            }
+        }
+    }
+    g
+}
+
+#[test]
+fn no_import_closes_a_circle_between_the_engines_files() {
+    let g = engine_graph();
+    for p in ["worker", "io", "traffic", "opening", "connections", "proto"] {
+        assert!(g.contains_key(p), "no part {p} found in src/engine/: {g:?}");
+    }
+    assert!(
+        g["io"]
+            .iter()
+            .any(|u| u.to == "traffic" || u.to == "opening"),
+        "the reader sees no use in io.rs: {:?}",
+        g["io"]
+    );
+    if let Some(circle) = find_circle(&g) {
+        let lines: Vec<String> = circle
+            .iter()
+            .enumerate()
+            .map(|(i, (m, at))| {
+                let next = &circle[(i + 1) % circle.len()].0;
+                format!("  {m} -> {next} at {at}")
+            })
+            .collect();
+        panic!(
+            "the engine's files import each other in a circle:\n{}\na part hands the \
+             other what it needs as an argument, or returns what the worker routes",
+            lines.join("\n")
+        );
+    }
+}
+
+#[test]
+fn the_engine_reader_sees_its_siblings() {
+    assert_eq!(engine_parts("use super::conn::{End, Flags};", 1), ["conn"]);
+    assert!(engine_parts("use super::super::units::x;", 1).is_empty());
+    assert_eq!(engine_parts("use super::super::net::Net;", 2), ["net"]);
+    assert_eq!(engine_parts("x: crate::engine::link::Link", 1), ["link"]);
+    assert!(engine_parts("use super::{Frame, Status};", 2).is_empty());
+}

@@ -91,9 +91,8 @@ pub struct Conn {
 }
 
 /// What every held connection costs in the worker's slab (the link, the
-/// flags and the empty queues included): it must not grow unnoticed. (192
-/// before the worker was split into parts; debug builds of mio add a
-/// selector id to every socket.)
+/// flags and the empty queues included): it must not grow unnoticed.
+/// (Debug builds of mio add a selector id to every socket.)
 pub const CONN_BYTES: usize = if cfg!(debug_assertions) { 200 } else { 192 };
 const _: () = assert!(std::mem::size_of::<Conn>() <= CONN_BYTES);
 
@@ -207,7 +206,7 @@ pub enum Verification {
 }
 
 /// Why a connection ends: each way out counts in one place
-/// (the worker's `end`), which also decides whether a replacement is owed.
+/// ([`Conns::end`](super::connections::Conns::end)), which also decides whether a replacement is owed.
 /// (An attempt whose socket or connect() call failed at once never had a
 /// connection: `not_started` counts it.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,22 +1,23 @@
 //! A worker's connections ([`Conns`]): the slab indexed by their mio
 //! token, the dialer that opens them and keeps their deadlines, and their
 //! one end (see [`End`]) with its bookkeeping: counters, verification,
-//! the queries it lets go, the replacement it owes. The way from an
-//! attempt to a held connection, which needs the transport, the poller
-//! and the mode, is the worker's (`opening.rs`).
+//! the queries it lets go, the replacement it owes; and an attempt's
+//! start (its socket made, connecting, registered). The way from there to
+//! a held connection is [`Opening`](super::opening::Opening)'s.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
+use mio::{Interest, Registry, Token};
 use slab::Slab;
 
 use super::conn::{Conn, End, Flags, State, Verification, NOT_ACTIVE};
 use super::dialer::Dialer;
-use super::mode::Mode;
+use super::mode::{Mode, ModeMut};
 use super::net::Net;
 use crate::domain::Proto;
-use crate::metrics::{bump, Bucket, ConnCounters, QueryCounters, Shared, E_CONN_LOST};
+use crate::metrics::{bump, Bucket, ConnCounters, Shared, E_CONN_LOST};
 use crate::scenario::{Query, Scenario};
 use crate::sys::timer::monotonic_ns;
 
@@ -58,10 +59,15 @@ pub(super) struct Conns {
     pub(super) slab: Slab<Conn>,
     pub(super) dial: Dialer,
     rules: EndRules,
-    counters: Arc<ConnCounters>,
-    shared: Arc<Shared>,
-    /// The instant the schedule counts from.
-    start: Instant,
+    pub(super) counters: Arc<ConnCounters>,
+    pub(super) shared: Arc<Shared>,
+    /// The instant the schedule counts from (set with
+    /// [`Conns::set_start`]).
+    pub(super) start: Instant,
+    /// While a read's bytes are processed: when it returned (ns since the
+    /// start). Every answer in one read arrived together, and the queries
+    /// they let go leave with it: both are stamped with it.
+    pub(super) read_at: Option<u64>,
 }
 
 impl Conns {
@@ -80,6 +86,7 @@ impl Conns {
             counters,
             shared,
             start,
+            read_at: None,
         }
     }
 
@@ -89,10 +96,80 @@ impl Conns {
         self.dial.set_start(start);
     }
 
-    fn now_ns(&self) -> u64 {
-        Instant::now()
-            .saturating_duration_since(self.start)
-            .as_nanos() as u64
+    /// `t` in ns since the start.
+    #[inline]
+    pub(super) fn ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.start).as_nanos() as u64
+    }
+
+    /// Now, in ns since the start.
+    #[inline]
+    pub(super) fn now_ns(&self) -> u64 {
+        self.ns(Instant::now())
+    }
+
+    /// The time answers and sends are stamped with: the read's being
+    /// processed, else the clock's.
+    #[inline]
+    pub(super) fn stamp_ns(&self) -> u64 {
+        self.read_at.unwrap_or_else(|| self.now_ns())
+    }
+
+    /// A --lifetime that ends owes a replacement (--reconnect).
+    pub(super) fn reconnects(&self) -> bool {
+        self.rules.reconnect
+    }
+
+    /// Starts connection attempt `seq` over `net` (`initial`: one of the
+    /// ramp's), its socket registered with `registry`; its slab key once
+    /// it is under way. A UDP one is connected at once ("connected" is only
+    /// the peer address): the caller goes on with
+    /// [`Opening::on_connected`](super::opening::Opening::on_connected).
+    pub(super) fn attempt(
+        &mut self,
+        seq: u64,
+        initial: bool,
+        sc: &Scenario,
+        net: &Net,
+        registry: &Registry,
+    ) -> Option<usize> {
+        bump(&self.counters.attempted, 1);
+        let (target, source) = self.dial.endpoints(sc, seq);
+        // (A socket made before the start is the ramp's.)
+        let made = self.dial.prealloc.pop_front().filter(|_| initial);
+        let dialed = net.connect(target, source, made);
+        let now = dialed.at;
+        if let Some(call) = dialed.call {
+            // The kernel's port search happens inside connect(): its time
+            // tells the client's slowness from the server's.
+            self.dial.connect_call(call);
+        }
+        let mut link = match dialed.link {
+            Ok(link) => link,
+            Err(errno) => {
+                self.not_started(initial, errno);
+                return None;
+            }
+        };
+        let entry = self.slab.vacant_entry();
+        let key = entry.key();
+        let registered = match link.source() {
+            Some(s) => registry.register(s, Token(key), Interest::READABLE | Interest::WRITABLE),
+            None => Err(std::io::ErrorKind::NotConnected.into()),
+        };
+        if let Err(e) = registered {
+            self.not_started(initial, errno_of(&e));
+            return None;
+        }
+        let target = (seq % sc.targets.len() as u64) as u32;
+        entry.insert(Conn::new(link, seq, now, target, initial));
+        self.dial.inflight += 1;
+        if !net.is_udp() {
+            self.dial
+                .connect_q
+                .push_back((key, seq, now + sc.connect_timeout()));
+        }
+        Some(key)
     }
 
     /// The number of open connections asked for now: by
@@ -138,7 +215,7 @@ impl Conns {
     /// Ends connection `key`: counts it in its one bucket, lets its
     /// queries go (lost, or due again elsewhere), and owes a replacement
     /// where the run asks for one.
-    pub(super) fn end(&mut self, key: usize, why: End, mode: &mut Mode, q: &QueryCounters) {
+    pub(super) fn end(&mut self, key: usize, why: End, mode: ModeMut<'_>) {
         let c = &self.slab[key];
         // A retiring one's replacement was owed when its lifetime ended.
         let replaced = c.has(Flags::RETIRING);
@@ -175,10 +252,12 @@ impl Conns {
             self.slab.remove(key);
             self.dial.settled(initial);
             self.dial.resolved(initial);
-            mode.pq_lost(0, || self.now_ns());
+            if let ModeMut::Traffic(t) = mode {
+                t.pq_lost(0, || self.now_ns());
+            }
             return;
         }
-        self.drop_conn(key, why.by_server(), mode, q);
+        self.drop_conn(key, why.by_server(), mode);
         // Counted and closed before the ramp hears of it: the main thread
         // reads the counters when the ramp is done.
         if pending && matches!(why, End::Lost(_) | End::TlsFailed) {
@@ -246,52 +325,55 @@ impl Conns {
 
     /// Takes `key` out (`by_server`: the server ended it, or its bytes or
     /// handshake did).
-    fn drop_conn(&mut self, key: usize, by_server: bool, mode: &mut Mode, q: &QueryCounters) {
-        if self.slab[key].state != State::Connecting {
-            if let Some(p) = mode.push_mut() {
+    fn drop_conn(&mut self, key: usize, by_server: bool, mut mode: ModeMut<'_>) {
+        let connecting = self.slab[key].state == State::Connecting;
+        if let ModeMut::Push(p) = &mut mode {
+            if !connecting {
                 p.close(key, monotonic_ns(), by_server, &self.counters);
             }
         }
         let mut c = self.slab.remove(key);
-        if c.state != State::Connecting {
+        if !connecting {
             self.shared.closed();
         } else {
             bump(&self.counters.unresolved, 1);
         }
         self.count_verification_at_end(&c, by_server);
+        // (Queries are in flight or waiting only where there is traffic.)
+        let ModeMut::Traffic(t) = mode else {
+            return;
+        };
         let live = c.live();
-        let per_query = mode.per_query();
+        let per_query = t.per_query.is_some();
         let untaken = c.has(Flags::PEER_CLOSING) && !per_query;
         if live > 0 && !untaken {
-            bump(&q.errors[E_CONN_LOST], live);
+            bump(&t.q.errors[E_CONN_LOST], live);
         }
-        if let Some(t) = mode.traffic_mut() {
-            if live > 0 && untaken {
-                // The server had said its last answer was its last (HTTP
-                // `Connection: close`): queries that crossed that answer on
-                // the wire never reached its work. They count as not sent;
-                // in open loop they are due again on another connection
-                // with their intended time (closed loop's replacement
-                // connection starts its own).
-                t.rec.unsent(live);
-                // Not sent: their --queries tickets come back.
-                if let Some(q) = t.quota.as_mut() {
-                    *q += live;
-                }
-                if !t.pacing.closed_loop() {
-                    t.orphans.extend(c.flight.live_intended());
-                }
+        if live > 0 && untaken {
+            // The server had said its last answer was its last (HTTP
+            // `Connection: close`): queries that crossed that answer on
+            // the wire never reached its work. They count as not sent;
+            // in open loop they are due again on another connection
+            // with their intended time (closed loop's replacement
+            // connection starts its own).
+            t.rec.unsent(live);
+            // Not sent: their --queries tickets come back.
+            if let Some(q) = t.quota.as_mut() {
+                *q += live;
             }
-            if c.active_pos != NOT_ACTIVE {
-                t.leave(&mut self.slab, c.active_pos);
-            }
-            if let Some(id) = c.flight.take_deadline() {
-                t.deadlines.remove(id);
+            if !t.pacing.closed_loop() {
+                t.orphans.extend(c.flight.live_intended());
             }
         }
-        if c.state != State::Connecting {
+        if c.active_pos != NOT_ACTIVE {
+            t.leave(&mut self.slab, c.active_pos);
+        }
+        if let Some(id) = c.flight.take_deadline() {
+            t.deadlines.remove(id);
+        }
+        if !connecting {
             // (Connect failures count their own query where they happen.)
-            mode.pq_lost(c.flight.done + c.live(), || self.now_ns());
+            t.pq_lost(c.flight.done + c.live(), || self.now_ns());
         }
         // Due queries it never sent go to another connection (with
         // tcp-per-query the query failed with its connection: counted). A
@@ -300,10 +382,8 @@ impl Conns {
         // from when it can send; handed to another connection with their
         // old times they would stack onto its window and count the wait
         // for this one's replacement as response time.
-        if let Some(t) = mode.traffic_mut() {
-            if !per_query && !t.pacing.closed_loop() {
-                t.orphans.extend(c.flight.waiting);
-            }
+        if !per_query && !t.pacing.closed_loop() {
+            t.orphans.extend(c.flight.waiting);
         }
     }
 }

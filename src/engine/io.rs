@@ -1,62 +1,101 @@
-//! Bytes in and out of the worker's connections: reads through one
+//! Bytes in from the worker's connections ([`Io`]): reads through one
 //! per-worker scratch buffer (a connection keeps only the start of a frame
 //! not complete yet), TLS records opened into plaintext, frames cut by the
-//! codec and handed on; writes gathered over a loop turn and flushed with
-//! one call per connection.
+//! codec and handed on: an answer to the traffic, a probe's answer or a
+//! finished handshake to the opening, a pushed message to the push
+//! streams; and a full socket's writable edge. The writes are the
+//! [`Outbox`]'s. The connections, the mode, the writes and the opening it
+//! hands frames to are arguments.
 
 use std::io::{self, Read};
-use std::time::Instant;
+use std::sync::Arc;
 
 use super::conn::{End, Flags, State};
+use super::connections::Conns;
 use super::inflight::Answer;
 use super::link::BATCH;
 use super::mode::Mode;
+use super::net::Net;
+use super::opening::Opening;
+use super::outbox::Outbox;
 use super::proto::{Frame, Status};
-use super::spares::{give_back, lend};
-use super::worker::Worker;
 use crate::domain::Proto;
-use crate::metrics::{bump, Bucket, E_CONN_LOST, E_MALFORMED, E_OVERSIZED};
+use crate::metrics::{bump, Bucket, QueryCounters, E_CONN_LOST, E_MALFORMED, E_OVERSIZED};
 use crate::metrics::{AFTER_HANDSHAKE, NOT_TLS, TLS_ALERT};
 use crate::scenario::Query;
 use crate::sys::timer::monotonic_ns;
 
-impl Worker {
+pub(super) struct Io {
+    /// The worker's one read buffer.
+    scratch: Vec<u8>,
+    /// Plaintext out of TLS sessions.
+    plain: Vec<u8>,
+    /// Connections whose read stopped at its budget with bytes left: read
+    /// again next turn (their readiness will not be reported again).
+    unread: Vec<usize>,
+    q: Arc<QueryCounters>,
+}
+
+impl Io {
+    pub(super) fn new(net: &Net, q: Arc<QueryCounters>) -> Io {
+        Io {
+            scratch: vec![0; net.scratch_len()],
+            plain: Vec::new(),
+            unread: Vec::new(),
+            q,
+        }
+    }
+
+    /// Connections are left to read on: the next poll must not wait.
+    #[inline]
+    pub(super) fn unread(&self) -> bool {
+        !self.unread.is_empty()
+    }
+
     /// Reads what the socket holds. `closing`: the event said the peer
     /// closed or failed, so read until the end is seen.
-    pub(super) fn on_readable(&mut self, key: usize, closing: bool) {
-        // Out of `self` while in use, so that framing can call back into
-        // the worker; put back before returning (no allocation either way).
+    pub(super) fn on_readable(
+        &mut self,
+        key: usize,
+        closing: bool,
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) {
+        // Out of `self` while in use, so that framing can use the rest of
+        // it; put back before returning (no allocation either way).
         let mut scratch = std::mem::take(&mut self.scratch);
-        if self.conns.slab[key].link.is_udp() {
-            self.read_udp(key, &mut scratch);
+        if conns.slab[key].link.is_udp() {
+            self.read_udp(key, &mut scratch, conns, mode, out, open);
         } else {
-            self.read_all(key, &mut scratch, closing);
+            self.read_all(key, &mut scratch, closing, conns, mode, out, open);
         }
         self.scratch = scratch;
-        self.read_at = None;
+        conns.read_at = None;
         // Queries the answers let go (closed loop, a full window) leave
         // now, before the next connection is read: the server works on
         // them while this loop reads on, instead of both taking turns.
-        if let Some(c) = self
-            .conns
-            .slab
-            .get_mut(key)
-            .filter(|c| c.has(Flags::DIRTY) && !c.has(Flags::BLOCKED))
-        {
-            c.set(Flags::DIRTY, false);
-            self.flush(key);
-        }
+        out.flush_now(key, conns, mode);
     }
 
     /// Receives datagrams, a batch per call, until the socket is empty or
     /// [`READS`] batches are in (then the connection is read again next
     /// turn).
-    fn read_udp(&mut self, key: usize, scratch: &mut [u8]) {
-        let slot = self.net.slot().min(scratch.len());
+    fn read_udp(
+        &mut self,
+        key: usize,
+        scratch: &mut [u8],
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) {
+        let slot = open.net.slot().min(scratch.len());
         let slots = (scratch.len() / slot).clamp(1, BATCH);
         let mut lens = [0usize; BATCH];
         for _ in 0..READS {
-            let Some(conn) = self.conns.slab.get(key) else {
+            let Some(conn) = conns.slab.get(key) else {
                 return;
             };
             let got = match conn
@@ -70,16 +109,18 @@ impl Worker {
                 Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => continue,
                 Err(_) => return,
             };
-            self.read_at = Some(self.ns(Instant::now()));
+            conns.read_at = Some(conns.now_ns());
             for (i, &len) in lens.iter().enumerate().take(got) {
                 bump(&self.q.bytes_in, len as u64);
                 let data = &scratch[i * slot..i * slot + len];
-                self.on_datagram(key, data);
-                if !self.conns.slab.contains(key) {
+                self.on_datagram(key, data, conns, mode);
+                if !conns.slab.contains(key) {
                     return;
                 }
             }
-            self.after_progress(key);
+            if let Some(t) = mode.traffic_mut() {
+                t.after_progress(key, conns, out);
+            }
             if got < slots {
                 return;
             }
@@ -88,23 +129,33 @@ impl Worker {
     }
 
     /// One datagram: one whole response (or garbage, counted).
-    fn on_datagram(&mut self, key: usize, data: &[u8]) {
-        self.conns.slab[key].set(Flags::GOT_DATA, true);
-        match &mut self.mode {
+    fn on_datagram(&mut self, key: usize, data: &[u8], conns: &mut Conns, mode: &mut Mode) {
+        conns.slab[key].set(Flags::GOT_DATA, true);
+        match mode {
             Mode::Traffic(t) => match t.codec.decode_datagram(data) {
-                Frame::Response { key: q, status, .. } => self.answered(key, q, status),
+                Frame::Response { key: q, status, .. } => t.on_answer(key, q, status, conns),
                 _ => t.rec.error(E_MALFORMED),
             },
-            Mode::Push(p) => p.datagram(key, data, monotonic_ns(), &self.counters),
+            Mode::Push(p) => p.datagram(key, data, monotonic_ns(), &conns.counters),
             Mode::Hold => {}
         }
     }
 
     /// Reads until the socket is empty, or [`READS`] reads (then the
     /// connection is read again next turn).
-    fn read_all(&mut self, key: usize, scratch: &mut [u8], closing: bool) {
+    #[allow(clippy::too_many_arguments)]
+    fn read_all(
+        &mut self,
+        key: usize,
+        scratch: &mut [u8],
+        closing: bool,
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) {
         for _ in 0..READS {
-            let conn = &mut self.conns.slab[key];
+            let conn = &mut conns.slab[key];
             // A small unfinished frame goes in front of the read, in the
             // scratch buffer: framing sees one slice, and the connection's
             // own buffer never grows to a read's size (a reply streaming by
@@ -129,7 +180,8 @@ impl Worker {
                     // (TLS: a close without close_notify, which would have
                     // ended the connection in the plaintext's read.)
                     let whole = conn.link.tls().is_none();
-                    return self.peer_ended(key, Bucket::ClosedByPeer, whole);
+                    let ended = (Bucket::ClosedByPeer, whole);
+                    return self.peer_ended(key, ended, conns, mode, out, open);
                 }
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -137,22 +189,22 @@ impl Worker {
                 Err(_) => {
                     // A reset before any byte came back, after we sent the
                     // probe: the server never accepted this connection.
-                    let half_open = self.sc.verify && !conn.has(Flags::GOT_DATA);
+                    let half_open = open.sc.verify && !conn.has(Flags::GOT_DATA);
                     let bucket = if half_open {
                         Bucket::HalfOpen
                     } else {
                         Bucket::Reset
                     };
-                    return self.peer_ended(key, bucket, false);
+                    return self.peer_ended(key, (bucket, false), conns, mode, out, open);
                 }
             };
             conn.set(Flags::GOT_DATA, true);
             bump(&self.q.bytes_in, n as u64);
-            self.read_at = Some(self.ns(Instant::now()));
-            let alive = if self.conns.slab[key].link.tls().is_some() {
-                self.on_tls_bytes(key, &scratch[..n])
+            conns.read_at = Some(conns.now_ns());
+            let alive = if conns.slab[key].link.tls().is_some() {
+                self.on_tls_bytes(key, &scratch[..n], conns, mode, out, open)
             } else {
-                self.on_bytes(key, &scratch[..k + n])
+                self.on_bytes(key, &scratch[..k + n], conns, mode, out, open)
             };
             if !alive {
                 return;
@@ -170,64 +222,68 @@ impl Worker {
         self.unread.push(key);
     }
 
-    /// A TLS error ends the connection; the first one's words are kept.
-    fn tls_failed(&mut self, key: usize, e: &dyn std::fmt::Display) {
-        self.counters.tls_failed(|| e.to_string());
-        self.end(key, End::TlsFailed);
-    }
-
     /// Ciphertext came in: feed the session, finish the handshake, frame
     /// the plaintext. False when the connection is gone.
-    fn on_tls_bytes(&mut self, key: usize, mut data: &[u8]) -> bool {
+    fn on_tls_bytes(
+        &mut self,
+        key: usize,
+        mut data: &[u8],
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) -> bool {
         let mut plain = std::mem::take(&mut self.plain);
         if plain.len() < 16 * 1024 {
             plain.resize(16 * 1024, 0);
         }
         let alive = 'feed: loop {
-            let Some(tls) = self.conns.slab.get_mut(key).and_then(|c| c.link.tls_mut()) else {
+            let Some(tls) = conns.slab.get_mut(key).and_then(|c| c.link.tls_mut()) else {
                 break false;
             };
             if data.is_empty() {
                 if tls.wants_write() {
-                    self.mark_dirty(key);
+                    out.mark_dirty(&mut conns.slab, key);
                 }
                 break true;
             }
             if let Err(e) = tls.read_tls(&mut data) {
-                self.tls_failed(key, &e);
+                tls_failed(key, &e, conns, mode);
                 break false;
             }
             if let Err(e) = tls.process_new_packets() {
                 // Tell the server why (the alert), then give up.
-                let handshaking = self.conns.slab[key].state == State::Handshaking;
-                self.conns.slab[key].link.send_alert();
-                self.tls_failed(key, &tls_words(&e, handshaking));
+                let handshaking = conns.slab[key].state == State::Handshaking;
+                conns.slab[key].link.send_alert();
+                tls_failed(key, &tls_words(&e, handshaking), conns, mode);
                 break false;
             }
-            let conn = &self.conns.slab[key];
+            let conn = &conns.slab[key];
             if conn.state == State::Handshaking
                 && !conn.link.tls().is_some_and(|t| t.is_handshaking())
             {
-                self.tls_ready(key);
+                open.tls_ready(key, conns, mode, out);
             }
             loop {
-                let Some(tls) = self.conns.slab.get_mut(key).and_then(|c| c.link.tls_mut()) else {
+                let Some(tls) = conns.slab.get_mut(key).and_then(|c| c.link.tls_mut()) else {
                     break 'feed false;
                 };
                 match tls.reader().read(&mut plain) {
                     Ok(0) => {
                         // close_notify: the server closed cleanly.
-                        self.peer_ended(key, Bucket::ClosedByPeer, true);
+                        let ended = (Bucket::ClosedByPeer, true);
+                        self.peer_ended(key, ended, conns, mode, out, open);
                         break 'feed false;
                     }
                     Ok(n) => {
-                        if !self.on_bytes(key, &plain[..n]) {
+                        if !self.on_bytes(key, &plain[..n], conns, mode, out, open) {
                             break 'feed false;
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(_) => {
-                        self.peer_ended(key, Bucket::Reset, false);
+                        let ended = (Bucket::Reset, false);
+                        self.peer_ended(key, ended, conns, mode, out, open);
                         break 'feed false;
                     }
                 }
@@ -238,17 +294,25 @@ impl Worker {
     }
 
     /// Frames bytes just read. False when the connection is gone.
-    fn on_bytes(&mut self, key: usize, data: &[u8]) -> bool {
-        if let Some(p) = self.mode.push_mut() {
-            let conn = &mut self.conns.slab[key];
+    fn on_bytes(
+        &mut self,
+        key: usize,
+        data: &[u8],
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) -> bool {
+        if let Some(p) = mode.push_mut() {
+            let conn = &mut conns.slab[key];
             let now_ns = monotonic_ns();
-            if !p.bytes(key, &mut conn.pending_in, data, now_ns, &self.counters) {
-                self.end(key, End::Garbled);
+            if !p.bytes(key, &mut conn.pending_in, data, now_ns, &conns.counters) {
+                conns.end(key, End::Garbled, mode.as_mut());
                 return false;
             }
             return true;
         }
-        let conn = &mut self.conns.slab[key];
+        let conn = &mut conns.slab[key];
         // Nothing pending: the connection keeps its (empty) buffer, and
         // what is left of `data` goes into it with no new allocation.
         let mut buf = if conn.pending_in.is_empty() {
@@ -268,8 +332,8 @@ impl Worker {
         let mut hole = (0, 0);
         let mut alive = true;
         while used < input.len() {
-            let probing = self.conns.slab[key].state == State::Probing;
-            let codec = self.mode.codec(&self.probe_codec);
+            let probing = conns.slab[key].state == State::Probing;
+            let codec = mode.codec(&open.probe);
             match codec.decode(&input[used..], &mut resume) {
                 Frame::Incomplete => break,
                 Frame::Partial { keep, skip } => {
@@ -279,8 +343,8 @@ impl Worker {
                 Frame::UntilClose { keep, skip } => {
                     // No query more on this one: the server closes after
                     // this answer, and its close is what ends it.
-                    if !self.conns.slab[key].has(Flags::PEER_CLOSING) {
-                        self.peer_closes(key);
+                    if !conns.slab[key].has(Flags::PEER_CLOSING) {
+                        conns.peer_closes(key, mode);
                     }
                     hole = (used + keep, skip);
                     break;
@@ -292,35 +356,39 @@ impl Worker {
                     close,
                 } => {
                     if close {
-                        self.peer_closes(key);
+                        conns.peer_closes(key, mode);
                     }
                     used += len;
-                    self.on_response(key, probing, qkey, status);
+                    if probing {
+                        probe_answered(key, status, conns, mode, out, open);
+                    } else if let Some(t) = mode.traffic_mut() {
+                        t.on_answer(key, qkey, status, conns);
+                    }
                 }
                 f @ (Frame::Malformed | Frame::Oversized) => {
                     if probing {
                         // The server answered, in its own language: it
                         // accepted the connection, not the probe.
                         let said = &input[used..input.len().min(used + 40)];
-                        self.conns.probe_rejected(
+                        conns.probe_rejected(
                             key,
                             format!(
                                 "it answered \"{}\", not a {} reply",
                                 wire::escape::escape(said),
                                 super::proto::word(
-                                    self.sc.probe.as_ref().map_or(Proto::Dns, Query::proto)
+                                    open.sc.probe.as_ref().map_or(Proto::Dns, Query::proto)
                                 )
                             ),
                         );
-                        self.verified(key);
+                        open.verified(key, conns, mode, out);
                         used = input.len();
-                    } else if self.mode.has_traffic() {
+                    } else if mode.has_traffic() {
                         let cause = if f == Frame::Oversized {
                             E_OVERSIZED
                         } else {
                             E_MALFORMED
                         };
-                        self.garbled(key, cause);
+                        garbled(key, cause, conns, mode);
                         alive = false;
                         break;
                     } else {
@@ -328,21 +396,21 @@ impl Worker {
                     }
                 }
             }
-            if !self.conns.slab.contains(key) {
+            if !conns.slab.contains(key) {
                 alive = false;
                 break;
             }
         }
-        let cap = self.mode.codec(&self.probe_codec).input_cap();
+        let cap = mode.codec(&open.probe).input_cap();
         if alive && input.len() - used - hole.1 > cap {
             // A response that does not end (a length or a chunk size it
             // never fills, a marker that never comes): keeping more would
             // let the peer fill the client's memory.
-            self.garbled(key, E_OVERSIZED);
+            garbled(key, E_OVERSIZED, conns, mode);
             alive = false;
         }
         if alive {
-            let conn = &mut self.conns.slab[key];
+            let conn = &mut conns.slab[key];
             let (at, skip) = hole;
             if used < input.len() {
                 if buf.is_empty() {
@@ -365,21 +433,11 @@ impl Worker {
             }
             // (The default whenever nothing is left.)
             conn.resume = resume;
-            self.after_progress(key);
+            if let Some(t) = mode.traffic_mut() {
+                t.after_progress(key, conns, out);
+            }
         }
         alive
-    }
-
-    /// A whole response on `key` (`probing`: the answer to its probe).
-    fn on_response(&mut self, key: usize, probing: bool, qkey: Option<u64>, status: Status) {
-        if probing {
-            if let Some(what) = refusal(status) {
-                self.conns.probe_rejected(key, what);
-            }
-            self.verified(key);
-        } else if self.mode.has_traffic() {
-            self.answered(key, qkey, status);
-        }
     }
 
     /// The server ended `key`, by a close or a reset (`bucket`). A response
@@ -388,73 +446,94 @@ impl Worker {
     /// closed without close_notify, may have cut it (RFC 9112 8 and 9.8:
     /// incomplete), so its query is lost with the connection. Then the
     /// connection ends.
-    fn peer_ended(&mut self, key: usize, bucket: Bucket, whole: bool) {
-        let conn = &self.conns.slab[key];
-        if !self.mode.is_push() && !conn.pending_in.is_empty() {
-            let codec = self.mode.codec(&self.probe_codec);
+    fn peer_ended(
+        &mut self,
+        key: usize,
+        (bucket, whole): (Bucket, bool),
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) {
+        let conn = &conns.slab[key];
+        if !mode.is_push() && !conn.pending_in.is_empty() {
+            let codec = mode.codec(&open.probe);
             if let Frame::Response {
                 key: qkey, status, ..
             } = codec.decode_at_close(&conn.pending_in)
             {
                 let probing = conn.state == State::Probing;
-                let conn = &mut self.conns.slab[key];
+                let conn = &mut conns.slab[key];
                 conn.pending_in = Vec::new();
                 conn.resume = Default::default();
                 if whole {
-                    self.on_response(key, probing, qkey, status);
-                    if !self.conns.slab.contains(key) {
+                    if probing {
+                        probe_answered(key, status, conns, mode, out, open);
+                    } else if let Some(t) = mode.traffic_mut() {
+                        t.on_answer(key, qkey, status, conns);
+                    }
+                    if !conns.slab.contains(key) {
                         // (Its one query done, tcp-per-query's connection
                         // ended with it.)
                         return;
                     }
-                } else if let Some(t) = self.mode.traffic_mut().filter(|_| !probing) {
-                    if let Answer::Matched(_) = self.conns.slab[key].flight.answer(qkey) {
+                } else if let Some(t) = mode.traffic_mut().filter(|_| !probing) {
+                    if let Answer::Matched(_) = conns.slab[key].flight.answer(qkey) {
                         t.rec.error(E_CONN_LOST);
                     }
                 }
             }
         }
-        self.end(key, End::Lost(bucket));
+        conns.end(key, End::Lost(bucket), mode.as_mut());
     }
 
-    /// Bytes that cannot be answers (`cause`: malformed or oversized) end
-    /// the connection: what follows them cannot be framed either.
-    fn garbled(&mut self, key: usize, cause: usize) {
-        if let Some(t) = self.mode.traffic_mut() {
-            t.rec.error(cause);
+    /// `key`'s socket has room again: what it queued goes, then what
+    /// waited for it.
+    pub(super) fn on_writable(
+        &mut self,
+        key: usize,
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+    ) {
+        conns.slab[key].set(Flags::BLOCKED, false);
+        if out.flush(key, conns, mode) {
+            if let Some(t) = mode.traffic_mut() {
+                t.after_progress(key, conns, out);
+            }
         }
-        self.end(key, End::Garbled);
-    }
-
-    pub(super) fn on_writable(&mut self, key: usize) {
-        self.conns.slab[key].set(Flags::BLOCKED, false);
-        if self.flush(key) {
-            self.after_progress(key);
-        }
-    }
-
-    /// Queues bytes for the end of this loop turn.
-    pub(super) fn write(&mut self, key: usize, data: &[u8]) {
-        if data.is_empty() {
-            return;
-        }
-        let conn = &mut self.conns.slab[key];
-        lend(&mut conn.pending_out, &mut self.spare);
-        conn.link.queue(&mut conn.pending_out, data);
-        self.mark_dirty(key);
     }
 
     /// Reads on the connections whose last read stopped at its budget.
-    pub(super) fn read_on(&mut self) {
+    /// (Once a loop turn, mostly with none: inlined.)
+    #[inline]
+    pub(super) fn read_on(
+        &mut self,
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) {
+        if !self.unread.is_empty() {
+            self.read_unread(conns, mode, out, open);
+        }
+    }
+
+    fn read_unread(
+        &mut self,
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) {
         let mut unread = std::mem::take(&mut self.unread);
         for &key in &unread {
-            let open = self
-                .conns
+            let open_conn = conns
                 .slab
                 .get(key)
                 .is_some_and(|c| c.state != State::Connecting);
-            if open {
-                self.on_readable(key, false);
+            if open_conn {
+                self.on_readable(key, false, conns, mode, out, open);
             }
         }
         unread.clear();
@@ -462,67 +541,38 @@ impl Worker {
             self.unread = unread;
         }
     }
+}
 
-    /// Puts the connection on the list flushed at the end of this turn.
-    #[inline]
-    pub(super) fn mark_dirty(&mut self, key: usize) {
-        let conn = &mut self.conns.slab[key];
-        if !conn.has(Flags::DIRTY) {
-            conn.set(Flags::DIRTY, true);
-            self.dirty.push(key);
-        }
+/// The answer to the probe on `key` (`status`): it is verified, and
+/// counted refused when the answer refuses it.
+#[cold]
+fn probe_answered(
+    key: usize,
+    status: Status,
+    conns: &mut Conns,
+    mode: &mut Mode,
+    out: &mut Outbox,
+    open: &Opening,
+) {
+    if let Some(what) = refusal(status) {
+        conns.probe_rejected(key, what);
     }
+    open.verified(key, conns, mode, out);
+}
 
-    /// Writes every connection's queued bytes: one syscall each.
-    pub(super) fn flush_dirty(&mut self) {
-        let mut dirty = std::mem::take(&mut self.dirty);
-        for &key in &dirty {
-            let Some(c) = self.conns.slab.get_mut(key) else {
-                continue;
-            };
-            if !c.has(Flags::DIRTY) {
-                continue;
-            }
-            c.set(Flags::DIRTY, false);
-            if !c.has(Flags::BLOCKED) {
-                self.flush(key);
-            }
-        }
-        dirty.clear();
-        if self.dirty.is_empty() {
-            self.dirty = dirty;
-        }
-    }
+/// A TLS error ends the connection; the first one's words are kept.
+fn tls_failed(key: usize, e: &dyn std::fmt::Display, conns: &mut Conns, mode: &mut Mode) {
+    conns.counters.tls_failed(|| e.to_string());
+    conns.end(key, End::TlsFailed, mode.as_mut());
+}
 
-    /// Writes what the connection has queued; false when that failed and
-    /// the connection is gone.
-    fn flush(&mut self, key: usize) -> bool {
-        let conn = &mut self.conns.slab[key];
-        match conn.link.flush(&mut conn.pending_out) {
-            Ok((n, payload)) => {
-                bump(&self.q.bytes_out, payload as u64);
-                if n == conn.pending_out.len() {
-                    if !self.busy || conn.pending_out.capacity() > 16 * 1024 {
-                        // Nothing kept while idle: the buffer goes back to
-                        // the spares.
-                        give_back(std::mem::take(&mut conn.pending_out), &mut self.spare);
-                    } else {
-                        // Never idle (closed loop): the next answer sends
-                        // again; no realloc.
-                        conn.pending_out.clear();
-                    }
-                } else {
-                    conn.pending_out.drain(..n);
-                    conn.set(Flags::BLOCKED, true);
-                }
-                true
-            }
-            Err(_) => {
-                self.end(key, End::Lost(Bucket::Reset));
-                false
-            }
-        }
+/// Bytes that cannot be answers (`cause`: malformed or oversized) end
+/// the connection: what follows them cannot be framed either.
+fn garbled(key: usize, cause: usize, conns: &mut Conns, mode: &mut Mode) {
+    if let Some(t) = mode.traffic_mut() {
+        t.rec.error(cause);
     }
+    conns.end(key, End::Garbled, mode.as_mut());
 }
 
 /// Reads (TCP) or batches (UDP) of one connection in one loop turn: 1 MiB

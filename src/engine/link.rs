@@ -144,6 +144,7 @@ impl Link {
 
     /// Writes what is queued in `out` until done or the socket is full;
     /// returns the bytes of `out` consumed and the payload bytes sent.
+    #[inline]
     pub fn flush(&mut self, out: &mut Vec<u8>) -> io::Result<(usize, usize)> {
         match self {
             Link::Tcp(s) => write_some(s, out).map(|n| (n, n)),

@@ -17,6 +17,7 @@ mod link;
 mod mode;
 mod net;
 mod opening;
+mod outbox;
 mod pacer;
 mod pacing;
 pub(crate) mod proto;

@@ -75,22 +75,15 @@ impl Mode {
         matches!(self, Mode::Traffic(t) if t.per_query.is_some())
     }
 
-    /// A tcp-per-query connection is gone; `sent`: queries it sent (0 when
-    /// it failed before its query went out, which is then an error). In
-    /// closed loop the next query starts after --think. `now_ns`: the
-    /// time since the run's start.
-    pub fn pq_lost(&mut self, sent: u64, now_ns: impl FnOnce() -> u64) {
-        if !self.per_query() {
-            return;
+    /// The mode's state, borrowed for one call (what a connection's end
+    /// updates).
+    #[inline]
+    pub fn as_mut(&mut self) -> ModeMut<'_> {
+        match self {
+            Mode::Hold => ModeMut::Hold,
+            Mode::Traffic(t) => ModeMut::Traffic(t),
+            Mode::Push(p) => ModeMut::Push(p),
         }
-        let now = now_ns();
-        let Some(t) = self.traffic_mut() else {
-            return;
-        };
-        if sent == 0 {
-            t.rec.error(E_CONNECT);
-        }
-        t.pacing.replace_connection(now);
     }
 
     #[inline]
@@ -109,6 +102,15 @@ impl Mode {
     }
 }
 
+/// A worker's [`Mode`] borrowed for one call: a handler that holds the
+/// traffic's state (or the push streams') hands it on as this, so that a
+/// connection's end updates it without reaching for the worker.
+pub(super) enum ModeMut<'a> {
+    Hold,
+    Traffic(&'a mut Traffic),
+    Push(&'a mut PushRx),
+}
+
 /// The query side of a worker.
 pub(super) struct Traffic {
     pub codec: Codec,
@@ -121,6 +123,12 @@ pub(super) struct Traffic {
     pub timeout_ns: u64,
     /// When traffic started (ns), once it has.
     pub started: Option<u64>,
+    /// The traffic has ended (--drain): no new query is due, answers let
+    /// none go; what was due and waits for its connection's window still
+    /// leaves.
+    pub draining: bool,
+    /// --close-on-timeout: a query that times out ends its connection.
+    pub close_on_timeout: bool,
     /// The round robin's last pick.
     pub rr: usize,
     pub rng: Pcg64Mcg,
@@ -140,7 +148,8 @@ pub(super) struct Traffic {
     /// tcp-per-query: each query opens a connection of its own.
     pub per_query: Option<PerQuery>,
     /// Closed loop: a connection always has queries in flight, so it keeps
-    /// its table of queries in flight when a window's answers empty it.
+    /// its table of queries in flight when a window's answers empty it,
+    /// and its output buffer between writes.
     pub busy: bool,
     /// --max-queries-per-conn: a connection that answered as many closes
     /// (and is replaced).
@@ -208,6 +217,8 @@ impl Traffic {
                 .min(),
             timeout_ns: (t.timeout_s * 1e9) as u64,
             started: None,
+            draining: false,
+            close_on_timeout: t.close_on_timeout,
             rr: 0,
             rng: Pcg64Mcg::seed_from_u64(t.seed ^ (id + 1)),
             active: Vec::new(),
@@ -324,6 +335,21 @@ impl Traffic {
     /// one takes its place).
     pub fn leave(&mut self, conns: &mut Slab<Conn>, pos: u32) {
         remove_active(&mut self.active, conns, pos);
+    }
+
+    /// A tcp-per-query connection is gone; `sent`: queries it sent (0 when
+    /// it failed before its query went out, which is then an error). In
+    /// closed loop the next query starts after --think. `now_ns`: the
+    /// time since the run's start.
+    pub fn pq_lost(&mut self, sent: u64, now_ns: impl FnOnce() -> u64) {
+        if self.per_query.is_none() {
+            return;
+        }
+        let now = now_ns();
+        if sent == 0 {
+            self.rec.error(E_CONNECT);
+        }
+        self.pacing.replace_connection(now);
     }
 
     /// Takes one query from what is left of --queries; false when none is.

@@ -1,14 +1,13 @@
-//! The worker's queries: what is due (from [`Pacing`](super::pacing::Pacing)),
-//! on which connection, sent or kept waiting behind the window; answers
-//! matched in the in-flight table and recorded; timeouts; what the next
-//! query is after one is done; tcp-per-query's connection per query.
-//! [`Traffic`]'s own decisions (a pick, a query's admission, an answer,
-//! a query done) take the connection they act on and return what the
-//! worker applies (a send, a wait, an end); the worker's methods here
-//! route them to the connection, the writes and the connection's end.
+//! The worker's queries, as [`Traffic`]'s methods: what is due (from
+//! [`Pacing`](super::pacing::Pacing)), on which connection, sent or kept
+//! waiting behind the window; answers matched in the in-flight table and
+//! recorded; timeouts; what the next query is after one is done. Each
+//! takes what it acts on as arguments: the connections ([`Conns`], whose
+//! one end it calls) and the writes ([`Outbox`]). It opens no connection: a tcp-per-query
+//! query that is due is handed back to the worker, which has
+//! [`Opening`](super::opening::Opening) open its connection.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
 
 use slab::Slab;
 
@@ -16,91 +15,94 @@ use super::conn::{Conn, End, Flags, NOT_ACTIVE};
 use super::connections::Conns;
 use super::deadlines::Entry;
 use super::inflight::{Answer, Outstanding, NO_DEADLINE};
-use super::mode::{Mode, Traffic};
+use super::mode::{ModeMut, Traffic};
+use super::outbox::Outbox;
 use super::pacing::Due;
 use super::proto::Status;
-use super::spares::lend;
-use super::worker::Worker;
-use crate::metrics::{bump, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKET, W_WINDOW};
-use crate::sys::signals::Reason;
+use crate::metrics::{bump, Shared, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKET, W_WINDOW};
 
-impl Worker {
-    /// Sends every query that is due.
-    pub(super) fn traffic_due(&mut self, now: Instant) {
-        let now_ns = self.ns(now);
-        let Some(t) = self.mode.traffic_mut() else {
-            return;
-        };
-        let started = match t.started {
+impl Traffic {
+    /// A loop turn's start at `now_ns`: the traffic starts when the main
+    /// thread says so, a second's report goes, queries that waited for a
+    /// connection go to the open ones, a --control rate is followed. The
+    /// instant the traffic started, unless it has not or is over
+    /// (draining: answers only); then [`Traffic::due`] sends what is due.
+    pub(super) fn turn(
+        &mut self,
+        now_ns: u64,
+        shared: &Shared,
+        conns: &mut Conns,
+        out: &mut Outbox,
+    ) -> Option<u64> {
+        let started = match self.started {
             Some(s) => s,
             None => {
-                let at = self.shared.traffic_at.load(Relaxed);
+                let at = shared.traffic_at.load(Relaxed);
                 if at == 0 {
-                    return;
+                    return None;
                 }
                 let s = at - 1;
-                t.start(s, now_ns, &self.conns.slab);
+                self.start(s, now_ns, &conns.slab);
                 s
             }
         };
-        if t.second(now_ns, &mut self.conns.slab) {
-            self.spare.trim();
+        if self.second(now_ns, &mut conns.slab) {
+            out.trim();
         }
-        if self.draining.is_some() {
+        if self.draining {
             // The traffic is over: answers only.
-            return;
+            return None;
         }
-        self.drain_orphans();
-        if let Some(t) = self.mode.traffic_mut() {
-            let gen = self.shared.rate_gen.load(Relaxed);
-            t.follow_rate(gen, self.shared.rate_override.load(Relaxed));
-        }
+        self.drain_orphans(conns, out);
+        let gen = shared.rate_gen.load(Relaxed);
+        self.follow_rate(gen, shared.rate_override.load(Relaxed));
+        Some(started)
+    }
+
+    /// Sends every query that is due by `now_ns` (traffic `started`), up
+    /// to the first tcp-per-query one: Some(its intended time), for the
+    /// worker to open its connection (then it calls again).
+    pub(super) fn due(
+        &mut self,
+        now_ns: u64,
+        started: u64,
+        conns: &mut Conns,
+        out: &mut Outbox,
+    ) -> Option<u64> {
         loop {
-            let Some(t) = self.mode.traffic_mut() else {
-                return;
-            };
-            let Some(due) = t.pacing.pop(now_ns, started) else {
-                return;
-            };
+            let due = self.pacing.pop(now_ns, started)?;
             match due {
                 Due::Arrival(intended) => {
-                    t.rec.loop_lag(now_ns.saturating_sub(intended));
-                    if t.per_query.is_some() {
-                        self.per_query(intended);
-                    } else {
-                        self.arrival(intended);
+                    self.rec.loop_lag(now_ns.saturating_sub(intended));
+                    if self.per_query.is_some() {
+                        return Some(intended);
+                    }
+                    // An open-loop query: on a connection picked by the
+                    // spread, or kept for the next one ready when one is on
+                    // its way.
+                    if let Some(key) = self.pick(intended, conns) {
+                        self.query(key, intended, false, conns, out);
                     }
                 }
-                Due::NewConnection(at) => self.per_query(at),
+                Due::NewConnection(at) => return Some(at),
                 Due::Tick { key, seq, at } | Due::Think { key, seq, at } => {
-                    if self.conns.slab.get(key).is_none_or(|c| c.seq != seq) {
+                    if conns.slab.get(key).is_none_or(|c| c.seq != seq) {
                         continue;
                     }
                     if matches!(due, Due::Tick { .. }) {
-                        t.rec.loop_lag(now_ns.saturating_sub(at));
-                        t.pacing.again(key, seq, at);
+                        self.rec.loop_lag(now_ns.saturating_sub(at));
+                        self.pacing.again(key, seq, at);
                     }
-                    self.query(key, at, true);
+                    self.query(key, at, true, conns, out);
                 }
             }
-        }
-    }
-
-    /// An open-loop query is due: on a connection picked by the spread, or
-    /// kept for the next one ready when one is on its way.
-    fn arrival(&mut self, intended: u64) {
-        let Some(t) = self.mode.traffic_mut() else {
-            return;
-        };
-        if let Some(key) = t.pick(intended, &self.conns) {
-            self.query(key, intended, false);
         }
     }
 
     /// Hands queries that waited for a connection to the open ones.
-    fn drain_orphans(&mut self) {
-        while let Some((key, intended)) = self.mode.traffic_mut().and_then(Traffic::next_orphan) {
-            self.query(key, intended, false);
+    fn drain_orphans(&mut self, conns: &mut Conns, out: &mut Outbox) {
+        while let Some((key, intended)) = self.next_orphan() {
+            self.query(key, intended, false, conns, out);
         }
     }
 
@@ -108,59 +110,43 @@ impl Worker {
     /// window or a busy socket, keeping its intended time.
     /// `fresh`: made due here (a tick, a window's slot), not already
     /// counted due where it arrived (an arrival, a query handed on).
-    fn query(&mut self, key: usize, intended: u64, fresh: bool) {
-        let Some(t) = self.mode.traffic_mut() else {
-            return;
-        };
-        match t.admit(&mut self.conns.slab, key, intended, fresh) {
-            Admit::Now => self.send_now(key, intended),
+    fn query(
+        &mut self,
+        key: usize,
+        intended: u64,
+        fresh: bool,
+        conns: &mut Conns,
+        out: &mut Outbox,
+    ) {
+        match self.admit(&mut conns.slab, key, intended, fresh) {
+            Admit::Now => self.send_now(key, intended, conns, out),
             Admit::Wait => {
-                let now = self.now_ns();
-                if let Some(t) = self.mode.traffic_mut() {
-                    t.wait(&mut self.conns.slab[key], intended, now);
-                }
+                let now = conns.stamp_ns();
+                self.wait(&mut conns.slab[key], intended, now);
             }
             Admit::No => {}
         }
     }
 
-    /// Now, in ns since the start: the time of the read being processed
-    /// (every answer in one read arrived together; the queries they let go
-    /// leave with it), or the clock.
-    fn now_ns(&self) -> u64 {
-        self.read_at.unwrap_or_else(|| self.ns(Instant::now()))
-    }
-
-    /// Encodes and writes one query.
-    fn send_now(&mut self, key: usize, intended: u64) {
-        let now = self.now_ns();
-        let Some(t) = self.mode.traffic_mut() else {
-            return;
-        };
+    /// Encodes and writes one query on `key`, stamped with the read being
+    /// processed (see [`Conns::stamp_ns`]).
+    fn send_now(&mut self, key: usize, intended: u64, conns: &mut Conns, out: &mut Outbox) {
+        let now = conns.stamp_ns();
         // (tcp-per-query took its ticket when it opened the connection.)
-        let per_query = t.per_query.is_some();
-        if !per_query && !t.take_ticket() {
+        let per_query = self.per_query.is_some();
+        if !per_query && !self.take_ticket() {
             // --queries are all out: the schedule ran past them; not due.
             self.q.due.fetch_sub(1, Relaxed);
             return;
         }
-        let conn = &mut self.conns.slab[key];
+        let conn = &mut conns.slab[key];
         let n = conn.flight.queries;
         let target = conn.target as usize;
-        let (codec, rng) = (&t.codec, &mut t.rng);
-        lend(&mut conn.pending_out, &mut self.spare);
-        let qkey = conn
-            .link
-            .queue_with(&mut conn.pending_out, &mut self.out, |out| {
-                codec.encode(n, target, now, rng, out)
-            });
-        if !conn.has(Flags::DIRTY) {
-            conn.set(Flags::DIRTY, true);
-            self.dirty.push(key);
-        }
+        let (codec, rng) = (&self.codec, &mut self.rng);
+        let qkey = out.queue_with(key, conn, |out| codec.encode(n, target, now, rng, out));
         // tcp-per-query: the query started with its connection.
         let now = if per_query {
-            conn.since.saturating_duration_since(self.start).as_nanos() as u64
+            conn.since.saturating_duration_since(conns.start).as_nanos() as u64
         } else {
             now
         };
@@ -170,215 +156,178 @@ impl Worker {
                 conn: key,
                 seq: conn.seq,
             };
-            conn.flight.deadline = t.deadlines.push(now + t.timeout_ns, entry);
+            conn.flight.deadline = self.deadlines.push(now + self.timeout_ns, entry);
         }
-        t.rec
+        self.rec
             .sent(now.saturating_sub(intended), conn.flight.live() > 0);
         conn.flight.sent(Outstanding {
             key: qkey,
             intended,
             sent: now,
             timed_out: false,
-            qtype_slot: t.codec.qtype_slot(n),
+            qtype_slot: self.codec.qtype_slot(n),
         });
-        let retire = (t.cap.is_some_and(|c| conn.flight.queries >= c)
+        let retire = (self.cap.is_some_and(|c| conn.flight.queries >= c)
             && conn.active_pos != NOT_ACTIVE)
             .then_some(conn.active_pos);
         if let Some(pos) = retire {
             // No more queries on this one: out of the open-loop choice.
-            t.leave(&mut self.conns.slab, pos);
+            self.leave(&mut conns.slab, pos);
         }
     }
 
-    /// `key`'s --lifetime is over. With nothing in flight it closes now;
-    /// otherwise it takes no new query and closes when its last one is
-    /// answered or timed out: a close with an answer on its way would lose
-    /// that query, and reset the server's end. (Queries still waiting to
-    /// be sent go to other connections when it closes.) Its replacement
-    /// (--reconnect) is owed now, so the open count does not dip.
-    pub(super) fn lifetime_over(&mut self, key: usize) {
-        let conn = &mut self.conns.slab[key];
-        let busy = conn.live() > 0;
-        let Some(t) = self.mode.traffic_mut().filter(|_| busy) else {
-            self.end(key, End::Lifetime);
-            return;
-        };
+    /// `key`'s --lifetime is over. With nothing in flight it closes now
+    /// (Some: the worker ends it); otherwise it takes no new query and
+    /// closes when its last one is answered or timed out: a close with an
+    /// answer on its way would lose that query, and reset the server's end.
+    /// (Queries still waiting to be sent go to other connections when it
+    /// closes.) Its replacement (--reconnect) is owed now, so the open count
+    /// does not dip.
+    pub(super) fn lifetime_over(&mut self, key: usize, conns: &mut Conns) -> Option<End> {
+        let conn = &mut conns.slab[key];
+        if conn.live() == 0 {
+            return Some(End::Lifetime);
+        }
         conn.set(Flags::RETIRING, true);
-        if self.sc.reconnect {
-            self.conns.dial.owe();
-        }
         let pos = conn.active_pos;
-        if pos != NOT_ACTIVE {
-            t.leave(&mut self.conns.slab, pos);
+        if conns.reconnects() {
+            conns.dial.owe();
         }
+        if pos != NOT_ACTIVE {
+            self.leave(&mut conns.slab, pos);
+        }
+        None
     }
 
-    /// A response arrived for `qkey` (or the oldest query) on `key`.
-    pub(super) fn answered(&mut self, key: usize, qkey: Option<u64>, status: Status) {
-        let now = self.now_ns();
-        let Some(t) = self.mode.traffic_mut() else {
-            return;
-        };
-        let conn = &mut self.conns.slab[key];
+    /// A response arrived for `qkey` (or the oldest query) on `key`; the
+    /// connection ends here when that was its last.
+    #[inline]
+    pub(super) fn on_answer(
+        &mut self,
+        key: usize,
+        qkey: Option<u64>,
+        status: Status,
+        conns: &mut Conns,
+    ) {
+        let now = conns.stamp_ns();
+        let conn = &mut conns.slab[key];
         if conn.has(Flags::UNPROVEN) {
             // Any answer proves the server accepted the connection.
             conn.set(Flags::UNPROVEN, false);
-            bump(&self.counters.verified, 1);
+            bump(&conns.counters.verified, 1);
         }
-        let draining = self.draining.is_some();
-        if let Some(why) = t.answered(key, conn, qkey, status, now, draining) {
-            self.end(key, why);
+        let draining = self.draining;
+        if let Some(why) = self.answered(key, conn, qkey, status, now, draining) {
+            conns.end(key, why, ModeMut::Traffic(self));
         }
     }
 
-    /// After a response or a flush: send what waited.
-    pub(super) fn after_progress(&mut self, key: usize) {
-        while let Some(c) = self.conns.slab.get_mut(key) {
-            let Some(t) = self.mode.traffic() else {
-                return;
-            };
-            if c.flight.waiting.is_empty() || !c.room(t.window) {
+    /// After a response or a flush on `key`: send what waited.
+    #[inline]
+    pub(super) fn after_progress(&mut self, key: usize, conns: &mut Conns, out: &mut Outbox) {
+        while let Some(c) = conns.slab.get_mut(key) {
+            if c.flight.waiting.is_empty() || !c.room(self.window) {
                 return;
             }
             let intended = c.flight.waiting.pop_front().expect("not empty");
-            self.send_now(key, intended);
+            self.send_now(key, intended, conns, out);
         }
     }
 
-    /// Query timeouts: each connection whose deadline came times out what
-    /// is overdue and sets its deadline again at the oldest left.
-    pub(super) fn expire_queries(&mut self, now_ns: u64) {
-        while let Some(t) = self.mode.traffic_mut() {
-            let Some(Entry { conn: key, seq }) = t.deadlines.pop_due(now_ns) else {
-                break;
-            };
-            let Some(c) = self.conns.slab.get_mut(key).filter(|c| c.seq == seq) else {
+    /// Query timeouts at `now_ns`: each connection whose deadline came
+    /// times out what is overdue and sets its deadline again at the oldest
+    /// left.
+    pub(super) fn expire_queries(&mut self, now_ns: u64, conns: &mut Conns, out: &mut Outbox) {
+        while let Some(Entry { conn: key, seq }) = self.deadlines.pop_due(now_ns) {
+            let Some(c) = conns.slab.get_mut(key).filter(|c| c.seq == seq) else {
                 continue;
             };
             c.flight.deadline = NO_DEADLINE;
-            self.time_out_overdue(key, now_ns);
-            self.set_deadline(key);
+            self.time_out_overdue(key, now_ns, conns, out);
+            if let Some(c) = conns.slab.get_mut(key) {
+                self.set_deadline(key, c);
+            }
         }
     }
 
     /// Times out the queries of `key` past their deadline, oldest first.
-    fn time_out_overdue(&mut self, key: usize, now_ns: u64) {
-        loop {
-            let (Some(t), Some(c)) = (self.mode.traffic_mut(), self.conns.slab.get_mut(key)) else {
+    fn time_out_overdue(&mut self, key: usize, now_ns: u64, conns: &mut Conns, out: &mut Outbox) {
+        while let Some(c) = conns.slab.get_mut(key) {
+            let Some(o) = c.flight.time_out_oldest(now_ns, self.timeout_ns) else {
                 return;
             };
-            let Some(o) = c.flight.time_out_oldest(now_ns, t.timeout_ns) else {
-                return;
-            };
-            t.rec.timed_out(c.seq, &o);
-            if self.sc.traffic.as_ref().is_some_and(|t| t.close_on_timeout) {
-                self.end(key, End::QueryTimedOut);
+            self.rec.timed_out(c.seq, &o);
+            if self.close_on_timeout {
+                conns.end(key, End::QueryTimedOut, ModeMut::Traffic(self));
                 return;
             }
-            let draining = self.draining.is_some();
-            if let Some(why) = t.completed(key, c, now_ns, draining) {
-                self.end(key, why);
+            let draining = self.draining;
+            if let Some(why) = self.completed(key, c, now_ns, draining) {
+                conns.end(key, why, ModeMut::Traffic(self));
             }
-            if self.conns.slab.contains(key) {
-                self.after_progress(key);
+            if conns.slab.contains(key) {
+                self.after_progress(key, conns, out);
             }
         }
     }
 
-    /// Sets the deadline of `key` at its oldest query in flight.
-    fn set_deadline(&mut self, key: usize) {
-        if let (Some(t), Some(c)) = (self.mode.traffic_mut(), self.conns.slab.get_mut(key)) {
-            t.set_deadline(key, c);
-        }
-    }
-
-    // ---- tcp-per-query ---------------------------------------------------
-
-    /// A query is due: it gets a connection of its own now, or waits for a
-    /// free slot keeping its intended time. Those that waited for --timeout
-    /// are given up first (`not_sent`), as behind a full window: a slot's
-    /// wait is bounded as an answer's is.
-    fn per_query(&mut self, intended: u64) {
+    /// tcp-per-query: a query is due at `intended` (`now_ns`; `open`: the
+    /// connections open). It waits for a free slot keeping its intended
+    /// time, for the worker to open its connection now or when a slot is
+    /// free. Those that waited for --timeout are given up first
+    /// (`not_sent`), as behind a full window: a slot's wait is bounded as
+    /// an answer's is.
+    pub(super) fn per_query_due(&mut self, intended: u64, now_ns: u64, open: u64) {
         bump(&self.q.due, 1);
-        let now = self.now_ns();
-        let open = self.conns.slab.len() as u64;
-        let Some(t) = self.mode.traffic_mut() else {
-            return;
-        };
-        let Some(pq) = t.per_query.as_ref() else {
+        let Some(pq) = self.per_query.as_ref() else {
             return;
         };
         if !pq.wait.is_empty() || open >= pq.share {
             bump(&self.q.waited[W_SLOT], 1);
         }
-        t.wait_for_slot(intended, now);
-        self.pq_fill();
+        self.wait_for_slot(intended, now_ns);
     }
 
-    /// tcp-per-query: opens connections for waiting queries while slots
-    /// are free. (Twice a loop turn: what it asks of other runs is one
-    /// look, inlined.)
+    /// tcp-per-query: a query waits for a connection slot.
     #[inline]
-    pub(super) fn pq_fill(&mut self) {
-        let waiting = match &self.mode {
-            Mode::Traffic(t) => t.per_query.as_ref().is_some_and(|pq| !pq.wait.is_empty()),
-            _ => false,
-        };
-        if waiting {
-            self.pq_open();
-        }
+    pub(super) fn slot_wanted(&self) -> bool {
+        self.per_query
+            .as_ref()
+            .is_some_and(|pq| !pq.wait.is_empty())
     }
 
-    /// Opens connections for the queries waiting for a slot.
-    fn pq_open(&mut self) {
-        while self.draining.is_none() {
-            let open = self.conns.slab.len() as u64;
-            let Some(t) = self.mode.traffic_mut() else {
-                return;
-            };
-            let Some(pq) = t.per_query.as_mut().filter(|pq| open < pq.share) else {
-                return;
-            };
-            let Some(intended) = pq.wait.pop_front() else {
-                return;
-            };
-            if !t.take_ticket() {
-                // --queries are all out: the schedule ran past them; not
-                // due (this one and those waiting).
-                let pq = t.per_query.as_mut().expect("per query");
-                self.q.due.fetch_sub(1 + pq.wait.len() as u64, Relaxed);
-                pq.wait.clear();
-                return;
-            }
-            let seq = self.conns.dial.replacement();
-            match self.attempt(seq, false) {
-                Some(key) => self.conns.slab[key].flight.waiting.push_back(intended),
-                None => {
-                    // (tcp-per-query: its connection failed to start.)
-                    let now = self.ns(Instant::now());
-                    self.mode.pq_lost(0, || now);
-                }
-            }
+    /// tcp-per-query, `open` connections open: the intended time of the
+    /// next query waiting for a slot, when one is free and the traffic
+    /// goes on, its ticket taken. (--queries all out: the schedule ran past
+    /// them; this one and those waiting are not due.)
+    pub(super) fn next_for_slot(&mut self, open: u64) -> Option<u64> {
+        if self.draining {
+            return None;
         }
+        let pq = self.per_query.as_mut().filter(|pq| open < pq.share)?;
+        let intended = pq.wait.pop_front()?;
+        if !self.take_ticket() {
+            let pq = self.per_query.as_mut().expect("per query");
+            self.q.due.fetch_sub(1 + pq.wait.len() as u64, Relaxed);
+            pq.wait.clear();
+            return None;
+        }
+        Some(intended)
     }
 
     /// Once its part of --queries is sent and none is in flight or waiting
-    /// any more, says so to the main thread (which ends the run when every
-    /// worker has). Looks at every connection, but only after the last
-    /// query went out.
-    pub(super) fn check_quota_done(&mut self) {
-        let Some(t) = self.mode.traffic_mut() else {
-            return;
-        };
-        if t.quota != Some(0) || t.quota_done {
-            return;
+    /// any more: true, once (the worker tells the main thread, which ends
+    /// the run when every worker has). Looks at every connection, but only
+    /// after the last query went out.
+    pub(super) fn quota_done(&mut self, conns: &Conns) -> bool {
+        if self.quota != Some(0) || self.quota_done {
+            return false;
         }
-        let waiting = t.per_query.as_ref().is_some_and(|pq| !pq.wait.is_empty());
-        let idle = !waiting && self.conns.slab.iter().all(|(_, c)| c.flight.idle());
+        let idle = !self.slot_wanted() && conns.slab.iter().all(|(_, c)| c.flight.idle());
         if idle {
-            t.quota_done = true;
-            self.say(Reason::QueriesDone);
+            self.quota_done = true;
         }
+        idle
     }
 }
 
@@ -488,7 +437,7 @@ impl Traffic {
 
     /// A response arrived for `qkey` (or the oldest query) on `conn`
     /// (`key`) at `now`: matched, recorded, and the next query queued (its
-    /// verification, an answer's first, is the worker's).
+    /// verification, an answer's first, is [`Traffic::on_answer`]'s).
     /// Some: how the connection ends.
     pub(super) fn answered(
         &mut self,
@@ -569,5 +518,158 @@ impl Traffic {
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::{mpsc, Arc};
+    use std::time::Instant;
+
+    use super::super::conn::State;
+    use super::super::link::Link;
+    use super::super::mode::TrafficSetup;
+    use super::super::seconds::ReportTx;
+    use super::*;
+    use crate::domain::Proto;
+    use crate::metrics::QueryCounters;
+    use crate::scenario::{Model, Query};
+
+    /// Closed-loop echo, window 1, no think time; `messages`: --messages;
+    /// `per_query`: tcp-per-query's share of connections.
+    fn traffic(messages: Option<u64>, per_query: Option<u64>) -> Traffic {
+        let t = crate::scenario::Traffic {
+            proto: Proto::Echo,
+            query: Query::Echo {
+                size: 64,
+                validate: false,
+            },
+            model: Model::ClosedLoop { think_s: 0.0 },
+            window: Some(1),
+            messages,
+            queries: None,
+            max_queries_per_conn: None,
+            timeout_s: 1.0,
+            close_on_timeout: false,
+            seed: 1,
+            drain_s: 0.0,
+            ok_rcodes: Vec::new(),
+            ok_status: Vec::new(),
+        };
+        let (tx, rx) = mpsc::channel();
+        std::mem::forget(rx);
+        let mut t = Traffic::new(TrafficSetup {
+            traffic: &t,
+            hosts: &[],
+            queries: Arc::new(QueryCounters::default()),
+            reports: ReportTx::from(tx),
+            rtt_log: None,
+            service_seconds: false,
+            id: 0,
+            workers: 1,
+            per_query,
+            datagrams: false,
+            hold: false,
+        });
+        t.start(0, 0, &Slab::new());
+        t
+    }
+
+    /// A held connection with no socket.
+    fn held() -> Conn {
+        let mut c = Conn::new(Link::Detached, 1, Instant::now(), 0, true);
+        c.state = State::Held;
+        c
+    }
+
+    /// One query sent on `c` at `at`: its key.
+    fn send(c: &mut Conn, at: u64) -> Option<u64> {
+        let key = c.flight.queries;
+        c.flight.sent(Outstanding {
+            key,
+            intended: at,
+            sent: at,
+            timed_out: false,
+            qtype_slot: 0,
+        });
+        Some(key)
+    }
+
+    #[test]
+    fn a_closed_loop_answer_lets_the_next_query_go_now() {
+        let mut t = traffic(None, None);
+        let mut c = held();
+        let q = send(&mut c, 10);
+        assert_eq!(t.answered(0, &mut c, q, Status::Ok, 25, false), None);
+        assert_eq!(c.flight.waiting, [25]);
+        assert_eq!(t.q.due.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn draining_an_answer_lets_no_query_go() {
+        let mut t = traffic(None, None);
+        let mut c = held();
+        let q = send(&mut c, 10);
+        assert_eq!(t.answered(0, &mut c, q, Status::Ok, 25, true), None);
+        assert!(c.flight.waiting.is_empty());
+    }
+
+    #[test]
+    fn an_unmatched_answer_is_counted_and_ends_nothing() {
+        let mut t = traffic(None, None);
+        let mut c = held();
+        send(&mut c, 10);
+        assert_eq!(t.answered(0, &mut c, Some(99), Status::Ok, 25, false), None);
+        assert_eq!(t.q.errors[E_UNMATCHED].load(Relaxed), 1);
+        assert_eq!(c.live(), 1, "the query is still in flight");
+    }
+
+    #[test]
+    fn a_retiring_connection_ends_with_its_last_answer() {
+        let mut t = traffic(None, None);
+        let mut c = held();
+        let (a, b) = (send(&mut c, 10), send(&mut c, 11));
+        c.set(Flags::RETIRING, true);
+        assert_eq!(t.answered(0, &mut c, a, Status::Ok, 20, false), None);
+        assert!(c.flight.waiting.is_empty(), "it takes no new query");
+        let end = t.answered(0, &mut c, b, Status::Ok, 21, false);
+        assert_eq!(end, Some(End::Lifetime));
+    }
+
+    #[test]
+    fn messages_close_the_connection_after_its_last_answer() {
+        let mut t = traffic(Some(1), None);
+        let mut c = held();
+        let q = send(&mut c, 10);
+        let end = t.answered(0, &mut c, q, Status::Ok, 20, false);
+        assert_eq!(end, Some(End::Closed));
+        assert!(c.flight.waiting.is_empty());
+    }
+
+    #[test]
+    fn a_tcp_per_query_connection_closes_after_its_query() {
+        let mut t = traffic(None, Some(1));
+        let mut c = held();
+        let q = send(&mut c, 10);
+        let end = t.answered(0, &mut c, q, Status::Ok, 20, false);
+        assert_eq!(end, Some(End::Closed));
+    }
+
+    #[test]
+    fn a_tcp_per_query_query_waits_for_a_free_slot() {
+        let mut t = traffic(None, Some(1));
+        // One connection open of one: it waits, counted so.
+        t.per_query_due(5, 5, 1);
+        assert_eq!(t.q.waited[W_SLOT].load(Relaxed), 1);
+        assert!(t.slot_wanted());
+        assert_eq!(t.next_for_slot(1), None);
+        // The slot is free: its connection opens for it.
+        assert_eq!(t.next_for_slot(0), Some(5));
+        assert!(!t.slot_wanted());
+        // Draining, none opens.
+        t.per_query_due(6, 6, 0);
+        t.draining = true;
+        assert_eq!(t.next_for_slot(0), None);
     }
 }

@@ -3,20 +3,23 @@
 //! queries and measures every response; every connection attempt ends in
 //! exactly one bucket.
 //!
-//! The worker is the loop and the glue; its parts each own one concern:
-//! [`Net`] the transport (TCP, TLS or UDP, chosen once);
-//! [`Mode`] what the connections are for (held, traffic or push, chosen
-//! once), with the traffic's own state ([`Traffic`]) and the push
-//! streams' ([`PushRx`]); [`Conns`] the connections, their
-//! [`Dialer`] (the ramp, levels, reconnect debt and connection
-//! deadlines) and their one end; [`Link`](super::link::Link) a
-//! connection's socket; [`Flight`](super::inflight::Flight) a connection's
-//! queries in flight; [`Recorder`](super::recorder::Recorder) what is
-//! measured. The worker's own methods are split by room: a connection's
-//! way to held (`opening.rs`), bytes to frames and back (`io.rs`), and
-//! queries (`traffic.rs`); those files import the worker, never each
-//! other, and the worker imports none of them. An event flows link → codec →
-//! in-flight table → recorder → pacing, which says what is due next.
+//! The worker is the loop, the timer, the run's shared flags and the
+//! routing of each event to the part that owns it; the parts each own
+//! their state and take the others they act on as arguments:
+//! [`Conns`] the connections, their [`Dialer`] (the ramp, levels,
+//! reconnect debt and connection deadlines) and their one end;
+//! [`Opening`] the transport ([`Net`], chosen once) and a connection's way
+//! to held (connected, TLS, the probe); [`Io`] the reads (scratch buffer,
+//! TLS plaintext, framing); [`Outbox`] the writes (gathered over a loop
+//! turn, one flush per connection); [`Mode`] what the connections are
+//! for (held, traffic or push, chosen once), with the traffic's own state
+//! and decisions ([`Traffic`]) and the push streams' ([`PushRx`]).
+//! Below them, [`Link`](super::link::Link) is a connection's socket,
+//! [`Flight`](super::inflight::Flight) its queries in flight,
+//! [`Recorder`](super::recorder::Recorder) what is measured. The files
+//! import each other one way: connections ← outbox ← traffic ← opening ←
+//! io ← worker. An event flows link → codec → in-flight table → recorder
+//! → pacing, which says what is due next.
 //!
 //! Worker `w` of `W` owns connection attempts w, w+W, w+2W, ..., and runs
 //! its own arrival process for 1/W of the query rate, so the workers
@@ -38,17 +41,19 @@ use slab::Slab;
 use super::conn::{End, Flags, State};
 use super::connections::{Conns, EndRules};
 use super::dialer::Dialer;
+use super::io::Io;
 use super::mode::{default_probe, Mode, Traffic, TrafficSetup};
 use super::net::Net;
+use super::opening::Opening;
+use super::outbox::Outbox;
 use super::proto::Codec;
 use super::push::PushRx;
-use super::spares::Spares;
 use crate::domain::Transport;
 use crate::metrics::{
     bump, ConnCounters, Histograms, QueryCounters, Shared, StatusCounts, E_NOT_SENT,
     E_NO_CONNECTION,
 };
-use crate::scenario::{Model, Scenario};
+use crate::scenario::Scenario;
 use crate::sys::signals::Reason;
 use crate::sys::timer::Timer;
 
@@ -88,47 +93,28 @@ pub struct Worker {
     /// Precise wake-ups (epoll's own timeout is in whole milliseconds).
     timer: Timer,
     armed: Option<Instant>,
-    pub(super) id: u64,
-    pub(super) nworkers: u64,
-    pub(super) sc: Arc<Scenario>,
-    pub(super) poll: Poll,
+    sc: Arc<Scenario>,
+    poll: Poll,
     /// The connections, their dialer and their one way out.
-    pub(super) conns: Conns,
-    pub(super) counters: Arc<ConnCounters>,
-    pub(super) q: Arc<QueryCounters>,
-    pub(super) shared: Arc<Shared>,
-    pub(super) start: Instant,
-    notify: mpsc::Sender<Reason>,
-    /// TCP, TLS or UDP: decided once.
-    pub(super) net: Net,
-    /// Plaintext out of TLS sessions.
-    pub(super) plain: Vec<u8>,
-    /// While a read's bytes are processed: when it returned (ns).
-    pub(super) read_at: Option<u64>,
-    /// The codec probes are built with when there is no traffic.
-    pub(super) probe_codec: Codec,
+    conns: Conns,
     /// Holding, traffic or push: decided at start.
-    pub(super) mode: Mode,
-    pub(super) scratch: Vec<u8>,
-    pub(super) out: Vec<u8>,
-    /// Output buffers given back by connections that went idle, lent to
-    /// the next one that queues a message.
-    pub(super) spare: Spares,
-    /// Connections with bytes to write at the end of this loop turn.
-    pub(super) dirty: Vec<usize>,
-    /// Connections whose read stopped at its budget with bytes left: read
-    /// again next turn (their readiness will not be reported again).
-    pub(super) unread: Vec<usize>,
-    /// The traffic has ended: no new query is due (what was due and waits
-    /// for its connection's window still leaves); the worker reads until
-    /// nothing is in flight or this instant passes (--drain).
-    pub(super) draining: Option<Instant>,
+    mode: Mode,
+    /// The transport and a connection's way to held.
+    open: Opening,
+    /// Bytes in.
+    io: Io,
+    /// Bytes out.
+    out: Outbox,
+    counters: Arc<ConnCounters>,
+    q: Arc<QueryCounters>,
+    shared: Arc<Shared>,
+    notify: mpsc::Sender<Reason>,
+    /// The run is draining (the traffic has ended; [`Traffic`] is told so
+    /// once, when this is set): the worker reads until nothing is in
+    /// flight or this instant passes (--drain).
+    drain_until: Option<Instant>,
     /// When the drain last looked for queries in flight.
     drain_looked: Option<Instant>,
-    /// Closed loop: every connection always has queries in flight, so it
-    /// keeps its output buffer between writes, and its table of queries
-    /// in flight when a window's answers empty it.
-    pub(super) busy: bool,
 }
 
 impl Worker {
@@ -170,12 +156,14 @@ impl Worker {
             TIMER,
             Interest::READABLE,
         )?;
-        let model = s.scenario.traffic.as_ref().map(|t| &t.model);
+        let probe = Codec::new(
+            s.scenario.probe.as_ref().unwrap_or(&default_probe()),
+            &s.hosts,
+            net.is_udp(),
+        );
         Ok(Worker {
             timer,
             armed: None,
-            id,
-            nworkers: w,
             poll: s.poll,
             conns: Conns::new(
                 // Sized once: a slab that doubles as it fills keeps up to
@@ -196,27 +184,15 @@ impl Worker {
                 s.shared.clone(),
                 s.start,
             ),
+            mode,
+            io: Io::new(&net, s.queries.clone()),
+            out: Outbox::new(s.queries.clone()),
+            open: Opening::new(net, probe, s.scenario.clone(), id, w),
             counters: s.counters,
             q: s.queries,
             shared: s.shared,
-            start: s.start,
             notify: s.notify,
-            plain: Vec::new(),
-            read_at: None,
-            probe_codec: Codec::new(
-                s.scenario.probe.as_ref().unwrap_or(&default_probe()),
-                &s.hosts,
-                net.is_udp(),
-            ),
-            mode,
-            scratch: vec![0; net.scratch_len()],
-            net,
-            out: Vec::with_capacity(4096),
-            spare: Default::default(),
-            dirty: Vec::new(),
-            unread: Vec::new(),
-            busy: matches!(model, Some(Model::ClosedLoop { .. })),
-            draining: None,
+            drain_until: None,
             drain_looked: None,
             sc: s.scenario,
         })
@@ -229,7 +205,7 @@ impl Worker {
                 .conns
                 .dial
                 .endpoints(&self.sc, self.conns.dial.ramp_seq(j));
-            let made = self.net.prepare(target, source)?;
+            let made = self.open.net.prepare(target, source)?;
             self.conns.dial.prealloc.push_back(made);
         }
         Ok(())
@@ -237,21 +213,12 @@ impl Worker {
 
     /// The instant the schedule counts from.
     pub fn set_start(&mut self, start: Instant) {
-        self.start = start;
         self.conns.set_start(start);
     }
 
     /// Tells the main thread.
-    pub(super) fn say(&self, r: Reason) {
+    fn say(&self, r: Reason) {
         let _ = self.notify.send(r);
-    }
-
-    pub(super) fn ns(&self, t: Instant) -> u64 {
-        t.saturating_duration_since(self.start).as_nanos() as u64
-    }
-
-    fn at(&self, ns: u64) -> Instant {
-        self.start + Duration::from_nanos(ns)
     }
 
     pub fn run(mut self) -> io::Result<Finished> {
@@ -260,30 +227,37 @@ impl Worker {
         let mut turn_start = Instant::now();
         loop {
             let now = Instant::now();
-            if self.draining.is_none() && self.shared.drain.load(Relaxed) {
+            if self.drain_until.is_none() && self.shared.drain.load(Relaxed) {
                 let drain = self.sc.traffic.as_ref().map_or(0.0, |t| t.drain_s);
-                self.draining = Some(now + Duration::from_secs_f64(drain));
+                self.drain_until = Some(now + Duration::from_secs_f64(drain));
+                if let Some(t) = self.mode.traffic_mut() {
+                    t.draining = true;
+                }
             }
             if self.shared.ramp_stop.load(Relaxed) {
                 self.conns.dial.stop_ramp();
             }
-            if let Some(until) = self.draining {
+            if let Some(until) = self.drain_until {
                 if self.drained(now, until) {
                     break;
                 }
             } else {
-                self.follow_level(now);
+                let registry = self.poll.registry();
+                let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
+                self.open.follow_level(now, conns, mode, out, registry);
             }
             // (Reconnects go on while draining: a query that crossed the
             // server's close is sent again on the next connection.)
-            self.start_due(now);
+            let registry = self.poll.registry();
+            let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
+            self.open.start_due(now, conns, mode, out, registry);
             self.expire(now);
             self.conns.dial.shrink();
             self.traffic_due(now);
             self.push_keepalive(now);
             self.pq_fill();
-            self.flush_dirty();
-            let wakeup = match self.draining {
+            self.out.flush_dirty(&mut self.conns, &mut self.mode);
+            let wakeup = match self.drain_until {
                 // Draining: look again at least every 10 ms.
                 Some(until) => Some(
                     self.next_wakeup()
@@ -293,10 +267,14 @@ impl Worker {
                 ),
                 None => self.next_wakeup(),
             };
-            self.check_quota_done();
+            if let Some(t) = self.mode.traffic_mut() {
+                if t.quota_done(&self.conns) {
+                    self.say(Reason::QueriesDone);
+                }
+            }
             let timeout = match wakeup {
                 // Connections left unread: look at the events, then read on.
-                _ if !self.unread.is_empty() => Some(Duration::ZERO),
+                _ if self.io.unread() => Some(Duration::ZERO),
                 None => None,
                 Some(at) => {
                     let wait = at.saturating_duration_since(Instant::now());
@@ -347,38 +325,44 @@ impl Worker {
                 let Some(conn) = self.conns.slab.get(key) else {
                     continue;
                 };
-                match conn.state {
+                let (state, blocked) = (conn.state, conn.has(Flags::BLOCKED));
+                let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
+                match state {
                     State::Connecting => {
                         if ev.is_writable() || ev.is_error() || ev.is_write_closed() {
-                            self.on_connected(key);
+                            self.open.on_connected(key, conns, mode, out);
                         }
                         // A server that speaks first (a push, a banner) may
                         // have sent already: this event is the only edge
                         // those bytes make.
-                        let up = self
-                            .conns
+                        let up = conns
                             .slab
                             .get(key)
                             .is_some_and(|c| c.state != State::Connecting);
                         if up && (ev.is_readable() || ev.is_read_closed()) {
-                            self.on_readable(key, ev.is_read_closed());
+                            let closing = ev.is_read_closed();
+                            self.io
+                                .on_readable(key, closing, conns, mode, out, &self.open);
                         }
                     }
                     State::Handshaking | State::Probing | State::Held => {
-                        if ev.is_writable() && conn.has(Flags::BLOCKED) {
-                            self.on_writable(key);
+                        if ev.is_writable() && blocked {
+                            self.io.on_writable(key, conns, mode, out);
                         }
-                        if self.conns.slab.contains(key)
+                        if conns.slab.contains(key)
                             && (ev.is_readable() || ev.is_read_closed() || ev.is_error())
                         {
-                            self.on_readable(key, ev.is_read_closed() || ev.is_error());
+                            let closing = ev.is_read_closed() || ev.is_error();
+                            self.io
+                                .on_readable(key, closing, conns, mode, out, &self.open);
                         }
                     }
                 }
             }
-            self.read_on();
+            let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
+            self.io.read_on(conns, mode, out, &self.open);
             self.pq_fill();
-            self.flush_dirty();
+            self.out.flush_dirty(&mut self.conns, &mut self.mode);
         }
         self.finish()
     }
@@ -495,7 +479,8 @@ impl Worker {
     fn next_wakeup(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
         let mut consider = |i: Instant| t = Some(t.map_or(i, |t| t.min(i)));
-        self.conns.dial.wakeup(self.start, &self.sc, &mut consider);
+        let start = self.conns.start;
+        self.conns.dial.wakeup(start, &self.sc, &mut consider);
         if let Some(at) = self.mode.push().and_then(PushRx::wakeup) {
             consider(at);
         }
@@ -504,7 +489,7 @@ impl Worker {
             consider(Instant::now() + Duration::from_millis(10));
         }
         if let Some(tr) = self.mode.traffic() {
-            let started = tr.wakeup(|at| consider(self.at(at)));
+            let started = tr.wakeup(|at| consider(start + Duration::from_nanos(at)));
             if !started && self.shared.traffic_at.load(Relaxed) > 0 {
                 consider(Instant::now());
             }
@@ -514,27 +499,63 @@ impl Worker {
 
     /// Connect timeouts, probe timeouts, lifetimes, query timeouts.
     fn expire(&mut self, now: Instant) {
-        while let Some(key) = self.conns.dial.connect_expired(now, &self.conns.slab) {
-            self.end(key, End::ConnectTimedOut);
+        let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
+        while let Some(key) = conns.dial.connect_expired(now, &conns.slab) {
+            conns.end(key, End::ConnectTimedOut, mode.as_mut());
         }
-        while let Some((key, state)) = self.conns.dial.probe_expired(now, &self.conns.slab) {
+        while let Some((key, state)) = conns.dial.probe_expired(now, &conns.slab) {
             if state == State::Handshaking {
                 let secs = self.sc.connect_timeout_s;
-                self.counters
+                conns
+                    .counters
                     .tls_failed(|| format!("{} {secs}s", crate::metrics::TLS_TIMED_OUT));
-                self.end(key, End::TlsFailed);
+                conns.end(key, End::TlsFailed, mode.as_mut());
             } else {
                 // Established but unverified: kept, not failed.
-                bump(&self.counters.unverified, 1);
-                let initial = self.conns.slab[key].initial();
-                self.held(key);
-                self.conns.dial.resolved(initial);
+                bump(&conns.counters.unverified, 1);
+                let initial = conns.slab[key].initial();
+                self.open.held(key, conns, mode, out);
+                conns.dial.resolved(initial);
             }
         }
-        while let Some(key) = self.conns.dial.life_expired(now, &self.conns.slab) {
-            self.lifetime_over(key);
+        while let Some(key) = conns.dial.life_expired(now, &conns.slab) {
+            let why = match mode.traffic_mut() {
+                Some(t) => t.lifetime_over(key, conns),
+                None => Some(End::Lifetime),
+            };
+            if let Some(why) = why {
+                conns.end(key, why, mode.as_mut());
+            }
         }
-        self.expire_queries(self.ns(now));
+        if let Some(t) = mode.traffic_mut() {
+            t.expire_queries(conns.ns(now), conns, out);
+        }
+    }
+
+    /// Sends every query that is due; tcp-per-query's get their
+    /// connections opened.
+    fn traffic_due(&mut self, now: Instant) {
+        let now_ns = self.conns.ns(now);
+        let (conns, out) = (&mut self.conns, &mut self.out);
+        let Some(t) = self.mode.traffic_mut() else {
+            return;
+        };
+        let Some(started) = t.turn(now_ns, &self.shared, conns, out) else {
+            return;
+        };
+        while let Some(intended) = t.due(now_ns, started, conns, out) {
+            self.open
+                .per_query(intended, conns, t, self.poll.registry());
+        }
+    }
+
+    /// tcp-per-query: opens connections for waiting queries while slots
+    /// are free.
+    #[inline]
+    fn pq_fill(&mut self) {
+        if let Some(t) = self.mode.traffic_mut() {
+            self.open.pq_fill(&mut self.conns, t, self.poll.registry());
+        }
     }
 
     /// UDP push: says again the subscriptions that have had no message
@@ -560,8 +581,8 @@ impl Worker {
             .map(|(k, _)| k)
             .collect();
         for key in keys {
-            self.write(key, what);
+            self.out.write(&mut self.conns.slab, key, what);
         }
-        self.flush_dirty();
+        self.out.flush_dirty(&mut self.conns, &mut self.mode);
     }
 }
