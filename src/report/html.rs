@@ -37,9 +37,10 @@ mod tables;
 
 use charts::{
     connect_chart, latency_chart, outcomes_chart, ramp_chart, rates_chart, spectrum_chart,
+    RESPONSE_SPECTRA,
 };
 use drawn::Drawn;
-use push::{push_rates_chart, push_spectrum_chart, push_times_chart};
+use push::{push_rates_chart, push_times_chart, PUSH_SPECTRA};
 use tables::{checks_table, printed_summaries, scenario_tables, summary_table};
 
 use super::chart::{chart_div, page_foot, page_head};
@@ -174,7 +175,7 @@ fn charts_section(p: &mut String, drawn: &[Drawn], server: Option<&[ServerSecond
              several processes or hosts merged, the slowest one's).",
         );
     }
-    if let Some(svg) = spectrum_chart(drawn)? {
+    if let Some(svg) = spectrum_chart(drawn, &RESPONSE_SPECTRA)? {
         chart_div(
             p,
             "spectrum",
@@ -211,7 +212,7 @@ fn push_charts(p: &mut String, drawn: &[Drawn]) -> Result<()> {
              processes or hosts merged, the highest).",
         );
     }
-    if let Some(svg) = push_spectrum_chart(drawn)? {
+    if let Some(svg) = spectrum_chart(drawn, &PUSH_SPECTRA)? {
         chart_div(
             p,
             "push-spectrum",

@@ -434,24 +434,49 @@ pub(super) fn spectrum_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
     points
 }
 
-/// One curve of a spectrum: the run's number and the run, which of its
-/// two histograms (true: the first, response time or push jitter; false:
-/// service time or one-way delay), its points.
-pub(super) type Curve<'a, 'd> = (usize, &'a Drawn<'d>, bool, Vec<(f64, f64)>);
+/// Two percentile spectra drawn together for each run, the first solid
+/// and the second dashed, HdrHistogram style: percentiles on a log axis of
+/// 1/(1-q). Response and service time; push jitter and one-way delay.
+pub(super) struct SpectrumPair {
+    pub name: &'static str,
+    pub caption: &'static str,
+    /// The runs drawn.
+    pub has: fn(&Drawn) -> bool,
+    /// A run's two histograms: the solid curve's, the dashed one's.
+    pub pick: for<'a> fn(&'a Drawn) -> [Option<&'a Histogram<u64>>; 2],
+    /// The curves' names with one run ...
+    pub alone: [&'static str; 2],
+    /// ... and after each run's label with several.
+    pub beside: [&'static str; 2],
+}
 
-/// The percentile spectrum of response (solid) and service (dashed) time,
-/// HdrHistogram style: percentiles on a log axis of 1/(1-q).
-pub(super) fn spectrum_chart(runs: &[Drawn]) -> Result<Option<String>> {
-    let with: Vec<&Drawn> = runs.iter().filter(|d| d.has_answers()).collect();
+/// The response (solid) and service (dashed) time spectra.
+pub(super) const RESPONSE_SPECTRA: SpectrumPair = SpectrumPair {
+    name: "percentile spectrum",
+    caption: "Percentile spectrum: response time (solid) and service time (dashed)",
+    has: |d| d.has_answers(),
+    pick: |d| [d.response.as_ref(), d.service.as_ref()],
+    alone: ["response time", "service time"],
+    beside: ["response", "service"],
+};
+
+/// One curve of a spectrum: the run's number and the run, which of the
+/// pair (0: solid, 1: dashed), its points.
+type Curve<'a, 'd> = (usize, &'a Drawn<'d>, usize, Vec<(f64, f64)>);
+
+/// The spectra of a [`SpectrumPair`], or None when no run has them.
+pub(super) fn spectrum_chart(runs: &[Drawn], pair: &SpectrumPair) -> Result<Option<String>> {
+    let with: Vec<&Drawn> = runs.iter().filter(|d| (pair.has)(d)).collect();
     let curves: Vec<Curve> = with
         .iter()
         .enumerate()
         .flat_map(|(i, d)| {
-            [(d.response.as_ref(), true), (d.service.as_ref(), false)]
+            (pair.pick)(d)
                 .into_iter()
-                .filter_map(move |(h, response)| {
+                .enumerate()
+                .filter_map(move |(which, h)| {
                     h.filter(|h| !h.is_empty())
-                        .map(|h| (i, *d, response, spectrum_points(h)))
+                        .map(|h| (i, *d, which, spectrum_points(h)))
                 })
         })
         .collect();
@@ -460,9 +485,9 @@ pub(super) fn spectrum_chart(runs: &[Drawn]) -> Result<Option<String>> {
     };
     let one = with.len() == 1;
     let frame = Frame {
-        name: "percentile spectrum",
+        name: pair.name,
         height: HEIGHT + 40,
-        caption: "Percentile spectrum: response time (solid) and service time (dashed)",
+        caption: pair.caption,
         x_desc: "percentile",
         x_labels: Some(6),
         x_format: Some(&|x| percentile_label(*x)),
@@ -473,23 +498,18 @@ pub(super) fn spectrum_chart(runs: &[Drawn]) -> Result<Option<String>> {
     };
     let x = (1f64..SPECTRUM_TOP).log_scale();
     plot(&frame, x, y.log_scale(), |chart| {
-        for (i, d, response, points) in curves {
-            let c = if one {
-                if response {
-                    BLUE_
-                } else {
-                    PURPLE
-                }
-            } else {
-                colour(i)
+        for (i, d, which, points) in curves {
+            let c = match (one, which) {
+                (true, 0) => BLUE_,
+                (true, _) => PURPLE,
+                (false, _) => colour(i),
             };
-            let what = if response { "response" } else { "service" };
             let name = if one {
-                format!("{what} time")
+                pair.alone[which].to_string()
             } else {
-                format!("{} {what}", d.label)
+                d.entry(false, pair.beside[which])
             };
-            if response {
+            if which == 0 {
                 let style = c.stroke_width(3);
                 chart
                     .draw_series(LineSeries::new(points, style))?

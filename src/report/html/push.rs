@@ -6,14 +6,12 @@
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::charts::{
-    dot_size, percentile_label, spectrum_points, t_max, time_frame, Curve, SPECTRUM_TOP,
-};
+use super::charts::{dot_size, t_max, time_frame, SpectrumPair};
 use super::drawn::{Drawn, Second};
 use crate::outcome::{PushResult, RunResult};
 use crate::report::chart::{
-    axis_label, colour, decades, legend_line, plot, plot_dual, Frame, Right, BLUE_, GREEN_, HEIGHT,
-    ORANGE, PURPLE, RED_,
+    axis_label, colour, decades, legend_line, plot, plot_dual, Frame, Right, GREEN_, ORANGE,
+    PURPLE, RED_,
 };
 use crate::report::hgrm::no_delay;
 use crate::units::human_us;
@@ -144,70 +142,16 @@ pub(super) fn push_times_chart(runs: &[Drawn]) -> Result<Option<String>> {
     .map(Some)
 }
 
-/// The percentile spectrum of the jitter (solid) and one-way delay
-/// (dashed), as the queries' spectrum: percentiles on a log axis of
-/// 1/(1-q).
-pub(super) fn push_spectrum_chart(runs: &[Drawn]) -> Result<Option<String>> {
-    let with: Vec<&Drawn> = runs.iter().filter(|d| d.has_push()).collect();
-    let curves: Vec<Curve> = with
-        .iter()
-        .enumerate()
-        .flat_map(|(i, d)| {
-            [
-                (d.push_jitter.as_ref(), true),
-                (d.push_delay.as_ref(), false),
-            ]
-            .into_iter()
-            .filter_map(move |(h, jitter)| {
-                h.filter(|h| !h.is_empty())
-                    .map(|h| (i, *d, jitter, spectrum_points(h)))
-            })
-        })
-        .collect();
-    let Some(y) = decades(curves.iter().flat_map(|c| c.3.iter().map(|p| p.1))) else {
-        return Ok(None);
-    };
-    let one = with.len() == 1;
-    let frame = Frame {
-        name: "push percentile spectrum",
-        height: HEIGHT + 40,
-        caption: "Push percentile spectrum: jitter (solid) and one-way delay (dashed)",
-        x_desc: "percentile",
-        x_labels: Some(6),
-        x_format: Some(&|x| percentile_label(*x)),
-        y_desc: "time",
-        margin_right: Some(30),
-        legend: SeriesLabelPosition::UpperLeft,
-        ..time_frame()
-    };
-    let x = (1f64..SPECTRUM_TOP).log_scale();
-    plot(&frame, x, y.log_scale(), |chart| {
-        for (i, d, jitter, points) in curves {
-            let c = match (one, jitter) {
-                (true, true) => BLUE_,
-                (true, false) => PURPLE,
-                (false, _) => colour(i),
-            };
-            let what = if jitter { "jitter" } else { "one-way delay" };
-            let name = d.entry(one, what);
-            if jitter {
-                let style = c.stroke_width(3);
-                chart
-                    .draw_series(LineSeries::new(points, style))?
-                    .label(name)
-                    .legend(legend_line(style));
-            } else {
-                let style = c.stroke_width(2);
-                chart
-                    .draw_series(DashedLineSeries::new(points, 8, 5, style))?
-                    .label(name)
-                    .legend(legend_line(style));
-            }
-        }
-        Ok(())
-    })
-    .map(Some)
-}
+/// The jitter (solid) and one-way delay (dashed) spectra, as the
+/// queries' response and service time.
+pub(super) const PUSH_SPECTRA: SpectrumPair = SpectrumPair {
+    name: "push percentile spectrum",
+    caption: "Push percentile spectrum: jitter (solid) and one-way delay (dashed)",
+    has: |d| d.has_push(),
+    pick: |d| [d.push_jitter.as_ref(), d.push_delay.as_ref()],
+    alone: ["jitter", "one-way delay"],
+    beside: ["jitter", "one-way delay"],
+};
 
 /// The push rows of the summary's figures, a column per run ("-" for a
 /// run without push); none when no run has push.
