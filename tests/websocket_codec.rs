@@ -5,6 +5,8 @@
 //! python3-websockets), over a plain socket. Without it the tests skip
 //! loudly, and fail when CI is set (.ci/run installs it).
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -12,27 +14,6 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use wire::ws::{self, Key, Opcode, Reassembler, Response, Role};
-
-/// A python3 that imports `websockets` (Debian's, then the one on PATH).
-fn python() -> Option<PathBuf> {
-    for p in ["/usr/bin/python3", "python3"] {
-        let ok = Command::new(p)
-            .args(["-c", "import websockets"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return Some(p.into());
-        }
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "python3 with the websockets module is needed in CI (apt-get install python3-websockets); .ci/run installs it"
-    );
-    eprintln!(
-        "SKIPPED: no python3 with the websockets module (apt-get install python3-websockets)"
-    );
-    None
-}
 
 /// tests/peers/ws_server.py, bound: its port read from its first line.
 struct PyServer {
@@ -176,7 +157,9 @@ impl Client {
 
 #[test]
 fn the_client_half_talks_to_python_websockets() {
-    let Some(py) = python() else { return };
+    let Some(py) = common::python_websockets() else {
+        return;
+    };
     let srv = PyServer::start(&py, &["echo"]);
     let key = Key::new(*b"throng-ws-test-1");
     let (mut c, r, _) = Client::handshake(srv.port, &key, "13");
@@ -218,7 +201,9 @@ fn the_client_half_talks_to_python_websockets() {
 
 #[test]
 fn a_refused_upgrade_is_named_by_status_and_first_line() {
-    let Some(py) = python() else { return };
+    let Some(py) = common::python_websockets() else {
+        return;
+    };
     let srv = PyServer::start(&py, &["echo"]);
     let key = Key::new([42; 16]);
     let (c, r, line) = Client::handshake(srv.port, &key, "8");
@@ -236,7 +221,9 @@ fn a_refused_upgrade_is_named_by_status_and_first_line() {
 
 #[test]
 fn pushed_messages_carry_their_number_first() {
-    let Some(py) = python() else { return };
+    let Some(py) = common::python_websockets() else {
+        return;
+    };
     let srv = PyServer::start(&py, &["push", "0.01"]);
     let key = Key::new([9; 16]);
     let (mut c, r, _) = Client::handshake(srv.port, &key, "13");

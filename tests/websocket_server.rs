@@ -10,27 +10,6 @@ use std::process::Command;
 
 use common::{run, server, Server};
 
-/// A python3 that imports `websockets` (Debian's, then the one on PATH).
-fn python() -> Option<PathBuf> {
-    for p in ["/usr/bin/python3", "python3"] {
-        let ok = Command::new(p)
-            .args(["-c", "import websockets"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return Some(p.into());
-        }
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "python3 with the websockets module is needed in CI (apt-get install python3-websockets); .ci/run installs it"
-    );
-    eprintln!(
-        "SKIPPED: no python3 with the websockets module (apt-get install python3-websockets)"
-    );
-    None
-}
-
 /// Runs the peer in `mode` against `srv` (bounded: 60 s at most); its
 /// stdout, after checking it exited 0.
 fn peer(py: &PathBuf, srv: &Server, args: &[&str]) -> String {
@@ -66,7 +45,9 @@ fn line<'a>(summary: &'a str, what: &str) -> &'a str {
 
 #[test]
 fn echoes_text_binary_and_fragments_answers_pings_and_closes() {
-    let Some(py) = python() else { return };
+    let Some(py) = common::python_websockets() else {
+        return;
+    };
     let srv = server(&["--mode", "websocket"]);
     let out = peer(&py, &srv, &["echo"]);
     for fact in [
@@ -94,7 +75,9 @@ fn echoes_text_binary_and_fragments_answers_pings_and_closes() {
 
 #[test]
 fn serves_wss_with_tls() {
-    let Some(py) = python() else { return };
+    let Some(py) = common::python_websockets() else {
+        return;
+    };
     let srv = server(&["--mode", "websocket", "--tls"]);
     let ca = srv
         .banner
@@ -114,7 +97,9 @@ fn serves_wss_with_tls() {
 
 #[test]
 fn a_protocol_error_closes_only_its_connection() {
-    let Some(py) = python() else { return };
+    let Some(py) = common::python_websockets() else {
+        return;
+    };
     let srv = server(&["--mode", "websocket"]);
     let out = peer(&py, &srv, &["violate"]);
     assert!(out.contains("closed with 1002"), "{out}");
@@ -137,7 +122,9 @@ fn a_protocol_error_closes_only_its_connection() {
 
 #[test]
 fn push_over_websocket_numbers_every_message_in_order() {
-    let Some(py) = python() else { return };
+    let Some(py) = common::python_websockets() else {
+        return;
+    };
     let srv = server(&[
         "--mode",
         "push",

@@ -318,6 +318,29 @@ pub fn program(name: &str, package: &str) -> Option<std::path::PathBuf> {
     p
 }
 
+/// A python3 that imports `websockets` (Debian's, then the one on PATH),
+/// or None after saying loudly that the test is skipped (a failure in CI,
+/// which installs python3-websockets).
+pub fn python_websockets() -> Option<std::path::PathBuf> {
+    for p in ["/usr/bin/python3", "python3"] {
+        let ok = Command::new(p)
+            .args(["-c", "import websockets"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return Some(p.into());
+        }
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "python3 with the websockets module is needed in CI (apt-get install python3-websockets); .ci/run installs it"
+    );
+    eprintln!(
+        "SKIPPED: no python3 with the websockets module (apt-get install python3-websockets)"
+    );
+    None
+}
+
 /// The path of a program on PATH (or /usr/sbin).
 pub fn which(name: &str) -> Option<std::path::PathBuf> {
     std::env::var_os("PATH")
