@@ -405,10 +405,15 @@ pub struct ClientArgs {
     #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = parse_processes, help_heading = "Scale out")]
     pub processes: Processes,
 
-    /// Internal: run as a load host of `throng cluster` (its report, then
-    /// per-second JSON lines on stdout; `clock`, `go` and `stop` on stdin).
+    /// Internal: per-second JSON lines on stdout (a load host of `throng
+    /// cluster`, a held step of `throng limit`).
     #[arg(long, hide = true)]
     pub child: bool,
+
+    /// Internal, with --child: a load host of `throng cluster`: its report
+    /// first, then it waits for `go` on stdin (`clock` and `stop` too).
+    #[arg(long, hide = true, requires = "child")]
+    pub session: bool,
 
     /// Internal: run as a child of --processes: the plan (the scenario, its
     /// slice, where the result goes) is the first line on stdin, JSON; per-
@@ -472,6 +477,7 @@ impl ClientArgs {
             server: a.server_kind(),
             segment: a.segment,
             child: a.child,
+            session: a.session,
             json: a.json_file(),
             force: a.force,
             control: a.control.is_some(),

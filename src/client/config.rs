@@ -38,8 +38,12 @@ pub struct ClientConfig {
     pub server: ServerKind,
     /// --segment: the slice this process runs.
     pub segment: Option<Segment>,
-    /// A child of `throng cluster` (per-second JSON lines on stdout).
+    /// Per-second JSON lines on stdout (a child of `throng cluster` or
+    /// `throng limit`).
     pub child: bool,
+    /// A load host of `throng cluster`: its report, then `go` awaited on
+    /// stdin.
+    pub session: bool,
     /// --json: the result's file.
     pub json: Option<PathBuf>,
     /// --force: run a plan the preflight refuses.

@@ -205,8 +205,12 @@ pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
     // share needs, like a whole run.
     let share = a.segment.map_or_else(|| whole.clone(), |s| whole.slice(s));
     let nproc = processes_needed(a.processes, &share, &fd);
-    let refusals = capacity_problems(&a, &whole, &probe_targets, nproc);
-    if a.child && !a.force && !refusals.is_empty() {
+    // (A held step of `throng limit` is planned by the search.)
+    let refusals = match a.child && !a.session {
+        true => Vec::new(),
+        false => capacity_problems(&a, &whole, &probe_targets, nproc),
+    };
+    if a.session && !a.force && !refusals.is_empty() {
         crate::cluster::host::report(HostReport::here(nproc, Vec::new(), refusals.clone()));
     }
     check_problems(a.force, refusals)?;
@@ -382,9 +386,9 @@ fn run_one(a: &ClientConfig, p: Planned, stop: &Stop) -> Result<ExitCode> {
     };
     let problems = preflight(&ran, &p.fd, p.shortfall.as_deref());
     let plan = plan_lines(&ran, &whole, &p.why, p.shortfall);
-    if a.child {
+    if a.session {
         crate::cluster::host::report(HostReport::here(1, plan, problems.clone()));
-    } else {
+    } else if !a.child {
         print_lines(&plan)?;
     }
     check_problems(a.force, problems)?;
@@ -394,7 +398,7 @@ fn run_one(a: &ClientConfig, p: Planned, stop: &Stop) -> Result<ExitCode> {
         start_at: a.start_at,
         control: a.control,
         child: a.child,
-        session: a.child,
+        session: a.session,
         quiet: a.quiet,
         exported: p.exported,
     };

@@ -83,7 +83,7 @@ pub(super) fn run_processes(
         ));
     }
     // A load host of `throng cluster` starts its processes on `go`.
-    if a.child && !crate::cluster::host::wait_go(stop)? {
+    if a.session && !crate::cluster::host::wait_go(stop)? {
         return Ok(ExitCode::from(130));
     }
     let parts = PartsDir::new()?;
@@ -177,7 +177,7 @@ fn print_plan(
     for w in warnings(whole, shortfall.clone()) {
         lines.push(format!("  warning: {w}"));
     }
-    if a.child {
+    if a.session {
         crate::cluster::host::report(crate::child::HostReport::here(n, lines, problems.clone()));
     } else {
         let mut out = io::stdout().lock();

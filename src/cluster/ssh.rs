@@ -263,6 +263,7 @@ fn commands(a: &ClusterConfig, binaries: &[String], mux: Option<&Mux>) -> Vec<(S
                 "--segment".into(),
                 format!("{}/{n}", i + 1),
                 "--child".into(),
+                "--session".into(),
             ]);
             if let Some(id) = &run_id {
                 words.extend(["--run-id".into(), id.clone()]);
