@@ -18,12 +18,16 @@ use super::mode::Mode;
 use super::net::Net;
 use super::opening::Opening;
 use super::outbox::Outbox;
-use super::proto::{Frame, Status};
+use super::proto::{ws, Frame, Status};
 use crate::domain::Proto;
-use crate::metrics::{bump, Bucket, QueryCounters, E_CONN_LOST, E_MALFORMED, E_OVERSIZED};
+use crate::metrics::{
+    bump, ws_close_slot, Bucket, QueryCounters, E_CONN_LOST, E_MALFORMED, E_OVERSIZED,
+};
 use crate::metrics::{AFTER_HANDSHAKE, NOT_TLS, TLS_ALERT};
 use crate::scenario::Query;
 use crate::sys::timer::monotonic_ns;
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
 
 pub(super) struct Io {
     /// The worker's one read buffer.
@@ -34,6 +38,8 @@ pub(super) struct Io {
     /// again next turn (their readiness will not be reported again).
     unread: Vec<usize>,
     q: Arc<QueryCounters>,
+    /// Masks of the WebSocket control frames sent (pongs, closes).
+    rng: Pcg64Mcg,
 }
 
 impl Io {
@@ -43,6 +49,7 @@ impl Io {
             plain: Vec::new(),
             unread: Vec::new(),
             q,
+            rng: Pcg64Mcg::from_rng(&mut rand::rng()),
         }
     }
 
@@ -303,6 +310,107 @@ impl Io {
         out: &mut Outbox,
         open: &Opening,
     ) -> bool {
+        if conns.slab[key].state == State::Upgrading {
+            return self.on_upgrade(key, data, conns, mode, out, open);
+        }
+        self.on_frames(key, data, conns, mode, out, open)
+    }
+
+    /// The server's answer to the WebSocket upgrade, and what follows it.
+    /// False when the connection is gone.
+    #[cold]
+    fn on_upgrade(
+        &mut self,
+        key: usize,
+        data: &[u8],
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) -> bool {
+        let conn = &mut conns.slab[key];
+        let mut buf = std::mem::take(&mut conn.pending_in);
+        buf.extend_from_slice(data);
+        let ws = open.ws.as_ref().expect("upgrading: a WebSocket run");
+        let what = match ws.response(&buf, conn.seq) {
+            Ok(None) if buf.len() <= super::proto::INPUT_CAP => {
+                conn.pending_in = buf;
+                return true;
+            }
+            Ok(None) => "an answer to the WebSocket upgrade over 1 MiB".to_string(),
+            Ok(Some(wire::ws::Response::Upgraded { head_len, .. })) => {
+                open.upgraded(key, conns, mode, out);
+                let rest = &buf[head_len..];
+                return conns.slab.contains(key)
+                    && (rest.is_empty() || self.on_frames(key, rest, conns, mode, out, open));
+            }
+            Ok(Some(wire::ws::Response::Refused { status, line, .. })) => format!(
+                "HTTP {status} to the WebSocket upgrade: \"{}\"",
+                wire::escape::escape(&buf[line])
+            ),
+            Err(e) => format!("not a WebSocket upgrade: {e}"),
+        };
+        open.ws_refused(key, what, conns, mode);
+        false
+    }
+
+    /// A WebSocket frame that answers no query (`ev`, the frame `frame`):
+    /// a ping is answered with a pong; a close is counted by its code,
+    /// answered with a close, and ends the connection as the server's
+    /// close. False when the connection is gone.
+    #[cold]
+    fn on_ws_event(
+        &mut self,
+        key: usize,
+        ev: ws::Event,
+        frame: &[u8],
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+    ) -> bool {
+        use wire::ws::Opcode;
+        match ev {
+            ws::Event::Skip => true,
+            ws::Event::Ping { payload_at } => {
+                bump(&conns.counters.ws_pings, 1);
+                let pong = out.message();
+                let payload = &frame[usize::from(payload_at)..];
+                let mask = Some(ws::mask(&mut self.rng));
+                wire::ws::encode_frame(pong, true, Opcode::Pong, payload, mask);
+                out.send_message(&mut conns.slab, key);
+                true
+            }
+            ws::Event::Close(code) => {
+                bump(&conns.counters.ws_close[ws_close_slot(code)], 1);
+                let conn = &conns.slab[key];
+                if !conn.has(Flags::PEER_CLOSING) {
+                    // The answer (unless this close answers ours).
+                    let close = out.message();
+                    let mask = Some(ws::mask(&mut self.rng));
+                    wire::ws::encode_close(close, code.or(Some(wire::ws::close::NORMAL)), mask);
+                    out.send_message(&mut conns.slab, key);
+                    conns.peer_closes(key, mode);
+                }
+                out.flush_now(key, conns, mode);
+                if conns.slab.contains(key) {
+                    conns.end(key, End::Lost(Bucket::ClosedByPeer), mode.as_mut());
+                }
+                false
+            }
+        }
+    }
+
+    /// Frames bytes read on an established connection. False when the
+    /// connection is gone.
+    fn on_frames(
+        &mut self,
+        key: usize,
+        data: &[u8],
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) -> bool {
         if let Some(p) = mode.push_mut() {
             let conn = &mut conns.slab[key];
             let now_ns = monotonic_ns();
@@ -364,6 +472,19 @@ impl Io {
                     } else if let Some(t) = mode.traffic_mut() {
                         t.on_answer(key, qkey, status, conns);
                     }
+                }
+                Frame::Ws { len, ev } => {
+                    let frame = &input[used..used + len];
+                    used += len;
+                    if !self.on_ws_event(key, ev, frame, conns, mode, out) {
+                        alive = false;
+                        break;
+                    }
+                }
+                Frame::Broken(cause) => {
+                    garbled(key, cause, conns, mode);
+                    alive = false;
+                    break;
                 }
                 f @ (Frame::Malformed | Frame::Oversized) => {
                     if probing {
