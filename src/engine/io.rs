@@ -40,6 +40,9 @@ pub(super) struct Io {
     q: Arc<QueryCounters>,
     /// Masks of the WebSocket control frames sent (pongs, closes).
     rng: Pcg64Mcg,
+    /// WebSocket: the run's close handshake is under way (a close or the
+    /// FIN from the server now ends a connection as ours).
+    closing: bool,
 }
 
 impl Io {
@@ -50,7 +53,37 @@ impl Io {
             unread: Vec::new(),
             q,
             rng: Pcg64Mcg::from_rng(&mut rand::rng()),
+            closing: false,
         }
+    }
+
+    /// WebSocket, at the run's end: a close (1000) on every upgraded
+    /// connection, written now. Then the server's close, or its FIN, ends
+    /// each (see [`Io::goodbye_done`]). Once; false when it was done.
+    pub(super) fn goodbye(&mut self, conns: &mut Conns, mode: &mut Mode, out: &mut Outbox) -> bool {
+        if std::mem::replace(&mut self.closing, true) {
+            return false;
+        }
+        let held: Vec<usize> = conns
+            .slab
+            .iter()
+            .filter(|(_, c)| c.state == State::Held)
+            .map(|(k, _)| k)
+            .collect();
+        for key in held {
+            let close = out.message();
+            let mask = Some(ws::mask(&mut self.rng));
+            wire::ws::encode_close(close, Some(wire::ws::close::NORMAL), mask);
+            out.send_message(&mut conns.slab, key);
+            conns.peer_closes(key, mode);
+        }
+        out.flush_dirty(conns, mode);
+        true
+    }
+
+    /// The run's close handshake is over: no upgraded connection is left.
+    pub(super) fn goodbye_done(&self, conns: &Conns) -> bool {
+        conns.slab.iter().all(|(_, c)| c.state != State::Held)
     }
 
     /// Connections are left to read on: the next poll must not wait.
@@ -382,8 +415,7 @@ impl Io {
             }
             ws::Event::Close(code) => {
                 bump(&conns.counters.ws_close[ws_close_slot(code)], 1);
-                let conn = &conns.slab[key];
-                if !conn.has(Flags::PEER_CLOSING) {
+                if !self.closing {
                     // The answer (unless this close answers ours).
                     let close = out.message();
                     let mask = Some(ws::mask(&mut self.rng));
@@ -393,7 +425,13 @@ impl Io {
                 }
                 out.flush_now(key, conns, mode);
                 if conns.slab.contains(key) {
-                    conns.end(key, End::Lost(Bucket::ClosedByPeer), mode.as_mut());
+                    let why = if self.closing {
+                        // The answer to the run's close.
+                        End::Closed
+                    } else {
+                        End::Lost(Bucket::ClosedByPeer)
+                    };
+                    conns.end(key, why, mode.as_mut());
                 }
                 false
             }
@@ -605,7 +643,13 @@ impl Io {
                 }
             }
         }
-        conns.end(key, End::Lost(bucket), mode.as_mut());
+        let why = if self.closing && conns.slab[key].state == State::Held {
+            // The FIN that ends the run's close handshake.
+            End::Closed
+        } else {
+            End::Lost(bucket)
+        };
+        conns.end(key, why, mode.as_mut());
     }
 
     /// `key`'s socket has room again: what it queued goes, then what

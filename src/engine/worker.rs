@@ -238,7 +238,7 @@ impl Worker {
                 self.conns.dial.stop_ramp();
             }
             if let Some(until) = self.drain_until {
-                if self.drained(now, until) {
+                if self.drained(now, until) && !self.ws_goodbye(now, until) {
                     break;
                 }
             } else {
@@ -390,7 +390,24 @@ impl Worker {
         !waiting && self.conns.slab.iter().all(|(_, c)| c.flight.idle())
     }
 
+    /// WebSocket, the traffic drained: the close handshake, waited for
+    /// until `until`. True while it goes on.
+    fn ws_goodbye(&mut self, now: Instant, until: Instant) -> bool {
+        if self.open.ws.is_none() {
+            return false;
+        }
+        let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
+        let started = self.io.goodbye(conns, mode, out);
+        now < until && (started || !self.io.goodbye_done(conns))
+    }
+
     fn finish(mut self) -> io::Result<Finished> {
+        if self.open.ws.is_some() {
+            // (Held to the end without traffic: the close goes out with
+            // the FIN.)
+            let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
+            self.io.goodbye(conns, mode, out);
+        }
         if let Some(bye) = self.mode.push().and_then(PushRx::farewell) {
             // UDP subscribers leave (the server stops at once instead of
             // after its --udp-idle).
