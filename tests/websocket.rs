@@ -387,3 +387,101 @@ fn protocol_errors_are_named_and_end_only_their_connection() {
         assert!(n(&v, "/queries/answered") > 100, "{out}");
     }
 }
+
+/// The push figures of a result, checked clean: none malformed, out of
+/// order or twice.
+fn push_received(v: &Value, out: &str) -> u64 {
+    for k in ["malformed", "out_of_order", "duplicates"] {
+        assert_eq!(n(v, &format!("/push/{k}")), 0, "{k}: {out}");
+    }
+    n(v, "/push/received")
+}
+
+#[test]
+fn push_over_websocket_from_throngs_server() {
+    let srv = server(&["--mode", "push", "--push-over", "websocket"]);
+    let target = srv.addr.to_string();
+    let args = [
+        target.as_str(),
+        "--proto",
+        "push",
+        "--push-over",
+        "websocket",
+        "-c",
+        "10",
+        "-T",
+        "1s",
+    ];
+    let (code, out, v, _) = client("ws-push-own", &args, false);
+    assert_eq!(code, 0, "{out}");
+    // 10 connections, one message each 20 ms, for about 1 s.
+    let got = push_received(&v, &out);
+    assert!((400..=600).contains(&got), "{got}: {out}");
+    assert_eq!(n(&v, "/push/lost"), 0, "{out}");
+    assert_eq!(n(&v, "/connections/verified"), 10, "{out}");
+    assert_eq!(n(&v, "/connections/ws_handshake_us/count"), 10, "{out}");
+    assert!(v.pointer("/push/delay_us").is_some(), "{out}");
+}
+
+#[test]
+fn push_over_websocket_from_python_websockets_counts_what_it_sent() {
+    let Some(py) = python() else { return };
+    let srv = PyServer::start(&py, &["push", "0.02"]);
+    let target = format!("127.0.0.1:{}", srv.port);
+    let args = [
+        target.as_str(),
+        "--proto",
+        "push",
+        "--push-over",
+        "ws",
+        "--push-format",
+        "line",
+        "-c",
+        "5",
+        "-T",
+        "1s",
+    ];
+    let (code, out, v, _) = client("ws-push-py", &args, false);
+    assert_eq!(code, 0, "{out}");
+    let got = push_received(&v, &out);
+    let counts = srv.counts();
+    assert_eq!(counts["connections"], 5, "{out}");
+    // The server counts a message when it is written; the client closes
+    // at the end of its run: the messages then on their way (one per
+    // connection at most) are the only difference.
+    let sent = counts["messages"];
+    assert!(
+        got <= sent && sent - got <= 5,
+        "sent {sent}, received {got}: {out}"
+    );
+    assert!(got >= 200, "{out}");
+}
+
+#[test]
+fn push_over_websocket_from_websocketd_numbered_lines() {
+    let Some(bin) = program("websocketd", "websocketd") else {
+        return;
+    };
+    let numbers = "i=0; while :; do echo $i; i=$((i+1)); sleep 0.02; done";
+    let srv = Websocketd::start(&bin, &["sh", "-c", numbers]);
+    let target = format!("127.0.0.1:{}", srv.port);
+    let args = [
+        target.as_str(),
+        "--proto",
+        "push",
+        "--push-over",
+        "websocket",
+        "--push-format",
+        "line",
+        "-c",
+        "4",
+        "-T",
+        "1s",
+    ];
+    let (code, out, v, _) = client("ws-push-wsd", &args, false);
+    assert!(code == 0 || out.contains("push.received"), "{out}");
+    // A shell's sleep keeps the period loosely: about 4 x 50 messages.
+    let got = push_received(&v, &out);
+    assert!(got >= 100, "{got}: {out}");
+    assert_eq!(n(&v, "/connections/verified"), 4, "{out}");
+}

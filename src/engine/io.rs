@@ -438,6 +438,55 @@ impl Io {
         }
     }
 
+    /// Pushed messages over WebSocket: each message (its first frame) is
+    /// one push message; pings and closes as with queries. False when the
+    /// connection is gone.
+    fn on_ws_push(
+        &mut self,
+        key: usize,
+        data: &[u8],
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+    ) -> bool {
+        use wire::ws::Opcode;
+        let mut buf = std::mem::take(&mut conns.slab[key].pending_in);
+        buf.extend_from_slice(data);
+        let mut used = 0;
+        let now_ns = monotonic_ns();
+        while used < buf.len() {
+            let f = match wire::ws::decode_frame(&buf[used..], wire::ws::Role::Client) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(_) => {
+                    bump(&conns.counters.push.malformed, 1);
+                    conns.end(key, End::Garbled, mode.as_mut());
+                    return false;
+                }
+            };
+            let frame = &buf[used..used + f.end()];
+            used += f.end();
+            let first = matches!(f.opcode, Opcode::Text | Opcode::Binary);
+            if first {
+                let p = mode.push_mut().expect("push");
+                if !p.ws_message(key, f.payload(frame), now_ns, &conns.counters) {
+                    conns.end(key, End::Garbled, mode.as_mut());
+                    return false;
+                }
+            } else if let super::proto::Frame::Ws { ev, .. } = ws::decode(frame) {
+                if !self.on_ws_event(key, ev, frame, conns, mode, out) {
+                    return false;
+                }
+            }
+        }
+        if used < buf.len() {
+            // (Idle between messages, it keeps no buffer.)
+            buf.drain(..used);
+            conns.slab[key].pending_in = buf;
+        }
+        true
+    }
+
     /// Frames bytes read on an established connection. False when the
     /// connection is gone.
     fn on_frames(
@@ -449,6 +498,9 @@ impl Io {
         out: &mut Outbox,
         open: &Opening,
     ) -> bool {
+        if open.ws.is_some() && mode.is_push() {
+            return self.on_ws_push(key, data, conns, mode, out);
+        }
         if let Some(p) = mode.push_mut() {
             let conn = &mut conns.slab[key];
             let now_ns = monotonic_ns();
