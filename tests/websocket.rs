@@ -485,3 +485,62 @@ fn push_over_websocket_from_websocketd_numbered_lines() {
     assert!(got >= 100, "{got}: {out}");
     assert_eq!(n(&v, "/connections/verified"), 4, "{out}");
 }
+
+#[test]
+fn pings_are_answered_and_a_servers_close_is_counted_by_code_and_answered() {
+    static PONGS: AtomicUsize = AtomicUsize::new(0);
+    static CLOSES_ANSWERED: AtomicUsize = AtomicUsize::new(0);
+    let addr = common::peer(|mut s| {
+        let head = read_head(&mut s);
+        let up = ws::parse_upgrade(&head).unwrap().unwrap();
+        let mut out = Vec::new();
+        ws::encode_accept(&up.key, None, &mut out);
+        ws::encode_frame(&mut out, true, Opcode::Ping, b"are you there", None);
+        s.write_all(&out).unwrap();
+        let mut s2 = s.try_clone().unwrap();
+        let mut buf = Vec::new();
+        let mut b = [0u8; 1024];
+        let mut frame = || loop {
+            if let Ok(Some(f)) = ws::decode_frame(&buf, Role::Server) {
+                let mut p = f.payload(&buf).to_vec();
+                ws::apply_mask(&mut p, f.mask.unwrap(), 0);
+                buf.drain(..f.end());
+                return (f.opcode, p);
+            }
+            let k = s.read(&mut b).unwrap();
+            assert!(k > 0, "closed before its answer");
+            buf.extend_from_slice(&b[..k]);
+        };
+        let (op, p) = frame();
+        if op == Opcode::Pong && p == b"are you there" {
+            PONGS.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut close = Vec::new();
+        ws::encode_close(&mut close, Some(4001), None);
+        s2.write_all(&close).unwrap();
+        let (op, p) = frame();
+        if op == Opcode::Close && ws::close_code(&p) == Ok(Some(4001)) {
+            CLOSES_ANSWERED.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let target = addr.to_string();
+    let args = [
+        target.as_str(),
+        "--proto",
+        "ws",
+        "-c",
+        "3",
+        "-T",
+        "1s",
+        "--no-reconnect",
+    ];
+    let (code, out, v, _) = client("ws-ping", &args, false);
+    // (A held run's default check says the server closed them.)
+    assert!(out.contains("FAIL  connections.peer_closed==0"), "{out}");
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(n(&v, "/connections/ws_pings"), 3, "{out}");
+    assert_eq!(n(&v, "/connections/ws_close_codes/4xxx"), 3, "{out}");
+    assert_eq!(n(&v, "/connections/peer_closed"), 3, "{out}");
+    assert_eq!(PONGS.load(Ordering::SeqCst), 3);
+    assert_eq!(CLOSES_ANSWERED.load(Ordering::SeqCst), 3);
+}

@@ -75,11 +75,14 @@ impl ClientArgs {
         // With traffic its first answer verifies; without, one query of
         // the run's protocol does (raw needs a marker to know an answer;
         // push, the server's first message).
-        let probe = if self.verify && !self.no_verify && traffic.is_none() && push.is_none() {
+        let probe = if self.proto == Proto::Websocket && traffic.is_none() {
+            // The upgrade verifies a WebSocket connection; after it, the
+            // server's frames are read as the queries' would be (pings,
+            // closes), and no probe is sent.
+            Some(self.query()?)
+        } else if self.verify && !self.no_verify && traffic.is_none() && push.is_none() {
             match self.query()? {
                 Query::Raw { marker: None, .. } => None,
-                // (The upgrade verifies a WebSocket connection.)
-                Query::WebSocket { .. } => None,
                 q => Some(q),
             }
         } else {
@@ -265,6 +268,36 @@ impl ClientArgs {
         }))
     }
 
+    /// --proto websocket's query: the message of -m, --message-file or
+    /// --size bytes, text or --ws-binary.
+    fn ws_query(&self) -> anyhow::Result<Query> {
+        let message = match (&self.message, &self.message_file) {
+            (Some(m), _) => {
+                wire::escape::unescape(m).map_err(|e| usage(format!("--message: {e}")))?
+            }
+            (None, Some(f)) => std::fs::read(f)
+                .map_err(|e| usage(format!("--message-file {}: {e}", f.display())))?,
+            (None, None) => {
+                if self.size == 0 || self.size > wire::ws::MAX_WS_MESSAGE {
+                    return Err(usage(
+                        "--size must be 1..=1MiB for websocket (a message of that many \
+                         bytes)",
+                    ));
+                }
+                vec![b'w'; self.size as usize]
+            }
+        };
+        if message.len() as u64 > wire::ws::MAX_WS_MESSAGE {
+            return Err(usage(
+                "the WebSocket message is over 1 MiB (the most a reader accepts)",
+            ));
+        }
+        Ok(Query::WebSocket {
+            message: escaped(&message),
+            binary: self.ws_binary,
+        })
+    }
+
     /// The query of `--proto` and its flags (the traffic's, and the
     /// verification probe's when there is no traffic).
     pub fn query(&self) -> anyhow::Result<Query> {
@@ -361,33 +394,7 @@ impl ClientArgs {
                     "--proto push sends no queries: it listens to what the server pushes",
                 ))
             }
-            Proto::Websocket => {
-                let message = match (&self.message, &self.message_file) {
-                    (Some(m), _) => {
-                        wire::escape::unescape(m).map_err(|e| usage(format!("--message: {e}")))?
-                    }
-                    (None, Some(f)) => std::fs::read(f)
-                        .map_err(|e| usage(format!("--message-file {}: {e}", f.display())))?,
-                    (None, None) => {
-                        if self.size == 0 || self.size > wire::ws::MAX_WS_MESSAGE {
-                            return Err(usage(
-                                "--size must be 1..=1MiB for websocket (a message of that many \
-                                 bytes)",
-                            ));
-                        }
-                        vec![b'w'; self.size as usize]
-                    }
-                };
-                if message.len() as u64 > wire::ws::MAX_WS_MESSAGE {
-                    return Err(usage(
-                        "the WebSocket message is over 1 MiB (the most a reader accepts)",
-                    ));
-                }
-                Query::WebSocket {
-                    message: escaped(&message),
-                    binary: self.ws_binary,
-                }
-            }
+            Proto::Websocket => self.ws_query()?,
             Proto::Raw => {
                 let message = match (&self.message, &self.message_file) {
                     (Some(m), _) => {

@@ -438,6 +438,30 @@ impl Io {
         }
     }
 
+    /// Pushed messages, on the bare stream or over WebSocket. False when
+    /// the connection is gone.
+    fn on_push(
+        &mut self,
+        key: usize,
+        data: &[u8],
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) -> bool {
+        if open.ws.is_some() {
+            return self.on_ws_push(key, data, conns, mode, out);
+        }
+        let p = mode.push_mut().expect("push");
+        let conn = &mut conns.slab[key];
+        let now_ns = monotonic_ns();
+        if !p.bytes(key, &mut conn.pending_in, data, now_ns, &conns.counters) {
+            conns.end(key, End::Garbled, mode.as_mut());
+            return false;
+        }
+        true
+    }
+
     /// Pushed messages over WebSocket: each message (its first frame) is
     /// one push message; pings and closes as with queries. False when the
     /// connection is gone.
@@ -498,17 +522,8 @@ impl Io {
         out: &mut Outbox,
         open: &Opening,
     ) -> bool {
-        if open.ws.is_some() && mode.is_push() {
-            return self.on_ws_push(key, data, conns, mode, out);
-        }
-        if let Some(p) = mode.push_mut() {
-            let conn = &mut conns.slab[key];
-            let now_ns = monotonic_ns();
-            if !p.bytes(key, &mut conn.pending_in, data, now_ns, &conns.counters) {
-                conns.end(key, End::Garbled, mode.as_mut());
-                return false;
-            }
-            return true;
+        if mode.is_push() {
+            return self.on_push(key, data, conns, mode, out, open);
         }
         let conn = &mut conns.slab[key];
         // Nothing pending: the connection keeps its (empty) buffer, and
@@ -571,12 +586,7 @@ impl Io {
                         break;
                     }
                 }
-                Frame::Broken(cause) => {
-                    garbled(key, cause, conns, mode);
-                    alive = false;
-                    break;
-                }
-                f @ (Frame::Malformed | Frame::Oversized) => {
+                f @ (Frame::Malformed | Frame::Oversized | Frame::Broken(_)) => {
                     if probing {
                         // The server answered, in its own language: it
                         // accepted the connection, not the probe.
@@ -594,10 +604,10 @@ impl Io {
                         open.verified(key, conns, mode, out);
                         used = input.len();
                     } else if mode.has_traffic() {
-                        let cause = if f == Frame::Oversized {
-                            E_OVERSIZED
-                        } else {
-                            E_MALFORMED
+                        let cause = match f {
+                            Frame::Oversized => E_OVERSIZED,
+                            Frame::Broken(named) => named,
+                            _ => E_MALFORMED,
                         };
                         garbled(key, cause, conns, mode);
                         alive = false;
