@@ -490,17 +490,27 @@ impl Io {
             };
             let frame = &buf[used..used + f.end()];
             used += f.end();
-            let first = matches!(f.opcode, Opcode::Text | Opcode::Binary);
-            if first {
-                let p = mode.push_mut().expect("push");
-                if !p.ws_message(key, f.payload(frame), now_ns, &conns.counters) {
-                    conns.end(key, End::Garbled, mode.as_mut());
-                    return false;
+            let alive = match f.opcode {
+                // (A message's later fragments: its number was in its first.)
+                Opcode::Continuation => true,
+                Opcode::Text | Opcode::Binary => {
+                    let p = mode.push_mut().expect("push");
+                    p.ws_message(key, f.payload(frame), now_ns, &conns.counters)
                 }
-            } else if let super::proto::Frame::Ws { ev, .. } = ws::decode(frame) {
-                if !self.on_ws_event(key, ev, frame, conns, mode, out) {
-                    return false;
-                }
+                _ => match ws::decode(frame, &mut Default::default()) {
+                    super::proto::Frame::Ws { ev, .. } => {
+                        if !self.on_ws_event(key, ev, frame, conns, mode, out) {
+                            return false;
+                        }
+                        true
+                    }
+                    // (A close without a valid status.)
+                    _ => false,
+                },
+            };
+            if !alive {
+                conns.end(key, End::Garbled, mode.as_mut());
+                return false;
             }
         }
         if used < buf.len() {

@@ -180,6 +180,9 @@ enum Place {
     /// HTTP with a Content-Length: this many of the body's bytes were read
     /// and dropped.
     Body([u8; 4]),
+    /// WebSocket: a fragmented message is under way (its last fragment
+    /// is due before any new message).
+    WsMessage,
 }
 
 const _: () = assert!(std::mem::size_of::<Resume>() == 5 && std::mem::align_of::<Resume>() == 1);
@@ -208,6 +211,20 @@ impl Resume {
             Place::Body(n) => u64::from(u32::from_ne_bytes(n)),
             _ => 0,
         }
+    }
+
+    /// WebSocket: a fragmented message is under way.
+    pub(super) fn in_ws_message(self) -> bool {
+        self.0 == Place::WsMessage
+    }
+
+    /// WebSocket: a fragmented message starts (true) or ends (false).
+    pub(super) fn set_ws_message(&mut self, open: bool) {
+        *self = if open {
+            Resume(Place::WsMessage)
+        } else {
+            Resume::default()
+        };
     }
 
     fn chunked(self) -> wire::http::ChunkedScan {
@@ -353,9 +370,11 @@ impl Codec {
     /// (kept from the last call on the same front bytes, or the default).
     pub fn decode(&self, buf: &[u8], resume: &mut Resume) -> Frame {
         let frame = self.decode_on(buf, resume);
+        // (A WebSocket frame that answers no query may be a fragment of
+        // a message under way: its place is kept.)
         if !matches!(
             frame,
-            Frame::Incomplete | Frame::Partial { .. } | Frame::UntilClose { .. }
+            Frame::Incomplete | Frame::Partial { .. } | Frame::UntilClose { .. } | Frame::Ws { .. }
         ) {
             *resume = Resume::default();
         }
@@ -384,7 +403,7 @@ impl Codec {
             Codec::Ping(p) => p.decode(buf, resume),
             Codec::Http(h) => h.decode(buf, resume),
             Codec::Raw(r) => r.decode(buf),
-            Codec::Ws(_) => ws::decode(buf),
+            Codec::Ws(_) => ws::decode(buf, resume),
         }
     }
 }

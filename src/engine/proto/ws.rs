@@ -15,7 +15,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use wire::ws::{self as codec, Opcode, Role, WsError};
 
-use super::{Frame, Status};
+use super::{Frame, Resume, Status};
 use crate::metrics::{
     E_WS_CLOSE_STATUS, E_WS_CONTROL_SIZE, E_WS_FRAGMENTS, E_WS_MASKED, E_WS_OPCODE,
     E_WS_RESERVED_BITS, E_WS_TOO_LONG,
@@ -61,8 +61,10 @@ pub fn cause(e: WsError) -> usize {
 
 /// The frame at the front of a server's bytes: a data frame that ends a
 /// message (`Response`, in order), an [`Event`], or not whole yet.
+/// `resume` says whether a fragmented message is under way (a frame of a
+/// new message then, or a continuation outside one, is `ws_fragments`).
 #[inline]
-pub fn decode(buf: &[u8]) -> Frame {
+pub fn decode(buf: &[u8], resume: &mut Resume) -> Frame {
     let f = match codec::decode_frame(buf, Role::Client) {
         Ok(Some(f)) => f,
         Ok(None) => return Frame::Incomplete,
@@ -70,15 +72,23 @@ pub fn decode(buf: &[u8]) -> Frame {
     };
     let len = f.end();
     let ev = match f.opcode {
-        Opcode::Text | Opcode::Binary | Opcode::Continuation if f.fin => {
-            return Frame::Response {
-                len,
-                key: None,
-                status: Status::Ok,
-                close: false,
+        Opcode::Text | Opcode::Binary | Opcode::Continuation => {
+            let first = f.opcode != Opcode::Continuation;
+            if first == resume.in_ws_message() {
+                return Frame::Broken(E_WS_FRAGMENTS);
             }
+            resume.set_ws_message(!f.fin);
+            if f.fin {
+                return Frame::Response {
+                    len,
+                    key: None,
+                    status: Status::Ok,
+                    close: false,
+                };
+            }
+            Event::Skip
         }
-        Opcode::Text | Opcode::Binary | Opcode::Continuation | Opcode::Pong => Event::Skip,
+        Opcode::Pong => Event::Skip,
         // (A control frame's header is at most 2 bytes before its ≤125.)
         Opcode::Ping => Event::Ping {
             payload_at: f.payload_at as u8,
@@ -297,5 +307,10 @@ mod tests {
         long.extend_from_slice(&(u64::MAX / 2).to_be_bytes());
         assert_eq!(fresh(&c, &long), Frame::Broken(E_WS_TOO_LONG));
         assert_eq!(fresh(&c, &[0xc1, 0]), Frame::Broken(E_WS_RESERVED_BITS));
+        // A continuation outside a message; a new message inside one.
+        assert_eq!(fresh(&c, &[0x80, 0]), Frame::Broken(E_WS_FRAGMENTS));
+        let mut r = Resume::default();
+        assert!(matches!(c.decode(&[0x01, 0], &mut r), Frame::Ws { .. }));
+        assert_eq!(c.decode(&[0x81, 0], &mut r), Frame::Broken(E_WS_FRAGMENTS));
     }
 }
