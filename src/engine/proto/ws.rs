@@ -313,4 +313,21 @@ mod tests {
         assert!(matches!(c.decode(&[0x01, 0], &mut r), Frame::Ws { .. }));
         assert_eq!(c.decode(&[0x81, 0], &mut r), Frame::Broken(E_WS_FRAGMENTS));
     }
+
+    #[test]
+    fn close_codes_are_kept_by_number_and_read_back_for_a_merge() {
+        use crate::metrics::{ws_close_map, ws_close_slot, ws_close_slots, WS_CLOSE_SLOTS};
+        let mut slots = [0u64; WS_CLOSE_SLOTS];
+        for c in [Some(1000), Some(1000), None, Some(3001), Some(4999)] {
+            slots[ws_close_slot(c)] += 1;
+        }
+        let map = ws_close_map(&slots);
+        let want: std::collections::BTreeMap<String, u64> =
+            [("1000", 2), ("1005", 1), ("3xxx", 1), ("4xxx", 1)]
+                .into_iter()
+                .map(|(k, n)| (k.to_string(), n))
+                .collect();
+        assert_eq!(map, want);
+        assert_eq!(ws_close_slots(&map), slots);
+    }
 }
