@@ -544,3 +544,25 @@ fn pings_are_answered_and_a_servers_close_is_counted_by_code_and_answered() {
     assert_eq!(PONGS.load(Ordering::SeqCst), 3);
     assert_eq!(CLOSES_ANSWERED.load(Ordering::SeqCst), 3);
 }
+
+#[test]
+fn with_no_target_the_embedded_server_speaks_websocket() {
+    let args = ["--proto", "ws", "-c", "2", "-r", "50", "-T", "1s"];
+    let (code, out, v, _) = client("ws-embedded", &args, false);
+    assert_eq!(code, 0, "{out}");
+    answered(&v, &out);
+    assert_eq!(n(&v, "/connections/ws_handshake_us/count"), 2, "{out}");
+    let args = [
+        "--proto",
+        "push",
+        "--push-over",
+        "ws",
+        "-c",
+        "2",
+        "-T",
+        "1s",
+    ];
+    let (code, out, v, _) = client("ws-embedded-push", &args, false);
+    assert_eq!(code, 0, "{out}");
+    assert!(push_received(&v, &out) >= 80, "{out}");
+}

@@ -7,7 +7,7 @@
 //! stopped).
 //!
 //! A protocol is one file here (dns.rs, echo.rs, ping.rs, http.rs,
-//! raw.rs): its names (its --proto value, its word in sentences), what a
+//! raw.rs, ws.rs): its names (its --proto value, its word in sentences), what a
 //! report's table says of its queries, its encoding, its matching, its
 //! datagram size over UDP and its tests, with its codec in crates/wire;
 //! [`Codec`] is the one enum that dispatches to them, chosen at start with
