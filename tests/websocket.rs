@@ -295,6 +295,22 @@ fn a_refused_upgrade_is_counted_by_its_status_and_first_line() {
     );
     assert_eq!(n(&v, "/connections/failed/rejected"), 3, "{out}");
     assert!(out.contains("refused the WebSocket upgrade"), "{out}");
+    // The same for push over WebSocket (its books checked as it is read).
+    let args = [
+        target.as_str(),
+        "--proto",
+        "push",
+        "--push-over",
+        "ws",
+        "-c",
+        "3",
+        "-T",
+        "1s",
+    ];
+    let (code, out, v, _) = client("ws-refused-push", &args, false);
+    assert_ne!(code, 0, "{out}");
+    assert_eq!(n(&v, "/connections/probe_rejected"), 3, "{out}");
+    assert_eq!(n(&v, "/connections/failed/rejected"), 3, "{out}");
 }
 
 /// A server's echo of the client's frames on `s` after the upgrade; the

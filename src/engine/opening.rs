@@ -294,7 +294,11 @@ impl Opening {
     /// as a refused probe (the connection was accepted, so verified), and
     /// the connection ends a failure (`rejected`).
     pub(super) fn ws_refused(&self, key: usize, what: String, conns: &mut Conns, mode: &mut Mode) {
-        bump(&conns.counters.verified, 1);
+        if !mode.is_push() {
+            // (A push connection counts its verification by its messages:
+            // with none, idle.)
+            bump(&conns.counters.verified, 1);
+        }
         conns.probe_rejected(key, what);
         conns.end(key, End::Lost(Bucket::ClosedByPeer), mode.as_mut());
     }
