@@ -121,6 +121,9 @@ pub enum Proto {
     Raw,
     /// Nothing sent: the server's pushed messages are measured.
     Push,
+    /// WebSocket (RFC 6455): the upgrade, then messages echoed back, matched
+    /// in order.
+    Websocket,
 }
 
 /// How --proto push reads the server's messages.

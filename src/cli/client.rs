@@ -8,10 +8,12 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{domain, parse_metrics_addr, parse_processes, parse_run_id, parse_segment};
-use super::{ArrivalsArg, ConnectModeArg, ProtoArg, PushFormatArg, SpreadArg, TransportArg};
+use super::{
+    ArrivalsArg, ConnectModeArg, ProtoArg, PushFormatArg, PushOverArg, SpreadArg, TransportArg,
+};
 use crate::client::{ClientCommand, ClientConfig, ServerKind};
 use crate::domain::{
-    Arrivals, ConnectMode, Processes, Proto, PushFormat, Segment, Spread, Transport,
+    Arrivals, ConnectMode, Processes, Proto, PushFormat, PushOver, Segment, Spread, Transport,
 };
 use crate::units::{
     parse_burst, parse_count, parse_duration, parse_positive_count, parse_rate, parse_size,
@@ -313,6 +315,34 @@ pub struct ClientArgs {
     /// due count from).
     #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = parse_duration, help_heading = "Protocol")]
     pub every: Duration,
+
+    /// websocket: the request target of the upgrade (also with --push-over
+    /// websocket).
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/",
+        help_heading = "Protocol"
+    )]
+    pub ws_path: String,
+
+    /// websocket: one more header line in the upgrade request (repeatable),
+    /// e.g. --ws-header 'Authorization:Bearer x'.
+    #[arg(long, value_name = "NAME:VALUE", help_heading = "Protocol")]
+    pub ws_header: Vec<String>,
+
+    /// websocket: the subprotocol offered (Sec-WebSocket-Protocol).
+    #[arg(long, value_name = "NAME", help_heading = "Protocol")]
+    pub ws_subprotocol: Option<String>,
+
+    /// websocket: send binary messages (default: text).
+    #[arg(long, help_heading = "Protocol")]
+    pub ws_binary: bool,
+
+    /// push: what the messages come over: tcp (the bare stream) or
+    /// websocket (the upgrade, then one message per push).
+    #[arg(long, value_name = "OVER", value_parser = domain::<PushOverArg, PushOver>(), default_value = "tcp", help_heading = "Protocol")]
+    pub push_over: PushOver,
 
     /// push: how messages are framed: throng (throng server --mode push:
     /// sequence number and send times) or line (a sequence number in

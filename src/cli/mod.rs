@@ -342,6 +342,10 @@ flag_values! {
         /// Sends nothing (UDP: subscribes) and measures what the server
         /// pushes every --every (throng server --mode push, or lines).
         Push,
+        /// WebSocket: the upgrade (--ws-path), then one message per query
+        /// (-m, --message-file or --size bytes), echoed back.
+        #[value(alias = "ws")]
+        Websocket,
     }
 }
 

@@ -6,10 +6,11 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::ClientArgs;
-use crate::domain::{ConnectMode, Proto, PushFormat, Transport};
+use crate::domain::{ConnectMode, Proto, PushFormat, PushOver, Transport};
 use crate::scenario::{
     check_name, parse_phases, parse_query_file, End, Model, Phase, PushListen, Query, Ramp,
-    Scenario, TlsOptions, Traffic, DEFAULT_CONNECT_RATE, ECHO_HEADER, MAX_DATAGRAM, MAX_QTYPES,
+    Scenario, TlsOptions, Traffic, WsUpgrade, DEFAULT_CONNECT_RATE, ECHO_HEADER, MAX_DATAGRAM,
+    MAX_QTYPES,
 };
 use crate::usage::UsageError;
 
@@ -74,7 +75,12 @@ impl ClientArgs {
         // With traffic its first answer verifies; without, one query of
         // the run's protocol does (raw needs a marker to know an answer;
         // push, the server's first message).
-        let probe = if self.verify && !self.no_verify && traffic.is_none() && push.is_none() {
+        let probe = if self.proto == Proto::Websocket && traffic.is_none() {
+            // The upgrade verifies a WebSocket connection; after it, the
+            // server's frames are read as the queries' would be (pings,
+            // closes), and no probe is sent.
+            Some(self.query()?)
+        } else if self.verify && !self.no_verify && traffic.is_none() && push.is_none() {
             match self.query()? {
                 Query::Raw { marker: None, .. } => None,
                 q => Some(q),
@@ -159,6 +165,7 @@ impl ClientArgs {
             tls,
             push,
             stop_on,
+            websocket: self.websocket()?,
         })
     }
 
@@ -192,6 +199,103 @@ impl ClientArgs {
             clock_sync: self.clock_sync,
             burst: self.burst,
         }))
+    }
+
+    /// The WebSocket upgrade each connection makes, when --proto websocket
+    /// or --push-over websocket asks for one.
+    fn websocket(&self) -> anyhow::Result<Option<WsUpgrade>> {
+        let ws = self.proto == Proto::Websocket
+            || self.proto == Proto::Push && self.push_over == PushOver::Websocket;
+        if self.push_over == PushOver::Websocket && self.proto != Proto::Push {
+            return Err(usage(
+                "--push-over only applies to --proto push; for queries over WebSocket use \
+                 --proto websocket",
+            ));
+        }
+        if !ws {
+            if self.ws_path != "/"
+                || !self.ws_header.is_empty()
+                || self.ws_subprotocol.is_some()
+                || self.ws_binary
+            {
+                return Err(usage(
+                    "--ws-path, --ws-header, --ws-subprotocol and --ws-binary only apply to \
+                     --proto websocket (or --proto push --push-over websocket)",
+                ));
+            }
+            return Ok(None);
+        }
+        if !matches!(self.transport, Transport::Tcp | Transport::Tls) {
+            return Err(usage(
+                "WebSocket works over --transport tcp or tls (wss); \
+                 choose one of them",
+            ));
+        }
+        let printable = |v: &str| v.bytes().all(|b| (0x20..0x7f).contains(&b));
+        if !self.ws_path.starts_with('/') || !printable(&self.ws_path) || self.ws_path.contains(' ')
+        {
+            return Err(usage(format!(
+                "--ws-path '{}' is not a request target; e.g. / or /chat?room=1",
+                self.ws_path
+            )));
+        }
+        let mut headers = Vec::new();
+        for h in &self.ws_header {
+            let Some((name, value)) = h.split_once(':') else {
+                return Err(usage(format!(
+                    "--ws-header '{h}' has no ':'; give NAME:VALUE, e.g. 'Origin:http://x'"
+                )));
+            };
+            let (name, value) = (name.trim(), value.trim());
+            let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            if name.is_empty() || !name.bytes().all(token) || !printable(value) {
+                return Err(usage(format!(
+                    "--ws-header '{h}' is not a header line; give NAME:VALUE, e.g. \
+                     'Origin:http://x'"
+                )));
+            }
+            headers.push((name.to_string(), value.to_string()));
+        }
+        if let Some(p) = &self.ws_subprotocol {
+            if p.is_empty() || !printable(p) {
+                return Err(usage("--ws-subprotocol is empty or not printable ASCII"));
+            }
+        }
+        Ok(Some(WsUpgrade {
+            path: self.ws_path.clone(),
+            headers,
+            subprotocol: self.ws_subprotocol.clone(),
+        }))
+    }
+
+    /// --proto websocket's query: the message of -m, --message-file or
+    /// --size bytes, text or --ws-binary.
+    fn ws_query(&self) -> anyhow::Result<Query> {
+        let message = match (&self.message, &self.message_file) {
+            (Some(m), _) => {
+                wire::escape::unescape(m).map_err(|e| usage(format!("--message: {e}")))?
+            }
+            (None, Some(f)) => std::fs::read(f)
+                .map_err(|e| usage(format!("--message-file {}: {e}", f.display())))?,
+            (None, None) => {
+                if self.size == 0 || self.size > wire::ws::MAX_WS_MESSAGE {
+                    return Err(usage(
+                        "--size must be 1..=1MiB for websocket (a message of that many \
+                         bytes)",
+                    ));
+                }
+                vec![b'w'; self.size as usize]
+            }
+        };
+        if message.len() as u64 > wire::ws::MAX_WS_MESSAGE {
+            return Err(usage(
+                "the WebSocket message is over 1 MiB (the most a reader accepts)",
+            ));
+        }
+        Ok(Query::WebSocket {
+            message: escaped(&message),
+            binary: self.ws_binary,
+        })
     }
 
     /// The query of `--proto` and its flags (the traffic's, and the
@@ -290,6 +394,7 @@ impl ClientArgs {
                     "--proto push sends no queries: it listens to what the server pushes",
                 ))
             }
+            Proto::Websocket => self.ws_query()?,
             Proto::Raw => {
                 let message = match (&self.message, &self.message_file) {
                     (Some(m), _) => {

@@ -126,20 +126,24 @@ impl Drop for ServerProcess {
     }
 }
 
-/// The embedded server: echo, or push at the period --proto push expects.
+/// The embedded server: echo (WebSocket's for --proto websocket), or push
+/// at the period --proto push expects (over WebSocket with --push-over).
 fn embedded_config(sc: &crate::scenario::Scenario) -> Result<ServerConfig> {
     let tls = match sc.transport {
         Transport::Tls => Some(crate::server::ServerTls::load(None, None)?),
         _ => None,
     };
-    let mode = if sc.push.is_some() {
-        Mode::Push
-    } else {
-        Mode::Echo
+    let mode = match (&sc.push, &sc.websocket) {
+        (Some(_), _) => Mode::Push,
+        (None, Some(_)) => Mode::Websocket,
+        (None, None) => Mode::Echo,
     };
     let mut cfg = ServerConfig::embedded(mode, sc.transport == Transport::Udp, tls);
     if let Some(p) = &sc.push {
         cfg.push.every_ns = ((p.every_s * 1e9) as u64).max(1);
+        if sc.websocket.is_some() {
+            cfg.push.over = crate::domain::PushOver::Websocket;
+        }
     }
     Ok(cfg)
 }

@@ -19,6 +19,9 @@ pub enum State {
     Handshaking,
     /// Established; the probe was sent, its answer not seen yet.
     Probing,
+    /// TCP (and TLS) up; the WebSocket upgrade was sent, its `101` not
+    /// read yet.
+    Upgrading,
     /// Established (and verified, or not verifiable in time).
     Held,
 }
@@ -176,6 +179,9 @@ impl Conn {
         let asked_unanswered = match self.state {
             State::Connecting => return None,
             State::Handshaking => by_server,
+            // A refused upgrade was counted (verified: it was accepted).
+            State::Upgrading if self.has(Flags::REJECTED) => return None,
+            State::Upgrading => by_server,
             // A refused probe was counted (verified: it was accepted).
             State::Probing if self.has(Flags::REJECTED) => return None,
             State::Probing => by_server,

@@ -220,7 +220,10 @@ impl Conns {
         // A retiring one's replacement was owed when its lifetime ended.
         let replaced = c.has(Flags::RETIRING);
         let initial = c.initial();
-        let pending = matches!(c.state, State::Handshaking | State::Probing);
+        let pending = matches!(
+            c.state,
+            State::Handshaking | State::Probing | State::Upgrading
+        );
         let mut closed_clean = false;
         match why {
             End::ConnectFailed(errno) => {

@@ -64,6 +64,8 @@ pub struct Dialer {
     /// Time inside connect() itself (the kernel's port search).
     pub connect_syscall: Histogram<u64>,
     pub tls_handshake: Histogram<u64>,
+    /// WebSocket upgrades: request sent to 101 read (µs).
+    pub ws_handshake: Histogram<u64>,
     notify: mpsc::Sender<Reason>,
     counters: Arc<ConnCounters>,
     /// The source addresses of each family, in use order.
@@ -105,6 +107,7 @@ impl Dialer {
             connect_time: new_histogram(),
             connect_syscall: new_histogram(),
             tls_handshake: new_histogram(),
+            ws_handshake: new_histogram(),
             notify,
             counters,
             v4: sc.sources.iter().filter(|a| a.is_ipv4()).copied().collect(),
@@ -310,7 +313,7 @@ impl Dialer {
                 .get(key)
                 .filter(|c| c.seq == seq)
                 .map(|c| c.state)
-                .filter(|s| matches!(s, State::Handshaking | State::Probing));
+                .filter(|s| matches!(s, State::Handshaking | State::Probing | State::Upgrading));
             if state.is_some() && at > now {
                 return None;
             }

@@ -18,12 +18,16 @@ use super::mode::Mode;
 use super::net::Net;
 use super::opening::Opening;
 use super::outbox::Outbox;
-use super::proto::{Frame, Status};
+use super::proto::{ws, Frame, Status};
 use crate::domain::Proto;
-use crate::metrics::{bump, Bucket, QueryCounters, E_CONN_LOST, E_MALFORMED, E_OVERSIZED};
+use crate::metrics::{
+    bump, ws_close_slot, Bucket, QueryCounters, E_CONN_LOST, E_MALFORMED, E_OVERSIZED,
+};
 use crate::metrics::{AFTER_HANDSHAKE, NOT_TLS, TLS_ALERT};
 use crate::scenario::Query;
 use crate::sys::timer::monotonic_ns;
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
 
 pub(super) struct Io {
     /// The worker's one read buffer.
@@ -34,6 +38,11 @@ pub(super) struct Io {
     /// again next turn (their readiness will not be reported again).
     unread: Vec<usize>,
     q: Arc<QueryCounters>,
+    /// Masks of the WebSocket control frames sent (pongs, closes).
+    rng: Pcg64Mcg,
+    /// WebSocket: the run's close handshake is under way (a close or the
+    /// FIN from the server now ends a connection as ours).
+    closing: bool,
 }
 
 impl Io {
@@ -43,7 +52,38 @@ impl Io {
             plain: Vec::new(),
             unread: Vec::new(),
             q,
+            rng: Pcg64Mcg::from_rng(&mut rand::rng()),
+            closing: false,
         }
+    }
+
+    /// WebSocket, at the run's end: a close (1000) on every upgraded
+    /// connection, written now. Then the server's close, or its FIN, ends
+    /// each (see [`Io::goodbye_done`]). Once; false when it was done.
+    pub(super) fn goodbye(&mut self, conns: &mut Conns, mode: &mut Mode, out: &mut Outbox) -> bool {
+        if std::mem::replace(&mut self.closing, true) {
+            return false;
+        }
+        let held: Vec<usize> = conns
+            .slab
+            .iter()
+            .filter(|(_, c)| c.state == State::Held)
+            .map(|(k, _)| k)
+            .collect();
+        for key in held {
+            let close = out.message();
+            let mask = Some(ws::mask(&mut self.rng));
+            wire::ws::encode_close(close, Some(wire::ws::close::NORMAL), mask);
+            out.send_message(&mut conns.slab, key);
+            conns.peer_closes(key, mode);
+        }
+        out.flush_dirty(conns, mode);
+        true
+    }
+
+    /// The run's close handshake is over: no upgraded connection is left.
+    pub(super) fn goodbye_done(&self, conns: &Conns) -> bool {
+        conns.slab.iter().all(|(_, c)| c.state != State::Held)
     }
 
     /// Connections are left to read on: the next poll must not wait.
@@ -303,14 +343,197 @@ impl Io {
         out: &mut Outbox,
         open: &Opening,
     ) -> bool {
-        if let Some(p) = mode.push_mut() {
-            let conn = &mut conns.slab[key];
-            let now_ns = monotonic_ns();
-            if !p.bytes(key, &mut conn.pending_in, data, now_ns, &conns.counters) {
+        if conns.slab[key].state == State::Upgrading {
+            return self.on_upgrade(key, data, conns, mode, out, open);
+        }
+        self.on_frames(key, data, conns, mode, out, open)
+    }
+
+    /// The server's answer to the WebSocket upgrade, and what follows it.
+    /// False when the connection is gone.
+    #[cold]
+    fn on_upgrade(
+        &mut self,
+        key: usize,
+        data: &[u8],
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) -> bool {
+        let conn = &mut conns.slab[key];
+        let mut buf = std::mem::take(&mut conn.pending_in);
+        buf.extend_from_slice(data);
+        let ws = open.ws.as_ref().expect("upgrading: a WebSocket run");
+        let what = match ws.response(&buf, conn.seq) {
+            Ok(None) if buf.len() <= super::proto::INPUT_CAP => {
+                conn.pending_in = buf;
+                return true;
+            }
+            Ok(None) => "an answer to the WebSocket upgrade over 1 MiB".to_string(),
+            Ok(Some(wire::ws::Response::Upgraded { head_len, .. })) => {
+                open.upgraded(key, conns, mode, out);
+                let rest = &buf[head_len..];
+                return conns.slab.contains(key)
+                    && (rest.is_empty() || self.on_frames(key, rest, conns, mode, out, open));
+            }
+            Ok(Some(wire::ws::Response::Refused { status, line, .. })) => format!(
+                "HTTP {status} to the WebSocket upgrade: \"{}\"",
+                wire::escape::escape(&buf[line])
+            ),
+            Err(e) => format!("not a WebSocket upgrade: {e}"),
+        };
+        open.ws_refused(key, what, conns, mode);
+        false
+    }
+
+    /// A WebSocket frame that answers no query (`ev`, the frame `frame`):
+    /// a ping is answered with a pong; a close is counted by its code,
+    /// answered with a close, and ends the connection as the server's
+    /// close. False when the connection is gone.
+    #[cold]
+    fn on_ws_event(
+        &mut self,
+        key: usize,
+        ev: ws::Event,
+        frame: &[u8],
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+    ) -> bool {
+        use wire::ws::Opcode;
+        match ev {
+            ws::Event::Skip => true,
+            ws::Event::Ping { payload_at } => {
+                bump(&conns.counters.ws_pings, 1);
+                let pong = out.message();
+                let payload = &frame[usize::from(payload_at)..];
+                let mask = Some(ws::mask(&mut self.rng));
+                wire::ws::encode_frame(pong, true, Opcode::Pong, payload, mask);
+                out.send_message(&mut conns.slab, key);
+                true
+            }
+            ws::Event::Close(code) => {
+                bump(&conns.counters.ws_close[ws_close_slot(code)], 1);
+                if !self.closing {
+                    // The answer (unless this close answers ours).
+                    let close = out.message();
+                    let mask = Some(ws::mask(&mut self.rng));
+                    wire::ws::encode_close(close, code.or(Some(wire::ws::close::NORMAL)), mask);
+                    out.send_message(&mut conns.slab, key);
+                    conns.peer_closes(key, mode);
+                }
+                out.flush_now(key, conns, mode);
+                if conns.slab.contains(key) {
+                    let why = if self.closing {
+                        // The answer to the run's close.
+                        End::Closed
+                    } else {
+                        End::Lost(Bucket::ClosedByPeer)
+                    };
+                    conns.end(key, why, mode.as_mut());
+                }
+                false
+            }
+        }
+    }
+
+    /// Pushed messages, on the bare stream or over WebSocket. False when
+    /// the connection is gone.
+    fn on_push(
+        &mut self,
+        key: usize,
+        data: &[u8],
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) -> bool {
+        if open.ws.is_some() {
+            return self.on_ws_push(key, data, conns, mode, out);
+        }
+        let p = mode.push_mut().expect("push");
+        let conn = &mut conns.slab[key];
+        let now_ns = monotonic_ns();
+        if !p.bytes(key, &mut conn.pending_in, data, now_ns, &conns.counters) {
+            conns.end(key, End::Garbled, mode.as_mut());
+            return false;
+        }
+        true
+    }
+
+    /// Pushed messages over WebSocket: each message (its first frame) is
+    /// one push message; pings and closes as with queries. False when the
+    /// connection is gone.
+    fn on_ws_push(
+        &mut self,
+        key: usize,
+        data: &[u8],
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+    ) -> bool {
+        use wire::ws::Opcode;
+        let mut buf = std::mem::take(&mut conns.slab[key].pending_in);
+        buf.extend_from_slice(data);
+        let mut used = 0;
+        let now_ns = monotonic_ns();
+        while used < buf.len() {
+            let f = match wire::ws::decode_frame(&buf[used..], wire::ws::Role::Client) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(_) => {
+                    bump(&conns.counters.push.malformed, 1);
+                    conns.end(key, End::Garbled, mode.as_mut());
+                    return false;
+                }
+            };
+            let frame = &buf[used..used + f.end()];
+            used += f.end();
+            let alive = match f.opcode {
+                // (A message's later fragments: its number was in its first.)
+                Opcode::Continuation => true,
+                Opcode::Text | Opcode::Binary => {
+                    let p = mode.push_mut().expect("push");
+                    p.ws_message(key, f.payload(frame), now_ns, &conns.counters)
+                }
+                _ => match ws::decode(frame, &mut Default::default()) {
+                    super::proto::Frame::Ws { ev, .. } => {
+                        if !self.on_ws_event(key, ev, frame, conns, mode, out) {
+                            return false;
+                        }
+                        true
+                    }
+                    // (A close without a valid status.)
+                    _ => false,
+                },
+            };
+            if !alive {
                 conns.end(key, End::Garbled, mode.as_mut());
                 return false;
             }
-            return true;
+        }
+        if used < buf.len() {
+            // (Idle between messages, it keeps no buffer.)
+            buf.drain(..used);
+            conns.slab[key].pending_in = buf;
+        }
+        true
+    }
+
+    /// Frames bytes read on an established connection. False when the
+    /// connection is gone.
+    fn on_frames(
+        &mut self,
+        key: usize,
+        data: &[u8],
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+        open: &Opening,
+    ) -> bool {
+        if mode.is_push() {
+            return self.on_push(key, data, conns, mode, out, open);
         }
         let conn = &mut conns.slab[key];
         // Nothing pending: the connection keeps its (empty) buffer, and
@@ -365,7 +588,15 @@ impl Io {
                         t.on_answer(key, qkey, status, conns);
                     }
                 }
-                f @ (Frame::Malformed | Frame::Oversized) => {
+                Frame::Ws { len, ev } => {
+                    let frame = &input[used..used + len];
+                    used += len;
+                    if !self.on_ws_event(key, ev, frame, conns, mode, out) {
+                        alive = false;
+                        break;
+                    }
+                }
+                f @ (Frame::Malformed | Frame::Oversized | Frame::Broken(_)) => {
                     if probing {
                         // The server answered, in its own language: it
                         // accepted the connection, not the probe.
@@ -383,10 +614,10 @@ impl Io {
                         open.verified(key, conns, mode, out);
                         used = input.len();
                     } else if mode.has_traffic() {
-                        let cause = if f == Frame::Oversized {
-                            E_OVERSIZED
-                        } else {
-                            E_MALFORMED
+                        let cause = match f {
+                            Frame::Oversized => E_OVERSIZED,
+                            Frame::Broken(named) => named,
+                            _ => E_MALFORMED,
                         };
                         garbled(key, cause, conns, mode);
                         alive = false;
@@ -484,7 +715,13 @@ impl Io {
                 }
             }
         }
-        conns.end(key, End::Lost(bucket), mode.as_mut());
+        let why = if self.closing && conns.slab[key].state == State::Held {
+            // The FIN that ends the run's close handshake.
+            End::Closed
+        } else {
+            End::Lost(bucket)
+        };
+        conns.end(key, why, mode.as_mut());
     }
 
     /// `key`'s socket has room again: what it queued goes, then what

@@ -17,8 +17,9 @@ use super::dialer::CONNECTS_PER_TURN;
 use super::mode::{Mode, Traffic};
 use super::net::Net;
 use super::outbox::Outbox;
+use super::proto::ws::Upgrader;
 use super::proto::Codec;
-use crate::metrics::{bump, connect_bucket};
+use crate::metrics::{bump, connect_bucket, Bucket};
 use crate::scenario::Scenario;
 use crate::sys::timer::monotonic_ns;
 
@@ -32,22 +33,28 @@ pub(super) struct Opening {
     /// This worker and how many there are (its share of a level).
     id: u64,
     nworkers: u64,
+    /// WebSocket: the upgrade every connection makes before it is held.
+    pub(super) ws: Option<Upgrader>,
 }
 
 impl Opening {
+    /// `hosts`: the targets as given (the upgrade's `Host` headers);
+    /// `(id, nworkers)`: this worker and how many there are.
     pub(super) fn new(
         net: Net,
         probe: Codec,
         sc: Arc<Scenario>,
-        id: u64,
-        nworkers: u64,
+        hosts: &[String],
+        (id, nworkers): (u64, u64),
     ) -> Opening {
+        let ws = sc.websocket.as_ref().map(|u| Upgrader::new(u, hosts));
         Opening {
             net,
             probe,
             sc,
             id,
             nworkers,
+            ws,
         }
     }
 
@@ -240,9 +247,65 @@ impl Opening {
         self.ready(key, true, conns, mode, out);
     }
 
+    /// TCP (and TLS) is up: a WebSocket connection sends its upgrade
+    /// (--connect-timeout bounds the wait for its `101`); any other is
+    /// ready.
+    fn ready(
+        &self,
+        key: usize,
+        verified: bool,
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+    ) {
+        let Some(ws) = &self.ws else {
+            return self.carries(key, verified, conns, mode, out);
+        };
+        let now = Instant::now();
+        let conn = &mut conns.slab[key];
+        ws.request(conn.target as usize, conn.seq, out.message());
+        conn.state = State::Upgrading;
+        conn.since = now;
+        conns
+            .dial
+            .probe_q
+            .push_back((key, conn.seq, now + self.sc.connect_timeout()));
+        out.send_message(&mut conns.slab, key);
+    }
+
+    /// The server answered the upgrade with a valid `101`: the connection
+    /// is verified, and carries messages from now on.
+    pub(super) fn upgraded(
+        &self,
+        key: usize,
+        conns: &mut Conns,
+        mode: &mut Mode,
+        out: &mut Outbox,
+    ) {
+        let conn = &mut conns.slab[key];
+        let took = conn.since.elapsed().as_micros() as u64;
+        conns.dial.ws_handshake.saturating_record(took.max(1));
+        conn.since = Instant::now();
+        self.carries(key, true, conns, mode, out);
+    }
+
+    /// The server refused the upgrade (`what`: its status and first line,
+    /// or what is wrong with its answer), or left it unanswered: counted
+    /// as a refused probe (the connection was accepted, so verified), and
+    /// the connection ends a failure (`rejected`).
+    pub(super) fn ws_refused(&self, key: usize, what: String, conns: &mut Conns, mode: &mut Mode) {
+        if !mode.is_push() {
+            // (A push connection counts its verification by its messages:
+            // with none, idle.)
+            bump(&conns.counters.verified, 1);
+        }
+        conns.probe_rejected(key, what);
+        conns.end(key, End::Lost(Bucket::ClosedByPeer), mode.as_mut());
+    }
+
     /// The connection can carry queries: send the first message, then
     /// verify it (a probe, or the first query's answer) unless that is done.
-    fn ready(
+    fn carries(
         &self,
         key: usize,
         verified: bool,

@@ -442,6 +442,30 @@ impl PushRx {
         true
     }
 
+    /// One WebSocket message on `key` (its payload, or its first
+    /// fragment's: the numbers are at its start) arrived at `now_ns`:
+    /// throng's stamps (`wire::ws::push_stamps`) or, `--push-format line`,
+    /// a decimal sequence number first. False when it is neither (counted
+    /// malformed: the connection is of no further use).
+    pub fn ws_message(&mut self, key: usize, msg: &[u8], now_ns: u64, c: &ConnCounters) -> bool {
+        let framed = match self.format {
+            PushFormat::Throng => {
+                wire::ws::push_stamps(msg).map(|h| (h.seq, Some((h.mono_ns, h.wall_ns))))
+            }
+            PushFormat::Line => wire::push::leading_sequence(msg).map(|seq| (seq, None)),
+        };
+        match framed {
+            Ok((seq, stamps)) => {
+                self.count(key, seq, stamps, now_ns, c);
+                true
+            }
+            Err(_) => {
+                bump(&c.push.malformed, 1);
+                false
+            }
+        }
+    }
+
     /// One datagram on `key` arrived at `now_ns`: one message (anything
     /// else is counted malformed; the socket stays).
     pub fn datagram(&mut self, key: usize, d: &[u8], now_ns: u64, c: &ConnCounters) {

@@ -187,7 +187,7 @@ impl Worker {
             mode,
             io: Io::new(&net, s.queries.clone()),
             out: Outbox::new(s.queries.clone()),
-            open: Opening::new(net, probe, s.scenario.clone(), id, w),
+            open: Opening::new(net, probe, s.scenario.clone(), &s.hosts, (id, w)),
             counters: s.counters,
             q: s.queries,
             shared: s.shared,
@@ -238,7 +238,7 @@ impl Worker {
                 self.conns.dial.stop_ramp();
             }
             if let Some(until) = self.drain_until {
-                if self.drained(now, until) {
+                if self.drained(now, until) && !self.ws_goodbye(now, until) {
                     break;
                 }
             } else {
@@ -345,7 +345,7 @@ impl Worker {
                                 .on_readable(key, closing, conns, mode, out, &self.open);
                         }
                     }
-                    State::Handshaking | State::Probing | State::Held => {
+                    State::Handshaking | State::Probing | State::Upgrading | State::Held => {
                         if ev.is_writable() && blocked {
                             self.io.on_writable(key, conns, mode, out);
                         }
@@ -390,7 +390,24 @@ impl Worker {
         !waiting && self.conns.slab.iter().all(|(_, c)| c.flight.idle())
     }
 
+    /// WebSocket, the traffic drained: the close handshake, waited for
+    /// until `until`. True while it goes on.
+    fn ws_goodbye(&mut self, now: Instant, until: Instant) -> bool {
+        if self.open.ws.is_none() {
+            return false;
+        }
+        let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
+        let started = self.io.goodbye(conns, mode, out);
+        now < until && (started || !self.io.goodbye_done(conns))
+    }
+
     fn finish(mut self) -> io::Result<Finished> {
+        if self.open.ws.is_some() {
+            // (Held to the end without traffic: the close goes out with
+            // the FIN.)
+            let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
+            self.io.goodbye(conns, mode, out);
+        }
         if let Some(bye) = self.mode.push().and_then(PushRx::farewell) {
             // UDP subscribers leave (the server stops at once instead of
             // after its --udp-idle).
@@ -445,6 +462,7 @@ impl Worker {
                     connect_time: d.connect_time,
                     connect_syscall: d.connect_syscall,
                     tls_handshake: d.tls_handshake,
+                    ws_handshake: d.ws_handshake,
                     ..Histograms::default()
                 };
                 if let Mode::Push(p) = mode {
@@ -464,6 +482,7 @@ impl Worker {
                 connect_time: d.connect_time,
                 connect_syscall: d.connect_syscall,
                 tls_handshake: d.tls_handshake,
+                ws_handshake: d.ws_handshake,
                 response_time: m.response_time,
                 service_time: m.service_time,
                 send_lag: m.send_lag,
@@ -504,7 +523,11 @@ impl Worker {
             conns.end(key, End::ConnectTimedOut, mode.as_mut());
         }
         while let Some((key, state)) = conns.dial.probe_expired(now, &conns.slab) {
-            if state == State::Handshaking {
+            if state == State::Upgrading {
+                let secs = self.sc.connect_timeout_s;
+                let what = format!("no answer to the WebSocket upgrade within {secs}s");
+                self.open.ws_refused(key, what, conns, mode);
+            } else if state == State::Handshaking {
                 let secs = self.sc.connect_timeout_s;
                 conns
                     .counters

@@ -52,6 +52,8 @@ pub struct Histograms {
     /// Time inside connect() itself (the kernel's port search).
     pub connect_syscall: Histogram<u64>,
     pub tls_handshake: Histogram<u64>,
+    /// WebSocket: the opening handshake, request sent to 101 read.
+    pub ws_handshake: Histogram<u64>,
     pub response_time: Histogram<u64>,
     pub service_time: Histogram<u64>,
     pub send_lag: Histogram<u64>,
@@ -69,6 +71,7 @@ impl Default for Histograms {
             connect_time: new_histogram(),
             connect_syscall: new_histogram(),
             tls_handshake: new_histogram(),
+            ws_handshake: new_histogram(),
             response_time: new_histogram(),
             service_time: new_histogram(),
             send_lag: new_histogram(),
@@ -81,11 +84,12 @@ impl Default for Histograms {
 }
 
 impl Histograms {
-    fn each_mut(&mut self) -> [&mut Histogram<u64>; 10] {
+    fn each_mut(&mut self) -> [&mut Histogram<u64>; 11] {
         [
             &mut self.connect_time,
             &mut self.connect_syscall,
             &mut self.tls_handshake,
+            &mut self.ws_handshake,
             &mut self.response_time,
             &mut self.service_time,
             &mut self.send_lag,
@@ -102,6 +106,7 @@ impl Histograms {
             &o.connect_time,
             &o.connect_syscall,
             &o.tls_handshake,
+            &o.ws_handshake,
             &o.response_time,
             &o.service_time,
             &o.send_lag,

@@ -258,6 +258,10 @@ counter_block! {
         /// NOTIMP, or a reply not in the protocol), and the first, in words.
         probe_rejected: count,
         probe_reply: first_words,
+        /// WebSocket close frames received, by code ([`ws_close_slot`]).
+        ws_close: [WS_CLOSE_SLOTS],
+        /// WebSocket pings from the server, each answered with a pong.
+        ws_pings: count,
     }
     live {
         /// Initial attempts not resolved yet (connecting).
@@ -464,10 +468,46 @@ impl ConnTotals {
     }
 }
 
+/// Slots of WebSocket close codes counted: 1000..=1015 each (1005: a
+/// close without a code), then 3000-3999 and 4000-4999 (the libraries'
+/// and the applications' ranges) each as one.
+pub const WS_CLOSE_SLOTS: usize = 18;
+
+/// The slot close `code` is counted in (None: no status, counted as 1005).
+pub fn ws_close_slot(code: Option<u16>) -> usize {
+    match code.unwrap_or(1005) {
+        c @ 1000..=1015 => usize::from(c - 1000),
+        3000..=3999 => 16,
+        _ => 17,
+    }
+}
+
+/// The key a close-code slot is written under in the result.
+fn ws_close_key(slot: usize) -> String {
+    match slot {
+        16 => "3xxx".into(),
+        17 => "4xxx".into(),
+        s => (1000 + s).to_string(),
+    }
+}
+
+/// Close codes counted, by their key (`connections.ws_close_codes`).
+pub fn ws_close_map(slots: &[u64; WS_CLOSE_SLOTS]) -> BTreeMap<String, u64> {
+    (0..WS_CLOSE_SLOTS)
+        .filter(|&s| slots[s] > 0)
+        .map(|s| (ws_close_key(s), slots[s]))
+        .collect()
+}
+
+/// The slots back from their keys (a result read for a merge).
+pub fn ws_close_slots(map: &BTreeMap<String, u64>) -> [u64; WS_CLOSE_SLOTS] {
+    std::array::from_fn(|s| map.get(&ws_close_key(s)).copied().unwrap_or(0))
+}
+
 /// Why a query ended in error (`queries.errors.<cause>`).
 /// New causes go at the end, so that the others' indices (`E_*`) keep
 /// their meaning.
-pub const ERROR_CAUSES: [&str; 8] = [
+pub const ERROR_CAUSES: [&str; 15] = [
     "malformed",
     "unmatched",
     "mismatch",
@@ -476,6 +516,13 @@ pub const ERROR_CAUSES: [&str; 8] = [
     "connect",
     "oversized",
     "not_sent",
+    "ws_masked",
+    "ws_opcode",
+    "ws_control_size",
+    "ws_close_status",
+    "ws_too_long",
+    "ws_reserved_bits",
+    "ws_fragments",
 ];
 pub const E_MALFORMED: usize = 0;
 pub const E_UNMATCHED: usize = 1;
@@ -491,6 +538,17 @@ pub const E_OVERSIZED: usize = 6;
 /// server not reading; or its --window full) for --timeout, or until the
 /// end of the run: given up, never sent.
 pub const E_NOT_SENT: usize = 7;
+/// WebSocket protocol errors from the server, each ending its connection:
+/// a masked frame, a reserved opcode, a control frame over 125 bytes, a
+/// close frame without a valid status, a length over
+/// `wire::ws::MAX_WS_MESSAGE`, RSV bits set, fragments out of order.
+pub const E_WS_MASKED: usize = 8;
+pub const E_WS_OPCODE: usize = 9;
+pub const E_WS_CONTROL_SIZE: usize = 10;
+pub const E_WS_CLOSE_STATUS: usize = 11;
+pub const E_WS_TOO_LONG: usize = 12;
+pub const E_WS_RESERVED_BITS: usize = 13;
+pub const E_WS_FRAGMENTS: usize = 14;
 
 /// What a due query waited for before it could be sent
 /// (`queries.waited.<cause>`): room in its connection's window, a socket

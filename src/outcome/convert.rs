@@ -102,6 +102,12 @@ fn connections(sc: &Scenario, ran: &Scenario, o: &Outcome) -> Connections {
         tls_error: t.tls_error.clone(),
         probe_rejected: t.probe_rejected,
         probe_reply: t.probe_reply.clone(),
+        ws_handshake_us: sc
+            .websocket
+            .is_some()
+            .then(|| Percentiles::of(&o.hists.ws_handshake)),
+        ws_close_codes: crate::metrics::ws_close_map(&t.ws_close),
+        ws_pings: t.ws_pings,
         ramp_stopped: o.ramp_stopped.clone(),
     }
 }
@@ -265,6 +271,9 @@ impl RunResult {
         if let Some(p) = &c.tls_handshake_us {
             hists.tls_handshake = hdr(&p.hdr, "connections.tls_handshake_us")?;
         }
+        if let Some(p) = &c.ws_handshake_us {
+            hists.ws_handshake = hdr(&p.hdr, "connections.ws_handshake_us")?;
+        }
         Ok(hists)
     }
 
@@ -356,6 +365,8 @@ fn conn_totals(c: &Connections) -> ConnTotals {
         tls_error: c.tls_error.clone(),
         probe_rejected: c.probe_rejected,
         probe_reply: c.probe_reply.clone(),
+        ws_close: crate::metrics::ws_close_slots(&c.ws_close_codes),
+        ws_pings: c.ws_pings,
         ..ConnTotals::default()
     };
     for b in Bucket::ALL {

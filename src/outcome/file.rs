@@ -202,6 +202,16 @@ pub struct Connections {
     pub probe_rejected: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_reply: Option<String>,
+    /// WebSocket: the opening handshake's time (request sent to 101 read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ws_handshake_us: Option<Percentiles>,
+    /// WebSocket: close frames received, by code ("1000", "1001", ...;
+    /// "1005": a close without a code).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ws_close_codes: BTreeMap<String, u64>,
+    /// WebSocket: pings from the server, each answered with a pong.
+    #[serde(default)]
+    pub ws_pings: u64,
     /// --stop-on ended the ramp early: when and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp_stopped: Option<String>,

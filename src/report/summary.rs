@@ -19,6 +19,8 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     )?;
     let resumed = format!("  ({} resumed)", t.tls_resumed);
     time_row("tls handshake", &o.hists.tls_handshake, &resumed, out)?;
+    time_row("ws handshake", &o.hists.ws_handshake, "", out)?;
+    ws_lines(t, out)?;
     writeln!(out, "  closed        {} by throng", t.closed)?;
     if t.peer_closed > 0 {
         writeln!(
@@ -55,6 +57,23 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     unverified_hints(sc, o, out)
 }
 
+/// WebSocket: the pings answered and the closes received, by code.
+fn ws_lines(t: &crate::metrics::ConnTotals, out: &mut dyn Write) -> io::Result<()> {
+    if t.ws_pings > 0 {
+        writeln!(out, "  ws pings      {} answered with a pong", t.ws_pings)?;
+    }
+    let codes = crate::metrics::ws_close_map(&t.ws_close);
+    if !codes.is_empty() {
+        let list: Vec<String> = codes.iter().map(|(c, n)| format!("{c}: {n}")).collect();
+        writeln!(
+            out,
+            "  ws closes     from the server, by code: {}",
+            list.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
 /// The connections: asked, attempted, established (verified or not), failed
 /// by cause, the peak open.
 fn connection_lines(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()> {
@@ -84,7 +103,16 @@ fn connection_lines(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Resu
         " (not verified: --no-verify)".into()
     };
     writeln!(out, "  established   {}{unverified}", t.established)?;
-    if t.probe_rejected > 0 {
+    if t.probe_rejected > 0 && sc.websocket.is_some() {
+        writeln!(
+            out,
+            "  upgrade       the server refused the WebSocket upgrade on {} connection(s): {} \
+             (check the target's path and what it asks for: --ws-path, --ws-header, \
+             --ws-subprotocol)",
+            t.probe_rejected,
+            t.probe_reply.as_deref().unwrap_or("?")
+        )?;
+    } else if t.probe_rejected > 0 {
         writeln!(
             out,
             "  probe         the server rejected the probe on {} connection(s): {} (it accepted \

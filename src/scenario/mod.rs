@@ -73,6 +73,7 @@ impl Query {
             Query::Ping => Proto::Ping,
             Query::Http { .. } => Proto::Http,
             Query::Raw { .. } => Proto::Raw,
+            Query::WebSocket { .. } => Proto::Websocket,
         }
     }
 }
@@ -106,6 +107,26 @@ pub enum Query {
         first_message: Option<String>,
         marker: Option<String>,
     },
+    /// One WebSocket message per query (escaped as --message), answered by
+    /// one message; the upgrade is [`Scenario::websocket`].
+    #[serde(rename = "websocket")]
+    WebSocket {
+        message: String,
+        binary: bool,
+    },
+}
+
+/// The WebSocket opening handshake each connection makes (--proto
+/// websocket, or --proto push --push-over websocket).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WsUpgrade {
+    /// The request target (--ws-path).
+    pub path: String,
+    /// More header lines (--ws-header NAME:VALUE).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<(String, String)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subprotocol: Option<String>,
 }
 
 /// When queries are sent.
@@ -234,6 +255,9 @@ pub struct Scenario {
     /// --stop-on: conditions that end the ramp early.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop_on: Vec<StopOn>,
+    /// WebSocket: every connection upgrades first (None: not WebSocket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub websocket: Option<WsUpgrade>,
 }
 
 /// --proto push: how the server's messages are read, and their period.

@@ -7,7 +7,7 @@
 //! stopped).
 //!
 //! A protocol is one file here (dns.rs, echo.rs, ping.rs, http.rs,
-//! raw.rs): its names (its --proto value, its word in sentences), what a
+//! raw.rs, ws.rs): its names (its --proto value, its word in sentences), what a
 //! report's table says of its queries, its encoding, its matching, its
 //! datagram size over UDP and its tests, with its codec in crates/wire;
 //! [`Codec`] is the one enum that dispatches to them, chosen at start with
@@ -26,12 +26,14 @@ mod echo;
 mod http;
 mod ping;
 mod raw;
+pub(super) mod ws;
 
 use dns::{dns_frame, DnsQueries};
 use echo::Echo;
 use http::Http;
 use ping::Ping;
 use raw::Raw;
+use ws::Ws;
 
 /// A protocol's --proto value, and its name in the per-query log.
 pub fn name(p: Proto) -> &'static str {
@@ -42,6 +44,7 @@ pub fn name(p: Proto) -> &'static str {
         Proto::Http => http::NAME,
         Proto::Raw => raw::NAME,
         Proto::Push => super::push::NAME,
+        Proto::Websocket => ws::NAME,
     }
 }
 
@@ -50,6 +53,7 @@ pub fn word(p: Proto) -> &'static str {
     match p {
         Proto::Dns => dns::WORD,
         Proto::Http => http::WORD,
+        Proto::Websocket => ws::WORD,
         p => name(p),
     }
 }
@@ -63,6 +67,7 @@ pub fn words(q: &Query) -> String {
         Query::Ping => ping::WORDS.into(),
         Query::Http { .. } => http::WORDS.into(),
         Query::Raw { .. } => raw::WORDS.into(),
+        Query::WebSocket { message, binary } => ws::words(message, *binary),
     }
 }
 
@@ -127,6 +132,12 @@ pub enum Frame {
         /// `Connection: close`).
         close: bool,
     },
+    /// WebSocket: a frame of `len` bytes that answers no query (a
+    /// fragment, a ping, a pong, a close): the engine acts on it.
+    Ws { len: usize, ev: ws::Event },
+    /// Bytes that break the protocol, named by their error cause (`E_*`):
+    /// the connection is of no further use.
+    Broken(usize),
     /// The bytes cannot be framed: the connection is of no further use.
     Malformed,
     /// A response longer than the protocol allows (an HTTP head or a
@@ -169,6 +180,9 @@ enum Place {
     /// HTTP with a Content-Length: this many of the body's bytes were read
     /// and dropped.
     Body([u8; 4]),
+    /// WebSocket: a fragmented message is under way (its last fragment
+    /// is due before any new message).
+    WsMessage,
 }
 
 const _: () = assert!(std::mem::size_of::<Resume>() == 5 && std::mem::align_of::<Resume>() == 1);
@@ -199,6 +213,20 @@ impl Resume {
         }
     }
 
+    /// WebSocket: a fragmented message is under way.
+    pub(super) fn in_ws_message(self) -> bool {
+        self.0 == Place::WsMessage
+    }
+
+    /// WebSocket: a fragmented message starts (true) or ends (false).
+    pub(super) fn set_ws_message(&mut self, open: bool) {
+        *self = if open {
+            Resume(Place::WsMessage)
+        } else {
+            Resume::default()
+        };
+    }
+
     fn chunked(self) -> wire::http::ChunkedScan {
         match self.0 {
             Place::Chunked(scan) => scan,
@@ -218,6 +246,7 @@ pub enum Codec {
     Ping(Ping),
     Http(Http),
     Raw(Raw),
+    Ws(Ws),
 }
 
 impl Codec {
@@ -263,6 +292,7 @@ impl Codec {
                 first_message.as_deref(),
                 marker.as_deref(),
             )),
+            Query::WebSocket { message, binary } => Codec::Ws(Ws::new(message, *binary)),
         }
     }
 
@@ -273,6 +303,7 @@ impl Codec {
     pub fn input_cap(&self) -> usize {
         match self {
             Codec::Echo(e) => e.input_cap(),
+            Codec::Ws(_) => ws::INPUT_CAP,
             _ => INPUT_CAP,
         }
     }
@@ -302,6 +333,7 @@ impl Codec {
             Codec::Ping(p) => p.encode(n, out),
             Codec::Http(h) => h.encode(n, target, out),
             Codec::Raw(r) => r.encode(n, out),
+            Codec::Ws(w) => w.encode(n, rng, out),
         }
     }
 
@@ -338,9 +370,11 @@ impl Codec {
     /// (kept from the last call on the same front bytes, or the default).
     pub fn decode(&self, buf: &[u8], resume: &mut Resume) -> Frame {
         let frame = self.decode_on(buf, resume);
+        // (A WebSocket frame that answers no query may be a fragment of
+        // a message under way: its place is kept.)
         if !matches!(
             frame,
-            Frame::Incomplete | Frame::Partial { .. } | Frame::UntilClose { .. }
+            Frame::Incomplete | Frame::Partial { .. } | Frame::UntilClose { .. } | Frame::Ws { .. }
         ) {
             *resume = Resume::default();
         }
@@ -369,6 +403,7 @@ impl Codec {
             Codec::Ping(p) => p.decode(buf, resume),
             Codec::Http(h) => h.decode(buf, resume),
             Codec::Raw(r) => r.decode(buf),
+            Codec::Ws(_) => ws::decode(buf, resume),
         }
     }
 }
@@ -429,12 +464,17 @@ mod tests {
                         pending.drain(..len);
                     }
                     Frame::Incomplete => break,
+                    Frame::Ws { len, .. } => {
+                        pending.drain(..len);
+                    }
                     Frame::Partial { keep, skip } | Frame::UntilClose { keep, skip } => {
                         pending.drain(keep..keep + skip);
                         gone += skip;
                         break;
                     }
-                    f @ (Frame::Malformed | Frame::Oversized) => panic!("{f:?} after {frames:?}"),
+                    f @ (Frame::Malformed | Frame::Oversized | Frame::Broken(_)) => {
+                        panic!("{f:?} after {frames:?}")
+                    }
                 }
             }
             most = most.max(pending.len());
