@@ -21,27 +21,6 @@ use common::{client, program, server};
 use serde_json::Value;
 use wire::ws::{self, Opcode, Role};
 
-/// A python3 that imports `websockets` (Debian's, then the one on PATH).
-fn python() -> Option<PathBuf> {
-    for p in ["/usr/bin/python3", "python3"] {
-        let ok = Command::new(p)
-            .args(["-c", "import websockets"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return Some(p.into());
-        }
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "python3 with the websockets module is needed in CI (apt-get install python3-websockets); .ci/run installs it"
-    );
-    eprintln!(
-        "SKIPPED: no python3 with the websockets module (apt-get install python3-websockets)"
-    );
-    None
-}
-
 /// tests/peers/ws_server.py, bound: its port read from its first line.
 struct PyServer {
     child: Child,
@@ -206,7 +185,9 @@ fn wss_against_throngs_server() {
 
 #[test]
 fn echo_against_python_websockets_counts_what_it_counted() {
-    let Some(py) = python() else { return };
+    let Some(py) = common::python_websockets() else {
+        return;
+    };
     let srv = PyServer::start(&py, &["echo"]);
     let target = format!("127.0.0.1:{}", srv.port);
     let args = [
@@ -441,7 +422,9 @@ fn push_over_websocket_from_throngs_server() {
 
 #[test]
 fn push_over_websocket_from_python_websockets_counts_what_it_sent() {
-    let Some(py) = python() else { return };
+    let Some(py) = common::python_websockets() else {
+        return;
+    };
     let srv = PyServer::start(&py, &["push", "0.02"]);
     let target = format!("127.0.0.1:{}", srv.port);
     let args = [
