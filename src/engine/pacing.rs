@@ -214,6 +214,49 @@ impl Pacing {
     }
 }
 
+/// --slack: the queries due within it of the first go out together. The
+/// worker sleeps until the first due time plus the slack instead of each
+/// due time, then sends every query due by then in one turn (one write per
+/// connection, one sendmmsg per UDP socket); each keeps its own due time,
+/// so the wait shows in response time and send lag.
+#[derive(Debug, Default)]
+pub struct Slack {
+    ns: u64,
+    /// The turn (its `now`) that let a batch go: the worker asks again in
+    /// the same turn after each tcp-per-query query.
+    released: u64,
+}
+
+impl Slack {
+    pub fn new(slack_s: f64) -> Slack {
+        Slack {
+            ns: (slack_s * 1e9) as u64,
+            released: u64::MAX,
+        }
+    }
+
+    /// When the batch whose first query is due at `first` goes.
+    #[inline]
+    pub fn wake(&self, first: u64) -> u64 {
+        first.saturating_add(self.ns)
+    }
+
+    /// Whether the queries due by `now` go now: always without slack;
+    /// with it, once the first due (`first`, asked only then) has waited
+    /// the slack.
+    #[inline]
+    pub fn lets_go(&mut self, now: u64, first: impl FnOnce() -> Option<u64>) -> bool {
+        if self.ns == 0 || self.released == now {
+            return true;
+        }
+        if first().is_some_and(|f| self.wake(f) <= now) {
+            self.released = now;
+            return true;
+        }
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,5 +416,24 @@ mod tests {
             drain(&mut p, 500_000_100, 0),
             [Due::NewConnection(500_000_100)]
         );
+    }
+
+    #[test]
+    fn no_slack_lets_every_turn_go() {
+        let mut s = Slack::new(0.0);
+        assert!(s.lets_go(5, || Some(10)));
+    }
+
+    #[test]
+    fn slack_holds_queries_until_the_first_has_waited_it() {
+        let mut s = Slack::new(0.001);
+        assert_eq!(s.wake(1_000), 1_001_000);
+        assert!(!s.lets_go(1_000_999, || Some(1_000)));
+        assert!(s.lets_go(1_001_000, || Some(1_000)));
+        // The same turn asks again (after a tcp-per-query query): the
+        // batch is still let go, whatever is first now.
+        assert!(s.lets_go(1_001_000, || Some(1_000_500)));
+        assert!(!s.lets_go(1_001_001, || Some(1_000_500)));
+        assert!(!s.lets_go(2_000_000, || None));
     }
 }

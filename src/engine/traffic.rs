@@ -69,6 +69,10 @@ impl Traffic {
         conns: &mut Conns,
         out: &mut Outbox,
     ) -> Option<u64> {
+        let pacing = &self.pacing;
+        if !self.slack.lets_go(now_ns, || pacing.next_due(started)) {
+            return None;
+        }
         loop {
             let due = self.pacing.pop(now_ns, started)?;
             match due {
@@ -554,6 +558,7 @@ mod tests {
             close_on_timeout: false,
             seed: 1,
             drain_s: 0.0,
+            slack_s: 0.0,
             ok_rcodes: Vec::new(),
             ok_status: Vec::new(),
         };
