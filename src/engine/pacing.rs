@@ -225,6 +225,8 @@ pub struct Slack {
     /// The turn (its `now`) that let a batch go: the worker asks again in
     /// the same turn after each tcp-per-query query.
     released: u64,
+    /// The queries held at the end went.
+    ended: bool,
 }
 
 impl Slack {
@@ -232,6 +234,7 @@ impl Slack {
         Slack {
             ns: (slack_s * 1e9) as u64,
             released: u64::MAX,
+            ended: false,
         }
     }
 
@@ -239,6 +242,17 @@ impl Slack {
     #[inline]
     pub fn wake(&self, first: u64) -> u64 {
         first.saturating_add(self.ns)
+    }
+
+    /// The traffic ends at `now`: true once, with slack, for the queries it
+    /// holds (due before the end) to go.
+    pub fn end(&mut self, now: u64) -> bool {
+        if self.ns == 0 || self.ended {
+            return false;
+        }
+        self.ended = true;
+        self.released = now;
+        true
     }
 
     /// Whether the queries due by `now` go now: always without slack;
@@ -435,5 +449,14 @@ mod tests {
         assert!(s.lets_go(1_001_000, || Some(1_000_500)));
         assert!(!s.lets_go(1_001_001, || Some(1_000_500)));
         assert!(!s.lets_go(2_000_000, || None));
+    }
+
+    #[test]
+    fn the_end_lets_the_held_queries_go_once() {
+        let mut s = Slack::new(0.001);
+        assert!(s.end(5));
+        assert!(s.lets_go(5, || Some(4)));
+        assert!(!s.end(6));
+        assert!(!Slack::new(0.0).end(5));
     }
 }

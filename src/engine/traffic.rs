@@ -50,8 +50,9 @@ impl Traffic {
             out.trim();
         }
         if self.draining {
-            // The traffic is over: answers only.
-            return None;
+            // The traffic is over: answers only, and the queries --slack
+            // held (due before the end) go.
+            return self.slack.end(now_ns).then_some(started);
         }
         self.drain_orphans(conns, out);
         let gen = shared.rate_gen.load(Relaxed);
