@@ -4,7 +4,9 @@
 # bursts per timer tick) and dnsperf (Debian's), each against the same
 # unbound (local-data, no recursion, one thread) with the same query file.
 #
-#   udp  RATE queries/s over 256 UDP sockets (flame -c 256, dnsperf -c 256)
+#   udp  RATE queries/s over 256 UDP sockets (dnsperf -c 256; flame -c 256
+#        with bursts of 10 per generator timed to make RATE, and flame's
+#        defaults, 10 generators with -Q capping their bursts)
 #   tcp  RATE queries/s over CONNS TCP connections for throng (dnsperf
 #        opens 256 at most; flame's TCP opens a connection per burst, so
 #        it is left out of the TCP rows)
@@ -14,8 +16,8 @@
 # client counted. Each row is the median of REPEAT runs, the runs of the
 # tools alternated (the machine's other load then weighs on each alike);
 # the range is the lowest and highest of the runs. Latency: p50/p99 of the
-# response time (throng: from the due time; flame: its own figures;
-# dnsperf prints only the mean, shown as p50 "~mean").
+# response time (throng: from the due time); flame and dnsperf print only
+# a mean, shown as p50 "~mean".
 #
 # flame: $FLAME, else ~/.cache/throng-peers/flamethrower-0.12/build/flame,
 # else ../shared/peers/build-flame.sh builds it; without it the table says
@@ -86,7 +88,8 @@ done
 echo "www.example.test A" >"$work/queries"
 
 # Each run prints "answers cpu_s achieved_qps p50_us p99_us".
-cpu() { awk '{ printf "%.3f", $1 + $2 }' "$work/time"; }
+# (The last line: a failed run's file starts with its exit status.)
+cpu() { tail -1 "$work/time" | awk '{ printf "%.3f", $1 + $2 }'; }
 
 throng_run() { # TRANSPORT CONNS [throng flags]
   local transport=$1 c=$2
@@ -102,22 +105,23 @@ print(q["answered"], sys.argv[2], f"{q['answered'] / q['seconds']:.0f}", l["p50"
 PY
 }
 
-flame_run() {
+flame_run() { # GENERATORS [flame flags]
+  local c=$1
+  shift
   /usr/bin/time -o "$work/time" -f '%U %S' taskset -c 1 "$flame" 127.0.0.1 -p "$port" -P udp \
-    -c "$sockets" -Q "$rate" -l "$secs" -f "$work/queries" -v 0 -o "$work/flame.json" \
+    -c "$c" -Q "$rate" -l "$secs" -f "$work/queries" -v 0 -o "$work/flame.json" "$@" \
     >"$work/flame.out" 2>&1 || true
-  python3 - "$work/flame.json" "$(cpu)" "$secs" <<'PY'
+  python3 - "$work/flame.json" "$(cpu)" <<'PY'
 import json, sys
-# One JSON object per line (a line per second, the last the totals).
+# One JSON object per line: a run header, a line per generator and period
+# (its answers and their mean), a line per period with the totals so far.
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-t = rows[-1]
-recv = t.get("total_responses", t.get("responses", 0))
-mean_ms = t.get("response_avg_ms", t.get("avg_ms", 0.0))
-p50 = t.get("response_p50_ms", t.get("p50", None))
-p99 = t.get("response_p99_ms", t.get("p99", None))
-fmt = lambda v: f"{v * 1000:.0f}" if isinstance(v, (int, float)) else "-"
-p50s = fmt(p50) if p50 is not None else f"~{mean_ms * 1000:.0f}"
-print(recv, sys.argv[2], f"{recv / float(sys.argv[3]):.0f}", p50s, fmt(p99))
+gens = [r for r in rows if "trafgen_id" in r and r.get("period_r_count")]
+total = [r for r in rows if "total_r_count" in r][-1]
+n = sum(r["period_r_count"] for r in gens)
+mean_ms = sum(r["period_r_count"] * r["period_response_avg_ms"] for r in gens) / max(n, 1)
+# flame gives a mean, no percentiles: shown as p50 "~mean".
+print(total["total_r_count"], sys.argv[2], total["total_qps_r_avg"], f"~{mean_ms * 1000:.0f}", "-")
 PY
 }
 
@@ -136,13 +140,17 @@ PY
 
 # The cases: name and command, alternated within each round.
 cases=("udp throng" "udp throng-slack1ms")
-[ -n "$flame" ] && cases+=("udp flame")
+[ -n "$flame" ] && cases+=("udp flame-c256" "udp flame-c10")
 cases+=("udp dnsperf" "tcp throng" "tcp throng-slack1ms" "tcp dnsperf")
 run_case() {
   case "$1 $2" in
     "udp throng") throng_run udp "$sockets" ;;
     "udp throng-slack1ms") throng_run udp "$sockets" --slack 1ms ;;
-    "udp flame") flame_run ;;
+    # 256 generators (a socket each), each a burst of 10 every 128 ms:
+    # 20,000/s from the ticks themselves.
+    "udp flame-c256") flame_run "$sockets" -q 10 -d $(( sockets * 10 * 1000 / rate )) ;;
+    # flame's defaults: 10 generators, bursts of 10 every 1 ms, -Q caps.
+    "udp flame-c10") flame_run 10 ;;
     "udp dnsperf") dnsperf_run udp ;;
     "tcp throng") throng_run tcp "$conns" ;;
     "tcp throng-slack1ms") throng_run tcp "$conns" --slack 1ms ;;
