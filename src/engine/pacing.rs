@@ -216,9 +216,10 @@ impl Pacing {
 
 /// --slack: the queries due within it of the first go out together. The
 /// worker sleeps until the first due time plus the slack instead of each
-/// due time, then sends every query due by then in one turn (one write per
-/// connection, one sendmmsg per UDP socket); each keeps its own due time,
-/// so the wait shows in response time and send lag.
+/// due time, then sends every query due by then in one turn; each keeps its
+/// own due time, so the wait shows in response time and send lag. The
+/// open-loop arrivals of a batch go on one connection, [`PER_CONNECTION`]
+/// at most, then on the next the spread picks: one write, one sendmmsg.
 #[derive(Debug, Default)]
 pub struct Slack {
     ns: u64,
@@ -227,7 +228,13 @@ pub struct Slack {
     released: u64,
     /// The queries held at the end went.
     ended: bool,
+    /// The connection this batch's arrivals go on, and how many it took.
+    on: Option<(usize, usize)>,
 }
+
+/// A batch's open-loop arrivals one connection takes at most: one
+/// sendmmsg's worth.
+pub const PER_CONNECTION: usize = super::link::BATCH;
 
 impl Slack {
     pub fn new(slack_s: f64) -> Slack {
@@ -235,6 +242,7 @@ impl Slack {
             ns: (slack_s * 1e9) as u64,
             released: u64::MAX,
             ended: false,
+            on: None,
         }
     }
 
@@ -252,6 +260,7 @@ impl Slack {
         }
         self.ended = true;
         self.released = now;
+        self.on = None;
         true
     }
 
@@ -265,9 +274,33 @@ impl Slack {
         }
         if first().is_some_and(|f| self.wake(f) <= now) {
             self.released = now;
+            self.on = None;
             return true;
         }
         false
+    }
+
+    /// Batches are gathered (a slack is set).
+    #[inline]
+    pub fn gathers(&self) -> bool {
+        self.ns > 0
+    }
+
+    /// The connection the batch's arrivals go on, while it takes more
+    /// (`usable`: it is still in the open-loop choice).
+    pub fn batch_connection(&mut self, usable: impl FnOnce(usize) -> bool) -> Option<usize> {
+        match self.on {
+            Some((key, n)) if n < PER_CONNECTION && usable(key) => {
+                self.on = Some((key, n + 1));
+                Some(key)
+            }
+            _ => None,
+        }
+    }
+
+    /// The spread picked `key` for the batch's next arrivals.
+    pub fn picked(&mut self, key: usize) {
+        self.on = Some((key, 1));
     }
 }
 
@@ -449,6 +482,24 @@ mod tests {
         assert!(s.lets_go(1_001_000, || Some(1_000_500)));
         assert!(!s.lets_go(1_001_001, || Some(1_000_500)));
         assert!(!s.lets_go(2_000_000, || None));
+    }
+
+    #[test]
+    fn a_batch_stays_on_one_connection_up_to_a_sendmmsg() {
+        let mut s = Slack::new(0.001);
+        assert!(s.lets_go(1_000_000, || Some(0)));
+        assert_eq!(s.batch_connection(|_| true), None);
+        s.picked(7);
+        for _ in 1..PER_CONNECTION {
+            assert_eq!(s.batch_connection(|_| true), Some(7));
+        }
+        assert_eq!(s.batch_connection(|_| true), None);
+        s.picked(8);
+        assert_eq!(s.batch_connection(|k| k != 8), None);
+        s.picked(9);
+        // The next batch starts on the spread's pick.
+        assert!(s.lets_go(2_000_000, || Some(1_000_000)));
+        assert_eq!(s.batch_connection(|_| true), None);
     }
 
     #[test]

@@ -361,10 +361,25 @@ impl Traffic {
             }
             return None;
         }
+        if self.slack.gathers() {
+            let usable = |k| {
+                conns
+                    .slab
+                    .get(k)
+                    .is_some_and(|c| c.active_pos != NOT_ACTIVE)
+            };
+            if let Some(key) = self.slack.batch_connection(usable) {
+                return Some(key);
+            }
+        }
         let pick = self
             .pacing
             .pick(self.active.len(), &mut self.rng, &mut self.rr);
-        Some(self.active[pick])
+        let key = self.active[pick];
+        if self.slack.gathers() {
+            self.slack.picked(key);
+        }
+        Some(key)
     }
 
     /// A query that waited for a connection and the open one it goes to
