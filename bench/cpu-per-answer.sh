@@ -7,9 +7,13 @@
 #   udp  RATE queries/s over 256 UDP sockets (dnsperf -c 256; flame -c 256
 #        with bursts of 10 per generator timed to make RATE, and flame's
 #        defaults, 10 generators with -Q capping their bursts)
-#   tcp  RATE queries/s over CONNS TCP connections for throng (dnsperf
-#        opens 256 at most; flame's TCP opens a connection per burst, so
-#        it is left out of the TCP rows)
+#   tcp  RATE queries/s over CONNS TCP connections for throng, and over
+#        256 as dnsperf (it opens 256 at most; flame's TCP opens a
+#        connection per burst, so it is left out of the TCP rows). unbound
+#        closes connections nothing was asked on for a while once half
+#        its TCP slots are taken (its fds cap the slots near 15,000), and
+#        throng opens their replacements: their cost is in its figure, and
+#        each throng run's connections attempted are on stderr.
 #
 # CPU is user+sys of the client's whole process tree (/usr/bin/time,
 # which counts the children it waited for), divided by the answers the
@@ -102,6 +106,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 q, l = r["queries"], r["latency"]["response_time_us"]
 print(q["answered"], sys.argv[2], f"{q['answered'] / q['seconds']:.0f}", l["p50"], l["p99"])
+print(f"  ({r['connections']['attempted']} connections attempted)", file=sys.stderr)
 PY
 }
 
@@ -141,7 +146,7 @@ PY
 # The cases: name and command, alternated within each round.
 cases=("udp throng" "udp throng-slack1ms")
 [ -n "$flame" ] && cases+=("udp flame-c256" "udp flame-c10")
-cases+=("udp dnsperf" "tcp throng" "tcp throng-slack1ms" "tcp dnsperf")
+cases+=("udp dnsperf" "tcp throng" "tcp throng-slack1ms" "tcp throng-c256" "tcp throng-c256-slack1ms" "tcp dnsperf")
 run_case() {
   case "$1 $2" in
     "udp throng") throng_run udp "$sockets" ;;
@@ -154,15 +159,18 @@ run_case() {
     "udp dnsperf") dnsperf_run udp ;;
     "tcp throng") throng_run tcp "$conns" ;;
     "tcp throng-slack1ms") throng_run tcp "$conns" --slack 1ms ;;
+    "tcp throng-c256") throng_run tcp "$sockets" ;;
+    "tcp throng-c256-slack1ms") throng_run tcp "$sockets" --slack 1ms ;;
     "tcp dnsperf") dnsperf_run tcp ;;
   esac
 }
 for ((i = 1; i <= repeat; i++)); do
   for c in "${cases[@]}"; do
     set -- $c
-    read -r answers cpu_s qps p50 p99 < <(run_case "$1" "$2")
+    read -r answers cpu_s qps p50 p99 < <(run_case "$1" "$2" 2>>"$work/notes")
     echo "$1 $2 $answers $cpu_s $qps $p50 $p99" >>"$work/runs"
-    echo "round $i: $1 $2: $answers answers, ${cpu_s}s CPU, $qps/s, p50 $p50 p99 $p99" >&2
+    echo "round $i: $1 $2: $answers answers, ${cpu_s}s CPU, $qps/s, p50 $p50 p99 $p99 $(tail -1 "$work/notes" 2>/dev/null)" >&2
+    : >"$work/notes"
   done
 done
 

@@ -323,7 +323,8 @@ impl Traffic {
         let Some(started) = self.started else {
             return false;
         };
-        if let Some(at) = self.pacing.next_due(started) {
+        // (Draining sends nothing: a due time passed then wakes nobody.)
+        if let Some(at) = self.pacing.next_due(started).filter(|_| !self.draining) {
             consider(self.slack.wake(at));
         }
         if let Some((at, _)) = self.deadlines.first() {
