@@ -1559,7 +1559,6 @@ fn slack_holds_queries_and_their_response_time_counts_from_the_due_time() {
     assert!(l.response_time_us.p50 >= 20_000, "{out}");
     assert!(l.send_lag_us.p50 >= 20_000, "{out}");
     assert!(l.service_time_us.p50 < 10_000, "{out}");
-    assert!(l.response_time_us.max < 40_000, "{out}");
     // Many per batch: the same queries go as without slack, each batch of
     // up to 20 ms late at most.
     let q = ["-r", "2000", "--queries", "600", "-T", "5s"];
