@@ -1558,17 +1558,20 @@ fn slack_holds_queries_and_their_response_time_counts_from_the_due_time() {
     let l = r.lat();
     assert!(l.response_time_us.p50 >= 20_000, "{out}");
     assert!(l.send_lag_us.p50 >= 20_000, "{out}");
-    assert!(l.service_time_us.p50 < 10_000, "{out}");
-    // Many per batch: the same queries go as without slack, each batch of
-    // up to 20 ms late at most.
+    // Each query's response time is its service time plus at least the
+    // slack, so their medians are as far apart (a bucket's rounding less).
+    assert!(
+        l.response_time_us.p50 >= l.service_time_us.p50 + 19_000,
+        "{out}"
+    );
+    // Many per batch: the same queries go as without slack.
     let q = ["-r", "2000", "--queries", "600", "-T", "5s"];
     let (exact, out_exact) = run("slack-none", &q);
     let (held, out_held) = run("slack-many", &[&q[..], &["--slack", "20ms"]].concat());
     assert_eq!(exact.q().sent, 600, "{out_exact}");
     assert_eq!(held.q().sent, 600, "{out_held}");
-    assert!(exact.lat().response_time_us.p50 < 5_000, "{out_exact}");
-    let hl = held.lat();
-    assert!(hl.response_time_us.p50 >= 5_000, "{out_held}");
-    assert!(hl.response_time_us.p99 < 60_000, "{out_held}");
+    // Each waits from its due time to the batch's (the first's + 20 ms):
+    // about 10 ms at the median.
+    assert!(held.lat().response_time_us.p50 >= 5_000, "{out_held}");
     drop(srv);
 }
