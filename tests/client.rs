@@ -617,6 +617,26 @@ fn bad_client_usage_exits_2() {
     }
 }
 
+#[test]
+fn slack_out_of_range_is_refused_with_the_fix() {
+    for (args, needle) in [
+        (vec!["--slack=-1ms", "-r", "10"], "not a duration"),
+        (vec!["--slack", "5s", "-r", "10"], "at most 1s"),
+        (
+            vec!["--slack", "500ms", "-r", "10", "--timeout", "500ms"],
+            "less than --timeout",
+        ),
+        (vec!["--slack", "1ms"], "add a rate"),
+    ] {
+        let mut argv = vec!["client", "127.0.0.1:1"];
+        argv.extend(&args);
+        let (code, _, err) = common::run(&argv);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(err.contains("--slack"), "{args:?}: {err}");
+    }
+}
+
 fn ip(args: &str) {
     let st = Command::new("ip").args(args.split(' ')).status().unwrap();
     assert!(st.success(), "ip {args}");

@@ -14,6 +14,9 @@ use crate::scenario::{
 };
 use crate::usage::UsageError;
 
+/// The longest --slack: beyond it the batch is a pause, not pacing.
+const MAX_SLACK: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()
 }
@@ -484,6 +487,12 @@ impl ClientArgs {
                 think_s: self.think.unwrap_or_default().as_secs_f64(),
             }
         } else {
+            if self.slack.is_some() {
+                return Err(usage(
+                    "--slack gathers paced queries and this run sends none: add a rate \
+                     (-r 20k), --interval or --closed-loop, or drop --slack",
+                ));
+            }
             return Ok(None);
         };
         if self.proto == Proto::Push {
@@ -498,6 +507,16 @@ impl ClientArgs {
         }
         if self.timeout.is_zero() {
             return Err(usage("--timeout must be above 0, e.g. 5s"));
+        }
+        let slack = self.slack.unwrap_or_default();
+        if slack > MAX_SLACK || slack >= self.timeout {
+            return Err(usage(format!(
+                "--slack {} would hold every query that long before it is sent; give less \
+                 than --timeout ({}) and at most {}, e.g. --slack 1ms",
+                crate::units::format_duration(slack),
+                crate::units::format_duration(self.timeout),
+                crate::units::format_duration(MAX_SLACK),
+            )));
         }
         let window = match (self.window, &model) {
             (Some(k), _) => Some(k),
@@ -519,6 +538,7 @@ impl ClientArgs {
                 .unwrap_or(self.timeout)
                 .min(self.timeout)
                 .as_secs_f64(),
+            slack_s: slack.as_secs_f64(),
             seed: self.seed,
             ok_rcodes: self
                 .ok_rcodes

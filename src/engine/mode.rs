@@ -13,7 +13,7 @@ use slab::Slab;
 
 use super::conn::{Conn, NOT_ACTIVE};
 use super::deadlines::{Deadlines, Entry};
-use super::pacing::Pacing;
+use super::pacing::{Pacing, Slack};
 use super::proto::Codec;
 use super::push::PushRx;
 use super::recorder::{Recorder, RttLog};
@@ -115,6 +115,8 @@ pub(super) enum ModeMut<'a> {
 pub(super) struct Traffic {
     pub codec: Codec,
     pub pacing: Pacing,
+    /// --slack: due queries held to go out together.
+    pub slack: Slack,
     pub rec: Recorder,
     pub window: u64,
     /// Queries a connection sends at most: the lower of --messages and
@@ -209,6 +211,7 @@ impl Traffic {
         Traffic {
             codec,
             pacing: Pacing::new(&t.model, w, id, t.seed),
+            slack: Slack::new(t.slack_s),
             rec,
             window: t.window.unwrap_or(u64::MAX),
             cap: [t.messages, t.max_queries_per_conn]
@@ -320,8 +323,9 @@ impl Traffic {
         let Some(started) = self.started else {
             return false;
         };
-        if let Some(at) = self.pacing.next_due(started) {
-            consider(at);
+        // (Draining sends nothing: a due time passed then wakes nobody.)
+        if let Some(at) = self.pacing.next_due(started).filter(|_| !self.draining) {
+            consider(self.slack.wake(at));
         }
         if let Some((at, _)) = self.deadlines.first() {
             consider(at);

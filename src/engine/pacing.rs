@@ -214,6 +214,96 @@ impl Pacing {
     }
 }
 
+/// --slack: the queries due within it of the first go out together. The
+/// worker sleeps until the first due time plus the slack instead of each
+/// due time, then sends every query due by then in one turn; each keeps its
+/// own due time, so the wait shows in response time and send lag. The
+/// open-loop arrivals of a batch go on one connection, [`PER_CONNECTION`]
+/// at most, then on the next the spread picks: one write, one sendmmsg.
+#[derive(Debug, Default)]
+pub struct Slack {
+    ns: u64,
+    /// The turn (its `now`) that let a batch go: the worker asks again in
+    /// the same turn after each tcp-per-query query.
+    released: u64,
+    /// The queries held at the end went.
+    ended: bool,
+    /// The connection this batch's arrivals go on, and how many it took.
+    on: Option<(usize, usize)>,
+}
+
+/// A batch's open-loop arrivals one connection takes at most: one
+/// sendmmsg's worth.
+pub const PER_CONNECTION: usize = super::link::BATCH;
+
+impl Slack {
+    pub fn new(slack_s: f64) -> Slack {
+        Slack {
+            ns: (slack_s * 1e9) as u64,
+            released: u64::MAX,
+            ended: false,
+            on: None,
+        }
+    }
+
+    /// When the batch whose first query is due at `first` goes.
+    #[inline]
+    pub fn wake(&self, first: u64) -> u64 {
+        first.saturating_add(self.ns)
+    }
+
+    /// The traffic ends at `now`: true once, with slack, for the queries it
+    /// holds (due before the end) to go.
+    pub fn end(&mut self, now: u64) -> bool {
+        if self.ns == 0 || self.ended {
+            return false;
+        }
+        self.ended = true;
+        self.released = now;
+        self.on = None;
+        true
+    }
+
+    /// Whether the queries due by `now` go now: always without slack;
+    /// with it, once the first due (`first`, asked only then) has waited
+    /// the slack.
+    #[inline]
+    pub fn lets_go(&mut self, now: u64, first: impl FnOnce() -> Option<u64>) -> bool {
+        if self.ns == 0 || self.released == now {
+            return true;
+        }
+        if first().is_some_and(|f| self.wake(f) <= now) {
+            self.released = now;
+            self.on = None;
+            return true;
+        }
+        false
+    }
+
+    /// Batches are gathered (a slack is set).
+    #[inline]
+    pub fn gathers(&self) -> bool {
+        self.ns > 0
+    }
+
+    /// The connection the batch's arrivals go on, while it takes more
+    /// (`usable`: it is still in the open-loop choice).
+    pub fn batch_connection(&mut self, usable: impl FnOnce(usize) -> bool) -> Option<usize> {
+        match self.on {
+            Some((key, n)) if n < PER_CONNECTION && usable(key) => {
+                self.on = Some((key, n + 1));
+                Some(key)
+            }
+            _ => None,
+        }
+    }
+
+    /// The spread picked `key` for the batch's next arrivals.
+    pub fn picked(&mut self, key: usize) {
+        self.on = Some((key, 1));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,5 +463,51 @@ mod tests {
             drain(&mut p, 500_000_100, 0),
             [Due::NewConnection(500_000_100)]
         );
+    }
+
+    #[test]
+    fn no_slack_lets_every_turn_go() {
+        let mut s = Slack::new(0.0);
+        assert!(s.lets_go(5, || Some(10)));
+    }
+
+    #[test]
+    fn slack_holds_queries_until_the_first_has_waited_it() {
+        let mut s = Slack::new(0.001);
+        assert_eq!(s.wake(1_000), 1_001_000);
+        assert!(!s.lets_go(1_000_999, || Some(1_000)));
+        assert!(s.lets_go(1_001_000, || Some(1_000)));
+        // The same turn asks again (after a tcp-per-query query): the
+        // batch is still let go, whatever is first now.
+        assert!(s.lets_go(1_001_000, || Some(1_000_500)));
+        assert!(!s.lets_go(1_001_001, || Some(1_000_500)));
+        assert!(!s.lets_go(2_000_000, || None));
+    }
+
+    #[test]
+    fn a_batch_stays_on_one_connection_up_to_a_sendmmsg() {
+        let mut s = Slack::new(0.001);
+        assert!(s.lets_go(1_000_000, || Some(0)));
+        assert_eq!(s.batch_connection(|_| true), None);
+        s.picked(7);
+        for _ in 1..PER_CONNECTION {
+            assert_eq!(s.batch_connection(|_| true), Some(7));
+        }
+        assert_eq!(s.batch_connection(|_| true), None);
+        s.picked(8);
+        assert_eq!(s.batch_connection(|k| k != 8), None);
+        s.picked(9);
+        // The next batch starts on the spread's pick.
+        assert!(s.lets_go(2_000_000, || Some(1_000_000)));
+        assert_eq!(s.batch_connection(|_| true), None);
+    }
+
+    #[test]
+    fn the_end_lets_the_held_queries_go_once() {
+        let mut s = Slack::new(0.001);
+        assert!(s.end(5));
+        assert!(s.lets_go(5, || Some(4)));
+        assert!(!s.end(6));
+        assert!(!Slack::new(0.0).end(5));
     }
 }

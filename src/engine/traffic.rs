@@ -50,8 +50,9 @@ impl Traffic {
             out.trim();
         }
         if self.draining {
-            // The traffic is over: answers only.
-            return None;
+            // The traffic is over: answers only, and the queries --slack
+            // held (due before the end) go.
+            return self.slack.end(now_ns).then_some(started);
         }
         self.drain_orphans(conns, out);
         let gen = shared.rate_gen.load(Relaxed);
@@ -69,6 +70,10 @@ impl Traffic {
         conns: &mut Conns,
         out: &mut Outbox,
     ) -> Option<u64> {
+        let pacing = &self.pacing;
+        if !self.slack.lets_go(now_ns, || pacing.next_due(started)) {
+            return None;
+        }
         loop {
             let due = self.pacing.pop(now_ns, started)?;
             match due {
@@ -356,10 +361,25 @@ impl Traffic {
             }
             return None;
         }
+        if self.slack.gathers() {
+            let usable = |k| {
+                conns
+                    .slab
+                    .get(k)
+                    .is_some_and(|c| c.active_pos != NOT_ACTIVE)
+            };
+            if let Some(key) = self.slack.batch_connection(usable) {
+                return Some(key);
+            }
+        }
         let pick = self
             .pacing
             .pick(self.active.len(), &mut self.rng, &mut self.rr);
-        Some(self.active[pick])
+        let key = self.active[pick];
+        if self.slack.gathers() {
+            self.slack.picked(key);
+        }
+        Some(key)
     }
 
     /// A query that waited for a connection and the open one it goes to
@@ -554,6 +574,7 @@ mod tests {
             close_on_timeout: false,
             seed: 1,
             drain_s: 0.0,
+            slack_s: 0.0,
             ok_rcodes: Vec::new(),
             ok_status: Vec::new(),
         };

@@ -317,7 +317,9 @@ impl Worker {
                     continue;
                 }
                 if ev.token() == TIMER {
-                    self.timer.clear();
+                    // (Not read: arming it again resets its expiry count,
+                    // and each expiry is a new edge for epoll; a read per
+                    // wake-up is a syscall per paced query.)
                     self.armed = None;
                     continue;
                 }

@@ -166,6 +166,10 @@ pub struct Traffic {
     /// most `timeout_s`; 0 stops at once).
     #[serde(default)]
     pub drain_s: f64,
+    /// --slack: queries due within this many seconds of the first go out
+    /// together (0: each at its own due time).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slack_s: f64,
     /// Answers that count as successes beyond the protocol's own:
     /// --ok-rcodes (DNS), --ok-status (HTTP).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -514,6 +518,10 @@ impl Scenario {
     pub fn ramp_time(&self) -> Duration {
         self.ramp.due(self.connections.saturating_sub(1))
     }
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 #[cfg(test)]
