@@ -10,67 +10,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{client, program, server};
 use serde_json::Value;
 use wire::ws::{self, Opcode, Role};
-
-/// tests/peers/ws_server.py, bound: its port read from its first line.
-struct PyServer {
-    child: Child,
-    out: BufReader<ChildStdout>,
-    port: u16,
-}
-
-impl PyServer {
-    fn start(py: &PathBuf, args: &[&str]) -> PyServer {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/ws_server.py");
-        let mut child = Command::new(py)
-            .arg(script)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the python server");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        let port = line
-            .trim()
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("not a port line: {line:?}"))
-            .parse()
-            .unwrap();
-        PyServer { child, out, port }
-    }
-
-    /// Closes its stdin (it stops) and returns what it counted, by name.
-    fn counts(mut self) -> std::collections::HashMap<String, u64> {
-        drop(self.child.stdin.take());
-        let mut rest = String::new();
-        self.out.read_to_string(&mut rest).unwrap();
-        self.child.wait().unwrap();
-        rest.lines()
-            .filter_map(|l| l.split_once(' '))
-            .map(|(k, v)| (k.to_string(), v.trim().parse().unwrap()))
-            .collect()
-    }
-}
-
-impl Drop for PyServer {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 /// websocketd serving `program` on a free port of 127.0.0.1 (it cannot
 /// bind port 0: a port is found free by binding it and letting it go,
@@ -188,7 +137,7 @@ fn echo_against_python_websockets_counts_what_it_counted() {
     let Some(py) = common::python_websockets() else {
         return;
     };
-    let srv = PyServer::start(&py, &["echo"]);
+    let srv = common::PyServer::start(&py, &["echo"]);
     let target = format!("127.0.0.1:{}", srv.port);
     let args = [
         target.as_str(),
@@ -425,7 +374,7 @@ fn push_over_websocket_from_python_websockets_counts_what_it_sent() {
     let Some(py) = common::python_websockets() else {
         return;
     };
-    let srv = PyServer::start(&py, &["push", "0.02"]);
+    let srv = common::PyServer::start(&py, &["push", "0.02"]);
     let target = format!("127.0.0.1:{}", srv.port);
     let args = [
         target.as_str(),

@@ -7,61 +7,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, ChildStdout, Command, Stdio};
+
 use std::time::Duration;
 
 use wire::ws::{self, Key, Opcode, Reassembler, Response, Role};
-
-/// tests/peers/ws_server.py, bound: its port read from its first line.
-struct PyServer {
-    child: Child,
-    out: BufReader<ChildStdout>,
-    port: u16,
-}
-
-impl PyServer {
-    fn start(py: &PathBuf, args: &[&str]) -> PyServer {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/ws_server.py");
-        let mut child = Command::new(py)
-            .arg(script)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the python server");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        let port = line
-            .trim()
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("not a port line: {line:?}"))
-            .parse()
-            .unwrap();
-        PyServer { child, out, port }
-    }
-
-    /// Closes its stdin (it stops) and returns what it counted.
-    fn counts(mut self) -> String {
-        drop(self.child.stdin.take());
-        let mut rest = String::new();
-        self.out.read_to_string(&mut rest).unwrap();
-        self.child.wait().unwrap();
-        rest
-    }
-}
-
-impl Drop for PyServer {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 /// A client connection: the socket and the bytes read but not used yet.
 struct Client {
@@ -160,7 +111,7 @@ fn the_client_half_talks_to_python_websockets() {
     let Some(py) = common::python_websockets() else {
         return;
     };
-    let srv = PyServer::start(&py, &["echo"]);
+    let srv = common::PyServer::start(&py, &["echo"]);
     let key = Key::new(*b"throng-ws-test-1");
     let (mut c, r, _) = Client::handshake(srv.port, &key, "13");
     assert!(
@@ -194,7 +145,7 @@ fn the_client_half_talks_to_python_websockets() {
     );
     // The server waits for the client to close the TCP connection.
     drop(c);
-    let counts = srv.counts();
+    let counts = srv.counts_text();
     assert!(counts.contains("messages 3"), "{counts}");
     assert!(counts.contains("connections 1"), "{counts}");
 }
@@ -204,7 +155,7 @@ fn a_refused_upgrade_is_named_by_status_and_first_line() {
     let Some(py) = common::python_websockets() else {
         return;
     };
-    let srv = PyServer::start(&py, &["echo"]);
+    let srv = common::PyServer::start(&py, &["echo"]);
     let key = Key::new([42; 16]);
     let (c, r, line) = Client::handshake(srv.port, &key, "8");
     drop(c);
@@ -224,7 +175,7 @@ fn pushed_messages_carry_their_number_first() {
     let Some(py) = common::python_websockets() else {
         return;
     };
-    let srv = PyServer::start(&py, &["push", "0.01"]);
+    let srv = common::PyServer::start(&py, &["push", "0.01"]);
     let key = Key::new([9; 16]);
     let (mut c, r, _) = Client::handshake(srv.port, &key, "13");
     assert!(matches!(r, Response::Upgraded { .. }), "{r:?}");
@@ -243,6 +194,6 @@ fn pushed_messages_carry_their_number_first() {
     let (op, _) = c.message(&mut r);
     assert_eq!(op, Opcode::Close);
     drop(c);
-    let counts = srv.counts();
+    let counts = srv.counts_text();
     assert!(counts.contains("connections 1"), "{counts}");
 }

@@ -400,3 +400,62 @@ impl Parts for RunResult {
         self.connections.failed.values().sum()
     }
 }
+
+/// tests/peers/ws_server.py (a WebSocket echo or push server on Python's
+/// `websockets`), bound: its port read from its first line.
+pub struct PyServer {
+    child: Child,
+    out: BufReader<ChildStdout>,
+    pub port: u16,
+}
+
+impl PyServer {
+    pub fn start(py: &std::path::Path, args: &[&str]) -> PyServer {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/ws_server.py");
+        let mut child = Command::new(py)
+            .arg(script)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the python server");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let port = line
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("not a port line: {line:?}"))
+            .parse()
+            .unwrap();
+        PyServer { child, out, port }
+    }
+
+    /// Closes its stdin (it stops) and returns what it counted, as it
+    /// wrote it.
+    pub fn counts_text(mut self) -> String {
+        drop(self.child.stdin.take());
+        let mut rest = String::new();
+        self.out.read_to_string(&mut rest).unwrap();
+        self.child.wait().unwrap();
+        rest
+    }
+
+    /// What it counted, by name.
+    pub fn counts(self) -> std::collections::HashMap<String, u64> {
+        self.counts_text()
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(k, v)| (k.to_string(), v.trim().parse().unwrap()))
+            .collect()
+    }
+}
+
+impl Drop for PyServer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
