@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 pub(crate) mod counters;
 pub mod exported;
 mod histograms;
+mod ws_close;
 
 use counters::counter_block;
 
@@ -18,6 +19,7 @@ pub use histograms::{
     de_histogram_text, decode_histogram, encode_histogram, encode_histogram_plain, new_histogram,
     Histograms, Latency, Percentiles,
 };
+pub use ws_close::{ws_close_map, ws_close_slot, ws_close_slots, WS_CLOSE_SLOTS};
 
 /// Sums two optional figures: the one there when only one is.
 pub fn add_opt<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
@@ -466,42 +468,6 @@ impl ConnTotals {
     pub fn failed_total(&self) -> u64 {
         self.failed.iter().sum()
     }
-}
-
-/// Slots of WebSocket close codes counted: 1000..=1015 each (1005: a
-/// close without a code), then 3000-3999 and 4000-4999 (the libraries'
-/// and the applications' ranges) each as one.
-pub const WS_CLOSE_SLOTS: usize = 18;
-
-/// The slot close `code` is counted in (None: no status, counted as 1005).
-pub fn ws_close_slot(code: Option<u16>) -> usize {
-    match code.unwrap_or(1005) {
-        c @ 1000..=1015 => usize::from(c - 1000),
-        3000..=3999 => 16,
-        _ => 17,
-    }
-}
-
-/// The key a close-code slot is written under in the result.
-fn ws_close_key(slot: usize) -> String {
-    match slot {
-        16 => "3xxx".into(),
-        17 => "4xxx".into(),
-        s => (1000 + s).to_string(),
-    }
-}
-
-/// Close codes counted, by their key (`connections.ws_close_codes`).
-pub fn ws_close_map(slots: &[u64; WS_CLOSE_SLOTS]) -> BTreeMap<String, u64> {
-    (0..WS_CLOSE_SLOTS)
-        .filter(|&s| slots[s] > 0)
-        .map(|s| (ws_close_key(s), slots[s]))
-        .collect()
-}
-
-/// The slots back from their keys (a result read for a merge).
-pub fn ws_close_slots(map: &BTreeMap<String, u64>) -> [u64; WS_CLOSE_SLOTS] {
-    std::array::from_fn(|s| map.get(&ws_close_key(s)).copied().unwrap_or(0))
 }
 
 /// Why a query ended in error (`queries.errors.<cause>`).
