@@ -151,3 +151,50 @@ fn a_frozen_process_is_killed_and_named_missing() {
     let (status, _) = srv.stop();
     assert!(status.success());
 }
+
+/// One worker asked for far more than it can send: each loop turn sends
+/// for a bounded time, then reads and times out, so the run stops on time
+/// with every worker's figures (no overrun). What it never sent is counted
+/// (`behind_schedule`, in the books), the check of answers against due
+/// fails, and the words name the client, never the server. Regression:
+/// each turn sent all that came due during the last, the turns grew
+/// without bound, the queries in flight reached millions, timing them out
+/// walked the table each time, and the worker missed the deadline.
+#[test]
+fn a_client_asked_past_what_it_can_send_stops_on_time() {
+    let srv = server(&["--mode", "echo"]);
+    let a = srv.addr.to_string();
+    let (code, out, v, _) = common::client(
+        "deadline-behind",
+        &[
+            &a,
+            "--proto",
+            "echo",
+            "-c",
+            "500",
+            "-r",
+            "50M",
+            "--workers",
+            "1",
+            "--processes",
+            "1",
+            "-T",
+            "3s",
+            "--timeout",
+            "500ms",
+        ],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        v["overrun"].as_array().is_none_or(|o| o.is_empty()),
+        "{out}"
+    );
+    let q = &v["queries"];
+    let behind = q["errors"]["behind_schedule"].as_u64().unwrap();
+    assert!(behind > q["sent"].as_u64().unwrap(), "{out}");
+    assert!(out.contains("the client could not keep up"), "{out}");
+    assert!(out.contains("never sent (behind_schedule)"), "{out}");
+    assert!(!out.contains("the server answered"), "{out}");
+    assert!(out.contains("FAIL  queries.ok"), "{out}");
+}

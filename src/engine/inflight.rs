@@ -66,16 +66,6 @@ impl Table {
     }
 
     #[inline]
-    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Outstanding> {
-        let (a, b) = match self {
-            Table::Empty => (&mut [][..], &mut [][..]),
-            Table::One(o) => (std::slice::from_mut(o), &mut [][..]),
-            Table::Many(q) => q.as_mut_slices(),
-        };
-        a.iter_mut().chain(b)
-    }
-
-    #[inline]
     fn push_back(&mut self, o: Outstanding) {
         match self {
             Table::Empty => *self = Table::One(o),
@@ -110,6 +100,13 @@ pub struct Flight {
     /// a query is in flight, at or before the oldest one's deadline. (A
     /// plain u32: an Option would add 8 bytes to every connection.)
     pub deadline: u32,
+    /// How many timed-out queries lead the table. Timeouts take the oldest
+    /// live query and new ones join at the back, so the timed-out ones are
+    /// always its first entries: a timeout, the oldest live query and an
+    /// in-order answer are found at this index, not by a walk past them
+    /// (a connection a server stalled on holds thousands; a walk per
+    /// timeout made their timing out quadratic).
+    stale: u32,
     outstanding: Table,
     /// Intended times of due queries not sent yet (window full or socket
     /// busy): they keep their place and their intended time.
@@ -122,6 +119,7 @@ impl Default for Flight {
             queries: 0,
             done: 0,
             deadline: NO_DEADLINE,
+            stale: 0,
             outstanding: Table::Empty,
             waiting: VecDeque::new(),
         }
@@ -168,10 +166,19 @@ impl Flight {
                 Some(o)
             }
             Table::One(_) => None,
-            // Answers mostly come in order: the oldest leaves from the front.
+            // Answers mostly come in order: the oldest leaves from the
+            // front. Otherwise a key is looked for among the live ones
+            // first, from the oldest (past those timed out), then among
+            // those timed out: a timed-out query whose key came round
+            // again (DNS's 16 bits) is not the one answered.
             Table::Many(q) => match q.front().map(mine) {
                 Some(true) => q.pop_front(),
-                Some(false) => q.iter().position(mine).and_then(|i| q.remove(i)),
+                Some(false) => {
+                    let stale = self.stale as usize;
+                    let live = q.range(stale..).position(mine).map(|i| i + stale);
+                    live.or_else(|| q.range(..stale).position(mine))
+                        .and_then(|i| q.remove(i))
+                }
                 None => None,
             },
         };
@@ -179,6 +186,7 @@ impl Flight {
             return Answer::Unmatched;
         };
         if o.timed_out {
+            self.stale -= 1;
             return Answer::Late;
         }
         self.done += 1;
@@ -204,20 +212,30 @@ impl Flight {
     /// before `now_ns`; it stays in the table, so a late answer is known.
     pub fn time_out_oldest(&mut self, now_ns: u64, timeout_ns: u64) -> Option<Outstanding> {
         let o = self
-            .outstanding
-            .iter_mut()
-            .find(|o| !o.timed_out)
+            .oldest_live_mut()
             .filter(|o| o.sent + timeout_ns <= now_ns)?;
         o.timed_out = true;
+        let o = *o;
+        self.stale += 1;
         self.done += 1;
-        Some(*o)
+        Some(o)
+    }
+
+    /// The oldest live query: the first past those timed out.
+    #[inline]
+    fn oldest_live_mut(&mut self) -> Option<&mut Outstanding> {
+        match &mut self.outstanding {
+            Table::Empty => None,
+            Table::One(o) => (self.stale == 0).then_some(o),
+            Table::Many(q) => q.get_mut(self.stale as usize),
+        }
     }
 
     /// When the oldest live query was sent.
     pub fn oldest_sent(&self) -> Option<u64> {
         self.outstanding
             .iter()
-            .find(|o| !o.timed_out)
+            .nth(self.stale as usize)
             .map(|o| o.sent)
     }
 
@@ -226,7 +244,7 @@ impl Flight {
     pub fn live_intended(&self) -> impl Iterator<Item = u64> + '_ {
         self.outstanding
             .iter()
-            .filter(|o| !o.timed_out)
+            .skip(self.stale as usize)
             .map(|o| o.intended)
     }
 }
@@ -277,6 +295,44 @@ mod tests {
         assert_eq!(f.answer(Some(0)), Answer::Late);
         assert_eq!((f.live(), f.done), (1, 1));
         assert_eq!(f.answer(Some(1)), Answer::Matched(q(1, 50)));
+        assert_eq!(f.oldest_sent(), None);
+    }
+
+    /// Timed-out queries lead the table: thousands of them (a server that
+    /// stalled) cost each timeout and each in-order answer one look, a
+    /// late answer leaves wherever it is, and a key that came round again
+    /// is the live query's.
+    #[test]
+    fn timed_out_queries_are_a_prefix_counted_not_walked() {
+        let mut f = Flight::default();
+        let n = 10_000;
+        for k in 0..n {
+            f.sent(q(k, k));
+        }
+        for k in 0..n - 2 {
+            let o = f.time_out_oldest(k + 100, 100).expect("overdue");
+            assert_eq!(o.key, k);
+        }
+        assert_eq!(f.stale, (n - 2) as u32);
+        assert_eq!(f.oldest_sent(), Some(n - 2));
+        assert_eq!(f.live_intended().collect::<Vec<_>>(), [n - 2, n - 1]);
+        // A late answer from the middle of those timed out.
+        assert_eq!(f.answer(Some(500)), Answer::Late);
+        assert_eq!(f.stale, (n - 3) as u32);
+        // The live ones, by key and in order.
+        assert_eq!(f.answer(Some(n - 1)), Answer::Matched(q(n - 1, n - 1)));
+        assert_eq!(f.answer(Some(n - 2)), Answer::Matched(q(n - 2, n - 2)));
+        assert_eq!(f.live(), 0);
+        // Key 7 again, live, while the old 7 is still timed out in the
+        // table: the answer is the live one's.
+        f.sent(q(7, 20_000));
+        assert_eq!(f.answer(Some(7)), Answer::Matched(q(7, 20_000)));
+        assert_eq!(f.answer(Some(7)), Answer::Late);
+        assert_eq!(f.stale, (n - 4) as u32);
+        // In-order protocols: the oldest entry, timed out, absorbs the
+        // next answer.
+        assert_eq!(f.answer(None), Answer::Late);
+        assert_eq!(f.stale, (n - 5) as u32);
         assert_eq!(f.oldest_sent(), None);
     }
 

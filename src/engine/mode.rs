@@ -17,7 +17,7 @@ use super::pacing::{Pacing, Slack};
 use super::proto::Codec;
 use super::push::PushRx;
 use super::recorder::{Recorder, RttLog};
-use crate::metrics::{QueryCounters, E_CONNECT, E_NOT_SENT};
+use crate::metrics::{bump, QueryCounters, E_BEHIND, E_CONNECT, E_NOT_SENT};
 use crate::scenario::{Model, Query};
 
 // One per worker, reached on every query: not boxed (a box would be one
@@ -271,12 +271,40 @@ impl Traffic {
         true
     }
 
-    /// Follows a --control rate of generation `gen` (`rate`: f64 bits).
-    pub fn follow_rate(&mut self, gen: u64, rate: u64) {
+    /// Follows a --control rate of generation `gen` (`rate`: f64 bits)
+    /// from `now_ns` on (traffic `started`), after the turn sent what was
+    /// due: what a worker behind its schedule did not send of the old rate
+    /// is due and never sent (`behind_schedule`).
+    pub fn follow_rate(&mut self, gen: u64, rate: u64, now_ns: u64, started: u64) {
         if self.rate_gen != gen {
             self.rate_gen = gen;
-            self.pacing.set_rate(f64::from_bits(rate));
+            let behind = self.pacing.set_rate(f64::from_bits(rate), now_ns, started);
+            self.behind(behind);
         }
+    }
+
+    /// The traffic ends at `now_ns`: what a worker behind its schedule had
+    /// not sent of what was due by then is due and never sent
+    /// (`behind_schedule`); `live`: whether connection (key, seq) is there.
+    pub fn end_schedule(&mut self, now_ns: u64, live: impl Fn(usize, u64) -> bool) {
+        if let Some(started) = self.started {
+            let behind = self.pacing.end(now_ns, started, live);
+            self.behind(behind);
+        }
+    }
+
+    /// `n` queries came due that the worker, behind its schedule, never
+    /// sent (those --queries still had tickets for).
+    fn behind(&mut self, n: u64) {
+        let n = self.quota.map_or(n, |left| n.min(left));
+        if n == 0 {
+            return;
+        }
+        if let Some(left) = self.quota.as_mut() {
+            *left -= n;
+        }
+        bump(&self.q.due, n);
+        self.rec.errors(E_BEHIND, n);
     }
 
     /// Keeps a due query of `intended` in `waiting` (behind a full window,

@@ -8,7 +8,7 @@ use rand_distr::{Distribution, Exp1};
 use rand_pcg::Pcg64Mcg;
 
 use crate::domain::Arrivals;
-use crate::scenario::{level_at, Phase};
+use crate::scenario::{area, level_at, Phase};
 
 /// Gap used to step over a phase whose rate is zero.
 const IDLE_STEP: f64 = 0.001;
@@ -70,7 +70,11 @@ impl Pacer {
         (!idle).then_some(t)
     }
 
-    /// Changes the rate from now on (`rate R` on --control).
+    /// Changes the rate from now on (`rate R` on --control): arrivals not
+    /// taken yet follow the new rate (see [`Pacing::set_rate`], which
+    /// takes those due before the change first).
+    ///
+    /// [`Pacing::set_rate`]: super::pacing::Pacing::set_rate
     pub fn set_rate(&mut self, total_rate: f64) {
         // Past its last phase a schedule stays at that phase's end level.
         self.phases = vec![Phase {
@@ -78,6 +82,20 @@ impl Pacer {
             from: total_rate,
             to: total_rate,
         }];
+    }
+
+    /// Steps over the arrivals due by `t` (seconds since the traffic
+    /// start) without taking them one by one: how many there were (for
+    /// Poisson arrivals, as many as the rate asks for then). A worker far
+    /// behind a high rate has millions.
+    pub fn skip_until(&mut self, t: f64) -> u64 {
+        if self.next > t {
+            return 0;
+        }
+        let asked = area(&self.phases, self.next, t) * self.share;
+        let first = u64::from(self.rate(self.next) > 0.0);
+        self.next = t + self.gap(t);
+        asked as u64 + first
     }
 }
 

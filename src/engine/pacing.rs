@@ -72,8 +72,59 @@ impl Pacing {
         matches!(self, Pacing::Closed { .. })
     }
 
-    /// Open loop: the rate of every worker together is now `rate`.
-    pub fn set_rate(&mut self, rate: f64) {
+    /// Open loop: the rate of every worker together is `rate` from `now`
+    /// on (traffic `started`); the arrivals due before it and not taken
+    /// (a worker behind its schedule) are dropped: how many, returned.
+    pub fn set_rate(&mut self, rate: f64, now: u64, started: u64) -> u64 {
+        match self {
+            Pacing::Open { .. } => {
+                let behind = self.skip(now, started);
+                self.set_open_rate(rate);
+                behind
+            }
+            _ => 0,
+        }
+    }
+
+    /// The traffic ends at `now` (started at `started`): the queries due by
+    /// then and not taken (a worker behind its schedule) are dropped: how
+    /// many, returned. `live`: whether an interval's connection (key, seq)
+    /// is still there (a gone one's ticks were never due).
+    pub fn end(&mut self, now: u64, started: u64, live: impl Fn(usize, u64) -> bool) -> u64 {
+        match self {
+            Pacing::Open { .. } => self.skip(now, started),
+            Pacing::Interval { every, q } => {
+                let every = (*every).max(1);
+                let mut n = 0;
+                q.retain(|&(key, seq, at)| {
+                    if at > now {
+                        return true;
+                    }
+                    if live(key, seq) {
+                        n += (now - at) / every + 1;
+                    }
+                    false
+                });
+                n
+            }
+            // A closed loop's next query waits for an answer or a think
+            // time, never for the schedule.
+            Pacing::Closed { .. } => 0,
+        }
+    }
+
+    /// Open loop: takes the arrivals due by `now` without sending them:
+    /// how many.
+    fn skip(&mut self, now: u64, started: u64) -> u64 {
+        match self {
+            Pacing::Open { pacer, .. } => {
+                pacer.skip_until(now.saturating_sub(started) as f64 / 1e9)
+            }
+            _ => 0,
+        }
+    }
+
+    fn set_open_rate(&mut self, rate: f64) {
         if let Pacing::Open { pacer, .. } = self {
             pacer.set_rate(rate);
         }
@@ -361,6 +412,39 @@ mod tests {
             seen[p.pick(4, &mut rng, &mut 0)] += 1;
         }
         assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
+    }
+
+    /// A worker behind its schedule: what it did not take of the old rate
+    /// is counted when the rate changes, and the new rate runs from the
+    /// change on; what is left at the traffic's end is counted too.
+    #[test]
+    fn what_a_worker_behind_did_not_take_is_counted() {
+        let mut p = open(1000.0, Spread::RoundRobin);
+        let s = 0;
+        // 1 s of 1000/s due, 100 taken.
+        for _ in 0..100 {
+            p.pop(1_000_000_000, s).expect("due");
+        }
+        let behind = p.set_rate(10.0, 1_000_000_000, s);
+        assert!((899..=901).contains(&behind), "{behind}");
+        assert!(p.pop(1_000_000_000, s).is_none(), "the backlog is gone");
+        // 10/s from 1 s on: 10 due in the next second; 4 taken.
+        for _ in 0..4 {
+            p.pop(2_000_000_000, s).expect("due");
+        }
+        let left = p.end(2_000_000_000, s, |_, _| true);
+        assert!((5..=7).contains(&left), "{left}");
+        assert!(p.pop(2_000_000_000, s).is_none());
+        // Interval: each connection's ticks due by the end; a gone one's
+        // are none.
+        let mut p = Pacing::new(&Model::Interval { every_s: 1.0 }, 1, 0, 1);
+        p.begin(0, &[(1, 1), (2, 2)], 1, None);
+        let n = p.end(2_500_000_000, 0, |key, _| key == 1);
+        assert_eq!(n, 3, "ticks at 0, 1 and 2 s");
+        // A keeping-up rate change drops nothing.
+        let mut p = open(1000.0, Spread::RoundRobin);
+        drain(&mut p, 500_000_000, 0);
+        assert_eq!(p.set_rate(2000.0, 500_000_000, 0), 0);
     }
 
     #[test]

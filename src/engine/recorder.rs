@@ -271,8 +271,13 @@ impl Recorder {
     /// run's counts and this second's.
     #[inline]
     pub fn error(&mut self, e: usize) {
-        bump(&self.q.errors[e], 1);
-        self.sec_report.errors += 1;
+        self.errors(e, 1);
+    }
+
+    /// `n` queries ended in error `e`.
+    pub fn errors(&mut self, e: usize, n: u64) {
+        bump(&self.q.errors[e], n);
+        self.sec_report.errors += n;
     }
 
     /// Query `o` of connection `conn` was answered at `now` with `status`.

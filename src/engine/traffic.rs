@@ -24,7 +24,7 @@ use crate::metrics::{bump, Shared, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKE
 impl Traffic {
     /// A loop turn's start at `now_ns`: the traffic starts when the main
     /// thread says so, a second's report goes, queries that waited for a
-    /// connection go to the open ones, a --control rate is followed. The
+    /// connection go to the open ones. The
     /// instant the traffic started, unless it has not or is over
     /// (draining: answers only); then [`Traffic::due`] sends what is due.
     pub(super) fn turn(
@@ -55,26 +55,35 @@ impl Traffic {
             return self.slack.end(now_ns).then_some(started);
         }
         self.drain_orphans(conns, out);
-        let gen = shared.rate_gen.load(Relaxed);
-        self.follow_rate(gen, shared.rate_override.load(Relaxed));
         Some(started)
     }
 
-    /// Sends every query that is due by `now_ns` (traffic `started`), up
+    /// A loop turn's end, after [`Traffic::due`] sent what it could: a
+    /// --control rate is followed from `now_ns` on.
+    pub(super) fn turn_end(&mut self, now_ns: u64, started: u64, shared: &Shared) {
+        let gen = shared.rate_gen.load(Relaxed);
+        self.follow_rate(gen, shared.rate_override.load(Relaxed), now_ns, started);
+    }
+
+    /// Sends the queries that are due by `now_ns` (traffic `started`), up
     /// to the first tcp-per-query one: Some(its intended time), for the
-    /// worker to open its connection (then it calls again).
+    /// worker to open its connection (then it calls again). At most
+    /// `budget` of them (it counts down; None when it is spent, the worker
+    /// then calls again or leaves the rest to the next turn).
     pub(super) fn due(
         &mut self,
         now_ns: u64,
         started: u64,
         conns: &mut Conns,
         out: &mut Outbox,
+        budget: &mut u32,
     ) -> Option<u64> {
         let pacing = &self.pacing;
         if !self.slack.lets_go(now_ns, || pacing.next_due(started)) {
             return None;
         }
         loop {
+            *budget = budget.checked_sub(1)?;
             let due = self.pacing.pop(now_ns, started)?;
             match due {
                 Due::Arrival(intended) => {

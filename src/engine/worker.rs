@@ -60,6 +60,16 @@ use crate::sys::timer::Timer;
 pub const WAKER: Token = Token(usize::MAX);
 const TIMER: Token = Token(usize::MAX - 1);
 
+/// How long a loop turn sends due queries before it reads answers and
+/// times out queries again (see [`Traffic::due`]). A worker that keeps up
+/// never comes near it: its turns stay short however high its rate,
+/// since each sends what came due during the last. One behind its
+/// schedule would otherwise make each turn longer than the last, its
+/// answers unread and the end of the traffic unseen until the turn ends.
+/// Checked once every [`DUE_CHUNK`] queries.
+const SENDING_PER_TURN: Duration = Duration::from_millis(50);
+const DUE_CHUNK: u32 = 1024;
+
 use super::net::TlsClient;
 
 /// What a worker gets at start.
@@ -230,9 +240,7 @@ impl Worker {
             if self.drain_until.is_none() && self.shared.drain.load(Relaxed) {
                 let drain = self.sc.traffic.as_ref().map_or(0.0, |t| t.drain_s);
                 self.drain_until = Some(now + Duration::from_secs_f64(drain));
-                if let Some(t) = self.mode.traffic_mut() {
-                    t.draining = true;
-                }
+                self.end_traffic(now);
             }
             if self.shared.ramp_stop.load(Relaxed) {
                 self.conns.dial.stop_ramp();
@@ -568,9 +576,31 @@ impl Worker {
         let Some(started) = t.turn(now_ns, &self.shared, conns, out) else {
             return;
         };
-        while let Some(intended) = t.due(now_ns, started, conns, out) {
-            self.open
-                .per_query(intended, conns, t, self.poll.registry());
+        // (The clock is read once a chunk: the cap is coarse, its cost
+        // nothing.)
+        loop {
+            let mut budget = DUE_CHUNK;
+            while let Some(intended) = t.due(now_ns, started, conns, out, &mut budget) {
+                self.open
+                    .per_query(intended, conns, t, self.poll.registry());
+            }
+            if budget > 0 || now.elapsed() >= SENDING_PER_TURN {
+                break;
+            }
+        }
+        t.turn_end(now_ns, started, &self.shared);
+    }
+
+    /// The traffic is over (seen at `now`): one last turn sends what was
+    /// due by then; what a worker behind its schedule still had not sent
+    /// is counted (`behind_schedule`); from now on answers only.
+    fn end_traffic(&mut self, now: Instant) {
+        self.traffic_due(now);
+        let now_ns = self.conns.ns(now);
+        let slab = &self.conns.slab;
+        if let Some(t) = self.mode.traffic_mut() {
+            t.end_schedule(now_ns, |key, seq| slab.get(key).is_some_and(|c| c.seq == seq));
+            t.draining = true;
         }
     }
 

@@ -473,7 +473,7 @@ impl ConnTotals {
 /// Why a query ended in error (`queries.errors.<cause>`).
 /// New causes go at the end, so that the others' indices (`E_*`) keep
 /// their meaning.
-pub const ERROR_CAUSES: [&str; 15] = [
+pub const ERROR_CAUSES: [&str; 16] = [
     "malformed",
     "unmatched",
     "mismatch",
@@ -489,6 +489,7 @@ pub const ERROR_CAUSES: [&str; 15] = [
     "ws_too_long",
     "ws_reserved_bits",
     "ws_fragments",
+    "behind_schedule",
 ];
 pub const E_MALFORMED: usize = 0;
 pub const E_UNMATCHED: usize = 1;
@@ -515,6 +516,11 @@ pub const E_WS_CLOSE_STATUS: usize = 11;
 pub const E_WS_TOO_LONG: usize = 12;
 pub const E_WS_RESERVED_BITS: usize = 13;
 pub const E_WS_FRAGMENTS: usize = 14;
+/// Open loop or --interval: due by the traffic's end or a --control rate
+/// change and never sent, the worker behind its schedule (each loop turn
+/// sends at most a few thousand: one behind sends the rest late, and
+/// what is left at the end is this).
+pub const E_BEHIND: usize = 15;
 
 /// What a due query waited for before it could be sent
 /// (`queries.waited.<cause>`): room in its connection's window, a socket
@@ -582,7 +588,10 @@ impl QueryTotals {
 
     /// Due queries never sent.
     pub fn unsent(&self) -> u64 {
-        self.errors[E_NOT_SENT] + self.errors[E_NO_CONNECTION] + self.errors[E_CONNECT]
+        self.errors[E_NOT_SENT]
+            + self.errors[E_NO_CONNECTION]
+            + self.errors[E_CONNECT]
+            + self.errors[E_BEHIND]
     }
 }
 

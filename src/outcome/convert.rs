@@ -402,7 +402,7 @@ fn query_totals(q: &Queries) -> QueryTotals {
         q.due
     } else {
         q.sent
-            + ["not_sent", "no_connection", "connect"]
+            + ["not_sent", "no_connection", "connect", "behind_schedule"]
                 .iter()
                 .map(|c| q.errors.get(*c).copied().unwrap_or(0))
                 .sum::<u64>()

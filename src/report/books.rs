@@ -6,7 +6,8 @@
 //! misbehaves at random.
 //!
 //! Queries: due (counted where queries come due) = sent + not_sent +
-//! no_connection + connect (the three causes of a due query never sent); sent = answered + timed_out +
+//! no_connection + connect + behind_schedule (the causes of a due query
+//! never sent); sent = answered + timed_out +
 //! conn_lost + in_flight_at_end (malformed and oversized end a connection,
 //! whose queries are then conn_lost; unmatched answers belong to no
 //! query); answered = ok + failed answers.
@@ -93,6 +94,7 @@ pub fn imbalances(v: &Value) -> Vec<String> {
                 ("not_sent", e("not_sent")),
                 ("no_connection", e("no_connection")),
                 ("connect", e("connect")),
+                ("behind_schedule", e("behind_schedule")),
             ],
         ));
         out.extend(unequal(

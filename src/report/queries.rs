@@ -209,9 +209,16 @@ fn shortfall_why(
         // carried the queries were gone.
         ": connections failed (see above), and the queries due on them were not sent".into()
     } else if h.loop_lag.value_at_quantile(0.99) > 1000 {
-        " and the client's own loop fell behind its schedule (see loop lag): the client \
-         could not keep up"
-            .into()
+        let behind = t.errors[crate::metrics::E_BEHIND];
+        let never = if behind > 0 {
+            format!(", and {behind} due were never sent (behind_schedule)")
+        } else {
+            String::new()
+        };
+        format!(
+            " and the client's own loop fell behind its schedule (see loop lag){never}: the \
+             client could not keep up"
+        )
     } else {
         ": queries waited for their connection (window full or socket busy)".into()
     }
@@ -236,7 +243,7 @@ fn answer_lines(
     )?;
     for (i, cause) in crate::metrics::ERROR_CAUSES.iter().enumerate() {
         if t.errors[i] > 0 {
-            writeln!(out, "      {cause:<15}{}", t.errors[i])?;
+            writeln!(out, "      {cause:<16}{}", t.errors[i])?;
         }
     }
     // Every answer judged: what failed, and what that says.

@@ -18,7 +18,7 @@ mod queries;
 mod schedule;
 
 pub use queries::{check_name, parse_query_file, MAX_QTYPES, RAND_LABEL_LEN};
-pub use schedule::{level_at, parse_phases, Phase};
+pub use schedule::{area, level_at, parse_phases, Phase};
 
 /// Default --connect-rate.
 pub const DEFAULT_CONNECT_RATE: f64 = 10_000.0;

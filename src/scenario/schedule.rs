@@ -62,9 +62,45 @@ pub fn level_at(phases: &[Phase], t: f64) -> f64 {
     phases.last().map_or(0.0, |p| p.to)
 }
 
+/// The level integrated from `a` to `b` seconds after the schedule's start
+/// (for a rate, the queries it asks for then): exact, the phases being
+/// linear.
+pub fn area(phases: &[Phase], a: f64, b: f64) -> f64 {
+    if b <= a {
+        return 0.0;
+    }
+    let mut sum = 0.0;
+    let mut start = 0.0;
+    for p in phases {
+        let (lo, hi) = (a.max(start), b.min(start + p.seconds));
+        if lo < hi {
+            sum += (level_at_in(p, start, lo) + level_at_in(p, start, hi)) / 2.0 * (hi - lo);
+        }
+        start += p.seconds;
+    }
+    let last = phases.last().map_or(0.0, |p| p.to);
+    sum + last * (b - a.max(start)).max(0.0)
+}
+
+/// Phase `p` (starting at `start`)'s level at `t` within it or at its end.
+fn level_at_in(p: &Phase, start: f64, t: f64) -> f64 {
+    p.from + (p.to - p.from) * ((t - start) / p.seconds).min(1.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_area_is_the_queries_asked_for() {
+        let p = parse_phases("10s@100,10s@100..300").unwrap();
+        assert_eq!(area(&p, 0.0, 10.0), 1000.0);
+        assert_eq!(area(&p, 10.0, 20.0), 2000.0);
+        assert_eq!(area(&p, 5.0, 15.0), 500.0 + 750.0);
+        // After the last phase, its end level.
+        assert_eq!(area(&p, 20.0, 22.0), 600.0);
+        assert_eq!(area(&p, 3.0, 3.0), 0.0);
+    }
 
     #[test]
     fn phases_parse_and_interpolate() {
