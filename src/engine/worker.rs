@@ -599,7 +599,9 @@ impl Worker {
         let now_ns = self.conns.ns(now);
         let slab = &self.conns.slab;
         if let Some(t) = self.mode.traffic_mut() {
-            t.end_schedule(now_ns, |key, seq| slab.get(key).is_some_and(|c| c.seq == seq));
+            t.end_schedule(now_ns, |key, seq| {
+                slab.get(key).is_some_and(|c| c.seq == seq)
+            });
             t.draining = true;
         }
     }
