@@ -209,22 +209,51 @@ fn read_head(s: &mut TcpStream) -> Vec<u8> {
 
 #[test]
 fn a_refused_upgrade_is_counted_by_its_status_and_first_line() {
+    // The first connection gets a 503, the second a line that is not
+    // HTTP, the rest a 403.
+    static SEEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let addr = common::peer(|mut s| {
         read_head(&mut s);
-        let _ = s.write_all(b"HTTP/1.1 403 Forbidden here\r\nContent-Length: 0\r\n\r\n");
+        let answer: &[u8] = match SEEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n",
+            1 => b"SSH-2.0-OpenSSH_9.2\r\n\r\n",
+            _ => b"HTTP/1.1 403 Forbidden here\r\nContent-Length: 0\r\n\r\n",
+        };
+        let _ = s.write_all(answer);
     });
     let target = addr.to_string();
-    let args = [target.as_str(), "--proto", "ws", "-c", "3", "-T", "1s"];
+    let args = [
+        target.as_str(),
+        "--proto",
+        "ws",
+        "-c",
+        "4",
+        "-T",
+        "1s",
+        "--connect-rate",
+        "100",
+    ];
     let (code, out, v, _) = client("ws-refused", &args, false);
     assert_ne!(code, 0, "{out}");
-    assert_eq!(n(&v, "/connections/probe_rejected"), 3, "{out}");
+    assert_eq!(n(&v, "/connections/probe_rejected"), 4, "{out}");
+    let by = &v["connections"]["ws_refused"];
+    assert_eq!(
+        by,
+        &serde_json::json!({"403": 2, "503": 1, "none": 1}),
+        "{out}"
+    );
     let reply = v["connections"]["probe_reply"].as_str().unwrap();
     assert!(
-        reply.contains("HTTP 403") && reply.contains("Forbidden here"),
+        reply.contains("HTTP 503") && reply.contains("Busy"),
         "{reply}"
     );
-    assert_eq!(n(&v, "/connections/failed/rejected"), 3, "{out}");
+    assert_eq!(n(&v, "/connections/failed/rejected"), 4, "{out}");
     assert!(out.contains("refused the WebSocket upgrade"), "{out}");
+    assert!(
+        out.contains("by HTTP status 403: 2, 503: 1, none: 1"),
+        "{out}"
+    );
+    SEEN.store(2, std::sync::atomic::Ordering::SeqCst);
     // The same for push over WebSocket (its books checked as it is read).
     let args = [
         target.as_str(),
@@ -241,6 +270,7 @@ fn a_refused_upgrade_is_counted_by_its_status_and_first_line() {
     assert_ne!(code, 0, "{out}");
     assert_eq!(n(&v, "/connections/probe_rejected"), 3, "{out}");
     assert_eq!(n(&v, "/connections/failed/rejected"), 3, "{out}");
+    assert_eq!(v["connections"]["ws_refused"]["403"], 3, "{out}");
 }
 
 /// A server's echo of the client's frames on `s` after the upgrade; the

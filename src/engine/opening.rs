@@ -19,7 +19,7 @@ use super::net::Net;
 use super::outbox::Outbox;
 use super::proto::ws::Upgrader;
 use super::proto::Codec;
-use crate::metrics::{bump, connect_bucket, Bucket};
+use crate::metrics::{bump, connect_bucket, ws_refused_slot, Bucket};
 use crate::scenario::Scenario;
 use crate::sys::timer::monotonic_ns;
 
@@ -289,11 +289,20 @@ impl Opening {
         self.carries(key, true, conns, mode, out);
     }
 
-    /// The server refused the upgrade (`what`: its status and first line,
-    /// or what is wrong with its answer), or left it unanswered: counted
-    /// as a refused probe (the connection was accepted, so verified), and
-    /// the connection ends a failure (`rejected`).
-    pub(super) fn ws_refused(&self, key: usize, what: String, conns: &mut Conns, mode: &mut Mode) {
+    /// The server refused the upgrade (`status`: its HTTP status, None
+    /// when it gave no HTTP answer; `what`: its status and first line, or
+    /// what is wrong with its answer), or left it unanswered: counted by
+    /// status and as a refused probe (the connection was accepted, so
+    /// verified), and the connection ends a failure (`rejected`).
+    pub(super) fn ws_refused(
+        &self,
+        key: usize,
+        status: Option<u16>,
+        what: String,
+        conns: &mut Conns,
+        mode: &mut Mode,
+    ) {
+        bump(&conns.counters.ws_refused[ws_refused_slot(status)], 1);
         if !mode.is_push() {
             // (A push connection counts its verification by its messages:
             // with none, idle.)

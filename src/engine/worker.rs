@@ -536,7 +536,7 @@ impl Worker {
             if state == State::Upgrading {
                 let secs = self.sc.connect_timeout_s;
                 let what = format!("no answer to the WebSocket upgrade within {secs}s");
-                self.open.ws_refused(key, what, conns, mode);
+                self.open.ws_refused(key, None, what, conns, mode);
             } else if state == State::Handshaking {
                 let secs = self.sc.connect_timeout_s;
                 conns

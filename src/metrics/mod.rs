@@ -19,7 +19,10 @@ pub use histograms::{
     de_histogram_text, decode_histogram, encode_histogram, encode_histogram_plain, new_histogram,
     Histograms, Latency, Percentiles,
 };
-pub use ws_close::{ws_close_map, ws_close_slot, ws_close_slots, WS_CLOSE_SLOTS};
+pub use ws_close::{
+    ws_close_map, ws_close_slot, ws_close_slots, ws_refused_map, ws_refused_slot, ws_refused_slots,
+    WS_CLOSE_SLOTS, WS_REFUSED_SLOTS,
+};
 
 /// Sums two optional figures: the one there when only one is.
 pub fn add_opt<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
@@ -264,6 +267,9 @@ counter_block! {
         ws_close: [WS_CLOSE_SLOTS],
         /// WebSocket pings from the server, each answered with a pong.
         ws_pings: count,
+        /// WebSocket upgrades refused, by the server's HTTP status
+        /// ([`ws_refused_slot`]; also in `probe_rejected`).
+        ws_refused: [WS_REFUSED_SLOTS],
     }
     live {
         /// Initial attempts not resolved yet (connecting).

@@ -38,3 +38,80 @@ pub fn ws_close_map(slots: &[u64; WS_CLOSE_SLOTS]) -> BTreeMap<String, u64> {
 pub fn ws_close_slots(map: &BTreeMap<String, u64>) -> [u64; WS_CLOSE_SLOTS] {
     std::array::from_fn(|s| map.get(&ws_close_key(s)).copied().unwrap_or(0))
 }
+
+/// Slots of refused WebSocket upgrades, by the HTTP status the server
+/// answered: the usual refusals each, the rest by class, `101` (switching
+/// protocols, but its headers were wrong) and `none` (no HTTP answer:
+/// none within the connect timeout, or not HTTP).
+const WS_REFUSED_KEYS: [&str; 18] = [
+    "none", "101", "400", "401", "403", "404", "405", "426", "429", "500", "502", "503", "504",
+    "1xx", "2xx", "3xx", "4xx", "5xx",
+];
+pub const WS_REFUSED_SLOTS: usize = WS_REFUSED_KEYS.len();
+
+/// The slot of an upgrade refused with `status` (None: no HTTP answer).
+pub fn ws_refused_slot(status: Option<u16>) -> usize {
+    let Some(s) = status else {
+        return 0;
+    };
+    let exact = s.to_string();
+    if let Some(i) = WS_REFUSED_KEYS.iter().position(|k| *k == exact) {
+        return i;
+    }
+    match s / 100 {
+        1 => 13,
+        2 => 14,
+        3 => 15,
+        4 => 16,
+        // (A status past 599 is refused by the parser; 5xx otherwise.)
+        _ => 17,
+    }
+}
+
+/// Refused upgrades counted, by their key (`connections.ws_refused`).
+pub fn ws_refused_map(slots: &[u64; WS_REFUSED_SLOTS]) -> BTreeMap<String, u64> {
+    (0..WS_REFUSED_SLOTS)
+        .filter(|&s| slots[s] > 0)
+        .map(|s| (WS_REFUSED_KEYS[s].to_string(), slots[s]))
+        .collect()
+}
+
+/// The slots back from their keys (a result read for a merge).
+pub fn ws_refused_slots(map: &BTreeMap<String, u64>) -> [u64; WS_REFUSED_SLOTS] {
+    std::array::from_fn(|s| map.get(WS_REFUSED_KEYS[s]).copied().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_upgrades_are_keyed_by_status() {
+        let mut slots = [0; WS_REFUSED_SLOTS];
+        for s in [
+            None,
+            Some(101),
+            Some(403),
+            Some(403),
+            Some(418),
+            Some(503),
+            Some(301),
+        ] {
+            slots[ws_refused_slot(s)] += 1;
+        }
+        let map = ws_refused_map(&slots);
+        let keys: Vec<(&str, u64)> = map.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+        assert_eq!(
+            keys,
+            [
+                ("101", 1),
+                ("3xx", 1),
+                ("403", 2),
+                ("4xx", 1),
+                ("503", 1),
+                ("none", 1)
+            ]
+        );
+        assert_eq!(ws_refused_slots(&map), slots);
+    }
+}

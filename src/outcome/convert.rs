@@ -107,6 +107,7 @@ fn connections(sc: &Scenario, ran: &Scenario, o: &Outcome) -> Connections {
             .is_some()
             .then(|| Percentiles::of(&o.hists.ws_handshake)),
         ws_close_codes: crate::metrics::ws_close_map(&t.ws_close),
+        ws_refused: crate::metrics::ws_refused_map(&t.ws_refused),
         ws_pings: t.ws_pings,
         ramp_stopped: o.ramp_stopped.clone(),
     }
@@ -366,6 +367,7 @@ fn conn_totals(c: &Connections) -> ConnTotals {
         probe_rejected: c.probe_rejected,
         probe_reply: c.probe_reply.clone(),
         ws_close: crate::metrics::ws_close_slots(&c.ws_close_codes),
+        ws_refused: crate::metrics::ws_refused_slots(&c.ws_refused),
         ws_pings: c.ws_pings,
         ..ConnTotals::default()
     };

@@ -212,6 +212,11 @@ pub struct Connections {
     /// WebSocket: pings from the server, each answered with a pong.
     #[serde(default)]
     pub ws_pings: u64,
+    /// WebSocket: upgrades refused, by the server's HTTP status ("403",
+    /// "4xx", "101": switching protocols with wrong headers, "none": no
+    /// HTTP answer); each is in `probe_rejected` too.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ws_refused: BTreeMap<String, u64>,
     /// --stop-on ended the ramp early: when and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp_stopped: Option<String>,

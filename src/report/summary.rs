@@ -104,12 +104,17 @@ fn connection_lines(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Resu
     };
     writeln!(out, "  established   {}{unverified}", t.established)?;
     if t.probe_rejected > 0 && sc.websocket.is_some() {
+        let by: Vec<String> = crate::metrics::ws_refused_map(&t.ws_refused)
+            .iter()
+            .map(|(c, n)| format!("{c}: {n}"))
+            .collect();
         writeln!(
             out,
-            "  upgrade       the server refused the WebSocket upgrade on {} connection(s): {} \
-             (check the target's path and what it asks for: --ws-path, --ws-header, \
-             --ws-subprotocol)",
+            "  upgrade       the server refused the WebSocket upgrade on {} connection(s), by \
+             HTTP status {}; the first: {} (check the target's path and what it asks for: \
+             --ws-path, --ws-header, --ws-subprotocol)",
             t.probe_rejected,
+            by.join(", "),
             t.probe_reply.as_deref().unwrap_or("?")
         )?;
     } else if t.probe_rejected > 0 {

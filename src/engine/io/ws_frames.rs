@@ -28,25 +28,34 @@ impl Io {
         let mut buf = std::mem::take(&mut conn.pending_in);
         buf.extend_from_slice(data);
         let ws = open.ws.as_ref().expect("upgrading: a WebSocket run");
-        let what = match ws.response(&buf, conn.seq) {
+        let (status, what) = match ws.response(&buf, conn.seq) {
             Ok(None) if buf.len() <= super::super::proto::INPUT_CAP => {
                 conn.pending_in = buf;
                 return true;
             }
-            Ok(None) => "an answer to the WebSocket upgrade over 1 MiB".to_string(),
+            Ok(None) => (
+                None,
+                "an answer to the WebSocket upgrade over 1 MiB".to_string(),
+            ),
             Ok(Some(wire::ws::Response::Upgraded { head_len, .. })) => {
                 open.upgraded(key, conns, mode, out);
                 let rest = &buf[head_len..];
                 return conns.slab.contains(key)
                     && (rest.is_empty() || self.on_frames(key, rest, conns, mode, out, open));
             }
-            Ok(Some(wire::ws::Response::Refused { status, line, .. })) => format!(
-                "HTTP {status} to the WebSocket upgrade: \"{}\"",
-                wire::escape::escape(&buf[line])
+            Ok(Some(wire::ws::Response::Refused { status, line, .. })) => (
+                Some(status),
+                format!(
+                    "HTTP {status} to the WebSocket upgrade: \"{}\"",
+                    wire::escape::escape(&buf[line])
+                ),
             ),
-            Err(e) => format!("not a WebSocket upgrade: {e}"),
+            // (An answer that is not HTTP has no status; a 101 whose
+            // headers are wrong has its own key.)
+            Err(e @ wire::ws::WsError::Http(_)) => (None, format!("not a WebSocket upgrade: {e}")),
+            Err(e) => (Some(101), format!("not a WebSocket upgrade: {e}")),
         };
-        open.ws_refused(key, what, conns, mode);
+        open.ws_refused(key, status, what, conns, mode);
         false
     }
 
