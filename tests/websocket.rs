@@ -104,6 +104,13 @@ fn echo_against_throngs_server_with_the_handshake_timed_and_closed_properly() {
         assert_eq!(n(&v, "/connections/ws_close_codes/1000"), 8, "{out}");
         assert_eq!(n(&v, "/connections/closed"), 8, "{out}");
     }
+    // Held without traffic: the close handshake is waited for too.
+    let args = [target.as_str(), "--proto", "ws", "-c", "8", "-T", "1s"];
+    let (code, out, v, _) = client("ws-own-held", &args, false);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(n(&v, "/connections/verified"), 8, "{out}");
+    assert_eq!(n(&v, "/connections/ws_close_codes/1000"), 8, "{out}");
+    assert_eq!(n(&v, "/connections/closed"), 8, "{out}");
 }
 
 #[test]

@@ -461,7 +461,9 @@ impl<'a> Conductor<'a> {
     fn drain(&mut self) -> Result<Instant> {
         let end = Instant::now();
         let drain = self.drain_s();
-        if self.traffic_start.is_some() && drain > 0.0 {
+        // (WebSocket without traffic: its close handshake.)
+        let started = self.traffic_start.is_some() || self.sc.traffic.is_none();
+        if started && drain > 0.0 {
             self.wait_in_flight(end, drain)?;
         }
         Ok(end)
@@ -472,10 +474,12 @@ impl<'a> Conductor<'a> {
     fn wait_in_flight(&mut self, end: Instant, drain: f64) -> Result<()> {
         self.crew.shared.drain.store(true, Relaxed);
         self.crew.wake()?;
-        self.live.note(&format!(
-            "traffic over: waiting up to {} for the queries in flight (--drain)",
-            crate::units::human_us((drain * 1e6) as u64)
-        ));
+        let wait = crate::units::human_us((drain * 1e6) as u64);
+        self.live.note(&if self.sc.traffic.is_some() {
+            format!("traffic over: waiting up to {wait} for the queries in flight (--drain)")
+        } else {
+            format!("closing: waiting up to {wait} for the servers' answers to the WebSocket close")
+        });
         // The workers end by themselves; this bound only guards against one
         // that does not.
         let limit = end + Duration::from_secs_f64(drain) + Duration::from_secs(2);
@@ -495,7 +499,7 @@ impl<'a> Conductor<'a> {
     }
 
     fn drain_s(&self) -> f64 {
-        self.sc.traffic.as_ref().map_or(0.0, |t| t.drain_s)
+        self.sc.drain_s()
     }
 
     /// Stops the workers, collects what they measured by the run's

@@ -238,7 +238,7 @@ impl Worker {
         loop {
             let now = Instant::now();
             if self.drain_until.is_none() && self.shared.drain.load(Relaxed) {
-                let drain = self.sc.traffic.as_ref().map_or(0.0, |t| t.drain_s);
+                let drain = self.sc.drain_s();
                 self.drain_until = Some(now + Duration::from_secs_f64(drain));
                 self.end_traffic(now);
             }
@@ -413,8 +413,8 @@ impl Worker {
 
     fn finish(mut self) -> io::Result<Finished> {
         if self.open.ws.is_some() {
-            // (Held to the end without traffic: the close goes out with
-            // the FIN.)
+            // (A run stopped without its drain, a second Ctrl-C: the close
+            // goes out with the FIN.)
             let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
             self.io.goodbye(conns, mode, out);
         }

@@ -395,7 +395,21 @@ impl StopOn {
     }
 }
 
+/// How long a WebSocket run without traffic (held, or push) waits at its
+/// end for the servers' answers to its close frames.
+pub const WS_CLOSE_WAIT_S: f64 = 1.0;
+
 impl Scenario {
+    /// How long the end of the run waits: for the queries in flight
+    /// (--drain), or, WebSocket without traffic, for the close handshake.
+    pub fn drain_s(&self) -> f64 {
+        match (&self.traffic, &self.websocket) {
+            (Some(t), _) => t.drain_s,
+            (None, Some(_)) => WS_CLOSE_WAIT_S,
+            (None, None) => 0.0,
+        }
+    }
+
     pub fn connect_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.connect_timeout_s)
     }
