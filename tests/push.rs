@@ -619,3 +619,48 @@ fn numbers_no_period_explains_and_stamps_from_the_future_are_not_believed() {
     assert_eq!(r.push().stamps_ahead, 2, "{out}");
     assert!(out.contains("delay       not measured"), "{out}");
 }
+
+/// A server that numbers its lines wrong: one twice, two swapped. The
+/// whole counts them, and so do the seconds (`per_second[].push_duplicates`,
+/// `push_out_of_order`), adding up to the whole.
+#[test]
+fn duplicates_and_disorder_are_counted_in_their_second() {
+    let addr = common::peer(|mut s| {
+        let _ = s.write_all(b"0\n1\n1\n3\n2\n4\n");
+        // Held until the client closes.
+        let mut sink = [0u8; 64];
+        while matches!(std::io::Read::read(&mut s, &mut sink), Ok(n) if n > 0) {}
+    });
+    let target = addr.to_string();
+    let (_, out, v, _) = client(
+        "push-disorder",
+        &[
+            &target,
+            "--proto",
+            "push",
+            "--push-format",
+            "line",
+            "-c",
+            "1",
+            "-T",
+            "2s",
+        ],
+        false,
+    );
+    let p = &v["push"];
+    assert_eq!(p["duplicates"], 1, "{out}");
+    assert!(p["out_of_order"].as_u64().unwrap() >= 1, "{out}");
+    for (k, whole) in [
+        ("push_duplicates", "duplicates"),
+        ("push_out_of_order", "out_of_order"),
+        ("push_received", "received"),
+    ] {
+        let per: u64 = v["per_second"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s[k].as_u64())
+            .sum();
+        assert_eq!(per, p[whole].as_u64().unwrap(), "{k}: {out}");
+    }
+}

@@ -364,6 +364,8 @@ impl<'a> Conductor<'a> {
             last.delay = delay;
             s.push_received = Some(p.received - last.push.received);
             s.push_lost = Some(p.lost.saturating_sub(last.push.lost));
+            s.push_duplicates = Some(p.duplicates.saturating_sub(last.push.duplicates));
+            s.push_out_of_order = Some(p.out_of_order.saturating_sub(last.push.out_of_order));
             s.push_jitter_p99_us = jitter.p99_since(&last.jitter);
             (last.push, last.jitter) = (p, jitter);
         }

@@ -74,6 +74,12 @@ pub struct Sample {
     pub push_received: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push_lost: Option<u64>,
+    /// --proto push: messages received twice, and received after a later
+    /// one of their connection, in this second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_duplicates: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_out_of_order: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push_jitter_p99_us: Option<u64>,
     /// The one-way delay's p99 in this second (as the jitter's).
@@ -138,6 +144,8 @@ impl Sample {
             s.connect_p99_us = s.connect_p99_us.max(o.connect_p99_us);
             s.push_received = add(s.push_received, o.push_received);
             s.push_lost = add(s.push_lost, o.push_lost);
+            s.push_duplicates = add(s.push_duplicates, o.push_duplicates);
+            s.push_out_of_order = add(s.push_out_of_order, o.push_out_of_order);
             s.push_jitter_p99_us = s.push_jitter_p99_us.max(o.push_jitter_p99_us);
             s.push_delay_p99_us = s.push_delay_p99_us.max(o.push_delay_p99_us);
         }

@@ -133,6 +133,21 @@ pub fn imbalances(v: &Value) -> Vec<String> {
             n("expected"),
             &[("received", n("received")), ("lost", n("lost"))],
         ));
+        if let Some(seconds) = v.get("per_second").and_then(Value::as_array) {
+            for (k, whole) in [
+                ("push_received", "received"),
+                ("push_duplicates", "duplicates"),
+                ("push_out_of_order", "out_of_order"),
+            ] {
+                let per: u64 = seconds.iter().filter_map(|s| num(s, k)).sum();
+                if per > n(whole) {
+                    out.push(format!(
+                        "the seconds' {k} add up to {per}, more than the whole's {}",
+                        n(whole)
+                    ));
+                }
+            }
+        }
     }
     out
 }

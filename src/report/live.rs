@@ -36,8 +36,16 @@ impl LiveView {
 impl Live for LiveView {
     fn second(&mut self, s: &Sample, target: u64) {
         let push = s.push_received.map(|got| {
+            // (Duplicates and out of order only when there are some.)
+            let odd = [
+                ("twice", s.push_duplicates),
+                ("out of order", s.push_out_of_order),
+            ]
+            .iter()
+            .filter_map(|(w, n)| n.filter(|&n| n > 0).map(|n| format!("  {w} {n}")))
+            .collect::<String>();
             format!(
-                "  push received {got}/s  lost {}  jitter p99 {}",
+                "  push received {got}/s  lost {}{odd}  jitter p99 {}",
                 s.push_lost.unwrap_or(0),
                 s.push_jitter_p99_us.map_or("-".into(), human_us)
             )
