@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Server push on this machine: `throng server --mode push` at 20 ms to 1k,
-# 2k, 5k, 10k and 50k TCP clients and 10k UDP clients (`throng client --proto push`,
+# 2k, 5k, 10k and 50k TCP clients, 10k UDP clients and 1k to 10k WebSocket
+# clients (`--push-over websocket` both sides) (`throng client --proto push`,
 # default flags otherwise), each for SECONDS (default 20), in a private
 # network namespace with the kernel's default sysctls; then the same TCP
 # loads (up to what one process's fds hold) against bench/baseline/push.c,
@@ -72,10 +73,12 @@ printf "%-8s %-9s %7s %9s %9s %9s %9s %8s %8s %8s %10s\n" server case arrived lo
 
 # One case: SERVER (throng|floor) TRANSPORT CLIENTS.
 run_case() {
-  local kind=$1 transport=$2 n=$3 srv t0 t1 ticks0 udp=()
+  local kind=$1 transport=$2 n=$3 srv t0 t1 ticks0 udp=() over=() ctransport=$2
   [ "$transport" = udp ] && udp=(--udp)
+  # ws: over WebSocket (TCP underneath).
+  [ "$transport" = ws ] && over=(--push-over websocket) && ctransport=tcp
   if [ "$kind" = throng ]; then
-    "$bin" server --mode push "${udp[@]}" --listen "127.0.0.1:$port" >"$work/server.out" 2>&1 &
+    "$bin" server --mode push "${udp[@]}" "${over[@]}" --listen "127.0.0.1:$port" >"$work/server.out" 2>&1 &
   else
     "$floor" "$port" "$(nproc)" 20 160 $((secs + 60)) >"$work/server.out" 2>&1 &
   fi
@@ -84,7 +87,7 @@ run_case() {
   wait_listening "$srv"
   ticks0=$(tree_ticks "$srv")
   t0=$SECONDS
-  "$bin" client "127.0.0.1:$port" --proto push --transport "$transport" -c "$n" -T "${secs}s" \
+  "$bin" client "127.0.0.1:$port" --proto push --transport "$ctransport" "${over[@]}" -c "$n" -T "${secs}s" \
     -q --json "$work/client.json" --check none >"$work/client.out" 2>&1 || true
   t1=$SECONDS
   local ticks=$(($(tree_ticks "$srv") - ticks0))
@@ -120,6 +123,7 @@ PY
 
 for n in 1000 2000 5000 10000 50000; do run_case throng tcp "$n"; done
 run_case throng udp 10000
+for n in 1000 2000 5000 10000; do run_case throng ws "$n"; done
 # The floor: one process (its fds hold 10k, not 50k).
 for n in 1000 2000 5000 10000; do run_case floor tcp "$n"; done
 

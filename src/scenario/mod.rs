@@ -395,9 +395,14 @@ impl StopOn {
     }
 }
 
-/// How long a WebSocket run without traffic (held, or push) waits at its
-/// end for the servers' answers to its close frames.
-pub const WS_CLOSE_WAIT_S: f64 = 1.0;
+/// How long a WebSocket run without traffic (held, or push) of
+/// `connections` (this process's) waits at its end, at most, for the
+/// servers' answers to its close frames: a second per 5,000, at least 1 s,
+/// at most 10 s (100,000 held over six processes on two cores took about
+/// 2 s; it ends as soon as every close is answered).
+pub fn ws_close_wait_s(connections: u64) -> f64 {
+    (connections as f64 / 5000.0).clamp(1.0, 10.0)
+}
 
 impl Scenario {
     /// How long the end of the run waits: for the queries in flight
@@ -405,7 +410,7 @@ impl Scenario {
     pub fn drain_s(&self) -> f64 {
         match (&self.traffic, &self.websocket) {
             (Some(t), _) => t.drain_s,
-            (None, Some(_)) => WS_CLOSE_WAIT_S,
+            (None, Some(_)) => ws_close_wait_s(self.connections),
             (None, None) => 0.0,
         }
     }
