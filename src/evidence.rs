@@ -183,6 +183,9 @@ pub struct During {
     pub cores: f64,
     /// Connections the server closed in it.
     pub peer_closed: u64,
+    /// When the client ran on some of the server's cores: its CPU over the
+    /// step, as a share of its cores, %.
+    pub client_sharing_pct: Option<f64>,
 }
 
 impl ServerSeen {
@@ -219,9 +222,23 @@ impl ServerSeen {
                 self.listen_overflows
             )
         } else if self.udp_socket_drops > 0 {
+            // Not busy on a core, yet behind its socket: it waited for one,
+            // the client's among them.
+            let waited = d
+                .client_sharing_pct
+                .filter(|_| pct < 90.0)
+                .map(|c| {
+                    format!(
+                        ", with {pct:.0}% of a core: it shares this host's {cores:.0} cores with \
+                         the client (which kept them {c:.0}% busy), so its reads waited for a \
+                         core, and alone on its cores it may take more (run the client on other \
+                         cores, taskset, or another host)"
+                    )
+                })
+                .unwrap_or_default();
             format!(
                 "the kernel dropped {} datagrams at {name}'s full receive buffer (its socket's \
-                 drops): {name} reads too slowly",
+                 drops): {name} reads too slowly{waited}",
                 self.udp_socket_drops
             )
         } else if d.peer_closed > 0 {
@@ -731,6 +748,35 @@ mod tests {
         let any = line.replace("0100007F:1F99", "00000000:1F99");
         assert!(listener_of(&any, 8089, &other).is_some());
         assert_eq!(listener_of(&line.replace(" 0A ", " 01 "), 8089, &hex), None);
+    }
+
+    /// Drops at a server's socket while it was far from busy: when the
+    /// client ran on its cores, the cause says its reads waited for one.
+    #[test]
+    fn drops_of_a_server_sharing_its_cores_say_so() {
+        let seen = ServerSeen {
+            name: "unbound".into(),
+            pid: 7,
+            cpu_s: 1.5,
+            threads: 1,
+            udp_socket_drops: 40,
+            ..ServerSeen::default()
+        };
+        let mut d = During {
+            wall_s: 3.0,
+            cores: 2.0,
+            peer_closed: 0,
+            client_sharing_pct: None,
+        };
+        let alone = seen.limit_cause(&d).unwrap();
+        assert!(alone.ends_with("unbound reads too slowly"), "{alone}");
+        d.client_sharing_pct = Some(48.0);
+        let shared = seen.limit_cause(&d).unwrap();
+        assert!(shared.contains("with 50% of a core"), "{shared}");
+        assert!(shared.contains("kept them 48% busy"), "{shared}");
+        // Busy on its core: its own limit, whoever shares.
+        let busy = ServerSeen { cpu_s: 2.9, ..seen };
+        assert!(busy.limit_cause(&d).unwrap().ends_with("reads too slowly"));
     }
 
     #[test]

@@ -18,6 +18,10 @@ pub(super) fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
         wall_s: num(v, "duration_s").unwrap_or(0.0),
         cores: num(v, "environment.cores").unwrap_or(1.0),
         peer_closed: num(v, "connections.peer_closed").unwrap_or(0.0) as u64,
+        client_sharing_pct: v
+            .get("client")
+            .filter(|c| c["shares_cores_with_server"].as_bool() == Some(true))
+            .and_then(|c| num(c, "cpu_pct")),
     };
     (seen.limit_cause(&during), vec![seen.figures(&during)])
 }
