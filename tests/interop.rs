@@ -977,3 +977,92 @@ fn nginx_503_answers_fail_the_run() {
     assert_eq!(code, 0, "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `throng limit --find rate` over UDP beside resperf (dnsperf's package)
+/// on the same unbound and query names, unbound on core 0 and each tool
+/// on core 1 (so that neither tool's maximum is unbound waiting for a core
+/// the tool holds). Short runs (resperf ramps 5 s, the search has 1 s
+/// steps to 10%): the two maxima within 30% (bench/limit-resperf.sh
+/// records the full runs, within 10%).
+#[test]
+fn limit_over_udp_is_near_resperfs_maximum_on_unbound() {
+    let (Some(resperf), Some(taskset)) = (
+        program("resperf", "dnsperf"),
+        program("taskset", "util-linux"),
+    ) else {
+        return;
+    };
+    let Some(u) = unbound("limit-resperf") else {
+        return;
+    };
+    let pin = Command::new(&taskset)
+        .args(["-a", "-p", "-c", "0", &u._daemon.0.id().to_string()])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(pin.success());
+    let data = u.dir.join("q.txt");
+    std::fs::write(&data, "www.example.test A\n").unwrap();
+    let names = u.dir.join("names");
+    std::fs::write(&names, "www.example.test\n").unwrap();
+    let (_, out, _) = output(Command::new(&taskset).args(["-c", "1"]).arg(&resperf).args([
+        "-s",
+        "127.0.0.1",
+        "-p",
+        &u.port.to_string(),
+        "-d",
+        data.to_str().unwrap(),
+        "-R",
+        "-C",
+        "20",
+        "-m",
+        "300000",
+        "-r",
+        "5",
+        "-c",
+        "0",
+        "-t",
+        "2",
+    ]));
+    let most: f64 = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Maximum throughput:"))
+        .and_then(|v| v.trim().trim_end_matches("qps").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no maximum from resperf: {out}"));
+    let json = u.dir.join("limit.json");
+    let (code, out, err) = output(Command::new(&taskset).args(["-c", "1", BIN, "limit"]).args([
+        &format!("127.0.0.1:{}", u.port),
+        "--find",
+        "rate",
+        "--transport",
+        "udp",
+        "--proto",
+        "dns",
+        "--qnames",
+        names.to_str().unwrap(),
+        "-c",
+        "20",
+        "-r",
+        "20k",
+        "--step-time",
+        "1s",
+        "--precision",
+        "10%",
+        "--timeout",
+        "500ms",
+        "--check",
+        "queries.ok>=99%",
+        "--check",
+        "queries.timed_out<=1%",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let out = format!("{out}\n{err}");
+    assert!(code == 0 || code == 1, "{out}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let lower = v["limit"]["lower"].as_f64().unwrap_or(0.0);
+    assert!(
+        (0.7..=1.3).contains(&(lower / most)),
+        "throng's limit {lower}/s against resperf's maximum {most} qps: {out}"
+    );
+}
