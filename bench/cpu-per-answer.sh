@@ -62,27 +62,10 @@ unbound_pid=
 trap '[ -n "$unbound_pid" ] && kill "$unbound_pid" 2>/dev/null; rm -rf "$work"' EXIT INT TERM
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$work/unbound.conf" <<CONF
-server:
-  verbosity: 1
-  interface: 127.0.0.1@$port
-  do-ip6: no
-  do-daemonize: no
-  use-syslog: no
-  logfile: ""
-  username: ""
-  chroot: ""
-  directory: "$work"
-  pidfile: ""
-  num-threads: 1
-  incoming-num-tcp: $(( conns + 256 ))
-  tcp-idle-timeout: 120000
-  access-control: 127.0.0.0/8 allow
-  local-zone: "example.test." static
-  local-data: "www.example.test. 60 IN A 192.0.2.80"
-remote-control:
-  control-enable: no
-CONF
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+unbound_conf "$port" "$work" "  incoming-num-tcp: $(( conns + 256 ))
+  tcp-idle-timeout: 120000" >"$work/unbound.conf"
 taskset -c 0 unbound -d -c "$work/unbound.conf" 2>"$work/unbound.log" &
 unbound_pid=$!
 until grep -q "start of service" "$work/unbound.log"; do

@@ -34,30 +34,13 @@ subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_para
                 "subjectAltName=IP:127.0.0.1,DNS:localhost", "-addext", "basicConstraints=critical,CA:FALSE",
                 "-keyout", f"{d}/key.pem", "-out", f"{d}/cert.pem"], check=True, capture_output=True)
 PY
-cat >"$work/unbound.conf" <<CONF
-server:
-  verbosity: 1
-  interface: 127.0.0.1@$port
-  interface: 127.0.0.1@$tls_port
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+unbound_conf "$port" "$work" "  interface: 127.0.0.1@$tls_port
   tls-port: $tls_port
-  tls-service-key: "$work/key.pem"
-  tls-service-pem: "$work/cert.pem"
-  do-ip6: no
-  do-daemonize: no
-  use-syslog: no
-  logfile: ""
-  username: ""
-  chroot: ""
-  directory: "$work"
-  pidfile: ""
-  num-threads: 1
-  incoming-num-tcp: 1024
-  access-control: 127.0.0.0/8 allow
-  local-zone: "example.test." static
-  local-data: "www.example.test. 60 IN A 192.0.2.80"
-remote-control:
-  control-enable: no
-CONF
+  tls-service-key: \"$work/key.pem\"
+  tls-service-pem: \"$work/cert.pem\"
+  incoming-num-tcp: 1024" >"$work/unbound.conf"
 taskset -c 0 unbound -d -c "$work/unbound.conf" 2>"$work/unbound.log" &
 unbound_pid=$!
 until grep -q "start of service" "$work/unbound.log"; do

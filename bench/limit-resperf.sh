@@ -34,25 +34,9 @@ unbound_pid=
 trap '[ -n "$unbound_pid" ] && kill "$unbound_pid" 2>/dev/null; rm -rf "$work"' EXIT INT TERM
 ip link set lo up
 port=5300
-cat >"$work/unbound.conf" <<CONF
-server:
-  verbosity: 1
-  interface: 127.0.0.1@$port
-  do-ip6: no
-  do-daemonize: no
-  use-syslog: no
-  logfile: ""
-  username: ""
-  chroot: ""
-  directory: "$work"
-  pidfile: ""
-  num-threads: 1
-  access-control: 127.0.0.0/8 allow
-  local-zone: "example.test." static
-  local-data: "www.example.test. 60 IN A 192.0.2.80"
-remote-control:
-  control-enable: no
-CONF
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
+unbound_conf "$port" "$work" >"$work/unbound.conf"
 unbound -d -c "$work/unbound.conf" 2>"$work/unbound.log" &
 unbound_pid=$!
 until grep -q "start of service" "$work/unbound.log"; do
