@@ -1005,58 +1005,67 @@ fn limit_over_udp_is_near_resperfs_maximum_on_unbound() {
     std::fs::write(&data, "www.example.test A\n").unwrap();
     let names = u.dir.join("names");
     std::fs::write(&names, "www.example.test\n").unwrap();
-    let (_, out, _) = output(Command::new(&taskset).args(["-c", "1"]).arg(&resperf).args([
-        "-s",
-        "127.0.0.1",
-        "-p",
-        &u.port.to_string(),
-        "-d",
-        data.to_str().unwrap(),
-        "-R",
-        "-C",
-        "20",
-        "-m",
-        "300000",
-        "-r",
-        "5",
-        "-c",
-        "0",
-        "-t",
-        "2",
-    ]));
+    let (_, out, _) = output(
+        Command::new(&taskset)
+            .args(["-c", "1"])
+            .arg(&resperf)
+            .args([
+                "-s",
+                "127.0.0.1",
+                "-p",
+                &u.port.to_string(),
+                "-d",
+                data.to_str().unwrap(),
+                "-R",
+                "-C",
+                "20",
+                "-m",
+                "300000",
+                "-r",
+                "5",
+                "-c",
+                "0",
+                "-t",
+                "2",
+            ]),
+    );
     let most: f64 = out
         .lines()
         .find_map(|l| l.trim().strip_prefix("Maximum throughput:"))
         .and_then(|v| v.trim().trim_end_matches("qps").trim().parse().ok())
         .unwrap_or_else(|| panic!("no maximum from resperf: {out}"));
     let json = u.dir.join("limit.json");
-    let (code, out, err) = output(Command::new(&taskset).args(["-c", "1", BIN, "limit"]).args([
-        &format!("127.0.0.1:{}", u.port),
-        "--find",
-        "rate",
-        "--transport",
-        "udp",
-        "--proto",
-        "dns",
-        "--qnames",
-        names.to_str().unwrap(),
-        "-c",
-        "20",
-        "-r",
-        "20k",
-        "--step-time",
-        "1s",
-        "--precision",
-        "10%",
-        "--timeout",
-        "500ms",
-        "--check",
-        "queries.ok>=99%",
-        "--check",
-        "queries.timed_out<=1%",
-        "--json",
-        json.to_str().unwrap(),
-    ]));
+    let (code, out, err) = output(
+        Command::new(&taskset)
+            .args(["-c", "1", BIN, "limit"])
+            .args([
+                &format!("127.0.0.1:{}", u.port),
+                "--find",
+                "rate",
+                "--transport",
+                "udp",
+                "--proto",
+                "dns",
+                "--qnames",
+                names.to_str().unwrap(),
+                "-c",
+                "20",
+                "-r",
+                "20k",
+                "--step-time",
+                "1s",
+                "--precision",
+                "10%",
+                "--timeout",
+                "500ms",
+                "--check",
+                "queries.ok>=99%",
+                "--check",
+                "queries.timed_out<=1%",
+                "--json",
+                json.to_str().unwrap(),
+            ]),
+    );
     let out = format!("{out}\n{err}");
     assert!(code == 0 || code == 1, "{out}");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
