@@ -1564,6 +1564,10 @@ fn slack_holds_queries_and_their_response_time_counts_from_the_due_time() {
         l.response_time_us.p50 >= l.service_time_us.p50 + 19_000,
         "{out}"
     );
+    // The end of the traffic: what the slack holds then goes, every due
+    // query sent and answered (none counted behind_schedule).
+    let (r, out) = run("slack-end", &["-r", "200", "-T", "1s", "--slack", "100ms"]);
+    assert_eq!(r.q().sent, r.q().due, "{out}");
     // Many per batch: the same queries go as without slack.
     let q = ["-r", "2000", "--queries", "600", "-T", "5s"];
     let (exact, out_exact) = run("slack-none", &q);

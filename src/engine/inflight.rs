@@ -171,9 +171,11 @@ impl Flight {
             // first, from the oldest (past those timed out), then among
             // those timed out: a timed-out query whose key came round
             // again (DNS's 16 bits) is not the one answered.
+            // (With timed-out queries in front, a key is looked for among
+            // the live ones first even when the front has it.)
             Table::Many(q) => match q.front().map(mine) {
-                Some(true) => q.pop_front(),
-                Some(false) => {
+                Some(true) if self.stale == 0 || qkey.is_none() => q.pop_front(),
+                Some(_) => {
                     let stale = self.stale as usize;
                     let live = q.range(stale..).position(mine).map(|i| i + stale);
                     live.or_else(|| q.range(..stale).position(mine))
@@ -328,6 +330,10 @@ mod tests {
         f.sent(q(7, 20_000));
         assert_eq!(f.answer(Some(7)), Answer::Matched(q(7, 20_000)));
         assert_eq!(f.answer(Some(7)), Answer::Late);
+        assert_eq!(f.stale, (n - 4) as u32);
+        // The same at the front: key 0, timed out there, live again.
+        f.sent(q(0, 30_000));
+        assert_eq!(f.answer(Some(0)), Answer::Matched(q(0, 30_000)));
         assert_eq!(f.stale, (n - 4) as u32);
         // In-order protocols: the oldest entry, timed out, absorbs the
         // next answer.

@@ -315,6 +315,12 @@ impl Slack {
         true
     }
 
+    /// The queries due by `now` go in this turn, however long they waited.
+    pub fn release(&mut self, now: u64) {
+        self.released = now;
+        self.on = None;
+    }
+
     /// Whether the queries due by `now` go now: always without slack;
     /// with it, once the first due (`first`, asked only then) has waited
     /// the slack.

@@ -55,6 +55,11 @@ impl Traffic {
             return self.slack.end(now_ns).then_some(started);
         }
         self.drain_orphans(conns, out);
+        if shared.rate_gen.load(Relaxed) != self.rate_gen {
+            // A --control rate change at the end of this turn: what --slack
+            // holds of the old rate goes now, not counted behind.
+            self.slack.release(now_ns);
+        }
         Some(started)
     }
 

@@ -412,6 +412,10 @@ impl Worker {
     }
 
     fn finish(mut self) -> io::Result<Finished> {
+        // (--drain 0, or a stop before the traffic's end: no drain counted
+        // them.)
+        let now_ns = self.conns.ns(Instant::now());
+        self.count_behind(now_ns);
         if self.open.ws.is_some() {
             // (A run stopped without its drain, a second Ctrl-C: the close
             // goes out with the FIN.)
@@ -595,14 +599,27 @@ impl Worker {
     /// due by then; what a worker behind its schedule still had not sent
     /// is counted (`behind_schedule`); from now on answers only.
     fn end_traffic(&mut self, now: Instant) {
-        self.traffic_due(now);
         let now_ns = self.conns.ns(now);
-        let slab = &self.conns.slab;
         if let Some(t) = self.mode.traffic_mut() {
+            // (--slack: what it holds goes in this last turn, not later.)
+            t.slack.end(now_ns);
+        }
+        self.traffic_due(now);
+        self.count_behind(now_ns);
+        if let Some(t) = self.mode.traffic_mut() {
+            t.draining = true;
+        }
+    }
+
+    /// The queries due by `now_ns` that this worker, behind its schedule,
+    /// never sent are counted (`behind_schedule`): at the end of the
+    /// traffic, or at the stop of a run without a drain.
+    fn count_behind(&mut self, now_ns: u64) {
+        let slab = &self.conns.slab;
+        if let Some(t) = self.mode.traffic_mut().filter(|t| !t.draining) {
             t.end_schedule(now_ns, |key, seq| {
                 slab.get(key).is_some_and(|c| c.seq == seq)
             });
-            t.draining = true;
         }
     }
 

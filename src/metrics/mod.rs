@@ -524,8 +524,8 @@ pub const E_WS_RESERVED_BITS: usize = 13;
 pub const E_WS_FRAGMENTS: usize = 14;
 /// Open loop or --interval: due by the traffic's end or a --control rate
 /// change and never sent, the worker behind its schedule (each loop turn
-/// sends at most a few thousand: one behind sends the rest late, and
-/// what is left at the end is this).
+/// sends for at most 50 ms: one behind sends the rest late, and what is
+/// left at the end is this).
 pub const E_BEHIND: usize = 15;
 
 /// What a due query waited for before it could be sent

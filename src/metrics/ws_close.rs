@@ -51,7 +51,9 @@ pub const WS_REFUSED_SLOTS: usize = WS_REFUSED_KEYS.len();
 
 /// The slot of an upgrade refused with `status` (None: no HTTP answer).
 pub fn ws_refused_slot(status: Option<u16>) -> usize {
-    let Some(s) = status else {
+    // (The parser takes any three digits: one outside 100-599 is no HTTP
+    // status.)
+    let Some(s) = status.filter(|s| (100..600).contains(s)) else {
         return 0;
     };
     let exact = s.to_string();
@@ -63,7 +65,6 @@ pub fn ws_refused_slot(status: Option<u16>) -> usize {
         2 => 14,
         3 => 15,
         4 => 16,
-        // (A status past 599 is refused by the parser; 5xx otherwise.)
         _ => 17,
     }
 }
@@ -96,6 +97,9 @@ mod tests {
             Some(418),
             Some(503),
             Some(301),
+            // Three digits that are no HTTP status.
+            Some(700),
+            Some(42),
         ] {
             slots[ws_refused_slot(s)] += 1;
         }
@@ -109,7 +113,7 @@ mod tests {
                 ("403", 2),
                 ("4xx", 1),
                 ("503", 1),
-                ("none", 1)
+                ("none", 3)
             ]
         );
         assert_eq!(ws_refused_slots(&map), slots);

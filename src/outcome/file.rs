@@ -226,7 +226,8 @@ pub struct Connections {
 pub struct Queries {
     /// Queries that came due, sent or not, counted where the schedule or
     /// a window made them: the books hold it to sent + the errors of
-    /// queries never sent (not_sent, no_connection, connect). What the
+    /// queries never sent (not_sent, no_connection, connect,
+    /// behind_schedule). What the
     /// default check's `answered` is a share of.
     #[serde(default)]
     pub due: u64,
