@@ -27,10 +27,14 @@ pub(super) fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
 }
 
 /// Whether the server's own doing explains a failing step: a cause in its
-/// evidence, or connections it closed (a close is the server's act, even
-/// where its process was not seen: a remote server, another user's).
+/// evidence, or connections it closed, reset or refused the probe on once
+/// it had taken them (the server's acts, even where its process was not
+/// seen: a remote server, another user's).
 pub(super) fn server_explains(v: &Value) -> bool {
-    evidence(v).0.is_some() || num(v, "connections.peer_closed").unwrap_or(0.0) > 0.0
+    let acts = ["closed_by_peer", "reset", "half_open", "rejected"]
+        .iter()
+        .any(|k| num(v, &format!("connections.failed.{k}")).unwrap_or(0.0) > 0.0);
+    evidence(v).0.is_some() || acts || num(v, "connections.peer_closed").unwrap_or(0.0) > 0.0
 }
 
 /// Whether the client, not the server, explains a failing step: its own

@@ -872,6 +872,15 @@ mod tests {
         assert!(!server_explains(&v));
         v["connections"]["peer_closed"] = 29.into();
         assert!(server_explains(&v));
+        // Connections it took and then closed or reset, before answering
+        // or after: its acts too (a remote server at its fd limit), even
+        // when the client's connect() was slow as well.
+        for k in ["closed_by_peer", "half_open", "reset", "rejected"] {
+            let v = serde_json::json!({"connections": {"failed": {k: 15}}});
+            assert!(server_explains(&v), "{k}");
+        }
+        let v = serde_json::json!({"connections": {"failed": {"no_free_port": 15}}});
+        assert!(!server_explains(&v));
     }
 
     #[test]
