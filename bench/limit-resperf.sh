@@ -54,7 +54,7 @@ if [ "$layout" = pinned ]; then
 fi
 echo "== $layout: $([ "$layout" = pinned ] && echo 'unbound on core 0, each tool on core 1' || echo 'no pinning')"
 for r in $(seq "$runs"); do
-  "${pin[@]}" resperf -s 127.0.0.1 -p "$port" -d "$work/q.txt" -R -C 20 -m 200000 -r 20 -c 20 -t 2 >"$work/resperf.out" 2>&1 || true
+  "${pin[@]}" resperf -s 127.0.0.1 -p "$port" -d "$work/q.txt" -R -C 20 -m 200000 -r 20 -c 20 -t 2 -P "$work/resperf.gnuplot" >"$work/resperf.out" 2>&1 || true
   rmax=$(sed -n 's/^ *Maximum throughput: *\([0-9.]*\) qps.*/\1/p' "$work/resperf.out")
   echo "run $r resperf: maximum throughput ${rmax:-?} qps; $(grep -m1 -i 'lost at that point' "$work/resperf.out" | sed 's/^ *//'); $(grep -m1 -i 'fell behind' "$work/resperf.out" | sed 's/^ *//')"
   for pacing in default slack; do

@@ -1027,6 +1027,9 @@ fn limit_over_udp_is_near_resperfs_maximum_on_unbound() {
                 "0",
                 "-t",
                 "2",
+                // Its plot data in the test's directory, not the checkout.
+                "-P",
+                u.dir.join("resperf.gnuplot").to_str().unwrap(),
             ]),
     );
     let most: f64 = out

@@ -146,6 +146,22 @@ struct Plan {
     workers: f64,
     /// This host's cores.
     cores: f64,
+    /// The target is on this host: the client's workers, fewer than its
+    /// cores, so that the server keeps one (the search finds the server's
+    /// limit, not what is left of it beside the client).
+    left_to_server: Option<u64>,
+}
+
+/// The client's workers when a search's target shares this host: one per
+/// core but one, unless --workers says. On two cores, two busy workers
+/// leave a one-threaded server (unbound) waiting for a core: its socket
+/// overflows at half the rate it takes beside one worker (bench/RESULTS.md).
+fn yield_cores(workers: Option<u64>, cores: f64) -> Option<u64> {
+    match workers {
+        Some(_) => None,
+        None if cores >= 2.0 => Some(cores as u64 - 1),
+        None => None,
+    }
 }
 
 /// A search's state: its steps so far and the interval they bound.
@@ -235,6 +251,17 @@ fn run_with(a: &LimitConfig, cluster: Option<Cluster>) -> Result<ExitCode> {
     if cluster.is_some() {
         // Held runs are one process of this host.
         plan.hold_up_to = None;
+    }
+    let one_process = matches!(
+        a.client.processes,
+        crate::domain::Processes::Auto | crate::domain::Processes::Count(1)
+    );
+    if embedded.is_none() && watched.is_some() && cluster.is_none() && one_process {
+        if let Some(w) = yield_cores(a.client.workers, plan.cores) {
+            base.extend([OsString::from("--workers"), OsString::from(w.to_string())]);
+            plan.workers = w as f64;
+            plan.left_to_server = Some(w);
+        }
     }
     announce(a, &plan, &target, cluster.is_some());
     let mut s = Search {
@@ -460,10 +487,19 @@ fn announce(a: &LimitConfig, plan: &Plan, target: &str, cluster: bool) {
             }
         ),
     };
+    let cores = match plan.left_to_server {
+        Some(w) => format!(
+            " The target is on this host: the client runs {w} worker{} of its {:.0} cores, \
+             leaving the server one (--workers to choose).",
+            if w == 1 { "" } else { "s" },
+            plan.cores
+        ),
+        None => String::new(),
+    };
     println!(
         "Searching the {} {target} keeps up with, from {}, doubling until a step fails, \
          then halving the interval until it is within {:.1}%; {max}. {how} A step keeps up \
-         when {keeping_up}{user_checks}.",
+         when {keeping_up}{user_checks}.{cores}",
         plan.axis,
         unit(plan.start),
         a.precision * 100.0,
@@ -530,6 +566,7 @@ fn plan(a: &LimitConfig, axis: &'static str) -> Plan {
         hold_up_to: (one_process && fits).then_some(cap),
         workers,
         cores,
+        left_to_server: None,
     }
 }
 
@@ -779,6 +816,14 @@ mod tests {
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_target_on_this_host_keeps_a_core_unless_workers_say() {
+        assert_eq!(yield_cores(None, 2.0), Some(1));
+        assert_eq!(yield_cores(None, 8.0), Some(7));
+        assert_eq!(yield_cores(None, 1.0), None);
+        assert_eq!(yield_cores(Some(2), 2.0), None);
     }
 
     #[test]
