@@ -15,7 +15,9 @@
 # process: summed over the process tree at the peak of open connections,
 # minus, for each process then in the tree, that of the side's first
 # process while it was alone and idle, divided by the connections then open;
-# the last sample at the peak, once the ramp has settled),
+# the last sample at the peak, once the ramp has settled); beside it each
+# side's whole process tree over the connections, nothing taken off, as
+# RSS (what `ps` shows: the shared binary counted once per process) and PSS,
 # the server's summary, and a line against the targets set for N=100,000:
 # >= 30,000 connections/s, connect p99 <= 50 ms, <= 256 B per connection on
 # each side. Missing a target is printed as 'missed' and does not fail;
@@ -49,6 +51,17 @@ tree_rss() {
   local total=0 p kb
   for p in $(tree_pids "$1"); do
     kb=$(awk '/^Anonymous:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || true)
+    total=$((total + ${kb:-0}))
+  done
+  echo "$total"
+}
+# Sums a smaps_rollup field (kB) over a process and its descendants: Rss
+# (what `ps` shows, the shared binary and libraries once per process) or
+# Pss (shared pages divided among the processes that map them).
+tree_sum() {
+  local total=0 p kb
+  for p in $(tree_pids "$2"); do
+    kb=$(awk -v f="$1:" '$1 == f {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || true)
     total=$((total + ${kb:-0}))
   done
   echo "$total"
@@ -110,6 +123,7 @@ while kill -0 "$cli" 2>/dev/null && [ "$(tree_pids "$cli" | wc -l)" -le 1 ] && [
 done
 
 printf "%7s %9s %14s %14s %12s\n" time_s open client_anon_MB server_anon_MB tcp_sockets
+whole="0 0 0 0"
 peak_open=0 peak_client=0 peak_server=0 timed_out=0 last_print=-1 procs_client=1 procs_server=1
 while kill -0 "$cli" 2>/dev/null; do
   line=$(grep -E '^ *[0-9]+s +open' "$work/client.err" | tail -1 || true)
@@ -122,6 +136,7 @@ while kill -0 "$cli" 2>/dev/null; do
   if [ "$open" -gt 0 ] && [ "$open" -ge "$peak_open" ] \
     && [ $(( $(tcp_inuse) - inuse_base )) -ge $((2 * open)) ]; then
     peak_open=$open peak_client=$c peak_server=$s
+    whole="$(tree_sum Rss "$cli") $(tree_sum Rss "$srv") $(tree_sum Pss "$cli") $(tree_sum Pss "$srv")"
     procs_client=$(tree_pids "$cli" | wc -l) procs_server=$(tree_pids "$srv" | wc -l)
   fi
   t=$((SECONDS - start))
@@ -154,9 +169,10 @@ sed -n '/^throng client:/,$p' "$work/client.out" | cut -c1-200
 # at the sampled peak (or the JSON's peak when no progress line was read).
 ok=0
 python3 - "$work/client.json" "$n" "$peak_open" "$client_base" "$peak_client" "$server_base" \
-  "$peak_server" "$work/server.out" "$procs_client" "$procs_server" <<'PY' || ok=$?
+  "$peak_server" "$work/server.out" "$procs_client" "$procs_server" $whole <<'PY' || ok=$?
 import json, sys
-path, n, peak_open, cb, cp, sb, sp, server_out, pc, ps = sys.argv[1:]
+path, n, peak_open, cb, cp, sb, sp, server_out, pc, ps = sys.argv[1:11]
+crss, srss, cpss, spss = map(int, sys.argv[11:15])
 n, peak_open, cb, cp, sb, sp, pc, ps = map(int, (n, peak_open, cb, cp, sb, sp, pc, ps))
 r = json.load(open(path)); c = r["connections"]
 failed = sum(c["failed"].values())
@@ -177,6 +193,12 @@ print(f"client user-space bytes per held connection: {cbpc} ({cp} kB in {pc} pro
       f"less {pc} x {cb} kB of one idle process; {craw} counting only the first process's)")
 print(f"server user-space bytes per held connection: {sbpc} ({sp} kB in {ps} processes at {held} open, "
       f"less {ps} x {sb} kB of one idle process; {sraw} counting only the first process's)")
+# What a user pays with nothing taken off: each side's whole tree at the
+# peak over the connections, RSS (every process's binary and libraries
+# counted in full) and PSS (shared pages counted once over the processes).
+for side, rss, pss, procs in (("client", crss, cpss, pc), ("server", srss, spss, ps)):
+    print(f"{side} whole-tree RSS per held connection: {rss * 1024 // held} "
+          f"({rss} kB in {procs} processes); PSS {pss * 1024 // held} ({pss} kB)")
 summary = False
 for line in open(server_out, errors="replace"):
     summary = summary or line.startswith("throng server: stopped")

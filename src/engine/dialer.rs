@@ -18,6 +18,7 @@ use slab::Slab;
 use socket2::Socket;
 
 use super::conn::{Conn, State};
+use crate::metrics::Grow;
 use crate::metrics::{new_histogram, ConnCounters};
 use crate::scenario::Scenario;
 use crate::sys::signals::Reason;
@@ -367,8 +368,7 @@ impl Dialer {
 
     /// Records how long connect() itself took.
     pub fn connect_call(&mut self, took: Duration) {
-        self.connect_syscall
-            .saturating_record((took.as_micros() as u64).max(1));
+        self.connect_syscall.put((took.as_micros() as u64).max(1));
     }
 }
 

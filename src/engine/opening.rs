@@ -19,6 +19,7 @@ use super::net::Net;
 use super::outbox::Outbox;
 use super::proto::ws::Upgrader;
 use super::proto::Codec;
+use crate::metrics::Grow;
 use crate::metrics::{bump, connect_bucket, ws_refused_slot, Bucket};
 use crate::scenario::Scenario;
 use crate::sys::timer::monotonic_ns;
@@ -164,7 +165,7 @@ impl Opening {
         let now = Instant::now();
         let conn = &mut conns.slab[key];
         let us = now.duration_since(conn.since).as_micros() as u64;
-        conns.dial.connect_time.saturating_record(us.max(1));
+        conns.dial.connect_time.put(us.max(1));
         let counters = &conns.counters;
         bump(&counters.connect_buckets[connect_bucket(us)], 1);
         bump(&counters.established, 1);
@@ -237,7 +238,7 @@ impl Opening {
     ) {
         let conn = &mut conns.slab[key];
         let took = conn.since.elapsed().as_micros() as u64;
-        conns.dial.tls_handshake.saturating_record(took.max(1));
+        conns.dial.tls_handshake.put(took.max(1));
         let resumed = conn.link.tls().and_then(|t| t.handshake_kind())
             == Some(rustls::HandshakeKind::Resumed);
         if resumed {
@@ -284,7 +285,7 @@ impl Opening {
     ) {
         let conn = &mut conns.slab[key];
         let took = conn.since.elapsed().as_micros() as u64;
-        conns.dial.ws_handshake.saturating_record(took.max(1));
+        conns.dial.ws_handshake.put(took.max(1));
         conn.since = Instant::now();
         self.carries(key, true, conns, mode, out);
     }

@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use crate::domain::{PushFormat, Transport};
+use crate::metrics::Grow;
 use crate::metrics::{bump, connect_bucket, new_histogram, ConnCounters, PushCounters};
 use crate::scenario::{DelayClock, PushListen, Scenario};
 use crate::sys::timer::wall_ns;
@@ -199,8 +200,8 @@ impl PushRx {
                 let gap = now_ns.saturating_sub(s.last_ns);
                 let due = bursts.saturating_mul(period);
                 let jitter_us = gap.abs_diff(due) / 1000;
-                self.gap.saturating_record(gap / 1000);
-                self.jitter.saturating_record(jitter_us);
+                self.gap.put(gap / 1000);
+                self.jitter.put(jitter_us);
                 bump(&c.jitter_buckets[connect_bucket(jitter_us)], 1);
             } else {
                 s.first_ns = now_ns;
@@ -233,7 +234,7 @@ impl PushRx {
         };
         match delay_ns {
             Some(d) => {
-                self.delay.saturating_record(d / 1000);
+                self.delay.put(d / 1000);
                 bump(&c.delay_buckets[connect_bucket(d / 1000)], 1);
             }
             // A stamp ahead of this host's clock: not the same clock (a

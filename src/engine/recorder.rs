@@ -14,7 +14,8 @@ use hdrhistogram::Histogram;
 use super::inflight::Outstanding;
 use super::proto::Status;
 use super::seconds::{ReportTx, SecondReport};
-use crate::metrics::{bump, new_histogram, QueryCounters, StatusCounts};
+use crate::metrics::Grow;
+use crate::metrics::{bump, clear_if_used, growing, new_histogram, QueryCounters, StatusCounts};
 
 /// A query sent later than this after its intended time counts as late.
 const LATE_NS: u64 = 1_000_000;
@@ -127,6 +128,8 @@ pub struct Recorder {
     closed_loop: bool,
     /// When traffic started (ns since the run's start).
     started: u64,
+    /// The largest response time kept (µs): larger ones count as it.
+    highest: u64,
 }
 
 impl Recorder {
@@ -141,15 +144,14 @@ impl Recorder {
         log: Option<RttLog>,
         (closed_loop, service_seconds): (bool, bool),
     ) -> Recorder {
-        let hist = || Histogram::new_with_bounds(1, highest, 3).expect("valid bounds");
         Recorder {
             q,
-            second_hist: Histogram::new_with_bounds(1, highest, 3).expect("valid bounds"),
-            response_time: hist(),
-            second_service: service_seconds
-                .then(|| Histogram::new_with_bounds(1, highest, 3).expect("valid bounds")),
+            highest,
+            second_hist: growing(3),
+            response_time: growing(3),
+            second_service: service_seconds.then(|| growing(3)),
             on_time: 0,
-            service_time: hist(),
+            service_time: growing(3),
             send_lag: new_histogram(),
             loop_lag: new_histogram(),
             statuses: StatusCounts {
@@ -170,9 +172,9 @@ impl Recorder {
         self.started = started;
         self.sec = now_ns / 1_000_000_000;
         self.sec_report = SecondReport::new(self.sec, self.second_service.is_some());
-        self.second_hist.reset();
+        clear_if_used(&mut self.second_hist);
         if let Some(h) = self.second_service.as_mut() {
-            h.reset();
+            clear_if_used(h);
         }
     }
 
@@ -207,12 +209,12 @@ impl Recorder {
             if !h.is_empty() {
                 for v in h.iter_recorded() {
                     let (value, n) = (v.value_iterated_to(), u64::from(v.count_at_value()));
-                    self.service_time.saturating_record_n(value, n);
+                    self.service_time.put_n(value, n);
                     if let Some(r) = report.service.as_mut() {
-                        r.saturating_record_n(value, n);
+                        r.put_n(value, n);
                     }
                 }
-                h.reset();
+                clear_if_used(h);
             }
         }
         if self.second_hist.is_empty() {
@@ -221,11 +223,11 @@ impl Recorder {
         for v in self.second_hist.iter_recorded() {
             let (value, n) = (v.value_iterated_to(), u64::from(v.count_at_value()));
             // Same bounds and precision: the same bucket, exactly.
-            self.response_time.saturating_record_n(value, n);
-            report.hist.saturating_record_n(value, n);
+            self.response_time.put_n(value, n);
+            report.hist.put_n(value, n);
             if self.closed_loop {
                 if let Some(r) = report.service.as_mut() {
-                    r.saturating_record_n(value, n);
+                    r.put_n(value, n);
                 }
             }
         }
@@ -235,7 +237,7 @@ impl Recorder {
     /// How late the loop noticed a due query.
     #[inline]
     pub fn loop_lag(&mut self, late_ns: u64) {
-        self.loop_lag.saturating_record(us(late_ns));
+        self.loop_lag.put(us(late_ns));
         if late_ns > LATE_NS {
             self.sec_report.loop_late += 1;
         }
@@ -248,7 +250,7 @@ impl Recorder {
         if lag_ns == 0 {
             self.on_time += 1;
         } else {
-            self.send_lag.saturating_record(us(lag_ns));
+            self.send_lag.put(us(lag_ns));
             if lag_ns > LATE_NS {
                 bump(&self.q.sent_late, 1);
             }
@@ -283,13 +285,14 @@ impl Recorder {
     /// Query `o` of connection `conn` was answered at `now` with `status`.
     #[inline]
     pub fn answered(&mut self, conn: u64, o: &Outstanding, now: u64, status: Status) {
+        let most = self.highest;
         self.second_hist
-            .saturating_record(us(now.saturating_sub(o.intended)));
+            .put(us(now.saturating_sub(o.intended)).min(most));
         if !self.closed_loop {
-            let service = us(now.saturating_sub(o.sent));
+            let service = us(now.saturating_sub(o.sent)).min(most);
             match self.second_service.as_mut() {
-                Some(h) => h.saturating_record(service),
-                None => self.service_time.saturating_record(service),
+                Some(h) => h.put(service),
+                None => self.service_time.put(service),
             }
         }
         self.sec_report.answered += 1;

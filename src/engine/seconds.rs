@@ -15,6 +15,8 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use hdrhistogram::Histogram;
 
+use crate::metrics::Grow;
+use crate::metrics::{clear_if_used, growing};
 use crate::outcome::Sample;
 
 /// What one worker measured in one second (since the run's start).
@@ -40,7 +42,7 @@ impl SecondReport {
     /// An empty report of second `idx`; with `service`, it keeps service
     /// times too.
     pub fn new(idx: u64, service: bool) -> SecondReport {
-        let hist = || Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds");
+        let hist = || growing(2);
         SecondReport {
             idx,
             sent: 0,
@@ -71,9 +73,9 @@ impl SecondReport {
         self.errors += o.errors;
         self.loop_late += o.loop_late;
         self.workers += o.workers;
-        let _ = self.hist.add(&o.hist);
+        let _ = self.hist.take_in(&o.hist);
         if let (Some(a), Some(b)) = (self.service.as_mut(), &o.service) {
-            let _ = a.add(b);
+            let _ = a.take_in(b);
         }
     }
 }
@@ -133,9 +135,9 @@ impl ReportTx {
         if spare.len() < self.keep {
             (r.sent, r.answered, r.timed_out, r.errors, r.workers) = (0, 0, 0, 0, 1);
             r.loop_late = 0;
-            r.hist.reset();
+            clear_if_used(&mut r.hist);
             if let Some(h) = r.service.as_mut() {
-                h.reset();
+                clear_if_used(h);
             }
             spare.push(r);
         }

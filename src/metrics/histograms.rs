@@ -40,9 +40,64 @@ impl Latency {
     }
 }
 
-/// A histogram of microseconds from 1 µs to one hour, 3 significant digits.
+/// A histogram of microseconds from 1 µs, 3 significant digits.
 pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+    growing(3)
+}
+
+/// An empty histogram of microseconds from 1 µs at `digits` significant
+/// digits that grows to the largest value recorded into it or added to
+/// it. hdrhistogram writes every bucket of the range it is made with: 1 µs
+/// to an hour at 3 digits is 188 kB, made resident before anything is
+/// recorded, and a worker keeps a dozen. Grown, a histogram costs 8 kB per
+/// doubling of its largest value (2 ms: 16 kB; a second: 96 kB).
+pub fn growing<T: hdrhistogram::Counter>(digits: u8) -> Histogram<T> {
+    let mut h = Histogram::new_with_bounds(1, 2, digits).expect("valid histogram bounds");
+    h.auto(true);
+    h
+}
+
+/// Recording into, and adding to, a [`growing`] histogram: it grows to
+/// the value (hdrhistogram's `saturating_record` clamps to the range made
+/// so far, and its `add` grows to the other's largest value, a range that
+/// recording the same values would not give: merged and one-place
+/// histograms would encode differently).
+pub trait Grow<T: hdrhistogram::Counter> {
+    fn put(&mut self, v: u64);
+    fn put_n(&mut self, v: u64, n: T);
+    /// Adds `o`'s counts, grown first as recording its largest would.
+    fn take_in(&mut self, o: &Histogram<T>) -> Result<(), hdrhistogram::AdditionError>;
+}
+
+impl<T: hdrhistogram::Counter> Grow<T> for Histogram<T> {
+    #[inline]
+    fn put(&mut self, v: u64) {
+        self.put_n(v, T::one());
+    }
+
+    #[inline]
+    fn put_n(&mut self, v: u64, n: T) {
+        if self.record_n(v, n).is_err() {
+            // Not growing (made with fixed bounds): its largest value.
+            self.saturating_record_n(v, n);
+        }
+    }
+
+    fn take_in(&mut self, o: &Histogram<T>) -> Result<(), hdrhistogram::AdditionError> {
+        if !o.is_empty() && self.high() < o.max() && self.record_n(o.max(), T::zero()).is_err() {
+            return Err(hdrhistogram::AdditionError::OtherAddendValueExceedsRange);
+        }
+        self.add(o)
+    }
+}
+
+/// Empties `h` if anything was recorded into it. A reset writes every
+/// bucket (up to 188 kB at 3 digits), so resetting a histogram nothing
+/// touched would make all of its pages resident for nothing.
+pub fn clear_if_used<T: hdrhistogram::Counter>(h: &mut Histogram<T>) {
+    if !h.is_empty() {
+        h.reset();
+    }
 }
 
 /// The run's latency histograms, listed once: what a worker hands back,
@@ -116,7 +171,7 @@ impl Histograms {
             &o.push_delay,
         ];
         for (mine, theirs) in self.each_mut().into_iter().zip(theirs) {
-            mine.add(theirs)?;
+            mine.take_in(theirs)?;
         }
         Ok(())
     }
@@ -234,8 +289,13 @@ pub fn decode_histogram(s: &str) -> anyhow::Result<Histogram<u64>> {
         bytes.clear();
         base64::engine::general_purpose::STANDARD.decode_vec(s, bytes)?;
         let plain = checked_v2(bytes).map_err(|e| anyhow::anyhow!("bad HDR histogram: {e}"))?;
-        de.deserialize(&mut &plain[..])
-            .map_err(|e| anyhow::anyhow!("bad HDR histogram: {e:?}"))
+        let mut h: Histogram<u64> = de
+            .deserialize(&mut &plain[..])
+            .map_err(|e| anyhow::anyhow!("bad HDR histogram: {e:?}"))?;
+        // Its range is what its writer had grown to: another part's
+        // larger values, added to it, grow it further.
+        h.auto(true);
+        Ok(h)
     })
 }
 

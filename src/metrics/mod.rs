@@ -16,8 +16,8 @@ mod ws_close;
 use counters::counter_block;
 
 pub use histograms::{
-    de_histogram_text, decode_histogram, encode_histogram, encode_histogram_plain, new_histogram,
-    Histograms, Latency, Percentiles,
+    clear_if_used, de_histogram_text, decode_histogram, encode_histogram, encode_histogram_plain,
+    growing, new_histogram, Grow, Histograms, Latency, Percentiles,
 };
 pub use ws_close::{
     ws_close_map, ws_close_slot, ws_close_slots, ws_refused_map, ws_refused_slot, ws_refused_slots,

@@ -351,13 +351,13 @@ fn merge_seconds(results: &[RunResult]) -> Vec<Sample> {
 mod tests {
     use super::*;
     use crate::fixtures::{histogram, outcome, slice, slice_of};
-    use crate::metrics::{decode_histogram, encode_histogram, new_histogram};
+    use crate::metrics::{decode_histogram, encode_histogram, new_histogram, Grow};
     use crate::outcome::{parse, MAX_COUNT};
     use hdrhistogram::Histogram;
     use proptest::prelude::*;
 
     fn add_hdr(acc: &mut Histogram<u64>, hdr: &str) -> Result<()> {
-        acc.add(&decode_histogram(hdr)?)
+        acc.take_in(&decode_histogram(hdr)?)
             .map_err(|e| anyhow::anyhow!("adding histograms: {e:?}"))
     }
 

@@ -5,6 +5,8 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::Grow;
+
 /// One second of a run, as the live view shows it and the JSON keeps it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
@@ -179,7 +181,7 @@ impl HdrSum {
     fn add(&mut self, hdr: Option<&str>, has_percentiles: bool) {
         match hdr.map(crate::metrics::decode_histogram) {
             Some(Ok(h)) => match self.hist.as_mut() {
-                Some(all) => self.unknown |= all.add(&h).is_err(),
+                Some(all) => self.unknown |= all.take_in(&h).is_err(),
                 None => self.hist = Some(h),
             },
             Some(Err(_)) => self.unknown = true,
