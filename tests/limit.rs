@@ -287,7 +287,7 @@ while True:
     // The target shares this host: the steps leave it a core.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores >= 2 {
-        let said = format!("the client runs {} worker", cores - 1);
+        let said = format!("runs at most {} worker", cores - 1);
         assert!(out.contains(&said), "{out}");
     }
 }

@@ -317,7 +317,7 @@ fn hist_of(seconds: &[Sample], of: fn(&Sample) -> Option<&str>) -> Option<StepLa
         };
         match all.as_mut() {
             Some(a) => {
-                if a.add(&h).is_err() {
+                if crate::metrics::Grow::take_in(a, &h).is_err() {
                     return None;
                 }
             }

@@ -122,10 +122,12 @@ impl Search<'_> {
         let bound =
             (self.a.step_time + c.timeout + c.connect_timeout + Duration::from_secs(5)) * 64;
         // (The arguments a search takes out, its axis's, given back.)
-        let args = match self.a.find {
+        let mut args = match self.a.find {
             Find::Connections => vec!["-c".to_string(), format!("{conns}")],
             Find::Rate => vec!["-r".to_string(), format!("{load}")],
         };
+        // (Held runs are one process.)
+        args.extend(self.plan.workers_args(conns));
         let mut h = Held::start(&self.exe, &self.base, &args, bound, &json)?;
         let connect_rate = c.connect_rate.unwrap_or(10_000.0);
         let ramp = Duration::from_secs_f64(conns as f64 / connect_rate)

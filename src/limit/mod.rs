@@ -148,8 +148,23 @@ struct Plan {
     cores: f64,
     /// The target is on this host: the client's workers, fewer than its
     /// cores, so that the server keeps one (the search finds the server's
-    /// limit, not what is left of it beside the client).
+    /// limit, not what is left of it beside the client). For steps in one
+    /// process; a step split over several shares the cores as `client`
+    /// does.
     left_to_server: Option<u64>,
+    /// The most connections one client process holds here.
+    reach: u64,
+}
+
+impl Plan {
+    /// `--workers` for a step of `connections` (none: the client's own
+    /// choice).
+    fn workers_args(&self, connections: u64) -> Vec<String> {
+        match self.left_to_server {
+            Some(w) if connections <= self.reach => vec!["--workers".into(), w.to_string()],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The client's workers when a search's target shares this host: one per
@@ -258,7 +273,6 @@ fn run_with(a: &LimitConfig, cluster: Option<Cluster>) -> Result<ExitCode> {
     );
     if embedded.is_none() && watched.is_some() && cluster.is_none() && one_process {
         if let Some(w) = yield_cores(a.client.workers, plan.cores) {
-            base.extend([OsString::from("--workers"), OsString::from(w.to_string())]);
             plan.workers = w as f64;
             plan.left_to_server = Some(w);
         }
@@ -489,8 +503,9 @@ fn announce(a: &LimitConfig, plan: &Plan, target: &str, cluster: bool) {
     };
     let cores = match plan.left_to_server {
         Some(w) => format!(
-            " The target is on this host: the client runs {w} worker{} of its {:.0} cores, \
-             leaving the server one (--workers to choose).",
+            " The target is on this host: a step in one client process runs at most {w} \
+             worker{} of this host's {:.0} cores, leaving the server one (--workers to \
+             choose).",
             if w == 1 { "" } else { "s" },
             plan.cores
         ),
@@ -567,6 +582,7 @@ fn plan(a: &LimitConfig, axis: &'static str) -> Plan {
         workers,
         cores,
         left_to_server: None,
+        reach: cap,
     }
 }
 
@@ -687,8 +703,13 @@ impl Search<'_> {
                 .arg(&json),
         };
         match self.a.find {
-            Find::Connections => cmd.args(["-c", &format!("{load:.0}")]),
-            Find::Rate => cmd.args(["-r", &format!("{load}")]).args(&self.rate_checks),
+            Find::Connections => cmd
+                .args(["-c", &format!("{load:.0}")])
+                .args(self.plan.workers_args(load as u64)),
+            Find::Rate => cmd
+                .args(["-r", &format!("{load}")])
+                .args(&self.rate_checks)
+                .args(self.plan.workers_args(self.plan.connections)),
         };
         let out = cmd
             .arg("-T")

@@ -210,9 +210,26 @@ impl Percentiles {
 pub fn encode_histogram(h: &Histogram<u64>) -> String {
     let mut bytes = Vec::new();
     V2DeflateSerializer::new()
-        .serialize(h, &mut bytes)
+        .serialize(&*written(h), &mut bytes)
         .expect("serializing to memory");
     base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The largest value of the range a result's histograms are written with.
+const WRITTEN_HIGH: u64 = 3_600_000_000;
+
+/// `h` as results write it: over 1 µs to an hour whatever it has grown to
+/// (readers that add histograms without growing them, older throngs and
+/// other HdrHistogram libraries, can add any part to any other, and a
+/// histogram's text depends on its values only); wider when a value is
+/// past an hour.
+fn written(h: &Histogram<u64>) -> std::borrow::Cow<'_, Histogram<u64>> {
+    if h.high() >= WRITTEN_HIGH || h.max() > WRITTEN_HIGH {
+        return std::borrow::Cow::Borrowed(h);
+    }
+    let mut w = Histogram::new_with_bounds(1, WRITTEN_HIGH, h.sigfig()).expect("valid bounds");
+    w.add(h).expect("within an hour");
+    std::borrow::Cow::Owned(w)
 }
 
 /// The V2 encoding without compression, base64: for the histogram of one
@@ -229,7 +246,8 @@ pub fn encode_histogram_plain(h: &Histogram<u64>) -> String {
     }
     PLAIN.with_borrow_mut(|(ser, bytes)| {
         bytes.clear();
-        ser.serialize(h, bytes).expect("serializing to memory");
+        ser.serialize(&*written(h), bytes)
+            .expect("serializing to memory");
         let mut text = String::with_capacity(text_capacity(bytes.len().div_ceil(3) * 4));
         base64::engine::general_purpose::STANDARD.encode_string(&bytes, &mut text);
         text
@@ -394,7 +412,12 @@ mod tests {
             "{}",
             text.capacity()
         );
-        assert_eq!(decode_histogram(&text).unwrap(), h);
+        assert_eq!(
+            encode_histogram_plain(&decode_histogram(&text).unwrap()),
+            text
+        );
+        // Written over 1 µs to an hour, as before histograms grew.
+        assert_eq!(decode_histogram(&text).unwrap().high(), 3_600_000_000);
         let json = format!("{{\"hdr\":\"{text}\"}}");
         let back: S = serde_json::from_str(&json).unwrap();
         let back = back.hdr.unwrap();

@@ -423,8 +423,8 @@ mod tests {
         assert_eq!(c.peak, 27);
         assert_eq!(c.connect_time_us.count, 4);
         assert_eq!(
-            decode_histogram(&c.connect_time_us.hdr).unwrap(),
-            histogram(&[100, 200, 200, 200])
+            encode_histogram(&decode_histogram(&c.connect_time_us.hdr).unwrap()),
+            encode_histogram(&histogram(&[100, 200, 200, 200]))
         );
         let q = m.queries.as_ref().unwrap();
         assert_eq!((q.sent, q.answered, q.timed_out), (300, 270, 3));
