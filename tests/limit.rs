@@ -292,6 +292,72 @@ while True:
     }
 }
 
+/// A rate search over more connections than the server keeps (it closes
+/// any past 20 open, as nginx does past worker_connections) stops before
+/// its first rate with a usage error naming the count it kept, instead of
+/// failing that rate and searching a rate limit that is not there.
+#[test]
+fn a_rate_search_over_more_connections_than_the_server_keeps_says_so() {
+    let Some(python) = common::program("python3", "python3") else {
+        return;
+    };
+    let script = r#"
+import selectors, socket
+sel = selectors.DefaultSelector()
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", 0)); l.listen(1024); l.setblocking(False)
+sel.register(l, selectors.EVENT_READ)
+print(l.getsockname()[1], flush=True)
+open_ = 0
+while True:
+    for key, _ in sel.select():
+        s = key.fileobj
+        if s is l:
+            try:
+                c, _ = l.accept()
+            except OSError:
+                continue
+            if open_ >= 20:
+                c.close(); continue
+            open_ += 1
+            c.setblocking(False); sel.register(c, selectors.EVENT_READ)
+            continue
+        try:
+            d = s.recv(65536)
+        except OSError:
+            d = b""
+        if not d:
+            sel.unregister(s); s.close(); open_ -= 1; continue
+        try:
+            s.sendall(d)
+        except (BlockingIOError, ConnectionError):
+            pass
+"#;
+    let (srv, addr) = python_server(&python, script);
+    let (code, out, err) = output(Command::new(BIN).args([
+        "limit",
+        &addr,
+        "--find",
+        "rate",
+        "--proto",
+        "echo",
+        "-c",
+        "40",
+        "-r",
+        "100",
+        "--step-time",
+        "1s",
+    ]));
+    drop(srv);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("the server kept 20 of the 40 connections"),
+        "{out}{err}"
+    );
+    assert!(err.contains("-c 20"), "{out}{err}");
+    assert!(!out.contains("\nlimit "), "{out}{err}");
+}
+
 /// Against the embedded server on this machine's two cores, one client
 /// worker falls behind long before the server does: the search ends with
 /// the client as the limit (exit 1) and never blames the server.

@@ -152,6 +152,16 @@ impl Held {
         true
     }
 
+    /// The next second's sample after the ramp (closes of connections
+    /// the server took at its end show there); the last one there is when
+    /// none comes within `most`.
+    pub fn settled(&mut self, most: Duration) -> Option<&Sample> {
+        let until = Instant::now() + most;
+        let n = self.seconds.len();
+        while self.seconds.len() == n && self.take(until) {}
+        self.seconds.last()
+    }
+
     /// Sends a --control command; false when the run has gone.
     pub fn send(&mut self, cmd: &str) -> bool {
         let Some(w) = self.stdin.as_mut() else {

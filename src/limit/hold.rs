@@ -139,6 +139,24 @@ impl Search<'_> {
             }
             return Ok(false);
         }
+        // A rate is spread over every connection asked for: a server that
+        // did not keep them all has a cap below -c, and failing the first
+        // rate for it would put a rate limit where there is none.
+        if self.a.find == Find::Rate {
+            if let Some(s) = h.settled(Duration::from_secs(2)) {
+                let open = s.connections.max(0) as u64;
+                if s.failed > 0 || open < conns {
+                    let failed = s.failed;
+                    drop(h);
+                    return Err(usage(format!(
+                        "the server kept {open} of the {conns} connections the rate is spread \
+                         over ({failed} failed before any rate was offered): it has a cap of its \
+                         own below -c, so no rate can be searched over {conns}. Search over fewer \
+                         (-c {open}), or find how many it holds with --find connections"
+                    )));
+                }
+            }
+        }
         self.held = Some(h);
         Ok(true)
     }
