@@ -36,6 +36,53 @@ fn python_server(python: &std::path::Path, script: &str) -> (Killed, String) {
     (Killed(srv), format!("127.0.0.1:{}", port.trim()))
 }
 
+/// A one-thread Python echo server (selectors) that prints its port
+/// first; `cap`: it closes each connection past that many open (as nginx
+/// does past worker_connections); `busy`: it spends 1 ms of CPU on each
+/// read.
+fn echo_script(cap: Option<usize>, busy: bool) -> String {
+    let cap = cap.map_or("None".to_string(), |c| c.to_string());
+    let busy = if busy { "True" } else { "False" };
+    format!(
+        r#"
+import selectors, socket, time
+cap, busy = {cap}, {busy}
+sel = selectors.DefaultSelector()
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", 0)); l.listen(1024); l.setblocking(False)
+sel.register(l, selectors.EVENT_READ)
+print(l.getsockname()[1], flush=True)
+open_ = 0
+while True:
+    for key, _ in sel.select():
+        s = key.fileobj
+        if s is l:
+            try:
+                c, _ = l.accept()
+            except OSError:
+                continue
+            if cap is not None and open_ >= cap:
+                c.close(); continue
+            open_ += 1
+            c.setblocking(False); sel.register(c, selectors.EVENT_READ)
+            continue
+        try:
+            d = s.recv(65536)
+        except OSError:
+            d = b""
+        if not d:
+            sel.unregister(s); s.close(); open_ -= 1; continue
+        t = time.perf_counter()
+        while busy and time.perf_counter() - t < 0.001:
+            pass
+        try:
+            s.sendall(d)
+        except (BlockingIOError, ConnectionError):
+            pass
+"#
+    )
+}
+
 /// Runs `throng limit <args> --json F`: (exit code, output, the file read
 /// by its type), every step's result passed through the books.
 fn limit(name: &str, args: &[&str]) -> (i32, String, LimitFile) {
@@ -222,38 +269,8 @@ fn a_one_thread_servers_rate_is_found_and_named_cpu() {
     let Some(python) = common::program("python3", "python3") else {
         return;
     };
-    let script = r#"
-import selectors, socket, time
-sel = selectors.DefaultSelector()
-l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("127.0.0.1", 0)); l.listen(1024); l.setblocking(False)
-sel.register(l, selectors.EVENT_READ)
-print(l.getsockname()[1], flush=True)
-while True:
-    for key, _ in sel.select():
-        s = key.fileobj
-        if s is l:
-            try:
-                c, _ = l.accept()
-            except OSError:
-                continue
-            c.setblocking(False); sel.register(c, selectors.EVENT_READ)
-            continue
-        try:
-            d = s.recv(65536)
-        except OSError:
-            d = b""
-        if not d:
-            sel.unregister(s); s.close(); continue
-        t = time.perf_counter()
-        while time.perf_counter() - t < 0.001:
-            pass
-        try:
-            s.sendall(d)
-        except (BlockingIOError, ConnectionError):
-            pass
-"#;
-    let (srv, addr) = python_server(&python, script);
+    let script = echo_script(None, true);
+    let (srv, addr) = python_server(&python, &script);
     let (code, out, v) = limit(
         "limit-rate",
         &[
@@ -301,39 +318,8 @@ fn a_rate_search_over_more_connections_than_the_server_keeps_says_so() {
     let Some(python) = common::program("python3", "python3") else {
         return;
     };
-    let script = r#"
-import selectors, socket
-sel = selectors.DefaultSelector()
-l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("127.0.0.1", 0)); l.listen(1024); l.setblocking(False)
-sel.register(l, selectors.EVENT_READ)
-print(l.getsockname()[1], flush=True)
-open_ = 0
-while True:
-    for key, _ in sel.select():
-        s = key.fileobj
-        if s is l:
-            try:
-                c, _ = l.accept()
-            except OSError:
-                continue
-            if open_ >= 20:
-                c.close(); continue
-            open_ += 1
-            c.setblocking(False); sel.register(c, selectors.EVENT_READ)
-            continue
-        try:
-            d = s.recv(65536)
-        except OSError:
-            d = b""
-        if not d:
-            sel.unregister(s); s.close(); open_ -= 1; continue
-        try:
-            s.sendall(d)
-        except (BlockingIOError, ConnectionError):
-            pass
-"#;
-    let (srv, addr) = python_server(&python, script);
+    let script = echo_script(Some(20), false);
+    let (srv, addr) = python_server(&python, &script);
     let (code, out, err) = output(Command::new(BIN).args([
         "limit",
         &addr,
