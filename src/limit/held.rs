@@ -152,13 +152,23 @@ impl Held {
         true
     }
 
-    /// The next second's sample after the ramp (closes of connections
-    /// the server took at its end show there); the last one there is when
-    /// none comes within `most`.
+    /// After the ramp, the first second whose connections are as the one
+    /// before it (closes of connections the server took at the ramp's
+    /// end, and their replacements, show over the next seconds); the last
+    /// one there is when none comes within `most`.
     pub fn settled(&mut self, most: Duration) -> Option<&Sample> {
         let until = Instant::now() + most;
-        let n = self.seconds.len();
-        while self.seconds.len() == n && self.take(until) {}
+        let state = |s: &Sample| (s.connections, s.established, s.failed);
+        let mut seen = self.seconds.last().map(state);
+        loop {
+            let n = self.seconds.len();
+            while self.seconds.len() == n && self.take(until) {}
+            let now = self.seconds.last().map(state);
+            if self.seconds.len() == n || now == seen {
+                break;
+            }
+            seen = now;
+        }
         self.seconds.last()
     }
 

@@ -143,7 +143,7 @@ impl Search<'_> {
         // did not keep them all has a cap below -c, and failing the first
         // rate for it would put a rate limit where there is none.
         if self.a.find == Find::Rate {
-            if let Some(s) = h.settled(Duration::from_secs(2)) {
+            if let Some(s) = h.settled(Duration::from_secs(5)) {
                 let open = s.connections.max(0) as u64;
                 if s.failed > 0 || open < conns {
                     let failed = s.failed;
