@@ -373,7 +373,12 @@ fn endless_reply_streams(name: &str, addr: SocketAddr, answers: SocketAddr, args
     let r = typed(&v);
     let sent = r.q().sent;
     assert!(sent >= 6, "{out}");
-    assert_eq!(r.q().timed_out, sent, "{out}");
+    // Every query timed out, but one the busy loop (reading the stream as
+    // fast as it comes) sent a little late at the traffic's end: its
+    // deadline is past the drain's, and it is counted in flight then.
+    let in_flight = r.q().in_flight_at_end;
+    assert!(in_flight <= 2, "{out}");
+    assert_eq!(r.q().timed_out + in_flight, sent, "{out}");
     assert_eq!(r.q().answered, 0, "{out}");
     assert_eq!(r.errors(), 0, "{out}");
     assert_eq!(r.failed_total(), 0, "{out}");
