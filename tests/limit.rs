@@ -309,6 +309,54 @@ fn a_one_thread_servers_rate_is_found_and_named_cpu() {
     }
 }
 
+/// The same one-thread server, with the client's default timeout: above
+/// the rate it serves the queries queue (behind each connection's one in
+/// flight), and every answer still comes, seconds late, before the step's
+/// drain ends. A step
+/// whose answers fall behind its queries does not keep up: the search
+/// finds the rate it serves, not one its queue can hide for a step.
+#[test]
+fn a_server_answering_late_from_its_queue_does_not_keep_up() {
+    let Some(python) = common::program("python3", "python3") else {
+        return;
+    };
+    let script = echo_script(None, true);
+    let (srv, addr) = python_server(&python, &script);
+    let (code, out, v) = limit(
+        "limit-pace",
+        &[
+            &addr,
+            "--find",
+            "rate",
+            "--proto",
+            "echo",
+            "-c",
+            "10",
+            "--window",
+            "1",
+            "-r",
+            "250",
+            "--step-time",
+            "2s",
+            "--precision",
+            "10%",
+        ],
+    );
+    drop(srv);
+    assert_eq!(code, 0, "{out}");
+    let value = v.limit.value.unwrap();
+    assert!((850.0..=1150.0).contains(&value), "found {value}/s: {out}");
+    // The failing step says its answers fell behind.
+    assert!(
+        out.contains("FAIL  answered in the judged seconds"),
+        "{out}"
+    );
+    let upper = v.limit.upper.unwrap();
+    let failed = v.steps.iter().find(|s| s.load == upper && !s.pass).unwrap();
+    let pace = failed.pace.unwrap();
+    assert!(pace.share() < 0.99, "{pace:?}: {out}");
+}
+
 /// A rate search over more connections than the server keeps (it closes
 /// any past 20 open, as nginx does past worker_connections) stops before
 /// its first rate with a usage error naming the count it kept, instead of

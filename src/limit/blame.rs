@@ -6,7 +6,7 @@ use super::*;
 /// The failing step's cause from what the machine said about the server,
 /// in one sentence, with the figures it rests on; None when nothing seen
 /// explains it.
-pub(super) fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
+pub(super) fn evidence(v: &Value, find: Find) -> (Option<String>, Vec<String>) {
     let Some(seen) = v
         .get("server_seen")
         .filter(|s| !s.is_null())
@@ -17,7 +17,7 @@ pub(super) fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
     let during = crate::evidence::During {
         wall_s: num(v, "duration_s").unwrap_or(0.0),
         cores: num(v, "environment.cores").unwrap_or(1.0),
-        peer_closed: num(v, "connections.peer_closed").unwrap_or(0.0) as u64,
+        peer_closed: closes_tell(v, find),
         client_sharing_pct: v
             .get("client")
             .filter(|c| c["shares_cores_with_server"].as_bool() == Some(true))
@@ -30,11 +30,23 @@ pub(super) fn evidence(v: &Value) -> (Option<String>, Vec<String>) {
 /// evidence, or connections it closed, reset or refused the probe on once
 /// it had taken them (the server's acts, even where its process was not
 /// seen: a remote server, another user's).
-pub(super) fn server_explains(v: &Value) -> bool {
+pub(super) fn server_explains(v: &Value, find: Find) -> bool {
     let acts = ["closed_by_peer", "reset", "half_open", "rejected"]
         .iter()
         .any(|k| num(v, &format!("connections.failed.{k}")).unwrap_or(0.0) > 0.0);
-    evidence(v).0.is_some() || acts || num(v, "connections.peer_closed").unwrap_or(0.0) > 0.0
+    evidence(v, find).0.is_some() || acts || closes_tell(v, find) > 0
+}
+
+/// The connections the server closed once it had taken them, where they
+/// tell of a cap: on a connections step. A rate search's opening showed
+/// the server keeps every connection; closes during its steps are the
+/// server recycling them (nginx's keepalive_requests, idle timeouts), and
+/// the client opens others. (Queries they cost are failures of their own.)
+fn closes_tell(v: &Value, find: Find) -> u64 {
+    match find {
+        Find::Connections => num(v, "connections.peer_closed").unwrap_or(0.0) as u64,
+        Find::Rate => 0,
+    }
 }
 
 /// Whether the client, not the server, explains a failing step: its own

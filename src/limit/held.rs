@@ -19,7 +19,7 @@ use crate::child::ChildLine;
 use crate::metrics::Latency;
 use crate::outcome::limit::{
     FailedAny, HeldConnections, HeldEnvironment, HeldLatency, HeldQueries, HeldScenario, HeldStep,
-    StepLatency,
+    Pace, StepLatency,
 };
 use crate::outcome::{RunResult, Sample};
 
@@ -261,7 +261,9 @@ pub fn figures(
     // and failures do.)
     let verified =
         open.min((before.connections.max(0) as u64 + end.verified).saturating_sub(before.verified));
-    let unverified = open - verified;
+    // (A rate step's open ones no query went to are idle, not unverified:
+    // its seconds do not tell them apart.)
+    let unverified = asked.rate.is_none().then_some(open - verified);
     let peak = step.iter().map(|s| s.connections).max().unwrap_or(0).max(0);
     let mut v = HeldStep {
         held: true,
@@ -291,9 +293,11 @@ pub fn figures(
     if let Some(rate) = asked.rate {
         // Every query of the step came due, went out and was answered (or
         // timed out) between its change of load and the end of its drain:
-        // counted over all its seconds. Its times are the steady state's,
-        // after the warm-up.
+        // counted over all its seconds. Its rates are its judged seconds'
+        // (answers of the drain, late, do not make a rate), its times the
+        // steady state's, after the warm-up.
         let measured = step.get(warm..).unwrap_or_default();
+        let window = judged_seconds(step, warm, judged);
         let sum = |f: fn(&Sample) -> Option<u64>| step.iter().filter_map(f).sum::<u64>();
         let sent = sum(|s| s.sent);
         let answered = sum(|s| s.answered);
@@ -305,6 +309,8 @@ pub fn figures(
             false => step.iter().filter_map(|s| s.target).sum::<f64>().round() as u64,
         };
         let secs = ((warm + judged) as f64).max(1.0);
+        let per = (window.len() as f64).max(1.0);
+        let in_window = |f: fn(&Sample) -> Option<u64>| window.iter().filter_map(f).sum::<u64>();
         v.duration_s = secs;
         v.queries = Some(HeldQueries {
             due,
@@ -315,8 +321,8 @@ pub fn figures(
             timed_out: sum(|s| s.timed_out),
             loop_late: sum(|s| s.loop_late),
             rate_target: rate,
-            rate_sent: sent as f64 / secs,
-            rate_achieved: answered as f64 / secs,
+            rate_sent: in_window(|s| s.sent) as f64 / per,
+            rate_achieved: in_window(|s| s.answered) as f64 / per,
         });
         v.latency = Some(HeldLatency {
             response_time_us: hist_of(measured, |s| s.hdr.as_deref()),
@@ -324,6 +330,39 @@ pub fn figures(
         });
     }
     v
+}
+
+/// A held rate step's judged seconds: after its warm-up, before its drain.
+pub fn judged_seconds(step: &[Sample], warm: usize, judged: usize) -> &[Sample] {
+    let from = warm.min(step.len());
+    &step[from..(warm + judged).min(step.len())]
+}
+
+/// A fresh run's judged seconds: those that offered its rate, less the
+/// first (the ramp's end, answers not yet flowing) and the last (the
+/// traffic's end, and the drain's answers).
+pub fn offered_seconds(per_second: &[Sample]) -> &[Sample] {
+    let offered: Vec<usize> = per_second
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.target.is_some_and(|t| t > 0.0))
+        .map(|(i, _)| i)
+        .collect();
+    match (offered.first(), offered.last()) {
+        (Some(&a), Some(&b)) if b > a + 1 => &per_second[a + 1..b],
+        _ => &[],
+    }
+}
+
+/// The pace of `seconds` (None without a query due in them).
+pub fn pace(seconds: &[Sample]) -> Option<Pace> {
+    let sum = |f: fn(&Sample) -> Option<u64>| seconds.iter().filter_map(f).sum::<u64>();
+    let due = sum(|s| s.due.or(s.sent));
+    (due > 0).then(|| Pace {
+        seconds: seconds.len() as u64,
+        due,
+        answered: sum(|s| s.answered),
+    })
 }
 
 /// The seconds' histograms added, as a result's latency object; None when
@@ -447,7 +486,12 @@ mod tests {
         assert_eq!(q["answered"], 2995);
         assert_eq!(q["ok"], 2995);
         assert_eq!(q["timed_out"], 5);
+        // Rates over the judged seconds: the drain's late answers make none.
         assert_eq!(q["rate_sent"], 1000.0);
+        assert_eq!(q["rate_achieved"], 995.0);
+        // Its queries went to connections at random: an idle one is not
+        // told from an unverified one, so the key is left out.
+        assert!(v["connections"].get("unverified").is_none());
         assert_eq!(v["latency"]["response_time_us"]["count"], 0);
         // The checks read these keys as they read a run's.
         let ok = crate::report::check::parse("queries.ok>=99.9%").unwrap();
@@ -456,5 +500,59 @@ mod tests {
         assert!(!none_lost.evaluate(&v).pass);
         let ok = crate::report::check::parse("queries.ok>=99%").unwrap();
         assert!(ok.evaluate(&v).pass);
+    }
+
+    fn paced(t: u64, target: f64, due: u64, answered: u64) -> Sample {
+        Sample {
+            t,
+            target: Some(target),
+            due: Some(due),
+            sent: Some(due),
+            answered: Some(answered),
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn a_server_answering_from_a_growing_queue_loses_pace_though_all_come() {
+        // 1000/s offered, 600/s answered: the queue grows by 400 a second,
+        // and the drain's last second brings every late answer.
+        let step = [
+            paced(1, 1000.0, 1000, 600),
+            paced(2, 1000.0, 1000, 600),
+            paced(3, 1000.0, 1000, 600),
+            paced(4, 0.0, 0, 1200),
+        ];
+        let p = pace(judged_seconds(&step, 1, 2)).unwrap();
+        assert_eq!((p.seconds, p.due, p.answered), (2, 2000, 1200));
+        assert!((p.share() - 0.6).abs() < 1e-9);
+        // One that keeps up: what it answers in a second is what came due,
+        // less or more the few in flight at the edges.
+        let kept = [
+            paced(1, 1000.0, 1000, 990),
+            paced(2, 1000.0, 1000, 1003),
+            paced(3, 1000.0, 1000, 998),
+            paced(4, 0.0, 0, 9),
+        ];
+        assert!(pace(judged_seconds(&kept, 1, 2)).unwrap().share() >= 0.99);
+        // A step cut short has fewer judged seconds than asked.
+        assert_eq!(judged_seconds(&kept, 1, 9).len(), 3);
+        assert!(pace(judged_seconds(&kept, 5, 2)).is_none());
+    }
+
+    #[test]
+    fn a_fresh_runs_judged_seconds_leave_out_its_first_and_last() {
+        let mut ramp = paced(1, 0.0, 0, 0);
+        ramp.target = None;
+        let run = [
+            ramp,
+            paced(2, 500.0, 300, 290),
+            paced(3, 500.0, 500, 500),
+            paced(4, 500.0, 500, 498),
+            paced(5, 500.0, 200, 212),
+        ];
+        let w = offered_seconds(&run);
+        assert_eq!(w.iter().map(|s| s.t).collect::<Vec<_>>(), [3, 4]);
+        assert!(offered_seconds(&run[..3]).is_empty());
     }
 }

@@ -3,7 +3,7 @@
 
 use super::ClientFlags;
 use super::*;
-use crate::outcome::limit::{HeldStep, StepResult};
+use crate::outcome::limit::{HeldStep, Pace, StepResult};
 use crate::outcome::Sample;
 use crate::sys::signals::Stop;
 
@@ -46,6 +46,7 @@ impl Search<'_> {
         } else {
             0
         };
+        let mut restart = false;
         let seen = match self.a.find {
             Find::Connections => {
                 if !fresh_run && !h.send(&format!("connections {conns}")) {
@@ -78,8 +79,12 @@ impl Search<'_> {
                     return Ok(None);
                 }
                 let seen = observer.finish(0);
-                if drain(h, c, quiet).is_none() {
-                    return Ok(None);
+                match drain(h, c, quiet) {
+                    None => return Ok(None),
+                    // The next step would start behind this one's backlog:
+                    // it starts on a new held run instead.
+                    Some(false) => restart = true,
+                    Some(true) => {}
                 }
                 seen
             }
@@ -100,6 +105,7 @@ impl Search<'_> {
                 transport: c.transport,
             },
         );
+        let pace = rate.and_then(|_| held::pace(held::judged_seconds(seconds, warm, judged)));
         let answered = v.queries.as_ref().map_or(0, |q| q.answered);
         v.environment.cores = self.plan.cores;
         let mut seen = seen;
@@ -109,7 +115,12 @@ impl Search<'_> {
             v.client = Some(cl.clone());
         }
         v.server_seen = seen.server.clone();
-        self.judge_held(load, v).map(Some)
+        let step = self.judge_held(load, v, pace)?;
+        if restart {
+            self.end_held();
+            self.restarted = true;
+        }
+        Ok(Some(step))
     }
 
     /// Starts a held run at the step's load and waits for its ramp; false
@@ -164,7 +175,7 @@ impl Search<'_> {
     /// The held step's verdict: the checks it can read (those whose keys
     /// a step's seconds do not give are judged on fresh steps only), and
     /// whose failure it is.
-    fn judge_held(&mut self, load: f64, mut held: HeldStep) -> Result<Step> {
+    fn judge_held(&mut self, load: f64, mut held: HeldStep, pace: Option<Pace>) -> Result<Step> {
         // The checks and the blame read its keys as they read a run's.
         let mut v = serde_json::to_value(&held)?;
         let mut judged_checks = Vec::new();
@@ -178,10 +189,11 @@ impl Search<'_> {
             judged_checks.push(ch.clone());
             verdicts.push(verdict);
         }
-        let pass = !self.interrupted && verdicts.iter().all(|x| x.pass);
+        let mut summary = crate::report::check::lines(&judged_checks, &verdicts).join("\n");
+        let kept_pace = self.judge_pace(pace, &mut summary);
+        let pass = !self.interrupted && kept_pace && verdicts.iter().all(|x| x.pass);
         v["checks"] = serde_json::to_value(&verdicts)?;
         held.checks = verdicts.clone();
-        let mut summary = crate::report::check::lines(&judged_checks, &verdicts).join("\n");
         // Whose failure it is: the client's own drops first; then a cause
         // the server's evidence shows, or connections the server closed;
         // only then the client's lateness or busy cores (a client a little
@@ -189,7 +201,7 @@ impl Search<'_> {
         let mine = (!pass)
             .then(|| {
                 client_dropped(&v).or_else(|| {
-                    (!server_explains(&v)).then(|| {
+                    (!server_explains(&v, self.a.find)).then(|| {
                         late_words(&v).or_else(|| held_client_explains(&v, self.plan.workers))
                     })?
                 })
@@ -205,6 +217,7 @@ impl Search<'_> {
             client_limited: mine.is_some(),
             held: true,
             result: Some(StepResult::Held(Box::new(held))),
+            pace,
             summary,
         })
     }
@@ -288,15 +301,17 @@ fn offer(
 }
 
 /// A rate step's drain: rate 0 until a second with nothing sent, answered
-/// or timed out (at most --timeout and 2 s); None when the run ended.
-fn drain(h: &mut Held, c: &ClientFlags, quiet: Duration) -> Option<()> {
+/// or timed out (at most --timeout and 2 s). Whether it got there (a
+/// client whose queries queued behind a slow server still sends and reads
+/// them after that); None when the run ended.
+fn drain(h: &mut Held, c: &ClientFlags, quiet: Duration) -> Option<bool> {
     h.send("rate 0");
     let most = c.timeout.as_secs_f64().ceil() as usize + 2;
     for _ in 0..most {
         let x = h.next_second(quiet)?;
         if x.sent == Some(0) && x.answered == Some(0) && x.timed_out == Some(0) {
-            break;
+            return Some(true);
         }
     }
-    Some(())
+    Some(false)
 }

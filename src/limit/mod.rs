@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use crate::outcome::limit::{Found, LimitFile, Step, StepResult};
+use crate::outcome::limit::{Found, LimitFile, Pace, Step, StepResult};
 use crate::outcome::RunResult;
 use crate::report::check::Check;
 use crate::report::json::write_atomic;
@@ -64,6 +64,12 @@ const OWN_FLAGS: &[(&str, bool)] = &[
     ("--quiet", false),
 ];
 /// Set by a connections search.
+/// A rate step keeps pace when the answers that came in its judged
+/// seconds are at least this share of the queries due in them: the few
+/// in flight at either end differ, a queue that grows by more than a
+/// hundredth of the step's length does not keep up.
+const PACE: f64 = 0.99;
+
 const CONNECTION_FLAGS: &[(&str, bool)] = &[("-c", true), ("--connections", true)];
 /// Set by a rate search.
 const RATE_FLAGS: &[(&str, bool)] = &[("-r", true), ("--rate", true)];
@@ -160,6 +166,11 @@ struct Search<'a> {
     baseline: u64,
     /// Steps are `throng cluster` runs.
     cluster: Option<Cluster>,
+    /// A rate step is judged by its pace too (not with `--check none`).
+    pace_judged: bool,
+    /// The last step's backlog did not drain: its held run was ended, and
+    /// the next step opens the connections again.
+    restarted: bool,
 }
 
 /// `throng cluster [FLAGS] -- limit ...`: a search whose steps are cluster
@@ -253,6 +264,8 @@ fn run_with(a: &LimitConfig, cluster: Option<Cluster>) -> Result<ExitCode> {
         held_runs: Vec::new(),
         unjudged: BTreeSet::new(),
         baseline: tcp_inuse().unwrap_or(0),
+        pace_judged: a.find == Find::Rate && !a.client.check.iter().any(|c| c.trim() == "none"),
+        restarted: false,
         plan,
         cluster,
     };
@@ -438,6 +451,12 @@ impl Search<'_> {
             };
             let k = self.steps.len() + 1;
             println!("{}", step_line(k, &step, &|x| unit(self.a.find, x)));
+            if std::mem::take(&mut self.restarted) {
+                println!(
+                    "              (its queries were still queued when its drain ended: the \
+                     next step opens its connections again)"
+                );
+            }
             let (pass, limited) = (step.pass, step.client_limited);
             self.steps.push(step);
             if self.interrupted || self.stop.wait_until(Instant::now()) {
@@ -540,8 +559,15 @@ impl Search<'_> {
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok());
         let value = result_value(&result.clone().map(|r| StepResult::Run(Box::new(r))));
-        let pass = code == 0;
+        let pace = match self.a.find {
+            Find::Rate => result
+                .as_ref()
+                .and_then(|r| held::pace(held::offered_seconds(&r.per_second))),
+            Find::Connections => None,
+        };
         let mut summary = summary;
+        let kept_pace = self.judge_pace(pace, &mut summary);
+        let pass = code == 0 && kept_pace;
         let dropped = (!pass).then(|| client_dropped(&value)).flatten();
         if let Some(why) = &dropped {
             summary.push_str(&format!("\nhint (client) {why}"));
@@ -554,11 +580,38 @@ impl Search<'_> {
                 && !confirm
                 && (code == 2
                     || dropped.is_some()
-                    || (!server_explains(&value) && client_explains(code, &summary))),
+                    || (!server_explains(&value, self.a.find) && client_explains(code, &summary))),
             held: false,
             result: result.map(|r| StepResult::Run(Box::new(r))),
+            pace,
             summary,
         })
+    }
+
+    /// Whether a rate step's answers kept pace with its queries (true
+    /// when it has no judged second, or the user's `--check none` drops
+    /// the search's own checks); the verdict's line added to `summary`.
+    fn judge_pace(&self, pace: Option<Pace>, summary: &mut String) -> bool {
+        let Some(p) = pace.filter(|_| self.pace_judged) else {
+            return true;
+        };
+        let pass = p.share() >= PACE;
+        let line = format!(
+            "  check         {}  answered in the judged seconds >= {}% of due then  (measured \
+             {:.1}%: {} answered of {} due over {} s, {}/s)",
+            if pass { "PASS" } else { "FAIL" },
+            PACE * 100.0,
+            p.share() * 100.0,
+            p.answered,
+            p.due,
+            p.seconds,
+            crate::units::human(p.answered as f64 / p.seconds.max(1) as f64),
+        );
+        if !summary.is_empty() && !summary.ends_with('\n') {
+            summary.push('\n');
+        }
+        summary.push_str(&line);
+        pass
     }
 
     /// Ends the held run, keeping its whole result.
@@ -576,8 +629,9 @@ impl Search<'_> {
         let failing = self
             .upper
             .and_then(|u| self.steps.iter().rev().find(|s| s.load == u && !s.pass));
-        let (cause, mut figures) =
-            failing.map_or((None, Vec::new()), |s| evidence(&result_value(&s.result)));
+        let (cause, mut figures) = failing.map_or((None, Vec::new()), |s| {
+            evidence(&result_value(&s.result), self.a.find)
+        });
         if let Some(s) = failing {
             figures.extend(why_lines(&s.summary));
         }
@@ -690,7 +744,7 @@ mod tests {
 
     #[test]
     fn fd_limit_is_named_before_cpu() {
-        let (cause, figures) = evidence(&seen("nginx", 599, 600, 4.0));
+        let (cause, figures) = evidence(&seen("nginx", 599, 600, 4.0), Find::Connections);
         assert_eq!(
             cause.unwrap(),
             "nginx (pid 7) held 599 fds of its 600: its fd limit"
@@ -702,9 +756,12 @@ mod tests {
     fn a_full_conntrack_table_and_tcp_memory_pressure_are_named() {
         let mut v = seen("nginx", 100, 1024, 0.1);
         v["server_seen"]["tcp_memory_pressures"] = 2.into();
-        assert!(evidence(&v).0.unwrap().contains("net.ipv4.tcp_mem"));
+        assert!(evidence(&v, Find::Connections)
+            .0
+            .unwrap()
+            .contains("net.ipv4.tcp_mem"));
         v["server_seen"]["conntrack_drops"] = 40.into();
-        let (cause, figures) = evidence(&v);
+        let (cause, figures) = evidence(&v, Find::Connections);
         assert!(cause.unwrap().contains("nf_conntrack_max"));
         assert!(figures[0].contains("conntrack drops +40"), "{figures:?}");
     }
@@ -725,7 +782,7 @@ mod tests {
     fn closes_under_the_fd_limit_are_a_cap_of_the_servers_own() {
         let mut v = seen("nginx", 720, 20000, 0.02);
         v["connections"] = serde_json::json!({"peer_closed": 32});
-        let cause = evidence(&v).0.unwrap();
+        let cause = evidence(&v, Find::Connections).0.unwrap();
         assert!(cause.contains("closed 32 connection(s)"), "{cause}");
         assert!(cause.contains("worker_connections"), "{cause}");
     }
@@ -736,30 +793,51 @@ mod tests {
     #[test]
     fn connections_the_server_closed_are_the_servers_even_unseen() {
         let mut v = serde_json::json!({"connections": {"peer_closed": 0}});
-        assert!(!server_explains(&v));
+        assert!(!server_explains(&v, Find::Connections));
         v["connections"]["peer_closed"] = 29.into();
-        assert!(server_explains(&v));
+        assert!(server_explains(&v, Find::Connections));
         // Connections it took and then closed or reset, before answering
         // or after: its acts too (a remote server at its fd limit), even
         // when the client's connect() was slow as well.
         for k in ["closed_by_peer", "half_open", "reset", "rejected"] {
             let v = serde_json::json!({"connections": {"failed": {k: 15}}});
-            assert!(server_explains(&v), "{k}");
+            assert!(server_explains(&v, Find::Connections), "{k}");
         }
         let v = serde_json::json!({"connections": {"failed": {"no_free_port": 15}}});
-        assert!(!server_explains(&v));
+        assert!(!server_explains(&v, Find::Connections));
+    }
+
+    /// Regression: nginx recycles a connection after 1,000 requests
+    /// (keepalive_requests); a rate search's failing step at 264k/s was
+    /// put on "a connection cap of its own" though every passing step saw
+    /// closes too, and the search had found at its opening that nginx
+    /// keeps every connection.
+    #[test]
+    fn closes_during_a_rate_step_are_no_cap() {
+        let mut v = seen("nginx", 110, 20000, 1.0);
+        v["connections"] = serde_json::json!({"peer_closed": 1279});
+        assert!(evidence(&v, Find::Connections).0.is_some());
+        assert_eq!(evidence(&v, Find::Rate).0, None);
+        assert!(!server_explains(&v, Find::Rate));
+        // Its CPU still speaks.
+        v["server_seen"]["threads"] = 1.into();
+        v["server_seen"]["cpu_s"] = 1.95.into();
+        assert!(evidence(&v, Find::Rate).0.unwrap().contains("CPU-bound"));
     }
 
     #[test]
     fn a_busy_single_thread_is_named_cpu_bound() {
         let mut v = seen("python3", 20, 1024, 1.9);
         v["server_seen"]["threads"] = 1.into();
-        assert!(evidence(&v).0.unwrap().contains("CPU-bound on one thread"));
+        assert!(evidence(&v, Find::Connections)
+            .0
+            .unwrap()
+            .contains("CPU-bound on one thread"));
         // Three threads on two cores at 95% of one: room left.
         v["server_seen"]["threads"] = 3.into();
-        assert_eq!(evidence(&v).0, None);
+        assert_eq!(evidence(&v, Find::Connections).0, None);
         v["server_seen"]["cpu_s"] = 3.7.into();
-        assert!(evidence(&v)
+        assert!(evidence(&v, Find::Connections)
             .0
             .unwrap()
             .contains("3 thread(s) on 2 cores can: CPU-bound"));

@@ -26,9 +26,14 @@ pub(super) fn step_line(k: usize, s: &Step, unit: &dyn Fn(f64) -> String) -> Str
         n("connections.verified")
     ));
     if v.get("queries").is_some_and(|q| !q.is_null()) {
+        // (A rate step's answers per second are those of its judged
+        // seconds: the drain's late ones make no rate.)
+        let answered = s.pace.map_or(n("queries.rate_achieved"), |p| {
+            p.answered as f64 / p.seconds.max(1) as f64
+        });
         f.push_str(&format!(
             "  answered {:.0}/s ok {:.0} of {:.0} due, timed out {:.0}  p50 {} p99 {}",
-            n("queries.rate_achieved"),
+            answered,
             n("queries.ok"),
             n("queries.due"),
             n("queries.timed_out"),

@@ -58,15 +58,17 @@ pub(super) fn yield_cores(workers: Option<u64>, cores: f64) -> Option<u64> {
 pub(super) fn announce(a: &LimitConfig, plan: &Plan, target: &str, cluster: bool) {
     let unit = |x: f64| unit(a.find, x);
     let keeping_up = match a.find {
-        Find::Connections => {
-            "every attempt established and verified, none failed (the client's default \
-             checks)"
-        }
-        Find::Rate => {
+        Find::Connections => "every attempt established and verified, none failed (the \
+                              client's default checks)"
+            .to_string(),
+        Find::Rate => format!(
             "the client's default checks hold and, unless --check says otherwise on those \
              keys, every query is answered ok and none timed out (queries.ok>=99.9%, \
-             queries.timed_out==0)"
-        }
+             queries.timed_out==0), and the answers keep pace: those that come in the judged \
+             seconds are at least {}% of the queries due in them (a server answering late \
+             from a growing queue does not keep up, though every answer comes in the drain)",
+            super::PACE * 100.0
+        ),
     };
     let user_checks = if a.client.check.is_empty() {
         String::new()

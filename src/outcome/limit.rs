@@ -68,9 +68,33 @@ pub struct Step {
     /// refused).
     #[serde(serialize_with = "sorted")]
     pub result: Option<StepResult>,
+    /// A rate step's pace (None: a connections step, or one too short
+    /// to have a judged second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace: Option<Pace>,
     /// What the step's client printed (not in the file).
     #[serde(skip)]
     pub summary: String,
+}
+
+/// A rate step's pace: over its judged seconds (those offered whole at
+/// the step's rate, after the first), the answers that came in them
+/// against the queries that came due in them. A server that keeps up
+/// answers as fast as queries come, so the two differ by the few in
+/// flight; one that answers from a growing queue falls behind here even
+/// when every answer comes before the drain ends.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Pace {
+    pub seconds: u64,
+    pub due: u64,
+    pub answered: u64,
+}
+
+impl Pace {
+    /// The share of the judged seconds' due queries answered in them.
+    pub fn share(&self) -> f64 {
+        self.answered as f64 / self.due.max(1) as f64
+    }
 }
 
 /// A step's result: a held step's figures, or a fresh run's whole result.
@@ -114,7 +138,12 @@ pub struct HeldConnections {
     /// Open at the step's end.
     pub established: u64,
     pub verified: u64,
-    pub unverified: u64,
+    /// Open and not verified (None on a rate step: its queries go to
+    /// connections at random, and one no query went to is idle, not
+    /// unverified, which its seconds cannot tell apart; the confirming
+    /// fresh step counts them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unverified: Option<u64>,
     pub failed: FailedAny,
     /// The most open in one of its seconds.
     pub peak: i64,
@@ -128,7 +157,8 @@ pub struct FailedAny {
     pub any: u64,
 }
 
-/// A held step's queries, over all its seconds.
+/// A held step's queries: counts over all its seconds (its drain's too),
+/// rates over its judged ones.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HeldQueries {
     pub due: u64,
@@ -190,7 +220,7 @@ mod tests {
                 attempted: 100,
                 established: 195,
                 verified: 192,
-                unverified: 3,
+                unverified: Some(3),
                 failed: FailedAny { any: 2 },
                 peak: 195,
                 peer_closed: 5,
@@ -218,6 +248,7 @@ mod tests {
             client_limited: false,
             held: true,
             result: Some(StepResult::Held(Box::new(held()))),
+            pace: None,
             summary: "not written".into(),
         };
         let text = serde_json::to_string(&step).unwrap();
