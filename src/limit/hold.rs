@@ -20,7 +20,7 @@ impl Search<'_> {
             Find::Rate => (self.plan.connections, Some(load)),
         };
         let fresh_run = self.held.is_none();
-        if fresh_run && !self.start_held(conns, load)? {
+        if fresh_run && !self.start_held(conns)? {
             return Ok(None);
         }
         let Some(h) = self.held.as_mut() else {
@@ -123,9 +123,10 @@ impl Search<'_> {
         Ok(Some(step))
     }
 
-    /// Starts a held run at the step's load and waits for its ramp; false
+    /// Starts a held run (a connections step's count, or a rate step's
+    /// connections at the least rate) and waits for its ramp; false
     /// when it does not get through it.
-    fn start_held(&mut self, conns: u64, load: f64) -> Result<bool> {
+    fn start_held(&mut self, conns: u64) -> Result<bool> {
         let c = &self.a.client;
         let json = self
             .dir
@@ -135,7 +136,10 @@ impl Search<'_> {
         // (The arguments a search takes out, its axis's, given back.)
         let mut args = match self.a.find {
             Find::Connections => vec!["-c".to_string(), format!("{conns}")],
-            Find::Rate => vec!["-r".to_string(), format!("{load}")],
+            // (A rate run opens its connections at the least rate: each
+            // step sets its own, and what the opening offered while the
+            // connections came and settled would queue ahead of it.)
+            Find::Rate => vec!["-r".to_string(), "1".to_string()],
         };
         // (Held runs are one process.)
         args.extend(self.plan.workers_args(conns));
