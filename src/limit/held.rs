@@ -261,8 +261,8 @@ pub fn figures(
     // and failures do.)
     let verified =
         open.min((before.connections.max(0) as u64 + end.verified).saturating_sub(before.verified));
-    // (A rate step's open ones no query went to are idle, not unverified:
-    // its seconds do not tell them apart.)
+    // (Under an offered rate, open ones no query went to are idle, not
+    // unverified: the seconds do not tell them apart.)
     let unverified = asked.rate.is_none().then_some(open - verified);
     let peak = step.iter().map(|s| s.connections).max().unwrap_or(0).max(0);
     let mut v = HeldStep {

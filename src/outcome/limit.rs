@@ -138,10 +138,10 @@ pub struct HeldConnections {
     /// Open at the step's end.
     pub established: u64,
     pub verified: u64,
-    /// Open and not verified (None on a rate step: its queries go to
-    /// connections at random, and one no query went to is idle, not
-    /// unverified, which its seconds cannot tell apart; the confirming
-    /// fresh step counts them).
+    /// Open and not verified (None on a step with an offered rate: its
+    /// queries go to connections at random, and one no query went to is
+    /// idle, not unverified, which its seconds cannot tell apart; fresh
+    /// steps count them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unverified: Option<u64>,
     pub failed: FailedAny,
