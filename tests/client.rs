@@ -610,6 +610,8 @@ fn bad_client_usage_exits_2() {
         (vec!["client", "--source-ip", "300.1.1.1"], "--source-ip"),
         (vec!["client", "no-such-host.invalid:1"], "cannot resolve"),
         (vec!["client", "--think", "1s"], "--closed-loop"),
+        // --hold runs until a signal: a -T beside it would be ignored.
+        (vec!["client", "--hold", "-T", "3s"], "--duration"),
     ] {
         let (code, _, err) = common::run(&args);
         assert_eq!(code, 2, "{args:?}: {err}");

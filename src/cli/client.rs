@@ -68,7 +68,7 @@ pub struct ClientArgs {
     pub duration: Duration,
 
     /// Hold the connections until Ctrl-C or SIGTERM (instead of --duration).
-    #[arg(long, conflicts_with = "pause")]
+    #[arg(long, conflicts_with_all = ["pause", "duration"])]
     pub hold: bool,
 
     /// After the ramp, wait for Enter on stdin before closing (multi-host

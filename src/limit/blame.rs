@@ -84,14 +84,18 @@ pub(super) fn verify_on(c: &super::ClientFlags) -> bool {
 /// A failing held step that the client's lateness explains: its loop
 /// noticed more than 1% of the due queries over 1 ms late, and the step's
 /// failure is not much larger than that (at most twice as many queries
-/// unanswered or not ok as were late: a server that left most of them
+/// unanswered or not ok, or behind its pace (`pace`, beside its figures),
+/// as were late: a server that left most of them
 /// unanswered failed the step whatever the client's lateness; a check on
 /// latency alone, nothing unanswered, is the client's to explain).
 pub(super) fn late_words(v: &Value) -> Option<String> {
     let q = v.get("queries")?;
     let due = num(q, "due").unwrap_or(0.0);
     let loop_late = num(q, "loop_late").unwrap_or(0.0);
-    let short = (due - num(q, "ok").unwrap_or(0.0)).max(0.0);
+    // (Short: not answered ok, or, all answered, late: the judged
+    // seconds' answers behind their due queries.)
+    let behind = num(v, "pace.due").unwrap_or(0.0) - num(v, "pace.answered").unwrap_or(0.0);
+    let short = (due - num(q, "ok").unwrap_or(0.0)).max(behind).max(0.0);
     (due > 0.0 && loop_late > 0.01 * due && short <= 2.0 * loop_late).then(|| {
         format!(
             "the client's loop noticed {:.1}% of the due queries more than 1 ms late: it could \

@@ -354,15 +354,12 @@ pub fn offered_seconds(per_second: &[Sample]) -> &[Sample] {
     }
 }
 
-/// The pace of `seconds` (None without a query due in them).
-pub fn pace(seconds: &[Sample]) -> Option<Pace> {
+/// The pace of `seconds`, kept at `share` (None without a query due in
+/// them).
+pub fn pace(seconds: &[Sample], share: f64) -> Option<Pace> {
     let sum = |f: fn(&Sample) -> Option<u64>| seconds.iter().filter_map(f).sum::<u64>();
     let due = sum(|s| s.due.or(s.sent));
-    (due > 0).then(|| Pace {
-        seconds: seconds.len() as u64,
-        due,
-        answered: sum(|s| s.answered),
-    })
+    (due > 0).then(|| Pace::new(seconds.len() as u64, due, sum(|s| s.answered), share))
 }
 
 /// The seconds' histograms added, as a result's latency object; None when
@@ -523,9 +520,10 @@ mod tests {
             paced(3, 1000.0, 1000, 600),
             paced(4, 0.0, 0, 1200),
         ];
-        let p = pace(judged_seconds(&step, 1, 2)).unwrap();
+        let p = pace(judged_seconds(&step, 1, 2), 0.98).unwrap();
         assert_eq!((p.seconds, p.due, p.answered), (2, 2000, 1200));
         assert!((p.share() - 0.6).abs() < 1e-9);
+        assert!(!p.kept);
         // One that keeps up: what it answers in a second is what came due,
         // less or more the few in flight at the edges.
         let kept = [
@@ -534,10 +532,21 @@ mod tests {
             paced(3, 1000.0, 1000, 998),
             paced(4, 0.0, 0, 9),
         ];
-        assert!(pace(judged_seconds(&kept, 1, 2)).unwrap().share() >= 0.98);
+        let p = pace(judged_seconds(&kept, 1, 2), 0.98).unwrap();
+        assert!(p.kept && p.share() >= 0.98);
         // A step cut short has fewer judged seconds than asked.
         assert_eq!(judged_seconds(&kept, 1, 9).len(), 3);
-        assert!(pace(judged_seconds(&kept, 5, 2)).is_none());
+        assert!(pace(judged_seconds(&kept, 5, 2), 0.98).is_none());
+    }
+
+    #[test]
+    fn a_few_queries_short_at_a_low_rate_is_the_counts_noise() {
+        // 40 due, 36 answered: 10% short, within 2 x sqrt(40) = 12.6.
+        assert!(Pace::new(2, 40, 36, 0.98).kept);
+        assert!(!Pace::new(2, 40, 20, 0.98).kept);
+        // A million due: 2% is the bound (2,000 of noise is less).
+        assert!(Pace::new(10, 1_000_000, 980_000, 0.98).kept);
+        assert!(!Pace::new(10, 1_000_000, 979_000, 0.98).kept);
     }
 
     #[test]

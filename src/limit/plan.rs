@@ -89,8 +89,9 @@ pub(super) fn announce(a: &LimitConfig, plan: &Plan, target: &str, cluster: bool
         ),
         (Find::Rate, Some(_)) => format!(
             "Over {} connections opened once, each step offers its rate for a warm-up second, \
-             then {} s judged, then a drain at rate 0 until its answers are in; the best pass \
-             is offered again to confirm it.",
+             then {} s judged, then a drain at rate 0 until its answers are in (a step whose \
+             queries outlast the drain has the connections opened again for the next); the \
+             best pass is offered again to confirm it.",
             plan.connections,
             a.step_time.as_secs_f64()
         ),

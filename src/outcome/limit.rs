@@ -88,12 +88,35 @@ pub struct Pace {
     pub seconds: u64,
     pub due: u64,
     pub answered: u64,
+    /// The step kept pace: `answered` fell short of `due` by at most the
+    /// share the search allows, or by the count's own noise where that
+    /// is more (twice its square root: the queries in flight at the
+    /// window's two ends differ by about that much at low rates).
+    pub kept: bool,
 }
 
 impl Pace {
+    /// The pace of `answered` of `due` over `seconds`, kept when at least
+    /// `share` of them were answered (less the noise).
+    pub fn new(seconds: u64, due: u64, answered: u64, share: f64) -> Pace {
+        let short = due.saturating_sub(answered) as f64;
+        let allowed = ((1.0 - share) * due as f64).max(2.0 * (due as f64).sqrt());
+        Pace {
+            seconds,
+            due,
+            answered,
+            kept: short <= allowed,
+        }
+    }
+
     /// The share of the judged seconds' due queries answered in them.
     pub fn share(&self) -> f64 {
         self.answered as f64 / self.due.max(1) as f64
+    }
+
+    /// Queries due in the judged seconds not answered in them.
+    pub fn short(&self) -> u64 {
+        self.due.saturating_sub(self.answered)
     }
 }
 
