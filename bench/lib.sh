@@ -35,3 +35,42 @@ ${extra:+$extra
   control-enable: no
 CONF
 }
+
+# nginx in its stock shape for the benches (worker_processes auto,
+# worker_connections 768, keepalive_requests at its default), its files in
+# DIR, listening on 127.0.0.1:PORT: "ok" at /, stub_status at /status.
+# Starts it (daemon; its pid in DIR/nginx.pid) and waits until it accepts.
+nginx_start() {
+  local dir=$1 port=$2
+  cat > "$dir/nginx.conf" <<CONF
+daemon on;
+worker_processes auto;
+pid $dir/nginx.pid;
+error_log $dir/error.log;
+events { worker_connections 768; }
+http {
+  access_log off;
+  client_body_temp_path $dir/body;
+  proxy_temp_path $dir/proxy;
+  fastcgi_temp_path $dir/fastcgi;
+  uwsgi_temp_path $dir/uwsgi;
+  scgi_temp_path $dir/scgi;
+  server {
+    listen 127.0.0.1:$port;
+    location / { return 200 "ok\n"; }
+    location = /status { stub_status; }
+  }
+}
+CONF
+  nginx -p "$dir" -c "$dir/nginx.conf"
+  until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do sleep 0.1; done
+}
+
+# The requests nginx on 127.0.0.1:PORT has served (its stub_status; this
+# request counts among them).
+nginx_requests() {
+  exec 3<>"/dev/tcp/127.0.0.1/$1"
+  printf 'GET /status HTTP/1.0\r\n\r\n' >&3
+  awk 'f { print $3; exit } /server accepts handled requests/ { f = 1 }' <&3
+  exec 3<&-
+}

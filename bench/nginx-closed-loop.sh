@@ -22,34 +22,10 @@ fi
 ip link set lo up
 dir=$(mktemp -d)
 trap 'kill "$(cat "$dir/nginx.pid" 2>/dev/null)" 2>/dev/null || true; rm -rf "$dir"' EXIT
-cat > "$dir/nginx.conf" <<EOF
-daemon on;
-worker_processes auto;
-pid $dir/nginx.pid;
-error_log $dir/error.log;
-events { worker_connections 768; }
-http {
-  access_log off;
-  client_body_temp_path $dir/body;
-  proxy_temp_path $dir/proxy;
-  fastcgi_temp_path $dir/fastcgi;
-  uwsgi_temp_path $dir/uwsgi;
-  scgi_temp_path $dir/scgi;
-  server {
-    listen 127.0.0.1:8089;
-    location / { return 200 "ok\n"; }
-    location = /status { stub_status; }
-  }
-}
-EOF
-nginx -p "$dir" -c "$dir/nginx.conf"
-until curl -s -o /dev/null http://127.0.0.1:8089/ 2>/dev/null || (exec 3<>/dev/tcp/127.0.0.1/8089) 2>/dev/null; do sleep 0.1; done
-requests() {
-  exec 3<>/dev/tcp/127.0.0.1/8089
-  printf 'GET /status HTTP/1.0\r\n\r\n' >&3
-  awk 'f { print $3; exit } /server accepts handled requests/ { f = 1 }' <&3
-  exec 3<&-
-}
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
+nginx_start "$dir" 8089
+requests() { nginx_requests 8089; }
 echo "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///'), $(nproc) cores, $conns connections, ${secs}s, namespace untuned"
 wrk -t2 -c"$conns" -d"${secs}s" --latency http://127.0.0.1:8089/ > "$dir/wrk.txt"
 w_rate=$(awk '/Requests\/sec/ { print $2 }' "$dir/wrk.txt")

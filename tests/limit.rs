@@ -261,42 +261,47 @@ while True:
     assert_eq!(h.connections.failed.any, 0, "{out}");
 }
 
-/// A one-thread Python echo server that spends 1 ms of CPU on each read:
-/// with one query in flight a connection (--window 1) it answers about
-/// 1,000 a second. The search finds that within 15% and names its CPU.
-#[test]
-fn a_one_thread_servers_rate_is_found_and_named_cpu() {
-    let Some(python) = common::program("python3", "python3") else {
-        return;
-    };
+/// `throng limit --find rate` over 10 connections, one query in flight
+/// each (--window 1), from 250/s in 2 s steps to 10%, against a
+/// one-thread Python echo server that spends 1 ms of CPU on each read
+/// (about 1,000 answers a second); `extra`, more flags. The limit found is
+/// asserted within 15% of that, the result returned.
+fn python_rate_search(name: &str, extra: &[&str]) -> Option<(String, LimitFile)> {
+    let python = common::program("python3", "python3")?;
     let script = echo_script(None, true);
     let (srv, addr) = python_server(&python, &script);
-    let (code, out, v) = limit(
-        "limit-rate",
-        &[
-            &addr,
-            "--find",
-            "rate",
-            "--proto",
-            "echo",
-            "-c",
-            "10",
-            "--window",
-            "1",
-            "-r",
-            "250",
-            "--step-time",
-            "2s",
-            "--timeout",
-            "500ms",
-            "--precision",
-            "10%",
-        ],
-    );
+    let mut args = vec![
+        addr.as_str(),
+        "--find",
+        "rate",
+        "--proto",
+        "echo",
+        "-c",
+        "10",
+        "--window",
+        "1",
+        "-r",
+        "250",
+        "--step-time",
+        "2s",
+        "--precision",
+        "10%",
+    ];
+    args.extend(extra);
+    let (code, out, v) = limit(name, &args);
     drop(srv);
     assert_eq!(code, 0, "{out}");
     let value = v.limit.value.unwrap();
     assert!((850.0..=1150.0).contains(&value), "found {value}/s: {out}");
+    Some((out, v))
+}
+
+/// The one-thread server's rate is found within 15%, and its CPU named.
+#[test]
+fn a_one_thread_servers_rate_is_found_and_named_cpu() {
+    let Some((out, v)) = python_rate_search("limit-rate", &["--timeout", "500ms"]) else {
+        return;
+    };
     let reason = &v.limit.reason;
     assert!(reason.contains("CPU-bound"), "{out}");
     assert!(reason.contains("python3"), "{out}");
@@ -309,43 +314,17 @@ fn a_one_thread_servers_rate_is_found_and_named_cpu() {
     }
 }
 
-/// The same one-thread server, with the client's default timeout: above
-/// the rate it serves the queries queue (behind each connection's one in
-/// flight), and every answer still comes, seconds late, before the step's
-/// drain ends. A step
-/// whose answers fall behind its queries does not keep up: the search
-/// finds the rate it serves, not one its queue can hide for a step.
+/// The same server with the client's default timeout: above the rate it
+/// serves the queries queue (behind each connection's one in flight), and
+/// every answer still comes, seconds late, before the step's drain ends.
+/// A step whose answers fall behind its queries does not keep up: the
+/// search finds the rate it serves, not one its queue can hide for a
+/// step.
 #[test]
 fn a_server_answering_late_from_its_queue_does_not_keep_up() {
-    let Some(python) = common::program("python3", "python3") else {
+    let Some((out, v)) = python_rate_search("limit-pace", &[]) else {
         return;
     };
-    let script = echo_script(None, true);
-    let (srv, addr) = python_server(&python, &script);
-    let (code, out, v) = limit(
-        "limit-pace",
-        &[
-            &addr,
-            "--find",
-            "rate",
-            "--proto",
-            "echo",
-            "-c",
-            "10",
-            "--window",
-            "1",
-            "-r",
-            "250",
-            "--step-time",
-            "2s",
-            "--precision",
-            "10%",
-        ],
-    );
-    drop(srv);
-    assert_eq!(code, 0, "{out}");
-    let value = v.limit.value.unwrap();
-    assert!((850.0..=1150.0).contains(&value), "found {value}/s: {out}");
     // The failing step says its answers fell behind.
     assert!(
         out.contains("FAIL  answered in the judged seconds"),
