@@ -342,14 +342,12 @@ pub fn judged_seconds(step: &[Sample], warm: usize, judged: usize) -> &[Sample] 
 /// first (the ramp's end, answers not yet flowing) and the last (the
 /// traffic's end, and the drain's answers).
 pub fn offered_seconds(per_second: &[Sample]) -> &[Sample] {
-    let offered: Vec<usize> = per_second
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.target.is_some_and(|t| t > 0.0))
-        .map(|(i, _)| i)
-        .collect();
-    match (offered.first(), offered.last()) {
-        (Some(&a), Some(&b)) if b > a + 1 => &per_second[a + 1..b],
+    let offered = |s: &Sample| s.target.is_some_and(|t| t > 0.0);
+    match (
+        per_second.iter().position(offered),
+        per_second.iter().rposition(offered),
+    ) {
+        (Some(a), Some(b)) if b > a + 1 => &per_second[a + 1..b],
         _ => &[],
     }
 }

@@ -165,13 +165,13 @@ impl Search<'_> {
         if self.a.find == Find::Rate {
             if let Some(s) = h.settled(Duration::from_secs(5)) {
                 let open = s.connections.max(0) as u64;
-                if (s.failed > 0 || open < conns) && !self.steps.is_empty() {
-                    // Opened again after a step's backlog: a server still
-                    // busy with it may not take them all at once. The
-                    // steps go on as fresh runs.
-                    return Ok(false);
-                }
                 if s.failed > 0 || open < conns {
+                    if !self.steps.is_empty() {
+                        // Opened again after a step's backlog: a server
+                        // still busy with it may not take them all at
+                        // once. The steps go on as fresh runs.
+                        return Ok(false);
+                    }
                     let failed = s.failed;
                     drop(h);
                     return Err(usage(format!(
