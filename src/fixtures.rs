@@ -125,6 +125,26 @@ pub(crate) fn slice_of(k: u64, n: u64, o: &crate::outcome::Outcome) -> RunResult
     )
 }
 
+/// Slice `k` of `n` of run `id`, whose traffic (and hold) ran from `from`
+/// for `secs` seconds (wall clock).
+pub(crate) fn timed(k: u64, n: u64, id: &str, from: f64, secs: f64) -> RunResult {
+    let mut r = slice_of(k, n, &outcome(1, secs));
+    let wall = crate::outcome::Wall {
+        start_unix_s: from - 0.5,
+        end_unix_s: from + secs + 0.5,
+        traffic_start_unix_s: Some(from),
+        traffic_end_unix_s: Some(from + secs),
+        held_start_unix_s: Some(from),
+        held_end_unix_s: Some(from + secs),
+    };
+    let run = crate::domain::RunId {
+        id: id.into(),
+        from: crate::domain::RunIdFrom::Flag,
+    };
+    r.slice = Some(crate::outcome::SliceOf::new(&run, &r.scenario, wall));
+    r
+}
+
 /// A `--proto push` run of 2 connections at 10 ms over 2 s: 390 messages
 /// received of 400 expected, its jitter, gap and (with `delay`) one-way
 /// delay, and its two seconds.

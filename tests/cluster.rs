@@ -238,6 +238,10 @@ fn a_search_of_cluster_runs_finds_a_servers_fd_limit() {
                 panic!("a step without a client result: {out}");
             };
             assert_eq!(r.parts.len(), 2, "{out}");
+            // A pass: both hosts held their connections together (for
+            // most of its second).
+            let together = r.slice.as_ref().unwrap().wall.held_together_s().unwrap();
+            assert!(!s.pass || together >= 0.5, "{together} s: {out}");
             common::parse_result(&serde_json::to_string(r).unwrap());
         }
         drop(srv);

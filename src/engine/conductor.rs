@@ -77,6 +77,8 @@ pub(super) struct Conductor<'a> {
     verify_time: Option<Duration>,
     ramp_time: Option<Duration>,
     traffic_start: Option<Instant>,
+    /// When every attempt of the ramp was resolved: the hold's start.
+    held_from: Option<Instant>,
     /// When the traffic ends (None: at a signal, Enter or `stop`).
     end_at: Option<Instant>,
     enter_seen: bool,
@@ -134,6 +136,7 @@ impl<'a> Conductor<'a> {
             verify_time: None,
             ramp_time: None,
             traffic_start: None,
+            held_from: None,
             end_at: None,
             enter_seen: false,
             interrupted: false,
@@ -269,6 +272,7 @@ impl<'a> Conductor<'a> {
         }
         let now = Instant::now();
         let start = self.crew.start;
+        self.held_from = Some(now);
         if let Some(total) = self.sc.schedule_seconds() {
             // No ramp of fixed attempts: the schedule runs its course.
             self.end_at = Some(start + Duration::from_secs_f64(total));
@@ -543,6 +547,8 @@ impl<'a> Conductor<'a> {
             end_unix_s: start_unix_s + elapsed.as_secs_f64(),
             traffic_start_unix_s: traffic_start.map(at),
             traffic_end_unix_s: traffic_start.map(|_| at(end)),
+            held_start_unix_s: self.held_from.map(at),
+            held_end_unix_s: self.held_from.map(|h| at(end.max(h))),
         };
         Ok(Outcome {
             totals: self.crew.totals(),

@@ -13,6 +13,7 @@
 //!
 //! It starts processes and reads their results; it measures nothing itself.
 
+mod apart;
 mod blame;
 mod config;
 mod held;
@@ -20,6 +21,7 @@ mod hold;
 mod output;
 mod plan;
 
+use apart::{Apart, APART_TRIES};
 use blame::*;
 use output::*;
 use plan::{announce, plan, unit, yield_cores, Plan};
@@ -513,8 +515,42 @@ impl Search<'_> {
         Ok(())
     }
 
-    /// A step as a `throng client` run of its own.
+    /// A step as a `throng client` run of its own. A step whose parts
+    /// (processes, hosts) did not hold their connections together passed
+    /// on connections never open at once: when they started apart, it is
+    /// run again, and after [`APART_TRIES`] runs it fails as the client's;
+    /// when they started together (some waited for the server to take
+    /// them as others closed), it fails.
     fn fresh(&mut self, load: f64, confirm: bool) -> Result<Step> {
+        let mut tries = 1;
+        loop {
+            let mut step = self.fresh_once(load, confirm)?;
+            let apart = step
+                .pass
+                .then(|| Apart::of(&step.result, self.a.step_time))
+                .flatten();
+            let Some(apart) = apart.filter(|_| !self.interrupted) else {
+                return Ok(step);
+            };
+            step.pass = false;
+            if !apart.started_apart() {
+                push_line(&mut step.summary, &apart.check_line());
+                return Ok(step);
+            }
+            if tries < APART_TRIES {
+                println!("              ({}: the step runs again)", apart.words());
+                tries += 1;
+                settle(self.baseline, Duration::from_secs(10));
+                continue;
+            }
+            step.client_limited = true;
+            let why = format!("hint (client) {}, {tries} times over", apart.words());
+            push_line(&mut step.summary, &why);
+            return Ok(step);
+        }
+    }
+
+    fn fresh_once(&mut self, load: f64, confirm: bool) -> Result<Step> {
         let json = self.dir.join(format!("step{}.json", self.steps.len() + 1));
         let mut cmd = Command::new(&self.exe);
         match &self.cluster {
@@ -610,10 +646,7 @@ impl Search<'_> {
             p.seconds,
             crate::units::human(p.answered as f64 / p.seconds.max(1) as f64),
         );
-        if !summary.is_empty() && !summary.ends_with('\n') {
-            summary.push('\n');
-        }
-        summary.push_str(&line);
+        push_line(summary, &line);
         pass
     }
 
@@ -684,6 +717,14 @@ impl Search<'_> {
             evidence: figures,
         }
     }
+}
+
+/// `line` on a line of its own at the end of `summary`.
+fn push_line(summary: &mut String, line: &str) {
+    if !summary.is_empty() && !summary.ends_with('\n') {
+        summary.push('\n');
+    }
+    summary.push_str(line);
 }
 
 fn drop_embedded(e: Option<crate::client::ServerProcess>) {

@@ -79,10 +79,19 @@ pub struct Wall {
     pub traffic_start_unix_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic_end_unix_s: Option<f64>,
+    /// The hold's interval: from when every attempt of the ramp was
+    /// resolved (established and verified, or not) to the run's end,
+    /// before its drain. On a whole of many parts, the interval all of them
+    /// held together: its start is after its end when they never did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_start_unix_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_end_unix_s: Option<f64>,
 }
 
 impl Wall {
-    /// From the first start to the last end (the traffic's too).
+    /// From the first start to the last end (the traffic's too); the
+    /// hold, what both held together.
     pub fn hull(&self, o: &Wall) -> Wall {
         let pick = |a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64| match (a, b) {
             (Some(a), Some(b)) => Some(f(a, b)),
@@ -93,7 +102,17 @@ impl Wall {
             end_unix_s: self.end_unix_s.max(o.end_unix_s),
             traffic_start_unix_s: pick(self.traffic_start_unix_s, o.traffic_start_unix_s, f64::min),
             traffic_end_unix_s: pick(self.traffic_end_unix_s, o.traffic_end_unix_s, f64::max),
+            held_start_unix_s: pick(self.held_start_unix_s, o.held_start_unix_s, f64::max),
+            held_end_unix_s: pick(self.held_end_unix_s, o.held_end_unix_s, f64::min),
         }
+    }
+
+    /// Seconds every part held its connections together (negative: the
+    /// gap between them), when the parts say.
+    pub fn held_together_s(&self) -> Option<f64> {
+        self.held_start_unix_s
+            .zip(self.held_end_unix_s)
+            .map(|(a, b)| b - a)
     }
 
     /// The traffic's interval, when it had one.

@@ -238,6 +238,16 @@ fn say_which_run(m: &mut RunResult, o: &Outcome, results: &[RunResult], names: &
                 wall: *wall,
                 ..s.clone()
             });
+            if let Some(gap) = wall
+                .held_together_s()
+                .filter(|t| *t < 0.0 && results.len() > 1)
+            {
+                m.notes.push(format!(
+                    "the parts never held their connections together ({:.3} s apart): the \
+                     connections they count were not open at once",
+                    -gap
+                ));
+            }
             if s.run_id_from == RunIdFrom::Scenario && results.len() > 1 {
                 m.notes.push(format!(
                     "run {} is named after the scenario alone (--segment without --run-id or \
@@ -350,7 +360,7 @@ fn merge_seconds(results: &[RunResult]) -> Vec<Sample> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::{histogram, outcome, slice, slice_of};
+    use crate::fixtures::{histogram, outcome, slice, slice_of, timed};
     use crate::metrics::{decode_histogram, encode_histogram, new_histogram, Grow};
     use crate::outcome::{parse, MAX_COUNT};
     use hdrhistogram::Histogram;
@@ -648,24 +658,6 @@ mod tests {
         assert_eq!(m, want);
     }
 
-    /// Slice `k` of `n` of run `id`, whose traffic ran from `from` for
-    /// `secs` seconds (wall clock).
-    fn timed(k: u64, n: u64, id: &str, from: f64, secs: f64) -> RunResult {
-        let mut r = slice_of(k, n, &outcome(1, secs));
-        let wall = crate::outcome::Wall {
-            start_unix_s: from - 0.5,
-            end_unix_s: from + secs + 0.5,
-            traffic_start_unix_s: Some(from),
-            traffic_end_unix_s: Some(from + secs),
-        };
-        let run = crate::domain::RunId {
-            id: id.into(),
-            from: RunIdFrom::Flag,
-        };
-        r.slice = Some(SliceOf::new(&run, &r.scenario, wall));
-        r
-    }
-
     fn merge_error(results: &[RunResult]) -> String {
         merge(results, &names()).unwrap_err().to_string()
     }
@@ -762,6 +754,24 @@ mod tests {
         );
         let w = m.slice.unwrap().wall;
         assert_eq!(w.traffic(), Some((1000.0, 1004.0)));
+    }
+
+    #[test]
+    fn parts_that_never_held_together_say_so() {
+        let (a, b) = (timed(1, 2, "r", 1000.0, 2.0), timed(2, 2, "r", 1002.5, 2.0));
+        let m = merge(&[a.clone(), b], &names()).unwrap();
+        let w = m.slice.unwrap().wall;
+        assert_eq!(w.held_together_s(), Some(-0.5));
+        let said = m
+            .notes
+            .iter()
+            .any(|n| n.contains("never held their connections together (0.500 s apart)"));
+        assert!(said, "{:?}", m.notes);
+        // Overlapping: what both held.
+        let b = timed(2, 2, "r", 1001.5, 2.0);
+        let m = merge(&[a, b], &names()).unwrap();
+        assert_eq!(m.slice.unwrap().wall.held_together_s(), Some(0.5));
+        assert!(!m.notes.iter().any(|n| n.contains("never held")));
     }
 
     #[test]
