@@ -125,10 +125,18 @@ pub(super) fn announce(a: &LimitConfig, plan: &Plan, target: &str, cluster: bool
         ),
         None => String::new(),
     };
+    let again = match a.find {
+        Find::Rate => format!(
+            " A rate that fails narrowly (at least {:.0}% of its due queries answered ok, and \
+             in their seconds) is offered once more, and its second run decides.",
+            super::NARROW * 100.0
+        ),
+        Find::Connections => String::new(),
+    };
     println!(
         "Searching the {} {target} keeps up with, from {}, doubling until a step fails, \
          then halving the interval until it is within {:.1}%; {max}. {how} A step keeps up \
-         when {keeping_up}{user_checks}.{cores}",
+         when {keeping_up}{user_checks}.{again}{cores}",
         plan.axis,
         unit(plan.start),
         a.precision * 100.0,
