@@ -136,6 +136,7 @@ pub(crate) fn timed(k: u64, n: u64, id: &str, from: f64, secs: f64) -> RunResult
         traffic_end_unix_s: Some(from + secs),
         held_start_unix_s: Some(from),
         held_end_unix_s: Some(from + secs),
+        established_unix_s: Some(from),
     };
     let run = crate::domain::RunId {
         id: id.into(),

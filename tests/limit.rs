@@ -86,11 +86,23 @@ while True:
 /// Runs `throng limit <args> --json F`: (exit code, output, the file read
 /// by its type), every step's result passed through the books.
 fn limit(name: &str, args: &[&str]) -> (i32, String, LimitFile) {
+    limit_on(None, name, args)
+}
+
+/// [`limit`], its process tree on `core` when given.
+fn limit_on(core: Option<usize>, name: &str, args: &[&str]) -> (i32, String, LimitFile) {
     let dir = temp_dir(name);
     let json = dir.join("limit.json");
+    let mut cmd = match core {
+        Some(c) => {
+            let mut cmd = Command::new("taskset");
+            cmd.args(["-c", &c.to_string(), BIN]);
+            cmd
+        }
+        None => Command::new(BIN),
+    };
     let (code, out, err) = output(
-        Command::new(BIN)
-            .arg("limit")
+        cmd.arg("limit")
             .args(args)
             .args(["--json", json.to_str().unwrap()]),
     );
@@ -267,9 +279,26 @@ while True:
 /// (about 1,000 answers a second); `extra`, more flags. The limit found is
 /// asserted within 15% of that, the result returned.
 fn python_rate_search(name: &str, extra: &[&str]) -> Option<(String, LimitFile)> {
+    // (Two at once would share the pinned cores.)
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let python = common::program("python3", "python3")?;
     let script = echo_script(None, true);
     let (srv, addr) = python_server(&python, &script);
+    // The server on core 0 and the search on core 1, where there are two:
+    // each has a core of its own, whatever else the machine runs, so that
+    // the server's rate is its own and the client is not late for want of
+    // one.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pin = (cores >= 2).then_some(1);
+    if pin.is_some() {
+        let pinned = Command::new("taskset")
+            .args(["-a", "-p", "-c", "0", &srv.0.id().to_string()])
+            .stdout(Stdio::null())
+            .status()
+            .expect("taskset (util-linux)");
+        assert!(pinned.success());
+    }
     let mut args = vec![
         addr.as_str(),
         "--find",
@@ -288,7 +317,7 @@ fn python_rate_search(name: &str, extra: &[&str]) -> Option<(String, LimitFile)>
         "10%",
     ];
     args.extend(extra);
-    let (code, out, v) = limit(name, &args);
+    let (code, out, v) = limit_on(pin, name, &args);
     drop(srv);
     assert_eq!(code, 0, "{out}");
     let value = v.limit.value.unwrap();
@@ -306,12 +335,6 @@ fn a_one_thread_servers_rate_is_found_and_named_cpu() {
     assert!(reason.contains("CPU-bound"), "{out}");
     assert!(reason.contains("python3"), "{out}");
     assert!(v.limit.stable.is_some(), "{out}");
-    // The target shares this host: the steps leave it a core.
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cores >= 2 {
-        let said = format!("runs at most {} worker", cores - 1);
-        assert!(out.contains(&said), "{out}");
-    }
 }
 
 /// The same server with the client's default timeout: above the rate it
@@ -375,6 +398,12 @@ fn a_rate_search_over_more_connections_than_the_server_keeps_says_so() {
     assert!(err.contains("of the 40 connections"), "{out}{err}");
     assert!(err.contains(&format!("-c {kept}")), "{out}{err}");
     assert!(!out.contains("\nlimit "), "{out}{err}");
+    // The target shares this host: the steps leave it a core.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores >= 2 {
+        let said = format!("runs at most {} worker", cores - 1);
+        assert!(out.contains(&said), "{out}");
+    }
 }
 
 /// Against the embedded server on this machine's two cores, one client

@@ -272,9 +272,9 @@ impl<'a> Conductor<'a> {
         }
         let now = Instant::now();
         let start = self.crew.start;
-        self.held_from = Some(now);
         if let Some(total) = self.sc.schedule_seconds() {
             // No ramp of fixed attempts: the schedule runs its course.
+            self.held_from = Some(now);
             self.end_at = Some(start + Duration::from_secs_f64(total));
             self.start_traffic(now);
             return Next::Wait;
@@ -293,6 +293,7 @@ impl<'a> Conductor<'a> {
             self.live.note("every connection failed: the run ends here");
             return Next::End;
         }
+        self.held_from = Some(now);
         self.start_traffic(now);
         self.end_at = match self.sc.end {
             End::Duration { seconds } => Some(now + Duration::from_secs_f64(seconds)),
@@ -549,6 +550,9 @@ impl<'a> Conductor<'a> {
             traffic_end_unix_s: traffic_start.map(|_| at(end)),
             held_start_unix_s: self.held_from.map(at),
             held_end_unix_s: self.held_from.map(|h| at(end.max(h))),
+            established_unix_s: self
+                .held_from
+                .map(|h| at(self.established_at.map_or(h, |e| start + e))),
         };
         Ok(Outcome {
             totals: self.crew.totals(),

@@ -531,18 +531,15 @@ impl Search<'_> {
 
     /// A step as a `throng client` run of its own. A step whose parts
     /// (processes, hosts) did not hold their connections together passed
-    /// on connections never open at once: when they started apart, it is
-    /// run again, and after [`APART_TRIES`] runs it fails as the client's;
-    /// when they started together (some waited for the server to take
-    /// them as others closed), it fails.
+    /// on connections never open at once: when a part could not even open
+    /// its connections while the others held, it is run again, and after
+    /// [`APART_TRIES`] runs it fails as the client's; when they were open
+    /// but some were answered only as others closed, it fails.
     fn fresh(&mut self, load: f64, confirm: bool) -> Result<Step> {
         let mut tries = 1;
         loop {
             let mut step = self.fresh_once(load, confirm)?;
-            let apart = step
-                .pass
-                .then(|| Apart::of(&step.result, self.a.step_time))
-                .flatten();
+            let apart = step.pass.then(|| Apart::of(&step.result)).flatten();
             let Some(apart) = apart.filter(|_| !self.interrupted) else {
                 return Ok(step);
             };
@@ -557,7 +554,9 @@ impl Search<'_> {
                 settle(self.baseline, Duration::from_secs(10));
                 continue;
             }
-            step.client_limited = true;
+            // (A confirmation's failure is the search's instability, as
+            // fresh_once judges it.)
+            step.client_limited = !confirm;
             let why = format!("hint (client) {}, {tries} times over", apart.words());
             push_line(&mut step.summary, &why);
             return Ok(step);
@@ -566,6 +565,8 @@ impl Search<'_> {
 
     fn fresh_once(&mut self, load: f64, confirm: bool) -> Result<Step> {
         let json = self.dir.join(format!("step{}.json", self.steps.len() + 1));
+        // (A run again of a step must not read the run before's result.)
+        let _ = std::fs::remove_file(&json);
         let mut cmd = Command::new(&self.exe);
         match &self.cluster {
             Some(c) => cmd

@@ -85,25 +85,32 @@ pub struct Wall {
     /// held together: its start is after its end when they never did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_start_unix_s: Option<f64>,
+    /// When every attempt of the ramp was established or failed (before
+    /// verification); on a whole, the last part's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub established_unix_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_end_unix_s: Option<f64>,
 }
 
 impl Wall {
     /// From the first start to the last end (the traffic's too); the
-    /// hold, what both held together.
+    /// hold, what both held together; the last establishment.
     pub fn hull(&self, o: &Wall) -> Wall {
         let pick = |a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64| match (a, b) {
             (Some(a), Some(b)) => Some(f(a, b)),
             (a, b) => a.or(b),
         };
+        // (What every part held is unknown when one part does not say.)
+        let both = |a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64| Some(f(a?, b?));
         Wall {
             start_unix_s: self.start_unix_s.min(o.start_unix_s),
             end_unix_s: self.end_unix_s.max(o.end_unix_s),
             traffic_start_unix_s: pick(self.traffic_start_unix_s, o.traffic_start_unix_s, f64::min),
             traffic_end_unix_s: pick(self.traffic_end_unix_s, o.traffic_end_unix_s, f64::max),
-            held_start_unix_s: pick(self.held_start_unix_s, o.held_start_unix_s, f64::max),
-            held_end_unix_s: pick(self.held_end_unix_s, o.held_end_unix_s, f64::min),
+            held_start_unix_s: both(self.held_start_unix_s, o.held_start_unix_s, f64::max),
+            held_end_unix_s: both(self.held_end_unix_s, o.held_end_unix_s, f64::min),
+            established_unix_s: both(self.established_unix_s, o.established_unix_s, f64::max),
         }
     }
 
