@@ -6,26 +6,61 @@
 # script runs the target rates, then steps the rate up to find the highest
 # at which >= 99% of the target is still achieved, and the highest at which
 # that holds with a response-time p99 of at most 1 ms.
-# Usage: bench/traffic-accuracy.sh [SECONDS]
+# Last, over 2,000 connections of 64-byte echo on the same server: the
+# floor client's window-1 rate (bench/baseline/client.c, a closed loop on
+# raw epoll) against throng's highest paced rate with response p99 <= 1 ms
+# (steps of 5% of the floor's rate), and the ratio (issue 31 point 3).
+# Usage: bench/traffic-accuracy.sh [SECONDS]   ONLY=paced: that part alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}
 cargo build --release --quiet
 bin=target/release/throng
 work=$(mktemp -d)
-trap 'kill "$srv" 2>/dev/null || true; rm -rf "$work"' EXIT
+srv= esrv=
+trap 'kill $srv $esrv 2>/dev/null || true; rm -rf "$work"' EXIT
+
+# paced_vs_floor: the last part (see the top).
+paced_vs_floor() {
+  gcc -O2 -o "$work/floor" bench/baseline/client.c
+  taskset -c 0 "$bin" server --listen 127.0.0.1:0 --workers 1 --mode echo >"$work/echo.out" 2>&1 &
+  esrv=$!
+  until grep -q '^listen backlog' "$work/echo.out"; do sleep 0.05; done
+  local port
+  port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\) (tcp)$/\1/p' "$work/echo.out")
+  local floor
+  floor=$(taskset -c 1 "$work/floor" load 127.0.0.1 "$port" 2000 1 "$secs" echo 64 |
+    sed -n 's/.*rate \([0-9]*\)$/\1/p')
+  echo "floor client, 2000 connections, window 1: $floor/s"
+  printf "%6s %9s %8s %8s %9s %8s\n" conns rate achieved p50_us p99_us cpu/s
+  local best=0 pct line p99 rate
+  for pct in 10 15 20 25 30 35 40 45 50 55 60 65 70 75 80 85 90 95 100; do
+    rate=$((floor * pct / 100))
+    line=$(run 2000 "$rate" "127.0.0.1:$port" --proto echo --size 64)
+    echo "$line"
+    p99=$(awk '{print $5}' <<<"$line")
+    [ "$p99" -le 1000 ] || break
+    best=$rate
+  done
+  awk -v b="$best" -v f="$floor" \
+    'BEGIN {printf "over 2000 connections: paced with p99 <= 1 ms up to %d/s, %.2fx the floor'"'"'s %d/s\n", b, b / f, f}'
+}
 taskset -c 0 "$bin" server --listen 127.0.0.1:0 --workers 1 >"$work/server.out" 2>&1 &
 srv=$!
 until grep -q '^listen backlog' "$work/server.out"; do sleep 0.05; done
 target=$(sed -n 's/^listening on \(127\.0\.0\.1:[0-9]*\) (tcp)$/\1/p' "$work/server.out")
 
-# run CONNS RATE -> one line: conns rate achieved% p50 p99 client-cpu-s
+# run CONNS RATE [TARGET FLAGS...] -> one line: conns rate achieved% p50
+# p99 client-cpu-s
 run() {
-  local json="$work/r.json"
-  /usr/bin/time -f "%U %S" -o "$work/time" taskset -c 1 "$bin" client "$target" -w 1 \
-    -c "$1" -r "$2" -T "${secs}s" -q --json "$json" >/dev/null || true
+  local json="$work/r.json" c=$1 r=$2
+  shift 2
+  local to=${1:-$target}
+  shift || true
+  /usr/bin/time -f "%U %S" -o "$work/time" taskset -c 1 "$bin" client "$to" -w 1 \
+    -c "$c" -r "$r" -T "${secs}s" -q --json "$json" "$@" >/dev/null || true
   read -r user sys <"$work/time"
-  python3 - "$json" "$1" "$2" "$user" "$sys" <<'PY'
+  python3 - "$json" "$c" "$r" "$user" "$sys" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 q, l = r["queries"], r["latency"]["response_time_us"]
@@ -36,6 +71,10 @@ PY
 }
 
 echo "machine: $(nproc) cores, $(uname -r); $secs s per run; server core 0, client core 1"
+if [ "${ONLY:-}" = paced ]; then
+  paced_vs_floor
+  exit 0
+fi
 printf "%6s %9s %8s %8s %9s %8s\n" conns rate achieved p50_us p99_us cpu/s
 run 5 300000
 run 2000 200000
@@ -52,3 +91,4 @@ for conns in 5 2000; do
   done
   echo "over $conns connections: >= 99% achieved up to $best/s; with p99 <= 1 ms too, up to $strict/s"
 done
+paced_vs_floor
