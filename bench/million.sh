@@ -97,7 +97,8 @@ rc=0
 wait "$cli" || rc=$?
 pids=("$srv")
 end=$(date +%s.%N)
-grep -E 'established|failed|ramp|connect time|queries|sent|response|timed' "$work/client.out" || true
+grep -E 'established|failed|ramp|connect time|queries|sent|answers|response|timed|check' "$work/client.out" || true
+grep -E '^throng: ' "$work/client.err" || true
 ok=0
 python3 - "$work/client.json" "$n" <<'PY' || ok=$?
 import json, sys

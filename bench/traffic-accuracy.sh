@@ -33,14 +33,20 @@ paced_vs_floor() {
     sed -n 's/.*rate \([0-9]*\)$/\1/p')
   echo "floor client, 2000 connections, window 1: $floor/s"
   printf "%6s %9s %8s %8s %9s %8s\n" conns rate achieved p50_us p99_us cpu/s
-  local best=0 pct line p99 rate
+  # The highest passing step: a step that misses (a stall of the machine
+  # inside a run can) does not end the search; two misses in a row do.
+  local best=0 pct line p99 rate misses=0
   for pct in 10 15 20 25 30 35 40 45 50 55 60 65 70 75 80 85 90 95 100; do
     rate=$((floor * pct / 100))
     line=$(run 2000 "$rate" "127.0.0.1:$port" --proto echo --size 64)
     echo "$line"
     p99=$(awk '{print $5}' <<<"$line")
-    [ "$p99" -le 1000 ] || break
-    best=$rate
+    if [ "$p99" -le 1000 ]; then
+      best=$rate misses=0
+    else
+      misses=$((misses + 1))
+      [ "$misses" -lt 2 ] || break
+    fi
   done
   awk -v b="$best" -v f="$floor" \
     'BEGIN {printf "over 2000 connections: paced with p99 <= 1 ms up to %d/s, %.2fx the floor'"'"'s %d/s\n", b, b / f, f}'
