@@ -476,7 +476,7 @@ impl Worker {
             bump(&self.q.errors[E_NOT_SENT], c.flight.waiting.len() as u64);
             // (One no query was sent on yet, a replacement opened in the
             // last moments of a churning run, is idle: it says nothing.)
-            self.conns.count_verification_at_end(&c, false);
+            self.conns.count_verification_at_end(c, false);
             if c.state != State::Connecting {
                 held += 1;
                 in_flight += c.live();
