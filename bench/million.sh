@@ -8,6 +8,7 @@
 # over their processes), kernel memory (the growth of Slab, and of TCP
 # sockets in use, both host-wide figures), and at the end
 # ping latency and user-space bytes per held connection for each side.
+# First, the floor connector's rate for the same N (see below).
 # Usage: bench/million.sh [N] [HOLD_SECONDS] [INTERVAL]   (CI: 50000 11 10s)
 set -euo pipefail
 n=${1:-1000000}
@@ -51,6 +52,44 @@ tree_rss() {
 }
 slab_kb() { awk '/^Slab:/ {print $2}' /proc/meminfo; }
 tcp_inuse() { awk '/^TCP:/ {print $3}' /proc/net/sockstat; }
+
+# The floor: the raw-epoll connector of bench/baseline/client.c opens the
+# same N against a server of its own in this namespace, from other source
+# addresses (127.1.0.K, 19,000 each, one process each, as many at a time
+# as there are cores, each holding its connections until all are up), so
+# that the ramp below has a figure beside it: what connect() and the
+# server allow here without throng's client. (All at once, 53 of them
+# with 1,024 handshakes in flight each overflowed the server's queues:
+# 6,833/s.) Its server is stopped and the kernel given time to free its
+# sockets before throng's starts. FLOOR=0 leaves it out.
+floor_rate=
+if [ "${FLOOR:-1}" != 0 ]; then
+  gcc -O2 -o "$work/floor" bench/baseline/client.c
+  "$bin" server --mode pong --listen 127.0.0.1:4243 --max-connections "$n" >"$work/floor-server.out" 2>&1 &
+  fsrv=$!
+  pids+=("$fsrv")
+  until grep -q '^listen backlog' "$work/floor-server.out"; do
+    kill -0 "$fsrv" 2>/dev/null || { cat "$work/floor-server.out"; exit 1; }
+    sleep 0.05
+  done
+  each=19000 left=$n k=0 fouts=() at_once=$(nproc)
+  fstart=$(date +%s.%N)
+  while [ "$left" -gt 0 ]; do
+    k=$((k + 1)); c=$((left < each ? left : each)); left=$((left - c))
+    "$work/floor" connect "127.1.$((k / 250)).$((k % 250 + 1))" 127.0.0.1 4243 "$c" hold >"$work/floor.$k" &
+    fouts+=($!) pids+=($!)
+    # (Each prints its line once its connections are up, then holds.)
+    while [ "$(cat "$work"/floor.* | wc -l)" -le $((k - at_once)) ]; do sleep 0.02; done
+  done
+  until [ "$(cat "$work"/floor.* | wc -l)" -ge "$k" ]; do sleep 0.02; done
+  fend=$(date +%s.%N)
+  up=$(cat "$work"/floor.* | awk '{up += $2; failed += $4} END {print up + 0, failed + 0}')
+  floor_rate=$(echo "${up% *} / ($fend - $fstart)" | bc)
+  echo "floor connector: ${up% *} established, ${up#* } failed by $k processes, $at_once at a time, in $(echo "$fend - $fstart" | bc) s: $floor_rate connections/s"
+  kill -TERM "${fouts[@]}" "$fsrv"; wait "${fouts[@]}" "$fsrv" 2>/dev/null || true
+  pids=()
+  sleep 5
+fi
 
 "$bin" server --mode pong --listen 127.0.0.1:4242 --max-connections "$n" >"$work/server.out" 2>&1 &
 srv=$!
@@ -111,6 +150,10 @@ print(f"established {c['established']} of {n}, verified {c['verified']}, failed 
 ok = c["established"] == n and c["verified"] == n and sum(c["failed"].values()) == 0 and q["timed_out"] == 0
 sys.exit(0 if ok else 1)
 PY
+if [ -n "$floor_rate" ]; then
+  rate=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["connections"]["connect_rate"]))' "$work/client.json" 2>/dev/null || echo 0)
+  echo "ramp $rate/s against the floor connector's $floor_rate/s: $(echo "scale=2; $rate / $floor_rate" | bc)x"
+fi
 held=${peak_open_c:-$n}
 echo "client user-space bytes per held connection: $(( (peak_client - client_base) * 1024 / (held > 0 ? held : 1) ))"
 echo "server user-space bytes per held connection: $(( (peak_server - server_base) * 1024 / (${peak_open_s:-$n} > 0 ? ${peak_open_s:-$n} : 1) ))"

@@ -6,10 +6,11 @@
  *          keeps WINDOW requests in flight on each of CONNS connections
  *          (echo: SIZE-byte messages, default 64; http: GET / requests)
  *          for SECONDS, then prints "responses N seconds S rate R".
- * connect: client connect SOURCE_IP HOST PORT N
+ * connect: client connect SOURCE_IP HOST PORT N [hold]
  *          opens N connections from SOURCE_IP (non-blocking, up to 1024 in
  *          flight), holds them, and prints "established N seconds S rate R"
- *          once all are up (or failed), then exits.
+ *          once all are up (or failed), then exits; with "hold", keeps
+ *          them open until it is sent a signal.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -188,6 +189,9 @@ static int connect_many(int argc, char **argv) {
     }
     double took = now() - start;
     printf("established %d failed %d seconds %.3f rate %.0f\n", up, failed, took, up / took);
+    fflush(stdout);
+    if (argc > 6 && !strcmp(argv[6], "hold"))
+        pause();
     return 0;
 }
 
@@ -198,6 +202,6 @@ int main(int argc, char **argv) {
         return connect_many(argc, argv);
     fprintf(stderr,
             "usage: client load HOST PORT CONNS WINDOW SECONDS echo|http [SIZE]\n"
-            "       client connect SOURCE_IP HOST PORT N\n");
+            "       client connect SOURCE_IP HOST PORT N [hold]\n");
     return 2;
 }
