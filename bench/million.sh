@@ -62,16 +62,23 @@ tcp_inuse() { awk '/^TCP:/ {print $3}' /proc/net/sockstat; }
 # with 1,024 handshakes in flight each overflowed the server's queues:
 # 6,833/s.) Its server is stopped and the kernel given time to free its
 # sockets before throng's starts. FLOOR=0 leaves it out.
+# start_server PORT OUT: a pong server for N on PORT, its pid in $started
+# once it listens.
+start_server() {
+  "$bin" server --mode pong --listen "127.0.0.1:$1" --max-connections "$n" >"$2" 2>&1 &
+  started=$!
+  pids+=("$started")
+  until grep -q '^listen backlog' "$2"; do
+    kill -0 "$started" 2>/dev/null || { cat "$2"; exit 1; }
+    sleep 0.05
+  done
+}
+
 floor_rate=
 if [ "${FLOOR:-1}" != 0 ]; then
   gcc -O2 -o "$work/floor" bench/baseline/client.c
-  "$bin" server --mode pong --listen 127.0.0.1:4243 --max-connections "$n" >"$work/floor-server.out" 2>&1 &
-  fsrv=$!
-  pids+=("$fsrv")
-  until grep -q '^listen backlog' "$work/floor-server.out"; do
-    kill -0 "$fsrv" 2>/dev/null || { cat "$work/floor-server.out"; exit 1; }
-    sleep 0.05
-  done
+  start_server 4243 "$work/floor-server.out"
+  fsrv=$started
   each=19000 left=$n k=0 fouts=() at_once=$(nproc)
   fstart=$(date +%s.%N)
   while [ "$left" -gt 0 ]; do
@@ -91,13 +98,8 @@ if [ "${FLOOR:-1}" != 0 ]; then
   sleep 5
 fi
 
-"$bin" server --mode pong --listen 127.0.0.1:4242 --max-connections "$n" >"$work/server.out" 2>&1 &
-srv=$!
-pids+=("$srv")
-until grep -q '^listen backlog' "$work/server.out"; do
-  kill -0 "$srv" 2>/dev/null || { cat "$work/server.out"; exit 1; }
-  sleep 0.05
-done
+start_server 4242 "$work/server.out"
+srv=$started
 head -1 "$work/server.out"
 sleep 1
 server_base=$(tree_rss "$srv")
