@@ -1007,38 +1007,40 @@ fn limit_over_udp_is_near_resperfs_maximum_on_unbound() {
     std::fs::write(&data, "www.example.test A\n").unwrap();
     let names = u.dir.join("names");
     std::fs::write(&names, "www.example.test\n").unwrap();
-    let (_, out, _) = output(
-        Command::new(&taskset)
-            .args(["-c", "1"])
-            .arg(&resperf)
-            .args([
-                "-s",
-                "127.0.0.1",
-                "-p",
-                &u.port.to_string(),
-                "-d",
-                data.to_str().unwrap(),
-                "-R",
-                "-C",
-                "20",
-                "-m",
-                "300000",
-                "-r",
-                "5",
-                "-c",
-                "0",
-                "-t",
-                "2",
-                // Its plot data in the test's directory, not the checkout.
-                "-P",
-                u.dir.join("resperf.gnuplot").to_str().unwrap(),
-            ]),
-    );
-    let most: f64 = out
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Maximum throughput:"))
-        .and_then(|v| v.trim().trim_end_matches("qps").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no maximum from resperf: {out}"));
+    // resperf's maximum, from a run of its own (a 5 s ramp to 300,000
+    // qps).
+    let resperf_max =
+        || -> f64 {
+            let (_, out, _) = output(Command::new(&taskset).args(["-c", "1"]).arg(&resperf).args(
+                [
+                    "-s",
+                    "127.0.0.1",
+                    "-p",
+                    &u.port.to_string(),
+                    "-d",
+                    data.to_str().unwrap(),
+                    "-R",
+                    "-C",
+                    "20",
+                    "-m",
+                    "300000",
+                    "-r",
+                    "5",
+                    "-c",
+                    "0",
+                    "-t",
+                    "2",
+                    // Its plot data in the test's directory, not the checkout.
+                    "-P",
+                    u.dir.join("resperf.gnuplot").to_str().unwrap(),
+                ],
+            ));
+            out.lines()
+                .find_map(|l| l.trim().strip_prefix("Maximum throughput:"))
+                .and_then(|v| v.trim().trim_end_matches("qps").trim().parse().ok())
+                .unwrap_or_else(|| panic!("no maximum from resperf: {out}"))
+        };
+    let mut most = resperf_max();
     let json = u.dir.join("limit.json");
     let (code, out, err) = output(
         Command::new(&taskset)
@@ -1085,6 +1087,14 @@ fn limit_over_udp_is_near_resperfs_maximum_on_unbound() {
         true => (0.5, "the client was the limit"),
         false => (0.7, "unbound was the limit"),
     };
+    if lower / most > 1.3 {
+        // resperf's maximum is the best second of one short ramp, and one
+        // stall of the machine in it can cut it to a third (CI: 45,000
+        // qps, where its runs give 127,000-200,000): the best of two.
+        let again = resperf_max();
+        eprintln!("NOTE: resperf's maximum {most} qps, then {again} qps on a second run");
+        most = most.max(again);
+    }
     if ours {
         eprintln!(
             "NOTE: the debug client was the limit at {lower}/s, resperf's maximum {most} qps"
