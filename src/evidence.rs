@@ -605,6 +605,9 @@ impl Drop for Observer {
     /// An observer let go unfinished stops its thread.
     fn drop(&mut self) {
         self.stop.store(true, Relaxed);
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
     }
 }
 
@@ -659,12 +662,13 @@ impl Observer {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = watched.clone().map(|w| {
             let stop = stop.clone();
-            thread::spawn(move || {
-                crate::sys::background();
-                while !stop.load(Relaxed) {
-                    thread::sleep(Self::EVERY);
-                    w.lock().unwrap_or_else(|p| p.into_inner()).sample();
+            thread::spawn(move || loop {
+                // (Woken early by `finish`, which samples once more.)
+                thread::park_timeout(Self::EVERY);
+                if stop.load(Relaxed) {
+                    break;
                 }
+                w.lock().unwrap_or_else(|p| p.into_inner()).sample();
             })
         });
         Observer {
@@ -683,6 +687,7 @@ impl Observer {
     pub fn finish(mut self, answered: u64) -> Observed {
         self.stop.store(true, Relaxed);
         if let Some(t) = self.thread.take() {
+            t.thread().unpark();
             let _ = t.join();
         }
         let mut client = ClientCpu {

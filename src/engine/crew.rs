@@ -29,7 +29,8 @@ const WRITER_GRACE: Duration = Duration::from_secs(1);
 
 /// What a run of `connections` gets past `-T` and `--drain` to stop:
 /// [`GRACE`], and a second more for each 100,000 connections its workers
-/// close as they finish.
+/// close as they finish (they hand back what they measured first: past
+/// the deadline only their closing is left behind).
 pub fn grace(connections: u64) -> Duration {
     GRACE + Duration::from_secs(connections / 100_000)
 }
@@ -43,6 +44,9 @@ pub(super) struct Crew {
     pub qcounters: Vec<Arc<QueryCounters>>,
     pub wakers: Vec<mio::Waker>,
     pub handles: Vec<thread::JoinHandle<io::Result<Finished>>>,
+    /// What each worker measured, handed back (with its id) before it
+    /// closes its connections.
+    pub handed: mpsc::Receiver<(usize, Finished)>,
     /// The workers' reports of their seconds.
     pub reports: mpsc::Receiver<SecondReport>,
     /// Where the main thread gives the reports back, emptied.
@@ -126,7 +130,18 @@ impl Crew {
             overrun: Vec::new(),
         };
         finish_by(deadline, || self.all_finished());
+        let mut handed: Vec<Option<Finished>> = (0..self.handles.len()).map(|_| None).collect();
+        take_handed(&self.handed, &mut handed);
         for (i, h) in std::mem::take(&mut self.handles).into_iter().enumerate() {
+            if !h.is_finished() && handed[i].is_some() {
+                let f = handed[i].take().unwrap_or_default();
+                // Still closing its connections: what it measured is in.
+                // (The process's exit closes the rest.)
+                got.hists.merge(&f.hists)?;
+                got.statuses.merge(&f.statuses);
+                got.in_flight += f.in_flight;
+                continue;
+            }
             if !h.is_finished() {
                 // Dropping the handle detaches the thread; the process's exit
                 // ends it.
@@ -141,6 +156,13 @@ impl Crew {
                 .join()
                 .map_err(|_| anyhow::anyhow!("a client worker panicked"))?
                 .context("client worker failed")?;
+            // (A worker that handed its figures back returns none; one
+            // that ended after the look above has its figures in the
+            // channel by now.)
+            if handed[i].is_none() {
+                take_handed(&self.handed, &mut handed);
+            }
+            let f = handed[i].take().unwrap_or(f);
             got.hists.merge(&f.hists)?;
             got.statuses.merge(&f.statuses);
             got.in_flight += f.in_flight;
@@ -163,6 +185,15 @@ impl Crew {
             }
         }
         Ok(got)
+    }
+}
+
+/// The figures handed back so far, each in its worker's place.
+fn take_handed(rx: &mpsc::Receiver<(usize, Finished)>, into: &mut [Option<Finished>]) {
+    for (i, f) in rx.try_iter() {
+        if let Some(slot) = into.get_mut(i) {
+            *slot = Some(f);
+        }
     }
 }
 

@@ -112,6 +112,7 @@ fn start_workers(sc: &Arc<Scenario>, stop: &Stop, rtt_log: Option<File>) -> Resu
     // thread, says whether it could be, and starts when every worker was:
     // one that could not be made starts none (its error is the run's).
     let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
+    let (handed_tx, handed) = mpsc::channel::<(usize, worker::Finished)>();
     let mut go = Vec::new();
     for id in 0..sc.workers {
         let poll = Poll::new()?;
@@ -134,6 +135,7 @@ fn start_workers(sc: &Arc<Scenario>, stop: &Stop, rtt_log: Option<File>) -> Resu
             hosts: hosts.clone(),
             tls: tls.clone(),
             service_seconds: true,
+            handed: handed_tx.clone(),
         };
         let (go_tx, go_rx) = mpsc::channel::<Instant>();
         go.push(go_tx);
@@ -196,6 +198,7 @@ fn start_workers(sc: &Arc<Scenario>, stop: &Stop, rtt_log: Option<File>) -> Resu
         qcounters,
         wakers,
         handles,
+        handed,
         reports: rep_rx,
         back,
         writer,

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
-use super::conn::{Conn, End, Flags, State};
+use super::conn::{End, Flags, State};
 use super::connections::{Conns, EndRules};
 use super::dialer::Dialer;
 use super::io::Io;
@@ -89,27 +89,13 @@ pub struct Setup {
     pub tls: Option<Arc<TlsClient>>,
     /// Each second's report carries its service times (--metrics).
     pub service_seconds: bool,
+    /// Where the worker hands its figures back, with its id, before it
+    /// closes its connections (see `Worker::finish`).
+    pub handed: mpsc::Sender<(usize, Finished)>,
 }
 
 /// What a worker hands back when it stops.
-/// Closes a worker's connections at the end of its run on a thread of
-/// their own, so that the worker hands its figures back first: closing is
-/// not measured, and its time is the whole host's. A million connections
-/// held over 52 processes on two cores closed together for longer than
-/// the grace (each worker's 19,000 closes shared the cores with 999,000
-/// others); the workers missed their stop deadline and their statuses and
-/// histograms were lost (a run that answered every ping read `ok 0%`).
-/// The process's exit closes what the thread has not.
-fn close_apart(conns: Vec<Conn>) {
-    if conns.is_empty() {
-        return;
-    }
-    let closer = std::thread::Builder::new().name("closer".into());
-    // (No thread to be had: the closure, connections and all, is dropped
-    // in the call, and they close here.)
-    let _ = closer.spawn(move || drop(conns));
-}
-
+#[derive(Default)]
 pub struct Finished {
     pub hists: Histograms,
     pub statuses: StatusCounts,
@@ -118,6 +104,9 @@ pub struct Finished {
 }
 
 pub struct Worker {
+    id: usize,
+    /// Where [`Worker::finish`] hands the figures back.
+    handed: mpsc::Sender<(usize, Finished)>,
     /// Precise wake-ups (epoll's own timeout is in whole milliseconds).
     timer: Timer,
     armed: Option<Instant>,
@@ -190,6 +179,8 @@ impl Worker {
             net.is_udp(),
         );
         Ok(Worker {
+            id: s.id,
+            handed: s.handed,
             timer,
             armed: None,
             poll: s.poll,
@@ -486,10 +477,27 @@ impl Worker {
             }
         }
         bump(&self.counters.closed, held);
-        close_apart(ended);
         let d = self.conns.dial;
-        let t = match self.mode {
-            Mode::Traffic(t) => t,
+        let (handed, id) = (self.handed, self.id);
+        let figures = match self.mode {
+            Mode::Traffic(t) => {
+                let m = t.rec.finish();
+                Finished {
+                    hists: Histograms {
+                        connect_time: d.connect_time,
+                        connect_syscall: d.connect_syscall,
+                        tls_handshake: d.tls_handshake,
+                        ws_handshake: d.ws_handshake,
+                        response_time: m.response_time,
+                        service_time: m.service_time,
+                        send_lag: m.send_lag,
+                        loop_lag: m.loop_lag,
+                        ..Histograms::default()
+                    },
+                    statuses: m.statuses,
+                    in_flight,
+                }
+            }
             mode => {
                 let mut hists = Histograms {
                     connect_time: d.connect_time,
@@ -502,29 +510,26 @@ impl Worker {
                     (hists.push_gap, hists.push_jitter, hists.push_delay) =
                         (p.gap, p.jitter, p.delay);
                 }
-                return Ok(Finished {
+                Finished {
                     hists,
                     statuses: StatusCounts::default(),
                     in_flight: 0,
-                });
+                }
             }
         };
-        let m = t.rec.finish();
-        Ok(Finished {
-            hists: Histograms {
-                connect_time: d.connect_time,
-                connect_syscall: d.connect_syscall,
-                tls_handshake: d.tls_handshake,
-                ws_handshake: d.ws_handshake,
-                response_time: m.response_time,
-                service_time: m.service_time,
-                send_lag: m.send_lag,
-                loop_lag: m.loop_lag,
-                ..Histograms::default()
-            },
-            statuses: m.statuses,
-            in_flight,
-        })
+        // Handed back before the connections close: closing is not
+        // measured, and its time is the whole host's. A million
+        // connections held over 52 processes on two cores closed together
+        // for longer than the grace; the workers missed their stop
+        // deadline and their statuses and histograms were lost (a run
+        // that answered every ping read `ok 0%`). Now only the closing
+        // is left behind (see `Crew::collect`).
+        let rest = match handed.send((id, figures)) {
+            Ok(()) => Finished::default(),
+            Err(mpsc::SendError((_, figures))) => figures,
+        };
+        drop(ended);
+        Ok(rest)
     }
 
     /// The earliest instant something is due.
