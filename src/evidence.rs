@@ -662,13 +662,16 @@ impl Observer {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = watched.clone().map(|w| {
             let stop = stop.clone();
-            thread::spawn(move || loop {
-                // (Woken early by `finish`, which samples once more.)
-                thread::park_timeout(Self::EVERY);
-                if stop.load(Relaxed) {
-                    break;
+            thread::spawn(move || {
+                crate::sys::background();
+                loop {
+                    // (Woken early by `finish`, which samples once more.)
+                    thread::park_timeout(Self::EVERY);
+                    if stop.load(Relaxed) {
+                        break;
+                    }
+                    w.lock().unwrap_or_else(|p| p.into_inner()).sample();
                 }
-                w.lock().unwrap_or_else(|p| p.into_inner()).sample();
             })
         });
         Observer {

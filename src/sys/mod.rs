@@ -33,6 +33,23 @@ pub fn one_heap() {
     }
 }
 
+/// Puts the calling thread below every other on its cores (SCHED_IDLE):
+/// for a thread that watches rather than measures (the server's sampler).
+/// A worker that wakes takes the core from it at once; before, its sample
+/// of a server's fd table and the kernel's tables (milliseconds with
+/// thousands of connections, every 250 ms) held the worker's core, and a
+/// paced worker sharing it sent its queries up to 3 ms late. On a
+/// saturated host its samples come less often (the final one is taken by
+/// the main thread). Best effort: an error leaves the thread as it was.
+pub fn background() {
+    #[cfg(target_os = "linux")]
+    {
+        let p = libc::sched_param { sched_priority: 0 };
+        // SAFETY: pid 0 is the calling thread; `p` outlives the call.
+        let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
+    }
+}
+
 /// Gives the memory the allocator holds free back to the system (glibc's
 /// `malloc_trim`: the free pages inside every arena, not only at the top).
 /// A long run's client calls it once a second: without it the pages its
