@@ -131,38 +131,29 @@ impl Crew {
         };
         finish_by(deadline, || self.all_finished());
         let mut handed: Vec<Option<Finished>> = (0..self.handles.len()).map(|_| None).collect();
-        take_handed(&self.handed, &mut handed);
         for (i, h) in std::mem::take(&mut self.handles).into_iter().enumerate() {
-            if !h.is_finished() && handed[i].is_some() {
-                let f = handed[i].take().unwrap_or_default();
-                // Still closing its connections: what it measured is in.
-                // (The process's exit closes the rest.)
-                got.hists.merge(&f.hists)?;
-                got.statuses.merge(&f.statuses);
-                got.in_flight += f.in_flight;
-                continue;
-            }
-            if !h.is_finished() {
-                // Dropping the handle detaches the thread; the process's exit
-                // ends it.
+            // A worker still closing its connections has handed back what
+            // it measured (the process's exit closes the rest); one that
+            // ended returns nothing more, or its figures when it could
+            // not hand them back.
+            let returned = match h.is_finished() {
+                true => Some(
+                    h.join()
+                        .map_err(|_| anyhow::anyhow!("a client worker panicked"))?
+                        .context("client worker failed")?,
+                ),
+                // (Dropping the handle detaches the thread.)
+                false => None,
+            };
+            take_handed(&self.handed, &mut handed);
+            let Some(f) = handed[i].take().or(returned) else {
                 got.overrun.push(format!(
                     "worker {} had not stopped by the deadline {}: its histograms and in-flight count are missing",
                     i + 1,
                     overrun_words(drain, connections)
                 ));
                 continue;
-            }
-            let f = h
-                .join()
-                .map_err(|_| anyhow::anyhow!("a client worker panicked"))?
-                .context("client worker failed")?;
-            // (A worker that handed its figures back returns none; one
-            // that ended after the look above has its figures in the
-            // channel by now.)
-            if handed[i].is_none() {
-                take_handed(&self.handed, &mut handed);
-            }
-            let f = handed[i].take().unwrap_or(f);
+            };
             got.hists.merge(&f.hists)?;
             got.statuses.merge(&f.statuses);
             got.in_flight += f.in_flight;
