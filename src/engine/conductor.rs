@@ -356,6 +356,7 @@ impl<'a> Conductor<'a> {
             verified: t.verified,
             failed: t.failed_total(),
             established_per_s: t.established - last.established,
+            steady: Some(counters.iter().map(|c| c.steady.load(Relaxed)).sum()),
             ..Sample::default()
         };
         let connects = ConnectBuckets::read(counters);

@@ -26,39 +26,42 @@ pub enum State {
     Held,
 }
 
-/// A connection's yes/no facts, packed in a byte.
+/// A connection's yes/no facts, packed in two bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Flags(u8);
+pub struct Flags(u16);
 
 impl Flags {
     /// The server said it closes after its last response (HTTP
     /// `Connection: close`): no more queries on this one.
-    pub const PEER_CLOSING: u8 = 1;
+    pub const PEER_CLOSING: u16 = 1;
     /// Some bytes came back from the server.
-    pub const GOT_DATA: u8 = 1 << 1;
+    pub const GOT_DATA: u16 = 1 << 1;
     /// One of the ramp's attempts (not a replacement).
-    pub const INITIAL: u8 = 1 << 2;
+    pub const INITIAL: u16 = 1 << 2;
     /// The server answered its probe with a refusal: a close that follows
     /// is that refusal's, not a failure of the server's accept.
-    pub const REJECTED: u8 = 1 << 3;
+    pub const REJECTED: u16 = 1 << 3;
     /// With traffic and --verify: still waiting for the first answer,
     /// which verifies the connection (no separate probe).
-    pub const UNPROVEN: u8 = 1 << 4;
+    pub const UNPROVEN: u16 = 1 << 4;
     /// In the worker's list of connections to flush.
-    pub const DIRTY: u8 = 1 << 5;
+    pub const DIRTY: u16 = 1 << 5;
     /// The socket refused bytes: wait for it to become writable.
-    pub const BLOCKED: u8 = 1 << 6;
+    pub const BLOCKED: u16 = 1 << 6;
     /// Its --lifetime is over with queries in flight: it takes no new
     /// query and closes once the last is answered or timed out.
-    pub const RETIRING: u8 = 1 << 7;
+    pub const RETIRING: u16 = 1 << 7;
+    /// Open for [`STEADY_AFTER`](super::dialer::STEADY_AFTER): counted in
+    /// the worker's steady connections.
+    pub const STEADY: u16 = 1 << 8;
 
     #[inline]
-    pub fn has(self, f: u8) -> bool {
+    pub fn has(self, f: u16) -> bool {
         self.0 & f != 0
     }
 
     #[inline]
-    pub fn set(&mut self, f: u8, on: bool) {
+    pub fn set(&mut self, f: u16, on: bool) {
         if on {
             self.0 |= f;
         } else {
@@ -119,12 +122,12 @@ impl Conn {
     }
 
     #[inline]
-    pub fn has(&self, f: u8) -> bool {
+    pub fn has(&self, f: u16) -> bool {
         self.flags.has(f)
     }
 
     #[inline]
-    pub fn set(&mut self, f: u8, on: bool) {
+    pub fn set(&mut self, f: u16, on: bool) {
         self.flags.set(f, on);
     }
 
@@ -292,7 +295,7 @@ mod tests {
 
     /// A connection with no socket, in `state`, with `flags` set and
     /// `live` queries in flight.
-    fn conn(state: State, flags: &[u8], live: u64) -> Conn {
+    fn conn(state: State, flags: &[u16], live: u64) -> Conn {
         let mut c = Conn::new(Link::Detached, 7, Instant::now(), 0, true);
         c.state = state;
         for &f in flags {

@@ -336,6 +336,7 @@ impl Conns {
             }
         }
         let mut c = self.slab.remove(key);
+        self.dial.ends(&c);
         if !connecting {
             self.shared.closed();
         } else {

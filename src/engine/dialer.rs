@@ -17,7 +17,7 @@ use hdrhistogram::Histogram;
 use slab::Slab;
 use socket2::Socket;
 
-use super::conn::{Conn, State};
+use super::conn::{Conn, Flags, State};
 use crate::metrics::Grow;
 use crate::metrics::{new_histogram, ConnCounters};
 use crate::scenario::Scenario;
@@ -30,6 +30,15 @@ pub const CONNECTS_PER_TURN: u32 = 64;
 
 /// A deadline of a connection's step: slab key, attempt number, when.
 type Deadline = (usize, u64, Instant);
+
+/// How long a connection stays open before it counts as steady (one the
+/// server keeps; a server that closes what it cannot keep has the client
+/// replace the same few over and over, each open for a moment).
+pub const STEADY_AFTER: Duration = Duration::from_secs(1);
+
+/// How late a held worker may count its steady connections: it wakes for
+/// them at most about ten times a second.
+const STEADY_SLACK: Duration = Duration::from_millis(100);
 
 pub struct Dialer {
     id: u64,
@@ -56,6 +65,11 @@ pub struct Dialer {
     pub life_q: VecDeque<Deadline>,
     /// Open connections oldest first (a level that falls closes these).
     open_q: VecDeque<(usize, u64)>,
+    /// Connections established, with when each becomes steady
+    /// ([`Dialer::age`]).
+    age_q: VecDeque<Deadline>,
+    /// The worker's steady connections.
+    steady: u64,
     /// The level's token bucket.
     tokens: f64,
     refilled: Instant,
@@ -102,6 +116,8 @@ impl Dialer {
             probe_q: VecDeque::new(),
             life_q: VecDeque::new(),
             open_q: VecDeque::new(),
+            age_q: VecDeque::new(),
+            steady: 0,
             tokens: 1.0,
             refilled: start,
             prealloc: VecDeque::new(),
@@ -340,10 +356,49 @@ impl Dialer {
         None
     }
 
+    /// Connection `key` (attempt `seq`) is established at `now`: it is
+    /// steady [`STEADY_AFTER`] later if it is still open.
+    pub fn established(&mut self, key: usize, seq: u64, now: Instant) {
+        self.age_q.push_back((key, seq, now + STEADY_AFTER));
+    }
+
+    /// Counts the connections open for [`STEADY_AFTER`] by `now` as
+    /// steady (each marked, so that its end uncounts it).
+    pub fn age(&mut self, now: Instant, conns: &mut Slab<Conn>) {
+        let before = self.steady;
+        while let Some(&(key, seq, at)) = self.age_q.front() {
+            if at > now {
+                break;
+            }
+            self.age_q.pop_front();
+            if let Some(c) = conns.get_mut(key).filter(|c| c.seq == seq) {
+                c.set(Flags::STEADY, true);
+                self.steady += 1;
+            }
+        }
+        if self.steady != before {
+            self.counters.steady.store(self.steady, Relaxed);
+        }
+    }
+
+    /// Connection `c` ends: if it was steady it is no more.
+    pub fn ends(&mut self, c: &Conn) {
+        if c.has(Flags::STEADY) {
+            self.steady -= 1;
+            self.counters.steady.store(self.steady, Relaxed);
+        }
+    }
+
+    /// Every connection has ended (the run's end).
+    pub fn all_ended(&mut self) {
+        self.steady = 0;
+        self.counters.steady.store(0, Relaxed);
+    }
+
     /// Gives back the memory of deadline queues that have emptied (after a
     /// ramp they held an entry per connection).
     pub fn shrink(&mut self) {
-        for q in [&mut self.connect_q, &mut self.probe_q] {
+        for q in [&mut self.connect_q, &mut self.probe_q, &mut self.age_q] {
             if q.is_empty() && q.capacity() > 1024 {
                 *q = VecDeque::new();
             }
@@ -363,6 +418,9 @@ impl Dialer {
             if let Some(&(_, _, at)) = q.front() {
                 consider(at);
             }
+        }
+        if let Some(&(_, _, at)) = self.age_q.front() {
+            consider(at + STEADY_SLACK);
         }
     }
 
@@ -527,5 +585,48 @@ mod tests {
         let conns = Slab::new();
         assert_eq!(d.level_close(&conns), Some(None));
         assert_eq!(d.level_close(&conns), None);
+    }
+
+    #[test]
+    fn a_connection_is_steady_once_open_a_second_and_uncounted_when_it_ends() {
+        let sc = scenario(&["-c", "3"]);
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let (mut d, _rx) = dialer(&sc, 0, 0, t0);
+        let mut conns = Slab::new();
+        let a = conns.insert(Conn::new(Link::Detached, 0, t0, 0, true));
+        let b = conns.insert(Conn::new(Link::Detached, 1, t0, 0, true));
+        d.established(a, 0, t0);
+        d.established(b, 1, at(500));
+        // One the server closes at once, its key taken by a replacement.
+        let gone = conns.insert(Conn::new(Link::Detached, 2, t0, 0, true));
+        d.established(gone, 2, at(600));
+        d.ends(&conns.remove(gone));
+        let again = conns.insert(Conn::new(Link::Detached, 5, at(700), 0, false));
+        assert_eq!(again, gone);
+        d.established(again, 5, at(700));
+        let steady = |d: &Dialer| d.counters.steady.load(Relaxed);
+        d.age(at(999), &mut conns);
+        assert_eq!(steady(&d), 0);
+        d.age(at(1000), &mut conns);
+        assert_eq!(steady(&d), 1);
+        // The closed one's entry finds its key holding another attempt.
+        d.age(at(1650), &mut conns);
+        assert_eq!(steady(&d), 2);
+        d.ends(&conns.remove(a));
+        assert_eq!(steady(&d), 1);
+        // Ended before it was steady: nothing to uncount.
+        d.ends(&conns.remove(again));
+        d.age(at(5000), &mut conns);
+        assert_eq!(steady(&d), 1);
+        assert!(d.age_q.is_empty());
+        // Woken a little after the next is due, not for each.
+        let c = conns.insert(Conn::new(Link::Detached, 6, at(5000), 0, false));
+        d.established(c, 6, at(5000));
+        let mut next = None;
+        d.wakeup(t0, &sc, &mut |i| {
+            next = Some(next.map_or(i, |n: Instant| n.min(i)))
+        });
+        assert_eq!(next, Some(at(6000) + STEADY_SLACK));
     }
 }

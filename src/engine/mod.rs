@@ -35,6 +35,7 @@ mod crew;
 mod target;
 pub use conductor::Live;
 pub use crew::{grace, GRACE};
+pub use dialer::STEADY_AFTER;
 
 use std::fs::File;
 use std::sync::{mpsc, Arc, Mutex};

@@ -177,6 +177,7 @@ impl Opening {
             // (tcp-per-query keeps the connect start: its query counts
             // from there, connect included.)
             conn.since = now;
+            conns.dial.established(key, conn.seq, now);
         }
         let sc = &self.sc;
         if sc.connections_schedule.is_some() || sc.control {

@@ -477,6 +477,7 @@ impl Worker {
             }
         }
         bump(&self.counters.closed, held);
+        self.conns.dial.all_ended();
         let d = self.conns.dial;
         let (handed, id) = (self.handed, self.id);
         let figures = match self.mode {
@@ -579,6 +580,7 @@ impl Worker {
                 conns.dial.resolved(initial);
             }
         }
+        conns.dial.age(now, &mut conns.slab);
         while let Some(key) = conns.dial.life_expired(now, &conns.slab) {
             let why = match mode.traffic_mut() {
                 Some(t) => t.lifetime_over(key, conns),

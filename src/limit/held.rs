@@ -154,11 +154,12 @@ impl Held {
 
     /// After the ramp, the first second whose connections are as the one
     /// before it (closes of connections the server took at the ramp's
-    /// end, and their replacements, show over the next seconds); the last
-    /// one there is when none comes within `most`.
+    /// end, and their replacements, show over the next seconds; those
+    /// that stay count as steady a second after they came); the last one
+    /// there is when none comes within `most`.
     pub fn settled(&mut self, most: Duration) -> Option<&Sample> {
         let until = Instant::now() + most;
-        let state = |s: &Sample| (s.connections, s.established, s.failed);
+        let state = |s: &Sample| (s.connections, s.steady, s.established, s.failed);
         let mut seen = self.seconds.last().map(state);
         loop {
             let n = self.seconds.len();

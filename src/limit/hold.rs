@@ -164,7 +164,11 @@ impl Search<'_> {
         // rate for it would put a rate limit where there is none.
         if self.a.find == Find::Rate {
             if let Some(s) = h.settled(Duration::from_secs(5)) {
+                // (Those it kept, not those it takes and closes over and
+                // over as the client replaces them: counted open now, they
+                // would name a count it does not keep.)
                 let open = s.connections.max(0) as u64;
+                let open = s.steady.map_or(open, |st| st.min(open));
                 if s.failed > 0 || open < conns {
                     if !self.steps.is_empty() {
                         // Opened again after a step's backlog: a server

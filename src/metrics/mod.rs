@@ -274,6 +274,10 @@ counter_block! {
     live {
         /// Initial attempts not resolved yet (connecting).
         ramp_left: AtomicU64 = AtomicU64::new(0),
+        /// Connections open now that have been open for
+        /// [`STEADY_AFTER`](crate::engine::STEADY_AFTER) or more: those the
+        /// server keeps, without the short lives of a churn.
+        steady: AtomicU64 = AtomicU64::new(0),
         /// Connect times so far, in quarter-octave buckets ([`ConnectBuckets`]):
         /// the main thread takes each second's p99 from their growth.
         connect_buckets: [AtomicU64; CONNECT_BUCKETS] =

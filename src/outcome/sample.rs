@@ -20,6 +20,10 @@ pub struct Sample {
     pub established: u64,
     pub verified: u64,
     pub failed: u64,
+    /// Of `connections`, those open for a second or more (not counting
+    /// the short lives of connections a server closes as they come).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<u64>,
     /// Established during this second.
     pub established_per_s: u64,
     /// Query rate asked for in this second.
@@ -136,6 +140,7 @@ impl Sample {
             s.verified += o.verified;
             s.failed += o.failed;
             s.established_per_s += o.established_per_s;
+            s.steady = add(s.steady, o.steady);
             s.target = add(s.target, o.target);
             s.due = add(s.due, o.due);
             s.sent = add(s.sent, o.sent);
