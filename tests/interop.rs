@@ -635,6 +635,44 @@ fn nginx_closing_after_keepalive_requests_is_a_peer_close_not_a_failure() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A rate search over more connections than nginx's worker_connections
+/// (1024, one worker): at its cap nginx closes its oldest idle keep-alive
+/// connections for the new ones, so none stays while it holds about a
+/// thousand at once. The search stops before its first rate (exit 2) and
+/// names that count as the -c to search over, not a count of the
+/// connections that stayed (none), nor a rate limit.
+#[test]
+fn a_rate_search_over_more_connections_than_nginx_holds_names_what_it_holds() {
+    let Some((_nginx, port, dir)) = nginx("nginx-held", 1000) else {
+        return;
+    };
+    let target = format!("127.0.0.1:{port}");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "limit",
+        &target,
+        "--find",
+        "rate",
+        "--proto",
+        "http",
+        "-c",
+        "1200",
+        "--step-time",
+        "1s",
+    ]));
+    assert_eq!(code, 2, "{out}{err}");
+    let held = err
+        .split("the server held about ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no count held: {out}{err}"));
+    // (1024 less its listening socket, less those closing at the moment.)
+    assert!((800..=1023).contains(&held), "{out}{err}");
+    assert!(err.contains(&format!("-c {held}")), "{out}{err}");
+    assert!(!out.contains("\nlimit "), "{out}{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The verification probe speaks the run's protocol: nginx answers an HTTP
 /// probe; a DNS probe (the default protocol) gets its `400` and a close,
 /// which is named as the server rejecting the probe, not as a failure to

@@ -164,12 +164,9 @@ impl Search<'_> {
         // rate for it would put a rate limit where there is none.
         if self.a.find == Find::Rate {
             if let Some(s) = h.settled(Duration::from_secs(5)) {
-                // (Those it kept, not those it takes and closes over and
-                // over as the client replaces them: counted open now, they
-                // would name a count it does not keep.)
                 let open = s.connections.max(0) as u64;
-                let open = s.steady.map_or(open, |st| st.min(open));
-                if s.failed > 0 || open < conns {
+                let held = Kept::of(open, s.steady);
+                if s.failed > 0 || held.count() < conns {
                     if !self.steps.is_empty() {
                         // Opened again after a step's backlog: a server
                         // still busy with it may not take them all at
@@ -179,10 +176,10 @@ impl Search<'_> {
                     let failed = s.failed;
                     drop(h);
                     return Err(usage(format!(
-                        "the server kept {open} of the {conns} connections the rate is spread \
-                         over ({failed} failed before any rate was offered): it has a cap of its \
-                         own below -c, so no rate can be searched over {conns}. Search over fewer \
-                         (-c {open}), or find how many it holds with --find connections"
+                        "{}, so no rate can be searched over {conns}. Search over fewer (-c {}), \
+                         or find how many it holds with --find connections",
+                        held.words(conns, failed),
+                        held.count()
                     )));
                 }
             }
@@ -335,4 +332,70 @@ fn drain(h: &mut Held, c: &ClientFlags, quiet: Duration) -> Option<bool> {
         }
     }
     Some(false)
+}
+
+/// How many of a held run's connections the server kept, from the
+/// client's count open and its steady count (open a second or more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// It kept these (steady); the others it took and closed as the
+    /// client replaced them, each open for a moment, so the count open
+    /// at any instant says more than it keeps.
+    Steady(u64),
+    /// None stayed a second: at its cap it closes its oldest idle
+    /// connections for the new ones (nginx at worker_connections), so it
+    /// holds about this many at once, never the same ones.
+    Rotating(u64),
+}
+
+impl Kept {
+    fn of(open: u64, steady: Option<u64>) -> Kept {
+        match steady {
+            Some(0) if open > 0 => Kept::Rotating(open),
+            Some(st) => Kept::Steady(st.min(open)),
+            None => Kept::Steady(open),
+        }
+    }
+
+    fn count(self) -> u64 {
+        match self {
+            Kept::Steady(n) | Kept::Rotating(n) => n,
+        }
+    }
+
+    fn words(self, conns: u64, failed: u64) -> String {
+        let of = format!(
+            "of the {conns} connections the rate is spread over ({failed} failed before any \
+             rate was offered)"
+        );
+        match self {
+            Kept::Steady(n) => {
+                format!("the server kept {n} {of}: it has a cap of its own below -c")
+            }
+            Kept::Rotating(n) => format!(
+                "the server held about {n} {of} at once, none of them for a second: at a cap of \
+                 its own below -c it closes its oldest idle connections for new ones (as nginx \
+                 does at worker_connections)"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod kept_tests {
+    use super::Kept;
+
+    #[test]
+    fn the_count_kept_is_the_steady_one_unless_none_stays() {
+        // 20 kept, the rest closed as they come: 27 open at the moment.
+        assert_eq!(Kept::of(27, Some(20)), Kept::Steady(20));
+        // Every connection closed for a newer one, 1,444 open at once.
+        assert_eq!(Kept::of(1444, Some(0)), Kept::Rotating(1444));
+        assert!(Kept::of(1444, Some(0))
+            .words(2000, 0)
+            .contains("about 1444 of the 2000"));
+        // A part that does not count steady ones.
+        assert_eq!(Kept::of(30, None), Kept::Steady(30));
+        assert_eq!(Kept::of(0, Some(0)), Kept::Steady(0));
+    }
 }
