@@ -21,12 +21,12 @@ use super::preflight::{check_problems, preflight, warnings};
 use super::{run_here, usage, ClientConfig, Here};
 use crate::child::{sum_samples, ChildLine, Children, Own, PartsDir, Silence};
 use crate::cluster::merge::Slices;
-use crate::domain::{ConnectMode, RunId, Segment, Transport};
+use crate::domain::{ConnectMode, RunId, Segment};
 use crate::engine::Live;
 use crate::metrics::exported::RunFigures;
 use crate::outcome::Environment;
 use crate::report::{self, LiveView};
-use crate::scenario::{End, Ramp, Scenario};
+use crate::scenario::{End, Scenario};
 use crate::sys::limits::{self, FdLimit};
 use crate::sys::signals::{Reason, Stop};
 use crate::sys::sources;
@@ -50,76 +50,6 @@ pub(super) struct ChildPlan {
     metrics: bool,
     /// The run's id, the parent's, for every child's result.
     run: RunId,
-    /// Its place in the ramp when the processes ramp a few at a time.
-    #[serde(default)]
-    wave: Option<Wave>,
-}
-
-/// A child's turn in a ramp shared out in waves: more processes than
-/// cores, all ramping at once at their share of the rate, keep every core
-/// switching between them (53 processes at 1,900/s each reached 0.81x
-/// the rate two raw connectors reach one after another), so as many ramp
-/// at a time as there are cores, each at the rate shared by those few,
-/// one wave after the other: the whole ramp keeps the rate asked.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-struct Wave {
-    /// When its ramp starts (Unix s), and how long after the first wave's.
-    at: f64,
-    delay_s: f64,
-    /// Its ramp's rate and connects in flight.
-    per_second: f64,
-    max_inflight: u64,
-}
-
-/// How the processes of a run share its ramp in waves (None: all at once).
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Waves {
-    /// The processes, and how many ramp at a time.
-    n: u64,
-    at_once: u64,
-    /// The first wave's start (Unix s).
-    base: f64,
-    /// The whole's ramp rate, and one wave's time at it.
-    rate: f64,
-    wave_s: f64,
-    max_inflight: u64,
-}
-
-impl Waves {
-    /// Waves of `cores` processes when `n` is more than that, for an
-    /// asynchronous ramp at a rate (one at a time, batches and schedules
-    /// keep their own pace; tcp-per-query's connections are its queries').
-    fn plan(whole: &Scenario, n: u64, cores: u64, base: f64) -> Option<Waves> {
-        let Ramp::Rate { per_second } = whole.ramp else {
-            return None;
-        };
-        let fits = n > cores
-            && whole.connect_mode == ConnectMode::Async
-            && whole.connections_schedule.is_none()
-            && whole.transport != Transport::TcpPerQuery;
-        fits.then(|| Waves {
-            n,
-            at_once: cores,
-            base,
-            rate: per_second,
-            wave_s: whole.connections.div_ceil(n) as f64 / (per_second / cores as f64),
-            max_inflight: whole.max_inflight_connects.div_ceil(cores).max(1),
-        })
-    }
-
-    /// Child `k`'s turn (1-based). (The last wave may be fewer: they
-    /// share the whole rate too.)
-    fn of(&self, k: u64) -> Wave {
-        let w = (k - 1) / self.at_once;
-        let size = self.at_once.min(self.n - w * self.at_once);
-        let delay_s = w as f64 * self.wave_s;
-        Wave {
-            at: self.base + delay_s,
-            delay_s,
-            per_second: self.rate / size as f64,
-            max_inflight: self.max_inflight * self.at_once / size,
-        }
-    }
 }
 
 /// What the processes share out, and the run they are of.
@@ -146,14 +76,7 @@ pub(super) fn run_processes(
     exported: Option<Arc<Mutex<RunFigures>>>,
 ) -> Result<ExitCode> {
     let (whole, run) = (w.whole, w.run);
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
-    print_plan(
-        a,
-        whole,
-        (n, Waves::plan(whole, n, cores, 0.0)),
-        fd,
-        (&shortfall, why),
-    )?;
+    print_plan(a, whole, n, fd, (&shortfall, why))?;
     if a.control || a.pause {
         return Err(usage(
             "--control and --pause work with one process; add --processes 1",
@@ -164,8 +87,7 @@ pub(super) fn run_processes(
         return Ok(ExitCode::from(130));
     }
     let parts = PartsDir::new()?;
-    let base = a.start_at.unwrap_or_else(unix_now_f64);
-    let waves = Waves::plan(whole, n, cores, base);
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
     let workers = a.workers.unwrap_or((cores / n).max(1)) as usize;
     // The children hold until the parent says (Enter on their stdin), so
     // that every slice holds its connections at the same time: the whole
@@ -186,7 +108,6 @@ pub(super) fn run_processes(
         common_end,
         shortfall: &shortfall,
         metrics: exported.is_some(),
-        waves,
     };
     let own = (1..=n)
         .map(|k| {
@@ -201,9 +122,6 @@ pub(super) fn run_processes(
     let observer = crate::evidence::Observer::start(super::watched_target(whole));
     let children = Children::spawn(own, stop, common_end)?;
     let mut parent = Parent::new(a, whole, n, children, common_end, exported);
-    parent.delays = (1..=n)
-        .map(|k| waves.map_or(Duration::ZERO, |w| Duration::from_secs_f64(w.of(k).delay_s)))
-        .collect();
     parent.follow(stop);
     Live::finish(&mut parent.live);
     let mut slices = parent.slices(&parts, observer);
@@ -228,7 +146,7 @@ pub(super) fn run_processes(
 fn print_plan(
     a: &ClientConfig,
     whole: &Scenario,
-    (n, waves): (u64, Option<Waves>),
+    n: u64,
     fd: &FdLimit,
     (shortfall, why): (&Option<String>, &str),
 ) -> Result<()> {
@@ -252,14 +170,6 @@ fn print_plan(
         ));
     } else {
         lines.push(format!("  in {n} processes (--processes {n})"));
-    }
-    if let Some(w) = waves {
-        lines.push(format!(
-            "  ramping {} processes at a time (one per core), each at {}/s, a wave every {:.2} s",
-            w.at_once,
-            crate::units::human(w.rate / w.at_once as f64),
-            w.wave_s
-        ));
     }
     if !whole.sources.is_empty() {
         lines.push(format!("  sources: {why}"));
@@ -290,7 +200,6 @@ struct ChildPlans<'a> {
     common_end: bool,
     shortfall: &'a Option<String>,
     metrics: bool,
-    waves: Option<Waves>,
 }
 
 impl ChildPlans<'_> {
@@ -322,7 +231,6 @@ impl ChildPlans<'_> {
             shortfall: self.shortfall.clone(),
             metrics: self.metrics,
             run: self.run.clone(),
-            wave: self.waves.map(|w| w.of(k)),
         }
     }
 }
@@ -343,11 +251,8 @@ struct Parent<'a> {
     figures: Vec<RunFigures>,
     /// Children whose ramp is done.
     ramps: u64,
-    /// Each child's ramp: when its line came, and how long after the
-    /// run's start (its own start's, plus its wave's delay).
+    /// Each child's ramp: when its line came, and how long after its start.
     ramped: Vec<Option<(Instant, Duration)>>,
-    /// Each child's wave's delay (zero: all ramp at once).
-    delays: Vec<Duration>,
     exited: Vec<bool>,
     end_decided: bool,
     /// The children's established and failed connections when their ramps
@@ -390,7 +295,6 @@ impl<'a> Parent<'a> {
             figures: vec![RunFigures::default(); n as usize],
             ramps: 0,
             ramped: vec![None; n as usize],
-            delays: vec![Duration::ZERO; n as usize],
             exited: vec![false; n as usize],
             end_decided: false,
             ramp_counts: (0, 0),
@@ -498,10 +402,10 @@ impl<'a> Parent<'a> {
     /// goes to the live view.
     fn on_ramp_done(&mut self, i: usize, seconds: f64, counts: (u64, u64), since_start_s: f64) {
         self.ramps += 1;
-        // (A wave's child started its delay after the first: the run's
-        // ramp counts from the first wave's start.)
-        let since = Duration::try_from_secs_f64(since_start_s).unwrap_or_default() + self.delays[i];
-        self.ramped[i] = Some((Instant::now(), since));
+        self.ramped[i] = Some((
+            Instant::now(),
+            Duration::try_from_secs_f64(since_start_s).unwrap_or_default(),
+        ));
         self.ramp_counts.0 += counts.0;
         self.ramp_counts.1 += counts.1;
         if self.ramps == self.n {
@@ -510,8 +414,7 @@ impl<'a> Parent<'a> {
                 failed: std::array::from_fn(|i| if i == 0 { self.ramp_counts.1 } else { 0 }),
                 ..Default::default()
             };
-            let waited = self.ramped.iter().flatten().map(|r| r.1).max();
-            let after = Duration::from_secs_f64(seconds).max(waited.unwrap_or_default());
+            let after = Duration::from_secs_f64(seconds);
             self.live.ramp_done(after, after, &totals, &self.whole.end);
         }
     }
@@ -578,13 +481,6 @@ fn slices_end(ramps: &[(Instant, Duration)], hold: Duration) -> Option<Instant> 
     Some(start + ramp + hold)
 }
 
-/// Now, in Unix seconds.
-fn unix_now_f64() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
 /// A child of --processes: runs the slice its plan says, then prints its
 /// result as its last line (and writes it to the parts directory); the
 /// parent merges and gives the verdict.
@@ -597,21 +493,12 @@ pub(super) fn run_child(plan: ChildPlan) -> Result<ExitCode> {
         .whole
         .segment
         .context("a child's plan without its segment")?;
-    let mut ran = plan.whole.slice(seg);
-    let mut start_at = plan.start_at;
-    if let Some(w) = plan.wave {
-        ran.ramp = Ramp::Rate {
-            per_second: w.per_second,
-        };
-        ran.max_inflight_connects = w.max_inflight;
-        // (A first wave planned a moment ago starts now.)
-        start_at = Some(w.at).filter(|&at| at > unix_now_f64());
-    }
+    let ran = plan.whole.slice(seg);
     check_problems(plan.force, preflight(&ran, &fd, plan.shortfall.as_deref()))?;
     let here = Here {
         run: plan.run,
         rtt_log: plan.rtt_log,
-        start_at,
+        start_at: plan.start_at,
         control: false,
         child: true,
         session: false,
@@ -664,7 +551,6 @@ mod tests {
                 shortfall: None,
                 metrics: false,
                 run: RunId::generated(),
-                wave: None,
             };
             let own = Own::new(Vec::new(), &plan).unwrap();
             let back: ChildPlan = serde_json::from_str(&own.plan).unwrap();
@@ -672,51 +558,6 @@ mod tests {
             assert_eq!(back.start_at, plan.start_at);
             assert_eq!(back.run, plan.run);
         }
-    }
-
-    fn whole(flags: &[&str]) -> Scenario {
-        let mut argv = vec!["127.0.0.1:1".to_string()];
-        argv.extend(flags.iter().map(|f| f.to_string()));
-        crate::cli::client_args(&argv)
-            .unwrap()
-            .scenario(vec!["127.0.0.1:1".parse().unwrap()], false, Vec::new())
-            .unwrap()
-    }
-
-    /// More processes than cores ramp as many at a time as there are
-    /// cores, each at the rate shared by those few, one wave after the
-    /// other: the whole keeps the rate asked.
-    #[test]
-    fn many_processes_ramp_a_few_at_a_time_at_the_whole_rate() {
-        let sc = whole(&["-c", "1000000", "--connect-rate", "100k"]);
-        let w = Waves::plan(&sc, 53, 2, 1000.0).unwrap();
-        // 18,868 a child (the most), at 50,000/s.
-        assert!((w.wave_s - 18_868.0 / 50_000.0).abs() < 1e-12, "{w:?}");
-        let (first, second, third) = (w.of(1), w.of(2), w.of(3));
-        assert_eq!((first.at, first.delay_s), (1000.0, 0.0));
-        assert_eq!(second, first);
-        assert_eq!(third.delay_s, w.wave_s);
-        assert_eq!(third.at, 1000.0 + w.wave_s);
-        assert_eq!(first.per_second, 50_000.0);
-        assert_eq!(first.max_inflight, sc.max_inflight_connects / 2);
-        // The last wave is one: it takes the whole rate.
-        assert_eq!(w.of(53).delay_s, 26.0 * w.wave_s);
-        assert_eq!(w.of(53).per_second, 100_000.0);
-        assert_eq!(w.of(52).per_second, 50_000.0);
-        // As many processes as cores: all at once, as before.
-        assert_eq!(Waves::plan(&sc, 2, 2, 0.0), None);
-        // One connect at a time, batches, schedules: their own pace.
-        let sync = whole(&["-c", "100000", "--connect-mode", "sync"]);
-        assert_eq!(Waves::plan(&sync, 6, 2, 0.0), None);
-        let batch = whole(&[
-            "-c",
-            "100000",
-            "--batch-size",
-            "1000",
-            "--batch-delay",
-            "100ms",
-        ]);
-        assert_eq!(Waves::plan(&batch, 6, 2, 0.0), None);
     }
 
     /// Regression (issue 26): a child that started late moved the run's

@@ -278,24 +278,6 @@ fn longest_times(m: &mut RunResult, results: &[RunResult]) {
             .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))))
     };
     c.ramp_s = longest(|r| r.connections.ramp_s);
-    // Slices that started apart (--processes ramping in waves, hosts a
-    // little off their --start-at): the whole's ramp runs from the first
-    // start to the last ramp's end. (Started together, the longest's,
-    // to the bit.)
-    let span = results
-        .iter()
-        .map(|r| Some((r.slice.as_ref()?.wall.start_unix_s, r.connections.ramp_s?)))
-        .collect::<Option<Vec<(f64, f64)>>>()
-        .filter(|v| !v.is_empty())
-        .map(|v| {
-            let first = v.iter().map(|x| x.0).fold(f64::INFINITY, f64::min);
-            v.iter().map(|x| x.0 + x.1).fold(f64::MIN, f64::max) - first
-        });
-    if let (Some(span), Some(ramp)) = (span, c.ramp_s) {
-        if span > ramp + 1e-3 {
-            c.ramp_s = Some(span);
-        }
-    }
     c.verify_s = longest(|r| r.connections.verify_s);
     // (The ramp's own connections: replacements made after it are not.)
     c.connect_rate = c.ramp_s.map(|r| {
@@ -494,24 +476,6 @@ mod tests {
         assert_eq!(q.rate_achieved, qa.rate_achieved + qb.rate_achieved);
         assert_eq!(q.rate_sent, qa.rate_sent + qb.rate_sent);
         assert_eq!(q.rate_achieved, 90.0 / 2.0 + 180.0 / 3.0);
-    }
-
-    /// Slices that started apart (processes ramping in waves): the
-    /// whole's ramp is from the first start to the last ramp's end, not
-    /// the longest slice's.
-    #[test]
-    fn slices_started_apart_ramp_from_the_first_start_to_the_last_end() {
-        let mut a = timed(1, 2, "r", 1000.0, 3.0);
-        let mut b = timed(2, 2, "r", 1000.0, 3.0);
-        a.connections.ramp_s = Some(0.5);
-        b.connections.ramp_s = Some(0.5);
-        let m = merge(&[a.clone(), b.clone()], &names()).unwrap();
-        assert_eq!(m.connections.ramp_s, Some(0.5));
-        // The second began its ramp as the first's ended.
-        b.slice.as_mut().unwrap().wall.start_unix_s += 0.5;
-        let m = merge(&[a, b], &names()).unwrap();
-        let ramp = m.connections.ramp_s.unwrap();
-        assert!((ramp - 1.0).abs() < 1e-9, "{ramp}");
     }
 
     #[test]
