@@ -356,7 +356,9 @@ impl<'a> Conductor<'a> {
             verified: t.verified,
             failed: t.failed_total(),
             established_per_s: t.established - last.established,
-            steady: Some(counters.iter().map(|c| c.steady.load(Relaxed)).sum()),
+            // (tcp-per-query's connections live for a query: none is kept.)
+            steady: (self.sc.transport != crate::domain::Transport::TcpPerQuery)
+                .then(|| counters.iter().map(|c| c.steady.load(Relaxed)).sum()),
             ..Sample::default()
         };
         let connects = ConnectBuckets::read(counters);

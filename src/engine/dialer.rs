@@ -371,7 +371,12 @@ impl Dialer {
                 break;
             }
             self.age_q.pop_front();
-            if let Some(c) = conns.get_mut(key).filter(|c| c.seq == seq) {
+            // (An attempt number may come twice, a replacement's and a
+            // level's: a key taken since by the other is skipped.)
+            let found = conns
+                .get_mut(key)
+                .filter(|c| c.seq == seq && c.state != State::Connecting && !c.has(Flags::STEADY));
+            if let Some(c) = found {
                 c.set(Flags::STEADY, true);
                 self.steady += 1;
             }
@@ -594,15 +599,20 @@ mod tests {
         let at = |ms| t0 + Duration::from_millis(ms);
         let (mut d, _rx) = dialer(&sc, 0, 0, t0);
         let mut conns = Slab::new();
-        let a = conns.insert(Conn::new(Link::Detached, 0, t0, 0, true));
-        let b = conns.insert(Conn::new(Link::Detached, 1, t0, 0, true));
+        let held = |seq, at| {
+            let mut c = Conn::new(Link::Detached, seq, at, 0, seq < 3);
+            c.state = State::Held;
+            c
+        };
+        let a = conns.insert(held(0, t0));
+        let b = conns.insert(held(1, t0));
         d.established(a, 0, t0);
         d.established(b, 1, at(500));
         // One the server closes at once, its key taken by a replacement.
-        let gone = conns.insert(Conn::new(Link::Detached, 2, t0, 0, true));
+        let gone = conns.insert(held(2, t0));
         d.established(gone, 2, at(600));
         d.ends(&conns.remove(gone));
-        let again = conns.insert(Conn::new(Link::Detached, 5, at(700), 0, false));
+        let again = conns.insert(held(5, at(700)));
         assert_eq!(again, gone);
         d.established(again, 5, at(700));
         let steady = |d: &Dialer| d.counters.steady.load(Relaxed);
@@ -621,12 +631,19 @@ mod tests {
         assert_eq!(steady(&d), 1);
         assert!(d.age_q.is_empty());
         // Woken a little after the next is due, not for each.
-        let c = conns.insert(Conn::new(Link::Detached, 6, at(5000), 0, false));
+        let c = conns.insert(held(6, at(5000)));
         d.established(c, 6, at(5000));
         let mut next = None;
         d.wakeup(t0, &sc, &mut |i| {
             next = Some(next.map_or(i, |n: Instant| n.min(i)))
         });
         assert_eq!(next, Some(at(6000) + STEADY_SLACK));
+        // An entry met twice (an attempt number a replacement and a level
+        // share) counts once; one on a key still connecting, not at all.
+        d.established(b, 1, at(5000));
+        let connecting = conns.insert(Conn::new(Link::Detached, 9, at(5000), 0, false));
+        d.established(connecting, 9, at(5000));
+        d.age(at(6000), &mut conns);
+        assert_eq!(steady(&d), 2);
     }
 }

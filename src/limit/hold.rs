@@ -165,8 +165,8 @@ impl Search<'_> {
         if self.a.find == Find::Rate {
             if let Some(s) = h.settled(Duration::from_secs(5)) {
                 let open = s.connections.max(0) as u64;
-                let held = Kept::of(open, s.steady);
-                if s.failed > 0 || held.count() < conns {
+                let held = Kept::of(open, s.steady, s.established_per_s > 0);
+                if s.failed > 0 || open < conns {
                     if !self.steps.is_empty() {
                         // Opened again after a step's backlog: a server
                         // still busy with it may not take them all at
@@ -335,47 +335,50 @@ fn drain(h: &mut Held, c: &ClientFlags, quiet: Duration) -> Option<bool> {
 }
 
 /// How many of a held run's connections the server kept, from the
-/// client's count open and its steady count (open a second or more).
+/// client's count open, its steady count (open a second or more) and
+/// whether connections were still being replaced (churn).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kept {
-    /// It kept these (steady); the others it took and closed as the
-    /// client replaced them, each open for a moment, so the count open
-    /// at any instant says more than it keeps.
+    /// It kept these: without churn, those open; with it, the steady ones
+    /// (the others it took and closed as the client replaced them, each
+    /// open for a moment, so the count open at any instant says more
+    /// than it keeps).
     Steady(u64),
-    /// None stayed a second: at its cap it closes its oldest idle
-    /// connections for the new ones (nginx at worker_connections), so it
-    /// holds about this many at once, never the same ones.
-    Rotating(u64),
+    /// It held about this many at once, but kept fewer than half of them
+    /// a second (`steady`): at its cap it closes connections for new ones
+    /// (nginx at worker_connections closes its oldest idle ones).
+    Rotating { open: u64, steady: u64 },
 }
 
 impl Kept {
-    fn of(open: u64, steady: Option<u64>) -> Kept {
+    fn of(open: u64, steady: Option<u64>, churn: bool) -> Kept {
         match steady {
-            Some(0) if open > 0 => Kept::Rotating(open),
-            Some(st) => Kept::Steady(st.min(open)),
-            None => Kept::Steady(open),
+            // (Without churn every open connection stays: a steady count
+            // a moment behind its last ones says nothing more.)
+            Some(st) if churn && st * 2 < open => Kept::Rotating { open, steady: st },
+            Some(st) if churn => Kept::Steady(st.min(open)),
+            _ => Kept::Steady(open),
         }
     }
 
     fn count(self) -> u64 {
         match self {
-            Kept::Steady(n) | Kept::Rotating(n) => n,
+            Kept::Steady(n) | Kept::Rotating { open: n, .. } => n,
         }
     }
 
     fn words(self, conns: u64, failed: u64) -> String {
-        let of = format!(
-            "of the {conns} connections the rate is spread over ({failed} failed before any \
-             rate was offered)"
-        );
+        let failed = format!("{failed} failed before any rate was offered");
         match self {
-            Kept::Steady(n) => {
-                format!("the server kept {n} {of}: it has a cap of its own below -c")
-            }
-            Kept::Rotating(n) => format!(
-                "the server held about {n} {of} at once, none of them for a second: at a cap of \
-                 its own below -c it closes its oldest idle connections for new ones (as nginx \
-                 does at worker_connections)"
+            Kept::Steady(n) => format!(
+                "the server kept {n} of the {conns} connections the rate is spread over \
+                 ({failed}): it has a cap of its own below -c"
+            ),
+            Kept::Rotating { open, steady } => format!(
+                "the server held about {open} connections at once of the {conns} the rate is \
+                 spread over ({failed}), and kept {steady} of them a second or more: at a cap \
+                 of its own below -c it closes connections for new ones (nginx at \
+                 worker_connections closes its oldest idle ones)"
             ),
         }
     }
@@ -386,16 +389,28 @@ mod kept_tests {
     use super::Kept;
 
     #[test]
-    fn the_count_kept_is_the_steady_one_unless_none_stays() {
+    fn the_count_kept_is_the_steady_one_unless_few_stay() {
         // 20 kept, the rest closed as they come: 27 open at the moment.
-        assert_eq!(Kept::of(27, Some(20)), Kept::Steady(20));
+        assert_eq!(Kept::of(27, Some(20), true), Kept::Steady(20));
         // Every connection closed for a newer one, 1,444 open at once.
-        assert_eq!(Kept::of(1444, Some(0)), Kept::Rotating(1444));
-        assert!(Kept::of(1444, Some(0))
+        let rotating = Kept::of(1444, Some(0), true);
+        assert_eq!(
+            rotating,
+            Kept::Rotating {
+                open: 1444,
+                steady: 0
+            }
+        );
+        assert_eq!(rotating.count(), 1444);
+        assert!(rotating
             .words(2000, 0)
-            .contains("about 1444 of the 2000"));
+            .contains("held about 1444 connections at once of the 2000"));
+        // Some lived a second in the rotation: still the count at once.
+        assert_eq!(Kept::of(1444, Some(300), true).count(), 1444);
+        // No churn: the steady count may trail the last ones opened.
+        assert_eq!(Kept::of(30, Some(25), false), Kept::Steady(30));
         // A part that does not count steady ones.
-        assert_eq!(Kept::of(30, None), Kept::Steady(30));
-        assert_eq!(Kept::of(0, Some(0)), Kept::Steady(0));
+        assert_eq!(Kept::of(30, None, true), Kept::Steady(30));
+        assert_eq!(Kept::of(0, Some(0), true), Kept::Steady(0));
     }
 }
