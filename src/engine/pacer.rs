@@ -75,13 +75,19 @@ impl Pacer {
     /// takes those due before the change first).
     ///
     /// [`Pacing::set_rate`]: super::pacing::Pacing::set_rate
-    pub fn set_rate(&mut self, total_rate: f64) {
+    /// The next arrival comes within one gap of the new rate from `t`
+    /// (seconds since the traffic start): one due a gap of the old, slow
+    /// rate away (2 s at 1/s over two workers) would hold a raised rate
+    /// back that long.
+    pub fn set_rate(&mut self, total_rate: f64, t: f64) {
         // Past its last phase a schedule stays at that phase's end level.
         self.phases = vec![Phase {
             seconds: 1e-9,
             from: total_rate,
             to: total_rate,
         }];
+        let sooner = t + self.gap(t);
+        self.next = self.next.min(sooner);
     }
 
     /// Steps over the arrivals due by `t` (seconds since the traffic
@@ -201,5 +207,24 @@ mod tests {
         }
         assert!(sent.iter().all(|&t| t >= 1.0));
         assert!((99..=101).contains(&sent.len()));
+    }
+
+    /// Regression: a rate raised by --control waited for the arrival the
+    /// old rate had planned (nothing sent for 2 s after `rate 20000`
+    /// over a run at 1/s on two workers).
+    #[test]
+    fn a_raised_rate_starts_within_its_own_gap() {
+        let mut p = Pacer::new(flat(1.0, 1.0), 0.5, Arrivals::Constant, 1);
+        assert_eq!(p.peek(), 2.0);
+        p.set_rate(5000.0, 0.1);
+        assert!(
+            (p.peek() - (0.1 + 1.0 / 2500.0)).abs() < 1e-12,
+            "{}",
+            p.peek()
+        );
+        // Lowered, the arrival already planned stays (it is sooner).
+        let planned = p.peek();
+        p.set_rate(1.0, 0.1);
+        assert_eq!(p.peek(), planned);
     }
 }

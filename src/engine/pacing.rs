@@ -79,7 +79,7 @@ impl Pacing {
         match self {
             Pacing::Open { .. } => {
                 let behind = self.skip(now, started);
-                self.set_open_rate(rate);
+                self.set_open_rate(rate, now.saturating_sub(started) as f64 / 1e9);
                 behind
             }
             _ => 0,
@@ -124,9 +124,9 @@ impl Pacing {
         }
     }
 
-    fn set_open_rate(&mut self, rate: f64) {
+    fn set_open_rate(&mut self, rate: f64, t: f64) {
         if let Pacing::Open { pacer, .. } = self {
-            pacer.set_rate(rate);
+            pacer.set_rate(rate, t);
         }
     }
 
