@@ -324,11 +324,16 @@ pub struct Listener {
 /// Parses one /proc/net/tcp line of a listener on `port` whose address is
 /// `addr` or the wildcard. Addresses are hex in the kernel's byte order.
 fn listener_of(line: &str, port: u16, addr_hex: &[String]) -> Option<Listener> {
-    let f: Vec<&str> = line.split_whitespace().collect();
-    if f.len() < 10 || f[3] != "0A" {
+    // (Fields by position, nothing collected: the sampler allocates
+    // nothing, see [`Bufs`].)
+    let mut f = line.split_whitespace();
+    let local = f.nth(1)?;
+    if f.nth(1)? != "0A" {
         return None;
     }
-    let (ip, p) = f[1].split_once(':')?;
+    let rx_field = f.next()?;
+    let inode = f.nth(4)?;
+    let (ip, p) = local.split_once(':')?;
     if u16::from_str_radix(p, 16).ok()? != port {
         return None;
     }
@@ -336,11 +341,81 @@ fn listener_of(line: &str, port: u16, addr_hex: &[String]) -> Option<Listener> {
     if !wildcard && !addr_hex.iter().any(|a| a.eq_ignore_ascii_case(ip)) {
         return None;
     }
-    let (_, rx) = f[4].split_once(':')?;
+    let (_, rx) = rx_field.split_once(':')?;
     Some(Listener {
-        inode: f[9].parse().ok()?,
+        inode: inode.parse().ok()?,
         queued: u64::from_str_radix(rx, 16).ok()?,
     })
+}
+
+/// The buffers the server's sampler reads into, kept from one sample to
+/// the next. The sampler runs at SCHED_IDLE, and every thread shares one
+/// heap (one lock: `sys::one_heap`): a sampler preempted while it held
+/// the allocator's lock stalled a worker that allocated until a busy core
+/// let the sampler run again (CI: a niced client sharing its core with a
+/// busy loop sent queries 186-255 ms late). Its periodic reads allocate
+/// nothing once these have grown to the files' size.
+struct Bufs {
+    path: String,
+    text: String,
+}
+
+impl Bufs {
+    fn new() -> Bufs {
+        Bufs {
+            path: String::with_capacity(64),
+            text: String::with_capacity(64 * 1024),
+        }
+    }
+
+    /// Sets the path (no allocation within its capacity).
+    fn path(&mut self, args: std::fmt::Arguments) -> &str {
+        use std::fmt::Write;
+        self.path.clear();
+        let _ = self.path.write_fmt(args);
+        &self.path
+    }
+
+    /// Reads the file at `self.path` into `self.text`: at most `most`
+    /// bytes, and (`until`) no further than the first complete line that
+    /// says to stop. False when it cannot be read.
+    fn read(&mut self, most: usize, until: impl Fn(&str) -> bool) -> bool {
+        use std::io::Read;
+        self.text.clear();
+        let Ok(mut f) = fs::File::open(&self.path) else {
+            return false;
+        };
+        // SAFETY: only bytes read from the file are appended, and the
+        // text is checked to be UTF-8 before it is used as a str.
+        let buf = unsafe { self.text.as_mut_vec() };
+        let mut scanned = 0;
+        while buf.len() < most {
+            let room = (most - buf.len()).min(buf.capacity() - buf.len());
+            if room == 0 {
+                break;
+            }
+            let at = buf.len();
+            buf.resize(at + room, 0);
+            let n = f.read(&mut buf[at..]).unwrap_or(0);
+            buf.truncate(at + n);
+            if n == 0 {
+                break;
+            }
+            // Lines completed by this read.
+            let done = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            let stop =
+                std::str::from_utf8(&buf[scanned..done]).map_or(true, |t| t.lines().any(&until));
+            scanned = done;
+            if stop {
+                break;
+            }
+        }
+        if std::str::from_utf8(buf).is_err() {
+            buf.clear();
+            return false;
+        }
+        true
+    }
 }
 
 /// Datagrams the kernel dropped at the receive buffers of the UDP sockets
@@ -402,6 +477,33 @@ fn proc_hex(addr: &SocketAddr) -> Vec<String> {
     }
 }
 
+/// [`listener`] for the sampler: into its buffers, `hex` the target's
+/// address as [`proc_hex`] gives it.
+fn listener_into(b: &mut Bufs, target: &SocketAddr, hex: &[String]) -> Option<Listener> {
+    // Listeners come first: read no further than the first socket that is
+    // not one (a run's own connections would make the file long).
+    let not_listening = |l: &str| {
+        let st = l.split_whitespace().nth(3);
+        st.is_some() && st != Some("0A") && st != Some("st")
+    };
+    for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        b.path(format_args!("{f}"));
+        if !b.read(1 << 20, not_listening) {
+            continue;
+        }
+        let found = b
+            .text
+            .lines()
+            .skip(1)
+            .take_while(|l| l.split_whitespace().nth(3) == Some("0A"))
+            .find_map(|l| listener_of(l, target.port(), hex));
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
 /// The listening socket a connection to `target` reaches, if this host
 /// (this network namespace) has it.
 pub fn listener(target: &SocketAddr) -> Option<Listener> {
@@ -449,14 +551,14 @@ pub fn owners(inode: u64) -> Vec<i32> {
 }
 
 /// Open fds of a process.
-fn fd_count(pid: i32) -> Option<u64> {
-    let dir = format!("/proc/{pid}/fd");
+fn fd_count(b: &mut Bufs, pid: i32) -> Option<u64> {
+    let dir = b.path(format_args!("/proc/{pid}/fd"));
     // Linux 6.2 and later give the count as the directory's size, counted
     // in the kernel; listing the directory makes an entry per fd (about
     // 1 µs each: milliseconds a sample at thousands of connections).
-    match fs::metadata(&dir) {
+    match fs::metadata(dir) {
         Ok(m) if m.len() > 0 => Some(m.len()),
-        _ => Some(fs::read_dir(&dir).ok()?.count() as u64),
+        _ => Some(fs::read_dir(dir).ok()?.count() as u64),
     }
 }
 
@@ -554,6 +656,9 @@ fn own_cpu_s() -> f64 {
 struct Watched {
     pids: Vec<i32>,
     target: SocketAddr,
+    /// The target's address as /proc/net/tcp writes it.
+    hex: Vec<String>,
+    bufs: Bufs,
     seen: ServerSeen,
     cpu_at_start: f64,
     counters_at_start: (u64, u64),
@@ -564,14 +669,17 @@ struct Watched {
 }
 
 impl Watched {
+    /// One sample (see [`Bufs`]: nothing allocated but the name and
+    /// limit of a new busiest owner).
     fn sample(&mut self) {
-        if let Some(l) = listener(&self.target) {
+        let b = &mut self.bufs;
+        if let Some(l) = listener_into(b, &self.target, &self.hex) {
             self.seen.accept_queue_max = self.seen.accept_queue_max.max(l.queued);
         }
         // The owner with the most fds is the one that runs short first.
         let mut best: Option<(u64, i32)> = None;
         for &pid in &self.pids {
-            if let Some(n) = fd_count(pid) {
+            if let Some(n) = fd_count(b, pid) {
                 if best.is_none_or(|(m, _)| n > m) {
                     best = Some((n, pid));
                 }
@@ -579,9 +687,10 @@ impl Watched {
         }
         let (mut rss, mut threads) = (0, 0);
         for &p in &self.pids {
-            if let Ok(status) = fs::read_to_string(format!("/proc/{p}/status")) {
-                rss += proc::status_kb(&status, "VmRSS").unwrap_or(0) * 1024;
-                threads += status_count(&status, "Threads").unwrap_or(0);
+            b.path(format_args!("/proc/{p}/status"));
+            if b.read(64 * 1024, |_| false) {
+                rss += proc::status_kb(&b.text, "VmRSS").unwrap_or(0) * 1024;
+                threads += status_count(&b.text, "Threads").unwrap_or(0);
             }
         }
         self.seen.rss_max_bytes = self.seen.rss_max_bytes.max(rss);
@@ -589,9 +698,11 @@ impl Watched {
         if let Some((n, pid)) = best {
             if n > self.seen.fds_max {
                 self.seen.fds_max = n;
-                self.seen.pid = pid;
-                self.seen.name = process_name(pid);
-                self.seen.fd_limit = fd_limit(pid).unwrap_or(0);
+                if pid != self.seen.pid || self.seen.name.is_empty() {
+                    self.seen.pid = pid;
+                    self.seen.name = process_name(pid);
+                    self.seen.fd_limit = fd_limit(pid).unwrap_or(0);
+                }
             }
         }
     }
@@ -647,6 +758,8 @@ impl Observer {
             let mut w = Watched {
                 pids,
                 target: t,
+                hex: proc_hex(&t),
+                bufs: Bufs::new(),
                 seen: ServerSeen::default(),
                 cpu_at_start: 0.0,
                 counters_at_start: proc::listen_counters().unwrap_or((0, 0)),
