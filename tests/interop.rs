@@ -660,11 +660,7 @@ fn a_rate_search_over_more_connections_than_nginx_holds_names_what_it_holds() {
         "1s",
     ]));
     assert_eq!(code, 2, "{out}{err}");
-    let held = err
-        .split("the server held about ")
-        .nth(1)
-        .and_then(|t| t.split(' ').next())
-        .and_then(|n| n.parse::<u64>().ok())
+    let held = common::count_after(&err, "the server held about ")
         .unwrap_or_else(|| panic!("no count held: {out}{err}"));
     // (1024 less its listening socket, less those closing at the moment.)
     assert!((800..=1023).contains(&held), "{out}{err}");

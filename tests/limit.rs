@@ -389,11 +389,7 @@ fn a_rate_search_over_more_connections_than_the_server_keeps_says_so() {
     // (Its count is of the connections open a second or more: the
     // server's 20, not those it takes and closes as the client replaces
     // them, however many of them are open at the moment.)
-    let kept = err
-        .split("the server kept ")
-        .nth(1)
-        .and_then(|t| t.split(' ').next())
-        .and_then(|n| n.parse::<u64>().ok())
+    let kept = common::count_after(&err, "the server kept ")
         .unwrap_or_else(|| panic!("no count kept: {out}{err}"));
     // (21: a replacement the server was a second late to close.)
     assert!((20..=21).contains(&kept), "{out}{err}");

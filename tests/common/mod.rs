@@ -459,3 +459,9 @@ impl Drop for PyServer {
         }
     }
 }
+
+/// The number that follows `words` in `text` (a count a message names).
+#[allow(dead_code)]
+pub fn count_after(text: &str, words: &str) -> Option<u64> {
+    text.split(words).nth(1)?.split(' ').next()?.parse().ok()
+}
