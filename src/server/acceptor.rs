@@ -45,6 +45,8 @@ pub(super) struct Acceptor {
     /// client learns at once instead of waiting in the accept queue.
     reserve: Option<File>,
     paused: bool,
+    /// The passage may hold connections this worker left for lack of room.
+    passage_left: bool,
     stats: Arc<WorkerStats>,
     shared: Arc<Shared>,
 }
@@ -79,6 +81,7 @@ impl Acceptor {
             hand_over: l.hand_over,
             reserve: File::open("/dev/null").ok(),
             paused: false,
+            passage_left: false,
             stats,
             shared,
         })
@@ -122,8 +125,8 @@ impl Acceptor {
             // A member of a group at its cap: the fds past it are the
             // group's own (a child's pipes, /proc), so shed as if out of fds.
             return match listener.accept() {
-                Ok(_) => {
-                    bump(&self.stats.accept_no_fds, 1);
+                Ok((stream, _)) => {
+                    self.pass_or_shed(&stream);
                     Accepted::Again
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => Accepted::Again,
@@ -135,7 +138,6 @@ impl Acceptor {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Accepted::Done,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Accepted::Again,
             Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                bump(&self.stats.accept_no_fds, 1);
                 if self.shed(i) {
                     return Accepted::Again;
                 }
@@ -179,10 +181,11 @@ impl Acceptor {
         }
     }
 
-    /// Out of fds: frees the reserve fd to accept one connection and close
-    /// it at once. False when there is no reserve to use.
+    /// Out of fds: frees the reserve fd to accept one connection and pass
+    /// or close it at once. False when there is no reserve to use.
     fn shed(&mut self, i: usize) -> bool {
         if self.reserve.take().is_none() {
+            bump(&self.stats.accept_no_fds, 1);
             return false;
         }
         let Some(listener) = self.listeners[i].as_ref() else {
@@ -190,13 +193,57 @@ impl Acceptor {
         };
         let shed = match listener.accept() {
             Ok((stream, _)) => {
-                drop(stream);
+                self.pass_or_shed(&stream);
                 true
             }
-            Err(_) => false,
+            Err(_) => {
+                bump(&self.stats.accept_no_fds, 1);
+                false
+            }
         };
         self.reserve = File::open("/dev/null").ok();
         shed && self.reserve.is_some()
+    }
+
+    /// A connection this process cannot hold: through the group's passage
+    /// to a member with room, or else closed (shed). The caller drops its
+    /// own fd.
+    fn pass_or_shed(&self, stream: &TcpStream) {
+        let passed = self
+            .hand_over
+            .as_ref()
+            .and_then(|h| h.passage_out())
+            .is_some_and(|p| p.send(stream).is_ok());
+        if passed {
+            bump(&self.stats.passed, 1);
+        } else {
+            bump(&self.stats.accept_no_fds, 1);
+        }
+    }
+
+    /// A connection from the group's passage, while this process has room
+    /// for it (see [`HandOver::has_room`]).
+    pub(super) fn take_passed(&mut self) -> Option<TcpStream> {
+        let h = self.hand_over.as_ref()?;
+        let passage = h.passage_in()?;
+        if !h.has_room(self.shared.current.load(Relaxed)) {
+            self.passage_left = true;
+            return None;
+        }
+        let Some(fd) = passage.take() else {
+            self.passage_left = false;
+            return None;
+        };
+        Some(TcpStream::from_std(std::net::TcpStream::from(fd)))
+    }
+
+    /// The passage woke this worker while it had no room, and now it has.
+    pub(super) fn room_again(&self) -> bool {
+        self.passage_left
+            && self
+                .hand_over
+                .as_ref()
+                .is_some_and(|h| h.has_room(self.shared.current.load(Relaxed)))
     }
 
     /// Closes listener `i` (its queue taken first by the worker): the

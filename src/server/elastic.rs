@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use super::bind::steer_new_connections;
 use super::multi::member;
@@ -28,6 +28,7 @@ use super::summary::{listening, print_summary, ChildTotals};
 use super::{HandOver, ServerConfig};
 use crate::child::{ChildLine, Children};
 use crate::exposition::Endpoint;
+use crate::sys::passage::Passage;
 use crate::sys::signals::{Reason, Stop};
 use crate::sys::{capacity, limits, proc};
 
@@ -111,7 +112,14 @@ pub fn run(
     // takes a connection past it, so what this frees stays free).
     let estimate = planned.div_ceil(fd.soft.saturating_sub(256).max(1));
     let spare = Spare::new(2 * estimate + 16);
-    let hand_over = Arc::new(HandOver::elastic(stop.sender()));
+    // Every member inherits the passage: what a full one's queues bring
+    // past its fds goes to one with room instead of being shed.
+    let passage = Passage::new().context("making the group's passage for connections")?;
+    let cfg = &ServerConfig {
+        passage: Some(passage.fds()),
+        ..cfg.clone()
+    };
+    let hand_over = Arc::new(HandOver::elastic(stop.sender(), Some(passage)));
     let server = start_with(cfg, Some(hand_over.clone()))?;
     let capacity = server.max_open.max(1) as u64;
     // A member hands over at 13/16 of its fds, open or queued (the queues
@@ -122,7 +130,7 @@ pub fn run(
     let most = planned.div_ceil(capacity * 5 / 8).max(1);
     if most == 1 {
         // Alone for good: never close, shed past the fd limit.
-        hand_over.grow_at.store(i64::MAX, Relaxed);
+        hand_over.alone();
     }
     let plan = Plan {
         planned,
@@ -315,6 +323,13 @@ fn print_members(
     let (moved, lost) = migrations()
         .zip(migrate0)
         .map_or((0, 0), |(a, b)| (a.0 - b.0, a.1 - b.1));
+    if total.passed > 0 {
+        println!(
+            "  hand-over    {} connection(s) past a full process's fds went to a process with \
+             room (the group's passage), not shed",
+            total.passed
+        );
+    }
     if total.queued_at_close > 0 || moved > 0 || lost > 0 {
         println!(
             "  hand-over    {} connection(s) queued at a full process's listeners when they \

@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 use std::sync::mpsc;
 
+use crate::sys::passage::Passage;
 use crate::sys::signals::Reason;
 
 /// How a process of a group hands new connections to its siblings. Of
@@ -15,8 +16,9 @@ use crate::sys::signals::Reason;
 /// steers the port's new connections to one member at a time; a member
 /// says when it is 11/16 full (start the next, to wait ready) and 13/16
 /// full (steer to the next). It keeps its listeners (closing would
-/// renumber the group) and sheds, as a lone server does, only what its fds
-/// cannot hold.
+/// renumber the group); what its queues still bring past its fds it sends
+/// through the group's [`Passage`] to a member with room, and sheds, as a
+/// lone server does, only what the passage cannot take.
 pub struct HandOver {
     /// A full process closes its listeners.
     pub may_close: bool,
@@ -35,6 +37,9 @@ pub struct HandOver {
     queues: AtomicI64,
     /// Where "this process is filling" goes (the main thread's wait).
     notify: Option<mpsc::Sender<Reason>>,
+    /// An elastic group's passage, while another member may read it.
+    passage: Option<Passage>,
+    pass: AtomicBool,
 }
 
 impl HandOver {
@@ -49,16 +54,45 @@ impl HandOver {
             rearm_at: AtomicI64::new(0),
             queues: AtomicI64::new(1),
             notify: None,
+            passage: None,
+            pass: AtomicBool::new(false),
         }
     }
 
-    /// A member of an elastic group: it says when it fills up.
-    pub fn elastic(notify: mpsc::Sender<Reason>) -> HandOver {
+    /// A member of an elastic group: it says when it fills up, and passes
+    /// what it cannot hold through `passage`.
+    pub fn elastic(notify: mpsc::Sender<Reason>, passage: Option<Passage>) -> HandOver {
         HandOver {
             may_close: false,
             notify: Some(notify),
+            pass: AtomicBool::new(passage.is_some()),
+            passage,
             ..HandOver::ready()
         }
+    }
+
+    /// The group is this process alone for good: nothing would read what
+    /// it passes, so it sheds instead.
+    pub fn alone(&self) {
+        self.grow_at.store(i64::MAX, Relaxed);
+        self.pass.store(false, Relaxed);
+    }
+
+    /// The passage to send a connection this process cannot hold through.
+    pub(super) fn passage_out(&self) -> Option<&Passage> {
+        self.passage.as_ref().filter(|_| self.pass.load(Relaxed))
+    }
+
+    /// The passage to watch for connections to take.
+    pub(super) fn passage_in(&self) -> Option<&Passage> {
+        self.passage.as_ref()
+    }
+
+    /// This process may take a connection from the passage with `open`
+    /// connections: not yet full (13/16; the rest is room for its own
+    /// queues).
+    pub(super) fn has_room(&self, open: i64) -> bool {
+        !self.full_sent.load(Relaxed) && open < self.full_at.load(Relaxed)
     }
 
     /// Sets when an elastic member asks for the next process (11/16 full,

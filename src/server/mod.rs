@@ -44,6 +44,7 @@ use anyhow::Result;
 use crate::child::ChildLine;
 use crate::domain::Processes;
 use crate::exposition::Endpoint;
+use crate::sys::passage::Passage;
 use crate::sys::signals::{Reason, Stop};
 use running::start_with;
 use seconds::{each_second, ChildSecond, ListenCounters, StatsOut, Wake};
@@ -82,7 +83,8 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
             }
         }
         let hand_over = Arc::new(if cfg.elastic {
-            HandOver::elastic(signals.sender())
+            let passage = cfg.passage.and_then(Passage::inherited);
+            HandOver::elastic(signals.sender(), passage)
         } else {
             HandOver::ready()
         });

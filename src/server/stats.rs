@@ -39,6 +39,10 @@ counter_block! {
         /// it (reset, unless net.ipv4.tcp_migrate_req moved them).
         @[serde(default)]
         queued_at_close: count,
+        /// Connections a full member of an elastic group accepted and
+        /// passed to a sibling with room (not shed).
+        @[serde(default)]
+        passed: count,
         /// Other accept errors, by errno.
         @[serde(default)]
         accept_errno: errno_list,

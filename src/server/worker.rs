@@ -43,12 +43,15 @@ fn udp_token(i: usize) -> Token {
 
 /// --mode push: the worker's timer.
 const PUSH_TIMER: Token = Token(usize::MAX - 1 - 2 * MAX_SOCKETS);
+/// A member of an elastic group: the group's passage.
+const PASSAGE: Token = Token(usize::MAX - 2 - 2 * MAX_SOCKETS);
 
 enum Source {
     Conn(usize),
     Listener(usize),
     Udp(usize),
     PushTimer,
+    Passage,
     Waker,
 }
 
@@ -58,6 +61,7 @@ fn source(t: Token) -> Source {
         d if d <= MAX_SOCKETS => Source::Listener(d - 1),
         d if d <= 2 * MAX_SOCKETS => Source::Udp(d - 1 - MAX_SOCKETS),
         d if d == 2 * MAX_SOCKETS + 1 => Source::PushTimer,
+        d if d == 2 * MAX_SOCKETS + 2 => Source::Passage,
         _ => Source::Conn(t.0),
     }
 }
@@ -185,6 +189,13 @@ impl Worker {
             }
             None => None,
         };
+        if let Some(p) = hand_over.as_ref().and_then(|h| h.passage_in()) {
+            poll.registry().register(
+                &mut mio::unix::SourceFd(&p.recv_fd()),
+                PASSAGE,
+                Interest::READABLE,
+            )?;
+        }
         let listening = Listening {
             listeners,
             listen,
@@ -251,6 +262,7 @@ impl Worker {
                     Source::Listener(i) => self.accept(i),
                     Source::Udp(i) => self.serve_udp(i),
                     Source::PushTimer => self.push_due()?,
+                    Source::Passage => self.take_passed(),
                     Source::Conn(key) => {
                         let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
                         let closing = ev.is_read_closed() || ev.is_error();
@@ -312,6 +324,17 @@ impl Worker {
             if !self.accept_one(i) {
                 return;
             }
+        }
+    }
+
+    /// Takes connections a full sibling passed, while this process has
+    /// room. What is left waits for a member with room (the passage wakes
+    /// every member watching it at each new one, and this one again when it
+    /// has room: see `serve_conn`).
+    fn take_passed(&mut self) {
+        while let Some(stream) = self.acceptor.take_passed() {
+            self.add(stream);
+            self.acceptor.opened(0);
         }
     }
 
@@ -410,6 +433,9 @@ impl Worker {
         }
         if self.acceptor.reopen_due() {
             self.reopen_listeners();
+        }
+        if self.acceptor.room_again() {
+            self.take_passed();
         }
     }
 
@@ -746,6 +772,8 @@ mod tests {
         assert!(matches!(source(listener_token(7)), Source::Listener(7)));
         assert!(matches!(source(udp_token(0)), Source::Udp(0)));
         assert!(matches!(source(udp_token(3)), Source::Udp(3)));
+        assert!(matches!(source(PUSH_TIMER), Source::PushTimer));
+        assert!(matches!(source(PASSAGE), Source::Passage));
         assert!(matches!(source(Token(0)), Source::Conn(0)));
         assert!(matches!(source(Token(1_000_000)), Source::Conn(1_000_000)));
     }

@@ -52,6 +52,10 @@ pub struct ServerConfig {
     /// A child of an elastic group (--processes auto).
     #[serde(default)]
     pub elastic: bool,
+    /// A child of an elastic group: the fds of the group's passage for
+    /// connections a full member cannot hold (see `sys::passage`).
+    #[serde(default)]
+    pub passage: Option<[i32; 2]>,
     /// --mode push: what is sent, how often.
     #[serde(default)]
     pub push: PushConfig,
@@ -111,6 +115,7 @@ impl ServerConfig {
             max_connections: 1_000_000,
             child: false,
             elastic: false,
+            passage: None,
             tls,
             push: PushConfig::default(),
         }

@@ -4,6 +4,7 @@
 
 pub mod capacity;
 pub mod limits;
+pub mod passage;
 pub mod proc;
 pub mod signals;
 pub mod sources;
