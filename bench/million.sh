@@ -162,5 +162,5 @@ echo "server user-space bytes per held connection: $(( (peak_server - server_bas
 echo "kernel memory at peak: see slab_MB above; whole run $(echo "$end - $start" | bc) s"
 kill -TERM "$srv"; wait "$srv" || true
 pids=()
-grep -E 'accepted|spread' "$work/server.out" | cut -c1-160
+grep -E 'accepted|spread|hand-over' "$work/server.out" | cut -c1-160
 [ "$rc" -eq 0 ] && [ "$ok" -eq 0 ]

@@ -640,6 +640,15 @@ mod tests {
         assert_eq!(c.server.push_every, None);
     }
 
+    #[test]
+    fn a_target_on_port_0_is_refused() {
+        let e = config(&["127.0.0.1:0"])
+            .err()
+            .expect("an error")
+            .to_string();
+        assert!(e.contains("port 0, which no server listens on"), "{e}");
+    }
+
     /// The flags alone are checked before a name is resolved, and the
     /// scenario after.
     #[test]

@@ -158,9 +158,18 @@ pub fn resolve(targets: &[String]) -> Result<Vec<SocketAddr>> {
                     "cannot resolve target '{t}': {e}; give HOST:PORT, e.g. 127.0.0.1:4242 or [::1]:53"
                 ))
             })?;
-            addrs
+            let a = addrs
                 .next()
-                .ok_or_else(|| usage(format!("target '{t}' resolved to no address")))
+                .ok_or_else(|| usage(format!("target '{t}' resolved to no address")))?;
+            if a.port() == 0 {
+                // No server listens on port 0 (a bind to it picks a free
+                // port): every connect would be refused.
+                return Err(usage(format!(
+                    "target '{t}' has port 0, which no server listens on; give the port the \
+                     server printed when it bound (throng server -l ADDR:0 prints it)"
+                )));
+            }
+            Ok(a)
         })
         .collect()
 }

@@ -115,12 +115,38 @@ pub struct ServerSeen {
     /// conntrack is not loaded.
     #[serde(default)]
     pub conntrack_drops: u64,
+    /// Sockets listening on the port, the most seen at once: more than one
+    /// is a SO_REUSEPORT group (each of its processes with its own, the
+    /// watched process one of them).
+    #[serde(default)]
+    pub listeners: u64,
 }
 
 impl ServerSeen {
     /// It held (nearly) all the fds it may: it cannot accept more.
-    pub fn out_of_fds(&self) -> bool {
+    fn at_fd_limit(&self) -> bool {
         self.fd_limit > 0 && self.fds_max + 2 >= self.fd_limit
+    }
+
+    /// It held (nearly) all the fds it may, and it alone listens on the
+    /// port: the server cannot accept more.
+    pub fn out_of_fds(&self) -> bool {
+        self.at_fd_limit() && self.listeners <= 1
+    }
+
+    /// It held (nearly) all the fds it may, one of several processes
+    /// listening on the port (SO_REUSEPORT): the others may have room (a
+    /// throng server's group hands new connections to the next process
+    /// when one fills), so that is a cause only when nothing else is.
+    fn one_of_group_out_of_fds(&self) -> Option<String> {
+        (self.at_fd_limit() && self.listeners > 1).then(|| {
+            format!(
+                "the server's process ({}, pid {}), one of {} sockets listening on the port \
+                 (SO_REUSEPORT), held {} fds of its {}: it cannot accept more, though the \
+                 group's other processes may (raise the fd limit, or run more processes)",
+                self.name, self.pid, self.listeners, self.fds_max, self.fd_limit
+            )
+        })
     }
 
     /// The kernel counted accept-queue overflows.
@@ -160,7 +186,7 @@ impl ServerSeen {
                 self.accept_queue_max, self.listen_overflows
             ));
         }
-        None
+        self.one_of_group_out_of_fds()
     }
 
     /// What it saw, in a line for the summary.
@@ -260,7 +286,7 @@ impl ServerSeen {
                 self.threads
             )
         } else {
-            return None;
+            self.one_of_group_out_of_fds()?
         })
     }
 
@@ -338,6 +364,7 @@ impl Watched {
         let b = &mut self.bufs;
         if let Some(l) = listener_into(b, &self.target, &self.hex) {
             self.seen.accept_queue_max = self.seen.accept_queue_max.max(l.queued);
+            self.seen.listeners = self.seen.listeners.max(l.sockets);
         }
         // The owner with the most fds is the one that runs short first.
         let mut best: Option<(u64, i32)> = None;
@@ -530,6 +557,7 @@ mod tests {
             Some(Listener {
                 inode: 123456,
                 queued: 3,
+                sockets: 1,
             })
         );
         assert_eq!(listener_of(line, 8090, &hex), None);
@@ -612,6 +640,14 @@ mod tests {
             c.contains("(nginx, pid 42) held 1024 fds of its 1024"),
             "{c}"
         );
+        // One of a SO_REUSEPORT group's processes full: the others may have
+        // room, so a cause only when nothing else is.
+        s.listeners = 3;
+        let c = s.cause(10).unwrap();
+        assert!(c.contains("one of 3 sockets listening"), "{c}");
+        s.listen_overflows = 2;
+        assert!(s.cause(10).unwrap().contains("2 overflow(s)"));
+        (s.listeners, s.listen_overflows) = (1, 0);
         s.fds_max = 100;
         assert_eq!(s.cause(10), None);
         // A listener that never accepts: its queue holds them all.

@@ -13,6 +13,9 @@ pub struct Listener {
     /// Connections in its accept queue (the file's rx_queue of a
     /// listener; its room, the backlog, is not in the file).
     pub queued: u64,
+    /// Sockets listening on the port (a SO_REUSEPORT group has one per
+    /// process or thread): counted by the sampler, 1 elsewhere.
+    pub sockets: u64,
 }
 
 /// Parses one /proc/net/tcp line of a listener on `port` whose address is
@@ -39,6 +42,7 @@ pub(super) fn listener_of(line: &str, port: u16, addr_hex: &[String]) -> Option<
     Some(Listener {
         inode: inode.parse().ok()?,
         queued: u64::from_str_radix(rx, 16).ok()?,
+        sockets: 1,
     })
 }
 
@@ -185,12 +189,24 @@ pub(super) fn listener_into(b: &mut Bufs, target: &SocketAddr, hex: &[String]) -
         if !b.read(1 << 20, not_listening) {
             continue;
         }
-        let found = b
+        // Every listener on the port (one each of a SO_REUSEPORT group's
+        // processes): the first's inode, the longest queue, how many.
+        let mut found: Option<Listener> = None;
+        for l in b
             .text
             .lines()
             .skip(1)
             .take_while(|l| l.split_whitespace().nth(3) == Some("0A"))
-            .find_map(|l| listener_of(l, target.port(), hex));
+            .filter_map(|l| listener_of(l, target.port(), hex))
+        {
+            match found.as_mut() {
+                None => found = Some(l),
+                Some(f) => {
+                    f.queued = f.queued.max(l.queued);
+                    f.sockets += 1;
+                }
+            }
+        }
         if found.is_some() {
             return found;
         }
