@@ -9,7 +9,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Poll, Registry, Token};
@@ -44,7 +44,8 @@ pub(super) struct Acceptor {
     /// lets the worker accept and immediately close one connection, so the
     /// client learns at once instead of waiting in the accept queue.
     reserve: Option<File>,
-    paused: bool,
+    /// Accepting paused since then (out of fds, no reserve left; ENOBUFS).
+    paused: Option<Instant>,
     /// The passage may hold connections this worker left for lack of room.
     passage_left: bool,
     stats: Arc<WorkerStats>,
@@ -80,7 +81,7 @@ impl Acceptor {
             max_open: l.max_open,
             hand_over: l.hand_over,
             reserve: File::open("/dev/null").ok(),
-            paused: false,
+            paused: None,
             passage_left: false,
             stats,
             shared,
@@ -94,11 +95,22 @@ impl Acceptor {
 
     /// Accepting is paused (out of fds, no reserve left).
     pub(super) fn paused(&self) -> bool {
+        self.paused.is_some()
+    }
+
+    /// While paused, how long until accepting resumes (zero: due now).
+    pub(super) fn pause_left(&self) -> Option<Duration> {
         self.paused
+            .map(|at| ACCEPT_PAUSE.saturating_sub(at.elapsed()))
     }
 
     pub(super) fn resume(&mut self) {
-        self.paused = false;
+        self.paused = None;
+    }
+
+    fn pause(&mut self) -> Accepted {
+        self.paused = Some(Instant::now());
+        Accepted::Done
     }
 
     /// Open connections at which a member of a group hands new ones to its
@@ -130,6 +142,16 @@ impl Acceptor {
                     Accepted::Again
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => Accepted::Again,
+                // Its fds all taken: through the reserve fd, or pause (a
+                // queue left as it is would wait for the next connection's
+                // wake-up, which may never come).
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    if self.shed(i) {
+                        Accepted::Again
+                    } else {
+                        self.pause()
+                    }
+                }
                 Err(_) => Accepted::Done,
             };
         }
@@ -141,8 +163,7 @@ impl Acceptor {
                 if self.shed(i) {
                     return Accepted::Again;
                 }
-                self.paused = true;
-                Accepted::Done
+                self.pause()
             }
             Err(e) => {
                 let errno = e.raw_os_error().unwrap_or(0) as usize;
@@ -157,8 +178,7 @@ impl Acceptor {
                 if per_connection {
                     Accepted::Again
                 } else {
-                    self.paused = true;
-                    Accepted::Done
+                    self.pause()
                 }
             }
         }

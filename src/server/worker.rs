@@ -17,7 +17,7 @@ use mio::net::{TcpListener, TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
-use super::acceptor::{Accepted, Acceptor, Listening, ACCEPT_PAUSE};
+use super::acceptor::{Accepted, Acceptor, Listening};
 use super::hand_over::HandOver;
 use super::push::{Pusher, Sent, Target};
 use super::responder::{Action, Processed, Responder, Session};
@@ -243,7 +243,7 @@ impl Worker {
         let mut events = Events::with_capacity(1024);
         self.push_due()?;
         loop {
-            let timeout = self.acceptor.paused().then_some(ACCEPT_PAUSE);
+            let timeout = self.acceptor.pause_left();
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -253,7 +253,9 @@ impl Worker {
             if self.shared.stop.load(Relaxed) {
                 break;
             }
-            if self.acceptor.paused() && events.is_empty() {
+            // (By the clock: a worker whose connections keep it busy sees
+            // events in every wait, and would never resume on an empty one.)
+            if self.acceptor.pause_left() == Some(Duration::ZERO) {
                 self.resume_accepting();
             }
             for ev in events.iter() {
