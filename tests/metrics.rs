@@ -333,21 +333,7 @@ fn a_server_of_several_processes_shows_each_and_all() {
 #[test]
 fn an_elastic_server_grows_and_its_endpoint_follows() {
     // 400 fds per process: 700 connections need three processes.
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", "ulimit -n 400 && exec \"$0\" \"$@\"", BIN, "server"]);
-    let srv = common::server_with(
-        &mut cmd,
-        &[
-            "--processes",
-            "auto",
-            "--workers",
-            "1",
-            "--max-connections",
-            "2000",
-            "--metrics",
-            "127.0.0.1:0",
-        ],
-    );
+    let srv = common::elastic_server(400, "2000", &["--metrics", "127.0.0.1:0"]);
     let m = metrics_addr(&srv.banner);
     let (code, out, err) = common::output(Command::new(BIN).args([
         "client",

@@ -370,9 +370,7 @@ fn a_full_server_process_leaves_new_connections_to_its_siblings() {
         common::set_sysctl("net.ipv4.tcp_migrate_req", "1");
         // 100 fds per process: each child holds about 80 connections; 160
         // connections fit only if a full child stops taking them.
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "ulimit -n 100 && exec \"$0\" \"$@\"", BIN, "server"]);
-        let srv = common::server_with(&mut cmd, &["--processes", "2", "--workers", "1"]);
+        let srv = common::server_with_nofile(100, &["--processes", "2", "--workers", "1"]);
         let (code, out, err) = output(Command::new(BIN).args([
             "client",
             &srv.addr.to_string(),
@@ -411,19 +409,7 @@ fn a_full_server_process_leaves_new_connections_to_its_siblings() {
 fn elastic_server_under_churn_reuses_its_processes() {
     // 1,024 fds a process: each takes ~800 connections before it hands
     // over, so 1,200 need two.
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", "ulimit -n 1024 && exec \"$0\" \"$@\"", BIN, "server"]);
-    let srv = common::server_with(
-        &mut cmd,
-        &[
-            "--processes",
-            "auto",
-            "--workers",
-            "1",
-            "--max-connections",
-            "4000",
-        ],
-    );
+    let srv = common::elastic_server(1024, "4000", &[]);
     let (code, out, err) = output(Command::new(BIN).args([
         "client",
         &srv.addr.to_string(),
@@ -457,19 +443,7 @@ fn elastic_server_under_churn_reuses_its_processes() {
 /// fds`.)
 #[test]
 fn a_full_elastic_member_passes_what_it_cannot_hold_to_a_sibling() {
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", "ulimit -n 400 && exec \"$0\" \"$@\"", BIN, "server"]);
-    let srv = common::server_with(
-        &mut cmd,
-        &[
-            "--processes",
-            "auto",
-            "--workers",
-            "1",
-            "--max-connections",
-            "5000",
-        ],
-    );
+    let srv = common::elastic_server(400, "5000", &[]);
     let (code, out, err) = output(Command::new(BIN).args([
         "client",
         &srv.addr.to_string(),

@@ -458,9 +458,7 @@ fn stats_lines_and_json() {
 fn out_of_fds_refuses_without_spinning_and_recovers() {
     // A hard limit of 64 fds: the server cannot raise it (no
     // CAP_SYS_RESOURCE here); where it can, it says so and we skip.
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", "ulimit -n 64 && exec \"$0\" \"$@\"", BIN, "server"]);
-    let srv = server_with(&mut cmd, &["--workers", "1"]);
+    let srv = common::server_with_nofile(64, &["--workers", "1"]);
     let max: u64 = srv
         .banner
         .iter()

@@ -26,6 +26,30 @@ pub fn server(args: &[&str]) -> Server {
     server_with(Command::new(BIN).arg("server"), args)
 }
 
+/// [`server`] under `ulimit -n nofile` (a hard limit it cannot raise
+/// without CAP_SYS_RESOURCE).
+pub fn server_with_nofile(nofile: u32, args: &[&str]) -> Server {
+    let mut cmd = Command::new("sh");
+    let line = format!("ulimit -n {nofile} && exec \"$0\" \"$@\"");
+    cmd.args(["-c", &line, BIN, "server"]);
+    server_with(&mut cmd, args)
+}
+
+/// The elastic server (--processes auto, one worker a process) with
+/// `nofile` fds a process, planned for `max_connections`.
+pub fn elastic_server(nofile: u32, max_connections: &str, extra: &[&str]) -> Server {
+    let mut args = vec![
+        "--processes",
+        "auto",
+        "--workers",
+        "1",
+        "--max-connections",
+        max_connections,
+    ];
+    args.extend(extra);
+    server_with_nofile(nofile, &args)
+}
+
 /// Same, through a prepared command (for `sh -c 'ulimit ...; exec ...'`).
 pub fn server_with(cmd: &mut Command, args: &[&str]) -> Server {
     let mut cmd_args = vec!["--listen", "127.0.0.1:0"];
