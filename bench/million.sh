@@ -32,7 +32,7 @@ cleanup() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   # KEEP=DIR keeps the run's outputs (the server's whole summary, the
   # client's, its JSON result).
-  [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$work"/*.out "$work"/*.err "$work"/*.json "$KEEP"/ 2>/dev/null
+  [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && { cp "$work"/*.out "$work"/*.err "$work"/*.json "$KEEP"/ 2>/dev/null || true; }
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -472,9 +472,13 @@ fn a_full_elastic_member_passes_what_it_cannot_hold_to_a_sibling() {
         !out.contains("it cannot accept more (raise its fd limit"),
         "{out}"
     );
+    // The storm fills a process before the next takes over (312 shed
+    // before the passage): some went through it, and every one was taken.
     let passed = summary
         .lines()
         .find_map(|l| l.trim().strip_prefix("hand-over"))
-        .map_or("none passed", str::trim);
-    eprintln!("passed through the group's passage: {passed}");
+        .unwrap_or_else(|| panic!("nothing went through the passage:\n{summary}"));
+    assert!(passed.contains("taken by a process with room"), "{passed}");
+    assert!(!passed.contains("closed with no process"), "{passed}");
+    assert!(!passed.contains("waiting at the end"), "{passed}");
 }

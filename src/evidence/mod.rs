@@ -115,11 +115,16 @@ pub struct ServerSeen {
     /// conntrack is not loaded.
     #[serde(default)]
     pub conntrack_drops: u64,
-    /// Sockets listening on the port, the most seen at once: more than one
-    /// is a SO_REUSEPORT group (each of its processes with its own, the
-    /// watched process one of them).
+    /// Sockets listening on the port, the most seen at once: more than
+    /// the watched process holds is a SO_REUSEPORT group of processes,
+    /// each with its own.
     #[serde(default)]
     pub listeners: u64,
+    /// Of those, the ones the watched process held when the watch began
+    /// (a lone server's one per worker thread): more listening than these
+    /// are other processes'.
+    #[serde(default)]
+    pub listeners_watched: u64,
 }
 
 impl ServerSeen {
@@ -128,10 +133,15 @@ impl ServerSeen {
         self.fd_limit > 0 && self.fds_max + 2 >= self.fd_limit
     }
 
-    /// It held (nearly) all the fds it may, and it alone listens on the
-    /// port: the server cannot accept more.
+    /// Other processes listen on the port too (a SO_REUSEPORT group).
+    fn in_group(&self) -> bool {
+        self.listeners > self.listeners_watched.max(1)
+    }
+
+    /// It held (nearly) all the fds it may, and no other process listens
+    /// on the port: the server cannot accept more.
     pub fn out_of_fds(&self) -> bool {
-        self.at_fd_limit() && self.listeners <= 1
+        self.at_fd_limit() && !self.in_group()
     }
 
     /// It held (nearly) all the fds it may, one of several processes
@@ -139,7 +149,7 @@ impl ServerSeen {
     /// throng server's group hands new connections to the next process
     /// when one fills), so that is a cause only when nothing else is.
     fn one_of_group_out_of_fds(&self) -> Option<String> {
-        (self.at_fd_limit() && self.listeners > 1).then(|| {
+        (self.at_fd_limit() && self.in_group()).then(|| {
             format!(
                 "the server's process ({}, pid {}), one of {} sockets listening on the port \
                  (SO_REUSEPORT), held {} fds of its {}: it cannot accept more, though the \
@@ -445,12 +455,16 @@ impl Observer {
             if pids.is_empty() {
                 return None;
             }
+            let held = sockets_held(&pids, &listener_inodes(&t));
             let mut w = Watched {
                 pids,
                 target: t,
                 hex: proc_hex(&t),
                 bufs: Bufs::new(),
-                seen: ServerSeen::default(),
+                seen: ServerSeen {
+                    listeners_watched: held,
+                    ..ServerSeen::default()
+                },
                 cpu_at_start: 0.0,
                 counters_at_start: proc::listen_counters().unwrap_or((0, 0)),
                 udp_drops_at_start: proc::udp_rcvbuf_errors().unwrap_or(0),
@@ -640,6 +654,12 @@ mod tests {
             c.contains("(nginx, pid 42) held 1024 fds of its 1024"),
             "{c}"
         );
+        // A lone server's listeners, one per worker: still its fds.
+        (s.listeners, s.listeners_watched) = (2, 2);
+        assert!(s
+            .cause(10)
+            .unwrap()
+            .contains("it cannot accept more (raise"));
         // One of a SO_REUSEPORT group's processes full: the others may have
         // room, so a cause only when nothing else is.
         s.listeners = 3;

@@ -231,6 +231,50 @@ pub fn listener(target: &SocketAddr) -> Option<Listener> {
     })
 }
 
+/// The sockets listening on `target`'s port (one each of a SO_REUSEPORT
+/// group's processes or threads).
+pub(super) fn listener_inodes(target: &SocketAddr) -> Vec<u64> {
+    let hex = proc_hex(target);
+    let mut inodes = Vec::new();
+    for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = fs::read_to_string(f) else {
+            continue;
+        };
+        inodes.extend(
+            text.lines()
+                .skip(1)
+                .take_while(|l| l.split_whitespace().nth(3) == Some("0A"))
+                .filter_map(|l| listener_of(l, target.port(), &hex))
+                .map(|l| l.inode),
+        );
+    }
+    inodes
+}
+
+/// How many of `inodes` the processes `pids` hold.
+pub(super) fn sockets_held(pids: &[i32], inodes: &[u64]) -> u64 {
+    let mut held = std::collections::BTreeSet::new();
+    for pid in pids {
+        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let Ok(link) = fs::read_link(fd.path()) else {
+                continue;
+            };
+            let inode = link
+                .to_str()
+                .and_then(|l| l.strip_prefix("socket:["))
+                .and_then(|l| l.strip_suffix(']'))
+                .and_then(|n| n.parse::<u64>().ok());
+            if let Some(i) = inode.filter(|i| inodes.contains(i)) {
+                held.insert(i);
+            }
+        }
+    }
+    held.len() as u64
+}
+
 /// The processes holding socket `inode` (several when a listener is
 /// shared by fork, as nginx's workers).
 pub fn owners(inode: u64) -> Vec<i32> {

@@ -16,6 +16,7 @@ use mio::{Interest, Poll, Registry, Token};
 
 use super::hand_over::HandOver;
 use super::stats::{bump, Shared, WorkerStats, MAX_ERRNO};
+use crate::sys::passage::Taken;
 
 /// How long accepting pauses when the process is out of fds and no reserve
 /// fd is left to shed a connection with.
@@ -146,11 +147,7 @@ impl Acceptor {
                 // queue left as it is would wait for the next connection's
                 // wake-up, which may never come).
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                    if self.shed(i) {
-                        Accepted::Again
-                    } else {
-                        self.pause()
-                    }
+                    self.shed(i)
                 }
                 Err(_) => Accepted::Done,
             };
@@ -159,12 +156,7 @@ impl Acceptor {
             Ok((stream, _)) => Accepted::Stream(stream),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Accepted::Done,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Accepted::Again,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                if self.shed(i) {
-                    return Accepted::Again;
-                }
-                self.pause()
-            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => self.shed(i),
             Err(e) => {
                 let errno = e.raw_os_error().unwrap_or(0) as usize;
                 bump(&self.stats.accept_errno[errno.min(MAX_ERRNO - 1)], 1);
@@ -202,27 +194,34 @@ impl Acceptor {
     }
 
     /// Out of fds: frees the reserve fd to accept one connection and pass
-    /// or close it at once. False when there is no reserve to use.
-    fn shed(&mut self, i: usize) -> bool {
+    /// or close it at once. Without a reserve to use, accepting pauses; an
+    /// empty queue (accept fails for want of an fd before it looks) is
+    /// nothing refused.
+    fn shed(&mut self, i: usize) -> Accepted {
         if self.reserve.take().is_none() {
             bump(&self.stats.accept_no_fds, 1);
-            return false;
+            return self.pause();
         }
         let Some(listener) = self.listeners[i].as_ref() else {
-            return false;
+            return Accepted::Done;
         };
-        let shed = match listener.accept() {
+        let next = match listener.accept() {
             Ok((stream, _)) => {
                 self.pass_or_shed(&stream);
-                true
+                Accepted::Again
             }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Accepted::Done,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Accepted::Again,
             Err(_) => {
                 bump(&self.stats.accept_no_fds, 1);
-                false
+                Accepted::Done
             }
         };
         self.reserve = File::open("/dev/null").ok();
-        shed && self.reserve.is_some()
+        if self.reserve.is_none() {
+            return self.pause();
+        }
+        next
     }
 
     /// A connection this process cannot hold: through the group's passage
@@ -246,15 +245,25 @@ impl Acceptor {
     pub(super) fn take_passed(&mut self) -> Option<TcpStream> {
         let h = self.hand_over.as_ref()?;
         let passage = h.passage_in()?;
-        if !h.has_room(self.shared.current.load(Relaxed)) {
+        if !h.has_room(self.shared.current.load(Relaxed)) || self.paused() {
             self.passage_left = true;
             return None;
         }
-        let Some(fd) = passage.take() else {
-            self.passage_left = false;
-            return None;
-        };
-        Some(TcpStream::from_std(std::net::TcpStream::from(fd)))
+        match passage.take() {
+            Taken::Conn(fd) => {
+                bump(&self.stats.taken, 1);
+                Some(TcpStream::from_std(std::net::TcpStream::from(fd)))
+            }
+            Taken::Lost => {
+                bump(&self.stats.accept_no_fds, 1);
+                self.passage_left = true;
+                None
+            }
+            Taken::Empty => {
+                self.passage_left = false;
+                None
+            }
+        }
     }
 
     /// The passage woke this worker while it had no room, and now it has.

@@ -28,7 +28,7 @@ use super::summary::{listening, print_summary, ChildTotals};
 use super::{HandOver, ServerConfig};
 use crate::child::{ChildLine, Children};
 use crate::exposition::Endpoint;
-use crate::sys::passage::Passage;
+use crate::sys::passage::{Passage, Taken};
 use crate::sys::signals::{Reason, Stop};
 use crate::sys::{capacity, limits, proc};
 
@@ -180,12 +180,14 @@ pub fn run(
         children,
         spare,
         alive: 0,
+        unplaced: 0,
     };
     let last = each_second(&server, stop, started, |wake| {
         let own = match wake {
             Wake::Other(reason) => return Ok(g.hear(reason)),
             Wake::Second(own) => *own,
         };
+        g.close_unplaced(&hand_over);
         let mut sec = g.second(own);
         listen.second(g.spare.with(proc::listen_counters), &mut sec);
         out.emit(&sec);
@@ -202,6 +204,7 @@ pub fn run(
         mut members,
         mut children,
         spare,
+        unplaced,
         ..
     } = g;
 
@@ -217,7 +220,14 @@ pub fn run(
         totals: own_totals,
         peak: own_peak,
     });
-    print_members(&members, &statuses, most, started, &listen, migrate0)?;
+    print_members(
+        &members,
+        &statuses,
+        (most, unplaced),
+        started,
+        &listen,
+        migrate0,
+    )?;
     result.map(|_| ())
 }
 
@@ -284,7 +294,7 @@ fn elastic_banner(
 fn print_members(
     members: &[Member],
     statuses: &[std::result::Result<i32, String>],
-    most: u64,
+    (most, unplaced): (u64, u64),
     started: Instant,
     listen: &ListenCounters,
     migrate0: Option<(u64, u64)>,
@@ -309,6 +319,8 @@ fn print_members(
             m.started.as_secs_f64()
         ));
     }
+    // Closed from the passage for want of room: shed, as a lone server's.
+    total.accept_no_fds += unplaced;
     print_summary(&total, peak, started.elapsed(), listen.since_start())?;
     println!(
         "  processes    {} (up to {most}): {}{}",
@@ -324,10 +336,22 @@ fn print_members(
         .zip(migrate0)
         .map_or((0, 0), |(a, b)| (a.0 - b.0, a.1 - b.1));
     if total.passed > 0 {
+        let left = total.passed.saturating_sub(total.taken + unplaced);
         println!(
-            "  hand-over    {} connection(s) past a full process's fds went to a process with \
-             room (the group's passage), not shed",
-            total.passed
+            "  hand-over    {} connection(s) past a full process's fds went through the group's \
+             passage: {} taken by a process with room{}{}",
+            total.passed,
+            total.taken,
+            if unplaced > 0 {
+                format!(", {unplaced} closed with no process to take them")
+            } else {
+                String::new()
+            },
+            if left > 0 {
+                format!(", {left} waiting at the end")
+            } else {
+                String::new()
+            }
         );
     }
     if total.queued_at_close > 0 || moved > 0 || lost > 0 {
@@ -350,9 +374,37 @@ struct Parent<'a> {
     spare: Spare,
     /// Child processes running.
     alive: u64,
+    /// Connections closed from the passage: no member could take them.
+    unplaced: u64,
 }
 
 impl Parent<'_> {
+    /// Once a second: when no member can take what waits in the passage
+    /// (every one listening is full, and none will be started: the group
+    /// at its most, or stuck), closes it, as a lone server sheds what it
+    /// cannot hold, rather than leave the client waiting on it.
+    fn close_unplaced(&mut self, hand_over: &HandOver) {
+        let Some(passage) = hand_over.passage_in() else {
+            return;
+        };
+        let grows = !self.group.stuck && (self.members.len() as u64) < self.group.most;
+        let takes = self
+            .members
+            .iter()
+            .any(|m| m.exit.is_none() && (!m.ready || !m.full));
+        if grows || takes {
+            return;
+        }
+        loop {
+            match passage.take() {
+                Taken::Conn(c) => drop(c),
+                Taken::Lost => {}
+                Taken::Empty => break,
+            }
+            self.unplaced += 1;
+        }
+    }
+
     /// The group's second: this process's own, and the others' gauges
     /// from their last line with the rates they reported since the last
     /// second (the listen counters are left to the caller).
@@ -583,7 +635,16 @@ impl Group<'_> {
             }
             return 0;
         }
-        let next = self.frontier + 1;
+        // (A member started ahead may have filled already, from the
+        // passage: it is passed over.)
+        let mut next = self.frontier + 1;
+        while members
+            .get(next)
+            .is_some_and(|m| m.ready && m.full && m.exit.is_none())
+        {
+            next += 1;
+        }
+        self.frontier = next - 1;
         let ready = members
             .get(next)
             .is_some_and(|m| m.ready && m.exit.is_none());

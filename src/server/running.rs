@@ -22,7 +22,8 @@ use crate::sys::limits;
 const FDS_PER_WORKER: u64 = 3;
 
 /// The configuration of a member of an elastic group: its accept queues
-/// together hold at most what its fds do. A member hands new connections
+/// together hold at most what its fds do (half, when the group's passage
+/// could not be made deep). A member hands new connections
 /// over at 13/16 of its fds, open or queued (the queues are asked every 32
 /// accepts), and then accepts what its queues still hold, passing what its
 /// fds cannot hold to a member with room (the group's passage). Shallower
@@ -30,9 +31,11 @@ const FDS_PER_WORKER: u64 = 3;
 /// and each SYN the kernel drops waits a second to be sent again. (A
 /// million connections on two cores: queues of half its fds ramped at
 /// 21,177/s with a connect p99 of 1.05 s; of all, 33,862/s and 137 ms.)
-fn elastic_member(cfg: &ServerConfig, fd: &limits::FdLimit) -> ServerConfig {
+fn elastic_member(cfg: &ServerConfig, fd: &limits::FdLimit, deep: bool) -> ServerConfig {
     let reserved = limits::fds_in_use() as u64 + FDS_PER_WORKER * cfg.workers as u64 + 8;
-    let room = fd.soft.saturating_sub(reserved);
+    // A passage of a few hundred connections (no CAP_NET_ADMIN to deepen
+    // it) would shed what deep queues bring: half, as before it.
+    let room = fd.soft.saturating_sub(reserved) / if deep { 1 } else { 2 };
     let per_listener = (room / cfg.workers.max(1) as u64).max(128);
     let mut c = cfg.clone();
     c.backlog = c.backlog.min(per_listener.min(u32::MAX as u64) as u32);
@@ -204,8 +207,9 @@ pub(crate) fn start_with(cfg: &ServerConfig, hand_over: Option<Arc<HandOver>>) -
     let fd = limits::raise_nofile().context("reading RLIMIT_NOFILE")?;
     let elastic_backlog;
     let cfg = match hand_over.as_ref().filter(|h| h.is_elastic()) {
-        Some(_) => {
-            elastic_backlog = elastic_member(cfg, &fd);
+        Some(h) => {
+            let deep = h.passage_in().is_some_and(|p| p.deep());
+            elastic_backlog = elastic_member(cfg, &fd, deep);
             &elastic_backlog
         }
         None => cfg,

@@ -43,6 +43,11 @@ counter_block! {
         /// passed to a sibling with room (not shed).
         @[serde(default)]
         passed: count,
+        /// Connections a member took from the passage (the rest of those
+        /// passed were closed for want of a process with room, or waited
+        /// at the end).
+        @[serde(default)]
+        taken: count,
         /// Other accept errors, by errno.
         @[serde(default)]
         accept_errno: errno_list,

@@ -83,6 +83,25 @@ impl Passage {
         })
     }
 
+    /// It holds thousands of connections: its send buffer is as large as
+    /// asked (SO_SNDBUFFORCE needs CAP_NET_ADMIN; without it the buffer is
+    /// net.core.wmem_max's, a few hundred connections).
+    pub fn deep(&self) -> bool {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes an int into `v`.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.send,
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        rc == 0 && v >= SNDBUF
+    }
+
     /// The fd numbers, for a child's plan.
     pub fn fds(&self) -> [RawFd; 2] {
         [self.send, self.recv]
@@ -130,7 +149,7 @@ impl Passage {
 
     /// Takes one connection out, if one waits (close-on-exec, as this
     /// process's own are).
-    pub fn take(&self) -> Option<OwnedFd> {
+    pub fn take(&self) -> Taken {
         loop {
             let mut byte = [0u8; 1];
             let mut iov = libc::iovec {
@@ -140,7 +159,7 @@ impl Passage {
             let mut space = [0u64; 4];
             // SAFETY: as in `send`; recvmsg writes at most msg_controllen
             // bytes of control data into `space`, which we own.
-            let (rc, fd) = unsafe {
+            let (rc, fd, truncated) = unsafe {
                 let mut msg: libc::msghdr = std::mem::zeroed();
                 msg.msg_iov = &mut iov;
                 msg.msg_iovlen = 1;
@@ -162,20 +181,34 @@ impl Passage {
                         fd = Some(OwnedFd::from_raw_fd(f));
                     }
                 }
-                (rc, fd)
+                (rc, fd, msg.msg_flags & libc::MSG_CTRUNC != 0)
             };
             if rc < 0 {
                 if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
-                return None;
+                return Taken::Empty;
             }
-            if fd.is_some() {
-                return fd;
+            if let Some(fd) = fd {
+                return Taken::Conn(fd);
+            }
+            if truncated {
+                // The kernel could not give this process the fd (none
+                // free): it closed the connection.
+                return Taken::Lost;
             }
             // A datagram without an fd (none is sent): skip it.
         }
     }
+}
+
+/// What [`Passage::take`] found.
+#[derive(Debug)]
+pub enum Taken {
+    Conn(OwnedFd),
+    /// A connection the kernel closed: this process had no fd for it.
+    Lost,
+    Empty,
 }
 
 #[cfg(test)]
@@ -187,14 +220,16 @@ mod tests {
     #[test]
     fn a_connection_goes_through_with_its_bytes() {
         let p = Passage::new().unwrap();
-        assert!(p.take().is_none());
+        assert!(matches!(p.take(), Taken::Empty));
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, _) = l.accept().unwrap();
         c.write_all(b"ping").unwrap();
         p.send(&s).unwrap();
         drop(s);
-        let got = p.take().expect("the connection");
+        let Taken::Conn(got) = p.take() else {
+            panic!("no connection in the passage")
+        };
         let mut s = TcpStream::from(got);
         let mut buf = [0; 4];
         s.read_exact(&mut buf).unwrap();
@@ -202,7 +237,9 @@ mod tests {
         s.write_all(b"pong").unwrap();
         c.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"pong");
-        assert!(p.take().is_none());
+        assert!(matches!(p.take(), Taken::Empty));
+        // Root here (the tests run as root, with CAP_NET_ADMIN).
+        assert!(p.deep());
         let q = Passage::inherited(p.fds()).expect("its own fds");
         assert_eq!(q.fds(), p.fds());
         assert!(Passage::inherited([s.as_raw_fd(), p.fds()[1]]).is_none());
