@@ -247,6 +247,10 @@ pub(super) fn listener_inodes(target: &SocketAddr) -> Vec<u64> {
                 .filter_map(|l| listener_of(l, target.port(), &hex))
                 .map(|l| l.inode),
         );
+        // The file the sampler counts in (see `listener_into`).
+        if !inodes.is_empty() {
+            break;
+        }
     }
     inodes
 }

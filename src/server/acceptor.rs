@@ -110,6 +110,8 @@ impl Acceptor {
     }
 
     fn pause(&mut self) -> Accepted {
+        // (A pause ends by the clock: the worker then accepts, and takes
+        // from the passage, again.)
         self.paused = Some(Instant::now());
         Accepted::Done
     }
@@ -212,9 +214,20 @@ impl Acceptor {
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Accepted::Done,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Accepted::Again,
+            // About one connection: the queue is still usable.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM | libc::ETIMEDOUT)
+                ) =>
+            {
+                Accepted::Again
+            }
+            // Another thread took the freed fd, or worse: the clock retries,
+            // and nothing was refused yet.
             Err(_) => {
-                bump(&self.stats.accept_no_fds, 1);
-                Accepted::Done
+                self.reserve = File::open("/dev/null").ok();
+                return self.pause();
             }
         };
         self.reserve = File::open("/dev/null").ok();
@@ -255,8 +268,11 @@ impl Acceptor {
                 Some(TcpStream::from_std(std::net::TcpStream::from(fd)))
             }
             Taken::Lost => {
+                // Out of fds: the clock retries (see `pause`).
                 bump(&self.stats.accept_no_fds, 1);
+                bump(&self.stats.passage_lost, 1);
                 self.passage_left = true;
+                self.pause();
                 None
             }
             Taken::Empty => {

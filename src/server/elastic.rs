@@ -181,6 +181,7 @@ pub fn run(
         spare,
         alive: 0,
         unplaced: 0,
+        none_takes: false,
     };
     let last = each_second(&server, stop, started, |wake| {
         let own = match wake {
@@ -336,14 +337,19 @@ fn print_members(
         .zip(migrate0)
         .map_or((0, 0), |(a, b)| (a.0 - b.0, a.1 - b.1));
     if total.passed > 0 {
-        let left = total.passed.saturating_sub(total.taken + unplaced);
+        let left = total
+            .passed
+            .saturating_sub(total.taken + total.passage_lost + unplaced);
         println!(
             "  hand-over    {} connection(s) past a full process's fds went through the group's \
              passage: {} taken by a process with room{}{}",
             total.passed,
             total.taken,
-            if unplaced > 0 {
-                format!(", {unplaced} closed with no process to take them")
+            if unplaced + total.passage_lost > 0 {
+                format!(
+                    ", {} closed with no process to take them",
+                    unplaced + total.passage_lost
+                )
             } else {
                 String::new()
             },
@@ -376,6 +382,8 @@ struct Parent<'a> {
     alive: u64,
     /// Connections closed from the passage: no member could take them.
     unplaced: u64,
+    /// At the last second no member could take from the passage.
+    none_takes: bool,
 }
 
 impl Parent<'_> {
@@ -392,7 +400,11 @@ impl Parent<'_> {
             .members
             .iter()
             .any(|m| m.exit.is_none() && (!m.ready || !m.full));
-        if grows || takes {
+        // Two seconds in a row: a member's word that it has room again may
+        // still be on its way.
+        let due = !(grows || takes);
+        let was = std::mem::replace(&mut self.none_takes, due);
+        if !(due && was) {
             return;
         }
         loop {
@@ -654,9 +666,8 @@ impl Group<'_> {
             if self.late != self.steered {
                 self.late = self.steered;
                 self.ahead = (self.ahead + 1).min(MOST_AHEAD);
-                return self.standby(members, children, spare);
             }
-            return 0;
+            return self.standby(members, children, spare);
         }
         if !self.steer(next) {
             return 0;

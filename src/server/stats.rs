@@ -48,6 +48,10 @@ counter_block! {
         /// at the end).
         @[serde(default)]
         taken: count,
+        /// Connections the kernel closed as a member took them from the
+        /// passage: it had no fd left for them (counted in accept_no_fds).
+        @[serde(default)]
+        passage_lost: count,
         /// Other accept errors, by errno.
         @[serde(default)]
         accept_errno: errno_list,

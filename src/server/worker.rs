@@ -286,6 +286,10 @@ impl Worker {
         for i in 0..self.acceptor.len() {
             self.accept(i);
         }
+        // What the passage brought while paused (its wake-up is spent).
+        if self.acceptor.room_again() {
+            self.take_passed();
+        }
     }
 
     /// The process is nearly full: takes what already waits in this
