@@ -482,3 +482,39 @@ fn a_full_elastic_member_passes_what_it_cannot_hold_to_a_sibling() {
     assert!(!passed.contains("closed with no process"), "{passed}");
     assert!(!passed.contains("waiting at the end"), "{passed}");
 }
+
+/// The group at its most (400 fds a process, --max-connections 600: three
+/// processes, about 1,050 connections) under 1,500 connections: what no
+/// member can hold is closed and counted, and both sides name the group's
+/// fds, not a process's accept queue or a limit of the server's own.
+#[test]
+fn an_elastic_group_at_its_most_is_named_full_on_both_sides() {
+    let srv = common::elastic_server(400, "600", &[]);
+    let (code, out, err) = output(Command::new(BIN).args([
+        "client",
+        &srv.addr.to_string(),
+        "-c",
+        "1500",
+        "--connect-rate",
+        "100k",
+        "-T",
+        "1s",
+        "--processes",
+        "1",
+    ]));
+    let (status, summary) = srv.stop();
+    assert!(status.success(), "{summary}");
+    assert_eq!(code, 1, "{out}\n{err}\n{summary}");
+    assert!(summary.contains("refused: out of fds"), "{summary}");
+    assert!(
+        summary.contains("hint: the group was at its most processes (3"),
+        "{summary}"
+    );
+    let hint = out
+        .lines()
+        .find(|l| l.contains("hint (unverified)") || l.contains("hint (half_open)"))
+        .unwrap_or_else(|| panic!("no hint for the connections it closed:\n{out}"));
+    assert!(hint.contains("sockets listening on the port"), "{out}");
+    assert!(hint.contains("it cannot accept more"), "{out}");
+    assert!(!out.contains("had fds to spare"), "{out}");
+}

@@ -128,9 +128,13 @@ pub struct ServerSeen {
 }
 
 impl ServerSeen {
-    /// It held (nearly) all the fds it may: it cannot accept more.
+    /// It held (nearly) all the fds it may: it cannot accept more. "Nearly"
+    /// leaves room for the few a server keeps back (a throng server stops
+    /// taking connections with 6-8 fds left, for its own files; an
+    /// accepting loop may close a spare fd to refuse one): 1/64 of the
+    /// limit, at least 8.
     fn at_fd_limit(&self) -> bool {
-        self.fd_limit > 0 && self.fds_max + 2 >= self.fd_limit
+        self.fd_limit > 0 && self.fds_max + (self.fd_limit / 64).max(8) >= self.fd_limit
     }
 
     /// Other processes listen on the port too (a SO_REUSEPORT group).
@@ -187,14 +191,26 @@ impl ServerSeen {
         // the ones it never took.)
         let held_back = self.accept_queue_max > 0 && self.accept_queue_max >= never;
         if self.queue_full() || held_back {
-            return Some(format!(
+            let queue = format!(
                 "{who} did not take the connections the kernel completed for it: its accept \
                  queue held up to {} connections and the kernel counted {} overflow(s) \
                  (ListenOverflows). It is too busy to accept, or stopped accepting (stopped, \
                  or at a connection limit of its own, such as nginx's worker_connections); a \
                  larger backlog only delays this",
                 self.accept_queue_max, self.listen_overflows
-            ));
+            );
+            // Fewer overflows than failures, from one of a group that
+            // filled: the rest is the group's fds (its members close what
+            // none of them has room for).
+            let part = !held_back && self.listen_overflows < never;
+            return Some(match self.one_of_group_out_of_fds().filter(|_| part) {
+                Some(group) => format!(
+                    "{group}. The accept queue's {} overflow(s) are only part of the {never}: \
+                     {queue}",
+                    self.listen_overflows
+                ),
+                None => queue,
+            });
         }
         self.one_of_group_out_of_fds()
     }
@@ -666,8 +682,24 @@ mod tests {
         let c = s.cause(10).unwrap();
         assert!(c.contains("one of 3 sockets listening"), "{c}");
         s.listen_overflows = 2;
-        assert!(s.cause(10).unwrap().contains("2 overflow(s)"));
-        (s.listeners, s.listen_overflows) = (1, 0);
+        let c = s.cause(10).unwrap();
+        assert!(
+            c.starts_with("the server's process (nginx, pid 42), one of 3"),
+            "{c}"
+        );
+        assert!(c.contains("2 overflow(s) are only part of the 10"), "{c}");
+        // As many overflows as failures: the queue explains them.
+        assert!(s
+            .cause(2)
+            .unwrap()
+            .starts_with("the server's process (nginx, pid 42) did not"));
+        // A throng server's member at its cap keeps a few fds back: one
+        // of a group that filled.
+        (s.listeners, s.listen_overflows, s.fds_max, s.fd_limit) = (3, 0, 394, 400);
+        assert!(s.cause(10).unwrap().contains("held 394 fds of its 400"));
+        s.fds_max = 390;
+        assert_eq!(s.cause(10), None);
+        (s.listeners, s.fd_limit) = (1, 1024);
         s.fds_max = 100;
         assert_eq!(s.cause(10), None);
         // A listener that never accepts: its queue holds them all.

@@ -19,7 +19,9 @@ use super::stats::{bump, Shared, WorkerStats, MAX_ERRNO};
 use crate::sys::passage::Taken;
 
 /// How long accepting pauses when the process is out of fds and no reserve
-/// fd is left to shed a connection with.
+/// fd is left to shed a connection with, or on an error about the queue
+/// rather than one connection (ENOBUFS), or a connection from the passage
+/// lost for want of an fd.
 pub(super) const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// What one accept gave.
@@ -45,7 +47,7 @@ pub(super) struct Acceptor {
     /// lets the worker accept and immediately close one connection, so the
     /// client learns at once instead of waiting in the accept queue.
     reserve: Option<File>,
-    /// Accepting paused since then (out of fds, no reserve left; ENOBUFS).
+    /// Accepting paused since then (see [`ACCEPT_PAUSE`]).
     paused: Option<Instant>,
     /// The passage may hold connections this worker left for lack of room.
     passage_left: bool,
@@ -94,7 +96,7 @@ impl Acceptor {
         self.listeners.len()
     }
 
-    /// Accepting is paused (out of fds, no reserve left).
+    /// Accepting is paused (see [`ACCEPT_PAUSE`]).
     pub(super) fn paused(&self) -> bool {
         self.paused.is_some()
     }
@@ -136,45 +138,45 @@ impl Acceptor {
         let Some(listener) = self.listeners[i].as_ref() else {
             return Accepted::Done;
         };
-        if self.hand_over.is_some() && self.shared.current.load(Relaxed) >= self.max_open {
-            // A member of a group at its cap: the fds past it are the
-            // group's own (a child's pipes, /proc), so shed as if out of fds.
-            return match listener.accept() {
-                Ok((stream, _)) => {
-                    self.pass_or_shed(&stream);
-                    Accepted::Again
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => Accepted::Again,
-                // Its fds all taken: through the reserve fd, or pause (a
-                // queue left as it is would wait for the next connection's
-                // wake-up, which may never come).
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                    self.shed(i)
-                }
-                Err(_) => Accepted::Done,
-            };
-        }
+        // A member of a group at its cap: the fds past it are the group's
+        // own (a child's pipes, /proc), so what it accepts goes to the
+        // passage (or is shed) as if it were out of fds.
+        let full = self.hand_over.is_some() && self.shared.current.load(Relaxed) >= self.max_open;
         match listener.accept() {
-            Ok((stream, _)) => Accepted::Stream(stream),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Accepted::Done,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => Accepted::Again,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => self.shed(i),
-            Err(e) => {
-                let errno = e.raw_os_error().unwrap_or(0) as usize;
-                bump(&self.stats.accept_errno[errno.min(MAX_ERRNO - 1)], 1);
-                // Errors about one connection (aborted, protocol, a
-                // firewall's EPERM) leave the queue usable; anything else
-                // (ENOBUFS, ENOMEM) pauses instead of spinning.
-                let per_connection = matches!(
-                    e.raw_os_error(),
-                    Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM | libc::ETIMEDOUT)
-                );
-                if per_connection {
-                    Accepted::Again
-                } else {
-                    self.pause()
-                }
+            Ok((stream, _)) if full => {
+                self.pass_or_shed(&stream);
+                Accepted::Again
             }
+            Ok((stream, _)) => Accepted::Stream(stream),
+            // Its fds all taken: through the reserve fd, or pause (a queue
+            // left as it is would wait for the next connection's wake-up,
+            // which may never come).
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => self.shed(i),
+            Err(e) => self.on_error(&e),
+        }
+    }
+
+    /// An accept error other than running out of fds: what it leaves of
+    /// the queue.
+    fn on_error(&mut self, e: &io::Error) -> Accepted {
+        match e.kind() {
+            io::ErrorKind::WouldBlock => return Accepted::Done,
+            io::ErrorKind::Interrupted => return Accepted::Again,
+            _ => {}
+        }
+        let errno = e.raw_os_error().unwrap_or(0) as usize;
+        bump(&self.stats.accept_errno[errno.min(MAX_ERRNO - 1)], 1);
+        // Errors about one connection (aborted, protocol, a firewall's
+        // EPERM) leave the queue usable; anything else (ENOBUFS, ENOMEM)
+        // pauses instead of spinning.
+        let per_connection = matches!(
+            e.raw_os_error(),
+            Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM | libc::ETIMEDOUT)
+        );
+        if per_connection {
+            Accepted::Again
+        } else {
+            self.pause()
         }
     }
 
@@ -196,39 +198,34 @@ impl Acceptor {
     }
 
     /// Out of fds: frees the reserve fd to accept one connection and pass
-    /// or close it at once. Without a reserve to use, accepting pauses; an
-    /// empty queue (accept fails for want of an fd before it looks) is
-    /// nothing refused.
+    /// or close it at once. With no fd to free (a reserve lost to another
+    /// thread is taken again once one is free), accepting pauses; a queue
+    /// left waiting, or an empty one (accept fails for want of an fd
+    /// before it looks), is nothing refused.
     fn shed(&mut self, i: usize) -> Accepted {
-        if self.reserve.take().is_none() {
-            bump(&self.stats.accept_no_fds, 1);
-            return self.pause();
-        }
         let Some(listener) = self.listeners[i].as_ref() else {
             return Accepted::Done;
         };
+        if self
+            .reserve
+            .take()
+            .or_else(|| File::open("/dev/null").ok())
+            .is_none()
+        {
+            return self.pause();
+        }
         let next = match listener.accept() {
             Ok((stream, _)) => {
                 self.pass_or_shed(&stream);
                 Accepted::Again
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Accepted::Done,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => Accepted::Again,
-            // About one connection: the queue is still usable.
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM | libc::ETIMEDOUT)
-                ) =>
-            {
-                Accepted::Again
-            }
-            // Another thread took the freed fd, or worse: the clock retries,
-            // and nothing was refused yet.
-            Err(_) => {
+            // Another thread took the freed fd: the clock retries, and
+            // nothing was refused yet.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
                 self.reserve = File::open("/dev/null").ok();
                 return self.pause();
             }
+            Err(e) => self.on_error(&e),
         };
         self.reserve = File::open("/dev/null").ok();
         if self.reserve.is_none() {

@@ -347,7 +347,7 @@ fn print_members(
             total.taken,
             if unplaced + total.passage_lost > 0 {
                 format!(
-                    ", {} closed with no process to take them",
+                    ", {} closed with no process able to hold them",
                     unplaced + total.passage_lost
                 )
             } else {
@@ -358,6 +358,15 @@ fn print_members(
             } else {
                 String::new()
             }
+        );
+    }
+    if unplaced > 0 && members.len() as u64 >= most {
+        // The shed above is the group's, not one process's: its last
+        // process was full too.
+        println!(
+            "  hint: the group was at its most processes ({most}, planned from \
+             --max-connections and the fd limit), each full: to hold more, raise \
+             --max-connections (the group grows to hold it) or the fd limit (ulimit -n)"
         );
     }
     if total.queued_at_close > 0 || moved > 0 || lost > 0 {
@@ -407,7 +416,9 @@ impl Parent<'_> {
         if !(due && was) {
             return;
         }
-        loop {
+        // (At most a second's worth of a storm's: the parent's own second
+        // goes on.)
+        for _ in 0..1 << 16 {
             match passage.take() {
                 Taken::Conn(c) => drop(c),
                 Taken::Lost => {}

@@ -177,8 +177,16 @@ impl Passage {
                         && (*cmsg).cmsg_level == libc::SOL_SOCKET
                         && (*cmsg).cmsg_type == libc::SCM_RIGHTS
                     {
-                        let f = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
-                        fd = Some(OwnedFd::from_raw_fd(f));
+                        // One fd a datagram is sent; any more (from
+                        // another holder of the passage) are closed.
+                        let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+                        let head = libc::CMSG_LEN(0) as usize;
+                        let n = ((*cmsg).cmsg_len as usize).saturating_sub(head) / 4;
+                        for k in 1..n {
+                            libc::close(std::ptr::read_unaligned(data.add(k)));
+                        }
+                        let f = std::ptr::read_unaligned(data);
+                        fd = (n > 0).then(|| OwnedFd::from_raw_fd(f));
                     }
                 }
                 (rc, fd, msg.msg_flags & libc::MSG_CTRUNC != 0)
