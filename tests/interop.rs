@@ -1121,12 +1121,16 @@ fn limit_over_udp_is_near_resperfs_maximum_on_unbound() {
         true => (0.5, "the client was the limit"),
         false => (0.7, "unbound was the limit"),
     };
-    if lower / most > 1.3 {
-        // resperf's maximum is the best second of one short ramp, and one
-        // stall of the machine in it can cut it to a third (CI: 45,000
-        // qps, where its runs give 127,000-200,000): the best of two.
+    // resperf's maximum is the best second of one short ramp, and one
+    // stall of the machine in it can cut it to a third (CI: 45,000 qps,
+    // where its runs give 127,000-200,000; here 75,000 twice in a row
+    // where a third gave 103,000): the best of up to three.
+    for run in 2..=3 {
+        if lower / most <= 1.3 {
+            break;
+        }
         let again = resperf_max();
-        eprintln!("NOTE: resperf's maximum {most} qps, then {again} qps on a second run");
+        eprintln!("NOTE: resperf's maximum {most} qps, then {again} qps on run {run}");
         most = most.max(again);
     }
     if ours {

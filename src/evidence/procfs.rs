@@ -175,9 +175,15 @@ pub(super) fn proc_hex(addr: &SocketAddr) -> Vec<String> {
     }
 }
 
-/// [`listener`] for the sampler: into its buffers, `hex` the target's
-/// address as [`proc_hex`] gives it.
-pub(super) fn listener_into(b: &mut Bufs, target: &SocketAddr, hex: &[String]) -> Option<Listener> {
+/// The listeners on `target`'s port, in the first of /proc/net/tcp{,6}
+/// that has any (the file the sampler counts in), each into `each`; `hex`
+/// the target's address as [`proc_hex`] gives it. False when there is none.
+fn each_listener(
+    b: &mut Bufs,
+    target: &SocketAddr,
+    hex: &[String],
+    mut each: impl FnMut(Listener),
+) -> bool {
     // Listeners come first: read no further than the first socket that is
     // not one (a run's own connections would make the file long).
     let not_listening = |l: &str| {
@@ -189,9 +195,7 @@ pub(super) fn listener_into(b: &mut Bufs, target: &SocketAddr, hex: &[String]) -
         if !b.read(1 << 20, not_listening) {
             continue;
         }
-        // Every listener on the port (one each of a SO_REUSEPORT group's
-        // processes): the first's inode, the longest queue, how many.
-        let mut found: Option<Listener> = None;
+        let mut any = false;
         for l in b
             .text
             .lines()
@@ -199,59 +203,45 @@ pub(super) fn listener_into(b: &mut Bufs, target: &SocketAddr, hex: &[String]) -
             .take_while(|l| l.split_whitespace().nth(3) == Some("0A"))
             .filter_map(|l| listener_of(l, target.port(), hex))
         {
-            match found.as_mut() {
-                None => found = Some(l),
-                Some(f) => {
-                    f.queued = f.queued.max(l.queued);
-                    f.sockets += 1;
-                }
-            }
+            any = true;
+            each(l);
         }
-        if found.is_some() {
-            return found;
+        if any {
+            return true;
         }
     }
-    None
+    false
+}
+
+/// [`listener`] for the sampler, into its buffers: every listener on the
+/// port (one each of a SO_REUSEPORT group's processes): the first's
+/// inode, the longest queue, how many.
+pub(super) fn listener_into(b: &mut Bufs, target: &SocketAddr, hex: &[String]) -> Option<Listener> {
+    let mut found: Option<Listener> = None;
+    each_listener(b, target, hex, |l| match found.as_mut() {
+        None => found = Some(l),
+        Some(f) => {
+            f.queued = f.queued.max(l.queued);
+            f.sockets += 1;
+        }
+    });
+    found
 }
 
 /// The listening socket a connection to `target` reaches, if this host
-/// (this network namespace) has it.
+/// (this network namespace) has it (with a SO_REUSEPORT group's: the
+/// first's inode, the longest queue).
 pub fn listener(target: &SocketAddr) -> Option<Listener> {
-    use std::io::BufRead;
-    let hex = proc_hex(target);
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().find_map(|f| {
-        let file = std::io::BufReader::new(fs::File::open(f).ok()?);
-        // Listeners come first: stop at the first socket that is not one
-        // (a run's own connections would make the file long).
-        file.lines()
-            .skip(1)
-            .map_while(Result::ok)
-            .take_while(|l| l.split_whitespace().nth(3) == Some("0A"))
-            .find_map(|l| listener_of(&l, target.port(), &hex))
-    })
+    listener_into(&mut Bufs::new(), target, &proc_hex(target))
 }
 
 /// The sockets listening on `target`'s port (one each of a SO_REUSEPORT
 /// group's processes or threads).
 pub(super) fn listener_inodes(target: &SocketAddr) -> Vec<u64> {
-    let hex = proc_hex(target);
     let mut inodes = Vec::new();
-    for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = fs::read_to_string(f) else {
-            continue;
-        };
-        inodes.extend(
-            text.lines()
-                .skip(1)
-                .take_while(|l| l.split_whitespace().nth(3) == Some("0A"))
-                .filter_map(|l| listener_of(l, target.port(), &hex))
-                .map(|l| l.inode),
-        );
-        // The file the sampler counts in (see `listener_into`).
-        if !inodes.is_empty() {
-            break;
-        }
-    }
+    each_listener(&mut Bufs::new(), target, &proc_hex(target), |l| {
+        inodes.push(l.inode)
+    });
     inodes
 }
 
