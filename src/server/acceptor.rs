@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
+use mio::unix::SourceFd;
 use mio::{Interest, Poll, Registry, Token};
 
 use super::hand_over::HandOver;
@@ -51,6 +52,9 @@ pub(super) struct Acceptor {
     paused: Option<Instant>,
     /// The passage may hold connections this worker left for lack of room.
     passage_left: bool,
+    /// The passage is in this worker's epoll set (see [`Acceptor::watch_passage`]).
+    watching: bool,
+    passage_token: Token,
     stats: Arc<WorkerStats>,
     shared: Arc<Shared>,
 }
@@ -62,6 +66,8 @@ pub(super) struct Listening {
     pub backlog: u32,
     pub max_open: i64,
     pub hand_over: Option<Arc<HandOver>>,
+    /// The group's passage is watched under this token.
+    pub passage_token: Token,
 }
 
 impl Acceptor {
@@ -77,6 +83,15 @@ impl Acceptor {
         for (i, l) in listeners.iter_mut().enumerate() {
             poll.registry().register(l, token(i), Interest::READABLE)?;
         }
+        let passage = l.hand_over.as_ref().and_then(|h| h.passage_in());
+        if let Some(p) = passage {
+            poll.registry().register(
+                &mut SourceFd(&p.recv_fd()),
+                l.passage_token,
+                Interest::READABLE,
+            )?;
+        }
+        let watching = passage.is_some();
         Ok(Acceptor {
             listeners: listeners.into_iter().map(Some).collect(),
             listen: l.listen,
@@ -86,6 +101,8 @@ impl Acceptor {
             reserve: File::open("/dev/null").ok(),
             paused: None,
             passage_left: false,
+            watching,
+            passage_token: l.passage_token,
             stats,
             shared,
         })
@@ -276,6 +293,36 @@ impl Acceptor {
                 self.passage_left = false;
                 None
             }
+        }
+    }
+
+    /// After taking from the passage: watches it while this worker may take
+    /// from it, and not while it has no room (or is paused), when each
+    /// connection a full sibling passes would wake it for nothing. Room
+    /// again is seen on this worker's own closes and at the pause's end
+    /// ([`Acceptor::room_again`]); watching again reports what already
+    /// waits.
+    pub(super) fn watch_passage(&mut self, registry: &Registry) {
+        let Some(fd) = self
+            .hand_over
+            .as_ref()
+            .and_then(|h| h.passage_in())
+            .map(|p| p.recv_fd())
+        else {
+            return;
+        };
+        let want = !self.passage_left;
+        if want == self.watching {
+            return;
+        }
+        let mut source = SourceFd(&fd);
+        let done = if want {
+            registry.register(&mut source, self.passage_token, Interest::READABLE)
+        } else {
+            registry.deregister(&mut source)
+        };
+        if done.is_ok() {
+            self.watching = want;
         }
     }
 

@@ -189,19 +189,13 @@ impl Worker {
             }
             None => None,
         };
-        if let Some(p) = hand_over.as_ref().and_then(|h| h.passage_in()) {
-            poll.registry().register(
-                &mut mio::unix::SourceFd(&p.recv_fd()),
-                PASSAGE,
-                Interest::READABLE,
-            )?;
-        }
         let listening = Listening {
             listeners,
             listen,
             backlog,
             max_open,
             hand_over,
+            passage_token: PASSAGE,
         };
         let acceptor = Acceptor::new(
             listening,
@@ -335,13 +329,14 @@ impl Worker {
 
     /// Takes connections a full sibling passed, while this process has
     /// room. What is left waits for a member with room (the passage wakes
-    /// every member watching it at each new one, and this one again when it
-    /// has room: see `serve_conn`).
+    /// every worker watching it at each new one; this one watches only
+    /// while it has room, and takes again when it has: see `serve_conn`).
     fn take_passed(&mut self) {
         while let Some(stream) = self.acceptor.take_passed() {
             self.add(stream);
             self.acceptor.opened(0);
         }
+        self.acceptor.watch_passage(self.poll.registry());
     }
 
     /// Accepts one connection from listener `i`; false when there is none
