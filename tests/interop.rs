@@ -1042,11 +1042,14 @@ fn limit_over_udp_is_near_resperfs_maximum_on_unbound() {
     let names = u.dir.join("names");
     std::fs::write(&names, "www.example.test\n").unwrap();
     // resperf's maximum, from a run of its own (a 5 s ramp to 300,000
-    // qps).
-    let resperf_max =
-        || -> f64 {
-            let (_, out, _) = output(Command::new(&taskset).args(["-c", "1"]).arg(&resperf).args(
-                [
+    // qps), and whether resperf itself fell behind its ramp (then it ends
+    // the test there: the maximum is its own, a floor under unbound's).
+    let resperf_max = || -> (f64, bool) {
+        let (_, out, err) = output(
+            Command::new(&taskset)
+                .args(["-c", "1"])
+                .arg(&resperf)
+                .args([
                     "-s",
                     "127.0.0.1",
                     "-p",
@@ -1067,14 +1070,16 @@ fn limit_over_udp_is_near_resperfs_maximum_on_unbound() {
                     // Its plot data in the test's directory, not the checkout.
                     "-P",
                     u.dir.join("resperf.gnuplot").to_str().unwrap(),
-                ],
-            ));
-            out.lines()
-                .find_map(|l| l.trim().strip_prefix("Maximum throughput:"))
-                .and_then(|v| v.trim().trim_end_matches("qps").trim().parse().ok())
-                .unwrap_or_else(|| panic!("no maximum from resperf: {out}"))
-        };
-    let mut most = resperf_max();
+                ]),
+        );
+        let most = out
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Maximum throughput:"))
+            .and_then(|v| v.trim().trim_end_matches("qps").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no maximum from resperf: {out}"));
+        (most, format!("{out}{err}").contains("Fell behind"))
+    };
+    let (mut most, mut behind) = resperf_max();
     let json = u.dir.join("limit.json");
     let (code, out, err) = output(
         Command::new(&taskset)
@@ -1121,17 +1126,27 @@ fn limit_over_udp_is_near_resperfs_maximum_on_unbound() {
         true => (0.5, "the client was the limit"),
         false => (0.7, "unbound was the limit"),
     };
-    // resperf's maximum is the best second of one short ramp, and one
-    // stall of the machine in it can cut it to a third (CI: 45,000 qps,
-    // where its runs give 127,000-200,000; here 75,000 twice in a row
-    // where a third gave 103,000): the best of up to three.
+    // resperf's maximum is the best half second of one short ramp (steps
+    // of 30,000 qps), and one stall of the machine in it can cut it to a
+    // third (CI: 45,000 qps, where its runs give 127,000-200,000): the
+    // best of up to three.
     for run in 2..=3 {
         if lower / most <= 1.3 {
             break;
         }
-        let again = resperf_max();
+        let (again, fell) = resperf_max();
         eprintln!("NOTE: resperf's maximum {most} qps, then {again} qps on run {run}");
-        most = most.max(again);
+        if again > most {
+            (most, behind) = (again, fell);
+        }
+    }
+    // resperf that fell behind its own ramp ended the test there (CI:
+    // "Fell behind by 1000 queries, ending test at 148034 qps", its
+    // maximum 75,000 three runs in a row): what it measured is its own
+    // limit, under unbound's, so only the lower bound holds.
+    let upper = if behind { f64::INFINITY } else { 1.3 };
+    if behind {
+        eprintln!("NOTE: resperf fell behind its ramp: its maximum {most} qps is a floor");
     }
     if ours {
         eprintln!(
@@ -1139,7 +1154,7 @@ fn limit_over_udp_is_near_resperfs_maximum_on_unbound() {
         );
     }
     assert!(
-        (least..=1.3).contains(&(lower / most)),
+        (least..=upper).contains(&(lower / most)),
         "{why}: throng's limit {lower}/s against resperf's maximum {most} qps: {out}"
     );
 }
