@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::sys::proc;
 
+mod diag;
 mod procfs;
 use procfs::*;
 pub use procfs::{listener, owners, udp_socket_drops, Listener};
@@ -404,7 +405,7 @@ impl Watched {
         let (mut rss, mut threads) = (0, 0);
         for &p in &self.pids {
             b.path(format_args!("/proc/{p}/status"));
-            if b.read(64 * 1024, |_| false) {
+            if b.read(64 * 1024, 64 * 1024, |_| false) {
                 rss += proc::status_kb(&b.text, "VmRSS").unwrap_or(0) * 1024;
                 threads += status_count(&b.text, "Threads").unwrap_or(0);
             }
@@ -654,6 +655,48 @@ mod tests {
         let c = std::net::TcpStream::connect(addr).unwrap();
         assert_eq!(listener(&addr).unwrap().queued, 1);
         drop(c);
+    }
+
+    #[test]
+    fn the_kernels_diagnostics_and_proc_net_tcp_see_the_same_listeners() {
+        // A listener with one connection queued, and one on another port.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let _c = std::net::TcpStream::connect(addr).unwrap();
+        let (mut b, hex) = (Bufs::new(), proc_hex(&addr));
+        let (mut asked, mut read) = (Vec::new(), Vec::new());
+        assert!(each_listener(&mut b, &addr, &hex, |l| asked.push(l)));
+        assert!(each_listener_in_files(&mut b, &addr, &hex, |l| read.push(l)));
+        assert_eq!(asked, read);
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].queued, 1);
+        // The diagnostics answered (not the fallback): they name the
+        // listener by address.
+        let mut seen = Vec::new();
+        diag::listeners(libc::AF_INET, addr.port(), &mut b.net, |ip, l| {
+            seen.push((ip, l))
+        })
+        .expect("NETLINK_SOCK_DIAG");
+        assert_eq!(seen, [(addr.ip(), asked[0])]);
+        // Nothing listens on a port just closed, by either reading.
+        let gone = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        assert!(!each_listener(&mut b, &gone, &proc_hex(&gone), |_| {}));
+        assert!(!each_listener_in_files(
+            &mut b,
+            &gone,
+            &proc_hex(&gone),
+            |_| {}
+        ));
+        // A wildcard listener takes a connection to the loopback address.
+        let w = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+        let to = SocketAddr::new([127, 0, 0, 1].into(), w.local_addr().unwrap().port());
+        assert!(each_listener(&mut b, &to, &proc_hex(&to), |_| {}));
+        assert!(!diag::reaches("127.0.0.2".parse().unwrap(), &to));
+        assert!(diag::reaches("::ffff:127.0.0.1".parse().unwrap(), &to));
     }
 
     #[test]

@@ -56,6 +56,8 @@ pub(super) fn listener_of(line: &str, port: u16, addr_hex: &[String]) -> Option<
 pub(super) struct Bufs {
     path: String,
     pub(super) text: String,
+    /// The kernel's socket diagnostics' answer (`diag::listeners`).
+    pub(super) net: Vec<u8>,
 }
 
 impl Bufs {
@@ -63,6 +65,7 @@ impl Bufs {
         Bufs {
             path: String::with_capacity(64),
             text: String::with_capacity(64 * 1024),
+            net: Vec::new(),
         }
     }
 
@@ -75,9 +78,15 @@ impl Bufs {
     }
 
     /// Reads the file at `self.path` into `self.text`: at most `most`
-    /// bytes, and (`until`) no further than the first complete line that
-    /// says to stop. False when it cannot be read.
-    pub(super) fn read(&mut self, most: usize, until: impl Fn(&str) -> bool) -> bool {
+    /// bytes, `chunk` at a time, and (`until`) no further than the first
+    /// complete line that says to stop. False when it cannot be read.
+    ///
+    /// A read of /proc/net/tcp makes the kernel format lines until the
+    /// read is full, walking the established hash (262,144 buckets on a
+    /// small machine) to find them: asked for 64 kB over a few
+    /// connections, it walks every bucket. Small chunks stop the walk
+    /// soon after the lines wanted.
+    pub(super) fn read(&mut self, most: usize, chunk: usize, until: impl Fn(&str) -> bool) -> bool {
         use std::io::Read;
         self.text.clear();
         let Ok(mut f) = fs::File::open(&self.path) else {
@@ -88,7 +97,9 @@ impl Bufs {
         let buf = unsafe { self.text.as_mut_vec() };
         let mut scanned = 0;
         while buf.len() < most {
-            let room = (most - buf.len()).min(buf.capacity() - buf.len());
+            let room = (most - buf.len())
+                .min(buf.capacity() - buf.len())
+                .min(chunk);
             if room == 0 {
                 break;
             }
@@ -175,10 +186,42 @@ pub(super) fn proc_hex(addr: &SocketAddr) -> Vec<String> {
     }
 }
 
-/// The listeners on `target`'s port, in the first of /proc/net/tcp{,6}
-/// that has any (the file the sampler counts in), each into `each`; `hex`
-/// the target's address as [`proc_hex`] gives it. False when there is none.
-fn each_listener(
+/// The listeners on `target`'s port, of the first address family that
+/// has any (IPv4, then IPv6: the file the sampler counts in), each into
+/// `each`; `hex` the target's address as [`proc_hex`] gives it. Asked of
+/// the kernel's socket diagnostics, or where they cannot be had read from
+/// /proc/net/tcp{,6}. False when there is none.
+pub(super) fn each_listener(
+    b: &mut Bufs,
+    target: &SocketAddr,
+    hex: &[String],
+    mut each: impl FnMut(Listener),
+) -> bool {
+    let mut asked = true;
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        let mut any = false;
+        let r = super::diag::listeners(family, target.port(), &mut b.net, |ip, l| {
+            if super::diag::reaches(ip, target) {
+                any = true;
+                each(l);
+            }
+        });
+        if r.is_err() {
+            asked = false;
+            break;
+        }
+        if any {
+            return true;
+        }
+    }
+    if asked {
+        return false;
+    }
+    each_listener_in_files(b, target, hex, each)
+}
+
+/// [`each_listener`] from /proc/net/tcp{,6}.
+pub(super) fn each_listener_in_files(
     b: &mut Bufs,
     target: &SocketAddr,
     hex: &[String],
@@ -192,7 +235,7 @@ fn each_listener(
     };
     for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
         b.path(format_args!("{f}"));
-        if !b.read(1 << 20, not_listening) {
+        if !b.read(1 << 20, 512, not_listening) {
             continue;
         }
         let mut any = false;
