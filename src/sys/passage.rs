@@ -181,7 +181,8 @@ impl Passage {
                         // another holder of the passage) are closed.
                         let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
                         let head = libc::CMSG_LEN(0) as usize;
-                        let n = ((*cmsg).cmsg_len as usize).saturating_sub(head) / 4;
+                        let n = ((*cmsg).cmsg_len as usize).saturating_sub(head)
+                            / std::mem::size_of::<RawFd>();
                         for k in 1..n {
                             libc::close(std::ptr::read_unaligned(data.add(k)));
                         }
