@@ -485,8 +485,16 @@ fn a_full_elastic_member_passes_what_it_cannot_hold_to_a_sibling() {
 
 /// The group at its most (400 fds a process, --max-connections 600: three
 /// processes, about 1,050 connections) under 1,500 connections: what no
-/// member can hold is closed and counted, and both sides name the group's
-/// fds, not a process's accept queue or a limit of the server's own.
+/// member can hold is closed and counted, the server names the group at
+/// its most, and the client names what it saw of the process it watched
+/// (the first to listen).
+///
+/// A member stops at its capacity (352 connections, about 360 fds) and
+/// goes past it only to empty its accept queue when it closes its
+/// listener (to 392-394 fds). Which of the two the watched process ended
+/// at is the storm's timing (CI saw both), and the client's words follow
+/// what it saw: at its fd limit, the group's fds; below it, a limit of
+/// the server's own. Both are checked against the figure it printed.
 #[test]
 fn an_elastic_group_at_its_most_is_named_full_on_both_sides() {
     let srv = common::elastic_server(400, "600", &[]);
@@ -514,7 +522,29 @@ fn an_elastic_group_at_its_most_is_named_full_on_both_sides() {
         .lines()
         .find(|l| l.contains("hint (unverified)") || l.contains("hint (half_open)"))
         .unwrap_or_else(|| panic!("no hint for the connections it closed:\n{out}"));
-    assert!(hint.contains("sockets listening on the port"), "{out}");
-    assert!(hint.contains("it cannot accept more"), "{out}");
-    assert!(!out.contains("had fds to spare"), "{out}");
+    // "server seen   throng (pid N): F fds of its L at most"
+    let seen = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server seen"))
+        .unwrap_or_else(|| panic!("no server seen:\n{out}"));
+    let num_before = |word: &str| -> u64 {
+        let at = seen.find(word).unwrap_or_else(|| panic!("{word}: {seen}"));
+        let digits: String = seen[..at]
+            .trim_end()
+            .chars()
+            .rev()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.chars().rev().collect::<String>().parse().unwrap()
+    };
+    let (fds, limit) = (num_before(" fds of its"), num_before(" at most"));
+    assert_eq!(limit, 400, "{seen}");
+    if fds + 8 >= limit {
+        assert!(hint.contains("sockets listening on the port"), "{out}");
+        assert!(hint.contains("it cannot accept more"), "{out}");
+        assert!(!out.contains("had fds to spare"), "{out}");
+    } else {
+        assert!(hint.contains("had fds to spare"), "{out}");
+        assert!(hint.contains("a limit of its own"), "{out}");
+    }
 }

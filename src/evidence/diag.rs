@@ -61,8 +61,11 @@ pub(super) fn listeners(
     // SAFETY: req is a live buffer of req.len() bytes; an unconnected
     // netlink socket sends to the kernel.
     let sent = unsafe { libc::send(fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
-    if sent != req.len() as isize {
+    if sent < 0 {
         return Err(io::Error::last_os_error());
+    }
+    if sent != req.len() as isize {
+        return Err(io::Error::other("a socket diagnostics request sent short"));
     }
     // A dump comes in datagrams of at most 32 kB (the kernel's largest
     // for a reader that asks for more).
@@ -97,17 +100,18 @@ pub(super) fn listeners(
             if len < 16 || at + len > n {
                 return Err(io::Error::other("a malformed socket diagnostics message"));
             }
+            // NLMSG_DONE and NLMSG_ERROR carry an int: 0, or -errno.
+            let code = || {
+                buf.get(at + 16..at + 20)
+                    .map_or(0, |b| i32::from_ne_bytes(b.try_into().unwrap()))
+            };
             match kind {
+                NLMSG_DONE if code() < 0 => return Err(io::Error::from_raw_os_error(-code())),
                 NLMSG_DONE => return Ok(()),
-                NLMSG_ERROR => {
-                    let code = buf
-                        .get(at + 16..at + 20)
-                        .map_or(0, |b| i32::from_ne_bytes(b.try_into().unwrap()));
-                    return Err(io::Error::from_raw_os_error(-code));
-                }
+                NLMSG_ERROR => return Err(io::Error::from_raw_os_error(-code())),
                 SOCK_DIAG_BY_FAMILY if len >= 16 + MSG_LEN => {
                     let m = &buf[at + 16..at + 16 + MSG_LEN];
-                    if let Some((ip, l)) = listener_of(m) {
+                    if let Some((ip, l)) = listener_of(m, port) {
                         each(ip, l);
                     }
                 }
@@ -119,11 +123,13 @@ pub(super) fn listeners(
     }
 }
 
-/// One inet_diag_msg of a listener: its local address, and its accept
-/// queue (rqueue, for a listener the connections waiting to be accepted).
-fn listener_of(m: &[u8]) -> Option<(IpAddr, Listener)> {
+/// One inet_diag_msg of a listener on `port`: its local address, and its
+/// accept queue (rqueue, for a listener the connections waiting to be
+/// accepted).
+fn listener_of(m: &[u8], port: u16) -> Option<(IpAddr, Listener)> {
     let u32_at = |i: usize| u32::from_ne_bytes(m[i..i + 4].try_into().unwrap());
-    if u32::from(m[1]) != TCP_LISTEN {
+    // (The kernel filters by port already; checked all the same.)
+    if u32::from(m[1]) != TCP_LISTEN || u16::from_be_bytes([m[4], m[5]]) != port {
         return None;
     }
     // The sockid's source address, from byte 8, in network order.

@@ -664,6 +664,19 @@ mod tests {
         let _other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let _c = std::net::TcpStream::connect(addr).unwrap();
+        // Queued once the listener is readable.
+        use std::os::fd::AsRawFd;
+        let mut p = libc::pollfd {
+            fd: l.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll reads and writes one pollfd we own.
+        assert_eq!(
+            unsafe { libc::poll(&mut p, 1, 10_000) },
+            1,
+            "the connection queued"
+        );
         let (mut b, hex) = (Bufs::new(), proc_hex(&addr));
         let (mut asked, mut read) = (Vec::new(), Vec::new());
         assert!(each_listener(&mut b, &addr, &hex, |l| asked.push(l)));

@@ -85,7 +85,8 @@ impl Bufs {
     /// read is full, walking the established hash (262,144 buckets on a
     /// small machine) to find them: asked for 64 kB over a few
     /// connections, it walks every bucket. Small chunks stop the walk
-    /// soon after the lines wanted.
+    /// soon after the lines wanted (after the listeners, still as far as
+    /// the first established socket: the whole table when there is none).
     pub(super) fn read(&mut self, most: usize, chunk: usize, until: impl Fn(&str) -> bool) -> bool {
         use std::io::Read;
         self.text.clear();
@@ -197,7 +198,6 @@ pub(super) fn each_listener(
     hex: &[String],
     mut each: impl FnMut(Listener),
 ) -> bool {
-    let mut asked = true;
     for family in [libc::AF_INET, libc::AF_INET6] {
         let mut any = false;
         let r = super::diag::listeners(family, target.port(), &mut b.net, |ip, l| {
@@ -206,18 +206,16 @@ pub(super) fn each_listener(
                 each(l);
             }
         });
-        if r.is_err() {
-            asked = false;
-            break;
-        }
+        // (A dump that failed half-way keeps what it gave: the files would
+        // give the same listeners twice.)
         if any {
             return true;
         }
+        if r.is_err() {
+            return each_listener_in_files(b, target, hex, each);
+        }
     }
-    if asked {
-        return false;
-    }
-    each_listener_in_files(b, target, hex, each)
+    false
 }
 
 /// [`each_listener`] from /proc/net/tcp{,6}.
