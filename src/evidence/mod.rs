@@ -672,11 +672,8 @@ mod tests {
             revents: 0,
         };
         // SAFETY: poll reads and writes one pollfd we own.
-        assert_eq!(
-            unsafe { libc::poll(&mut p, 1, 10_000) },
-            1,
-            "the connection queued"
-        );
+        let ready = unsafe { libc::poll(&mut p, 1, 10_000) };
+        assert_eq!(ready, 1, "the connection queued");
         let (mut b, hex) = (Bufs::new(), proc_hex(&addr));
         let (mut asked, mut read) = (Vec::new(), Vec::new());
         assert!(each_listener(&mut b, &addr, &hex, |l| asked.push(l)));
