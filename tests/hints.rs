@@ -892,13 +892,17 @@ fn a_tail_well_above_the_clients_lateness_is_the_servers() {
     assert!(r.lat().send_lag_us.p99 > 1000, "{late}");
     assert!(late.contains("is well above that"), "{late}");
     assert!(!late.contains("the client is the bottleneck"), "{late}");
-    // (Once more when late all the same: a stall of the machine's own, as
-    // this VM's kdamond taking a core for 1-2 ms every 512 ms, makes a
-    // few of 800 queries late with nothing on the core; CI saw 9 of 827.)
+    // (Again when late all the same, up to three runs: a stall of the
+    // machine's own, as this VM's kdamond taking a core for 1-2 ms every
+    // 512 ms, makes a few of 800 queries late with nothing on the core;
+    // CI saw 9 of 827, and once 12 of 827 in two runs in a row.)
     let mut on_time = run("tail-on-time").0;
-    if on_time.contains("the client sent") {
+    for again in ["tail-on-time-2", "tail-on-time-3"] {
+        if !on_time.contains("the client sent") {
+            break;
+        }
         eprintln!("NOTE: the run without the busy loop was late; once more:\n{on_time}");
-        on_time = run("tail-on-time-2").0;
+        on_time = run(again).0;
     }
     assert!(!on_time.contains("is well above that"), "{on_time}");
     assert!(!on_time.contains("the client sent"), "{on_time}");
