@@ -8,21 +8,20 @@
 //! diagnostics are not to be had (see `procfs::each_listener`).
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+};
+use netlink_packet_sock_diag::inet::{
+    ExtensionFlags, InetRequest, InetResponse, SocketId, StateFlags,
+};
+use netlink_packet_sock_diag::SockDiagMessage;
 
 use super::procfs::Listener;
 
-const SOCK_DIAG_BY_FAMILY: u16 = 20;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const TCP_LISTEN: u32 = 10;
-/// nlmsghdr, then inet_diag_req_v2 (family, protocol, ext, pad, states,
-/// then the 48-byte inet_diag_sockid).
-const REQUEST_LEN: usize = 16 + 8 + 48;
-/// inet_diag_msg: family, state, timer, retrans, the sockid, expires,
-/// rqueue, wqueue, uid, inode.
-const MSG_LEN: usize = 72;
+const TCP_LISTEN: u8 = 10;
 
 /// Each listener of `family` (AF_INET or AF_INET6) on `port`, with its
 /// local address, into `each`; `buf` receives the kernel's answer (kept by
@@ -47,17 +46,7 @@ pub(super) fn listeners(
     }
     // SAFETY: fd was just opened and is owned by nothing else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut req = [0u8; REQUEST_LEN];
-    req[0..4].copy_from_slice(&(REQUEST_LEN as u32).to_ne_bytes());
-    req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
-    req[6..8].copy_from_slice(&flags.to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    req[16] = family as u8;
-    req[17] = libc::IPPROTO_TCP as u8;
-    req[20..24].copy_from_slice(&(1u32 << TCP_LISTEN).to_ne_bytes());
-    // The kernel skips listeners on other ports itself.
-    req[24..26].copy_from_slice(&port.to_be_bytes());
+    let req = request(family, port);
     // SAFETY: req is a live buffer of req.len() bytes; an unconnected
     // netlink socket sends to the kernel.
     let sent = unsafe { libc::send(fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
@@ -94,56 +83,76 @@ pub(super) fn listeners(
             return Err(io::Error::other("a socket diagnostics datagram was cut"));
         }
         let mut at = 0;
-        while at + 16 <= n {
-            let len = u32::from_ne_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
-            let kind = u16::from_ne_bytes(buf[at + 4..at + 6].try_into().unwrap());
-            if len < 16 || at + len > n {
-                return Err(io::Error::other("a malformed socket diagnostics message"));
-            }
-            // NLMSG_DONE and NLMSG_ERROR carry an int: 0, or -errno.
-            let code = || {
-                buf.get(at + 16..at + 20)
-                    .map_or(0, |b| i32::from_ne_bytes(b.try_into().unwrap()))
-            };
-            match kind {
-                NLMSG_DONE if code() < 0 => return Err(io::Error::from_raw_os_error(-code())),
-                NLMSG_DONE => return Ok(()),
-                NLMSG_ERROR => return Err(io::Error::from_raw_os_error(-code())),
-                SOCK_DIAG_BY_FAMILY if len >= 16 + MSG_LEN => {
-                    let m = &buf[at + 16..at + 16 + MSG_LEN];
-                    if let Some((ip, l)) = listener_of(m, port) {
+        while at < n {
+            let msg = NetlinkMessage::<SockDiagMessage>::deserialize(&buf[at..n]).map_err(|e| {
+                io::Error::other(format!("a malformed socket diagnostics message: {e}"))
+            })?;
+            match msg.payload {
+                NetlinkPayload::Done(d) if d.code < 0 => {
+                    return Err(io::Error::from_raw_os_error(-d.code))
+                }
+                NetlinkPayload::Done(_) => return Ok(()),
+                NetlinkPayload::Error(e) => {
+                    return Err(e.code.map_or_else(
+                        || io::Error::other("the kernel acknowledged a dump"),
+                        |c| io::Error::from_raw_os_error(-c.get()),
+                    ))
+                }
+                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
+                    if let Some((ip, l)) = listener_of(&r, port) {
                         each(ip, l);
                     }
                 }
                 _ => {}
             }
-            // Messages are aligned to 4 bytes.
-            at += (len + 3) & !3;
+            // Messages are aligned to 4 bytes (the length is at least a
+            // header's: checked by deserialize).
+            at += (msg.header.length as usize + 3) & !3;
         }
     }
 }
 
-/// One inet_diag_msg of a listener on `port`: its local address, and its
-/// accept queue (rqueue, for a listener the connections waiting to be
-/// accepted).
-fn listener_of(m: &[u8], port: u16) -> Option<(IpAddr, Listener)> {
-    let u32_at = |i: usize| u32::from_ne_bytes(m[i..i + 4].try_into().unwrap());
+/// The dump of TCP listeners of `family` on `port` (the kernel skips
+/// listeners on other ports itself).
+fn request(family: i32, port: u16) -> Vec<u8> {
+    let mut socket_id = if family == libc::AF_INET6 {
+        SocketId::new_v6()
+    } else {
+        SocketId::new_v4()
+    };
+    socket_id.source_port = port;
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    header.sequence_number = 1;
+    let mut msg = NetlinkMessage::new(
+        header,
+        NetlinkPayload::InnerMessage(SockDiagMessage::InetRequest(InetRequest {
+            family: family as u8,
+            protocol: libc::IPPROTO_TCP as u8,
+            extensions: ExtensionFlags::empty(),
+            states: StateFlags::LISTEN,
+            socket_id,
+        })),
+    );
+    msg.finalize();
+    let mut req = vec![0; msg.buffer_len()];
+    msg.serialize(&mut req);
+    req
+}
+
+/// A listener on `port`: its local address, and its accept queue
+/// (recv_queue, for a listener the connections waiting to be accepted).
+fn listener_of(r: &InetResponse, port: u16) -> Option<(IpAddr, Listener)> {
+    let h = &r.header;
     // (The kernel filters by port already; checked all the same.)
-    if u32::from(m[1]) != TCP_LISTEN || u16::from_be_bytes([m[4], m[5]]) != port {
+    if h.state != TCP_LISTEN || h.socket_id.source_port != port {
         return None;
     }
-    // The sockid's source address, from byte 8, in network order.
-    let src: [u8; 16] = m[8..24].try_into().unwrap();
-    let ip = match i32::from(m[0]) {
-        libc::AF_INET => IpAddr::V4(Ipv4Addr::new(src[0], src[1], src[2], src[3])),
-        libc::AF_INET6 => IpAddr::V6(Ipv6Addr::from(src)),
-        _ => return None,
-    };
     Some((
-        ip,
+        h.socket_id.source_address,
         Listener {
-            inode: u64::from(u32_at(68)),
-            queued: u64::from(u32_at(56)),
+            inode: u64::from(h.inode),
+            queued: u64::from(h.recv_queue),
             sockets: 1,
         },
     ))

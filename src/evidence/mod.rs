@@ -707,6 +707,19 @@ mod tests {
         assert!(each_listener(&mut b, &to, &proc_hex(&to), |_| {}));
         assert!(!diag::reaches("127.0.0.2".parse().unwrap(), &to));
         assert!(diag::reaches("::ffff:127.0.0.1".parse().unwrap(), &to));
+        // An IPv6 listener, asked of the AF_INET6 dump, by address.
+        if let Ok(l6) = std::net::TcpListener::bind("[::1]:0") {
+            let a6 = l6.local_addr().unwrap();
+            let mut seen = Vec::new();
+            diag::listeners(libc::AF_INET6, a6.port(), &mut b.net, |ip, l| {
+                seen.push((ip, l.queued))
+            })
+            .expect("NETLINK_SOCK_DIAG, AF_INET6");
+            assert_eq!(seen, [(a6.ip(), 0)]);
+            assert!(each_listener(&mut b, &a6, &proc_hex(&a6), |_| {}));
+        } else {
+            eprintln!("no IPv6 loopback here: its listener is not asked");
+        }
     }
 
     #[test]
