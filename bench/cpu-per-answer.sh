@@ -27,6 +27,11 @@
 # response time (throng: from the due time); flame and dnsperf print only
 # a mean, shown as p50 "~mean".
 #
+# THRONG_BASE=<another throng build> adds its default UDP row
+# ("throng-base"), run right after throng's in each round, and the ratio
+# of the two per round: this build against an earlier one, in the same
+# invocation (the machine's hour weighs on both alike).
+#
 # flame: $FLAME, else ~/.cache/throng-peers/flamethrower-0.12/build/flame,
 # else ../shared/peers/build-flame.sh builds it; without it the table says
 # so and compares with dnsperf alone.
@@ -84,21 +89,23 @@ until grep -q "start of service" "$work/unbound.log"; do
 done
 echo "www.example.test A" >"$work/queries"
 
-# Each run prints "answers cpu_s achieved_qps p50_us p99_us".
+# Each run prints "answers cpu_s achieved_qps p50_us p99_us lag_p99_us"
+# (send lag: throng's alone, "-" for the others).
 # (The last line: a failed run's file starts with its exit status.)
 cpu() { tail -1 "$work/time" | awk '{ printf "%.3f", $1 + $2 }'; }
 
 throng_run() { # TRANSPORT CONNS [throng flags]
   local transport=$1 c=$2
   shift 2
-  /usr/bin/time -o "$work/time" -f '%U %S' taskset -c 1 "$bin" client "127.0.0.1:$port" \
+  /usr/bin/time -o "$work/time" -f '%U %S' taskset -c 1 "${tbin:-$bin}" client "127.0.0.1:$port" \
     --transport "$transport" --proto dns --qnames "$work/queries" -c "$c" -r "$rate" -w 1 \
     -T "${secs}s" --connect-rate 20k -q --json "$work/t.json" "$@" >/dev/null 2>&1 || true
   python3 - "$work/t.json" "$(cpu)" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 q, l = r["queries"], r["latency"]["response_time_us"]
-print(q["answered"], sys.argv[2], f"{q['answered'] / q['seconds']:.0f}", l["p50"], l["p99"])
+lag = r["latency"].get("send_lag_us") or {}
+print(q["answered"], sys.argv[2], f"{q['answered'] / q['seconds']:.0f}", l["p50"], l["p99"], lag.get("p99", "-"))
 print(f"  ({r['connections']['attempted']} connections attempted)", file=sys.stderr)
 PY
 }
@@ -119,7 +126,7 @@ total = [r for r in rows if "total_r_count" in r][-1]
 n = sum(r["period_r_count"] for r in gens)
 mean_ms = sum(r["period_r_count"] * r["period_response_avg_ms"] for r in gens) / max(n, 1)
 # flame gives a mean, no percentiles: shown as p50 "~mean".
-print(total["total_r_count"], sys.argv[2], total["total_qps_r_avg"], f"~{mean_ms * 1000:.0f}", "-")
+print(total["total_r_count"], sys.argv[2], total["total_qps_r_avg"], f"~{mean_ms * 1000:.0f}", "-", "-")
 PY
 }
 
@@ -132,17 +139,23 @@ t = open(sys.argv[1]).read()
 done = int(re.search(r"Queries completed:\s+(\d+)", t).group(1))
 qps = float(re.search(r"Queries per second:\s+([\d.]+)", t).group(1))
 lat = float(re.search(r"Average Latency \(s\):\s+([\d.]+)", t).group(1))
-print(done, sys.argv[2], f"{qps:.0f}", f"~{lat * 1e6:.0f}", "-")
+print(done, sys.argv[2], f"{qps:.0f}", f"~{lat * 1e6:.0f}", "-", "-")
 PY
 }
 
 # The cases: name and command, alternated within each round.
-cases=("udp throng" "udp throng-slack1ms")
+cases=("udp throng")
+if [ -n "${THRONG_BASE:-}" ]; then
+  [ -x "$THRONG_BASE" ] || { echo "THRONG_BASE=$THRONG_BASE is not an executable" >&2; exit 1; }
+  cases+=("udp throng-base")
+fi
+cases+=("udp throng-slack1ms")
 [ -n "$flame" ] && cases+=("udp flame-c256" "udp flame-c10")
 cases+=("udp dnsperf" "tcp throng" "tcp throng-slack1ms" "tcp throng-c256" "tcp throng-c256-slack1ms" "tcp dnsperf")
 run_case() {
   case "$1 $2" in
     "udp throng") throng_run udp "$sockets" ;;
+    "udp throng-base") tbin=$THRONG_BASE throng_run udp "$sockets" ;;
     "udp throng-slack1ms") throng_run udp "$sockets" --slack 1ms ;;
     # 256 generators (a socket each), each a burst of 10 every 128 ms:
     # 20,000/s from the ticks themselves.
@@ -160,9 +173,9 @@ run_case() {
 for ((i = 1; i <= repeat; i++)); do
   for c in "${cases[@]}"; do
     set -- $c
-    read -r answers cpu_s qps p50 p99 < <(run_case "$1" "$2" 2>>"$work/notes")
-    echo "$1 $2 $answers $cpu_s $qps $p50 $p99" >>"$work/runs"
-    echo "round $i: $1 $2: $answers answers, ${cpu_s}s CPU, $qps/s, p50 $p50 p99 $p99 $(tail -1 "$work/notes" 2>/dev/null)" >&2
+    read -r answers cpu_s qps p50 p99 lag < <(run_case "$1" "$2" 2>>"$work/notes")
+    echo "$1 $2 $answers $cpu_s $qps $p50 $p99 $lag" >>"$work/runs"
+    echo "round $i: $1 $2: $answers answers, ${cpu_s}s CPU, $qps/s, p50 $p50 p99 $p99 send lag p99 $lag $(tail -1 "$work/notes" 2>/dev/null)" >&2
     : >"$work/notes"
   done
 done
@@ -174,13 +187,22 @@ python3 - "$work/runs" <<'PY'
 import sys, statistics
 rows = {}
 for line in open(sys.argv[1]):
-    mode, tool, answers, cpu, qps, p50, p99 = line.split()
-    rows.setdefault((mode, tool), []).append((int(answers), float(cpu), int(qps), p50, p99))
-print(f"{'mode':<5} {'client':<20} {'CPU us/answer':>14} {'range':>14} {'answers/s':>10} {'p50 us':>8} {'p99 us':>8}")
+    mode, tool, answers, cpu, qps, p50, p99, lag = line.split()
+    rows.setdefault((mode, tool), []).append((int(answers), float(cpu), int(qps), p50, p99, lag))
+print(f"{'mode':<5} {'client':<20} {'CPU us/answer':>14} {'range':>14} {'answers/s':>10} {'p50 us':>8} {'p99 us':>8} {'lag p99':>8}")
 for (mode, tool), rs in rows.items():
     per = [c * 1e6 / a if a else float("inf") for a, c, *_ in rs]
     med = statistics.median(per)
     mid = sorted(rs, key=lambda r: r[1] * 1e6 / r[0] if r[0] else float("inf"))[len(rs) // 2]
     rng = f"{min(per):.1f}-{max(per):.1f}"
-    print(f"{mode:<5} {tool:<20} {med:>14.1f} {rng:>14} {statistics.median(r[2] for r in rs):>10.0f} {mid[3]:>8} {mid[4]:>8}")
+    print(f"{mode:<5} {tool:<20} {med:>14.1f} {rng:>14} {statistics.median(r[2] for r in rs):>10.0f} {mid[3]:>8} {mid[4]:>8} {mid[5]:>8}")
+# This build against THRONG_BASE, round by round.
+new, base = rows.get(("udp", "throng")), rows.get(("udp", "throng-base"))
+if new and base:
+    per = lambda r: r[1] * 1e6 / r[0] if r[0] else float("inf")
+    ratios = [per(a) / per(b) for a, b in zip(new, base)]
+    lags = [f"{a[5]}/{b[5]}" for a, b in zip(new, base)]
+    print("udp throng / throng-base, CPU per answer by round:",
+          " ".join(f"{x:.3f}" for x in ratios), f"(median {statistics.median(ratios):.3f});",
+          "send lag p99 (us) by round:", " ".join(lags))
 PY
