@@ -97,11 +97,17 @@ cpu() { tail -1 "$work/time" | awk '{ printf "%.3f", $1 + $2 }'; }
 throng_run() { # TRANSPORT CONNS [throng flags]
   local transport=$1 c=$2
   shift 2
+  # (A run that fails writes no file: the last run's must not stand in.)
+  rm -f "$work/t.json"
   /usr/bin/time -o "$work/time" -f '%U %S' taskset -c 1 "${tbin:-$bin}" client "127.0.0.1:$port" \
     --transport "$transport" --proto dns --qnames "$work/queries" -c "$c" -r "$rate" -w 1 \
     -T "${secs}s" --connect-rate 20k -q --json "$work/t.json" "$@" >/dev/null 2>&1 || true
   python3 - "$work/t.json" "$(cpu)" <<'PY'
-import json, sys
+import json, os, sys
+if not os.path.exists(sys.argv[1]):
+    print(0, sys.argv[2], 0, "-", "-", "-")
+    print("  (the run failed: no result)", file=sys.stderr)
+    sys.exit()
 r = json.load(open(sys.argv[1]))
 q, l = r["queries"], r["latency"]["response_time_us"]
 lag = r["latency"].get("send_lag_us") or {}
@@ -200,7 +206,7 @@ for (mode, tool), rs in rows.items():
 new, base = rows.get(("udp", "throng")), rows.get(("udp", "throng-base"))
 if new and base:
     per = lambda r: r[1] * 1e6 / r[0] if r[0] else float("inf")
-    ratios = [per(a) / per(b) for a, b in zip(new, base)]
+    ratios = [per(a) / per(b) if per(b) else float("inf") for a, b in zip(new, base)]
     lags = [f"{a[5]}/{b[5]}" for a, b in zip(new, base)]
     print("udp throng / throng-base, CPU per answer by round:",
           " ".join(f"{x:.3f}" for x in ratios), f"(median {statistics.median(ratios):.3f});",

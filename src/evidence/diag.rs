@@ -12,12 +12,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+    DoneBuffer, ErrorBuffer, NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload,
+    Parseable, NLMSG_DONE, NLMSG_ERROR, NLM_F_DUMP, NLM_F_REQUEST,
 };
 use netlink_packet_sock_diag::inet::{
-    ExtensionFlags, InetRequest, InetResponse, SocketId, StateFlags,
+    ExtensionFlags, InetRequest, InetResponseHeader, SocketId, StateFlags,
 };
-use netlink_packet_sock_diag::SockDiagMessage;
+use netlink_packet_sock_diag::{SockDiagMessage, SOCK_DIAG_BY_FAMILY};
 
 use super::procfs::Listener;
 
@@ -25,7 +26,7 @@ const TCP_LISTEN: u8 = 10;
 
 /// Each listener of `family` (AF_INET or AF_INET6) on `port`, with its
 /// local address, into `each`; `buf` receives the kernel's answer (kept by
-/// the sampler, so that a sample allocates nothing once it has grown).
+/// the sampler: it grows once).
 /// An error when the kernel's diagnostics cannot be asked (no inet_diag).
 pub(super) fn listeners(
     family: i32,
@@ -84,30 +85,52 @@ pub(super) fn listeners(
         }
         let mut at = 0;
         while at < n {
-            let msg = NetlinkMessage::<SockDiagMessage>::deserialize(&buf[at..n]).map_err(|e| {
+            let msg = NetlinkBuffer::new_checked(&buf[at..n]).map_err(|e| {
                 io::Error::other(format!("a malformed socket diagnostics message: {e}"))
             })?;
-            match msg.payload {
-                NetlinkPayload::Done(d) if d.code < 0 => {
-                    return Err(io::Error::from_raw_os_error(-d.code))
+            let payload = msg.payload();
+            match msg.message_type() {
+                NLMSG_DONE => {
+                    // An int: 0, or -errno (older kernels may send none).
+                    let code = if payload.len() >= 4 {
+                        DoneBuffer::new(payload).code()
+                    } else {
+                        0
+                    };
+                    return if code < 0 {
+                        Err(io::Error::from_raw_os_error(-code))
+                    } else {
+                        Ok(())
+                    };
                 }
-                NetlinkPayload::Done(_) => return Ok(()),
-                NetlinkPayload::Error(e) => {
-                    return Err(e.code.map_or_else(
-                        || io::Error::other("the kernel acknowledged a dump"),
+                NLMSG_ERROR => {
+                    let code = ErrorBuffer::new_checked(payload)
+                        .ok()
+                        .and_then(|e| e.code());
+                    return Err(code.map_or_else(
+                        || {
+                            io::Error::other(
+                                "the socket diagnostics ended the dump with no error code",
+                            )
+                        },
                         |c| io::Error::from_raw_os_error(-c.get()),
-                    ))
+                    ));
                 }
-                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
-                    if let Some((ip, l)) = listener_of(&r, port) {
+                SOCK_DIAG_BY_FAMILY => {
+                    // The fixed part alone: no attributes were asked for,
+                    // and a reply that does not parse is skipped.
+                    if let Some((ip, l)) = InetResponseHeader::parse(payload)
+                        .ok()
+                        .and_then(|h| listener_of(&h, port))
+                    {
                         each(ip, l);
                     }
                 }
                 _ => {}
             }
             // Messages are aligned to 4 bytes (the length is at least a
-            // header's: checked by deserialize).
-            at += (msg.header.length as usize + 3) & !3;
+            // header's: checked by new_checked).
+            at += (msg.length() as usize + 3) & !3;
         }
     }
 }
@@ -142,8 +165,7 @@ fn request(family: i32, port: u16) -> Vec<u8> {
 
 /// A listener on `port`: its local address, and its accept queue
 /// (recv_queue, for a listener the connections waiting to be accepted).
-fn listener_of(r: &InetResponse, port: u16) -> Option<(IpAddr, Listener)> {
-    let h = &r.header;
+fn listener_of(h: &InetResponseHeader, port: u16) -> Option<(IpAddr, Listener)> {
     // (The kernel filters by port already; checked all the same.)
     if h.state != TCP_LISTEN || h.socket_id.source_port != port {
         return None;
