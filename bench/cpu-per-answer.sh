@@ -195,17 +195,18 @@ rows = {}
 for line in open(sys.argv[1]):
     mode, tool, answers, cpu, qps, p50, p99, lag = line.split()
     rows.setdefault((mode, tool), []).append((int(answers), float(cpu), int(qps), p50, p99, lag))
+# CPU µs per answer of one run (a run with no answers: infinite).
+per = lambda r: r[1] * 1e6 / r[0] if r[0] else float("inf")
 print(f"{'mode':<5} {'client':<20} {'CPU us/answer':>14} {'range':>14} {'answers/s':>10} {'p50 us':>8} {'p99 us':>8} {'lag p99':>8}")
 for (mode, tool), rs in rows.items():
-    per = [c * 1e6 / a if a else float("inf") for a, c, *_ in rs]
-    med = statistics.median(per)
-    mid = sorted(rs, key=lambda r: r[1] * 1e6 / r[0] if r[0] else float("inf"))[len(rs) // 2]
-    rng = f"{min(per):.1f}-{max(per):.1f}"
+    each = [per(r) for r in rs]
+    med = statistics.median(each)
+    mid = sorted(rs, key=per)[len(rs) // 2]
+    rng = f"{min(each):.1f}-{max(each):.1f}"
     print(f"{mode:<5} {tool:<20} {med:>14.1f} {rng:>14} {statistics.median(r[2] for r in rs):>10.0f} {mid[3]:>8} {mid[4]:>8} {mid[5]:>8}")
 # This build against THRONG_BASE, round by round.
 new, base = rows.get(("udp", "throng")), rows.get(("udp", "throng-base"))
 if new and base:
-    per = lambda r: r[1] * 1e6 / r[0] if r[0] else float("inf")
     ratios = [per(a) / per(b) if per(b) else float("inf") for a, b in zip(new, base)]
     lags = [f"{a[5]}/{b[5]}" for a, b in zip(new, base)]
     print("udp throng / throng-base, CPU per answer by round:",
