@@ -79,7 +79,7 @@ start_server() {
 
 floor_rate=
 if [ "${FLOOR:-1}" != 0 ]; then
-  gcc -O2 -o "$work/floor" bench/baseline/client.c
+  gcc -O2 -o "$work/floor" bench/baseline/client.c -lm
   start_server 4243 "$work/floor-server.out"
   fsrv=$started
   each=19000 left=$n k=0 fouts=() at_once=$(nproc)

@@ -10,7 +10,9 @@
 # floor client's window-1 rate (bench/baseline/client.c, a closed loop on
 # raw epoll) against throng's highest paced rate with response p99 <= 1 ms
 # (steps of 5% of the floor's rate, from 100% down), and the ratio (issue
-# 31 point 3).
+# 31 point 3); beside it the floor's own paced client (client.c's paced
+# mode: raw epoll, a timerfd, Poisson arrivals as throng's default)
+# searched the same way, which tells what a paced client reaches here.
 # Usage: bench/traffic-accuracy.sh [SECONDS]   ONLY=paced: that part alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,13 +25,12 @@ trap 'kill $srv $esrv 2>/dev/null || true; rm -rf "$work"' EXIT
 
 # paced_vs_floor: the last part (see the top).
 paced_vs_floor() {
-  gcc -O2 -o "$work/floor" bench/baseline/client.c
+  gcc -O2 -o "$work/floor" bench/baseline/client.c -lm
   taskset -c 0 "$bin" server --listen 127.0.0.1:0 --workers 1 --mode echo >"$work/echo.out" 2>&1 &
   esrv=$!
   until grep -q '^listen backlog' "$work/echo.out"; do sleep 0.05; done
   local port
   port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\) (tcp)$/\1/p' "$work/echo.out")
-  local floor
   floor=$(taskset -c 1 "$work/floor" load 127.0.0.1 "$port" 2000 1 "$secs" echo 64 |
     sed -n 's/.*rate \([0-9]*\)$/\1/p')
   echo "floor client, 2000 connections, window 1: $floor/s"
@@ -44,24 +45,45 @@ paced_vs_floor() {
   # row is the figure: a p99 near 1 ms passes or fails by chance, and a
   # stall of the machine inside a run fails a step (the next one down
   # then decides).
-  local best=0 pct line p99 rate
+  local best fbest
+  best=$(search run_throng "$port")
+  fbest=$(search run_floor "$port")
+  awk -v b="$best" -v p="$fbest" -v f="$floor" 'BEGIN {
+    printf "over 2000 connections, p99 <= 1 ms: throng paced up to %d/s, %.2fx the floor'"'"'s window-1 %d/s;", b, b / f, f
+    printf " the floor paced up to %d/s (%.2fx); throng / floor paced %.2f\n", p, p / f, p ? b / p : 0 }'
+}
+
+# run_throng PORT RATE / run_floor PORT RATE: one paced run over 2,000
+# connections, as a line of `run`'s columns.
+run_throng() { run 2000 "$2" "127.0.0.1:$1" --proto echo --size 64; }
+run_floor() {
+  local out cpu
+  out=$(/usr/bin/time -f "%U %S" -o "$work/ftime" taskset -c 1 "$work/floor" paced 127.0.0.1 "$1" 2000 "$2" "$secs" 64)
+  cpu=$(awk '{print $1 + $2}' "$work/ftime")
+  awk -v r="$2" -v cpu="$cpu" -v secs="$secs" '{for (i = 1; i < NF; i++) v[$i] = $(i + 1)
+    printf "%6s %9.0f %7.2f%% %8s %9s %8.2f  (floor paced)\n", 2000, r, 100 * v["rate"] / r, v["p50_us"], v["p99_us"], cpu / secs}' <<<"$out"
+}
+
+# search RUNNER PORT: the highest step (percent of $floor, from 100 down)
+# whose p99 is at most 1 ms twice in a row; the runs go to stderr.
+search() {
+  local pct line p99 rate
   for pct in 100 95 90 85 80 75 70 65 60 55 50 45 40 35 30 25 20 15 10; do
     rate=$((floor * pct / 100))
-    line=$(run 2000 "$rate" "127.0.0.1:$port" --proto echo --size 64)
-    echo "$line"
+    line=$("$1" "$2" "$rate")
+    echo "$line" >&2
     p99=$(awk '{print $5}' <<<"$line")
     if [ "$p99" -le 1000 ]; then
-      line=$(run 2000 "$rate" "127.0.0.1:$port" --proto echo --size 64)
-      echo "$line  (again)"
+      line=$("$1" "$2" "$rate")
+      echo "$line  (again)" >&2
       p99=$(awk '{print $5}' <<<"$line")
       if [ "$p99" -le 1000 ]; then
-        best=$rate
-        break
+        echo "$rate"
+        return
       fi
     fi
   done
-  awk -v b="$best" -v f="$floor" \
-    'BEGIN {printf "over 2000 connections: paced with p99 <= 1 ms up to %d/s, %.2fx the floor'"'"'s %d/s\n", b, b / f, f}'
+  echo 0
 }
 taskset -c 0 "$bin" server --listen 127.0.0.1:0 --workers 1 >"$work/server.out" 2>&1 &
 srv=$!

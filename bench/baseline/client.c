@@ -6,6 +6,13 @@
  *          keeps WINDOW requests in flight on each of CONNS connections
  *          (echo: SIZE-byte messages, default 64; http: GET / requests)
  *          for SECONDS, then prints "responses N seconds S rate R".
+ * paced:   client paced HOST PORT CONNS RATE SECONDS [SIZE] [poisson|constant]
+ *          sends SIZE-byte echo queries (default 64) at RATE a second for
+ *          SECONDS, each due time's query on the next connection in turn
+ *          (queued behind one in flight, as pipelining would), arrivals
+ *          Poisson by default; a timerfd wakes it for the next due time.
+ *          Each response time counts from its query's due time; prints
+ *          "answered N seconds S rate R p50_us A p99_us B lag_p99_us C".
  * connect: client connect SOURCE_IP HOST PORT N [hold]
  *          opens N connections from SOURCE_IP (non-blocking, up to 1024 in
  *          flight), holds them, and prints "established N seconds S rate R"
@@ -21,7 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <math.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -147,6 +156,117 @@ static int load(int argc, char **argv) {
     return 0;
 }
 
+static int cmp_u32(const void *a, const void *b) {
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return (x > y) - (x < y);
+}
+
+static unsigned pct(unsigned *v, long n, double p) {
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_u32);
+    long i = (long)ceil(p * n) - 1;
+    return v[i < 0 ? 0 : i];
+}
+
+#define QUEUE 64 /* due times a connection holds in flight at most */
+
+struct pconn {
+    size_t have;         /* bytes of the current response read */
+    int head, len;       /* its queue of due times */
+    double due[QUEUE];
+};
+
+static int paced(int argc, char **argv) {
+    if (argc < 7)
+        return 2;
+    struct sockaddr_in a = addr(argv[2], atoi(argv[3]));
+    int conns = atoi(argv[4]);
+    double rate = atof(argv[5]), secs = atof(argv[6]);
+    size_t size = argc > 7 ? strtoul(argv[7], NULL, 10) : 64;
+    int poisson = !(argc > 8 && !strcmp(argv[8], "constant"));
+    char *msg = calloc(1, size);
+    static char buf[65536];
+    int ep = epoll_create1(0), tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
+    struct pconn *cs = calloc(conns, sizeof *cs);
+    int *fds = calloc(conns, sizeof *fds);
+    for (int i = 0; i < conns; i++) {
+        int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        if (connect(s, (struct sockaddr *)&a, sizeof a)) {
+            perror("connect");
+            return 1;
+        }
+        setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        fds[i] = s;
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = i};
+        epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+    }
+    struct epoll_event tev = {.events = EPOLLIN, .data.u32 = conns};
+    epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &tev);
+    long cap = (long)(rate * secs) + 16, answered = 0, sent = 0, lags = 0, over = 0;
+    unsigned *lat = malloc(cap * sizeof *lat), *lag = malloc(cap * sizeof *lag);
+    srand48(1);
+    double start = now(), end = start + secs, due = start;
+    int next = 0;
+    struct epoll_event evs[256];
+    for (;;) {
+        double t = now();
+        while (due <= t && due < end) { /* every query due by now, each on its own */
+            struct pconn *c = &cs[next];
+            if (c->len == QUEUE) {
+                over++;
+            } else {
+                if (write(fds[next], msg, size) != (ssize_t)size)
+                    return 1;
+                c->due[(c->head + c->len++) % QUEUE] = due;
+                if (lags < cap)
+                    lag[lags++] = (unsigned)((t - due) * 1e6);
+                sent++;
+            }
+            next = (next + 1) % conns;
+            due += poisson ? -log(1 - drand48()) / rate : 1 / rate;
+            t = now();
+        }
+        if (due >= end && answered + over >= sent)
+            break;
+        if (t > end + 5)
+            break; /* answers still missing 5 s after the end */
+        double wake = due < end ? due : t + 0.01;
+        struct itimerspec it = {.it_value = {(time_t)wake, (long)((wake - (time_t)wake) * 1e9)}};
+        timerfd_settime(tfd, TFD_TIMER_ABSTIME, &it, NULL);
+        int n = epoll_wait(ep, evs, 256, -1);
+        double got = now();
+        for (int k = 0; k < n; k++) {
+            int i = evs[k].data.u32;
+            if (i == conns) {
+                unsigned long long x;
+                if (read(tfd, &x, sizeof x) < 0 && errno != EAGAIN)
+                    return 1;
+                continue;
+            }
+            ssize_t r = read(fds[i], buf, sizeof buf);
+            if (r <= 0) {
+                fprintf(stderr, "connection %d closed\n", i);
+                return 1;
+            }
+            struct pconn *c = &cs[i];
+            c->have += r;
+            for (; c->have >= size && c->len; c->have -= size, c->len--) {
+                if (answered < cap)
+                    lat[answered] = (unsigned)((got - c->due[c->head]) * 1e6);
+                answered++;
+                c->head = (c->head + 1) % QUEUE;
+            }
+        }
+    }
+    double took = now() - start;
+    long kept = answered < cap ? answered : cap;
+    printf("answered %ld seconds %.3f rate %.0f p50_us %u p99_us %u lag_p99_us %u unsent %ld\n",
+           answered, took, answered / took, pct(lat, kept, 0.5), pct(lat, kept, 0.99),
+           pct(lag, lags, 0.99), over);
+    return 0;
+}
+
 static int connect_many(int argc, char **argv) {
     if (argc < 6)
         return 2;
@@ -200,8 +320,11 @@ int main(int argc, char **argv) {
         return load(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "connect"))
         return connect_many(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "paced"))
+        return paced(argc, argv);
     fprintf(stderr,
             "usage: client load HOST PORT CONNS WINDOW SECONDS echo|http [SIZE]\n"
+            "       client paced HOST PORT CONNS RATE SECONDS [SIZE] [poisson|constant]\n"
             "       client connect SOURCE_IP HOST PORT N [hold]\n");
     return 2;
 }
