@@ -90,6 +90,24 @@ static long http_feed(struct conn *c, const char *p, size_t n) {
     return done;
 }
 
+/* CONNS blocking connects to A (TCP_NODELAY), each in epoll set EP for
+ * reading with its index as data; NULL if one fails. */
+static int *connect_all(struct sockaddr_in a, int conns, int ep) {
+    int *fds = calloc(conns, sizeof *fds);
+    for (int i = 0; i < conns; i++) {
+        int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        if (connect(s, (struct sockaddr *)&a, sizeof a)) {
+            perror("connect");
+            return NULL;
+        }
+        setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        fds[i] = s;
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = i};
+        epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+    }
+    return fds;
+}
+
 static int load(int argc, char **argv) {
     if (argc < 8)
         return 2;
@@ -105,18 +123,9 @@ static int load(int argc, char **argv) {
         memcpy(burst + w * msg_len, msg, msg_len);
     int ep = epoll_create1(0);
     struct conn *cs = calloc(conns + 1024, sizeof *cs);
-    int *fds = calloc(conns, sizeof *fds);
-    for (int i = 0; i < conns; i++) {
-        int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-        if (connect(s, (struct sockaddr *)&a, sizeof a)) {
-            perror("connect");
-            return 1;
-        }
-        setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        fds[i] = s;
-        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = i};
-        epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
-    }
+    int *fds = connect_all(a, conns, ep);
+    if (!fds)
+        return 1;
     double start = now(), end = start + secs;
     for (int i = 0; i < conns; i++)
         if (write(fds[i], burst, msg_len * window) != (ssize_t)(msg_len * window))
@@ -189,18 +198,9 @@ static int paced(int argc, char **argv) {
     static char buf[65536];
     int ep = epoll_create1(0), tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
     struct pconn *cs = calloc(conns, sizeof *cs);
-    int *fds = calloc(conns, sizeof *fds);
-    for (int i = 0; i < conns; i++) {
-        int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-        if (connect(s, (struct sockaddr *)&a, sizeof a)) {
-            perror("connect");
-            return 1;
-        }
-        setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        fds[i] = s;
-        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = i};
-        epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
-    }
+    int *fds = connect_all(a, conns, ep);
+    if (!fds)
+        return 1;
     struct epoll_event tev = {.events = EPOLLIN, .data.u32 = conns};
     epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &tev);
     /* Poisson counts run past rate * secs by a few standard deviations */
