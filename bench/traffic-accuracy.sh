@@ -31,6 +31,7 @@ paced_vs_floor() {
   until grep -q '^listen backlog' "$work/echo.out"; do sleep 0.05; done
   local port
   port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\) (tcp)$/\1/p' "$work/echo.out")
+  local floor
   floor=$(taskset -c 1 "$work/floor" load 127.0.0.1 "$port" 2000 1 "$secs" echo 64 |
     sed -n 's/.*rate \([0-9]*\)$/\1/p')
   echo "floor client, 2000 connections, window 1: $floor/s"
@@ -46,8 +47,8 @@ paced_vs_floor() {
   # stall of the machine inside a run fails a step (the next one down
   # then decides).
   local best fbest
-  best=$(search run_throng "$port")
-  fbest=$(search run_floor "$port")
+  best=$(search run_throng "$port" "$floor")
+  fbest=$(search run_floor "$port" "$floor")
   awk -v b="$best" -v p="$fbest" -v f="$floor" 'BEGIN {
     printf "over 2000 connections, p99 <= 1 ms: throng paced up to %d/s, %.2fx the floor'"'"'s window-1 %d/s;", b, b / f, f
     printf " the floor paced up to %d/s (%.2fx); throng / floor paced %.2f\n", p, p / f, p ? b / p : 0 }'
@@ -64,12 +65,12 @@ run_floor() {
     printf "%6s %9.0f %7.2f%% %8s %9s %8.2f  (floor paced)\n", 2000, r, 100 * v["rate"] / r, v["p50_us"], v["p99_us"], cpu / secs}' <<<"$out"
 }
 
-# search RUNNER PORT: the highest step (percent of $floor, from 100 down)
-# whose p99 is at most 1 ms twice in a row; the runs go to stderr.
+# search RUNNER PORT FLOOR: the highest step (percent of FLOOR, from 100
+# down) whose p99 is at most 1 ms twice in a row; the runs go to stderr.
 search() {
   local pct line p99 rate
   for pct in 100 95 90 85 80 75 70 65 60 55 50 45 40 35 30 25 20 15 10; do
-    rate=$((floor * pct / 100))
+    rate=$(($3 * pct / 100))
     line=$("$1" "$2" "$rate")
     echo "$line" >&2
     p99=$(awk '{print $5}' <<<"$line")

@@ -22,13 +22,13 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <math.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -170,10 +170,10 @@ static int cmp_u32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static unsigned pct(unsigned *v, long n, double p) {
+/* The P quantile of the N values V, sorted. */
+static unsigned pct(const unsigned *v, long n, double p) {
     if (!n)
         return 0;
-    qsort(v, n, sizeof *v, cmp_u32);
     long i = (long)ceil(p * n) - 1;
     return v[i < 0 ? 0 : i];
 }
@@ -262,6 +262,8 @@ static int paced(int argc, char **argv) {
     }
     double took = now() - start;
     long kept = answered < cap ? answered : cap;
+    qsort(lat, kept, sizeof *lat, cmp_u32);
+    qsort(lag, lags, sizeof *lag, cmp_u32);
     printf("answered %ld seconds %.3f rate %.0f p50_us %u p99_us %u lag_p99_us %u unsent %ld\n",
            answered, took, answered / took, pct(lat, kept, 0.5), pct(lat, kept, 0.99),
            pct(lag, lags, 0.99), over);
