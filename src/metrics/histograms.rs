@@ -155,8 +155,10 @@ impl Histograms {
         ]
     }
 
-    /// Adds another part's (a worker's, a process's, a host's).
-    pub fn merge(&mut self, o: &Histograms) -> Result<(), hdrhistogram::AdditionError> {
+    /// Adds another part's (a worker's, a process's, a host's). Refused
+    /// when a sum would count more than a result can write (HdrHistogram
+    /// V2 writes each count as an i64; the addition saturates at 2^64).
+    pub fn merge(&mut self, o: &Histograms) -> anyhow::Result<()> {
         let theirs = [
             &o.connect_time,
             &o.connect_syscall,
@@ -171,7 +173,16 @@ impl Histograms {
             &o.push_delay,
         ];
         for (mine, theirs) in self.each_mut().into_iter().zip(theirs) {
-            mine.take_in(theirs)?;
+            let writable = (i64::MAX as u64).saturating_sub(mine.len());
+            if theirs.len() > writable {
+                anyhow::bail!(
+                    "adding histograms: {} and {} values make more than one histogram can write (2^63)",
+                    mine.len(),
+                    theirs.len()
+                );
+            }
+            mine.take_in(theirs)
+                .map_err(|e| anyhow::anyhow!("adding histograms: {e:?}"))?;
         }
         Ok(())
     }
@@ -310,6 +321,14 @@ pub fn decode_histogram(s: &str) -> anyhow::Result<Histogram<u64>> {
         let mut h: Histogram<u64> = de
             .deserialize(&mut &plain[..])
             .map_err(|e| anyhow::anyhow!("bad HDR histogram: {e:?}"))?;
+        // As a result's other counts (its reader's bound): a sum of such
+        // histograms over any merge short of 1,024 parts writes back.
+        if h.len() > crate::units::MAX_COUNT {
+            anyhow::bail!(
+                "bad HDR histogram: it counts {} values, more than a run counts (at most 2^53)",
+                h.len()
+            );
+        }
         // Its range is what its writer had grown to: another part's
         // larger values, added to it, grow it further.
         h.auto(true);

@@ -151,9 +151,7 @@ impl Outcome {
     /// ([`Sample::merged`]).
     pub fn merge(&mut self, o: &Outcome) -> Result<()> {
         self.totals.merge(&o.totals);
-        self.hists
-            .merge(&o.hists)
-            .map_err(|e| anyhow::anyhow!("adding histograms: {e:?}"))?;
+        self.hists.merge(&o.hists)?;
         self.peak += o.peak;
         self.interrupted |= o.interrupted;
         self.verify_time = self.verify_time.max(o.verify_time);

@@ -154,7 +154,8 @@ pub fn merge(results: &[RunResult], names: &[String]) -> Result<RunResult> {
     };
     let mut o = outcome(first, &names[0])?;
     for (r, name) in results.iter().zip(names).skip(1) {
-        o.merge(&outcome(r, name)?)?;
+        o.merge(&outcome(r, name)?)
+            .map_err(|e| UsageError(format!("{name} cannot be added: {e:#}")))?;
     }
     let mut whole = first.scenario.clone();
     whole.segment = None;
@@ -643,6 +644,52 @@ mod tests {
         let mut other = r.clone();
         other.scenario.segment = Some(Segment { index: 2, count: 2 });
         merge(&[r, other], &names()).unwrap();
+    }
+
+    /// Regression (CI's merge_result fuzz run): a histogram counting 2^62
+    /// values, added to itself, saturated at 2^64, which HdrHistogram V2
+    /// cannot write: a panic writing the merge. A histogram is held to
+    /// a result's bound on reading, and its sums to what V2 writes.
+    #[test]
+    fn histogram_counts_past_2_pow_53_are_refused_on_reading() {
+        let hdr = |n: u64| {
+            let mut h = new_histogram();
+            h.put_n(250, n);
+            encode_histogram(&h)
+        };
+        let path = ["latency", "response_time_us", "hdr"];
+        let r = parse(&file_with(&path, hdr(1 << 62).into())).unwrap();
+        let e = merge(&[r], &names()[..1]).unwrap_err().to_string();
+        assert!(
+            e.starts_with("a.json: not a throng client result: latency.response_time_us.hdr:"),
+            "{e}"
+        );
+        assert!(e.contains("more than a run counts (at most 2^53)"), "{e}");
+        // At the bound it reads, and two of it add.
+        let r = parse(&file_with(&path, hdr(MAX_COUNT).into())).unwrap();
+        let mut other = r.clone();
+        other.scenario.segment = Some(Segment { index: 2, count: 2 });
+        let m = merge(&[r, other], &names()).unwrap();
+        assert_eq!(m.latency.unwrap().response_time_us.count, 2 * MAX_COUNT);
+    }
+
+    /// Sums past what V2 writes (2^63) are refused, not saturated.
+    #[test]
+    fn histogram_sums_past_2_pow_63_are_refused() {
+        let mut a = crate::metrics::Histograms::default();
+        let mut b = crate::metrics::Histograms::default();
+        a.send_lag.put_n(10, 1 << 62);
+        b.send_lag.put_n(10, 1 << 62);
+        let e = a.merge(&b).unwrap_err().to_string();
+        assert!(
+            e.contains("more than one histogram can write (2^63)"),
+            "{e}"
+        );
+        b.send_lag.reset();
+        b.send_lag.put_n(10, (1 << 62) - 1);
+        a.merge(&b).unwrap();
+        assert_eq!(a.send_lag.len(), i64::MAX as u64);
+        encode_histogram(&a.send_lag);
     }
 
     #[test]
