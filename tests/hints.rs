@@ -119,6 +119,17 @@
 //!        (a busy loop on the client's core), and
 //!        report::tests::a_tail_well_above_a_prompt_loop_is_not_the_clients
 //!     not hints::a_client_that_cannot_keep_its_schedule_is_named
+//! warning/note "more workers will not help": a client late while using
+//! under half a core (its threads waited to be run, not for CPU)
+//!     by hints::a_late_idle_client_is_not_told_to_add_cores (a busy loop
+//!        on its core, a prompt server on another), and
+//!        report::tests::a_late_client_is_told_what_would_help
+//!     not hints::a_client_that_cannot_keep_its_schedule_is_named
+//! note "the embedded server runs in the client's process": late with the
+//! server in its own process, neither figure is a server's own
+//!     by hints::a_late_idle_client_is_not_told_to_add_cores (no target),
+//!        and report::tests::a_late_client_is_told_what_would_help
+//!     not hints::a_late_idle_client_is_not_told_to_add_cores (a target)
 //! warning "sent rate is below 99%": "is not reading what it is sent"
 //!     by hostile::server_that_never_reads_backs_up_and_is_named
 //!     not traffic::tcp_per_query_slots_are_named_as_the_servers_pace
@@ -922,4 +933,70 @@ fn a_tail_well_above_the_clients_lateness_is_the_servers() {
             "{on_time}"
         );
     }
+}
+
+/// A client made late by a busy loop on its core (niced, so it waits for
+/// the loop's turns) at 400 echoes a second, against a server on another
+/// core that answers at once: late against the service time, but using
+/// almost no CPU. Its lateness is named as its own, and more cores or
+/// workers are not what it is told to get (the README's first run was,
+/// at 31% of 2 cores). With no target, the embedded server shares the
+/// client's process and core: neither figure is a server's own.
+#[test]
+fn a_late_idle_client_is_not_told_to_add_cores() {
+    let srv = common::server_with(
+        Command::new("taskset").args(["-c", "1", BIN, "server"]),
+        &["--workers", "1"],
+    );
+    let a = srv.addr.to_string();
+    let args = [
+        &a,
+        "--proto",
+        "echo",
+        "-c",
+        "20",
+        "-r",
+        "400",
+        "--workers",
+        "1",
+        "--processes",
+        "1",
+        "-T",
+        "2s",
+        "--check",
+        "none",
+    ];
+    let mut hog = Command::new("taskset")
+        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let (code, out, v) = pinned_client("idle-late", "0", Some("10"), &args);
+    // The same with no target: the embedded server, in the client's
+    // process on the same core, answers.
+    let (e_code, embedded, e_v) = pinned_client("idle-late-embedded", "0", Some("10"), &args[1..]);
+    // SAFETY: our own child.
+    unsafe { libc::kill(hog.id() as i32, libc::SIGKILL) };
+    let _ = hog.wait();
+    assert_eq!(code, 0, "{out}");
+    let r = typed(&v);
+    let cpu = r.client.clone().unwrap();
+    assert!(!cpu.shares_cores_with_server, "{out}");
+    assert!(cpu.cpu_s < 0.5 * cpu.wall_s, "{out}");
+    assert!(r.lat().send_lag_us.p99 > 1000, "{out}");
+    assert!(out.contains("the client sent"), "{out}");
+    assert!(out.contains("more workers will not help"), "{out}");
+    assert!(!out.contains("the client is the bottleneck"), "{out}");
+    assert!(!out.contains("more cores"), "{out}");
+    assert!(!out.contains("embedded server"), "{out}");
+    assert_eq!(e_code, 0, "{embedded}");
+    assert!(typed(&e_v).lat().send_lag_us.p99 > 1000, "{embedded}");
+    assert!(
+        embedded.contains("the embedded server runs in the client's process"),
+        "{embedded}"
+    );
+    assert!(
+        !embedded.contains("the client is the bottleneck"),
+        "{embedded}"
+    );
+    assert!(!embedded.contains("more cores"), "{embedded}");
 }

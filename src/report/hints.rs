@@ -255,11 +255,13 @@ pub(super) fn loop_kept(h: &crate::metrics::Histograms) -> bool {
 /// sharing them with the server, clears neither side). None when it sent
 /// on time and was not busy. `not_sent`: queries given up behind full
 /// sockets or windows; then the lag is theirs, not the client's.
+/// `embedded`: the server ran in the client's process, on its cores.
 pub fn lag_warning(
     h: &crate::metrics::Histograms,
     not_sent: u64,
     waited: Option<&str>,
     cpu: Option<&crate::evidence::ClientCpu>,
+    embedded: bool,
 ) -> Option<String> {
     let lag = h.send_lag.value_at_quantile(0.99);
     let loop_lag = h.loop_lag.value_at_quantile(0.99);
@@ -320,6 +322,27 @@ pub fn lag_warning(
     }
     let service = h.service_time.value_at_quantile(0.99);
     let sharing = cpu.filter(|c| c.shares_cores_with_server);
+    let own_delay = lag * 2 >= service || loop_lag * 4 > service;
+    if embedded && own_delay {
+        return Some(format!(
+            "note: the client sent late ({lags}) against a service time p99 of {}; the \
+             embedded server runs in the client's process, on its cores, so each delays the \
+             other and neither figure is a server's own. Point the client at a server on \
+             other cores or another host (throng server, or yours)",
+            human_us(service)
+        ));
+    }
+    // Every thread of a client under half a core was idle most of the
+    // time: late, it waited to be run, not for CPU of its own.
+    let idle = cpu.filter(|c| c.cpu_s < 0.5 * c.wall_s).map(|c| {
+        format!(
+            "it used {:.0}% of its {} core(s), less than half of one: its threads waited to be \
+             run (other work on these cores, or the host not running this machine), not for \
+             CPU of their own. Run it where it has cores to itself (taskset -c, a quieter \
+             host); more workers will not help",
+            c.cpu_pct, c.cores
+        )
+    });
     if let (true, Some(c)) = (lag * 2 >= service, sharing) {
         Some(format!(
             "warning: the client sent late ({lags}) against a service time p99 of {}, and it \
@@ -330,6 +353,12 @@ pub fn lag_warning(
             c.cores,
             c.with_server_pct,
             c.cpu_pct
+        ))
+    } else if let (true, Some(idle)) = (lag * 2 >= service, &idle) {
+        Some(format!(
+            "warning: the client sent late ({lags}) against a service time p99 of {}: much of \
+             the response time is its own delay, yet {idle}",
+            human_us(service)
         ))
     } else if lag * 2 >= service {
         Some(format!(
@@ -343,6 +372,13 @@ pub fn lag_warning(
             "note: the client sent some queries late ({lags}) and {c}: the service time's tail \
              (p99 {}) cannot be put on the server alone; run the client on other cores \
              (taskset) or another host to tell",
+            human_us(service)
+        ))
+    } else if let (true, Some(idle)) = (loop_lag * 4 > service, &idle) {
+        Some(format!(
+            "note: the client sent some queries late ({lags}); a loop that late reads the \
+             answers late as well, so the service time's tail (p99 {}) holds the client's own \
+             delay and cannot be put on the server alone. And {idle}",
             human_us(service)
         ))
     } else if loop_lag * 4 > service {

@@ -78,7 +78,7 @@ mod tests {
 
     #[test]
     fn a_tail_well_above_a_prompt_loop_is_not_the_clients() {
-        let w = lag_warning(&lags(5_000, 2_000, 50_000), 0, None, None).unwrap();
+        let w = lag_warning(&lags(5_000, 2_000, 50_000), 0, None, None, false).unwrap();
         assert!(w.contains("is well above that"), "{w}");
     }
 
@@ -86,10 +86,72 @@ mod tests {
     fn a_late_loop_keeps_the_tail_from_being_put_on_the_server() {
         // Regression: a loop 140 ms late beside a 350 ms service tail (its
         // own late reads) was named the server's or the network's.
-        let w = lag_warning(&lags(150_000, 140_000, 350_000), 0, None, None).unwrap();
+        let w = lag_warning(&lags(150_000, 140_000, 350_000), 0, None, None, false).unwrap();
         assert!(w.contains("reads the answers late as well"), "{w}");
         assert!(w.contains("cannot be put on the server alone"), "{w}");
         assert!(!w.contains("the server's or the network's"), "{w}");
+    }
+
+    /// The client's CPU: `cpu_s` over 10 s on 2 cores, no server beside it.
+    fn cpu(cpu_s: f64) -> crate::evidence::ClientCpu {
+        let mut c = crate::evidence::ClientCpu {
+            cpu_s,
+            cores: 2,
+            wall_s: 10.0,
+            ..Default::default()
+        };
+        c.derive(1000);
+        c
+    }
+
+    /// Late against the service time, the words follow the client's CPU:
+    /// short of it, more cores; idle (under half a core), not more cores
+    /// but cores of its own; with the server in its process, a server of
+    /// its own. (The README's first run was told "give it more cores" at
+    /// 31% of 2 cores, the embedded server's CPU included.)
+    #[test]
+    fn a_late_client_is_told_what_would_help() {
+        let late = lags(1_100, 1_100, 2_100);
+        let busy = lag_warning(&late, 0, None, Some(&cpu(9.5)), false).unwrap();
+        assert!(busy.contains("the client is the bottleneck"), "{busy}");
+        assert!(busy.contains("Give it more cores"), "{busy}");
+        let idle = lag_warning(&late, 0, None, Some(&cpu(2.0)), false).unwrap();
+        assert!(idle.starts_with("warning: the client sent late"), "{idle}");
+        assert!(
+            idle.contains("it used 10% of its 2 core(s), less than half of one"),
+            "{idle}"
+        );
+        assert!(idle.contains("more workers will not help"), "{idle}");
+        assert!(
+            !idle.contains("bottleneck") && !idle.contains("more cores"),
+            "{idle}"
+        );
+        // Unknown CPU: as before.
+        let unknown = lag_warning(&late, 0, None, None, false).unwrap();
+        assert!(unknown.contains("Give it more cores"), "{unknown}");
+        for c in [None, Some(cpu(2.0)), Some(cpu(9.5))] {
+            let e = lag_warning(&late, 0, None, c.as_ref(), true).unwrap();
+            assert!(e.starts_with("note: the client sent late"), "{e}");
+            assert!(
+                e.contains("the embedded server runs in the client's process"),
+                "{e}"
+            );
+            assert!(
+                !e.contains("more cores") && !e.contains("bottleneck"),
+                "{e}"
+            );
+        }
+        // A late loop beside a longer tail: the same split.
+        let looped = lags(5_000, 140_000, 350_000);
+        let idle = lag_warning(&looped, 0, None, Some(&cpu(2.0)), false).unwrap();
+        assert!(idle.contains("cannot be put on the server alone"), "{idle}");
+        assert!(idle.contains("more workers will not help"), "{idle}");
+        let busy = lag_warning(&looped, 0, None, Some(&cpu(9.5)), false).unwrap();
+        assert!(busy.contains("give the client more cores"), "{busy}");
+        // On time, or a tail well above the lateness: no change.
+        assert!(lag_warning(&lags(500, 400, 2_000), 0, None, Some(&cpu(2.0)), true).is_none());
+        let above = lag_warning(&lags(5_000, 2_000, 50_000), 0, None, Some(&cpu(2.0)), true);
+        assert!(above.unwrap().contains("is well above that"));
     }
 
     #[test]

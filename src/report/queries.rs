@@ -348,6 +348,7 @@ fn latency_lines(
                     t.errors[crate::metrics::E_NOT_SENT],
                     waited.as_deref(),
                     cpu,
+                    sc.embedded_server,
                 )
             })
             .flatten()
