@@ -870,36 +870,12 @@ fn a_tail_well_above_the_clients_lateness_is_the_servers() {
     let addr = slow_echo(Duration::from_millis(50));
     let a = addr.to_string();
     let run = |name: &str| {
-        let args = [
-            &a,
-            "--proto",
-            "echo",
-            "-c",
-            "20",
-            "-r",
-            "400",
-            "--workers",
-            "1",
-            "--processes",
-            "1",
-            "-T",
-            "2s",
-            "--check",
-            "none",
-        ];
-        let (code, out, v) = pinned_client(name, "0", Some("10"), &args);
+        let (code, out, v) = client_at_400(name, Some(&a));
         assert_eq!(code, 0, "{out}");
         (out, v)
     };
     // A busy loop on the client's core: the client waits for its turn.
-    let mut hog = Command::new("taskset")
-        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
-        .spawn()
-        .unwrap();
-    let (late, v) = run("tail-late");
-    // SAFETY: our own child.
-    unsafe { libc::kill(hog.id() as i32, libc::SIGKILL) };
-    let _ = hog.wait();
+    let (late, v) = beside_a_busy_loop(|| run("tail-late"));
     let r = typed(&v);
     assert!(r.lat().send_lag_us.p99 > 1000, "{late}");
     assert!(late.contains("is well above that"), "{late}");
@@ -949,34 +925,14 @@ fn a_late_idle_client_is_not_told_to_add_cores() {
         &["--workers", "1"],
     );
     let a = srv.addr.to_string();
-    let args = [
-        &a,
-        "--proto",
-        "echo",
-        "-c",
-        "20",
-        "-r",
-        "400",
-        "--workers",
-        "1",
-        "--processes",
-        "1",
-        "-T",
-        "2s",
-        "--check",
-        "none",
-    ];
-    let mut hog = Command::new("taskset")
-        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
-        .spawn()
-        .unwrap();
-    let (code, out, v) = pinned_client("idle-late", "0", Some("10"), &args);
-    // The same with no target: the embedded server, in the client's
-    // process on the same core, answers.
-    let (e_code, embedded, e_v) = pinned_client("idle-late-embedded", "0", Some("10"), &args[1..]);
-    // SAFETY: our own child.
-    unsafe { libc::kill(hog.id() as i32, libc::SIGKILL) };
-    let _ = hog.wait();
+    let ((code, out, v), (e_code, embedded, e_v)) = beside_a_busy_loop(|| {
+        (
+            client_at_400("idle-late", Some(&a)),
+            // The same with no target: the embedded server, in the
+            // client's process on the same core, answers.
+            client_at_400("idle-late-embedded", None),
+        )
+    });
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let cpu = r.client.clone().unwrap();
@@ -999,4 +955,40 @@ fn a_late_idle_client_is_not_told_to_add_cores() {
         "{embedded}"
     );
     assert!(!embedded.contains("more cores"), "{embedded}");
+}
+
+/// Echoes at 400/s over 20 connections for 2 s from one client worker,
+/// niced on core 0, to `target` (None: the embedded server).
+fn client_at_400(name: &str, target: Option<&str>) -> (i32, String, serde_json::Value) {
+    let mut args: Vec<&str> = target.into_iter().collect();
+    args.extend([
+        "--proto",
+        "echo",
+        "-c",
+        "20",
+        "-r",
+        "400",
+        "--workers",
+        "1",
+        "--processes",
+        "1",
+        "-T",
+        "2s",
+        "--check",
+        "none",
+    ]);
+    pinned_client(name, "0", Some("10"), &args)
+}
+
+/// `f`, run with a busy loop on core 0 (killed after it).
+fn beside_a_busy_loop<T>(f: impl FnOnce() -> T) -> T {
+    let mut hog = Command::new("taskset")
+        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let got = f();
+    // SAFETY: our own child.
+    unsafe { libc::kill(hog.id() as i32, libc::SIGKILL) };
+    let _ = hog.wait();
+    got
 }
