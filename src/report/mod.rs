@@ -154,6 +154,30 @@ mod tests {
         assert!(above.unwrap().contains("is well above that"));
     }
 
+    /// Regression (CI, tests/hints.rs, client and server on one busy
+    /// core): a service p99.9 of 41 ms beside a loop late by 20 ms at p99
+    /// and 28 ms at p99.9 was named Nagle's at the server. The loop's lag
+    /// is read at the tail's quantile; a prompt loop still gets the hint.
+    #[test]
+    fn a_tail_at_the_timer_beside_a_loop_as_late_is_not_nagle() {
+        let sc = crate::fixtures::scenario(&["--proto", "echo"]);
+        let mut q = outcome(10, 1.0).queries.unwrap();
+        q.totals.pipelined = q.totals.sent;
+        let mut h = crate::metrics::Histograms::default();
+        for (v, n) in [(1_700, 985), (21_600, 12), (41_300, 3)] {
+            h.service_time.record_n(v, n).unwrap();
+        }
+        h.loop_lag.record_n(100, 1000).unwrap();
+        assert!(nagle_hint(&sc, &q, &h)
+            .unwrap()
+            .contains("Nagle's algorithm"));
+        h.loop_lag.reset();
+        for (v, n) in [(100, 988), (20_400, 10), (28_000, 2)] {
+            h.loop_lag.record_n(v, n).unwrap();
+        }
+        assert_eq!(nagle_hint(&sc, &q, &h), None);
+    }
+
     #[test]
     fn labels_become_words_of_file_names() {
         assert_eq!(file_word("tcp (recycle 100)"), "tcp-recycle-100");
