@@ -38,6 +38,8 @@
 //! - [`domain`] and [`units`]: the words a run is described in (modes,
 //!   transports, protocols, segments) and the units people type and read
 //!   (10k, 2.5s, 64KiB); they use nothing of throng's.
+//! - [`verdict`]: a run's verdict as a value (pass, whose side, causes by
+//!   code with their figures), below everything that names or reads one.
 //! - [`usage`]: the error a mistake in how throng was called raises (exit
 //!   code 2), below every module that raises it.
 //!
@@ -66,6 +68,7 @@ pub mod sys;
 pub mod tls;
 pub mod units;
 pub mod usage;
+pub mod verdict;
 
 use std::process::ExitCode;
 

@@ -437,9 +437,11 @@ fn run_one(a: &ClientConfig, p: Planned, stop: &Stop) -> Result<ExitCode> {
     if a.child {
         return child_end(&result, a.json.as_deref());
     }
+    report::conclude(&sc, &outcome, &a.checks, &mut result, sc.max_failures)?;
+    let verdict = result.verdict.clone().expect("concluded");
     let mut out = io::stdout().lock();
-    report::summary(&sc, &outcome, &mut out)?;
-    report::check::apply(&a.checks, &mut result, &mut out)?;
+    report::summary(&sc, &outcome, &verdict, &mut out)?;
+    report::check::print(&a.checks, &result, &mut out)?;
     out.flush()?;
     drop(out);
     if let Some(path) = &a.json {

@@ -31,14 +31,17 @@ pub fn merge(
     )
     .map_err(UsageError)?;
     let outcome = merged.outcome()?;
+    let sc = merged.scenario.clone();
+    report::conclude(&sc, &outcome, &checks, &mut merged, sc.max_failures)?;
+    let verdict = merged.verdict.clone().expect("concluded");
     let mut out = std::io::stdout().lock();
-    report::summary(&merged.scenario, &outcome, &mut out)?;
+    report::summary(&merged.scenario, &outcome, &verdict, &mut out)?;
     std::io::Write::write_fmt(
         &mut out,
         format_args!("  merged        {} results\n", results.len()),
     )?;
     super::merge::say_what_is_missing(&merged, &mut out)?;
-    report::check::apply(&checks, &mut merged, &mut out)?;
+    report::check::print(&checks, &merged, &mut out)?;
     drop(out);
     if let Some(p) = json {
         report::json::write_atomic(p, &merged)?;

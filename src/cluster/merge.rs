@@ -58,8 +58,11 @@ pub fn finish(
     use std::io::Write;
     let mut merged = merged(&s, scenario, label)?;
     let outcome = merged.outcome()?;
+    let sc = merged.scenario.clone();
+    crate::report::conclude(&sc, &outcome, checks, &mut merged, max_failures)?;
+    let verdict = merged.verdict.clone().expect("concluded");
     let mut out = std::io::stdout().lock();
-    crate::report::summary(&merged.scenario, &outcome, &mut out)?;
+    crate::report::summary(&merged.scenario, &outcome, &verdict, &mut out)?;
     writeln!(
         out,
         "  {label:<13} {}, merged: {} result(s)",
@@ -67,7 +70,7 @@ pub fn finish(
         s.results.len()
     )?;
     say_what_is_missing(&merged, &mut out)?;
-    crate::report::check::apply(checks, &mut merged, &mut out)?;
+    crate::report::check::print(checks, &merged, &mut out)?;
     out.flush()?;
     drop(out);
     if let Some(p) = json {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::sys::proc;
+use crate::verdict::Code;
 
 mod diag;
 mod procfs;
@@ -172,20 +173,31 @@ impl ServerSeen {
     /// The cause this evidence shows for `never` connections that were
     /// never accepted or answered, in words; None when it shows none.
     pub fn cause(&self, never: u64) -> Option<String> {
+        self.named(never).map(|(_, words)| words)
+    }
+
+    /// [`ServerSeen::cause`] with its code.
+    pub fn named(&self, never: u64) -> Option<(Code, String)> {
         let who = format!("the server's process ({}, pid {})", self.name, self.pid);
         if self.out_of_fds() {
-            return Some(format!(
-                "{who} held {} fds of its {}: it cannot accept more (raise its fd limit: \
+            return Some((
+                Code::FdLimit,
+                format!(
+                    "{who} held {} fds of its {}: it cannot accept more (raise its fd limit: \
                  LimitNOFILE= for a systemd unit, worker_rlimit_nofile for nginx, ulimit -n)",
-                self.fds_max, self.fd_limit
+                    self.fds_max, self.fd_limit
+                ),
             ));
         }
         if self.conntrack_drops > 0 {
-            return Some(format!(
-                "connection tracking on this host dropped {} connection(s): its table is full \
+            return Some((
+                Code::ConntrackFull,
+                format!(
+                    "connection tracking on this host dropped {} connection(s): its table is full \
                  (raise net.netfilter.nf_conntrack_max, or exempt the test's traffic with a \
                  `notrack` rule)",
-                self.conntrack_drops
+                    self.conntrack_drops
+                ),
             ));
         }
         // (Connections waiting in the queue at the end of the ramp are
@@ -205,15 +217,18 @@ impl ServerSeen {
             // none of them has room for).
             let part = !held_back && self.listen_overflows < never;
             return Some(match self.one_of_group_out_of_fds().filter(|_| part) {
-                Some(group) => format!(
-                    "{group}. The accept queue's {} overflow(s) are only part of the {never}: \
+                Some(group) => (
+                    Code::FdLimit,
+                    format!(
+                        "{group}. The accept queue's {} overflow(s) are only part of the {never}: \
                      {queue}",
-                    self.listen_overflows
+                        self.listen_overflows
+                    ),
                 ),
-                None => queue,
+                None => (Code::AcceptQueueFull, queue),
             });
         }
-        self.one_of_group_out_of_fds()
+        self.one_of_group_out_of_fds().map(|w| (Code::FdLimit, w))
     }
 
     /// What it saw, in a line for the summary.
@@ -254,28 +269,45 @@ impl ServerSeen {
     /// one sentence, from what was seen (its fds, the kernel's tables and
     /// queues, its closes, its CPU); None when nothing seen explains it.
     pub fn limit_cause(&self, d: &During) -> Option<String> {
+        self.limit_named(d).map(|(_, words)| words)
+    }
+
+    /// [`ServerSeen::limit_cause`] with its code.
+    pub fn limit_named(&self, d: &During) -> Option<(Code, String)> {
         let (name, pid) = (&self.name, self.pid);
         let (fds, limit) = (self.fds_max, self.fd_limit);
         let pct = self.cpu_pct(d);
         let cores = d.cores.max(1.0);
         Some(if self.out_of_fds() {
-            format!("{name} (pid {pid}) held {fds} fds of its {limit}: its fd limit")
+            (
+                Code::FdLimit,
+                format!("{name} (pid {pid}) held {fds} fds of its {limit}: its fd limit"),
+            )
         } else if self.conntrack_drops > 0 {
-            format!(
-                "connection tracking dropped {} connection(s): its table is full \
+            (
+                Code::ConntrackFull,
+                format!(
+                    "connection tracking dropped {} connection(s): its table is full \
                  (net.netfilter.nf_conntrack_max), on this host, not in {name}",
-                self.conntrack_drops
+                    self.conntrack_drops
+                ),
             )
         } else if self.tcp_memory_pressures > 0 {
-            format!(
-                "TCP entered memory pressure {} time(s): the sockets' buffers passed \
+            (
+                Code::TcpMemory,
+                format!(
+                    "TCP entered memory pressure {} time(s): the sockets' buffers passed \
                  net.ipv4.tcp_mem on this host, which then shrinks them and drops data",
-                self.tcp_memory_pressures
+                    self.tcp_memory_pressures
+                ),
             )
         } else if self.queue_full() {
-            format!(
-                "ListenOverflows +{}: the accept queue overflowed, {name} accepts too slowly",
-                self.listen_overflows
+            (
+                Code::AcceptQueueFull,
+                format!(
+                    "ListenOverflows +{}: the accept queue overflowed, {name} accepts too slowly",
+                    self.listen_overflows
+                ),
             )
         } else if self.udp_socket_drops > 0 {
             // Not busy on a core, yet behind its socket: it waited for one,
@@ -292,28 +324,40 @@ impl ServerSeen {
                     )
                 })
                 .unwrap_or_default();
-            format!(
+            (
+                Code::UdpDrops,
+                format!(
                 "the kernel dropped {} datagrams at {name}'s full receive buffer (its socket's \
                  drops): {name} reads too slowly{waited}",
                 self.udp_socket_drops
+            ),
             )
         } else if d.peer_closed > 0 {
-            format!(
-                "{name} closed {} connection(s) it had taken while it held {fds} fds of its \
+            (
+                Code::ClosedByServer,
+                format!(
+                    "{name} closed {} connection(s) it had taken while it held {fds} fds of its \
                  {limit} and {pct:.0}% of a core: a connection cap of its own (nginx's \
                  worker_connections, a server's max clients), not its fds or CPU",
-                d.peer_closed
+                    d.peer_closed
+                ),
             )
         } else if self.threads == 1 && pct >= 90.0 {
-            format!("{name} used {pct:.0}% of a core (of {cores:.0}): CPU-bound on one thread")
+            (
+                Code::ServerCpu,
+                format!("{name} used {pct:.0}% of a core (of {cores:.0}): CPU-bound on one thread"),
+            )
         } else if pct >= 90.0 * cores.min(self.threads.max(1) as f64) {
-            format!(
+            (
+                Code::ServerCpu,
+                format!(
                 "{name} used {pct:.0}% CPU, all that its {} thread(s) on {cores:.0} cores can: \
                  CPU-bound",
                 self.threads
+            ),
             )
         } else {
-            self.one_of_group_out_of_fds()?
+            (Code::FdLimit, self.one_of_group_out_of_fds()?)
         })
     }
 

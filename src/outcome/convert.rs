@@ -54,6 +54,7 @@ impl RunResult {
             notes: Vec::new(),
             overrun: o.overrun.clone(),
             checks: Vec::new(),
+            verdict: None,
             client: o.observed.client.clone(),
             server_seen: o.observed.server.clone(),
         }

@@ -387,7 +387,11 @@ pub struct RunResult {
     pub overrun: Vec<String>,
     /// `--check` outcomes, in the order given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checks: Vec<Verdict>,
+    pub checks: Vec<CheckOutcome>,
+    /// The run's verdict: pass, whose side, the causes with their figures
+    /// (absent in results written before results carried one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<super::Verdict>,
     /// The client's own CPU over the run (its process tree).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<crate::evidence::ClientCpu>,
@@ -399,7 +403,7 @@ pub struct RunResult {
 
 /// A check's outcome, as the JSON's `checks` list holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
+pub struct CheckOutcome {
     pub expr: String,
     /// What was measured, in the check's terms (a percentage for `%`
     /// checks, µs for `_us` keys); None when the result lacks the key.

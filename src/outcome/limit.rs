@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{RunResult, Verdict};
+use super::{CheckOutcome, RunResult};
 use crate::domain::Transport;
 use crate::evidence::{ClientCpu, ServerSeen};
 
@@ -149,7 +149,7 @@ pub struct HeldStep {
     pub server_seen: Option<ServerSeen>,
     /// The verdicts of the checks a held step can read.
     #[serde(default)]
-    pub checks: Vec<Verdict>,
+    pub checks: Vec<CheckOutcome>,
 }
 
 /// A held step's connections.

@@ -15,9 +15,10 @@ mod merge;
 mod sample;
 pub mod server_second;
 
+pub use crate::verdict::{Cause, Code, Level, Side, Verdict};
 pub use file::{
-    parse, read, Connections, Dns, Environment, LatencyResult, Part, PushResult, Queries,
-    RunResult, SliceOf, Verdict, MAX_COUNT, SCHEMA_VERSION,
+    parse, read, CheckOutcome, Connections, Dns, Environment, LatencyResult, Part, PushResult,
+    Queries, RunResult, SliceOf, MAX_COUNT, SCHEMA_VERSION,
 };
 pub use measured::{ControlEvent, Outcome, QueryOutcome, Wall};
 pub use merge::merge;

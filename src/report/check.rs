@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-pub use crate::outcome::Verdict;
+pub use crate::outcome::CheckOutcome;
 
 /// One check as parsed.
 #[derive(Debug, Clone, PartialEq)]
@@ -334,7 +334,7 @@ impl Check {
     /// Evaluates on a result's JSON. A missing key fails, and so does one
     /// with no samples (a percentile of nothing, a share of zero): a check
     /// passes on what was measured, never on a 0 that stands for nothing.
-    pub fn evaluate(&self, result: &Value) -> Verdict {
+    pub fn evaluate(&self, result: &Value) -> CheckOutcome {
         let measured = match (lookup(result, &self.key), self.of) {
             (Read::Value(v), None) => Read::Value(v),
             (Read::Value(v), Some(base)) => match lookup(result, base) {
@@ -349,7 +349,7 @@ impl Check {
             Read::NoSamples => (None, Some("no samples".to_string())),
             Read::Missing => (None, Some("not in the result".to_string())),
         };
-        Verdict {
+        CheckOutcome {
             expr: self.expr.clone(),
             value,
             pass: value.is_some_and(|m| self.op.holds(m, self.value)),
@@ -358,7 +358,7 @@ impl Check {
     }
 
     /// The measured value in the check's terms, for the summary.
-    pub fn show(&self, v: &Verdict) -> String {
+    pub fn show(&self, v: &CheckOutcome) -> String {
         let Some(m) = v.value else {
             return v
                 .reason
@@ -465,23 +465,67 @@ pub fn parse_all(
 }
 
 /// Evaluates every check on `result` (its JSON).
-pub fn evaluate(checks: &[Check], result: &Value) -> Vec<Verdict> {
+pub fn evaluate(checks: &[Check], result: &Value) -> Vec<CheckOutcome> {
     checks.iter().map(|c| c.evaluate(result)).collect()
 }
 
-/// Evaluates `checks` on `result`, records them in it, and says them at the
-/// end of the summary.
-pub fn apply(
-    checks: &[Check],
-    result: &mut crate::outcome::RunResult,
-    out: &mut dyn std::io::Write,
-) -> std::io::Result<()> {
+/// Evaluates `checks` on `result` and records them in it.
+pub fn record(checks: &[Check], result: &mut crate::outcome::RunResult) -> std::io::Result<()> {
     let json = serde_json::to_value(&*result).map_err(std::io::Error::other)?;
     result.checks = evaluate(checks, &json);
+    Ok(())
+}
+
+/// The end of the summary: a line per check, then the verdict's.
+pub fn print(
+    checks: &[Check],
+    result: &crate::outcome::RunResult,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     for l in lines(checks, &result.checks) {
         writeln!(out, "{l}")?;
     }
+    if let Some(v) = &result.verdict {
+        writeln!(out, "{}", verdict_line(v))?;
+    }
     Ok(())
+}
+
+/// The verdict in a line: PASS, or FAIL with its side and the codes of
+/// the causes that explain it.
+pub fn verdict_line(v: &crate::verdict::Verdict) -> String {
+    use crate::verdict::Side;
+    if v.pass {
+        return "  verdict       PASS".into();
+    }
+    let mut codes: Vec<&str> = Vec::new();
+    for c in v.causes.iter().filter(|c| c.explains()) {
+        if !codes.contains(&c.code.as_str()) {
+            codes.push(c.code.as_str());
+        }
+    }
+    let side = match v.side {
+        Side::None => "interrupted",
+        Side::Server => "the server's side",
+        Side::Client => "the client's side",
+        Side::Network => "the network's side",
+        Side::Both => "both sides",
+    };
+    if codes.is_empty() {
+        format!("  verdict       FAIL, {side}: nothing seen names a cause")
+    } else {
+        format!("  verdict       FAIL, {side}: {}", codes.join(", "))
+    }
+}
+
+/// Whether a finished run passed: what [`exit_code`] returns 0 for
+/// (`interrupted` aside).
+pub fn passed(result: &crate::outcome::RunResult, max_failures: u64) -> bool {
+    let failed: u64 = result.connections.failed.values().sum();
+    failed <= max_failures
+        && result.checks.iter().all(|v| v.pass)
+        && !result.partial
+        && result.overrun.is_empty()
 }
 
 /// The exit code of a finished run, in one place: 130 interrupted (its
@@ -521,7 +565,7 @@ pub fn exit_code(
 }
 
 /// One line per check for the end of the summary.
-pub fn lines(checks: &[Check], verdicts: &[Verdict]) -> Vec<String> {
+pub fn lines(checks: &[Check], verdicts: &[CheckOutcome]) -> Vec<String> {
     checks
         .iter()
         .zip(verdicts)

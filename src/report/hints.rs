@@ -8,25 +8,31 @@ use super::*;
 /// the cause it showed, or, when it was seen and showed none, the causes
 /// that are left. None when it was not seen (the bucket's own words say
 /// what to look at).
-pub(super) fn unaccepted_hint(b: Bucket, o: &Outcome) -> Option<String> {
+pub(super) fn unaccepted_hint(b: Bucket, o: &Outcome) -> Option<(Code, String)> {
     let seen = o.observed.server.as_ref()?;
     let t = &o.totals;
     let never = t.failed[Bucket::TimedOut as usize] + t.failed[Bucket::HalfOpen as usize];
-    if let Some(cause) = seen.cause(never + t.unverified) {
+    if let Some(cause) = seen.named(never + t.unverified) {
         return Some(cause);
     }
     Some(match b {
-        Bucket::TimedOut => format!(
-            "SYNs went unanswered, though the server's process ({}, pid {}) had fds to spare \
+        Bucket::TimedOut => (
+            Code::SynDropped,
+            format!(
+                "SYNs went unanswered, though the server's process ({}, pid {}) had fds to spare \
              ({} of {}) and its accept queue never overflowed: the SYN backlog \
              (net.ipv4.tcp_max_syn_backlog, SYN cookies) or a firewall dropped them",
-            seen.name, seen.pid, seen.fds_max, seen.fd_limit
+                seen.name, seen.pid, seen.fds_max, seen.fd_limit
+            ),
         ),
-        _ => format!(
-            "the server reset connections before answering anything, though its process ({}, \
+        _ => (
+            Code::Reset,
+            format!(
+                "the server reset connections before answering anything, though its process ({}, \
              pid {}) had fds to spare and its accept queue never overflowed: it closed them \
              itself (a limit of its own; see its log)",
-            seen.name, seen.pid
+                seen.name, seen.pid
+            ),
         ),
     })
 }
@@ -74,7 +80,7 @@ pub(super) const SYN_RTO_US: u64 = 1_000_000;
 /// SYN or final ACK does: a full accept queue or SYN backlog at the server
 /// (or a lossy path). Checked before [`client_connect_hint`], so such a
 /// tail never reads as the client's.
-pub fn retransmit_hint(o: &Outcome) -> Option<String> {
+pub fn retransmit_hint(o: &Outcome) -> Option<Cause> {
     let (sys, conn) = (&o.hists.connect_syscall, &o.hists.connect_time);
     if conn.is_empty() {
         return None;
@@ -93,21 +99,27 @@ pub fn retransmit_hint(o: &Outcome) -> Option<String> {
     let never = t.failed[Bucket::TimedOut as usize] + t.failed[Bucket::HalfOpen as usize];
     // Why the server side dropped it: what was seen of it, or where to
     // look (no fix for a cause not seen).
-    let why = match &o.observed.server {
-        Some(s) => s.cause(never + t.unverified).unwrap_or_else(|| {
-            format!(
-                "its process ({}, pid {}) had fds to spare and its accept queue did not \
+    let (code, why) = match &o.observed.server {
+        Some(s) => s.named(never + t.unverified).unwrap_or_else(|| {
+            (
+                Code::SynDropped,
+                format!(
+                    "its process ({}, pid {}) had fds to spare and its accept queue did not \
                  overflow, so the SYN backlog (net.ipv4.tcp_max_syn_backlog) or the path \
                  dropped it",
-                s.name, s.pid
+                    s.name, s.pid
+                ),
             )
         }),
-        None => "a full accept queue or SYN backlog, or the path; throng cannot see the \
+        None => (
+            Code::SynDropped,
+            "a full accept queue or SYN backlog, or the path; throng cannot see the \
                  server from here: on it, look at `nstat -az TcpExtListenOverflows \
                  TcpExtListenDrops` and `ss -ltn` (Recv-Q against Send-Q)"
-            .into(),
+                .into(),
+        ),
     };
-    Some(format!(
+    let words = format!(
         "{:.1}% of the connections took {} or more to establish (p99 {}), while the client's \
          connect() calls took p99 {}: their handshake was retransmitted after the kernel's 1 s \
          timeout. The server side dropped it: {why}",
@@ -115,14 +127,19 @@ pub fn retransmit_hint(o: &Outcome) -> Option<String> {
         human_us(SYN_RTO_US * 9 / 10),
         human_us(conn_p99),
         human_us(sys_p99),
-    ))
+    );
+    Some(
+        Cause::new(code, "handshake", words)
+            .with("connect_p99_us", conn_p99 as f64)
+            .with("connect_syscall_p99_us", sys_p99 as f64),
+    )
 }
 
 /// Says when the connect times are the client's own: its connect() calls
 /// (the kernel searching for a free ephemeral port) were slow, or kept its
 /// workers so busy during the ramp that established connections waited for
 /// the loop. None when the server side explains them (or nothing does).
-pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<String> {
+pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<Cause> {
     let (sys, conn) = (&o.hists.connect_syscall, &o.hists.connect_time);
     if sys.is_empty() || conn.is_empty() {
         return None;
@@ -150,22 +167,34 @@ pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<String> {
         human_us(sys_p99),
         human_us(sys.value_at_quantile(0.5)),
     );
+    let cause = |code: Code, words: String| {
+        Cause::new(code, "client", words)
+            .with("connect_p99_us", conn_p99 as f64)
+            .with("connect_syscall_p99_us", sys_p99 as f64)
+            .with("busy_pct", busy_pct)
+    };
     if sys_p99 >= 1_000 && (sys_p99 * 4 >= conn_p99 || busy >= 0.5) {
-        return Some(format!(
-            "the connect times are the client's, not the server's: {calls}. That is the \
+        return Some(cause(
+            Code::Ports,
+            format!(
+                "the connect times are the client's, not the server's: {calls}. That is the \
              client's kernel searching for a free ephemeral port: too many connections share a \
              (source, destination) pair. Add source addresses (--source-ip 127.0.0.0/24 on \
              loopback; `ip addr add` elsewhere) or widen the range (sysctl -w \
              net.ipv4.ip_local_port_range=\"1024 65535\")"
+            ),
         ));
     }
     if busy >= 0.5 {
-        return Some(format!(
-            "the connect times include the client's own work: {calls}, so established \
+        return Some(cause(
+            Code::ClientCpu,
+            format!(
+                "the connect times include the client's own work: {calls}, so established \
              connections waited for its loop. The client ran at its limit ({:.0}/s asked); for \
              the server's own figure, ramp slower (--connect-rate) or give the client more cores \
              (--workers, --processes, more hosts)",
-            sc.ramp.rate()
+                sc.ramp.rate()
+            ),
         ));
     }
     None
@@ -262,7 +291,7 @@ pub fn lag_warning(
     waited: Option<&str>,
     cpu: Option<&crate::evidence::ClientCpu>,
     embedded: bool,
-) -> Option<String> {
+) -> Option<Cause> {
     let lag = h.send_lag.value_at_quantile(0.99);
     let loop_lag = h.loop_lag.value_at_quantile(0.99);
     let busy = cpu.filter(|c| c.cpu_pct >= CLIENT_BUSY_PCT);
@@ -280,12 +309,40 @@ pub fn lag_warning(
         )),
         _ => None,
     };
+    let service_p99 = if h.service_time.is_empty() {
+        0
+    } else {
+        h.service_time.value_at_quantile(0.99)
+    };
+    let contention_code = if competing.is_some() {
+        Code::SharedCores
+    } else {
+        Code::ClientCpu
+    };
+    let bottleneck = if busy.is_some() {
+        Code::ClientCpu
+    } else {
+        Code::ClientLate
+    };
+    let mk = |code: Code, side: Side, level: Level, words: String| {
+        Cause::new(code, "lag", words)
+            .with("service_p99_us", service_p99 as f64)
+            .on(side)
+            .level(level)
+            .with("send_lag_p99_us", lag as f64)
+            .with("loop_lag_p99_us", loop_lag as f64)
+    };
     if lag.max(loop_lag) <= 1000 {
         return contended.map(|c| {
-            format!(
-                "note: {c}; it sent on time, but the times measured include waits for a core on \
+            mk(
+                contention_code,
+                Side::Both,
+                Level::Note,
+                format!(
+                    "{c}; it sent on time, but the times measured include waits for a core on \
                  both sides: run the client on other cores (taskset) or another host to tell \
                  the server's own figure"
+                ),
             )
         });
     }
@@ -302,34 +359,54 @@ pub fn lag_warning(
         } else {
             String::new()
         };
-        return Some(format!(
-            "note: the queries' send lag ({lags}) is time they waited for the server, not the \
+        return Some(mk(
+            Code::ServerPace,
+            Side::Server,
+            Level::Note,
+            format!(
+                "the queries' send lag ({lags}) is time they waited for the server, not the \
              client's: {w}{never}; the wait counts in their response time"
+            ),
         ));
     }
     if not_sent > 0 {
-        return Some(format!(
-            "note: queries waited to be sent ({lags}) behind their connections' full sockets \
+        return Some(mk(
+            Code::ServerPace,
+            Side::Server,
+            Level::Note,
+            format!(
+                "queries waited to be sent ({lags}) behind their connections' full sockets \
              or windows, and {not_sent} were never sent: the server did not take them; the \
              wait counts in their response time"
+            ),
         ));
     }
     if h.service_time.is_empty() {
-        return Some(format!(
-            "warning: the client sent late ({lags}); with no answer there is no service time \
+        return Some(mk(
+            Code::ClientLate,
+            Side::Client,
+            Level::Warning,
+            format!(
+                "the client sent late ({lags}); with no answer there is no service time \
              to set it against"
+            ),
         ));
     }
     let service = h.service_time.value_at_quantile(0.99);
     let sharing = cpu.filter(|c| c.shares_cores_with_server);
     let own_delay = lag * 2 >= service || loop_lag * 4 > service;
     if embedded && own_delay {
-        return Some(format!(
-            "note: the client sent late ({lags}) against a service time p99 of {}; the \
+        return Some(mk(
+            Code::EmbeddedServer,
+            Side::Both,
+            Level::Note,
+            format!(
+                "the client sent late ({lags}) against a service time p99 of {}; the \
              embedded server runs in the client's process, on its cores, so each delays the \
              other and neither figure is a server's own. Point the client at a server on \
              other cores or another host (throng server, or yours)",
-            human_us(service)
+                human_us(service)
+            ),
         ));
     }
     // Every thread of a client under half a core was idle most of the
@@ -344,59 +421,94 @@ pub fn lag_warning(
         )
     });
     if let (true, Some(c)) = (lag * 2 >= service, sharing) {
-        Some(format!(
-            "warning: the client sent late ({lags}) against a service time p99 of {}, and it \
+        Some(mk(
+            Code::SharedCores,
+            Side::Both,
+            Level::Warning,
+            format!(
+                "the client sent late ({lags}) against a service time p99 of {}, and it \
              shares its {} core(s) with the server (the two kept them {:.0}% busy; the client \
              {:.0}%): each delays the other, so neither side's figure is its own. Run the \
              client on other cores (taskset -c) or another host",
-            human_us(service),
-            c.cores,
-            c.with_server_pct,
-            c.cpu_pct
+                human_us(service),
+                c.cores,
+                c.with_server_pct,
+                c.cpu_pct
+            ),
         ))
     } else if let (true, Some(idle)) = (lag * 2 >= service, &idle) {
-        Some(format!(
-            "warning: the client sent late ({lags}) against a service time p99 of {}: much of \
+        Some(mk(
+            Code::ClientLate,
+            Side::Client,
+            Level::Warning,
+            format!(
+                "the client sent late ({lags}) against a service time p99 of {}: much of \
              the response time is its own delay, yet {idle}",
-            human_us(service)
+                human_us(service)
+            ),
         ))
     } else if lag * 2 >= service {
-        Some(format!(
-            "warning: the client is the bottleneck: it sent late ({lags}) against a service \
+        Some(mk(
+            bottleneck,
+            Side::Client,
+            Level::Warning,
+            format!(
+                "the client is the bottleneck: it sent late ({lags}) against a service \
              time p99 of {}: much of the response time is its own delay. Give it more cores \
              (--workers, --processes, more hosts) or ask for less",
-            human_us(service)
+                human_us(service)
+            ),
         ))
     } else if let Some(c) = contended {
-        Some(format!(
-            "note: the client sent some queries late ({lags}) and {c}: the service time's tail \
+        Some(mk(
+            contention_code,
+            Side::Both,
+            Level::Note,
+            format!(
+                "the client sent some queries late ({lags}) and {c}: the service time's tail \
              (p99 {}) cannot be put on the server alone; run the client on other cores \
              (taskset) or another host to tell",
-            human_us(service)
+                human_us(service)
+            ),
         ))
     } else if let (true, Some(idle)) = (loop_lag * 4 > service, &idle) {
-        Some(format!(
-            "note: the client sent some queries late ({lags}); a loop that late reads the \
+        Some(mk(
+            Code::ClientLate,
+            Side::Both,
+            Level::Note,
+            format!(
+                "the client sent some queries late ({lags}); a loop that late reads the \
              answers late as well, so the service time's tail (p99 {}) holds the client's own \
              delay and cannot be put on the server alone. And {idle}",
-            human_us(service)
+                human_us(service)
+            ),
         ))
     } else if loop_lag * 4 > service {
         // A loop that late reads the answers late too: the service time's
         // tail holds the client's own delay.
-        Some(format!(
-            "note: the client sent some queries late ({lags}); a loop that late reads the \
+        Some(mk(
+            Code::ClientLate,
+            Side::Both,
+            Level::Note,
+            format!(
+                "the client sent some queries late ({lags}); a loop that late reads the \
              answers late as well, so the service time's tail (p99 {}) holds the client's own \
              delay and cannot be put on the server alone. For the server's own figure, give \
              the client more cores (--workers, --processes, more hosts) or ask for less",
-            human_us(service)
+                human_us(service)
+            ),
         ))
     } else {
-        Some(format!(
-            "note: the client sent some queries late ({lags}), but the service time's tail \
+        Some(mk(
+            Code::ServerLatency,
+            Side::Server,
+            Level::Note,
+            format!(
+                "the client sent some queries late ({lags}), but the service time's tail \
              (p99 {}) is well above that: the tail is the server's or the network's, not the \
              client's",
-            human_us(service)
+                human_us(service)
+            ),
         ))
     }
 }
@@ -409,7 +521,7 @@ pub fn nagle_hint(
     sc: &Scenario,
     q: &crate::outcome::QueryOutcome,
     h: &crate::metrics::Histograms,
-) -> Option<String> {
+) -> Option<Cause> {
     if matches!(sc.transport, Transport::Udp) || h.service_time.is_empty() {
         return None;
     }
@@ -438,7 +550,7 @@ pub fn nagle_hint(
     if !near_timer || client_late || t.pipelined * 1000 < t.sent {
         return None;
     }
-    Some(format!(
+    let words = format!(
         "the service time's tail (p99 {}, p99.9 {}) reaches the delayed-ACK timer (~40 ms), \
          far above its p50 ({}), and {:.1}% of the queries went out while another was in \
          flight on their \
@@ -450,7 +562,13 @@ pub fn nagle_hint(
         human_us(p999),
         human_us(p50),
         100.0 * t.pipelined as f64 / t.sent.max(1) as f64
-    ))
+    );
+    Some(
+        Cause::new(Code::Nagle, "nagle", words)
+            .with("service_p50_us", p50 as f64)
+            .with("service_p99_us", p99 as f64)
+            .with("service_p999_us", p999 as f64),
+    )
 }
 
 /// DNS answers without TC=1 (whole).
@@ -537,31 +655,35 @@ pub fn udp_silence_hint(sc: &Scenario, o: &Outcome) -> Option<&'static str> {
 /// broke after its handshake, a server that does not speak TLS, one that
 /// refused the handshake or never finished it is not a question of the
 /// client's trust.
-pub(super) fn tls_hint(first_error: Option<&str>) -> &'static str {
+pub(super) fn tls_hint(first_error: Option<&str>) -> (Side, &'static str) {
     use crate::metrics::{AFTER_HANDSHAKE, NOT_TLS, TLS_ALERT, TLS_TIMED_OUT};
     match first_error {
-        Some(e) if e.starts_with(AFTER_HANDSHAKE) => {
+        Some(e) if e.starts_with(AFTER_HANDSHAKE) => (
+            Side::Network,
             "TLS sessions broke after their handshake succeeded (the first error is shown \
              above): the server, or something on the path, sent bytes that are not records of \
-             the session; certificates and --sni are not the cause"
-        }
-        Some(e) if e.starts_with(NOT_TLS) => {
+             the session; certificates and --sni are not the cause",
+        ),
+        Some(e) if e.starts_with(NOT_TLS) => (
+            Side::Server,
             "the server did not answer the ClientHello with TLS (the first error is shown \
              above): what listens on that port does not speak TLS (a plain TCP port? DNS over \
-             TLS is port 853)"
-        }
-        Some(e) if e.starts_with(TLS_ALERT) => {
+             TLS is port 853)",
+        ),
+        Some(e) if e.starts_with(TLS_ALERT) => (
+            Side::Server,
             "the server refused the handshake (its alert is shown above): it accepts none of \
              the TLS versions or ciphers offered, or not the name (--sni) or protocol (--alpn) \
-             asked, or it wants a client certificate"
-        }
-        Some(e) if e.starts_with(TLS_TIMED_OUT) => {
+             asked, or it wants a client certificate",
+        ),
+        Some(e) if e.starts_with(TLS_TIMED_OUT) => (
+            Side::Server,
             "the server accepted the connections but did not answer the ClientHello in time \
              (nothing, or not all of it, came back within --connect-timeout): what listens on \
              that port may not speak TLS and waits for bytes of its own protocol (a plain TCP \
              port? DNS over TLS is port 853), or it is too busy to finish handshakes (a longer \
-             --connect-timeout tells the two apart); certificates and --sni are not the cause"
-        }
-        _ => Bucket::Tls.hint(),
+             --connect-timeout tells the two apart); certificates and --sni are not the cause",
+        ),
+        _ => (Side::Client, Bucket::Tls.hint()),
     }
 }

@@ -22,6 +22,7 @@ pub mod json;
 pub mod prometheus;
 
 mod hints;
+mod judge;
 mod live;
 mod plan;
 mod push;
@@ -34,13 +35,14 @@ use hints::*;
 pub use hints::{
     client_connect_hint, lag_warning, nagle_hint, retransmit_hint, udp_silence_hint, wait_words,
 };
+pub use judge::{causes, conclude, judge};
 pub use live::LiveView;
 pub(crate) use plan::phase_steps;
 pub use plan::plan_paragraph;
 use push::*;
 use queries::*;
-pub use summary::summary;
 use summary::*;
+pub use summary::{line, summary};
 pub use views::Views;
 
 use std::io::{self, IsTerminal, Write};
@@ -57,12 +59,24 @@ use crate::metrics::{Bucket, ConnTotals, QueryTotals};
 use crate::outcome::{Outcome, Sample};
 use crate::scenario::{End, Scenario};
 use crate::units::{human_bytes, human_us};
+use crate::verdict::{Cause, Code, Level, Side, Verdict};
 
 #[cfg(test)]
 mod tests {
     use super::views::{file_word, hgrm_tags};
     use super::*;
     use crate::fixtures::{outcome, slice};
+
+    /// The lag cause as its summary line.
+    fn lag_line(
+        h: &crate::metrics::Histograms,
+        not_sent: u64,
+        waited: Option<&str>,
+        cpu: Option<&crate::evidence::ClientCpu>,
+        embedded: bool,
+    ) -> Option<String> {
+        lag_warning(h, not_sent, waited, cpu, embedded).map(|c| line(&c))
+    }
 
     /// Histograms whose send lag, loop lag and service time sit at the
     /// given values (µs).
@@ -78,7 +92,7 @@ mod tests {
 
     #[test]
     fn a_tail_well_above_a_prompt_loop_is_not_the_clients() {
-        let w = lag_warning(&lags(5_000, 2_000, 50_000), 0, None, None, false).unwrap();
+        let w = lag_line(&lags(5_000, 2_000, 50_000), 0, None, None, false).unwrap();
         assert!(w.contains("is well above that"), "{w}");
     }
 
@@ -86,7 +100,7 @@ mod tests {
     fn a_late_loop_keeps_the_tail_from_being_put_on_the_server() {
         // Regression: a loop 140 ms late beside a 350 ms service tail (its
         // own late reads) was named the server's or the network's.
-        let w = lag_warning(&lags(150_000, 140_000, 350_000), 0, None, None, false).unwrap();
+        let w = lag_line(&lags(150_000, 140_000, 350_000), 0, None, None, false).unwrap();
         assert!(w.contains("reads the answers late as well"), "{w}");
         assert!(w.contains("cannot be put on the server alone"), "{w}");
         assert!(!w.contains("the server's or the network's"), "{w}");
@@ -112,10 +126,34 @@ mod tests {
     #[test]
     fn a_late_client_is_told_what_would_help() {
         let late = lags(1_100, 1_100, 2_100);
-        let busy = lag_warning(&late, 0, None, Some(&cpu(9.5)), false).unwrap();
+        // The codes and sides, which limit and cluster read.
+        let code = |c: Option<crate::evidence::ClientCpu>, embedded: bool| {
+            let c = lag_warning(&late, 0, None, c.as_ref(), embedded).unwrap();
+            (c.code, c.side)
+        };
+        assert_eq!(
+            code(Some(cpu(19.0)), false),
+            (Code::ClientCpu, Side::Client)
+        );
+        assert_eq!(
+            code(Some(cpu(9.5)), false),
+            (Code::ClientLate, Side::Client)
+        );
+        assert_eq!(
+            code(Some(cpu(2.0)), false),
+            (Code::ClientLate, Side::Client)
+        );
+        assert_eq!(code(None, false), (Code::ClientLate, Side::Client));
+        assert_eq!(code(None, true), (Code::EmbeddedServer, Side::Both));
+        let above = lag_warning(&lags(5_000, 2_000, 50_000), 0, None, None, false).unwrap();
+        assert_eq!(
+            (above.code, above.side),
+            (Code::ServerLatency, Side::Server)
+        );
+        let busy = lag_line(&late, 0, None, Some(&cpu(9.5)), false).unwrap();
         assert!(busy.contains("the client is the bottleneck"), "{busy}");
         assert!(busy.contains("Give it more cores"), "{busy}");
-        let idle = lag_warning(&late, 0, None, Some(&cpu(2.0)), false).unwrap();
+        let idle = lag_line(&late, 0, None, Some(&cpu(2.0)), false).unwrap();
         assert!(idle.starts_with("warning: the client sent late"), "{idle}");
         assert!(
             idle.contains("it used 10% of its 2 core(s), less than half of one"),
@@ -127,10 +165,10 @@ mod tests {
             "{idle}"
         );
         // Unknown CPU: as before.
-        let unknown = lag_warning(&late, 0, None, None, false).unwrap();
+        let unknown = lag_line(&late, 0, None, None, false).unwrap();
         assert!(unknown.contains("Give it more cores"), "{unknown}");
         for c in [None, Some(cpu(2.0)), Some(cpu(9.5))] {
-            let e = lag_warning(&late, 0, None, c.as_ref(), true).unwrap();
+            let e = lag_line(&late, 0, None, c.as_ref(), true).unwrap();
             assert!(e.starts_with("note: the client sent late"), "{e}");
             assert!(
                 e.contains("the embedded server runs in the client's process"),
@@ -143,14 +181,14 @@ mod tests {
         }
         // A late loop beside a longer tail: the same split.
         let looped = lags(5_000, 140_000, 350_000);
-        let idle = lag_warning(&looped, 0, None, Some(&cpu(2.0)), false).unwrap();
+        let idle = lag_line(&looped, 0, None, Some(&cpu(2.0)), false).unwrap();
         assert!(idle.contains("cannot be put on the server alone"), "{idle}");
         assert!(idle.contains("more workers will not help"), "{idle}");
-        let busy = lag_warning(&looped, 0, None, Some(&cpu(9.5)), false).unwrap();
+        let busy = lag_line(&looped, 0, None, Some(&cpu(9.5)), false).unwrap();
         assert!(busy.contains("give the client more cores"), "{busy}");
         // On time, or a tail well above the lateness: no change.
-        assert!(lag_warning(&lags(500, 400, 2_000), 0, None, Some(&cpu(2.0)), true).is_none());
-        let above = lag_warning(&lags(5_000, 2_000, 50_000), 0, None, Some(&cpu(2.0)), true);
+        assert!(lag_line(&lags(500, 400, 2_000), 0, None, Some(&cpu(2.0)), true).is_none());
+        let above = lag_line(&lags(5_000, 2_000, 50_000), 0, None, Some(&cpu(2.0)), true);
         assert!(above.unwrap().contains("is well above that"));
     }
 
@@ -168,9 +206,9 @@ mod tests {
             h.service_time.record_n(v, n).unwrap();
         }
         h.loop_lag.record_n(100, 1000).unwrap();
-        assert!(nagle_hint(&sc, &q, &h)
-            .unwrap()
-            .contains("Nagle's algorithm"));
+        let nagle = nagle_hint(&sc, &q, &h).unwrap();
+        assert_eq!((nagle.code, nagle.side), (Code::Nagle, Side::Server));
+        assert!(nagle.sentence.contains("Nagle's algorithm"));
         h.loop_lag.reset();
         for (v, n) in [(100, 988), (20_400, 10), (28_000, 2)] {
             h.loop_lag.record_n(v, n).unwrap();

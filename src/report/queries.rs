@@ -59,7 +59,7 @@ pub(super) fn queries_summary(
     sc: &Scenario,
     q: &crate::outcome::QueryOutcome,
     h: &crate::metrics::Histograms,
-    (conns_failed, cpu): (u64, Option<&crate::evidence::ClientCpu>),
+    v: &Verdict,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     use crate::scenario::Model;
@@ -80,13 +80,11 @@ pub(super) fn queries_summary(
              {sent:.0}/s sent"
         )?;
     } else {
-        open_loop_rates(sc, q, h, conns_failed, out)?;
+        open_loop_rates(sc, q, v, out)?;
     }
     answer_lines(sc, q, out)?;
-    latency_lines(sc, q, h, (closed, conns_failed, cpu), out)?;
-    if let Some(h) = nagle_hint(sc, q, h) {
-        writeln!(out, "  hint (nagle): {h}")?;
-    }
+    latency_lines(sc, q, h, (closed, v), out)?;
+    render(v, &["nagle"], "  ", out)?;
     writeln!(
         out,
         "  bytes         out {} ({}), in {} ({})",
@@ -99,12 +97,11 @@ pub(super) fn queries_summary(
 }
 
 /// The rate of an open-loop run: achieved and sent of the target, and
-/// why either fell short.
+/// why either fell short (the verdict's `rate` causes).
 fn open_loop_rates(
     sc: &Scenario,
     q: &crate::outcome::QueryOutcome,
-    h: &crate::metrics::Histograms,
-    conns_failed: u64,
+    v: &Verdict,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     use crate::scenario::Model;
@@ -148,41 +145,17 @@ fn open_loop_rates(
             expected.sqrt(),
             3.0 * expected.sqrt()
         )?;
-    } else if sent_pct < 99.0 {
-        let why = shortfall_why(sc, t, h, conns_failed);
-        writeln!(
-            out,
-            "    warning: the sent rate is below 99% of the target{why}"
-        )?;
     }
-    if pct < 99.0 && t.sent > 0 && (t.answered as f64) < 0.99 * t.sent as f64 {
-        // Truncated and dropped over UDP, while the same question also
-        // came whole: rate limiting (the truncated line says why).
-        let limited = t.timed_out > 0 && rate_limited(sc, t.truncated, whole_answers(q));
-        let why = if limited {
-            "its response rate limiting dropped them (see truncated below)"
-        } else {
-            "it did not keep up, or does not answer this protocol"
-        };
-        writeln!(
-            out,
-            "    warning: the server answered {:.1}% of the queries sent ({} timed out, {} \
-             errors): {why}",
-            100.0 * t.answered as f64 / t.sent as f64,
-            t.timed_out,
-            t.errors_total() - t.errors[crate::metrics::E_NOT_SENT]
-        )?;
-    }
-    Ok(())
+    render(v, &["rate"], "    ", out)
 }
 
 /// Why fewer queries were sent than due, as the end of the warning.
-fn shortfall_why(
+pub(super) fn shortfall_why(
     sc: &Scenario,
     t: &crate::metrics::QueryTotals,
     h: &crate::metrics::Histograms,
     conns_failed: u64,
-) -> String {
+) -> (Code, Side, String) {
     let not_sent = t.errors[crate::metrics::E_NOT_SENT];
     let window = sc.traffic.as_ref().and_then(|t| t.window);
     let waited = wait_words(sc, t, h).filter(|_| {
@@ -192,22 +165,34 @@ fn shortfall_why(
         &waited,
         not_sent == 0 || sc.transport == Transport::TcpPerQuery,
     ) {
-        format!(": {w}")
+        (Code::ServerPace, Side::Server, format!(": {w}"))
     } else if not_sent > 0 && window.is_none() {
-        format!(
-            ": {not_sent} queries could not be sent within --timeout, their connections' \
+        (
+            Code::ServerPace,
+            Side::Server,
+            format!(
+                ": {not_sent} queries could not be sent within --timeout, their connections' \
              sockets full: the server is not reading what it is sent"
+            ),
         )
     } else if let (true, Some(w)) = (not_sent > 0, window) {
-        format!(
-            ": {not_sent} queries could not be sent within --timeout, their connections' \
+        (
+            Code::ServerPace,
+            Side::Server,
+            format!(
+                ": {not_sent} queries could not be sent within --timeout, their connections' \
              --window {w} full (the server answering too slowly) or their sockets full \
              (the server not reading)"
+            ),
         )
     } else if conns_failed > 0 {
         // Not the client's pace: the connections that would have
-        // carried the queries were gone.
-        ": connections failed (see above), and the queries due on them were not sent".into()
+        // carried the queries were gone (their causes are their own).
+        (
+            Code::Unanswered,
+            Side::None,
+            ": connections failed (see above), and the queries due on them were not sent".into(),
+        )
     } else if h.loop_lag.value_at_quantile(0.99) > 1000 {
         let behind = t.errors[crate::metrics::E_BEHIND];
         let never = if behind > 0 {
@@ -215,12 +200,20 @@ fn shortfall_why(
         } else {
             String::new()
         };
-        format!(
-            " and the client's own loop fell behind its schedule (see loop lag){never}: the \
-             client could not keep up"
+        (
+            Code::ClientLate,
+            Side::Client,
+            format!(
+                " and the client's own loop fell behind its schedule (see loop lag){never}: \
+                 the client could not keep up"
+            ),
         )
     } else {
-        ": queries waited for their connection (window full or socket busy)".into()
+        (
+            Code::ServerPace,
+            Side::Server,
+            ": queries waited for their connection (window full or socket busy)".into(),
+        )
     }
 }
 
@@ -308,7 +301,7 @@ fn latency_lines(
     sc: &Scenario,
     q: &crate::outcome::QueryOutcome,
     h: &crate::metrics::Histograms,
-    (closed, conns_failed, cpu): (bool, u64, Option<&crate::evidence::ClientCpu>),
+    (closed, v): (bool, &Verdict),
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let t = &q.totals;
@@ -338,23 +331,7 @@ fn latency_lines(
                 human_us(slack_us)
             )?;
         }
-        let waited = wait_words(sc, t, h).filter(|_| conns_failed == 0);
-        // Late by the slack asked for: not the client's lag.
-        let beyond_slack = h.send_lag.value_at_quantile(0.99) > slack_us + 1000;
-        if let Some(w) = (slack_us == 0 || beyond_slack)
-            .then(|| {
-                lag_warning(
-                    h,
-                    t.errors[crate::metrics::E_NOT_SENT],
-                    waited.as_deref(),
-                    cpu,
-                    sc.embedded_server,
-                )
-            })
-            .flatten()
-        {
-            writeln!(out, "    {w}")?;
-        }
+        render(v, &["lag"], "    ", out)?;
     }
     Ok(())
 }

@@ -1,12 +1,9 @@
 //! The summary at the end of a client run: its counts, times and rates.
 
 use super::*;
-use crate::domain::Proto;
-use crate::engine::proto;
-use crate::scenario::Query;
 
 /// The human summary of a run.
-pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()> {
+pub fn summary(sc: &Scenario, o: &Outcome, v: &Verdict, out: &mut dyn Write) -> io::Result<()> {
     connection_lines(sc, o, out)?;
     ramp_lines(sc, o, out)?;
     let t = &o.totals;
@@ -32,8 +29,7 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
         )?;
     }
     if let Some(q) = &o.queries {
-        let cpu = o.observed.client.as_ref();
-        queries_summary(sc, q, &o.hists, (t.failed_total(), cpu), out)?;
+        queries_summary(sc, q, &o.hists, v, out)?;
         if sc.transport == Transport::TcpPerQuery && !o.hists.service_time.is_empty() {
             let service = o.hists.service_time.mean().max(1.0);
             writeln!(
@@ -51,10 +47,42 @@ pub fn summary(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()
     if let Some(e) = &t.tls_error {
         writeln!(out, "  tls error     {e}")?;
     }
-    // Connections the client closed because their bytes could not be
-    failure_hints(sc, o, out)?;
-    observed_lines(sc, o, out)?;
-    unverified_hints(sc, o, out)
+    let mut labels: Vec<&str> = Bucket::ALL.iter().map(|b| b.key()).collect();
+    labels.push("tcp-per-query");
+    render(v, &labels, "  ", out)?;
+    observed_lines(sc, o, v, out)?;
+    render(v, &["udp", "unverified"], "  ", out)?;
+    if let Some(stall) = verification_stall(o) {
+        writeln!(out, "  verified      {stall}")?;
+    }
+    render(v, &["server"], "  ", out)
+}
+
+/// The causes of `v` with these labels, in the verdict's order, as the
+/// summary's lines: `hint (label): ...`, `warning: ...`, `note: ...`.
+pub(super) fn render(
+    v: &Verdict,
+    labels: &[&str],
+    indent: &str,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    for c in v
+        .causes
+        .iter()
+        .filter(|c| labels.contains(&c.label.as_str()))
+    {
+        writeln!(out, "{indent}{}", line(c))?;
+    }
+    Ok(())
+}
+
+/// A cause as one line of the summary.
+pub fn line(c: &Cause) -> String {
+    match c.level {
+        Level::Hint => format!("hint ({}): {}", c.label, c.sentence),
+        Level::Warning => format!("warning: {}", c.sentence),
+        Level::Note => format!("note: {}", c.sentence),
+    }
 }
 
 /// WebSocket: the pings answered and the closes received, by code.
@@ -212,46 +240,9 @@ fn ramp_lines(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()>
     Ok(())
 }
 
-/// A hint for each cause of failed connections.
-fn failure_hints(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()> {
-    let t = &o.totals;
-    // framed are counted with resets: say whose bytes they were.
-    let garbled = o.push.as_ref().map_or(0, |p| p.malformed)
-        + o.queries.as_ref().map_or(0, |q| {
-            q.totals.errors[crate::metrics::E_MALFORMED]
-                + q.totals.errors[crate::metrics::E_OVERSIZED]
-        });
-    for b in Bucket::ALL {
-        if t.failed[b as usize] > 0 {
-            let hint = match b {
-                Bucket::Tls => tls_hint(t.tls_error.as_deref()),
-                Bucket::Reset if garbled >= t.failed[b as usize] => {
-                    "the client closed these connections: the server sent bytes that are not \
-                     the protocol asked for (counted malformed or oversized): check --proto (and \
-                     --push-format) against what the server speaks"
-                }
-                Bucket::TimedOut | Bucket::HalfOpen => {
-                    &*unaccepted_hint(b, o).unwrap_or_else(|| b.hint().into())
-                }
-                _ => b.hint(),
-            };
-            writeln!(out, "  hint ({}): {hint}", b.key())?;
-            if b == Bucket::NoFreePort && sc.transport == Transport::TcpPerQuery {
-                writeln!(
-                    out,
-                    "  hint (tcp-per-query): each closed connection keeps its port in TIME_WAIT \
-                     for 60 s, so the port range runs dry at (ports x sources) / 60 queries/s: \
-                     set net.ipv4.tcp_tw_reuse=1 (sysctl -w) or add source addresses (--source-ip)"
-                )?;
-            }
-        }
-    }
-    Ok(())
-}
-
 /// What was seen of the machine: the client's CPU, the server's process,
 /// and the handshake's or the client's own limits.
-fn observed_lines(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()> {
+fn observed_lines(sc: &Scenario, o: &Outcome, v: &Verdict, out: &mut dyn Write) -> io::Result<()> {
     if let Some(c) = &o.observed.client {
         let embedded = if sc.embedded_server {
             " (with the embedded server's: it runs in this process)"
@@ -263,98 +254,7 @@ fn observed_lines(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result
     if let Some(seen) = &o.observed.server {
         writeln!(out, "  server seen   {}", seen.line())?;
     }
-    if let Some(h) = retransmit_hint(o) {
-        writeln!(out, "  hint (handshake): {h}")?;
-    } else if let Some(h) = client_connect_hint(sc, o) {
-        writeln!(out, "  hint (client): {h}")?;
-    }
-    Ok(())
-}
-
-/// Why connections went unverified, from what was seen.
-fn unverified_hints(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Result<()> {
-    let t = &o.totals;
-    let udp_silent = udp_silence_hint(sc, o);
-    if let Some(h) = udp_silent {
-        writeln!(out, "  hint (udp): {h}")?;
-    }
-    if udp_silent.is_some() {
-        // Said above, with the causes UDP has.
-    } else if t.unverified > 0 && sc.push.is_some() {
-        writeln!(
-            out,
-            "  hint (unverified): {} connection(s) got no message in all their time (more than \
-             two periods): the server accepted them and pushed nothing to them. Is it a push \
-             server, with this --push-format? (throng server --mode push, or lines with a \
-             sequence number first)",
-            t.unverified
-        )?;
-    }
-    if let Some(stall) = verification_stall(o) {
-        writeln!(out, "  verified      {stall}")?;
-    }
-    if udp_silent.is_some() || (t.unverified > 0 && sc.push.is_some()) {
-        // Said above.
-    } else if let Some(cause) = o
-        .observed
-        .server
-        .as_ref()
-        .filter(|_| t.unverified > 0)
-        .and_then(|s| s.cause(t.unverified))
-    {
-        writeln!(
-            out,
-            "  hint (unverified): {} connection(s) were established but never answered: {cause}",
-            t.unverified
-        )?;
-    } else if t.unverified > 0 && t.verified == 0 && t.probe_rejected == 0 {
-        // Not one answer: an accept queue drops some connections, not all.
-        let what = sc
-            .traffic
-            .as_ref()
-            .map(|t| &t.query)
-            .or(sc.probe.as_ref())
-            .map_or(Proto::Dns, Query::proto);
-        let what = proto::word(what);
-        writeln!(
-            out,
-            "  hint (unverified): no connection got an answer (to the probe within \
-             --connect-timeout, or to any query): the server does not answer {what} queries, or \
-             not in time. Give the protocol it speaks (--proto, --http-request, --qname, \
-             --message) or --no-verify"
-        )?;
-    } else if t.unverified > 0 && sc.transport == Transport::Udp {
-        // UDP has no accept queue: a socket without an answer is one whose
-        // every datagram went unanswered.
-        writeln!(
-            out,
-            "  hint (unverified): {} of the UDP sockets never got an answer to any of their \
-             queries while others did: the server dropped what they sent (its rate limiting, \
-             or datagrams lost on the way: see the queries' timeouts); --no-verify skips the \
-             check",
-            t.unverified
-        )?;
-    } else if let (true, Some(s)) = (t.unverified > 0, &o.observed.server) {
-        // Seen, and its queue and fds show no cause: it took them.
-        writeln!(
-            out,
-            "  hint (unverified): {} connection(s) never got an answer (to the probe within \
-             --connect-timeout, or with queries to any of them): the server's \
-             process ({}, pid {}) had fds to spare and its accept queue (up to {}) never \
-             overflowed, so it accepted them and did not answer them (a limit of its own, or \
-             it answers some connections only: see its log); --no-verify skips the check",
-            t.unverified, s.name, s.pid, s.accept_queue_max
-        )?;
-    } else if t.unverified > 0 {
-        writeln!(
-            out,
-            "  hint (unverified): some connections never got an answer (to the probe within \
-             --connect-timeout, or with queries to any of them): the server may not have accepted \
-             them (a full accept queue), or it does not answer this protocol; --no-verify skips \
-             the check"
-        )?;
-    }
-    Ok(())
+    render(v, &["handshake", "client"], "  ", out)
 }
 
 /// The client's CPU in words: its share of the cores it may use, per

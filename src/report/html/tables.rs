@@ -204,7 +204,10 @@ pub(super) fn printed_summaries(p: &mut String, drawn: &[Drawn]) {
         let mut text = Vec::new();
         match d.r.outcome() {
             Ok(o) => {
-                let _ = crate::report::summary(&d.r.scenario, &o, &mut text);
+                let v = d.r.verdict.clone().unwrap_or_else(|| {
+                    crate::report::judge(&d.r.scenario, &o, d.r, d.r.scenario.max_failures)
+                });
+                let _ = crate::report::summary(&d.r.scenario, &o, &v, &mut text);
                 for l in crate::report::check::lines(
                     &d.r.checks
                         .iter()

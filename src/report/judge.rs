@@ -1,0 +1,398 @@
+//! The verdict of a run, computed once from its figures and what was
+//! seen: every cause the hints name, with its code, its side and the
+//! figures it rests on. The summary renders its hint lines from it; limit,
+//! cluster and report read it. It writes nothing.
+
+use super::*;
+use crate::domain::Proto;
+use crate::engine::proto;
+use crate::outcome::RunResult;
+use crate::scenario::Query;
+
+/// Evaluates `checks` on `result`, then judges it: both recorded in it.
+pub fn conclude(
+    sc: &Scenario,
+    o: &Outcome,
+    checks: &[check::Check],
+    result: &mut RunResult,
+    max_failures: u64,
+) -> io::Result<()> {
+    check::record(checks, result)?;
+    result.verdict = Some(judge(sc, o, result, max_failures));
+    Ok(())
+}
+
+/// The verdict of `result` (its checks already evaluated), whose run
+/// measured `o`: `pass` as its exit code says (no check failed, no more
+/// failed connections than --max-failures, whole, not overrun).
+pub fn judge(sc: &Scenario, o: &Outcome, result: &RunResult, max_failures: u64) -> Verdict {
+    let causes = causes(sc, o);
+    if result.interrupted {
+        return Verdict {
+            pass: false,
+            side: Side::None,
+            causes,
+        };
+    }
+    Verdict::new(check::passed(result, max_failures), causes)
+}
+
+/// Every cause the run's figures name, in the order the summary shows
+/// them.
+pub fn causes(sc: &Scenario, o: &Outcome) -> Vec<Cause> {
+    let mut c = Vec::new();
+    if let Some(q) = &o.queries {
+        query_causes(sc, q, &o.hists, (o.totals.failed_total(), o), &mut c);
+    }
+    failure_causes(sc, o, &mut c);
+    if let Some(h) = retransmit_hint(o) {
+        c.push(h);
+    } else if let Some(h) = client_connect_hint(sc, o) {
+        c.push(h);
+    }
+    unverified_causes(sc, o, &mut c);
+    server_cause(o, &mut c);
+    c
+}
+
+/// A cause for each bucket of failed connections.
+fn failure_causes(sc: &Scenario, o: &Outcome, c: &mut Vec<Cause>) {
+    let t = &o.totals;
+    // framed are counted with resets: say whose bytes they were.
+    let garbled = o.push.as_ref().map_or(0, |p| p.malformed)
+        + o.queries.as_ref().map_or(0, |q| {
+            q.totals.errors[crate::metrics::E_MALFORMED]
+                + q.totals.errors[crate::metrics::E_OVERSIZED]
+        });
+    for b in Bucket::ALL {
+        let n = t.failed[b as usize];
+        if n == 0 {
+            continue;
+        }
+        let (code, side, words): (Code, Option<Side>, String) = match b {
+            Bucket::Tls => {
+                let (side, w) = tls_hint(t.tls_error.as_deref());
+                (Code::Tls, Some(side), w.into())
+            }
+            Bucket::Reset if garbled >= n => (
+                Code::ProtocolMismatch,
+                None,
+                "the client closed these connections: the server sent bytes that are not the \
+                 protocol asked for (counted malformed or oversized): check --proto (and \
+                 --push-format) against what the server speaks"
+                    .into(),
+            ),
+            Bucket::TimedOut | Bucket::HalfOpen => {
+                let fallback = match b {
+                    Bucket::TimedOut => Code::SynDropped,
+                    _ => Code::HalfOpen,
+                };
+                let (code, w) = unaccepted_hint(b, o).unwrap_or((fallback, b.hint().into()));
+                (code, None, w)
+            }
+            Bucket::Refused => (Code::Refused, None, b.hint().into()),
+            Bucket::NoFreePort => (Code::Ports, None, b.hint().into()),
+            Bucket::OutOfFds => (Code::ClientFds, None, b.hint().into()),
+            Bucket::Unreachable => (Code::Unreachable, None, b.hint().into()),
+            Bucket::Other => (Code::ConnectError, None, b.hint().into()),
+            Bucket::ClosedByPeer => (Code::ClosedByServer, None, b.hint().into()),
+            Bucket::Reset => (Code::Reset, None, b.hint().into()),
+            Bucket::Rejected => (Code::ProtocolMismatch, None, b.hint().into()),
+        };
+        let mut cause = Cause::new(code, b.key(), words).with(b.key(), n as f64);
+        if let Some(s) = side {
+            cause = cause.on(s);
+        }
+        c.push(cause);
+        if b == Bucket::NoFreePort && sc.transport == Transport::TcpPerQuery {
+            c.push(Cause::new(
+                Code::Ports,
+                "tcp-per-query",
+                "each closed connection keeps its port in TIME_WAIT for 60 s, so the port range \
+                 runs dry at (ports x sources) / 60 queries/s: set net.ipv4.tcp_tw_reuse=1 \
+                 (sysctl -w) or add source addresses (--source-ip)",
+            ));
+        }
+    }
+}
+
+/// Why connections went unverified, from what was seen.
+fn unverified_causes(sc: &Scenario, o: &Outcome, c: &mut Vec<Cause>) {
+    let t = &o.totals;
+    let n = t.unverified as f64;
+    let unanswered =
+        |words: String| Cause::new(Code::Unanswered, "unverified", words).with("unverified", n);
+    if let Some(h) = udp_silence_hint(sc, o) {
+        c.push(Cause::new(Code::UdpSilent, "udp", h));
+        return;
+    }
+    if t.unverified > 0 && sc.push.is_some() {
+        c.push(unanswered(format!(
+            "{} connection(s) got no message in all their time (more than two periods): the \
+             server accepted them and pushed nothing to them. Is it a push server, with this \
+             --push-format? (throng server --mode push, or lines with a sequence number first)",
+            t.unverified
+        )));
+        return;
+    }
+    if t.unverified == 0 {
+        return;
+    }
+    if let Some((code, cause)) = o
+        .observed
+        .server
+        .as_ref()
+        .and_then(|s| s.named(t.unverified))
+    {
+        c.push(
+            Cause::new(
+                code,
+                "unverified",
+                format!(
+                    "{} connection(s) were established but never answered: {cause}",
+                    t.unverified
+                ),
+            )
+            .with("unverified", n),
+        );
+    } else if t.verified == 0 && t.probe_rejected == 0 {
+        // Not one answer: an accept queue drops some connections, not all.
+        let what = sc
+            .traffic
+            .as_ref()
+            .map(|t| &t.query)
+            .or(sc.probe.as_ref())
+            .map_or(Proto::Dns, Query::proto);
+        let what = proto::word(what);
+        c.push(unanswered(format!(
+            "no connection got an answer (to the probe within --connect-timeout, or to any \
+             query): the server does not answer {what} queries, or not in time. Give the \
+             protocol it speaks (--proto, --http-request, --qname, --message) or --no-verify"
+        )));
+    } else if sc.transport == Transport::Udp {
+        // UDP has no accept queue: a socket without an answer is one whose
+        // every datagram went unanswered.
+        c.push(unanswered(format!(
+            "{} of the UDP sockets never got an answer to any of their queries while others \
+             did: the server dropped what they sent (its rate limiting, or datagrams lost on \
+             the way: see the queries' timeouts); --no-verify skips the check",
+            t.unverified
+        )));
+    } else if let Some(s) = &o.observed.server {
+        // Seen, and its queue and fds show no cause: it took them.
+        c.push(unanswered(format!(
+            "{} connection(s) never got an answer (to the probe within --connect-timeout, or \
+             with queries to any of them): the server's process ({}, pid {}) had fds to spare \
+             and its accept queue (up to {}) never overflowed, so it accepted them and did not \
+             answer them (a limit of its own, or it answers some connections only: see its \
+             log); --no-verify skips the check",
+            t.unverified, s.name, s.pid, s.accept_queue_max
+        )));
+    } else {
+        c.push(unanswered(
+            "some connections never got an answer (to the probe within --connect-timeout, or \
+             with queries to any of them): the server may not have accepted them (a full \
+             accept queue), or it does not answer this protocol; --no-verify skips the check"
+                .into(),
+        ));
+    }
+}
+
+/// What the server's process showed of its limits over the run (its CPU,
+/// its socket's drops, the host's tables), where no cause above names the
+/// server's side already.
+fn server_cause(o: &Outcome, c: &mut Vec<Cause>) {
+    let Some(seen) = &o.observed.server else {
+        return;
+    };
+    if c.iter()
+        .any(|x| x.side == Side::Server && x.level != Level::Note)
+    {
+        return;
+    }
+    let d = crate::evidence::During {
+        wall_s: o.elapsed.as_secs_f64(),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
+        peer_closed: 0,
+        client_sharing_pct: o
+            .observed
+            .client
+            .as_ref()
+            .filter(|c| c.shares_cores_with_server)
+            .map(|c| c.cpu_pct),
+    };
+    if let Some((code, words)) = seen.limit_named(&d) {
+        c.push(
+            Cause::new(code, "server", words)
+                .with("server_fds_max", seen.fds_max as f64)
+                .with("server_fd_limit", seen.fd_limit as f64)
+                .with("server_cpu_s", seen.cpu_s)
+                .with("accept_queue_max", seen.accept_queue_max as f64)
+                .with("listen_overflows", seen.listen_overflows as f64),
+        );
+    }
+}
+
+/// The queries' causes: their rate's shortfalls, the answers that failed,
+/// the client's lateness, Nagle's tail.
+fn query_causes(
+    sc: &Scenario,
+    q: &crate::outcome::QueryOutcome,
+    h: &crate::metrics::Histograms,
+    (conns_failed, o): (u64, &Outcome),
+    c: &mut Vec<Cause>,
+) {
+    use crate::scenario::Model;
+    let t = &q.totals;
+    let closed = matches!(
+        sc.traffic.as_ref().map(|t| &t.model),
+        Some(Model::ClosedLoop { .. })
+    );
+    if !closed {
+        rate_causes(sc, q, h, conns_failed, c);
+    }
+    error_answers(sc, q, c);
+    if t.truncated > 0 && t.timed_out == 0 && rate_limited(sc, t.truncated, whole_answers(q)) {
+        c.push(
+            Cause::new(
+                Code::RateLimited,
+                "truncated",
+                truncated_words(sc, t.truncated, whole_answers(q), t.timed_out),
+            )
+            .with("truncated", t.truncated as f64),
+        );
+    }
+    if !closed {
+        let slack_us = sc.traffic.as_ref().map_or(0, |t| (t.slack_s * 1e6) as u64);
+        let waited = wait_words(sc, t, h).filter(|_| conns_failed == 0);
+        // Late by the slack asked for: not the client's lag.
+        let beyond_slack = h.send_lag.value_at_quantile(0.99) > slack_us + 1000;
+        if slack_us == 0 || beyond_slack {
+            c.extend(lag_warning(
+                h,
+                t.errors[crate::metrics::E_NOT_SENT],
+                waited.as_deref(),
+                o.observed.client.as_ref(),
+                sc.embedded_server,
+            ));
+        }
+    }
+    c.extend(nagle_hint(sc, q, h));
+}
+
+/// Why an open loop's sent or answered rate fell short of the target.
+fn rate_causes(
+    sc: &Scenario,
+    q: &crate::outcome::QueryOutcome,
+    h: &crate::metrics::Histograms,
+    conns_failed: u64,
+    c: &mut Vec<Cause>,
+) {
+    use crate::scenario::Model;
+    let t = &q.totals;
+    let secs = q.seconds.max(1e-9);
+    let target = q.target_queries / secs;
+    let of = |r: f64| {
+        if target > 0.0 {
+            r / target * 100.0
+        } else {
+            100.0
+        }
+    };
+    let (pct, sent_pct) = (of(t.answered as f64 / secs), of(t.sent as f64 / secs));
+    let poisson = matches!(
+        sc.traffic.as_ref().map(|t| &t.model),
+        Some(Model::OpenLoop {
+            arrivals: crate::domain::Arrivals::Poisson,
+            ..
+        })
+    );
+    let expected = q.target_queries;
+    let chance = poisson && (expected - t.sent as f64) <= 3.0 * expected.sqrt();
+    if sent_pct < 99.0 && !chance {
+        let (code, side, why) = shortfall_why(sc, t, h, conns_failed);
+        c.push(
+            Cause::new(
+                code,
+                "rate",
+                format!("the sent rate is below 99% of the target{why}"),
+            )
+            .on(side)
+            .level(Level::Warning)
+            .with("sent_pct", sent_pct),
+        );
+    }
+    if pct < 99.0 && t.sent > 0 && (t.answered as f64) < 0.99 * t.sent as f64 {
+        // Truncated and dropped over UDP, while the same question also
+        // came whole: rate limiting (the truncated line says why).
+        let limited = t.timed_out > 0 && rate_limited(sc, t.truncated, whole_answers(q));
+        let (code, why) = if limited {
+            (
+                Code::RateLimited,
+                "its response rate limiting dropped them (see truncated below)",
+            )
+        } else {
+            (
+                Code::NotKeepingUp,
+                "it did not keep up, or does not answer this protocol",
+            )
+        };
+        let errors = t.errors_total() - t.errors[crate::metrics::E_NOT_SENT];
+        let answered_pct = 100.0 * t.answered as f64 / t.sent as f64;
+        c.push(
+            Cause::new(
+                code,
+                "rate",
+                format!(
+                    "the server answered {answered_pct:.1}% of the queries sent ({} timed out, \
+                     {errors} errors): {why}",
+                    t.timed_out,
+                ),
+            )
+            .level(Level::Warning)
+            .with("answered_pct", answered_pct)
+            .with("timed_out", t.timed_out as f64)
+            .with("errors", errors as f64),
+        );
+    }
+}
+
+/// Answers that said failure: the server's (HTTP 5xx and 4xx, DNS
+/// SERVFAIL and REFUSED, a mismatch), with how many of each.
+fn error_answers(sc: &Scenario, q: &crate::outcome::QueryOutcome, c: &mut Vec<Cause>) {
+    let ok_answers = sc
+        .traffic
+        .as_ref()
+        .map(|t| crate::metrics::OkAnswers {
+            rcodes: &t.ok_rcodes,
+            status: &t.ok_status,
+        })
+        .unwrap_or_default();
+    let failed = q.statuses.failures(ok_answers);
+    let bad: u64 = failed.values().sum();
+    if q.totals.answered == 0 || bad == 0 {
+        return;
+    }
+    let (most, n) = failed
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(w, n)| (w.clone(), *n))
+        .unwrap_or_default();
+    let list: Vec<String> = failed.iter().map(|(w, n)| format!("{w} {n}")).collect();
+    let mut cause = Cause::new(
+        Code::ErrorAnswers,
+        "answers",
+        format!(
+            "{bad} of {} answers said failure ({}); the most, {most} ({n}): {}",
+            q.totals.answered,
+            list.join(", "),
+            failed_answer_words(&most)
+        ),
+    )
+    .with("answered", q.totals.answered as f64)
+    .with("failed", bad as f64);
+    for (w, n) in &failed {
+        cause = cause.with(w, *n as f64);
+    }
+    c.push(cause);
+}
