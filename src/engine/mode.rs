@@ -207,7 +207,11 @@ impl Traffic {
             s.reports,
             log,
             (closed_loop, s.service_seconds),
-        );
+        )
+        .with_ok(crate::metrics::OkMask::new(crate::metrics::OkAnswers {
+            rcodes: &t.ok_rcodes,
+            status: &t.ok_status,
+        }));
         Traffic {
             codec,
             pacing: Pacing::new(&t.model, w, id, t.seed),

@@ -130,6 +130,9 @@ pub struct Recorder {
     started: u64,
     /// The largest response time kept (µs): larger ones count as it.
     highest: u64,
+    /// Which answers are successes (an answer that is not one counts in
+    /// its second's `failed_answers`).
+    ok: crate::metrics::OkMask,
 }
 
 impl Recorder {
@@ -164,7 +167,14 @@ impl Recorder {
             log,
             closed_loop,
             started: 0,
+            ok: crate::metrics::OkMask::new(crate::metrics::OkAnswers::default()),
         }
+    }
+
+    /// Counts as failed the answers that `ok` does not call successes.
+    pub fn with_ok(mut self, ok: crate::metrics::OkMask) -> Recorder {
+        self.ok = ok;
+        self
     }
 
     /// Traffic starts at `started`; the current second is `now_ns`'s.
@@ -311,6 +321,9 @@ impl Recorder {
                     bump(&self.q.truncated, 1);
                 }
                 s.rcodes[usize::from(r & 15)] += 1;
+                if self.ok.rcode_failed(r) {
+                    self.sec_report.failed_answers += 1;
+                }
                 if let Some((_, row)) = s.by_qtype.get_mut(usize::from(o.qtype_slot)) {
                     row[usize::from(r & 15)] += 1;
                 }
@@ -322,12 +335,16 @@ impl Recorder {
             }
             Status::Http(code) => {
                 s.http[usize::from(code).min(599)] += 1;
+                if self.ok.status_failed(code) {
+                    self.sec_report.failed_answers += 1;
+                }
                 Label::Code(code)
             }
             Status::Mismatch => {
                 // An answer that failed: counted answered, once (not an
                 // error besides).
                 s.mismatch += 1;
+                self.sec_report.failed_answers += 1;
                 Label::Word("mismatch")
             }
         };

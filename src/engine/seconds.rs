@@ -26,6 +26,9 @@ pub struct SecondReport {
     pub answered: u64,
     pub timed_out: u64,
     pub errors: u64,
+    /// Answers that said failure (not successes of the protocol, nor of
+    /// --ok-rcodes, --ok-status).
+    pub failed_answers: u64,
     /// Due queries the worker's loop noticed more than 1 ms late (the
     /// client's own lateness, not a wait for the server).
     pub loop_late: u64,
@@ -49,6 +52,7 @@ impl SecondReport {
             answered: 0,
             timed_out: 0,
             errors: 0,
+            failed_answers: 0,
             loop_late: 0,
             hist: hist(),
             service: service.then(hist),
@@ -71,6 +75,7 @@ impl SecondReport {
         self.answered += o.answered;
         self.timed_out += o.timed_out;
         self.errors += o.errors;
+        self.failed_answers += o.failed_answers;
         self.loop_late += o.loop_late;
         self.workers += o.workers;
         let _ = self.hist.take_in(&o.hist);
@@ -134,7 +139,7 @@ impl ReportTx {
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
         if spare.len() < self.keep {
             (r.sent, r.answered, r.timed_out, r.errors, r.workers) = (0, 0, 0, 0, 1);
-            r.loop_late = 0;
+            (r.loop_late, r.failed_answers) = (0, 0);
             clear_if_used(&mut r.hist);
             if let Some(h) = r.service.as_mut() {
                 clear_if_used(h);
@@ -220,6 +225,7 @@ impl Seconds {
             s.answered = Some(r.answered);
             s.timed_out = Some(r.timed_out);
             s.errors = Some(r.errors);
+            s.failed_answers = Some(r.failed_answers);
             r.times_to(s, true);
             *done = true;
             gone.push(idx);

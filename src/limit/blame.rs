@@ -1,40 +1,45 @@
-//! Whose failure a step is, and why: the client's own words and figures
-//! (its lateness, its cores, its drops), and the server's evidence.
+//! Whose failure a step is, and why, from typed results: the step's
+//! verdict (a fresh run's own; a held step's, made here from its seconds)
+//! and what the machine said about the server. No decision reads a
+//! sentence: causes are matched by code and side.
 
 use super::*;
+use crate::outcome::limit::HeldStep;
+use crate::verdict::{Cause, Code, Level, Side, Verdict};
 
 /// The failing step's cause from what the machine said about the server,
-/// in one sentence, with the figures it rests on; None when nothing seen
+/// with its code and the figures it rests on; None when nothing seen
 /// explains it.
-pub(super) fn evidence(v: &Value, find: Find) -> (Option<String>, Vec<String>) {
-    let Some(seen) = v
-        .get("server_seen")
-        .filter(|s| !s.is_null())
-        .and_then(|s| serde_json::from_value::<crate::evidence::ServerSeen>(s.clone()).ok())
-    else {
+pub(super) fn evidence(r: &StepResult, find: Find) -> (Option<(Code, String)>, Vec<String>) {
+    let Some(seen) = r.server_seen() else {
         return (None, Vec::new());
     };
     let during = crate::evidence::During {
-        wall_s: num(v, "duration_s").unwrap_or(0.0),
-        cores: num(v, "environment.cores").unwrap_or(1.0),
-        peer_closed: closes_tell(v, find),
-        client_sharing_pct: v
-            .get("client")
-            .filter(|c| c["shares_cores_with_server"].as_bool() == Some(true))
-            .and_then(|c| num(c, "cpu_pct")),
+        wall_s: r.duration_s(),
+        cores: r.cores().max(1.0),
+        peer_closed: closes_tell(r, find),
+        client_sharing_pct: r
+            .client()
+            .filter(|c| c.shares_cores_with_server)
+            .map(|c| c.cpu_pct),
     };
-    (seen.limit_cause(&during), vec![seen.figures(&during)])
+    (seen.limit_named(&during), vec![seen.figures(&during)])
 }
 
-/// Whether the server's own doing explains a failing step: a cause in its
-/// evidence, or connections it closed, reset or refused the probe on once
-/// it had taken them (the server's acts, even where its process was not
-/// seen: a remote server, another user's).
-pub(super) fn server_explains(v: &Value, find: Find) -> bool {
-    let acts = ["closed_by_peer", "reset", "half_open", "rejected"]
-        .iter()
-        .any(|k| num(v, &format!("connections.failed.{k}")).unwrap_or(0.0) > 0.0);
-    evidence(v, find).0.is_some() || acts || closes_tell(v, find) > 0
+/// Whether the server's side explains a failing step: a cause in its
+/// evidence, connections it closed once it had taken them (on a
+/// connections step), or a cause of the step's verdict on the server's or
+/// the network's side (connections it refused, reset or never answered,
+/// answers that said failure: the server's acts, even where its process
+/// was not seen).
+pub(super) fn server_explains(r: &StepResult, find: Find) -> bool {
+    evidence(r, find).0.is_some()
+        || closes_tell(r, find) > 0
+        || r.verdict().is_some_and(|v| {
+            v.causes
+                .iter()
+                .any(|c| c.explains() && matches!(c.side, Side::Server | Side::Network))
+        })
 }
 
 /// The connections the server closed once it had taken them, where they
@@ -42,38 +47,55 @@ pub(super) fn server_explains(v: &Value, find: Find) -> bool {
 /// the server keeps every connection; closes during its steps are the
 /// server recycling them (nginx's keepalive_requests, idle timeouts), and
 /// the client opens others. (Queries they cost are failures of their own.)
-fn closes_tell(v: &Value, find: Find) -> u64 {
+fn closes_tell(r: &StepResult, find: Find) -> u64 {
     match find {
-        Find::Connections => num(v, "connections.peer_closed").unwrap_or(0.0) as u64,
+        Find::Connections => r.peer_closed(),
         Find::Rate => 0,
     }
 }
 
-/// Whether the client, not the server, explains a failing step: its own
-/// plan refused (exit 2), or its summary put the lateness on itself or on
-/// the cores it shares with the server (the client's own judgement, the
-/// same words its hints use).
-pub(super) fn client_explains(code: i32, summary: &str) -> bool {
-    code == 2
-        || summary.contains("the client is the bottleneck")
-        || summary.contains("the client could not keep up")
-        || summary.contains("hint (client)")
-        || (summary.contains("shares its") && summary.contains("each delays the other"))
+/// A failing step the client's capacity explains and the server's side
+/// does not: its verdict puts it on the client alone (its ports, fds,
+/// CPU, lateness weighed against the latency), or it dropped datagrams at
+/// its own sockets.
+pub(super) fn client_explains(r: &StepResult, find: Find) -> bool {
+    let mine = r
+        .verdict()
+        .is_some_and(|v| v.client_limited() || v.has(Code::ClientDrops) && v.side != Side::Server);
+    mine && !server_explains(r, find)
 }
 
-/// The lines of a step's summary that say why it failed.
-pub(super) fn why_lines(summary: &str) -> Vec<String> {
-    summary
-        .lines()
-        .filter(|l| {
-            let t = l.trim_start();
-            t.starts_with("hint")
-                || t.starts_with("warning")
-                || t.starts_with("check         FAIL")
-                || t.starts_with("throng:")
-        })
-        .map(|l| l.trim().to_string())
-        .collect()
+/// The causes of a failing step that say why, as lines for the answer:
+/// the checks that failed, then each cause that explains.
+pub(super) fn why_lines(r: &StepResult) -> Vec<String> {
+    let mut out: Vec<String> = match r {
+        StepResult::Run(x) => x.checks.iter(),
+        StepResult::Held(x) => x.checks.iter(),
+    }
+    .filter(|c| !c.pass)
+    .map(|c| format!("check FAIL {}", c.expr))
+    .collect();
+    if let Some(v) = r.verdict() {
+        out.extend(v.causes.iter().filter(|c| c.explains()).map(|c| {
+            format!(
+                "{} ({}): {}",
+                c.code.as_str(),
+                side_word(c.side),
+                c.sentence
+            )
+        }));
+    }
+    out
+}
+
+fn side_word(s: Side) -> &'static str {
+    match s {
+        Side::None => "none",
+        Side::Server => "server",
+        Side::Client => "client",
+        Side::Network => "network",
+        Side::Both => "both",
+    }
 }
 
 /// The client verifies its connections (a probe, or the first answer).
@@ -81,73 +103,167 @@ pub(super) fn verify_on(c: &super::ClientFlags) -> bool {
     c.verify
 }
 
-/// A failing held step that the client's lateness explains: its loop
-/// noticed more than 1% of the due queries over 1 ms late, and the step's
-/// failure is not much larger than that (at most twice as many queries
-/// unanswered or not ok, or behind its pace (`pace`, beside its figures),
-/// as were late: a server that left most of them
-/// unanswered failed the step whatever the client's lateness; a check on
-/// latency alone, nothing unanswered, is the client's to explain).
-pub(super) fn late_words(v: &Value) -> Option<String> {
-    let q = v.get("queries")?;
-    let due = num(q, "due").unwrap_or(0.0);
-    let loop_late = num(q, "loop_late").unwrap_or(0.0);
-    // (Short: not answered ok, or, all answered, late: the judged
-    // seconds' answers behind their due queries.)
-    let behind = num(v, "pace.due").unwrap_or(0.0) - num(v, "pace.answered").unwrap_or(0.0);
-    let short = (due - num(q, "ok").unwrap_or(0.0)).max(behind).max(0.0);
-    (due > 0.0 && loop_late > 0.01 * due && short <= 2.0 * loop_late).then(|| {
-        format!(
-            "the client's loop noticed {:.1}% of the due queries more than 1 ms late: it could \
-             not keep the rate",
-            100.0 * loop_late / due
+/// A failing held step that the client's lateness explains, weighed
+/// against the failure's size: its loop noticed more than 1% of the due
+/// queries over 1 ms late, and either the step's shortfall (queries not
+/// answered ok, or behind its pace) is no more than twice the late ones,
+/// or nothing went unanswered and the response time's tail is mostly the
+/// client's own delay (its p99 more than twice the service time's: a
+/// service tail as long as the response's is the server's, however many
+/// queries the client sent a little late).
+pub(super) fn late_cause(h: &HeldStep, pace: Option<Pace>) -> Option<Cause> {
+    let q = h.queries.as_ref()?;
+    let (due, loop_late) = (q.due as f64, q.loop_late as f64);
+    let behind = pace.map_or(0.0, |p| p.short() as f64);
+    let short = (due - q.ok as f64).max(behind).max(0.0);
+    let p99 = |x: &Option<crate::outcome::limit::StepLatency>| x.as_ref().map(|l| l.p99);
+    let (response, service) = h.latency.as_ref().map_or((None, None), |l| {
+        (p99(&l.response_time_us), p99(&l.service_time_us))
+    });
+    let delay_is_the_tail = match (response, service) {
+        (Some(r), Some(s)) => r > 2 * s,
+        // No service times to weigh against: the count decides.
+        _ => true,
+    };
+    let explains = if short > 0.0 {
+        short <= 2.0 * loop_late
+    } else {
+        delay_is_the_tail
+    };
+    (due > 0.0 && loop_late > 0.01 * due && explains).then(|| {
+        Cause::new(
+            Code::ClientLate,
+            "client",
+            format!(
+                "the client's loop noticed {:.1}% of the due queries more than 1 ms late: it \
+                 could not keep the rate",
+                100.0 * loop_late / due
+            ),
         )
+        .with("loop_late", loop_late)
+        .with("due", due)
     })
 }
 
 /// Datagrams the kernel dropped at this namespace's full receive buffers
 /// but not at the server's socket: at the client's, which read its
 /// answers too slowly (its failure, not the server's).
-pub(super) fn client_dropped(v: &Value) -> Option<String> {
+pub(super) fn client_dropped(r: &StepResult, udp: bool) -> Option<Cause> {
     // (A TCP run's namespace may drop datagrams of others: not its own.)
-    let udp = v["scenario"]["transport"].as_str() == Some("udp");
     if !udp {
         return None;
     }
-    let s = v.get("server_seen").filter(|s| !s.is_null())?;
-    let all = num(s, "udp_rcvbuf_errors").unwrap_or(0.0);
-    let at_server = num(s, "udp_socket_drops").unwrap_or(0.0);
+    let s = r.server_seen()?;
+    let (all, at_server) = (s.udp_rcvbuf_errors, s.udp_socket_drops);
     (all > at_server).then(|| {
-        format!(
-            "the kernel dropped {:.0} datagrams at the client's own full receive buffers \
-             (UdpRcvbufErrors {all:.0}, {at_server:.0} of them at the server's socket): the \
-             client read its answers too slowly",
-            all - at_server
+        Cause::new(
+            Code::ClientDrops,
+            "client",
+            format!(
+                "the kernel dropped {} datagrams at the client's own full receive buffers \
+                 (UdpRcvbufErrors {all}, {at_server} of them at the server's socket): the \
+                 client read its answers too slowly",
+                all - at_server
+            ),
         )
+        .with("udp_rcvbuf_errors", all as f64)
+        .with("udp_socket_drops", at_server as f64)
     })
 }
 
 /// Whether a failing held step's client explains it, from what was seen
 /// of it during the step: its CPU against its worker cores, or the cores
-/// it shared with the server kept full by the two. (A fresh step has the
-/// client's own judgement: [`client_explains`].)
-pub(super) fn held_client_explains(v: &Value, workers: f64) -> Option<String> {
-    let cl = v.get("client").filter(|c| !c.is_null())?;
-    let wall = num(cl, "wall_s").unwrap_or(0.0).max(1e-3);
-    let busy = 100.0 * num(cl, "cpu_s").unwrap_or(0.0) / wall / workers.max(1.0);
+/// it shared with the server kept full by the two.
+pub(super) fn held_client_cause(h: &HeldStep, workers: f64) -> Option<Cause> {
+    let cl = h.client.as_ref()?;
+    let wall = cl.wall_s.max(1e-3);
+    let busy = 100.0 * cl.cpu_s / wall / workers.max(1.0);
     if busy >= 85.0 {
-        return Some(format!(
-            "the client kept its {workers:.0} worker core(s) {busy:.0}% busy during the step: \
-             it could not keep up"
-        ));
+        return Some(
+            Cause::new(
+                Code::ClientCpu,
+                "client",
+                format!(
+                    "the client kept its {workers:.0} worker core(s) {busy:.0}% busy during the \
+                     step: it could not keep up"
+                ),
+            )
+            .with("busy_pct", busy),
+        );
     }
-    let shared = cl["shares_cores_with_server"].as_bool().unwrap_or(false);
-    let both = num(cl, "with_server_pct").unwrap_or(0.0);
-    if shared && both >= 90.0 {
-        return Some(format!(
-            "the client shares its cores with the server, and the two kept them {both:.0}% \
-             busy: each delays the other, so the failure is not the server's alone"
-        ));
+    let both = cl.with_server_pct;
+    (cl.shares_cores_with_server && both >= 90.0).then(|| {
+        Cause::new(
+            Code::SharedCores,
+            "client",
+            format!(
+                "the client shares its cores with the server, and the two kept them {both:.0}% \
+                 busy: each delays the other, so the failure is not the server's alone"
+            ),
+        )
+        .with("with_server_pct", both)
+    })
+}
+
+/// A held step's verdict: the causes its figures name (the client's own
+/// drops; the server's evidence, its closes, answers that said failure;
+/// then the client's lateness or busy cores, weighed: a client a little
+/// late beside a saturated server did not make it fail).
+pub(super) fn held_verdict(
+    h: &HeldStep,
+    pass: bool,
+    pace: Option<Pace>,
+    (find, udp, workers): (Find, bool, f64),
+) -> Verdict {
+    let r = StepResult::Held(Box::new(h.clone()));
+    let mut causes: Vec<Cause> = Vec::new();
+    if let (Some((code, words)), _) = evidence(&r, find) {
+        causes.push(Cause::new(code, "server", words));
     }
-    None
+    let closed = closes_tell(&r, find);
+    if closed > 0 && !causes.iter().any(|c| c.code == Code::ClosedByServer) {
+        causes.push(
+            Cause::new(
+                Code::ClosedByServer,
+                "closed_by_peer",
+                format!(
+                    "the server closed {closed} connection(s) it had taken during the step: a \
+                     connection cap of its own (nginx's worker_connections, a server's max \
+                     clients) or an idle timeout"
+                ),
+            )
+            .with("peer_closed", closed as f64),
+        );
+    }
+    if let Some(c) = h.queries.as_ref().and_then(error_answers) {
+        causes.push(c);
+    }
+    if !pass {
+        if let Some(c) = client_dropped(&r, udp) {
+            causes.insert(0, c);
+        } else if causes.is_empty() {
+            causes.extend(late_cause(h, pace).or_else(|| held_client_cause(h, workers)));
+        }
+    }
+    Verdict::new(pass, causes)
+}
+
+/// A held step's answers that said failure (HTTP 5xx and 4xx, DNS
+/// SERVFAIL and REFUSED, mismatches), from its seconds.
+fn error_answers(q: &crate::outcome::limit::HeldQueries) -> Option<Cause> {
+    let failed = q.failed_answers?;
+    (failed > 0).then(|| {
+        Cause::new(
+            Code::ErrorAnswers,
+            "answers",
+            format!(
+                "{failed} of the {} answers said failure (an error status, a refusal, a \
+                 mismatch): the server answered without serving",
+                q.answered
+            ),
+        )
+        .level(Level::Hint)
+        .with("answered", q.answered as f64)
+        .with("failed", failed as f64)
+    })
 }

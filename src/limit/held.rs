@@ -290,6 +290,7 @@ pub fn figures(
         client: None,
         server_seen: None,
         checks: Vec::new(),
+        verdict: None,
     };
     if let Some(rate) = asked.rate {
         // Every query of the step came due, went out and was answered (or
@@ -303,6 +304,11 @@ pub fn figures(
         let sent = sum(|s| s.sent);
         let answered = sum(|s| s.answered);
         let errors = sum(|s| s.errors);
+        // (None: seconds of a client from before they counted them.)
+        let failed_answers = step
+            .iter()
+            .any(|s| s.failed_answers.is_some())
+            .then(|| sum(|s| s.failed_answers));
         // (A client from before seconds carried their due queries: the
         // rate asked for.)
         let due = match step.iter().all(|s| s.due.is_some()) {
@@ -317,8 +323,9 @@ pub fn figures(
             due,
             sent,
             answered,
-            ok: answered.saturating_sub(errors),
+            ok: answered.saturating_sub(errors + failed_answers.unwrap_or(0)),
             errors,
+            failed_answers,
             timed_out: sum(|s| s.timed_out),
             loop_late: sum(|s| s.loop_late),
             rate_target: rate,

@@ -192,8 +192,8 @@ impl Search<'_> {
     /// a step's seconds do not give are judged on fresh steps only), and
     /// whose failure it is.
     fn judge_held(&mut self, load: f64, mut held: HeldStep, pace: Option<Pace>) -> Result<Step> {
-        // The checks and the blame read its keys as they read a run's.
-        let mut v = serde_json::to_value(&held)?;
+        // The checks read its keys as they read a run's.
+        let v = serde_json::to_value(&held)?;
         let mut judged_checks = Vec::new();
         let mut verdicts = Vec::new();
         for ch in &self.checks {
@@ -207,34 +207,23 @@ impl Search<'_> {
         }
         let mut summary = crate::report::check::lines(&judged_checks, &verdicts).join("\n");
         let kept_pace = self.judge_pace(pace, &mut summary);
-        // (The blame reads how far it fell behind.)
-        v["pace"] = serde_json::to_value(pace)?;
         let pass = !self.interrupted && kept_pace && verdicts.iter().all(|x| x.pass);
-        v["checks"] = serde_json::to_value(&verdicts)?;
-        held.checks = verdicts.clone();
-        // Whose failure it is: the client's own drops first; then a cause
-        // the server's evidence shows, or connections the server closed;
-        // only then the client's lateness or busy cores (a client a little
-        // late beside a saturated server did not make it fail).
-        let mine = (!pass)
-            .then(|| {
-                client_dropped(&v).or_else(|| {
-                    (!server_explains(&v, self.a.find)).then(|| {
-                        late_words(&v).or_else(|| held_client_explains(&v, self.plan.workers))
-                    })?
-                })
-            })
-            .flatten();
-        if let Some(why) = &mine {
-            summary.push_str(&format!("\nhint (client) {why}"));
+        held.checks = verdicts;
+        let udp = self.a.client.transport == crate::domain::Transport::Udp;
+        let verdict = held_verdict(&held, pass, pace, (self.a.find, udp, self.plan.workers));
+        for c in verdict.causes.iter().filter(|c| c.explains()) {
+            push_line(&mut summary, &format!("  {}", crate::report::line(c)));
         }
+        held.verdict = Some(verdict);
+        let result = StepResult::Held(Box::new(held));
+        let client_limited = !pass && client_explains(&result, self.a.find);
         Ok(Step {
             load,
             pass,
             exit_code: i32::from(!pass),
-            client_limited: mine.is_some(),
+            client_limited,
             held: true,
-            result: Some(StepResult::Held(Box::new(held))),
+            result: Some(result),
             pace,
             summary,
         })

@@ -162,6 +162,9 @@ struct Search<'a> {
     upper: Option<f64>,
     client_limited: bool,
     interrupted: bool,
+    /// A step could not run (its client exited 2): the search ends, its
+    /// steps so far written, and exits 2.
+    error: Option<String>,
     held: Option<Held>,
     /// The held runs' whole results.
     held_runs: Vec<RunResult>,
@@ -265,6 +268,7 @@ fn run_with(a: &LimitConfig, cluster: Option<Cluster>) -> Result<ExitCode> {
         upper: None,
         client_limited: false,
         interrupted: false,
+        error: None,
         held: None,
         held_runs: Vec::new(),
         unjudged: BTreeSet::new(),
@@ -279,6 +283,10 @@ fn run_with(a: &LimitConfig, cluster: Option<Cluster>) -> Result<ExitCode> {
     s.answer()?;
     let _ = std::fs::remove_dir_all(&s.dir);
     drop_embedded(embedded);
+    if let Some(e) = &s.error {
+        eprintln!("throng: {e}");
+        return Ok(ExitCode::from(2));
+    }
     Ok(if s.interrupted {
         ExitCode::from(130)
     } else if s.client_limited {
@@ -470,6 +478,9 @@ impl Search<'_> {
             }
             let (pass, limited, narrow) = (step.pass, step.client_limited, narrow(&step));
             self.steps.push(step);
+            if self.error.is_some() {
+                return Ok(());
+            }
             if self.interrupted || self.stop.wait_until(Instant::now()) {
                 self.interrupted = true;
                 return Ok(());
@@ -517,7 +528,9 @@ impl Search<'_> {
         // repeat is reported as unstable.
         // It is a fresh run: its verdict reads every answer's status (a
         // held step's seconds count answers, not what they said).
-        if let (Find::Rate, Some(l), false) = (self.a.find, self.lower, self.client_limited) {
+        if let (Find::Rate, Some(l), false, None) =
+            (self.a.find, self.lower, self.client_limited, &self.error)
+        {
             self.end_held();
             let step = self.fresh(l, true)?;
             println!(
@@ -612,7 +625,6 @@ impl Search<'_> {
         let result: Option<RunResult> = std::fs::read_to_string(&json)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok());
-        let value = result_value(&result.clone().map(|r| StepResult::Run(Box::new(r))));
         let pace = match self.a.find {
             Find::Rate => result
                 .as_ref()
@@ -621,22 +633,45 @@ impl Search<'_> {
         };
         let mut summary = summary;
         let kept_pace = self.judge_pace(pace, &mut summary);
-        let pass = code == 0 && kept_pace;
-        let dropped = (!pass).then(|| client_dropped(&value)).flatten();
-        if let Some(why) = &dropped {
-            summary.push_str(&format!("\nhint (client) {why}"));
+        if code == 2 {
+            // The step's client refused its plan or its flags: an error of
+            // the search, not a load the server failed.
+            let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            self.error = Some(format!(
+                "the step at {} could not run (its client exited 2): {why}",
+                unit(self.a.find, load)
+            ));
         }
+        let pass = code == 0 && kept_pace;
+        let udp = self.a.client.transport == crate::domain::Transport::Udp;
+        let mut result = result.map(|r| StepResult::Run(Box::new(r)));
+        if let (false, Some(StepResult::Run(r))) = (pass, result.as_mut()) {
+            // The pace's failure and the client's own drops are the
+            // search's judgement: the step's verdict says them too.
+            let dropped = client_dropped(&StepResult::Run(r.clone()), udp);
+            if let Some(v) = r.verdict.as_mut() {
+                let causes = std::mem::take(&mut v.causes);
+                let mut all: Vec<_> = dropped.into_iter().collect();
+                if let Some(c) = all.first() {
+                    push_line(&mut summary, &format!("  {}", crate::report::line(c)));
+                }
+                all.extend(causes);
+                *v = crate::verdict::Verdict::new(false, all);
+            }
+        }
+        let client_limited = !pass
+            && !confirm
+            && code != 2
+            && result
+                .as_ref()
+                .is_some_and(|r| client_explains(r, self.a.find));
         Ok(Step {
             load,
             pass,
             exit_code: code,
-            client_limited: !pass
-                && !confirm
-                && (code == 2
-                    || dropped.is_some()
-                    || (!server_explains(&value, self.a.find) && client_explains(code, &summary))),
+            client_limited,
             held: false,
-            result: result.map(|r| StepResult::Run(Box::new(r))),
+            result,
             pace,
             summary,
         })
@@ -680,12 +715,25 @@ impl Search<'_> {
         let failing = self
             .upper
             .and_then(|u| self.steps.iter().rev().find(|s| s.load == u && !s.pass));
-        let (cause, mut figures) = failing.map_or((None, Vec::new()), |s| {
-            evidence(&result_value(&s.result), self.a.find)
-        });
-        if let Some(s) = failing {
-            figures.extend(why_lines(&s.summary));
+        let result = failing.and_then(|s| s.result.as_ref());
+        let (seen, mut figures) = result.map_or((None, Vec::new()), |r| evidence(r, self.a.find));
+        if let Some(r) = result {
+            figures.extend(why_lines(r));
         }
+        // The cause: what the server's process showed; else the first of
+        // the verdict's on the server's side.
+        let verdict = result.and_then(|r| r.verdict());
+        let (cause, side) = match (&seen, verdict) {
+            (Some((code, words)), _) => (
+                Some((*code, words.clone())),
+                Some(crate::verdict::Side::Server),
+            ),
+            (None, Some(v)) => (
+                v.server_cause().map(|c| (c.code, c.sentence.clone())),
+                Some(v.side),
+            ),
+            (None, None) => (None, None),
+        };
         let unit = |x: f64| unit(self.a.find, x);
         // The confirmation: the last step, at the best pass, after it.
         let stable = match (self.a.find, self.lower, self.steps.split_last()) {
@@ -699,7 +747,9 @@ impl Search<'_> {
             }
             _ => None,
         };
-        let reason = if self.interrupted {
+        let reason = if let Some(e) = &self.error {
+            format!("{e}; the steps so far are kept")
+        } else if self.interrupted {
             "interrupted: the steps so far are kept".to_string()
         } else if self.client_limited {
             format!(
@@ -714,8 +764,8 @@ impl Search<'_> {
                 None => "no step failed".to_string(),
             }
         } else {
-            match cause {
-                Some(c) => c,
+            match &cause {
+                Some((_, c)) => c.clone(),
                 None => "nothing the client could see on this host explains it: see the failing \
                          step's checks"
                     .to_string(),
@@ -728,6 +778,16 @@ impl Search<'_> {
             upper: self.upper,
             stable,
             client_limited: self.client_limited,
+            cause: if self.client_limited {
+                None
+            } else {
+                cause.map(|(c, _)| c)
+            },
+            side: match (self.client_limited, self.upper) {
+                (true, _) => Some(crate::verdict::Side::Client),
+                (false, Some(_)) => side,
+                (false, None) => None,
+            },
             reason,
             evidence: figures,
         }
@@ -832,23 +892,61 @@ mod tests {
         assert_eq!(got, os(&["--check", "x"]));
     }
 
+    /// `over` laid over `base`, object by object.
+    fn merge_json(base: &mut Value, over: Value) {
+        match (base, over) {
+            (Value::Object(b), Value::Object(o)) => {
+                for (k, v) in o {
+                    merge_json(b.entry(k).or_insert(Value::Null), v);
+                }
+            }
+            (_, Value::Null) => {}
+            (b, o) => *b = o,
+        }
+    }
+
+    /// A held step of 100 connections over 2 s on 2 cores, with `over`'s
+    /// keys.
+    fn step_of(over: Value) -> StepResult {
+        let mut v = serde_json::json!({
+            "held": true, "duration_s": 2.0,
+            "connections": {"target": 100, "attempted": 100, "established": 100,
+                            "verified": 100, "failed": {"any": 0}, "peak": 100,
+                            "peer_closed": 0},
+            "environment": {"cores": 2.0}, "scenario": {"transport": "tcp"}
+        });
+        merge_json(&mut v, over);
+        StepResult::Held(Box::new(serde_json::from_value(v).unwrap()))
+    }
+
     /// A 2 s step on 2 cores whose server `name` held `fds` of `limit`
     /// and used `cpu_s`.
     fn seen(name: &str, fds: u64, limit: u64, cpu_s: f64) -> Value {
         serde_json::json!({
-            "duration_s": 2.0, "environment": {"cores": 2},
             "server_seen": {"pid": 7, "name": name, "fds_max": fds, "fd_limit": limit,
                             "cpu_s": cpu_s, "accept_queue_max": 0, "listen_overflows": 0,
                             "listen_drops": 0}
         })
     }
 
+    fn words(r: &StepResult, find: Find) -> Option<String> {
+        evidence(r, find).0.map(|(_, w)| w)
+    }
+
+    fn code(r: &StepResult, find: Find) -> Option<crate::verdict::Code> {
+        evidence(r, find).0.map(|(c, _)| c)
+    }
+
     #[test]
     fn fd_limit_is_named_before_cpu() {
-        let (cause, figures) = evidence(&seen("nginx", 599, 600, 4.0), Find::Connections);
+        let r = step_of(seen("nginx", 599, 600, 4.0));
+        let (cause, figures) = evidence(&r, Find::Connections);
         assert_eq!(
             cause.unwrap(),
-            "nginx (pid 7) held 599 fds of its 600: its fd limit"
+            (
+                crate::verdict::Code::FdLimit,
+                "nginx (pid 7) held 599 fds of its 600: its fd limit".to_string()
+            )
         );
         assert_eq!(figures.len(), 1);
     }
@@ -857,42 +955,87 @@ mod tests {
     fn a_full_conntrack_table_and_tcp_memory_pressure_are_named() {
         let mut v = seen("nginx", 100, 1024, 0.1);
         v["server_seen"]["tcp_memory_pressures"] = 2.into();
-        assert!(evidence(&v, Find::Connections)
-            .0
+        let r = step_of(v.clone());
+        assert!(words(&r, Find::Connections)
             .unwrap()
             .contains("net.ipv4.tcp_mem"));
+        assert_eq!(
+            code(&r, Find::Connections),
+            Some(crate::verdict::Code::TcpMemory)
+        );
         v["server_seen"]["conntrack_drops"] = 40.into();
-        let (cause, figures) = evidence(&v, Find::Connections);
-        assert!(cause.unwrap().contains("nf_conntrack_max"));
+        let (cause, figures) = evidence(&step_of(v), Find::Connections);
+        assert!(cause.unwrap().1.contains("nf_conntrack_max"));
         assert!(figures[0].contains("conntrack drops +40"), "{figures:?}");
     }
 
+    /// A held step whose `due` queries were answered `ok`, `late` of them
+    /// noticed late by the client's loop, with these response and service
+    /// p99s (µs).
+    fn late(due: u64, ok: u64, late: u64, times: Option<(u64, u64)>) -> HeldStepBox {
+        let lat = |p99: u64| {
+            serde_json::json!({"count": 1, "p50": 1, "p90": 1, "p99": p99,
+            "p999": p99, "p9999": p99, "max": p99, "mean": 1.0, "stdev": 0.0})
+        };
+        let mut v = serde_json::json!({"queries": {"due": due, "sent": due, "answered": ok,
+            "ok": ok, "errors": 0, "timed_out": 0, "loop_late": late, "rate_target": 1.0,
+            "rate_sent": 1.0, "rate_achieved": 1.0}});
+        if let Some((r, s)) = times {
+            v["latency"] =
+                serde_json::json!({"response_time_us": lat(r), "service_time_us": lat(s)});
+        }
+        match step_of(v) {
+            StepResult::Held(h) => h,
+            StepResult::Run(_) => unreachable!(),
+        }
+    }
+    type HeldStepBox = Box<crate::outcome::limit::HeldStep>;
+
     #[test]
     fn a_late_loop_explains_a_failure_only_of_its_size() {
-        let step = |due: u64, ok: u64, late: u64| serde_json::json!({"queries": {"due": due, "ok": ok, "loop_late": late}});
         // A server that left most unanswered: not the client's.
-        assert!(late_words(&step(6000, 1700, 270)).is_none());
+        assert!(late_cause(&late(6000, 1700, 270, None), None).is_none());
         // Timeouts of a few, many late: the client's.
-        assert!(late_words(&step(200_000, 199_900, 15_000)).is_some());
-        // A latency check failed, all answered: the client's when late.
-        assert!(late_words(&step(1000, 1000, 20)).is_some());
-        assert!(late_words(&step(1000, 1000, 5)).is_none());
+        assert!(late_cause(&late(200_000, 199_900, 15_000, None), None).is_some());
+        // A latency check failed, all answered: the client's when late
+        // and its delay is the tail.
+        assert!(late_cause(&late(1000, 1000, 20, None), None).is_some());
+        assert!(late_cause(&late(1000, 1000, 20, Some((9_000, 2_000))), None).is_some());
+        assert!(late_cause(&late(1000, 1000, 5, None), None).is_none());
         // All answered, but behind their pace by far more than were late:
         // not the client's.
-        let mut behind = step(100_000, 100_000, 2_000);
-        behind["pace"] = serde_json::json!({"due": 60_000, "answered": 45_000});
-        assert!(late_words(&behind).is_none());
-        behind["pace"]["answered"] = 58_000.into();
-        assert!(late_words(&behind).is_some());
+        let pace = |answered| Some(Pace::new(30, 60_000, answered, 0.98));
+        let step = late(100_000, 100_000, 2_000, None);
+        assert!(late_cause(&step, pace(45_000)).is_none());
+        assert!(late_cause(&step, pace(58_000)).is_some());
+    }
+
+    /// Regression: a one-thread server taking 1 ms an answer, searched for
+    /// the rate it keeps at p99 < 50 ms: its step with p99 57 ms (service
+    /// p99 56 ms) was put on the client, whose loop had been more than
+    /// 1 ms late on 1.6% of the queries. A service tail as long as the
+    /// response's is the server's.
+    #[test]
+    fn a_few_late_queries_do_not_explain_a_long_service_tail() {
+        let step = late(10_000, 10_000, 160, Some((57_000, 56_000)));
+        assert!(late_cause(&step, None).is_none());
+        let v = held_verdict(&step, false, None, (Find::Rate, false, 1.0));
+        assert_eq!(v.side, crate::verdict::Side::Server);
+        assert!(!v.client_limited());
     }
 
     #[test]
     fn closes_under_the_fd_limit_are_a_cap_of_the_servers_own() {
         let mut v = seen("nginx", 720, 20000, 0.02);
         v["connections"] = serde_json::json!({"peer_closed": 32});
-        let cause = evidence(&v, Find::Connections).0.unwrap();
+        let r = step_of(v);
+        let cause = words(&r, Find::Connections).unwrap();
         assert!(cause.contains("closed 32 connection(s)"), "{cause}");
         assert!(cause.contains("worker_connections"), "{cause}");
+        assert_eq!(
+            code(&r, Find::Connections),
+            Some(crate::verdict::Code::ClosedByServer)
+        );
     }
 
     /// Regression: nginx with worker_connections 256 closed connections at
@@ -900,19 +1043,41 @@ mod tests {
     /// its summary named slow connect() calls.
     #[test]
     fn connections_the_server_closed_are_the_servers_even_unseen() {
-        let mut v = serde_json::json!({"connections": {"peer_closed": 0}});
-        assert!(!server_explains(&v, Find::Connections));
-        v["connections"]["peer_closed"] = 29.into();
-        assert!(server_explains(&v, Find::Connections));
-        // Connections it took and then closed or reset, before answering
-        // or after: its acts too (a remote server at its fd limit), even
-        // when the client's connect() was slow as well.
-        for k in ["closed_by_peer", "half_open", "reset", "rejected"] {
-            let v = serde_json::json!({"connections": {"failed": {k: 15}}});
-            assert!(server_explains(&v, Find::Connections), "{k}");
+        assert!(!server_explains(&step_of(Value::Null), Find::Connections));
+        let closed = step_of(serde_json::json!({"connections": {"peer_closed": 29}}));
+        assert!(server_explains(&closed, Find::Connections));
+        // Connections it took and then closed, reset or refused: causes
+        // on its side in the step's verdict, even when the client's
+        // connect() was slow as well.
+        use crate::verdict::{Cause, Code, Verdict};
+        for code in [
+            Code::ClosedByServer,
+            Code::HalfOpen,
+            Code::Reset,
+            Code::Refused,
+        ] {
+            let mut r = step_of(Value::Null);
+            if let StepResult::Held(h) = &mut r {
+                h.verdict = Some(Verdict::new(
+                    false,
+                    vec![
+                        Cause::new(code, "x", "the server's"),
+                        Cause::new(Code::Ports, "client", "slow connect()"),
+                    ],
+                ));
+            }
+            assert!(server_explains(&r, Find::Connections), "{code:?}");
+            assert!(!client_explains(&r, Find::Connections), "{code:?}");
         }
-        let v = serde_json::json!({"connections": {"failed": {"no_free_port": 15}}});
-        assert!(!server_explains(&v, Find::Connections));
+        let mut r = step_of(Value::Null);
+        if let StepResult::Held(h) = &mut r {
+            h.verdict = Some(Verdict::new(
+                false,
+                vec![Cause::new(Code::Ports, "no_free_port", "ports ran out")],
+            ));
+        }
+        assert!(!server_explains(&r, Find::Connections));
+        assert!(client_explains(&r, Find::Connections));
     }
 
     /// Regression: nginx recycles a connection after 1,000 requests
@@ -924,40 +1089,45 @@ mod tests {
     fn closes_during_a_rate_step_are_no_cap() {
         let mut v = seen("nginx", 110, 20000, 1.0);
         v["connections"] = serde_json::json!({"peer_closed": 1279});
-        assert!(evidence(&v, Find::Connections).0.is_some());
-        assert_eq!(evidence(&v, Find::Rate).0, None);
-        assert!(!server_explains(&v, Find::Rate));
+        assert!(evidence(&step_of(v.clone()), Find::Connections).0.is_some());
+        assert_eq!(evidence(&step_of(v.clone()), Find::Rate).0, None);
+        assert!(!server_explains(&step_of(v.clone()), Find::Rate));
         // Its CPU still speaks.
         v["server_seen"]["threads"] = 1.into();
         v["server_seen"]["cpu_s"] = 1.95.into();
-        assert!(evidence(&v, Find::Rate).0.unwrap().contains("CPU-bound"));
+        let r = step_of(v);
+        assert!(words(&r, Find::Rate).unwrap().contains("CPU-bound"));
+        assert_eq!(code(&r, Find::Rate), Some(crate::verdict::Code::ServerCpu));
     }
 
     #[test]
     fn a_busy_single_thread_is_named_cpu_bound() {
         let mut v = seen("python3", 20, 1024, 1.9);
         v["server_seen"]["threads"] = 1.into();
-        assert!(evidence(&v, Find::Connections)
-            .0
+        assert!(words(&step_of(v.clone()), Find::Connections)
             .unwrap()
             .contains("CPU-bound on one thread"));
         // Three threads on two cores at 95% of one: room left.
         v["server_seen"]["threads"] = 3.into();
-        assert_eq!(evidence(&v, Find::Connections).0, None);
+        assert_eq!(evidence(&step_of(v.clone()), Find::Connections).0, None);
         v["server_seen"]["cpu_s"] = 3.7.into();
-        assert!(evidence(&v, Find::Connections)
-            .0
+        assert!(words(&step_of(v), Find::Connections)
             .unwrap()
             .contains("3 thread(s) on 2 cores can: CPU-bound"));
     }
 
+    /// A held step whose seconds counted answers that said failure (503s
+    /// of nginx's limit_req) fails its checks on `queries.ok`, and its
+    /// verdict names error_answers on the server's side.
     #[test]
-    fn the_clients_own_words_make_it_the_limit() {
-        assert!(client_explains(
-            1,
-            "warning: the client is the bottleneck: it sent late"
-        ));
-        assert!(client_explains(2, "throng: the plan needs more fds"));
-        assert!(!client_explains(1, "hint (refused): the target refused"));
+    fn a_held_step_judges_what_its_answers_said() {
+        let mut h = late(10_000, 500, 0, None);
+        h.queries.as_mut().unwrap().answered = 10_000;
+        h.queries.as_mut().unwrap().failed_answers = Some(9_500);
+        let v = held_verdict(&h, false, None, (Find::Rate, false, 1.0));
+        assert_eq!(v.side, crate::verdict::Side::Server);
+        assert!(v.has(crate::verdict::Code::ErrorAnswers));
+        let ok = crate::report::check::parse("queries.ok>=99.9%").unwrap();
+        assert!(!ok.evaluate(&serde_json::to_value(&*h).unwrap()).pass);
     }
 }

@@ -697,6 +697,38 @@ pub struct OkAnswers<'a> {
     pub status: &'a [u16],
 }
 
+/// [`OkAnswers`] owned, for the hot path: whether one answer failed.
+#[derive(Debug, Clone, Default)]
+pub struct OkMask {
+    /// Bit r: RCODE r is a success (NOERROR and NXDOMAIN always).
+    rcodes: u16,
+    status: Vec<u16>,
+}
+
+impl OkMask {
+    pub fn new(ok: OkAnswers) -> OkMask {
+        let rcodes = (0..16u16)
+            .filter(|&r| ok.rcode(usize::from(r)))
+            .fold(0, |m, r| m | 1 << r);
+        OkMask {
+            rcodes,
+            status: ok.status.to_vec(),
+        }
+    }
+
+    /// Whether an answer with this RCODE failed.
+    #[inline]
+    pub fn rcode_failed(&self, rcode: u8) -> bool {
+        self.rcodes & (1 << (rcode & 15)) == 0
+    }
+
+    /// Whether an answer with this HTTP status failed.
+    #[inline]
+    pub fn status_failed(&self, code: u16) -> bool {
+        !(200..400).contains(&code) && !self.status.contains(&code)
+    }
+}
+
 impl OkAnswers<'_> {
     fn rcode(&self, r: usize) -> bool {
         r == 0 || r == 3 || self.rcodes.iter().any(|&o| usize::from(o) == r)

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{CheckOutcome, RunResult};
+use super::{CheckOutcome, RunResult, Verdict};
 use crate::domain::Transport;
 use crate::evidence::{ClientCpu, ServerSeen};
 
@@ -46,6 +46,13 @@ pub struct Found {
     /// The load generator, not the server, was the limit at `upper`.
     #[serde(default)]
     pub client_limited: bool,
+    /// The failing step's cause, by its verdict's code (None: nothing
+    /// seen names one, no step failed, or the client was the limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<crate::verdict::Code>,
+    /// Whose side the failing step's verdict put the limit on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side: Option<crate::verdict::Side>,
     #[serde(default)]
     pub reason: String,
     #[serde(default)]
@@ -128,6 +135,65 @@ pub enum StepResult {
     Run(Box<RunResult>),
 }
 
+impl StepResult {
+    /// The step's verdict (None: a result written before results carried
+    /// one).
+    pub fn verdict(&self) -> Option<&Verdict> {
+        match self {
+            StepResult::Held(h) => h.verdict.as_ref(),
+            StepResult::Run(r) => r.verdict.as_ref(),
+        }
+    }
+
+    pub fn server_seen(&self) -> Option<&ServerSeen> {
+        match self {
+            StepResult::Held(h) => h.server_seen.as_ref(),
+            StepResult::Run(r) => r.server_seen.as_ref(),
+        }
+    }
+
+    pub fn client(&self) -> Option<&ClientCpu> {
+        match self {
+            StepResult::Held(h) => h.client.as_ref(),
+            StepResult::Run(r) => r.client.as_ref(),
+        }
+    }
+
+    pub fn duration_s(&self) -> f64 {
+        match self {
+            StepResult::Held(h) => h.duration_s,
+            StepResult::Run(r) => r.duration_s,
+        }
+    }
+
+    /// This host's cores, as the step saw them.
+    pub fn cores(&self) -> f64 {
+        match self {
+            StepResult::Held(h) => h.environment.cores,
+            StepResult::Run(r) => r.environment.cores as f64,
+        }
+    }
+
+    /// Connections the server closed with nothing in flight.
+    pub fn peer_closed(&self) -> u64 {
+        match self {
+            StepResult::Held(h) => h.connections.peer_closed,
+            StepResult::Run(r) => r.connections.peer_closed,
+        }
+    }
+
+    /// Queries due and answered ok (None: no queries).
+    pub fn due_ok(&self) -> Option<(u64, u64)> {
+        match self {
+            StepResult::Held(h) => h.queries.as_ref().map(|q| (q.due, q.ok)),
+            StepResult::Run(r) => r
+                .queries
+                .as_ref()
+                .map(|q| (q.due, q.ok.unwrap_or(q.answered))),
+        }
+    }
+}
+
 /// A held step's figures, in `throng client --json`'s keys (so the same
 /// --check expressions read them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,6 +216,9 @@ pub struct HeldStep {
     /// The verdicts of the checks a held step can read.
     #[serde(default)]
     pub checks: Vec<CheckOutcome>,
+    /// The step's verdict, as a run's: pass, whose side, the causes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// A held step's connections.
@@ -187,8 +256,14 @@ pub struct HeldQueries {
     pub due: u64,
     pub sent: u64,
     pub answered: u64,
+    /// Answered with a success (neither an error nor an answer that said
+    /// failure).
     pub ok: u64,
     pub errors: u64,
+    /// Answers that said failure (HTTP 5xx/4xx, DNS SERVFAIL/REFUSED, a
+    /// mismatch), by its seconds (None: seconds that did not count them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_answers: Option<u64>,
     pub timed_out: u64,
     pub loop_late: u64,
     pub rate_target: f64,
@@ -257,6 +332,7 @@ mod tests {
             client: None,
             server_seen: None,
             checks: Vec::new(),
+            verdict: None,
         }
     }
 

@@ -40,6 +40,11 @@ pub struct Sample {
     pub timed_out: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors: Option<u64>,
+    /// Answers that said failure in this second (an error status, a DNS
+    /// SERVFAIL or REFUSED, a mismatch: not successes by --ok-rcodes and
+    /// --ok-status).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_answers: Option<u64>,
     /// Due queries the client's loop noticed more than 1 ms late.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_late: Option<u64>,
@@ -147,6 +152,7 @@ impl Sample {
             s.answered = add(s.answered, o.answered);
             s.timed_out = add(s.timed_out, o.timed_out);
             s.errors = add(s.errors, o.errors);
+            s.failed_answers = add(s.failed_answers, o.failed_answers);
             s.loop_late = add(s.loop_late, o.loop_late);
             s.connect_p99_us = s.connect_p99_us.max(o.connect_p99_us);
             s.push_received = add(s.push_received, o.push_received);

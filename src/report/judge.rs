@@ -97,6 +97,11 @@ fn failure_causes(sc: &Scenario, o: &Outcome, c: &mut Vec<Cause>) {
             Bucket::Other => (Code::ConnectError, None, b.hint().into()),
             Bucket::ClosedByPeer => (Code::ClosedByServer, None, b.hint().into()),
             Bucket::Reset => (Code::Reset, None, b.hint().into()),
+            // Refused after others were served: the server's refusal
+            // (a cap of its own); refused every time: another protocol.
+            Bucket::Rejected if t.verified > 0 => {
+                (Code::Refused, Some(Side::Server), b.hint().into())
+            }
             Bucket::Rejected => (Code::ProtocolMismatch, None, b.hint().into()),
         };
         let mut cause = Cause::new(code, b.key(), words).with(b.key(), n as f64);
