@@ -103,6 +103,42 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code, in the order docs/result.md lists them.
+    pub const ALL: [Code; 32] = [
+        Code::FdLimit,
+        Code::AcceptQueueFull,
+        Code::SlotsFull,
+        Code::Refused,
+        Code::ErrorAnswers,
+        Code::RateLimited,
+        Code::IdleTimeout,
+        Code::ClosedByServer,
+        Code::Reset,
+        Code::HalfOpen,
+        Code::SynDropped,
+        Code::Unanswered,
+        Code::NotKeepingUp,
+        Code::ServerCpu,
+        Code::Nagle,
+        Code::ServerPace,
+        Code::UdpDrops,
+        Code::Tls,
+        Code::ProtocolMismatch,
+        Code::UdpSilent,
+        Code::Unreachable,
+        Code::ConntrackFull,
+        Code::TcpMemory,
+        Code::Ports,
+        Code::ClientFds,
+        Code::ConnectError,
+        Code::ClientLate,
+        Code::ClientCpu,
+        Code::ClientDrops,
+        Code::SharedCores,
+        Code::EmbeddedServer,
+        Code::ServerLatency,
+    ];
+
     /// Its name in the result (the serde name).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -355,6 +391,18 @@ mod tests {
                 serde_json::to_value(c).unwrap(),
                 serde_json::Value::String(c.as_str().into())
             );
+        }
+    }
+
+    /// The codes are a public contract: docs/result.md lists each, with
+    /// the side its code alone says.
+    #[test]
+    fn every_code_is_documented_with_its_side() {
+        let doc = include_str!("../docs/result.md");
+        for c in Code::ALL {
+            let side = serde_json::to_value(c.side()).unwrap();
+            let row = format!("| `{}` | {} |", c.as_str(), side.as_str().unwrap());
+            assert!(doc.contains(&row), "docs/result.md lacks {row}");
         }
     }
 }

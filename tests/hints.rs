@@ -992,3 +992,55 @@ fn beside_a_busy_loop<T>(f: impl FnOnce() -> T) -> T {
     let _ = hog.wait();
     got
 }
+
+/// An echo server that answers each read 300 ms later: with --timeout
+/// 100ms every query times out, and every answer that still comes is
+/// counted answered late (a subset of the timed out), not lost; the
+/// verdict fails on the server's side.
+#[test]
+fn answers_after_their_timeout_are_counted_late() {
+    let addr = common::peer(|mut s| {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = s.read(&mut buf) {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            if s.write_all(&buf[..n]).is_err() {
+                return;
+            }
+        }
+    });
+    let (code, out, v, _) = client(
+        "answered-late",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "echo",
+            "-c",
+            "2",
+            "-r",
+            "10",
+            "--timeout",
+            "100ms",
+            "--no-verify",
+            "-T",
+            "2s",
+        ],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    let r = typed(&v);
+    let q = r.q();
+    assert!(q.timed_out >= 15, "{out}");
+    assert_eq!(q.answered, 0, "{out}");
+    // Each answer came 300-600 ms after its query: all but those of the
+    // run's last half second arrived, late.
+    assert!(q.answered_late * 10 >= q.timed_out * 7, "{out}");
+    assert!(q.answered_late <= q.timed_out, "{out}");
+    assert!(out.contains("answered late"), "{out}");
+    let verdict = r.verdict.as_ref().expect("a verdict");
+    assert!(!verdict.pass, "{out}");
+    assert_eq!(verdict.side, throng::verdict::Side::Server, "{out}");
+    assert!(
+        verdict.has(throng::verdict::Code::NotKeepingUp),
+        "{verdict:?}"
+    );
+}

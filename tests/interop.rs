@@ -1012,6 +1012,64 @@ fn nginx_503_answers_fail_the_run() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// nginx rate-limiting every client together (`limit_req`, 500 r/s with
+/// a burst of 50, 503 past it): a rate search finds its rate within 30%,
+/// and names the cause from what the answers said (error_answers, on the
+/// server's side), on held steps as on fresh ones. (A held step counted
+/// answers, not what they said: every step passed, "none found".)
+#[test]
+fn a_rate_search_finds_nginxs_limit_req_and_names_its_503s() {
+    let Some((_nginx, port, dir)) = nginx_with(
+        "nginx-limit-req",
+        "limit_req_zone $server_name zone=all:1m rate=500r/s; \
+         limit_req zone=all burst=50 nodelay;",
+        "",
+        None,
+    ) else {
+        return;
+    };
+    let json = dir.join("limit.json");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "limit",
+        &format!("127.0.0.1:{port}"),
+        "--find",
+        "rate",
+        "--proto",
+        "http",
+        "-c",
+        "20",
+        "-r",
+        "200",
+        "--step-time",
+        "1s",
+        "--precision",
+        "10%",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let out = format!("{out}\n{err}");
+    assert_eq!(code, 0, "{out}");
+    let v: throng::outcome::limit::LimitFile =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let l = &v.limit;
+    let value = l.value.unwrap_or_else(|| panic!("no rate passed: {out}"));
+    assert!((350.0..=650.0).contains(&value), "found {value}/s: {out}");
+    assert!(l.upper.is_some(), "{out}");
+    assert!(!l.client_limited, "{out}");
+    assert_eq!(l.cause, Some(throng::verdict::Code::ErrorAnswers), "{out}");
+    assert_eq!(l.side, Some(throng::verdict::Side::Server), "{out}");
+    // Every failing step's verdict says so, held or fresh.
+    for s in v.steps.iter().filter(|s| !s.pass) {
+        let verdict = s.result.as_ref().and_then(|r| r.verdict()).unwrap();
+        assert!(
+            verdict.has(throng::verdict::Code::ErrorAnswers),
+            "step at {}: {verdict:?}: {out}",
+            s.load
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `throng limit --find rate` over UDP beside resperf (dnsperf's package)
 /// on the same unbound and query names, unbound on core 0 and each tool
 /// on core 1 (so that neither tool's maximum is unbound waiting for a core

@@ -148,11 +148,29 @@ fn embedded_config(sc: &crate::scenario::Scenario) -> Result<ServerConfig> {
     Ok(cfg)
 }
 
+/// Refuses a target that is an IPv6 address without brackets (`::1:53`:
+/// where the address ends and the port begins is a guess, and its Host
+/// header would be wrong), with the bracketed form as the fix.
+pub fn check_target_form(t: &str) -> Result<()> {
+    if !t.starts_with('[') && t.matches(':').count() > 1 {
+        let fix = match t.rsplit_once(':') {
+            Some((host, port)) if port.parse::<u16>().is_ok() => format!("[{host}]:{port}"),
+            _ => format!("[{t}]:PORT"),
+        };
+        return Err(usage(format!(
+            "target '{t}' is an IPv6 address without brackets; give it as {fix} (the port after \
+             the brackets)"
+        )));
+    }
+    Ok(())
+}
+
 /// Resolves each HOST:PORT once.
 pub fn resolve(targets: &[String]) -> Result<Vec<SocketAddr>> {
     targets
         .iter()
         .map(|t| {
+            check_target_form(t)?;
             let mut addrs = t.to_socket_addrs().map_err(|e| {
                 usage(format!(
                     "cannot resolve target '{t}': {e}; give HOST:PORT, e.g. 127.0.0.1:4242 or [::1]:53"

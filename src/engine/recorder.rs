@@ -353,6 +353,12 @@ impl Recorder {
         }
     }
 
+    /// An answer came for a query that had timed out.
+    #[inline]
+    pub fn answered_late(&mut self) {
+        bump(&self.q.answered_late, 1);
+    }
+
     /// Query `o` of connection `conn` timed out.
     pub fn timed_out(&mut self, conn: u64, o: &Outstanding) {
         bump(&self.q.timed_out, 1);

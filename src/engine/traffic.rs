@@ -498,7 +498,8 @@ impl Traffic {
             }
         }
         let Answer::Matched(o) = answer else {
-            // Its timeout was counted; the late answer is only absorbed.
+            // Its timeout was counted; the late answer is counted apart.
+            self.rec.answered_late();
             return None;
         };
         self.rec.answered(conn.seq, &o, now, status);

@@ -68,13 +68,22 @@ pub(super) fn client_explains(r: &StepResult, find: Find) -> bool {
 /// The causes of a failing step that say why, as lines for the answer:
 /// the checks that failed, then each cause that explains.
 pub(super) fn why_lines(r: &StepResult) -> Vec<String> {
-    let mut out: Vec<String> = match r {
-        StepResult::Run(x) => x.checks.iter(),
-        StepResult::Held(x) => x.checks.iter(),
+    let outcomes: Vec<_> = match r {
+        StepResult::Run(x) => &x.checks,
+        StepResult::Held(x) => &x.checks,
     }
+    .iter()
     .filter(|c| !c.pass)
-    .map(|c| format!("check FAIL {}", c.expr))
+    .cloned()
     .collect();
+    let checks: Vec<_> = outcomes
+        .iter()
+        .filter_map(|c| crate::report::check::parse(&c.expr).ok())
+        .collect();
+    let mut out: Vec<String> = crate::report::check::lines(&checks, &outcomes)
+        .into_iter()
+        .map(|l| l.trim().to_string())
+        .collect();
     if let Some(v) = r.verdict() {
         out.extend(v.causes.iter().filter(|c| c.explains()).map(|c| {
             format!(

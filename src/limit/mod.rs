@@ -306,6 +306,20 @@ fn refuse(a: &LimitConfig) -> Result<()> {
         ));
     }
     a.client.views.check().map_err(usage)?;
+    for t in &a.client.targets {
+        crate::client::check_target_form(t)?;
+    }
+    if a.client.connections == 0 {
+        return Err(usage(match a.find {
+            Find::Rate => {
+                "-c 0 leaves a rate search no connection to send on; give -c 1 or more (the \
+                 connections the rate is spread over)"
+            }
+            Find::Connections => {
+                "-c 0: a connections search starts at -c; give 1 or more (e.g. -c 100)"
+            }
+        }));
+    }
     if a.client.segment.is_some() || a.client.child {
         return Err(usage(
             "throng limit runs whole scenarios: drop --segment (to spread a search over hosts, \
@@ -684,20 +698,8 @@ impl Search<'_> {
         let Some(p) = pace.filter(|_| self.pace_judged) else {
             return true;
         };
-        let pass = p.kept;
-        let line = format!(
-            "  check         {}  answered in the judged seconds >= {}% of due then  (measured \
-             {:.1}%: {} answered of {} due over {} s, {}/s)",
-            if pass { "PASS" } else { "FAIL" },
-            PACE * 100.0,
-            p.share() * 100.0,
-            p.answered,
-            p.due,
-            p.seconds,
-            crate::units::human(p.answered as f64 / p.seconds.max(1) as f64),
-        );
-        push_line(summary, &line);
-        pass
+        push_line(summary, &pace_line(&p));
+        p.kept
     }
 
     /// Ends the held run, keeping its whole result.
@@ -718,7 +720,15 @@ impl Search<'_> {
         let result = failing.and_then(|s| s.result.as_ref());
         let (seen, mut figures) = result.map_or((None, Vec::new()), |r| evidence(r, self.a.find));
         if let Some(r) = result {
-            figures.extend(why_lines(r));
+            let mut lines = why_lines(r);
+            // The search's own check: the answers' pace.
+            if let Some(p) = failing
+                .and_then(|s| s.pace)
+                .filter(|p| !p.kept && self.pace_judged)
+            {
+                lines.insert(0, pace_line(&p).trim().to_string());
+            }
+            figures.extend(lines);
         }
         // The cause: what the server's process showed; else the first of
         // the verdict's on the server's side.
@@ -792,6 +802,21 @@ impl Search<'_> {
             evidence: figures,
         }
     }
+}
+
+/// The pace's verdict as a check's line.
+fn pace_line(p: &Pace) -> String {
+    format!(
+        "  check         {}  answered in the judged seconds >= {}% of due then  (measured \
+         {:.1}%: {} answered of {} due over {} s, {}/s)",
+        if p.kept { "PASS" } else { "FAIL" },
+        PACE * 100.0,
+        p.share() * 100.0,
+        p.answered,
+        p.due,
+        p.seconds,
+        crate::units::human(p.answered as f64 / p.seconds.max(1) as f64),
+    )
 }
 
 /// A rate step that failed narrowly: answered ok at least [`NARROW`] of

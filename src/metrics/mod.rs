@@ -566,6 +566,9 @@ counter_block! {
         /// DNS answers with the TC bit set (counted as answered too): the
         /// answer did not fit and was cut.
         truncated: count,
+        /// Answers that came after their query had timed out (a subset of
+        /// `timed_out`: the server did answer, later than --timeout).
+        answered_late: count,
         /// Queries that waited to be sent, by what for ([`WAIT_CAUSES`]).
         waited: [WAIT_CAUSES.len()],
         /// Queries that came due (counted where the schedule or a window made
@@ -976,6 +979,7 @@ mod tests {
             bump(&c.recycled, n);
             bump(&c.pipelined, 3 * n);
             bump(&c.truncated, 4 * n);
+            bump(&c.answered_late, n);
             bump(&c.waited[W_SOCKET], 5 * n);
         }
         let t = QueryTotals::sum([&a, &b]);
@@ -995,6 +999,7 @@ mod tests {
                 recycled: 3,
                 pipelined: 9,
                 truncated: 12,
+                answered_late: 3,
                 waited: [0, 15, 0],
                 due: 0,
             }

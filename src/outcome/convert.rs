@@ -143,6 +143,7 @@ fn queries(sc: &Scenario, ran: &Scenario, q: &QueryOutcome) -> Queries {
         recycled_connections: t.recycled,
         pipelined: t.pipelined,
         truncated: t.truncated,
+        answered_late: t.answered_late,
         waited: WAIT_CAUSES
             .iter()
             .zip(t.waited)
@@ -395,6 +396,7 @@ fn query_totals(q: &Queries) -> QueryTotals {
         recycled: q.recycled_connections,
         pipelined: q.pipelined,
         truncated: q.truncated,
+        answered_late: q.answered_late,
         ..QueryTotals::default()
     };
     for (i, cause) in ERROR_CAUSES.iter().enumerate() {

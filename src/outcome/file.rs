@@ -265,6 +265,10 @@ pub struct Queries {
     /// answer, but the answer did not fit in a datagram).
     #[serde(default)]
     pub truncated: u64,
+    /// Answers that came after their query timed out (a subset of
+    /// `timed_out`).
+    #[serde(default)]
+    pub answered_late: u64,
     /// Queries that waited to be sent, by what for: `window` (room in
     /// their connection's window), `socket` (a send buffer the server was
     /// not reading), `slot` (a free tcp-per-query slot).

@@ -344,16 +344,21 @@ fn rate_causes(
         };
         let errors = t.errors_total() - t.errors[crate::metrics::E_NOT_SENT];
         let answered_pct = 100.0 * t.answered as f64 / t.sent as f64;
+        let late = match t.answered_late {
+            0 => String::new(),
+            n => format!(", {n} of them answered after --timeout"),
+        };
         c.push(
             Cause::new(
                 code,
                 "rate",
                 format!(
-                    "the server answered {answered_pct:.1}% of the queries sent ({} timed out, \
-                     {errors} errors): {why}",
+                    "the server answered {answered_pct:.1}% of the queries sent in time ({} \
+                     timed out{late}, {errors} errors): {why}",
                     t.timed_out,
                 ),
             )
+            .with("answered_late", t.answered_late as f64)
             .level(Level::Warning)
             .with("answered_pct", answered_pct)
             .with("timed_out", t.timed_out as f64)

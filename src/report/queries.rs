@@ -234,6 +234,14 @@ fn answer_lines(
         t.errors_total(),
         q.in_flight
     )?;
+    if t.answered_late > 0 {
+        writeln!(
+            out,
+            "      answered late {} of the timed out: their answers came after --timeout \
+             (answered, too late to count)",
+            t.answered_late
+        )?;
+    }
     for (i, cause) in crate::metrics::ERROR_CAUSES.iter().enumerate() {
         if t.errors[i] > 0 {
             writeln!(out, "      {cause:<16}{}", t.errors[i])?;
