@@ -1019,15 +1019,27 @@ fn nginx_503_answers_fail_the_run() {
 /// answers, not what they said: every step passed, "none found".)
 #[test]
 fn a_rate_search_finds_nginxs_limit_req_and_names_its_503s() {
-    let Some((_nginx, port, dir)) = nginx_with(
+    // limit_req runs after the rewrite phase, where `return` answers: the
+    // limited server serves a file instead, on a port of its own.
+    let port = free_port();
+    let root = temp_dir("nginx-limit-req-root");
+    std::fs::write(root.join("index.html"), "ok\n").unwrap();
+    let Some((_nginx, _, dir)) = nginx_with(
         "nginx-limit-req",
-        "limit_req_zone $server_name zone=all:1m rate=500r/s; \
-         limit_req zone=all burst=50 nodelay;",
+        &format!(
+            "limit_req_zone $binary_remote_addr zone=all:1m rate=500r/s;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{ root {}; limit_req zone=all burst=50 nodelay; }}
+  }}",
+            root.display()
+        ),
         "",
         None,
     ) else {
         return;
     };
+    wait_listening(port);
     let json = dir.join("limit.json");
     let (code, out, err) = output(Command::new(BIN).args([
         "limit",
@@ -1068,6 +1080,7 @@ fn a_rate_search_finds_nginxs_limit_req_and_names_its_503s() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// `throng limit --find rate` over UDP beside resperf (dnsperf's package)

@@ -64,6 +64,7 @@ impl SecondReport {
     /// the histograms themselves when `keep` (as [`Sample::set_latency`]).
     pub fn times_to(&self, s: &mut Sample, keep: bool) {
         s.loop_late = Some(self.loop_late);
+        s.failed_answers = Some(self.failed_answers);
         s.set_latency(&self.hist, keep);
         if let Some(h) = &self.service {
             s.set_service(h, keep);
@@ -225,7 +226,6 @@ impl Seconds {
             s.answered = Some(r.answered);
             s.timed_out = Some(r.timed_out);
             s.errors = Some(r.errors);
-            s.failed_answers = Some(r.failed_answers);
             r.times_to(s, true);
             *done = true;
             gone.push(idx);
