@@ -283,10 +283,21 @@ impl Verdict {
     /// The verdict of a run that passed or not, with its causes; the side
     /// follows from the causes that explain (not notes).
     pub fn new(pass: bool, causes: Vec<Cause>) -> Verdict {
+        Verdict::weighed(pass, causes, |_| true)
+    }
+
+    /// As [`Verdict::new`], the side from the causes `bears` says bear on
+    /// what failed (a latency cause does not explain refused connections).
+    pub fn weighed(pass: bool, causes: Vec<Cause>, bears: impl Fn(&Cause) -> bool) -> Verdict {
         let side = if pass {
             Side::None
         } else {
-            side_of(causes.iter().filter(|c| c.explains()).map(|c| c.side))
+            side_of(
+                causes
+                    .iter()
+                    .filter(|c| c.explains() && bears(c))
+                    .map(|c| c.side),
+            )
         };
         Verdict { pass, side, causes }
     }

@@ -1229,3 +1229,152 @@ fn limit_over_udp_is_near_resperfs_maximum_on_unbound() {
         "{why}: throng's limit {lower}/s against resperf's maximum {most} qps: {out}"
     );
 }
+
+/// A server with a connection cap that accepts past it, writes an error
+/// and closes: redis-server with `maxclients`, memcached with `-c`. Those
+/// connections are refused (failed.rejected, exactly the server's own
+/// rejected_connections), the error's words are shown, the verdict is
+/// `refused` on the server's side, and the client does not storm the
+/// full server with replacements (they back off: attempts stay under
+/// twice the connections asked; without backoff, 75,439 in 3 s).
+fn refused_past_a_cap(
+    name: &str,
+    server: &mut Command,
+    port: u16,
+    cap: u64,
+    query: (&str, &str),
+    said: &str,
+    stats: &dyn Fn() -> u64,
+) {
+    let _d = Daemon(
+        server
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the server"),
+    );
+    wait_listening(port);
+    let target = format!("127.0.0.1:{port}");
+    let asked = 2 * cap;
+    let c = asked.to_string();
+    let (code, out, v, _) = client(
+        name,
+        &[
+            &target,
+            "--proto",
+            "raw",
+            "--message",
+            query.0,
+            "--marker",
+            query.1,
+            "-c",
+            &c,
+            "-r",
+            "500",
+            "-T",
+            "2s",
+        ],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    let r = typed(&v);
+    let rejected = r.connections.failed["rejected"];
+    assert_eq!(rejected, stats(), "{out}");
+    // Past the cap, less what the server keeps of it for itself (its
+    // own fds: up to a fifth of it).
+    assert!(
+        rejected * 10 >= (asked - cap) * 9 && rejected <= asked - cap + cap / 5,
+        "{out}"
+    );
+    assert!(r.connections.attempted < 2 * asked, "a storm: {out}");
+    let reply = r.connections.probe_reply.clone().unwrap_or_default();
+    assert!(reply.contains(said), "{reply}: {out}");
+    assert!(out.contains(said), "{out}");
+    let verdict = r.verdict.expect("a verdict");
+    assert_eq!(verdict.side, throng::verdict::Side::Server, "{out}");
+    assert!(verdict.has(throng::verdict::Code::Refused), "{out}");
+}
+
+/// The number right after `words` in a server's stats text.
+fn digits_after(text: &str, words: &str) -> u64 {
+    let rest = text
+        .split(words)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {words} in {text}"));
+    let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    n.parse().unwrap()
+}
+
+#[test]
+fn redis_past_maxclients_refuses_and_is_not_stormed() {
+    let (Some(redis), Some(cli)) = (
+        program("redis-server", "redis-server"),
+        program("redis-cli", "redis-tools"),
+    ) else {
+        return;
+    };
+    let port = free_port();
+    let p = port.to_string();
+    let stats = || {
+        let (_, out, _) = output(Command::new(&cli).args(["-p", &p, "info", "stats"]));
+        digits_after(&out, "rejected_connections:")
+    };
+    refused_past_a_cap(
+        "redis-maxclients",
+        Command::new(&redis).args([
+            "--port",
+            &p,
+            "--bind",
+            "127.0.0.1",
+            "--maxclients",
+            "300",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]),
+        port,
+        300,
+        ("PING\\r\\n", "+PONG"),
+        "-ERR max number of clients reached",
+        &stats,
+    );
+}
+
+#[test]
+fn memcached_past_its_connection_limit_refuses_and_is_not_stormed() {
+    let Some(memcached) = program("memcached", "memcached") else {
+        return;
+    };
+    let port = free_port();
+    let p = port.to_string();
+    let stats = || {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        std::io::Write::write_all(&mut s, b"stats\r\n").unwrap();
+        let mut r = BufReader::new(s);
+        let mut line = String::new();
+        while r.read_line(&mut line).unwrap_or(0) > 0 && !line.ends_with("END\r\n") {}
+        digits_after(&line, "STAT rejected_connections ")
+    };
+    refused_past_a_cap(
+        "memcached-limit",
+        Command::new(&memcached).args([
+            "-l",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-U",
+            "0",
+            "-c",
+            "200",
+            "-u",
+            "root",
+        ]),
+        port,
+        200,
+        ("version\\r\\n", "VERSION"),
+        "ERROR Too many open connections",
+        &stats,
+    );
+}

@@ -188,6 +188,8 @@ impl Conn {
             // A refused probe was counted (verified: it was accepted).
             State::Probing if self.has(Flags::REJECTED) => return None,
             State::Probing => by_server,
+            // A refusal was counted (verified: it was accepted).
+            _ if self.has(Flags::REJECTED) => return None,
             _ if self.has(Flags::UNPROVEN) => self.flight.queries > 0,
             _ if counted_when_held => return None,
             _ => false,

@@ -46,7 +46,13 @@ impl EndRules {
             push: mode.is_push(),
             counted_when_held: sc.verify
                 && (net.is_tls() || mode.has_traffic() || (!net.is_udp() && sc.probe.is_some())),
-            probe: super::proto::word(sc.probe.as_ref().map_or(Proto::Dns, Query::proto)),
+            probe: super::proto::word(
+                sc.traffic
+                    .as_ref()
+                    .map(|t| &t.query)
+                    .or(sc.probe.as_ref())
+                    .map_or(Proto::Dns, Query::proto),
+            ),
             reconnect: sc.reconnect,
             replace_closed: sc.replace_closed,
         }
@@ -68,7 +74,15 @@ pub(super) struct Conns {
     /// start). Every answer in one read arrived together, and the queries
     /// they let go leave with it: both are stamped with it.
     pub(super) read_at: Option<u64>,
+    /// The first bytes (up to [`REFUSAL_SHOWN`]) of connections that got
+    /// bytes before any answer, by key, while they wait for one: what a
+    /// server that refuses says before it closes (a codec keeps only the
+    /// tail it may still match). Gone once answered or ended.
+    pub(super) first_bytes: std::collections::HashMap<usize, Vec<u8>>,
 }
+
+/// The most of a refusal's bytes kept to show (escaped, printable).
+const REFUSAL_SHOWN: usize = 120;
 
 impl Conns {
     pub(super) fn new(
@@ -87,6 +101,19 @@ impl Conns {
             shared,
             start,
             read_at: None,
+            first_bytes: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Keeps the first bytes a connection got before any answer.
+    #[inline]
+    pub(super) fn got_unanswered(&mut self, key: usize, data: &[u8]) {
+        let c = &self.slab[key];
+        if (c.has(Flags::UNPROVEN) || c.state == State::Probing)
+            && !self.first_bytes.contains_key(&key)
+        {
+            let n = data.len().min(REFUSAL_SHOWN);
+            self.first_bytes.insert(key, data[..n].to_vec());
         }
     }
 
@@ -216,6 +243,10 @@ impl Conns {
     /// queries go (lost, or due again elsewhere), and owes a replacement
     /// where the run asks for one.
     pub(super) fn end(&mut self, key: usize, why: End, mode: ModeMut<'_>) {
+        let first = match self.first_bytes.is_empty() {
+            true => None,
+            false => self.first_bytes.remove(&key),
+        };
         let c = &self.slab[key];
         // A retiring one's replacement was owed when its lifetime ended.
         let replaced = c.has(Flags::RETIRING);
@@ -236,7 +267,7 @@ impl Conns {
                 self.counters.fail(Bucket::TimedOut);
             }
             End::Lost(bucket) => {
-                closed_clean = self.count_lost(key, bucket);
+                closed_clean = self.count_lost(key, bucket, first);
                 if !closed_clean {
                     bump(&self.counters.failed_established, 1);
                 }
@@ -278,13 +309,19 @@ impl Conns {
 
     /// Counts an established connection the server ended; true when it
     /// was the server's right (a peer close), not a failure.
-    fn count_lost(&mut self, key: usize, bucket: Bucket) -> bool {
+    fn count_lost(&mut self, key: usize, bucket: Bucket, first: Option<Vec<u8>>) -> bool {
         let c = &self.slab[key];
-        if c.state == State::Probing && bucket == Bucket::ClosedByPeer && !c.pending_in.is_empty() {
-            // It answered part of something that is not a reply to the
-            // probe (an HTTP 400 to a DNS query), then closed: it accepted
-            // the connection and refused the probe.
-            let said = &c.pending_in[..c.pending_in.len().min(40)];
+        let unanswered = c.state == State::Probing || c.has(Flags::UNPROVEN);
+        let by_server = matches!(bucket, Bucket::ClosedByPeer | Bucket::Reset);
+        if unanswered && by_server && !c.pending_in.is_empty() && !c.has(Flags::REJECTED) {
+            // It sent something that is not a reply (an HTTP 400 to a DNS
+            // query, Redis's "-ERR max number of clients reached", an
+            // error line), then closed or reset before answering anything:
+            // it accepted the connection and refused what came on it.
+            let said = match &first {
+                Some(b) => &b[..],
+                None => &c.pending_in[..c.pending_in.len().min(REFUSAL_SHOWN)],
+            };
             let what = format!(
                 "it answered \"{}\", not a {} reply, and closed",
                 wire::escape::escape(said),
@@ -292,6 +329,11 @@ impl Conns {
             );
             self.probe_rejected(key, what);
             bump(&self.counters.verified, 1);
+        }
+        if unanswered && by_server {
+            // Ended by the server before it answered anything: its
+            // replacement waits (a full server is not stormed).
+            self.dial.refused(std::time::Instant::now());
         }
         match self.slab[key].closed_as(bucket) {
             None => {

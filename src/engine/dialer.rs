@@ -40,6 +40,12 @@ pub const STEADY_AFTER: Duration = Duration::from_secs(1);
 /// them at most about ten times a second.
 const STEADY_SLACK: Duration = Duration::from_millis(100);
 
+/// The first wait before replacing a connection the server refused, and
+/// the longest (it doubles at each refusal in a row): a server at its cap
+/// sees a replacement a second per worker, not a connection storm.
+pub const BACKOFF_FIRST: Duration = Duration::from_millis(10);
+pub const BACKOFF_MOST: Duration = Duration::from_secs(1);
+
 pub struct Dialer {
     id: u64,
     nworkers: u64,
@@ -52,6 +58,13 @@ pub struct Dialer {
     pub initial_total: u64,
     reconnects_owed: u64,
     reconnects_made: u64,
+    /// The wait before the next replacement while the server refuses
+    /// (ends connections before answering anything): doubled at each
+    /// refusal from [`BACKOFF_FIRST`] up to [`BACKOFF_MOST`], nothing once
+    /// a connection is served.
+    backoff: Duration,
+    /// No replacement starts before this.
+    replace_at: Option<Instant>,
     sched_made: u64,
     /// Connects in flight, and the most allowed.
     pub inflight: u64,
@@ -106,6 +119,8 @@ impl Dialer {
             next: 0,
             initial_total,
             reconnects_owed: 0,
+            backoff: Duration::ZERO,
+            replace_at: None,
             reconnects_made: 0,
             sched_made: 0,
             inflight: 0,
@@ -181,10 +196,32 @@ impl Dialer {
             return Some((seq, true));
         }
         if self.reconnects_owed > 0 {
+            if self.replace_at.is_some_and(|at| now < at) {
+                return None;
+            }
+            if !self.backoff.is_zero() {
+                // One replacement an interval while refused.
+                self.replace_at = Some(now + self.backoff);
+            }
             self.reconnects_owed -= 1;
             return Some((self.replacement(), false));
         }
         None
+    }
+
+    /// The server ended a connection before answering anything on it:
+    /// replacements wait longer.
+    pub fn refused(&mut self, now: Instant) {
+        self.backoff = (self.backoff * 2).clamp(BACKOFF_FIRST, BACKOFF_MOST);
+        self.replace_at = Some(now + self.backoff);
+    }
+
+    /// A connection was served (answered): replacements go at once again.
+    pub fn served(&mut self) {
+        if !self.backoff.is_zero() {
+            self.backoff = Duration::ZERO;
+            self.replace_at = None;
+        }
     }
 
     /// A new attempt number for a connection that is not the ramp's.
@@ -416,7 +453,7 @@ impl Dialer {
             if self.next < self.initial_total {
                 consider(start + sc.ramp.due(self.ramp_seq(self.next)));
             } else if self.reconnects_owed > 0 {
-                consider(Instant::now());
+                consider(self.replace_at.unwrap_or_else(Instant::now));
             }
         }
         for q in [&self.connect_q, &self.probe_q, &self.life_q] {

@@ -387,6 +387,9 @@ impl Io {
         if mode.is_push() {
             return self.on_push(key, data, conns, mode, out, open);
         }
+        if conns.slab[key].has(Flags::UNPROVEN) || conns.slab[key].state == State::Probing {
+            conns.got_unanswered(key, data);
+        }
         let conn = &mut conns.slab[key];
         // Nothing pending: the connection keeps its (empty) buffer, and
         // what is left of `data` goes into it with no new allocation.

@@ -405,6 +405,10 @@ impl Opening {
         out: &mut Outbox,
     ) {
         bump(&conns.counters.verified, 1);
+        conns.dial.served();
+        if !conns.first_bytes.is_empty() {
+            conns.first_bytes.remove(&key);
+        }
         let initial = conns.slab[key].initial();
         self.held(key, conns, mode, out);
         conns.dial.resolved(initial);

@@ -234,6 +234,10 @@ impl Traffic {
             // Any answer proves the server accepted the connection.
             conn.set(Flags::UNPROVEN, false);
             bump(&conns.counters.verified, 1);
+            conns.dial.served();
+            if !conns.first_bytes.is_empty() {
+                conns.first_bytes.remove(&key);
+            }
         }
         let draining = self.draining;
         if let Some(why) = self.answered(key, conn, qkey, status, now, draining) {

@@ -333,10 +333,11 @@ pub fn lag_warning(
             .with("loop_lag_p99_us", loop_lag as f64)
     };
     if lag.max(loop_lag) <= 1000 {
+        // On time: it informs, and explains no failure.
         return contended.map(|c| {
             mk(
                 contention_code,
-                Side::Both,
+                Side::None,
                 Level::Note,
                 format!(
                     "{c}; it sent on time, but the times measured include waits for a core on \

@@ -34,7 +34,39 @@ pub fn judge(sc: &Scenario, o: &Outcome, result: &RunResult, max_failures: u64) 
             causes,
         };
     }
-    Verdict::new(check::passed(result, max_failures), causes)
+    // What failed: the connections (more failed than --max-failures, or
+    // a check on them), the queries, their latency; causes bear on what
+    // failed (the client's lateness does not explain refused
+    // connections). A failure of another kind weighs every cause.
+    let failed: u64 = result.connections.failed.values().sum();
+    let failing: Vec<&str> = result
+        .checks
+        .iter()
+        .filter(|c| !c.pass)
+        .map(|c| c.expr.split('.').next().unwrap_or(""))
+        .collect();
+    let (conns, queries, latency) = (
+        failed > max_failures || failing.contains(&"connections"),
+        failing.contains(&"queries"),
+        failing.contains(&"latency"),
+    );
+    let other = result.partial
+        || !result.overrun.is_empty()
+        || failing
+            .iter()
+            .any(|k| !matches!(*k, "connections" | "queries" | "latency"));
+    let bears = |c: &Cause| {
+        other
+            || match c.label.as_str() {
+                "rate" | "answers" | "truncated" => queries,
+                "lag" => queries || latency,
+                "nagle" => latency,
+                // What the server's process showed bears on any failure.
+                "server" => true,
+                _ => conns,
+            }
+    };
+    Verdict::weighed(check::passed(result, max_failures), causes, bears)
 }
 
 /// Every cause the run's figures name, in the order the summary shows
@@ -99,9 +131,17 @@ fn failure_causes(sc: &Scenario, o: &Outcome, c: &mut Vec<Cause>) {
             Bucket::Reset => (Code::Reset, None, b.hint().into()),
             // Refused after others were served: the server's refusal
             // (a cap of its own); refused every time: another protocol.
-            Bucket::Rejected if t.verified > 0 => {
-                (Code::Refused, Some(Side::Server), b.hint().into())
-            }
+            Bucket::Rejected if t.verified > t.probe_rejected => (
+                Code::Refused,
+                Some(Side::Server),
+                format!(
+                    "the server accepted these connections, wrote what is shown above and closed \
+                     them while it served {} others: it refuses connections past a cap of its own \
+                     (Redis's maxclients, memcached's -c, a server's connection limit); raise it \
+                     there, or ask for fewer (-c)",
+                    t.verified - t.probe_rejected
+                ),
+            ),
             Bucket::Rejected => (Code::ProtocolMismatch, None, b.hint().into()),
         };
         let mut cause = Cause::new(code, b.key(), words).with(b.key(), n as f64);

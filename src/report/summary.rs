@@ -145,6 +145,15 @@ fn connection_lines(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Resu
             by.join(", "),
             t.probe_reply.as_deref().unwrap_or("?")
         )?;
+    } else if t.probe_rejected > 0 && t.verified > t.probe_rejected {
+        writeln!(
+            out,
+            "  refused       the server refused {} connection(s) while it served {}: {} (a cap \
+             of its own: Redis's maxclients, memcached's -c, a server's connection limit)",
+            t.probe_rejected,
+            t.verified - t.probe_rejected,
+            t.probe_reply.as_deref().unwrap_or("?")
+        )?;
     } else if t.probe_rejected > 0 {
         writeln!(
             out,
