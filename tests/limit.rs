@@ -433,3 +433,68 @@ fn the_client_as_the_limit_is_never_blamed_on_the_server() {
     assert!(out.contains("FAIL (client)"), "{out}");
     assert!(!out.contains("CPU-bound"), "{out}");
 }
+
+/// A Python echo server that closes each connection 200 ms after its last
+/// bytes (an idle timeout): it keeps no idle connection, so a connections
+/// search finds no count; it names the idle timeout and its length from
+/// the client's own timings (the search said "limit below 1 connection",
+/// put on "a connection cap").
+#[test]
+fn a_server_that_closes_idle_connections_is_named_an_idle_timeout() {
+    let Some(python) = common::program("python3", "python3") else {
+        return;
+    };
+    let script = r#"
+import socket, threading
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", 0)); l.listen(1024)
+print(l.getsockname()[1], flush=True)
+def serve(s):
+    s.settimeout(0.2)
+    try:
+        while True:
+            d = s.recv(4096)
+            if not d: break
+            s.sendall(d)
+    except (socket.timeout, OSError):
+        pass
+    s.close()
+while True:
+    s, _ = l.accept()
+    threading.Thread(target=serve, args=(s,), daemon=True).start()
+"#;
+    let (srv, addr) = python_server(&python, script);
+    let (code, out, v) = limit(
+        "limit-idle",
+        &[
+            &addr,
+            "--find",
+            "connections",
+            "--proto",
+            "echo",
+            "-c",
+            "40",
+            "--step-time",
+            "1s",
+        ],
+    );
+    drop(srv);
+    assert_eq!(code, 0, "{out}");
+    let l = &v.limit;
+    assert_eq!(l.cause, Some(throng::verdict::Code::IdleTimeout), "{out}");
+    assert_eq!(l.side, Some(throng::verdict::Side::Server), "{out}");
+    assert!(out.contains("none for idle connections"), "{out}");
+    let idle = v
+        .steps
+        .iter()
+        .filter_map(|s| {
+            s.result
+                .as_ref()?
+                .verdict()?
+                .cause(throng::verdict::Code::IdleTimeout)
+        })
+        .next()
+        .unwrap();
+    let t = idle.figures["idle_timeout_ms"];
+    assert!((180.0..=400.0).contains(&t), "{t} ms: {out}");
+}

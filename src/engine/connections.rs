@@ -338,6 +338,13 @@ impl Conns {
         match self.slab[key].closed_as(bucket) {
             None => {
                 bump(&self.counters.peer_closed, 1);
+                let c = &self.slab[key];
+                if c.flight.queries == 0 && bucket == Bucket::ClosedByPeer {
+                    let ms = c.since.elapsed().as_millis() as u64;
+                    bump(&self.counters.idle_closed, 1);
+                    bump(&self.counters.idle_closed_ms, ms);
+                    bump(&self.counters.idle_closed_ms_sq, ms.saturating_mul(ms));
+                }
                 true
             }
             Some(bucket) => {

@@ -733,17 +733,36 @@ impl Search<'_> {
         // The cause: what the server's process showed; else the first of
         // the verdict's on the server's side.
         let verdict = result.and_then(|r| r.verdict());
-        let (cause, side) = match (&seen, verdict) {
-            (Some((code, words)), _) => (
+        // A server that closes idle connections at one age has no count
+        // of them to find: said from any failing step that measured it
+        // (a step of one connection closes too few to tell).
+        let idle = self
+            .steps
+            .iter()
+            .filter(|s| !s.pass)
+            .filter_map(|s| {
+                s.result
+                    .as_ref()?
+                    .verdict()?
+                    .cause(crate::verdict::Code::IdleTimeout)
+            })
+            .next();
+        let (cause, side) = match (idle, &seen, verdict) {
+            (Some(c), _, _) => (
+                Some((c.code, c.sentence.clone())),
+                Some(crate::verdict::Side::Server),
+            ),
+            (None, Some((code, words)), _) => (
                 Some((*code, words.clone())),
                 Some(crate::verdict::Side::Server),
             ),
-            (None, Some(v)) => (
+            (None, None, Some(v)) => (
                 v.server_cause().map(|c| (c.code, c.sentence.clone())),
                 Some(v.side),
             ),
-            (None, None) => (None, None),
+            (None, None, None) => (None, None),
         };
+
         let unit = |x: f64| unit(self.a.find, x);
         // The confirmation: the last step, at the best pass, after it.
         let stable = match (self.a.find, self.lower, self.steps.split_last()) {

@@ -73,6 +73,9 @@ impl Search<'_> {
                 unit(u)
             ),
             (Some(l), None) => println!("limit         none found: {} kept up", unit(l)),
+            (None, Some(_)) if found.cause == Some(crate::verdict::Code::IdleTimeout) => println!(
+                "limit         none for idle connections: the server closes them (see why)"
+            ),
             (None, Some(u)) => println!("limit         below {}: the first step failed", unit(u)),
             (None, None) => println!("limit         no step ran to its end"),
         }

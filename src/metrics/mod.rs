@@ -255,6 +255,13 @@ counter_block! {
         /// Closed by the server after answering all it was sent (HTTP
         /// keep-alive limits): not a failure.
         peer_closed: count,
+        /// Of those, the ones that had carried no query (idle since they
+        /// were established or verified), and how long each was open, ms:
+        /// summed and squared-summed (a server's idle timeout closes them
+        /// at one steady age).
+        idle_closed: count,
+        idle_closed_ms: count,
+        idle_closed_ms_sq: count,
         /// TLS handshakes that resumed a session.
         tls_resumed: count,
         /// The first TLS error, in words.

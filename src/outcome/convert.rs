@@ -97,6 +97,9 @@ fn connections(sc: &Scenario, ran: &Scenario, o: &Outcome) -> Connections {
         connect_syscall_us: (!o.hists.connect_syscall.is_empty())
             .then(|| Percentiles::of(&o.hists.connect_syscall)),
         peer_closed: t.peer_closed,
+        idle_closed: t.idle_closed,
+        idle_closed_ms: t.idle_closed_ms,
+        idle_closed_ms_sq: t.idle_closed_ms_sq,
         tls_handshake_us: (sc.transport == crate::domain::Transport::Tls)
             .then(|| Percentiles::of(&o.hists.tls_handshake)),
         tls_resumed: t.tls_resumed,
@@ -364,6 +367,9 @@ fn conn_totals(c: &Connections) -> ConnTotals {
         established_initial: c.established.saturating_sub(c.replaced),
         closed: c.closed,
         peer_closed: c.peer_closed,
+        idle_closed: c.idle_closed,
+        idle_closed_ms: c.idle_closed_ms,
+        idle_closed_ms_sq: c.idle_closed_ms_sq,
         tls_resumed: c.tls_resumed,
         tls_error: c.tls_error.clone(),
         probe_rejected: c.probe_rejected,

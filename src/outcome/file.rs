@@ -189,6 +189,14 @@ pub struct Connections {
     /// HTTP keep-alive limit, say): counted, not failures.
     #[serde(default)]
     pub peer_closed: u64,
+    /// Of `peer_closed`, those that had carried no query, with their ages
+    /// at the close (ms: their sum, and the sum of their squares).
+    #[serde(default)]
+    pub idle_closed: u64,
+    #[serde(default)]
+    pub idle_closed_ms: u64,
+    #[serde(default)]
+    pub idle_closed_ms_sq: u64,
     /// --transport tls: handshake time, resumed handshakes, the first error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_handshake_us: Option<Percentiles>,

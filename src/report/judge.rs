@@ -77,6 +77,7 @@ pub fn causes(sc: &Scenario, o: &Outcome) -> Vec<Cause> {
         query_causes(sc, q, &o.hists, (o.totals.failed_total(), o), &mut c);
     }
     failure_causes(sc, o, &mut c);
+    c.extend(idle_cause(o));
     if let Some(h) = retransmit_hint(o) {
         c.push(h);
     } else if let Some(h) = client_connect_hint(sc, o) {
@@ -160,6 +161,41 @@ fn failure_causes(sc: &Scenario, o: &Outcome, c: &mut Vec<Cause>) {
         }
     }
 }
+
+/// The server's idle timeout, where its closes say it: connections that
+/// had carried no query, closed by the server at one steady age (at least
+/// [`IDLE_CLOSES`] of them, their ages' spread within a quarter of their
+/// mean).
+fn idle_cause(o: &Outcome) -> Option<Cause> {
+    let t = &o.totals;
+    let n = t.idle_closed;
+    if n < IDLE_CLOSES {
+        return None;
+    }
+    let mean = t.idle_closed_ms as f64 / n as f64;
+    let var = (t.idle_closed_ms_sq as f64 / n as f64 - mean * mean).max(0.0);
+    let sd = var.sqrt();
+    (mean >= 1.0 && sd <= 0.25 * mean).then(|| {
+        let after = crate::units::human_us((mean * 1000.0) as u64);
+        Cause::new(
+            Code::IdleTimeout,
+            "idle",
+            format!(
+                "the server closed {n} idle connection(s) (nothing asked on them) {after} after \
+                 they opened (± {}): an idle timeout of its own. It does not keep idle \
+                 connections; to hold them, send on each more often than that (--interval \
+                 under {after}), or raise the server's timeout",
+                crate::units::human_us((sd * 1000.0) as u64)
+            ),
+        )
+        .with("idle_closed", n as f64)
+        .with("idle_timeout_ms", mean)
+        .with("idle_timeout_sd_ms", sd)
+    })
+}
+
+/// The fewest idle closes that name an idle timeout.
+const IDLE_CLOSES: u64 = 5;
 
 /// Why connections went unverified, from what was seen.
 fn unverified_causes(sc: &Scenario, o: &Outcome, c: &mut Vec<Cause>) {

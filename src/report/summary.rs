@@ -48,7 +48,7 @@ pub fn summary(sc: &Scenario, o: &Outcome, v: &Verdict, out: &mut dyn Write) -> 
         writeln!(out, "  tls error     {e}")?;
     }
     let mut labels: Vec<&str> = Bucket::ALL.iter().map(|b| b.key()).collect();
-    labels.push("tcp-per-query");
+    labels.extend(["tcp-per-query", "idle"]);
     render(v, &labels, "  ", out)?;
     observed_lines(sc, o, v, out)?;
     render(v, &["udp", "unverified"], "  ", out)?;
