@@ -1044,3 +1044,49 @@ fn answers_after_their_timeout_are_counted_late() {
         "{verdict:?}"
     );
 }
+
+/// A closed loop over 10 connections, 5 of which the server takes and
+/// never answers, with --no-verify: the run fails on connections.silent
+/// (a default check), and names them; it passed with the throughput of
+/// five.
+#[test]
+fn connections_never_answered_fail_the_run_without_verification() {
+    static ACCEPTED: AtomicU64 = AtomicU64::new(0);
+    let addr = common::peer(|mut s| {
+        let answer = ACCEPTED.fetch_add(1, Ordering::Relaxed).is_multiple_of(2);
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = s.read(&mut buf) {
+            if answer && s.write_all(&buf[..n]).is_err() {
+                return;
+            }
+        }
+    });
+    let (code, out, v, _) = client(
+        "silent-closed-loop",
+        &[
+            &addr.to_string(),
+            "--proto",
+            "echo",
+            "-c",
+            "10",
+            "--closed-loop",
+            "--no-verify",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.connections.silent, 5, "{out}");
+    assert!(out.contains("FAIL  connections.silent==0"), "{out}");
+    let verdict = r.verdict.expect("a verdict");
+    assert_eq!(verdict.side, throng::verdict::Side::Server, "{out}");
+    assert!(
+        verdict
+            .causes
+            .iter()
+            .any(|c| c.code == throng::verdict::Code::Unanswered && c.label == "silent"),
+        "{out}"
+    );
+}

@@ -368,6 +368,9 @@ impl Conns {
         if self.rules.push {
             return;
         }
+        if c.flight.queries > 0 && !c.has(Flags::GOT_DATA) {
+            bump(&self.counters.silent, 1);
+        }
         match c.verification_at_end(by_server, self.rules.counted_when_held) {
             Some(Verification::Unverified) => bump(&self.counters.unverified, 1),
             Some(Verification::Idle) => bump(&self.counters.idle, 1),

@@ -540,8 +540,9 @@ impl Search<'_> {
         }
         // A rate that passed is offered once more: a limit that does not
         // repeat is reported as unstable.
-        // It is a fresh run: its verdict reads every answer's status (a
-        // held step's seconds count answers, not what they said).
+        // It is a fresh run (its verdict reads every answer, as a held
+        // step's does), and one that fails bounds a search that found no
+        // failure: "none found" is never said of a rate that failed.
         if let (Find::Rate, Some(l), false, None) =
             (self.a.find, self.lower, self.client_limited, &self.error)
         {
@@ -551,6 +552,10 @@ impl Search<'_> {
                 "{}  (the best pass, again)",
                 step_line(self.steps.len() + 1, &step, &|x| unit(self.a.find, x))
             );
+            if !step.pass && self.upper.is_none() {
+                self.upper = Some(l);
+                self.client_limited = step.client_limited;
+            }
             self.steps.push(step);
         }
         Ok(())

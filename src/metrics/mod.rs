@@ -260,6 +260,9 @@ counter_block! {
         /// summed and squared-summed (a server's idle timeout closes them
         /// at one steady age).
         idle_closed: count,
+        /// Established connections that were sent queries and never got a
+        /// byte back (--no-verify or not): a server that ignores some.
+        silent: count,
         idle_closed_ms: count,
         idle_closed_ms_sq: count,
         /// TLS handshakes that resumed a session.

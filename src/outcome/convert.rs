@@ -98,6 +98,7 @@ fn connections(sc: &Scenario, ran: &Scenario, o: &Outcome) -> Connections {
             .then(|| Percentiles::of(&o.hists.connect_syscall)),
         peer_closed: t.peer_closed,
         idle_closed: t.idle_closed,
+        silent: t.silent,
         idle_closed_ms: t.idle_closed_ms,
         idle_closed_ms_sq: t.idle_closed_ms_sq,
         tls_handshake_us: (sc.transport == crate::domain::Transport::Tls)
@@ -368,6 +369,7 @@ fn conn_totals(c: &Connections) -> ConnTotals {
         closed: c.closed,
         peer_closed: c.peer_closed,
         idle_closed: c.idle_closed,
+        silent: c.silent,
         idle_closed_ms: c.idle_closed_ms,
         idle_closed_ms_sq: c.idle_closed_ms_sq,
         tls_resumed: c.tls_resumed,

@@ -193,6 +193,9 @@ pub struct Connections {
     /// at the close (ms: their sum, and the sum of their squares).
     #[serde(default)]
     pub idle_closed: u64,
+    /// Connections sent queries that never got a byte back.
+    #[serde(default)]
+    pub silent: u64,
     #[serde(default)]
     pub idle_closed_ms: u64,
     #[serde(default)]

@@ -70,6 +70,7 @@ const PERCENT_OF: &[(&str, &str)] = &[
     ("connections.unverified", "connections.target"),
     ("connections.failed", "connections.target"),
     ("connections.peak", "connections.target"),
+    ("connections.silent", "connections.target"),
 ];
 
 const PERCENTILES: &[&str] = &["p50", "p90", "p99", "p999", "max", "mean"];
@@ -91,6 +92,8 @@ pub fn keys() -> Vec<String> {
         "connections.verify_s",
         "connections.connect_rate",
         "connections.peer_closed",
+        "connections.idle_closed",
+        "connections.silent",
         "connections.probe_rejected",
         "connections.tls_resumed",
         "queries.due",
@@ -408,6 +411,7 @@ pub fn defaults(has_queries: bool, push: bool, verify: bool, schedule: bool) -> 
     let mut d = Vec::new();
     if has_queries {
         d.push("queries.ok>=99%");
+        d.push("connections.silent==0");
     } else if push {
         d.push("push.received>=99%");
     } else {
@@ -704,7 +708,7 @@ mod tests {
     #[test]
     fn default_and_none() {
         let d = parse_all(&[], true, false, false, false).unwrap();
-        assert_eq!(exprs(&d), ["queries.ok>=99%"]);
+        assert_eq!(exprs(&d), ["queries.ok>=99%", "connections.silent==0"]);
         let hold = parse_all(&[], false, false, false, false).unwrap();
         assert_eq!(exprs(&hold), ["connections.peer_closed==0"]);
         assert!(parse_all(&["none".into()], true, false, true, false)
@@ -739,23 +743,34 @@ mod tests {
             exprs(&c),
             [
                 "queries.ok>=99%",
+                "connections.silent==0",
                 "connections.unverified==0",
                 "latency.response_time_us.p99<5ms"
             ]
         );
         // The same key and operator: the user's bound.
         let c = parse_all(&["queries.ok>=99.9%".into()], true, false, false, false).unwrap();
-        assert_eq!(exprs(&c), ["queries.ok>=99.9%"]);
+        assert_eq!(exprs(&c), ["connections.silent==0", "queries.ok>=99.9%"]);
         // Another base (a count, not a share) adds to the default.
         let c = parse_all(&["queries.ok>=1".into()], true, false, false, false).unwrap();
-        assert_eq!(exprs(&c), ["queries.ok>=99%", "queries.ok>=1"]);
+        assert_eq!(
+            exprs(&c),
+            ["queries.ok>=99%", "connections.silent==0", "queries.ok>=1"]
+        );
         let c = parse_all(&[], false, true, true, false).unwrap();
         assert_eq!(
             exprs(&c),
             ["push.received>=99%", "connections.unverified==0"]
         );
         let s = parse_all(&[], true, false, false, true).unwrap();
-        assert_eq!(exprs(&s), ["queries.ok>=99%", "connections.peak>=100%"]);
+        assert_eq!(
+            exprs(&s),
+            [
+                "queries.ok>=99%",
+                "connections.silent==0",
+                "connections.peak>=100%"
+            ]
+        );
     }
 
     /// A percentile of no samples read as 0 and passed `p99<5ms`.

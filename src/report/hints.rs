@@ -385,7 +385,8 @@ pub fn lag_warning(
     if h.service_time.is_empty() {
         return Some(mk(
             Code::ClientLate,
-            Side::Client,
+            // Late by this much says nothing of whether the server answers.
+            Side::None,
             Level::Warning,
             format!(
                 "the client sent late ({lags}); with no answer there is no service time \

@@ -216,6 +216,22 @@ fn unverified_causes(sc: &Scenario, o: &Outcome, c: &mut Vec<Cause>) {
         )));
         return;
     }
+    if t.unverified == 0 && t.silent > 0 {
+        // (Not verified: --no-verify, or UDP.) Sent queries, never a byte.
+        c.push(
+            Cause::new(
+                Code::Unanswered,
+                "silent",
+                format!(
+                    "{} connection(s) were sent queries and never got a byte back, while others \
+                     were answered: the server took them and ignores them (a limit of its own, \
+                     or it answers some connections only: see its log)",
+                    t.silent
+                ),
+            )
+            .with("silent", t.silent as f64),
+        );
+    }
     if t.unverified == 0 {
         return;
     }

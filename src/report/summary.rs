@@ -51,7 +51,7 @@ pub fn summary(sc: &Scenario, o: &Outcome, v: &Verdict, out: &mut dyn Write) -> 
     labels.extend(["tcp-per-query", "idle"]);
     render(v, &labels, "  ", out)?;
     observed_lines(sc, o, v, out)?;
-    render(v, &["udp", "unverified"], "  ", out)?;
+    render(v, &["udp", "unverified", "silent"], "  ", out)?;
     if let Some(stall) = verification_stall(o) {
         writeln!(out, "  verified      {stall}")?;
     }
@@ -131,6 +131,13 @@ fn connection_lines(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Resu
         " (not verified: --no-verify)".into()
     };
     writeln!(out, "  established   {}{unverified}", t.established)?;
+    if t.silent > 0 {
+        writeln!(
+            out,
+            "  silent        {} sent queries and got no byte back",
+            t.silent
+        )?;
+    }
     if t.probe_rejected > 0 && sc.websocket.is_some() {
         let by: Vec<String> = crate::metrics::ws_refused_map(&t.ws_refused)
             .iter()
