@@ -498,3 +498,79 @@ while True:
     let t = idle.figures["idle_timeout_ms"];
     assert!((180.0..=400.0).contains(&t), "{t} ms: {out}");
 }
+
+/// A Python echo server with 30 slots: it serves 30 connections at once
+/// and leaves the rest in its accept queue (the kernel completes their
+/// handshakes). A connections search finds 30 (within 10%), cause
+/// slots_full, the queue in its figures; a rate search over 50
+/// connections stops before its first rate, naming about 30 as the -c to
+/// search over (it searched rates down to 1/s and put the failure on the
+/// client).
+#[test]
+fn a_server_with_a_fixed_number_of_slots_is_found_at_them() {
+    let Some(python) = common::program("python3", "python3") else {
+        return;
+    };
+    let script = r#"
+import socket, threading
+sem = threading.Semaphore(30)
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", 0)); l.listen(4096)
+print(l.getsockname()[1], flush=True)
+def serve(s):
+    try:
+        while True:
+            d = s.recv(4096)
+            if not d: break
+            s.sendall(d)
+    except OSError:
+        pass
+    s.close(); sem.release()
+while True:
+    sem.acquire()
+    s, _ = l.accept()
+    threading.Thread(target=serve, args=(s,), daemon=True).start()
+"#;
+    let (srv, addr) = python_server(&python, script);
+    let (code, out, v) = limit(
+        "limit-slots",
+        &[
+            &addr,
+            "--find",
+            "connections",
+            "--proto",
+            "echo",
+            "-c",
+            "10",
+            "--step-time",
+            "1s",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let l = &v.limit;
+    let lower = l.lower.unwrap_or_else(|| panic!("{out}"));
+    assert!((27.0..=30.0).contains(&lower), "{out}");
+    assert_eq!(l.cause, Some(throng::verdict::Code::SlotsFull), "{out}");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "limit",
+        &addr,
+        "--find",
+        "rate",
+        "--proto",
+        "echo",
+        "-c",
+        "50",
+        "-r",
+        "100",
+        "--step-time",
+        "1s",
+    ]));
+    drop(srv);
+    assert_eq!(code, 2, "{out}{err}");
+    let kept = err
+        .split("Search over fewer (-c ")
+        .nth(1)
+        .and_then(|r| r.split(')').next()?.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("{out}{err}"));
+    assert!((30..=33).contains(&kept), "{out}{err}");
+}

@@ -225,6 +225,8 @@ impl ServerSeen {
                         self.listen_overflows
                     ),
                 ),
+                // Queued, none overflowed: it took a fixed number.
+                None if !self.queue_full() => (Code::SlotsFull, queue),
                 None => (Code::AcceptQueueFull, queue),
             });
         }
@@ -246,6 +248,11 @@ impl ServerSeen {
         )
     }
 }
+
+/// Connections left in a server's accept queue, never taken, past which
+/// a failing step's server is named as serving a fixed number at once (a
+/// ramp's passing queue is a few, and gone by the next look).
+pub const SLOTS_QUEUED: u64 = 8;
 
 /// The step a server was watched over, for [`ServerSeen::limit_cause`].
 pub struct During {
@@ -307,6 +314,17 @@ impl ServerSeen {
                 format!(
                     "ListenOverflows +{}: the accept queue overflowed, {name} accepts too slowly",
                     self.listen_overflows
+                ),
+            )
+        } else if self.accept_queue_max >= SLOTS_QUEUED && !self.queue_full() {
+            (
+                Code::SlotsFull,
+                format!(
+                    "{name} left up to {} connections in its accept queue, never taken (none \
+                     overflowed) while it held {fds} fds of its {limit} and {pct:.0}% of a \
+                     core: it serves a fixed number of connections at once (its slots, workers \
+                     or threads) and queues the rest, unserved",
+                    self.accept_queue_max
                 ),
             )
         } else if self.udp_socket_drops > 0 {

@@ -139,7 +139,8 @@ pub(super) fn late_cause(h: &HeldStep, pace: Option<Pace>) -> Option<Cause> {
     } else {
         delay_is_the_tail
     };
-    (due > 0.0 && loop_late > 0.01 * due && explains).then(|| {
+    // (A few late of a few due say nothing: at least LATE_MIN.)
+    (due > 0.0 && loop_late > 0.01 * due && loop_late >= LATE_MIN && explains).then(|| {
         Cause::new(
             Code::ClientLate,
             "client",
@@ -153,6 +154,9 @@ pub(super) fn late_cause(h: &HeldStep, pace: Option<Pace>) -> Option<Cause> {
         .with("due", due)
     })
 }
+
+/// The fewest late queries that can put a step on the client.
+const LATE_MIN: f64 = 10.0;
 
 /// Datagrams the kernel dropped at this namespace's full receive buffers
 /// but not at the server's socket: at the client's, which read its

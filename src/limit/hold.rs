@@ -214,6 +214,24 @@ impl Search<'_> {
         for c in verdict.causes.iter().filter(|c| c.explains()) {
             push_line(&mut summary, &format!("  {}", crate::report::line(c)));
         }
+        if let (true, Find::Rate, Some(c)) = (
+            self.steps.is_empty(),
+            self.a.find,
+            verdict.cause(crate::verdict::Code::SlotsFull),
+        ) {
+            // The first rate failed on connections left queued: the server
+            // keeps fewer than -c, and no rate can be searched over them.
+            let queued = held.server_seen.as_ref().map_or(0, |s| s.accept_queue_max);
+            let conns = self.plan.connections;
+            let kept = conns.saturating_sub(queued);
+            return Err(usage(format!(
+                "the server served about {kept} of the {conns} connections at once and left \
+                 the rest in its accept queue (up to {queued}), unserved ({}), so no rate can \
+                 be searched over {conns}. Search over fewer (-c {kept}), or find how many it \
+                 serves with --find connections",
+                c.sentence
+            )));
+        }
         held.verdict = Some(verdict);
         let result = StepResult::Held(Box::new(held));
         let client_limited = !pass && client_explains(&result, self.a.find);

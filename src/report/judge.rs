@@ -235,11 +235,11 @@ fn unverified_causes(sc: &Scenario, o: &Outcome, c: &mut Vec<Cause>) {
     if t.unverified == 0 {
         return;
     }
-    if let Some((code, cause)) = o
+    if let Some((seen, (code, cause))) = o
         .observed
         .server
         .as_ref()
-        .and_then(|s| s.named(t.unverified))
+        .and_then(|s| Some((s, s.named(t.unverified)?)))
     {
         c.push(
             Cause::new(
@@ -250,7 +250,10 @@ fn unverified_causes(sc: &Scenario, o: &Outcome, c: &mut Vec<Cause>) {
                     t.unverified
                 ),
             )
-            .with("unverified", n),
+            .with("unverified", n)
+            .with("accept_queue_max", seen.accept_queue_max as f64)
+            .with("listen_overflows", seen.listen_overflows as f64)
+            .with("server_fds_max", seen.fds_max as f64),
         );
     } else if t.verified == 0 && t.probe_rejected == 0 {
         // Not one answer: an accept queue drops some connections, not all.
