@@ -801,6 +801,7 @@ fn checks_pass_fail_and_refuse_what_they_cannot_read() {
     assert_eq!(
         exprs,
         [
+            "connections.silent==0",
             "connections.unverified==0",
             "queries.ok>=99.5%",
             "latency.response_time_us.p99<1us",

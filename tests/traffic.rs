@@ -1274,13 +1274,14 @@ fn a_check_with_nothing_measured_fails_beside_the_defaults() {
         exprs,
         [
             "queries.ok>=99%",
+            "connections.silent==0",
             "connections.unverified==0",
             "latency.response_time_us.p99<5ms"
         ],
         "{out}"
     );
     assert!(checks.iter().all(|c| !c.pass), "{out}");
-    assert_eq!(checks[2].reason.as_deref(), Some("no samples"), "{out}");
+    assert_eq!(checks[3].reason.as_deref(), Some("no samples"), "{out}");
     assert!(
         out.contains("FAIL  latency.response_time_us.p99<5ms  (measured no samples)"),
         "{out}"
