@@ -1345,6 +1345,65 @@ fn redis_past_maxclients_refuses_and_is_not_stormed() {
     );
 }
 
+/// A connections search on redis-server with maxclients 300 finds it
+/// within 10%, cause refused on the server's side, and the server sees no
+/// storm over the whole search (its rejected_connections under 2,000: a
+/// held step replaced every refusal at once, 188,042 of them).
+#[test]
+fn a_connections_search_finds_redis_maxclients_and_names_the_refusal() {
+    let (Some(redis), Some(cli)) = (
+        program("redis-server", "redis-server"),
+        program("redis-cli", "redis-tools"),
+    ) else {
+        return;
+    };
+    let port = free_port();
+    let p = port.to_string();
+    let _d = Daemon(
+        Command::new(&redis)
+            .args(["--port", &p, "--bind", "127.0.0.1", "--maxclients", "300"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server"),
+    );
+    wait_listening(port);
+    let dir = temp_dir("redis-limit");
+    let json = dir.join("limit.json");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "limit",
+        &format!("127.0.0.1:{port}"),
+        "--find",
+        "connections",
+        "--proto",
+        "raw",
+        "--message",
+        "PING\\r\\n",
+        "--marker",
+        "+PONG",
+        "-c",
+        "100",
+        "--step-time",
+        "1s",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let out = format!("{out}\n{err}");
+    assert_eq!(code, 0, "{out}");
+    let v: throng::outcome::limit::LimitFile =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let lower = v.limit.lower.unwrap_or_else(|| panic!("{out}"));
+    assert!((270.0..=300.0).contains(&lower), "{out}");
+    assert_eq!(v.limit.cause, Some(throng::verdict::Code::Refused), "{out}");
+    assert_eq!(v.limit.side, Some(throng::verdict::Side::Server), "{out}");
+    let (_, info, _) = output(Command::new(&cli).args(["-p", &p, "info", "stats"]));
+    let rejected = digits_after(&info, "rejected_connections:");
+    assert!(rejected < 2_000, "{rejected} refused: a storm: {out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn memcached_past_its_connection_limit_refuses_and_is_not_stormed() {
     let Some(memcached) = program("memcached", "memcached") else {

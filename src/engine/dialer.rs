@@ -216,6 +216,18 @@ impl Dialer {
         self.replace_at = Some(now + self.backoff);
     }
 
+    /// Whether a connection toward a level may open now: while the server
+    /// refuses, one an interval (as replacements).
+    pub fn may_open(&mut self, now: Instant) -> bool {
+        if self.replace_at.is_some_and(|at| now < at) {
+            return false;
+        }
+        if !self.backoff.is_zero() {
+            self.replace_at = Some(now + self.backoff);
+        }
+        true
+    }
+
     /// A connection was served (answered): replacements go at once again.
     pub fn served(&mut self) {
         if !self.backoff.is_zero() {

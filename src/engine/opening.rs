@@ -78,6 +78,9 @@ impl Opening {
         let mine = total / self.nworkers + u64::from(self.id < total % self.nworkers);
         conns.dial.refill(now, &self.sc);
         while conns.dial.counted(conns.slab.len()) < mine {
+            if !conns.dial.may_open(now) {
+                break;
+            }
             let Some(seq) = conns.dial.level_attempt() else {
                 break;
             };
