@@ -89,6 +89,11 @@ pub struct ServerSeen {
     /// The listening socket's accept queue (connections the kernel
     /// completed and the process has not taken): the longest it was seen.
     pub accept_queue_max: u64,
+    /// The deepest the accept queue stayed over two looks in a row (a
+    /// quarter second apart): connections left queued, not a ramp's
+    /// passing ones.
+    #[serde(default)]
+    pub accept_queue_steady: u64,
     /// The kernel's TcpExt counters' growth over the run (this network
     /// namespace, every listener in it).
     pub listen_overflows: u64,
@@ -163,6 +168,12 @@ impl ServerSeen {
                 self.name, self.pid, self.listeners, self.fds_max, self.fd_limit
             )
         })
+    }
+
+    /// Connections stayed in its accept queue, untaken, none overflowing:
+    /// it serves a fixed number at once.
+    pub fn slots_full(&self) -> bool {
+        self.accept_queue_steady >= SLOTS_QUEUED && !self.queue_full()
     }
 
     /// The kernel counted accept-queue overflows.
@@ -316,7 +327,7 @@ impl ServerSeen {
                     self.listen_overflows
                 ),
             )
-        } else if self.accept_queue_max >= SLOTS_QUEUED && !self.queue_full() {
+        } else if self.slots_full() {
             (
                 Code::SlotsFull,
                 format!(
@@ -444,6 +455,8 @@ struct Watched {
     pressures_at_start: u64,
     conntrack_at_start: u64,
     socket_drops_at_start: u64,
+    /// The accept queue at the last look.
+    last_queued: u64,
 }
 
 impl Watched {
@@ -453,6 +466,9 @@ impl Watched {
         let b = &mut self.bufs;
         if let Some(l) = listener_into(b, &self.target, &self.hex) {
             self.seen.accept_queue_max = self.seen.accept_queue_max.max(l.queued);
+            let steady = l.queued.min(self.last_queued);
+            self.seen.accept_queue_steady = self.seen.accept_queue_steady.max(steady);
+            self.last_queued = l.queued;
             self.seen.listeners = self.seen.listeners.max(l.sockets);
         }
         // The owner with the most fds is the one that runs short first.
@@ -550,6 +566,7 @@ impl Observer {
                 pressures_at_start: proc::tcp_memory_pressures().unwrap_or(0),
                 conntrack_at_start: proc::conntrack_drops().unwrap_or(0),
                 socket_drops_at_start: udp_socket_drops(&t).unwrap_or(0),
+                last_queued: 0,
             };
             w.cpu_at_start = w.cpu_now();
             w.sample();

@@ -150,8 +150,8 @@ struct Search<'a> {
     exe: PathBuf,
     base: Vec<OsString>,
     dir: PathBuf,
-    /// What a fresh rate step adds to its client's checks.
-    rate_checks: Vec<String>,
+    /// What a fresh step adds to its client's checks (the search's own).
+    step_checks: Vec<String>,
     /// What a held step is judged by: the client's default checks, the
     /// search's and the user's.
     checks: Vec<Check>,
@@ -255,9 +255,8 @@ fn run_with(a: &LimitConfig, cluster: Option<Cluster>) -> Result<ExitCode> {
         exe,
         base,
         dir: tempdir()?,
-        rate_checks: ours
+        step_checks: ours
             .iter()
-            .filter(|_| a.find == Find::Rate)
             .flat_map(|c| ["--check".to_string(), c.to_string()])
             .collect(),
         checks,
@@ -372,8 +371,14 @@ fn checks(a: &LimitConfig) -> Result<(Vec<&'static str>, Vec<Check>)> {
             ours.push("queries.timed_out==0");
         }
     } else {
-        // Every attempt of the step established, none failed.
+        // Every attempt of the step established, none failed, and the
+        // server closed none it had taken (held means served: a server
+        // that rotates connections through fewer slots closes some to take
+        // others).
         ours.extend(["connections.failed==0", "connections.established>=100%"]);
+        if !theirs("connections.peer_closed") {
+            ours.push("connections.peer_closed==0");
+        }
     }
     let given: Vec<String> = a
         .client
@@ -619,10 +624,11 @@ impl Search<'_> {
         match self.a.find {
             Find::Connections => cmd
                 .args(["-c", &format!("{load:.0}")])
+                .args(&self.step_checks)
                 .args(self.plan.workers_args(load as u64)),
             Find::Rate => cmd
                 .args(["-r", &format!("{load}")])
-                .args(&self.rate_checks)
+                .args(&self.step_checks)
                 .args(self.plan.workers_args(self.plan.connections)),
         };
         let out = cmd
@@ -661,7 +667,13 @@ impl Search<'_> {
                 unit(self.a.find, load)
             ));
         }
-        let pass = code == 0 && kept_pace;
+        let queued = result
+            .as_ref()
+            .and_then(|r| self.queued_line(r.server_seen.as_ref()));
+        if let Some(l) = &queued {
+            push_line(&mut summary, l);
+        }
+        let pass = code == 0 && kept_pace && queued.is_none();
         let udp = self.a.client.transport == crate::domain::Transport::Udp;
         let mut result = result.map(|r| StepResult::Run(Box::new(r)));
         if let (false, Some(StepResult::Run(r))) = (pass, result.as_mut()) {
@@ -675,6 +687,31 @@ impl Search<'_> {
                     push_line(&mut summary, &format!("  {}", crate::report::line(c)));
                 }
                 all.extend(causes);
+                if queued.is_some()
+                    && !all
+                        .iter()
+                        .any(|c| c.code == crate::verdict::Code::SlotsFull)
+                {
+                    if let Some(seen) = &r.server_seen {
+                        let words = seen
+                            .limit_named(&crate::evidence::During {
+                                wall_s: r.duration_s,
+                                cores: r.environment.cores as f64,
+                                peer_closed: 0,
+                                client_sharing_pct: None,
+                            })
+                            .map_or_else(String::new, |(_, w)| w);
+                        all.insert(
+                            0,
+                            crate::verdict::Cause::new(
+                                crate::verdict::Code::SlotsFull,
+                                "server",
+                                words,
+                            )
+                            .with("accept_queue_steady", seen.accept_queue_steady as f64),
+                        );
+                    }
+                }
                 *v = crate::verdict::Verdict::new(false, all);
             }
         }
@@ -705,6 +742,20 @@ impl Search<'_> {
         };
         push_line(summary, &pace_line(&p));
         p.kept
+    }
+
+    /// On a connections step: the check's line when connections stayed in
+    /// the server's accept queue (queued, not held: a server with a fixed
+    /// number of slots passed steps far above them, the rest waiting
+    /// seconds to be taken).
+    pub(super) fn queued_line(&self, seen: Option<&crate::evidence::ServerSeen>) -> Option<String> {
+        let s = seen.filter(|s| self.a.find == Find::Connections && s.slots_full())?;
+        Some(format!(
+            "  check         FAIL  connections left in the server's accept queue < {}  \
+             (measured {}: queued, not held)",
+            crate::evidence::SLOTS_QUEUED,
+            s.accept_queue_steady
+        ))
     }
 
     /// Ends the held run, keeping its whole result.

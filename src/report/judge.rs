@@ -182,9 +182,10 @@ fn idle_cause(o: &Outcome) -> Option<Cause> {
             "idle",
             format!(
                 "the server closed {n} idle connection(s) (nothing asked on them) {after} after \
-                 they opened (± {}): an idle timeout of its own. It does not keep idle \
-                 connections; to hold them, send on each more often than that (--interval \
-                 under {after}), or raise the server's timeout",
+                 they opened (± {}): an idle timeout of its own (one a server may shorten as it \
+                 fills: unbound past half its incoming-num-tcp). It does not keep them idle; to \
+                 hold them, send on each more often than that (--interval under {after}), or \
+                 raise the server's timeout",
                 crate::units::human_us((sd * 1000.0) as u64)
             ),
         )
