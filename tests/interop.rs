@@ -1440,3 +1440,51 @@ fn memcached_past_its_connection_limit_refuses_and_is_not_stormed() {
         &stats,
     );
 }
+
+/// unbound at its stock TCP setting (incoming-num-tcp 10, one thread):
+/// a connections search over TCP with queries every 100 ms finds its 10
+/// slots (it rotates more through them, closing some while the rest wait
+/// in its accept queue: those are queued, not held), on the server's
+/// side. It found 19, every step above 10 passing with a response p99
+/// of 2 s.
+#[test]
+fn a_connections_search_finds_unbounds_stock_tcp_slots() {
+    let Some(u) = unbound_with("unbound-tcp-slots", "  incoming-num-tcp: 10") else {
+        return;
+    };
+    let json = u.dir.join("limit.json");
+    let (code, out, err) = output(Command::new(BIN).args([
+        "limit",
+        &format!("127.0.0.1:{}", u.port),
+        "--find",
+        "connections",
+        "--transport",
+        "tcp",
+        "--proto",
+        "dns",
+        "--qname",
+        "www.example.test",
+        "-c",
+        "5",
+        "--interval",
+        "100ms",
+        "--step-time",
+        "2s",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let out = format!("{out}\n{err}");
+    assert_eq!(code, 0, "{out}");
+    let v: throng::outcome::limit::LimitFile =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let lower = v.limit.lower.unwrap_or_else(|| panic!("{out}"));
+    assert!((9.0..=10.0).contains(&lower), "{out}");
+    assert_eq!(v.limit.side, Some(throng::verdict::Side::Server), "{out}");
+    use throng::verdict::Code;
+    assert!(
+        matches!(v.limit.cause, Some(Code::ClosedByServer | Code::SlotsFull)),
+        "{:?}: {out}",
+        v.limit.cause
+    );
+    let _ = std::fs::remove_dir_all(&u.dir);
+}

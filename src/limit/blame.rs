@@ -114,12 +114,12 @@ pub(super) fn verify_on(c: &super::ClientFlags) -> bool {
 
 /// A failing held step that the client's lateness explains, weighed
 /// against the failure's size: its loop noticed more than 1% of the due
-/// queries over 1 ms late, and either the step's shortfall (queries not
-/// answered ok, or behind its pace) is no more than twice the late ones,
-/// or nothing went unanswered and the response time's tail is mostly the
-/// client's own delay (its p99 more than twice the service time's: a
-/// service tail as long as the response's is the server's, however many
-/// queries the client sent a little late).
+/// queries over 1 ms late (10 at least), the step's shortfall (queries
+/// not answered ok, or behind its pace) is no more than twice the late
+/// ones, and the response time's tail is mostly the client's own delay
+/// (its p99 more than twice the service time's: a service tail as long
+/// as the response's is the server's queue, however many queries the
+/// client sent a little late).
 pub(super) fn late_cause(h: &HeldStep, pace: Option<Pace>) -> Option<Cause> {
     let q = h.queries.as_ref()?;
     let (due, loop_late) = (q.due as f64, q.loop_late as f64);
@@ -134,11 +134,10 @@ pub(super) fn late_cause(h: &HeldStep, pace: Option<Pace>) -> Option<Cause> {
         // No service times to weigh against: the count decides.
         _ => true,
     };
-    let explains = if short > 0.0 {
-        short <= 2.0 * loop_late
-    } else {
-        delay_is_the_tail
-    };
+    // Its delay must be the tail (a server's queue makes the service
+    // time as long as the response's, however late the client's loop
+    // was), and as many late as went short.
+    let explains = delay_is_the_tail && short <= 2.0 * loop_late;
     // (A few late of a few due say nothing: at least LATE_MIN.)
     (due > 0.0 && loop_late > 0.01 * due && loop_late >= LATE_MIN && explains).then(|| {
         Cause::new(
