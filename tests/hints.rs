@@ -346,13 +346,11 @@ fn closes_and_resets_mid_query_are_named_apart() {
     assert!(!out.contains("hint (half_open)"), "{out}");
 }
 
-/// A peer that echoes on every other connection it accepts and holds the
-/// rest unanswered: the unanswered ones are named as the server's (it was
-/// seen, and showed no accept queue that overflowed or fds that ran out).
-#[test]
-fn a_server_that_answers_some_connections_only() {
+/// An echo server that answers every other connection it takes (of any
+/// ten in a row, five) and reads the rest without a word.
+fn every_other_answered() -> SocketAddr {
     static ACCEPTED: AtomicU64 = AtomicU64::new(0);
-    let addr = common::peer(|mut s| {
+    common::peer(|mut s| {
         let answer = ACCEPTED.fetch_add(1, Ordering::Relaxed).is_multiple_of(2);
         let mut buf = [0u8; 4096];
         while let Ok(n @ 1..) = s.read(&mut buf) {
@@ -360,7 +358,15 @@ fn a_server_that_answers_some_connections_only() {
                 return;
             }
         }
-    });
+    })
+}
+
+/// A peer that echoes on every other connection it accepts and holds the
+/// rest unanswered: the unanswered ones are named as the server's (it was
+/// seen, and showed no accept queue that overflowed or fds that ran out).
+#[test]
+fn a_server_that_answers_some_connections_only() {
+    let addr = every_other_answered();
     let (code, out, v, _) = client(
         "some-answered",
         &[
@@ -1051,16 +1057,7 @@ fn answers_after_their_timeout_are_counted_late() {
 /// five.
 #[test]
 fn connections_never_answered_fail_the_run_without_verification() {
-    static ACCEPTED: AtomicU64 = AtomicU64::new(0);
-    let addr = common::peer(|mut s| {
-        let answer = ACCEPTED.fetch_add(1, Ordering::Relaxed).is_multiple_of(2);
-        let mut buf = [0u8; 4096];
-        while let Ok(n @ 1..) = s.read(&mut buf) {
-            if answer && s.write_all(&buf[..n]).is_err() {
-                return;
-            }
-        }
-    });
+    let addr = every_other_answered();
     let (code, out, v, _) = client(
         "silent-closed-loop",
         &[

@@ -502,6 +502,22 @@ fn nsd_rate_limiting_is_named_not_datagram_size() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `throng limit <args> --json DIR/limit.json`: its exit code, its output
+/// and the file, read by its type.
+fn limit_search(dir: &Path, args: &[&str]) -> (i32, String, throng::outcome::limit::LimitFile) {
+    let json = dir.join("limit.json");
+    let (code, out, err) = output(
+        Command::new(BIN)
+            .arg("limit")
+            .args(args)
+            .args(["--json", json.to_str().unwrap()]),
+    );
+    let out = format!("{out}\n{err}");
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {out}"));
+    (code, out, v)
+}
+
 /// nginx on 127.0.0.1 with keep-alive, `keepalive_requests` as given.
 fn nginx(name: &str, keepalive_requests: u32) -> Option<(Daemon, u16, PathBuf)> {
     nginx_with(
@@ -1043,29 +1059,25 @@ fn a_rate_search_finds_nginxs_limit_req_and_names_its_503s() {
         return;
     };
     wait_listening(port);
-    let json = dir.join("limit.json");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "limit",
-        &format!("127.0.0.1:{port}"),
-        "--find",
-        "rate",
-        "--proto",
-        "http",
-        "-c",
-        "20",
-        "-r",
-        "200",
-        "--step-time",
-        "1s",
-        "--precision",
-        "10%",
-        "--json",
-        json.to_str().unwrap(),
-    ]));
-    let out = format!("{out}\n{err}");
+    let (code, out, v) = limit_search(
+        &dir,
+        &[
+            &format!("127.0.0.1:{port}"),
+            "--find",
+            "rate",
+            "--proto",
+            "http",
+            "-c",
+            "20",
+            "-r",
+            "200",
+            "--step-time",
+            "1s",
+            "--precision",
+            "10%",
+        ],
+    );
     assert_eq!(code, 0, "{out}");
-    let v: throng::outcome::limit::LimitFile =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let l = &v.limit;
     let value = l.value.unwrap_or_else(|| panic!("no rate passed: {out}"));
     assert!((350.0..=650.0).contains(&value), "found {value}/s: {out}");
@@ -1371,29 +1383,25 @@ fn a_connections_search_finds_redis_maxclients_and_names_the_refusal() {
     );
     wait_listening(port);
     let dir = temp_dir("redis-limit");
-    let json = dir.join("limit.json");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "limit",
-        &format!("127.0.0.1:{port}"),
-        "--find",
-        "connections",
-        "--proto",
-        "raw",
-        "--message",
-        "PING\\r\\n",
-        "--marker",
-        "+PONG",
-        "-c",
-        "100",
-        "--step-time",
-        "1s",
-        "--json",
-        json.to_str().unwrap(),
-    ]));
-    let out = format!("{out}\n{err}");
+    let (code, out, v) = limit_search(
+        &dir,
+        &[
+            &format!("127.0.0.1:{port}"),
+            "--find",
+            "connections",
+            "--proto",
+            "raw",
+            "--message",
+            "PING\\r\\n",
+            "--marker",
+            "+PONG",
+            "-c",
+            "100",
+            "--step-time",
+            "1s",
+        ],
+    );
     assert_eq!(code, 0, "{out}");
-    let v: throng::outcome::limit::LimitFile =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let lower = v.limit.lower.unwrap_or_else(|| panic!("{out}"));
     assert!((270.0..=300.0).contains(&lower), "{out}");
     assert_eq!(v.limit.cause, Some(throng::verdict::Code::Refused), "{out}");
@@ -1452,31 +1460,27 @@ fn a_connections_search_finds_unbounds_stock_tcp_slots() {
     let Some(u) = unbound_with("unbound-tcp-slots", "  incoming-num-tcp: 10") else {
         return;
     };
-    let json = u.dir.join("limit.json");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "limit",
-        &format!("127.0.0.1:{}", u.port),
-        "--find",
-        "connections",
-        "--transport",
-        "tcp",
-        "--proto",
-        "dns",
-        "--qname",
-        "www.example.test",
-        "-c",
-        "5",
-        "--interval",
-        "100ms",
-        "--step-time",
-        "2s",
-        "--json",
-        json.to_str().unwrap(),
-    ]));
-    let out = format!("{out}\n{err}");
+    let (code, out, v) = limit_search(
+        &u.dir,
+        &[
+            &format!("127.0.0.1:{}", u.port),
+            "--find",
+            "connections",
+            "--transport",
+            "tcp",
+            "--proto",
+            "dns",
+            "--qname",
+            "www.example.test",
+            "-c",
+            "5",
+            "--interval",
+            "100ms",
+            "--step-time",
+            "2s",
+        ],
+    );
     assert_eq!(code, 0, "{out}");
-    let v: throng::outcome::limit::LimitFile =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let lower = v.limit.lower.unwrap_or_else(|| panic!("{out}"));
     assert!((9.0..=10.0).contains(&lower), "{out}");
     assert_eq!(v.limit.side, Some(throng::verdict::Side::Server), "{out}");

@@ -434,6 +434,58 @@ fn the_client_as_the_limit_is_never_blamed_on_the_server() {
     assert!(!out.contains("CPU-bound"), "{out}");
 }
 
+/// A Python echo server, a thread a connection, that prints its port
+/// first; `idle`: it closes a connection that many seconds after its last
+/// bytes (an idle timeout); `slots`: it serves that many at once and
+/// leaves the rest in its accept queue.
+fn threaded_echo(idle: Option<f64>, slots: Option<usize>) -> String {
+    let idle = idle.map_or("None".to_string(), |t| t.to_string());
+    let slots = slots.map_or("None".to_string(), |n| n.to_string());
+    format!(
+        r#"
+import socket, threading
+idle, slots = {idle}, {slots}
+sem = threading.Semaphore(slots) if slots else None
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", 0)); l.listen(4096)
+print(l.getsockname()[1], flush=True)
+def serve(s):
+    s.settimeout(idle)
+    try:
+        while True:
+            d = s.recv(4096)
+            if not d: break
+            s.sendall(d)
+    except (socket.timeout, OSError):
+        pass
+    s.close()
+    if sem: sem.release()
+while True:
+    if sem: sem.acquire()
+    s, _ = l.accept()
+    threading.Thread(target=serve, args=(s,), daemon=True).start()
+"#
+    )
+}
+
+/// `throng limit ADDR --find connections --proto echo -c C --step-time 1s`.
+fn connections_search(name: &str, addr: &str, c: &str) -> (i32, String, LimitFile) {
+    limit(
+        name,
+        &[
+            addr,
+            "--find",
+            "connections",
+            "--proto",
+            "echo",
+            "-c",
+            c,
+            "--step-time",
+            "1s",
+        ],
+    )
+}
+
 /// A Python echo server that closes each connection 200 ms after its last
 /// bytes (an idle timeout): it keeps no idle connection, so a connections
 /// search finds no count; it names the idle timeout and its length from
@@ -444,40 +496,9 @@ fn a_server_that_closes_idle_connections_is_named_an_idle_timeout() {
     let Some(python) = common::program("python3", "python3") else {
         return;
     };
-    let script = r#"
-import socket, threading
-l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("127.0.0.1", 0)); l.listen(1024)
-print(l.getsockname()[1], flush=True)
-def serve(s):
-    s.settimeout(0.2)
-    try:
-        while True:
-            d = s.recv(4096)
-            if not d: break
-            s.sendall(d)
-    except (socket.timeout, OSError):
-        pass
-    s.close()
-while True:
-    s, _ = l.accept()
-    threading.Thread(target=serve, args=(s,), daemon=True).start()
-"#;
-    let (srv, addr) = python_server(&python, script);
-    let (code, out, v) = limit(
-        "limit-idle",
-        &[
-            &addr,
-            "--find",
-            "connections",
-            "--proto",
-            "echo",
-            "-c",
-            "40",
-            "--step-time",
-            "1s",
-        ],
-    );
+    let script = threaded_echo(Some(0.2), None);
+    let (srv, addr) = python_server(&python, &script);
+    let (code, out, v) = connections_search("limit-idle", &addr, "40");
     drop(srv);
     assert_eq!(code, 0, "{out}");
     let l = &v.limit;
@@ -511,41 +532,9 @@ fn a_server_with_a_fixed_number_of_slots_is_found_at_them() {
     let Some(python) = common::program("python3", "python3") else {
         return;
     };
-    let script = r#"
-import socket, threading
-sem = threading.Semaphore(30)
-l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("127.0.0.1", 0)); l.listen(4096)
-print(l.getsockname()[1], flush=True)
-def serve(s):
-    try:
-        while True:
-            d = s.recv(4096)
-            if not d: break
-            s.sendall(d)
-    except OSError:
-        pass
-    s.close(); sem.release()
-while True:
-    sem.acquire()
-    s, _ = l.accept()
-    threading.Thread(target=serve, args=(s,), daemon=True).start()
-"#;
-    let (srv, addr) = python_server(&python, script);
-    let (code, out, v) = limit(
-        "limit-slots",
-        &[
-            &addr,
-            "--find",
-            "connections",
-            "--proto",
-            "echo",
-            "-c",
-            "10",
-            "--step-time",
-            "1s",
-        ],
-    );
+    let script = threaded_echo(None, Some(30));
+    let (srv, addr) = python_server(&python, &script);
+    let (code, out, v) = connections_search("limit-slots", &addr, "10");
     assert_eq!(code, 0, "{out}");
     let l = &v.limit;
     let lower = l.lower.unwrap_or_else(|| panic!("{out}"));

@@ -389,27 +389,8 @@ fn rate_causes(
     conns_failed: u64,
     c: &mut Vec<Cause>,
 ) {
-    use crate::scenario::Model;
     let t = &q.totals;
-    let secs = q.seconds.max(1e-9);
-    let target = q.target_queries / secs;
-    let of = |r: f64| {
-        if target > 0.0 {
-            r / target * 100.0
-        } else {
-            100.0
-        }
-    };
-    let (pct, sent_pct) = (of(t.answered as f64 / secs), of(t.sent as f64 / secs));
-    let poisson = matches!(
-        sc.traffic.as_ref().map(|t| &t.model),
-        Some(Model::OpenLoop {
-            arrivals: crate::domain::Arrivals::Poisson,
-            ..
-        })
-    );
-    let expected = q.target_queries;
-    let chance = poisson && (expected - t.sent as f64) <= 3.0 * expected.sqrt();
+    let (pct, sent_pct, chance) = rate_shares(sc, q);
     if sent_pct < 99.0 && !chance {
         let (code, side, why) = shortfall_why(sc, t, h, conns_failed);
         c.push(

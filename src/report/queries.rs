@@ -104,37 +104,18 @@ fn open_loop_rates(
     v: &Verdict,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    use crate::scenario::Model;
     let t = &q.totals;
     let secs = q.seconds.max(1e-9);
     let achieved = t.answered as f64 / secs;
     let sent = t.sent as f64 / secs;
     let target = q.target_queries / secs;
-    let of = |r: f64| {
-        if target > 0.0 {
-            r / target * 100.0
-        } else {
-            100.0
-        }
-    };
-    let (pct, sent_pct) = (of(achieved), of(sent));
+    let (pct, sent_pct, chance) = rate_shares(sc, q);
     writeln!(
         out,
         "    rate        {achieved:.0}/s achieved (answered) of {target:.0}/s asked ({pct:.1}%); \
          sent {sent:.0}/s ({sent_pct:.1}%)"
     )?;
-    // Poisson arrivals: the count over the run varies by about its
-    // square root around the target; a shortfall within 3 of those is
-    // chance, not the client.
-    let poisson = matches!(
-        sc.traffic.as_ref().map(|t| &t.model),
-        Some(Model::OpenLoop {
-            arrivals: crate::domain::Arrivals::Poisson,
-            ..
-        })
-    );
     let expected = q.target_queries;
-    let chance = poisson && (expected - t.sent as f64) <= 3.0 * expected.sqrt();
     if sent_pct < 99.0 && chance {
         writeln!(
             out,
@@ -147,6 +128,38 @@ fn open_loop_rates(
         )?;
     }
     render(v, &["rate"], "    ", out)
+}
+
+/// An open loop's answered and sent rates as shares of its target (%),
+/// and whether a sent shortfall is chance: Poisson arrivals vary about
+/// the target by its square root, and within three of those the client
+/// is not behind.
+pub(super) fn rate_shares(sc: &Scenario, q: &crate::outcome::QueryOutcome) -> (f64, f64, bool) {
+    use crate::scenario::Model;
+    let t = &q.totals;
+    let secs = q.seconds.max(1e-9);
+    let target = q.target_queries / secs;
+    let of = |r: f64| {
+        if target > 0.0 {
+            r / target * 100.0
+        } else {
+            100.0
+        }
+    };
+    let poisson = matches!(
+        sc.traffic.as_ref().map(|t| &t.model),
+        Some(Model::OpenLoop {
+            arrivals: crate::domain::Arrivals::Poisson,
+            ..
+        })
+    );
+    let expected = q.target_queries;
+    let chance = poisson && (expected - t.sent as f64) <= 3.0 * expected.sqrt();
+    (
+        of(t.answered as f64 / secs),
+        of(t.sent as f64 / secs),
+        chance,
+    )
 }
 
 /// Why fewer queries were sent than due, as the end of the warning.
