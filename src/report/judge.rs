@@ -483,3 +483,116 @@ fn error_answers(sc: &Scenario, q: &crate::outcome::QueryOutcome, c: &mut Vec<Ca
     }
     c.push(cause);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{outcome, scenario};
+
+    /// An outcome of 100 connections, all verified, no failure, no
+    /// queries: what each test changes.
+    fn clean() -> Outcome {
+        let mut o = outcome(10, 2.0);
+        o.totals.failed = [0; crate::metrics::BUCKETS];
+        o.totals.other_errno.clear();
+        o.totals.established = 100;
+        o.totals.verified = 100;
+        o.queries = None;
+        o
+    }
+
+    fn codes(sc: &Scenario, o: &Outcome) -> Vec<(Code, Side)> {
+        causes(sc, o).iter().map(|c| (c.code, c.side)).collect()
+    }
+
+    /// Each bucket of failed connections has its code and side; a refusal
+    /// after others were served is the server's cap, refused every time a
+    /// protocol the client chose.
+    #[test]
+    fn every_failed_connection_has_its_cause() {
+        let sc = scenario(&["--proto", "echo"]);
+        for (b, want) in [
+            (Bucket::Refused, (Code::Refused, Side::Server)),
+            (Bucket::TimedOut, (Code::SynDropped, Side::Server)),
+            (Bucket::NoFreePort, (Code::Ports, Side::Client)),
+            (Bucket::OutOfFds, (Code::ClientFds, Side::Client)),
+            (Bucket::Unreachable, (Code::Unreachable, Side::Network)),
+            (Bucket::Other, (Code::ConnectError, Side::Client)),
+            (Bucket::ClosedByPeer, (Code::ClosedByServer, Side::Server)),
+            (Bucket::Reset, (Code::Reset, Side::Server)),
+            (Bucket::HalfOpen, (Code::HalfOpen, Side::Server)),
+            (Bucket::Tls, (Code::Tls, Side::Client)),
+        ] {
+            let mut o = clean();
+            o.totals.failed[b as usize] = 5;
+            assert_eq!(codes(&sc, &o).first(), Some(&want), "{b:?}");
+        }
+        let mut o = clean();
+        o.totals.failed[Bucket::Rejected as usize] = 50;
+        o.totals.probe_rejected = 50;
+        assert_eq!(codes(&sc, &o), [(Code::Refused, Side::Server)]);
+        o.totals.verified = 50;
+        assert_eq!(codes(&sc, &o), [(Code::ProtocolMismatch, Side::Client)]);
+    }
+
+    /// Closes of idle connections at one age are an idle timeout; at ages
+    /// all over the place, nothing is said.
+    #[test]
+    fn idle_closes_at_one_age_are_an_idle_timeout() {
+        let sc = scenario(&["--proto", "echo"]);
+        let mut o = clean();
+        o.totals.peer_closed = 10;
+        o.totals.idle_closed = 10;
+        o.totals.idle_closed_ms = 10 * 200;
+        o.totals.idle_closed_ms_sq = 10 * 200 * 200 + 10 * 100;
+        let c = causes(&sc, &o);
+        let idle = c.iter().find(|c| c.code == Code::IdleTimeout).unwrap();
+        assert_eq!(idle.side, Side::Server);
+        assert!((idle.figures["idle_timeout_ms"] - 200.0).abs() < 1e-9);
+        // Half at 50 ms, half at 350 ms: spread 150 ms around 200.
+        o.totals.idle_closed_ms_sq = 5 * 50 * 50 + 5 * 350 * 350;
+        assert!(causes(&sc, &o).iter().all(|c| c.code != Code::IdleTimeout));
+    }
+
+    /// Answers that said failure are the server's, with how many of each;
+    /// queries answered after their timeout are counted in its words.
+    #[test]
+    fn error_answers_and_late_ones_are_the_servers() {
+        let sc = scenario(&["--proto", "http", "-r", "100"]);
+        let mut o = outcome(10, 2.0);
+        let q = o.queries.as_mut().unwrap();
+        q.statuses = Default::default();
+        q.statuses.http[503] = 90;
+        let c = causes(&sc, &o);
+        let e = c.iter().find(|c| c.code == Code::ErrorAnswers).unwrap();
+        assert_eq!((e.side, e.figures["http_503"]), (Side::Server, 90.0));
+        let q = o.queries.as_mut().unwrap();
+        q.totals.answered = 10;
+        q.totals.timed_out = 990;
+        q.totals.answered_late = 400;
+        let c = causes(&sc, &o);
+        let late = c.iter().find(|c| c.code == Code::NotKeepingUp).unwrap();
+        assert_eq!(late.figures["answered_late"], 400.0);
+        assert!(late
+            .sentence
+            .contains("400 of them answered after --timeout"));
+    }
+
+    /// A failed run's side is weighed by what failed: a client late on
+    /// cores it shares does not make refused connections both sides'.
+    #[test]
+    fn the_side_is_weighed_by_what_failed() {
+        let sc = scenario(&["--proto", "echo"]);
+        let mut o = clean();
+        o.totals.failed[Bucket::Refused as usize] = 5;
+        let mut r = crate::fixtures::slice(1, &o);
+        r.connections.failed.insert("refused".into(), 5);
+        let mut causes = causes(&sc, &o);
+        causes.push(Cause::new(Code::SharedCores, "lag", "late").on(Side::Both));
+        let v = Verdict::weighed(false, causes, |c| c.label != "lag");
+        assert_eq!(v.side, Side::Server);
+        let v = judge(&sc, &o, &r, 0);
+        assert!(!v.pass);
+        assert_eq!(v.side, Side::Server);
+    }
+}
