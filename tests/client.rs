@@ -810,9 +810,10 @@ fn checks_pass_fail_and_refuse_what_they_cannot_read() {
     );
     assert!(checks[0].pass);
     assert!(checks[1].pass);
-    assert!(!checks[2].pass);
-    assert!(checks[2].value.unwrap() >= 1.0);
-    assert!(checks[3].pass);
+    assert!(checks[2].pass);
+    assert!(!checks[3].pass);
+    assert!(checks[3].value.unwrap() >= 1.0);
+    assert!(checks[4].pass);
     assert!(
         err.contains("check failed: latency.response_time_us.p99<1us"),
         "{err}"
