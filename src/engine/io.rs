@@ -387,9 +387,6 @@ impl Io {
         if mode.is_push() {
             return self.on_push(key, data, conns, mode, out, open);
         }
-        if conns.slab[key].has(Flags::UNPROVEN) || conns.slab[key].state == State::Probing {
-            conns.got_unanswered(key, data);
-        }
         let conn = &mut conns.slab[key];
         // Nothing pending: the connection keeps its (empty) buffer, and
         // what is left of `data` goes into it with no new allocation.
@@ -496,6 +493,9 @@ impl Io {
             alive = false;
         }
         if alive {
+            // Bytes and still no answer: kept to show should the server
+            // close now (a refusal's words); answered, nothing is kept.
+            conns.got_unanswered(key, data);
             let conn = &mut conns.slab[key];
             let (at, skip) = hole;
             if used < input.len() {
