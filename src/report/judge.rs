@@ -447,15 +447,7 @@ fn rate_causes(
 /// Answers that said failure: the server's (HTTP 5xx and 4xx, DNS
 /// SERVFAIL and REFUSED, a mismatch), with how many of each.
 fn error_answers(sc: &Scenario, q: &crate::outcome::QueryOutcome, c: &mut Vec<Cause>) {
-    let ok_answers = sc
-        .traffic
-        .as_ref()
-        .map(|t| crate::metrics::OkAnswers {
-            rcodes: &t.ok_rcodes,
-            status: &t.ok_status,
-        })
-        .unwrap_or_default();
-    let failed = q.statuses.failures(ok_answers);
+    let failed = q.statuses.failures(ok_answers(sc));
     let bad: u64 = failed.values().sum();
     if q.totals.answered == 0 || bad == 0 {
         return;
