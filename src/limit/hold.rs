@@ -207,12 +207,7 @@ impl Search<'_> {
         }
         let mut summary = crate::report::check::lines(&judged_checks, &verdicts).join("\n");
         let kept_pace = self.judge_pace(pace, &mut summary);
-        let queued = self.queued_line(held.server_seen.as_ref());
-        if let Some(l) = &queued {
-            push_line(&mut summary, l);
-        }
-        let pass =
-            !self.interrupted && kept_pace && queued.is_none() && verdicts.iter().all(|x| x.pass);
+        let pass = !self.interrupted && kept_pace && verdicts.iter().all(|x| x.pass);
         held.checks = verdicts;
         let udp = self.a.client.transport == crate::domain::Transport::Udp;
         let verdict = held_verdict(&held, pass, pace, (self.a.find, udp, self.plan.workers));

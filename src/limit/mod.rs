@@ -667,13 +667,7 @@ impl Search<'_> {
                 unit(self.a.find, load)
             ));
         }
-        let queued = result
-            .as_ref()
-            .and_then(|r| self.queued_line(r.server_seen.as_ref()));
-        if let Some(l) = &queued {
-            push_line(&mut summary, l);
-        }
-        let pass = code == 0 && kept_pace && queued.is_none();
+        let pass = code == 0 && kept_pace;
         let udp = self.a.client.transport == crate::domain::Transport::Udp;
         let mut result = result.map(|r| StepResult::Run(Box::new(r)));
         if let (false, Some(StepResult::Run(r))) = (pass, result.as_mut()) {
@@ -687,31 +681,6 @@ impl Search<'_> {
                     push_line(&mut summary, &format!("  {}", crate::report::line(c)));
                 }
                 all.extend(causes);
-                if queued.is_some()
-                    && !all
-                        .iter()
-                        .any(|c| c.code == crate::verdict::Code::SlotsFull)
-                {
-                    if let Some(seen) = &r.server_seen {
-                        let words = seen
-                            .limit_named(&crate::evidence::During {
-                                wall_s: r.duration_s,
-                                cores: r.environment.cores as f64,
-                                peer_closed: 0,
-                                client_sharing_pct: None,
-                            })
-                            .map_or_else(String::new, |(_, w)| w);
-                        all.insert(
-                            0,
-                            crate::verdict::Cause::new(
-                                crate::verdict::Code::SlotsFull,
-                                "server",
-                                words,
-                            )
-                            .with("accept_queue_steady", seen.accept_queue_steady as f64),
-                        );
-                    }
-                }
                 *v = crate::verdict::Verdict::new(false, all);
             }
         }
@@ -742,20 +711,6 @@ impl Search<'_> {
         };
         push_line(summary, &pace_line(&p));
         p.kept
-    }
-
-    /// On a connections step: the check's line when connections stayed in
-    /// the server's accept queue (queued, not held: a server with a fixed
-    /// number of slots passed steps far above them, the rest waiting
-    /// seconds to be taken).
-    pub(super) fn queued_line(&self, seen: Option<&crate::evidence::ServerSeen>) -> Option<String> {
-        let s = seen.filter(|s| self.a.find == Find::Connections && s.slots_full())?;
-        Some(format!(
-            "  check         FAIL  connections left in the server's accept queue < {}  \
-             (measured {}: queued, not held)",
-            crate::evidence::SLOTS_QUEUED,
-            s.accept_queue_steady
-        ))
     }
 
     /// Ends the held run, keeping its whole result.

@@ -66,7 +66,15 @@ pub fn judge(sc: &Scenario, o: &Outcome, result: &RunResult, max_failures: u64) 
                 _ => conns,
             }
     };
-    Verdict::weighed(check::passed(result, max_failures), causes, bears)
+    let pass = check::passed(result, max_failures);
+    let mut causes = causes;
+    if !pass {
+        // What the server's process showed of its limits explains a
+        // failure; beside a pass it is no cause (an elastic group's queue
+        // while a process joins, a busy core that kept up).
+        server_cause(o, &mut causes);
+    }
+    Verdict::weighed(pass, causes, bears)
 }
 
 /// Every cause the run's figures name, in the order the summary shows
@@ -84,7 +92,6 @@ pub fn causes(sc: &Scenario, o: &Outcome) -> Vec<Cause> {
         c.push(h);
     }
     unverified_causes(sc, o, &mut c);
-    server_cause(o, &mut c);
     c
 }
 
