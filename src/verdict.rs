@@ -103,7 +103,7 @@ pub enum Code {
 }
 
 impl Code {
-    /// Every code, in the order docs/result.md lists them.
+    /// Every code (docs/result.md lists each).
     pub const ALL: [Code; 32] = [
         Code::FdLimit,
         Code::AcceptQueueFull,
