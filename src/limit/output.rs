@@ -113,3 +113,130 @@ impl Search<'_> {
         Ok(())
     }
 }
+
+impl Search<'_> {
+    /// The answer, from the steps.
+    pub(super) fn found(&self) -> Found {
+        let failing = self
+            .upper
+            .and_then(|u| self.steps.iter().rev().find(|s| s.load == u && !s.pass));
+        let result = failing.and_then(|s| s.result.as_ref());
+        let (seen, mut figures) = result.map_or((None, Vec::new()), |r| evidence(r, self.a.find));
+        if let Some(r) = result {
+            let mut lines = why_lines(r);
+            // The search's own check: the answers' pace.
+            if let Some(p) = failing
+                .and_then(|s| s.pace)
+                .filter(|p| !p.kept && self.pace_judged)
+            {
+                lines.insert(0, pace_line(&p).trim().to_string());
+            }
+            figures.extend(lines);
+        }
+        // The cause: what the server's process showed; else the first of
+        // the verdict's on the server's side.
+        let verdict = result.and_then(|r| r.verdict());
+        // A server that closes idle connections at one age has no count
+        // of them to find: said from any failing step that measured it
+        // (a step of one connection closes too few to tell).
+        let idle = self
+            .steps
+            .iter()
+            .filter(|s| !s.pass)
+            .filter_map(|s| {
+                s.result
+                    .as_ref()?
+                    .verdict()?
+                    .cause(crate::verdict::Code::IdleTimeout)
+            })
+            .next();
+        let (cause, side) = match (idle, &seen, verdict) {
+            (Some(c), _, _) => (
+                Some((c.code, c.sentence.clone())),
+                Some(crate::verdict::Side::Server),
+            ),
+            (None, Some((code, words)), _) => (
+                Some((*code, words.clone())),
+                Some(crate::verdict::Side::Server),
+            ),
+            (None, None, Some(v)) => (
+                v.server_cause().map(|c| (c.code, c.sentence.clone())),
+                Some(v.side),
+            ),
+            (None, None, None) => (None, None),
+        };
+
+        let unit = |x: f64| unit(self.a.find, x);
+        // The confirmation: the last step, at the best pass, after it.
+        let stable = match (self.a.find, self.lower, self.steps.split_last()) {
+            (Find::Rate, Some(l), Some((last, before)))
+                if !self.interrupted
+                    && !self.client_limited
+                    && last.load == l
+                    && before.iter().any(|s| s.load == l && s.pass) =>
+            {
+                Some(last.pass)
+            }
+            _ => None,
+        };
+        let reason = if let Some(e) = &self.error {
+            format!("{e}; the steps so far are kept")
+        } else if self.interrupted {
+            "interrupted: the steps so far are kept".to_string()
+        } else if self.client_limited {
+            format!(
+                "the load generator, not the server, was the limit at {}: its own lateness or \
+                 CPU explains the failure (see below); give it more (--processes, cores, \
+                 --source-ip, more hosts with `throng cluster`) and search again",
+                unit(self.upper.unwrap_or(0.0))
+            )
+        } else if self.upper.is_none() {
+            match self.a.max {
+                Some(m) => format!("no limit below {}: every step kept up", unit(m)),
+                None => "no step failed".to_string(),
+            }
+        } else {
+            match &cause {
+                Some((_, c)) => c.clone(),
+                None => "nothing the client could see on this host explains it: see the failing \
+                         step's checks"
+                    .to_string(),
+            }
+        };
+        Found {
+            axis: self.plan.axis.to_string(),
+            value: self.lower,
+            lower: self.lower,
+            upper: self.upper,
+            stable,
+            client_limited: self.client_limited,
+            cause: if self.client_limited {
+                None
+            } else {
+                cause.map(|(c, _)| c)
+            },
+            side: match (self.client_limited, self.upper) {
+                (true, _) => Some(crate::verdict::Side::Client),
+                (false, Some(_)) => side,
+                (false, None) => None,
+            },
+            reason,
+            evidence: figures,
+        }
+    }
+}
+
+/// The pace's verdict as a check's line.
+pub(super) fn pace_line(p: &Pace) -> String {
+    format!(
+        "  check         {}  answered in the judged seconds >= {}% of due then  (measured \
+         {:.1}%: {} answered of {} due over {} s, {}/s)",
+        if p.kept { "PASS" } else { "FAIL" },
+        PACE * 100.0,
+        p.share() * 100.0,
+        p.answered,
+        p.due,
+        p.seconds,
+        crate::units::human(p.answered as f64 / p.seconds.max(1) as f64),
+    )
+}
