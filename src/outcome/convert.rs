@@ -210,7 +210,7 @@ fn duration(key: &str, secs: f64) -> anyhow::Result<std::time::Duration> {
 }
 
 /// The scenario's widening of what counts as a successful answer.
-fn ok_answers(sc: &Scenario) -> crate::metrics::OkAnswers<'_> {
+pub fn ok_answers(sc: &Scenario) -> crate::metrics::OkAnswers<'_> {
     sc.traffic
         .as_ref()
         .map(|t| crate::metrics::OkAnswers {

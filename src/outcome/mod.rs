@@ -16,6 +16,7 @@ mod sample;
 pub mod server_second;
 
 pub use crate::verdict::{Cause, Code, Level, Side, Verdict};
+pub use convert::ok_answers;
 pub use file::{
     parse, read, CheckOutcome, Connections, Dns, Environment, LatencyResult, Part, PushResult,
     Queries, RunResult, SliceOf, MAX_COUNT, SCHEMA_VERSION,

@@ -454,7 +454,7 @@ fn rate_causes(
 /// Answers that said failure: the server's (HTTP 5xx and 4xx, DNS
 /// SERVFAIL and REFUSED, a mismatch), with how many of each.
 fn error_answers(sc: &Scenario, q: &crate::outcome::QueryOutcome, c: &mut Vec<Cause>) {
-    let failed = q.statuses.failures(ok_answers(sc));
+    let failed = q.statuses.failures(crate::outcome::ok_answers(sc));
     let bad: u64 = failed.values().sum();
     if q.totals.answered == 0 || bad == 0 {
         return;

@@ -162,18 +162,6 @@ pub(super) fn rate_shares(sc: &Scenario, q: &crate::outcome::QueryOutcome) -> (f
     )
 }
 
-/// What counts as a successful answer in this run: the protocol's own,
-/// and --ok-rcodes, --ok-status.
-pub(super) fn ok_answers(sc: &Scenario) -> crate::metrics::OkAnswers<'_> {
-    sc.traffic
-        .as_ref()
-        .map(|t| crate::metrics::OkAnswers {
-            rcodes: &t.ok_rcodes,
-            status: &t.ok_status,
-        })
-        .unwrap_or_default()
-}
-
 /// Why fewer queries were sent than due, as the end of the warning.
 pub(super) fn shortfall_why(
     sc: &Scenario,
@@ -273,7 +261,7 @@ fn answer_lines(
         }
     }
     // Every answer judged: what failed, and what that says.
-    let ok_answers = ok_answers(sc);
+    let ok_answers = crate::outcome::ok_answers(sc);
     let failed = q.statuses.failures(ok_answers);
     if t.answered > 0 {
         let bad: u64 = failed.values().sum();
