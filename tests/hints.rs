@@ -1042,6 +1042,20 @@ fn answers_after_their_timeout_are_counted_late() {
     assert!(q.answered_late * 10 >= q.timed_out * 7, "{out}");
     assert!(q.answered_late <= q.timed_out, "{out}");
     assert!(out.contains("answered late"), "{out}");
+    // Their latencies are in a histogram of their own: one per late
+    // answer, none under the server's 300 ms.
+    let late = r.latency.as_ref().expect("latency");
+    let late = late
+        .late_response_time_us
+        .as_ref()
+        .expect("late answers' times");
+    assert_eq!(late.count, q.answered_late, "{out}");
+    assert!(late.p50 >= 300_000, "{late:?}");
+    assert_eq!(
+        r.latency.as_ref().unwrap().response_time_us.count,
+        0,
+        "{out}"
+    );
     let verdict = r.verdict.as_ref().expect("a verdict");
     assert!(!verdict.pass, "{out}");
     assert_eq!(verdict.side, throng::verdict::Side::Server, "{out}");

@@ -28,8 +28,9 @@ pub const NO_DEADLINE: u32 = u32::MAX;
 pub enum Answer {
     /// The answer of this query (which has left the table).
     Matched(Outstanding),
-    /// Of a query already timed out: counted then, absorbed now.
-    Late,
+    /// Of a query already timed out: counted then, absorbed now (its
+    /// latency still recorded, apart).
+    Late(Outstanding),
     /// Of no query sent on this connection.
     Unmatched,
 }
@@ -189,7 +190,7 @@ impl Flight {
         };
         if o.timed_out {
             self.stale -= 1;
-            return Answer::Late;
+            return Answer::Late(o);
         }
         self.done += 1;
         Answer::Matched(o)
@@ -294,7 +295,7 @@ mod tests {
         assert_eq!(f.oldest_sent(), Some(50));
         assert_eq!(f.live_intended().collect::<Vec<_>>(), [50]);
         // The late answer is absorbed, not counted twice.
-        assert_eq!(f.answer(Some(0)), Answer::Late);
+        assert!(matches!(f.answer(Some(0)), Answer::Late(_)));
         assert_eq!((f.live(), f.done), (1, 1));
         assert_eq!(f.answer(Some(1)), Answer::Matched(q(1, 50)));
         assert_eq!(f.oldest_sent(), None);
@@ -319,7 +320,7 @@ mod tests {
         assert_eq!(f.oldest_sent(), Some(n - 2));
         assert_eq!(f.live_intended().collect::<Vec<_>>(), [n - 2, n - 1]);
         // A late answer from the middle of those timed out.
-        assert_eq!(f.answer(Some(500)), Answer::Late);
+        assert!(matches!(f.answer(Some(500)), Answer::Late(_)));
         assert_eq!(f.stale, (n - 3) as u32);
         // The live ones, by key and in order.
         assert_eq!(f.answer(Some(n - 1)), Answer::Matched(q(n - 1, n - 1)));
@@ -329,7 +330,7 @@ mod tests {
         // table: the answer is the live one's.
         f.sent(q(7, 20_000));
         assert_eq!(f.answer(Some(7)), Answer::Matched(q(7, 20_000)));
-        assert_eq!(f.answer(Some(7)), Answer::Late);
+        assert!(matches!(f.answer(Some(7)), Answer::Late(_)));
         assert_eq!(f.stale, (n - 4) as u32);
         // The same at the front: key 0, timed out there, live again.
         f.sent(q(0, 30_000));
@@ -337,7 +338,7 @@ mod tests {
         assert_eq!(f.stale, (n - 4) as u32);
         // In-order protocols: the oldest entry, timed out, absorbs the
         // next answer.
-        assert_eq!(f.answer(None), Answer::Late);
+        assert!(matches!(f.answer(None), Answer::Late(_)));
         assert_eq!(f.stale, (n - 5) as u32);
         assert_eq!(f.oldest_sent(), None);
     }
@@ -376,7 +377,7 @@ mod tests {
         assert!(f.time_out_oldest(100, 100).is_some());
         assert_eq!((f.live(), f.done), (0, 1));
         assert_eq!(f.oldest_sent(), None);
-        assert_eq!(f.answer(Some(5)), Answer::Late);
+        assert!(matches!(f.answer(Some(5)), Answer::Late(_)));
         assert_eq!(f.answer(None), Answer::Unmatched);
     }
 

@@ -94,6 +94,7 @@ pub struct Measured {
     pub service_time: Histogram<u64>,
     pub send_lag: Histogram<u64>,
     pub loop_lag: Histogram<u64>,
+    pub late_time: Histogram<u64>,
     pub statuses: StatusCounts,
 }
 
@@ -117,6 +118,8 @@ pub struct Recorder {
     service_time: Histogram<u64>,
     send_lag: Histogram<u64>,
     loop_lag: Histogram<u64>,
+    /// Response times of answers that came after their query's timeout.
+    late_time: Histogram<u64>,
     statuses: StatusCounts,
     /// The current second (since the run's start) and its figures.
     sec: u64,
@@ -157,6 +160,7 @@ impl Recorder {
             service_time: growing(3),
             send_lag: new_histogram(),
             loop_lag: new_histogram(),
+            late_time: new_histogram(),
             statuses: StatusCounts {
                 by_qtype: qtypes.iter().map(|&q| (q, [0; 16])).collect(),
                 ..StatusCounts::default()
@@ -353,10 +357,13 @@ impl Recorder {
         }
     }
 
-    /// An answer came for a query that had timed out.
-    #[inline]
-    pub fn answered_late(&mut self) {
+    /// An answer came at `now` for query `o`, which had timed out: counted
+    /// apart, its response time in a histogram of its own.
+    pub fn answered_late(&mut self, o: &Outstanding, now: u64) {
         bump(&self.q.answered_late, 1);
+        // Not capped at `highest` (twice the timeout): a late answer is
+        // late by any amount.
+        self.late_time.put(us(now.saturating_sub(o.intended)));
     }
 
     /// Query `o` of connection `conn` timed out.
@@ -386,6 +393,7 @@ impl Recorder {
             response_time: self.response_time,
             send_lag: self.send_lag,
             loop_lag: self.loop_lag,
+            late_time: self.late_time,
             statuses: self.statuses,
         }
     }

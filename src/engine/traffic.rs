@@ -501,10 +501,14 @@ impl Traffic {
                 conn.flight.release();
             }
         }
-        let Answer::Matched(o) = answer else {
+        let o = match answer {
+            Answer::Matched(o) => o,
             // Its timeout was counted; the late answer is counted apart.
-            self.rec.answered_late();
-            return None;
+            Answer::Late(o) => {
+                self.rec.answered_late(&o, now);
+                return None;
+            }
+            Answer::Unmatched => return None,
         };
         self.rec.answered(conn.seq, &o, now, status);
         self.completed(key, conn, now, draining)

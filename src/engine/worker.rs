@@ -493,6 +493,7 @@ impl Worker {
                         service_time: m.service_time,
                         send_lag: m.send_lag,
                         loop_lag: m.loop_lag,
+                        late_time: m.late_time,
                         ..Histograms::default()
                     },
                     statuses: m.statuses,

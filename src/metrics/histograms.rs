@@ -114,6 +114,8 @@ pub struct Histograms {
     pub send_lag: Histogram<u64>,
     /// How late the loop itself noticed due queries.
     pub loop_lag: Histogram<u64>,
+    /// Response times of answers that came after their query's timeout.
+    pub late_time: Histogram<u64>,
     /// --proto push: arrival gaps, jitter, one-way delay (µs).
     pub push_gap: Histogram<u64>,
     pub push_jitter: Histogram<u64>,
@@ -131,6 +133,7 @@ impl Default for Histograms {
             service_time: new_histogram(),
             send_lag: new_histogram(),
             loop_lag: new_histogram(),
+            late_time: new_histogram(),
             push_gap: new_histogram(),
             push_jitter: new_histogram(),
             push_delay: new_histogram(),
@@ -139,7 +142,7 @@ impl Default for Histograms {
 }
 
 impl Histograms {
-    fn each_mut(&mut self) -> [&mut Histogram<u64>; 11] {
+    fn each_mut(&mut self) -> [&mut Histogram<u64>; 12] {
         [
             &mut self.connect_time,
             &mut self.connect_syscall,
@@ -149,6 +152,7 @@ impl Histograms {
             &mut self.service_time,
             &mut self.send_lag,
             &mut self.loop_lag,
+            &mut self.late_time,
             &mut self.push_gap,
             &mut self.push_jitter,
             &mut self.push_delay,
@@ -168,6 +172,7 @@ impl Histograms {
             &o.service_time,
             &o.send_lag,
             &o.loop_lag,
+            &o.late_time,
             &o.push_gap,
             &o.push_jitter,
             &o.push_delay,

@@ -27,6 +27,8 @@ impl RunResult {
             service_time_us: Latency::of(&o.hists.service_time),
             send_lag_us: Latency::of(&o.hists.send_lag),
             loop_lag_us: Latency::of(&o.hists.loop_lag),
+            late_response_time_us: (!o.hists.late_time.is_empty())
+                .then(|| Latency::of(&o.hists.late_time)),
         });
         let dns = match (&o.queries, sc.traffic.as_ref().map(|t| t.proto)) {
             (Some(q), Some(crate::domain::Proto::Dns)) => Some(Dns {
@@ -296,6 +298,9 @@ impl RunResult {
         hists.service_time = hdr(&l.service_time_us.hdr, "latency.service_time_us")?;
         hists.send_lag = hdr(&l.send_lag_us.hdr, "latency.send_lag_us")?;
         hists.loop_lag = hdr(&l.loop_lag_us.hdr, "latency.loop_lag_us")?;
+        if let Some(late) = &l.late_response_time_us {
+            hists.late_time = hdr(&late.hdr, "latency.late_response_time_us")?;
+        }
         Ok(QueryOutcome {
             totals: query_totals(q),
             statuses,

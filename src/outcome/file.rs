@@ -305,6 +305,11 @@ pub struct LatencyResult {
     pub send_lag_us: Latency,
     /// How late the client's own loop noticed due queries.
     pub loop_lag_us: Latency,
+    /// From each query's intended send time, of the answers that came
+    /// after their query's timeout (`queries.answered_late`); absent when
+    /// none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_response_time_us: Option<Latency>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -347,5 +347,10 @@ fn latency_lines(
         }
         render(v, &["lag"], "    ", out)?;
     }
+    if !h.late_time.is_empty() {
+        // Answers after their timeout: failures, kept out of the rows
+        // above, their times here.
+        latency_row("late answers", &h.late_time, out)?;
+    }
     Ok(())
 }
