@@ -40,6 +40,10 @@ pub enum Code {
     /// Connection refused: nothing listening (ECONNREFUSED), or the server
     /// accepted, wrote an error and closed.
     Refused,
+    /// The server refused every connection from some source addresses and
+    /// served those from others: an access rule (Redis's protected mode,
+    /// an allow list), not a cap.
+    SourceRefused,
     /// Answers that said failure (HTTP 5xx/4xx, DNS SERVFAIL/REFUSED, an
     /// error reply, a mismatch).
     ErrorAnswers,
@@ -104,11 +108,12 @@ pub enum Code {
 
 impl Code {
     /// Every code (docs/result.md lists each).
-    pub const ALL: [Code; 32] = [
+    pub const ALL: [Code; 33] = [
         Code::FdLimit,
         Code::AcceptQueueFull,
         Code::SlotsFull,
         Code::Refused,
+        Code::SourceRefused,
         Code::ErrorAnswers,
         Code::RateLimited,
         Code::IdleTimeout,
@@ -146,6 +151,7 @@ impl Code {
             Code::AcceptQueueFull => "accept_queue_full",
             Code::SlotsFull => "slots_full",
             Code::Refused => "refused",
+            Code::SourceRefused => "source_refused",
             Code::ErrorAnswers => "error_answers",
             Code::RateLimited => "rate_limited",
             Code::IdleTimeout => "idle_timeout",
@@ -181,11 +187,10 @@ impl Code {
     pub fn side(self) -> Side {
         use Code::*;
         match self {
-            FdLimit | AcceptQueueFull | SlotsFull | Refused | ErrorAnswers | RateLimited
-            | IdleTimeout | ClosedByServer | Reset | HalfOpen | SynDropped | Unanswered
-            | NotKeepingUp | ServerCpu | Nagle | ServerPace | UdpDrops | ServerLatency => {
-                Side::Server
-            }
+            FdLimit | AcceptQueueFull | SlotsFull | Refused | SourceRefused | ErrorAnswers
+            | RateLimited | IdleTimeout | ClosedByServer | Reset | HalfOpen | SynDropped
+            | Unanswered | NotKeepingUp | ServerCpu | Nagle | ServerPace | UdpDrops
+            | ServerLatency => Side::Server,
             UdpSilent | Unreachable | ConntrackFull | TcpMemory => Side::Network,
             Ports | ClientFds | ConnectError | ClientLate | ClientCpu | ClientDrops
             | ProtocolMismatch => Side::Client,

@@ -1357,6 +1357,66 @@ fn redis_past_maxclients_refuses_and_is_not_stormed() {
     );
 }
 
+/// redis-server as shipped (protected mode on, no password) takes
+/// connections from 127.0.0.1 and refuses those from 127.0.0.2, the
+/// second source throng adds past one source's ports: cause
+/// `source_refused` with the address, not a cap (it was `refused`, "a cap
+/// of its own", and a connections search reported the one source's
+/// reach as the server's limit).
+#[test]
+fn redis_protected_mode_refuses_a_source_not_at_a_cap() {
+    let (Some(redis), Some(cli)) = (
+        program("redis-server", "redis-server"),
+        program("redis-cli", "redis-tools"),
+    ) else {
+        return;
+    };
+    let port = free_port();
+    let p = port.to_string();
+    let _d = Daemon(
+        Command::new(&redis)
+            .args(["--port", &p, "--save", "", "--appendonly", "no"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server"),
+    );
+    wait_listening(port);
+    let (code, out, v, _) = client(
+        "redis-protected",
+        &[
+            &format!("127.0.0.1:{port}"),
+            "--proto",
+            "raw",
+            "--message",
+            "PING\\r\\n",
+            "--marker",
+            "+PONG",
+            "-c",
+            "40",
+            "--source-ip",
+            "127.0.0.1",
+            "--source-ip",
+            "127.0.0.2",
+            "-T",
+            "1s",
+        ],
+        false,
+    );
+    assert_eq!(code, 1, "{out}");
+    let r = typed(&v);
+    assert_eq!(r.connections.sources_refused, ["127.0.0.2"], "{out}");
+    assert_eq!(r.connections.failed["rejected"], 20, "{out}");
+    // Redis counts them as its rejections, too.
+    let (_, info, _) = output(Command::new(&cli).args(["-p", &p, "info", "stats"]));
+    assert_eq!(digits_after(&info, "rejected_connections:"), 20, "{info}");
+    let verdict = r.verdict.expect("a verdict");
+    assert_eq!(verdict.side, throng::verdict::Side::Server, "{out}");
+    assert!(verdict.has(throng::verdict::Code::SourceRefused), "{out}");
+    assert!(!verdict.has(throng::verdict::Code::Refused), "{out}");
+}
+
 /// A connections search on redis-server with maxclients 300 finds it
 /// within 10%, cause refused on the server's side, and the server sees no
 /// storm over the whole search (its rejected_connections under 2,000: a

@@ -102,9 +102,10 @@ pub struct LimitArgs {
     #[arg(long, value_name = "N|R", value_parser = parse_rate, help_heading = "Search")]
     pub max: Option<f64>,
 
-    /// How long each step holds its load after its ramp.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration, help_heading = "Search")]
-    pub step_time: Duration,
+    /// How long each step holds its load after its ramp [default: 5s for
+    /// connections, 10s for rate].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Search")]
+    pub step_time: Option<Duration>,
 
     /// The search ends when (fail - pass) / pass is within this share.
     #[arg(long, value_name = "SHARE", default_value = "5%", value_parser = parse_share, help_heading = "Search")]
@@ -121,7 +122,12 @@ impl LimitArgs {
         LimitConfig {
             find: self.find,
             max: self.max,
-            step_time: self.step_time,
+            // Holding connections needs less time than measuring a rate:
+            // a search for a limit under 10k connections ends in 90 s.
+            step_time: self.step_time.unwrap_or(match self.find {
+                Find::Connections => Duration::from_secs(5),
+                Find::Rate => Duration::from_secs(10),
+            }),
             precision: self.precision,
             client: ClientFlags {
                 targets: c.targets.clone(),

@@ -557,8 +557,10 @@ impl<'a> Conductor<'a> {
                 .held_from
                 .map(|h| at(self.established_at.map_or(h, |e| start + e))),
         };
+        let mut totals = self.crew.totals();
+        totals.judge_sources(&sc.sources);
         Ok(Outcome {
-            totals: self.crew.totals(),
+            totals,
             hists: got.hists,
             peak: self.crew.shared.peak.load(Relaxed),
             per_second,

@@ -333,7 +333,8 @@ impl Conns {
         if unanswered && by_server {
             // Ended by the server before it answered anything: its
             // replacement waits (a full server is not stormed).
-            self.dial.refused(std::time::Instant::now());
+            let seq = self.slab[key].seq;
+            self.dial.refused(std::time::Instant::now(), seq);
         }
         match self.slab[key].closed_as(bucket) {
             None => {

@@ -19,7 +19,7 @@ use socket2::Socket;
 
 use super::conn::{Conn, Flags, State};
 use crate::metrics::Grow;
-use crate::metrics::{new_histogram, ConnCounters};
+use crate::metrics::{bump, new_histogram, ConnCounters, SOURCE_SLOTS};
 use crate::scenario::Scenario;
 use crate::sys::signals::Reason;
 
@@ -99,6 +99,7 @@ pub struct Dialer {
     /// The source addresses of each family, in use order.
     v4: Vec<IpAddr>,
     v6: Vec<IpAddr>,
+    targets: Vec<SocketAddr>,
 }
 
 impl Dialer {
@@ -144,7 +145,22 @@ impl Dialer {
             counters,
             v4: sc.sources.iter().filter(|a| a.is_ipv4()).copied().collect(),
             v6: sc.sources.iter().filter(|a| a.is_ipv6()).copied().collect(),
+            targets: sc.targets.clone(),
         }
+    }
+
+    /// The tally slot of attempt `i`'s source ([`crate::metrics::source_order`]),
+    /// when it has one of the first [`SOURCE_SLOTS`].
+    fn source_slot(&self, i: u64) -> Option<usize> {
+        let t = self.targets.len() as u64;
+        let v4 = self.targets[(i % t) as usize].is_ipv4();
+        let family = if v4 { self.v4.len() } else { self.v6.len() };
+        if family == 0 {
+            return None;
+        }
+        let idx = ((i / t) % family as u64) as usize;
+        let slot = if v4 { idx } else { self.v4.len() + idx };
+        (slot < SOURCE_SLOTS).then_some(slot)
     }
 
     /// The target and source address of attempt `i`: the targets in turn,
@@ -211,7 +227,10 @@ impl Dialer {
 
     /// The server ended a connection before answering anything on it:
     /// replacements wait longer.
-    pub fn refused(&mut self, now: Instant) {
+    pub fn refused(&mut self, now: Instant, seq: u64) {
+        if let Some(slot) = self.source_slot(seq) {
+            bump(&self.counters.refused_from[slot], 1);
+        }
         self.backoff = (self.backoff * 2).clamp(BACKOFF_FIRST, BACKOFF_MOST);
         self.replace_at = Some(now + self.backoff);
     }
@@ -229,7 +248,10 @@ impl Dialer {
     }
 
     /// A connection was served (answered): replacements go at once again.
-    pub fn served(&mut self) {
+    pub fn served(&mut self, seq: u64) {
+        if let Some(slot) = self.source_slot(seq) {
+            bump(&self.counters.served_from[slot], 1);
+        }
         if !self.backoff.is_zero() {
             self.backoff = Duration::ZERO;
             self.replace_at = None;

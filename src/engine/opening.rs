@@ -408,7 +408,8 @@ impl Opening {
         out: &mut Outbox,
     ) {
         bump(&conns.counters.verified, 1);
-        conns.dial.served();
+        let seq = conns.slab[key].seq;
+        conns.dial.served(seq);
         if !conns.first_bytes.is_empty() {
             conns.first_bytes.remove(&key);
         }

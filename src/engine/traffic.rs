@@ -234,7 +234,8 @@ impl Traffic {
             // Any answer proves the server accepted the connection.
             conn.set(Flags::UNPROVEN, false);
             bump(&conns.counters.verified, 1);
-            conns.dial.served();
+            let seq = conn.seq;
+            conns.dial.served(seq);
             if !conns.first_bytes.is_empty() {
                 conns.first_bytes.remove(&key);
             }

@@ -276,6 +276,11 @@ counter_block! {
         /// NOTIMP, or a reply not in the protocol), and the first, in words.
         probe_rejected: count,
         probe_reply: first_words,
+        /// Connections served (answered) and refused, by source address:
+        /// the slot is the source's place in [`source_order`] (the first
+        /// [`SOURCE_SLOTS`] sources; in the result as `sources_refused`).
+        served_from: [SOURCE_SLOTS],
+        refused_from: [SOURCE_SLOTS],
         /// WebSocket close frames received, by code ([`ws_close_slot`]).
         ws_close: [WS_CLOSE_SLOTS],
         /// WebSocket pings from the server, each answered with a pong.
@@ -298,7 +303,24 @@ counter_block! {
         /// --proto push: what arrived.
         push: PushCounters = PushCounters::default(),
     }
-    plain {}
+    plain {
+        /// Source addresses from which the server refused every connection
+        /// it answered (at least one refused, none served): an access rule
+        /// (Redis's protected mode), not a cap.
+        sources_refused: Vec<String>,
+    }
+}
+
+/// The source addresses whose connections are tallied apart.
+pub const SOURCE_SLOTS: usize = 32;
+
+/// The order sources are used in, and tallied by: those of IPv4, then
+/// those of IPv6, each in the order given.
+pub fn source_order(sources: &[std::net::IpAddr]) -> Vec<std::net::IpAddr> {
+    let v4 = sources.iter().filter(|a| a.is_ipv4());
+    v4.chain(sources.iter().filter(|a| a.is_ipv6()))
+        .copied()
+        .collect()
 }
 
 counter_block! {
@@ -486,6 +508,26 @@ impl ConnTotals {
     /// counts summed, the first error's and refusal's words kept.
     pub fn merge(&mut self, o: &ConnTotals) {
         self.merge_counters(o);
+        for a in &o.sources_refused {
+            if !self.sources_refused.contains(a) {
+                self.sources_refused.push(a.clone());
+            }
+        }
+    }
+
+    /// Fills `sources_refused` from the tallies by source of a run over
+    /// `sources`: those refused every time. (Whether others were served,
+    /// which makes it a rule about sources, is the verdict's to weigh over
+    /// every part of a run.)
+    pub fn judge_sources(&mut self, sources: &[std::net::IpAddr]) {
+        let order = source_order(sources);
+        let slots = order
+            .iter()
+            .zip(self.served_from.iter().zip(&self.refused_from));
+        self.sources_refused = slots
+            .filter(|(_, (&served, &refused))| refused > 0 && served == 0)
+            .map(|(a, _)| a.to_string())
+            .collect();
     }
 
     pub fn failed_total(&self) -> u64 {

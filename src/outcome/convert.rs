@@ -109,6 +109,7 @@ fn connections(sc: &Scenario, ran: &Scenario, o: &Outcome) -> Connections {
         tls_error: t.tls_error.clone(),
         probe_rejected: t.probe_rejected,
         probe_reply: t.probe_reply.clone(),
+        sources_refused: t.sources_refused.clone(),
         ws_handshake_us: sc
             .websocket
             .is_some()
@@ -381,6 +382,7 @@ fn conn_totals(c: &Connections) -> ConnTotals {
         tls_error: c.tls_error.clone(),
         probe_rejected: c.probe_rejected,
         probe_reply: c.probe_reply.clone(),
+        sources_refused: c.sources_refused.clone(),
         ws_close: crate::metrics::ws_close_slots(&c.ws_close_codes),
         ws_refused: crate::metrics::ws_refused_slots(&c.ws_refused),
         ws_pings: c.ws_pings,

@@ -213,6 +213,10 @@ pub struct Connections {
     pub probe_rejected: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_reply: Option<String>,
+    /// Source addresses from which the server refused every connection it
+    /// answered (an access rule when others were served).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources_refused: Vec<String>,
     /// WebSocket: the opening handshake's time (request sent to 101 read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ws_handshake_us: Option<Percentiles>,

@@ -137,6 +137,21 @@ fn failure_causes(sc: &Scenario, o: &Outcome, c: &mut Vec<Cause>) {
             Bucket::Other => (Code::ConnectError, None, b.hint().into()),
             Bucket::ClosedByPeer => (Code::ClosedByServer, None, b.hint().into()),
             Bucket::Reset => (Code::Reset, None, b.hint().into()),
+            // Refused every time from some sources while others were
+            // served: a rule about sources, not a cap.
+            Bucket::Rejected if t.verified > t.probe_rejected && !t.sources_refused.is_empty() => (
+                Code::SourceRefused,
+                Some(Side::Server),
+                format!(
+                    "the server refused every connection from {} \
+                     and served {} from the other source addresses: it refuses by source \
+                     address (Redis's protected mode, an allow list), not at a cap. Let those \
+                     addresses in there (Redis: a password or protected-mode no), or give \
+                     --source-ip addresses it takes",
+                    t.sources_refused.join(", "),
+                    t.verified - t.probe_rejected
+                ),
+            ),
             // Refused after others were served: the server's refusal
             // (a cap of its own); refused every time: another protocol.
             Bucket::Rejected if t.verified > t.probe_rejected => (
@@ -530,6 +545,25 @@ mod tests {
         o.totals.failed[Bucket::Rejected as usize] = 50;
         o.totals.probe_rejected = 50;
         assert_eq!(codes(&sc, &o), [(Code::Refused, Side::Server)]);
+        o.totals.verified = 50;
+        assert_eq!(codes(&sc, &o), [(Code::ProtocolMismatch, Side::Client)]);
+    }
+
+    /// Refusals of every connection from one source while another's were
+    /// served are a rule about sources, not a cap; from every source,
+    /// with none served, another protocol.
+    #[test]
+    fn refusals_of_one_source_are_an_access_rule() {
+        let sc = scenario(&["--proto", "echo"]);
+        let mut o = clean();
+        o.totals.failed[Bucket::Rejected as usize] = 50;
+        o.totals.probe_rejected = 50;
+        o.totals.verified = 100;
+        o.totals.sources_refused = vec!["127.0.0.2".into()];
+        let c = causes(&sc, &o);
+        let rule = c.iter().find(|c| c.code == Code::SourceRefused).unwrap();
+        assert_eq!(rule.side, Side::Server);
+        assert!(!c.iter().any(|c| c.code == Code::Refused), "{c:?}");
         o.totals.verified = 50;
         assert_eq!(codes(&sc, &o), [(Code::ProtocolMismatch, Side::Client)]);
     }

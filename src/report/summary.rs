@@ -153,10 +153,19 @@ fn connection_lines(sc: &Scenario, o: &Outcome, out: &mut dyn Write) -> io::Resu
             t.probe_reply.as_deref().unwrap_or("?")
         )?;
     } else if t.probe_rejected > 0 && t.verified > t.probe_rejected {
+        // Whose refusal: a rule about sources, or a cap.
+        let why = match t.sources_refused.is_empty() {
+            true => "a cap of its own: Redis's maxclients, memcached's -c, a server's connection \
+                     limit"
+                .to_string(),
+            false => format!(
+                "every one from {}: a rule about source addresses",
+                t.sources_refused.join(", ")
+            ),
+        };
         writeln!(
             out,
-            "  refused       the server refused {} connection(s) while it served {}: {} (a cap \
-             of its own: Redis's maxclients, memcached's -c, a server's connection limit)",
+            "  refused       the server refused {} connection(s) while it served {}: {} ({why})",
             t.probe_rejected,
             t.verified - t.probe_rejected,
             t.probe_reply.as_deref().unwrap_or("?")
