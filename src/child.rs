@@ -293,7 +293,7 @@ impl Children {
                     .spawn(move || {
                         for line in BufReader::new(err).lines() {
                             let Ok(line) = line else { break };
-                            eprintln!("[{label}] {line}");
+                            errln!("[{label}] {line}");
                             if let Ok(mut s) = slot.lock() {
                                 *s = line;
                             }

@@ -231,8 +231,14 @@ pub fn run(a: &CompareConfig) -> Result<ExitCode> {
             Some(result) => {
                 let header = runs.is_empty();
                 match one_by_one {
-                    Some(n) => print_sequential_row(header, case, n, &result, &mut io::stdout())?,
-                    None => print_row(header, case, &result, &mut io::stdout())?,
+                    Some(n) => print_sequential_row(
+                        header,
+                        case,
+                        n,
+                        &result,
+                        &mut crate::console::stdout(),
+                    )?,
+                    None => print_row(header, case, &result, &mut crate::console::stdout())?,
                 }
                 failures.extend(failure(case, code, &result));
                 runs.push(Run {
@@ -250,12 +256,12 @@ pub fn run(a: &CompareConfig) -> Result<ExitCode> {
     let _ = std::fs::remove_dir_all(&dir);
     t.stop()?;
     for f in &failures {
-        eprintln!("throng compare: {f}");
+        errln!("throng compare: {f}");
     }
     if runs.is_empty() {
         anyhow::bail!("no run produced a result");
     }
-    print_notes(&runs, one_by_one, &mut io::stdout())?;
+    print_notes(&runs, one_by_one, &mut crate::console::stdout())?;
     let comparison = Comparison {
         target: t.target.clone(),
         runs,
@@ -338,7 +344,7 @@ impl Targets {
                 let (plain, secure, tls) = embedded()?;
                 let t = plain.addrs[0].to_string();
                 let s = secure.addrs[0].to_string();
-                println!(
+                outln!(
                     "no target given: started the embedded DNS server on {t} (udp, tcp) and {s} (tls)"
                 );
                 let ca = a.tls_ca.clone().unwrap_or(tls.cert_file.clone());
@@ -393,7 +399,7 @@ fn announce(
     target: &str,
 ) {
     match one_by_one {
-        Some(n) => println!(
+        Some(n) => outln!(
             "comparing {} transport runs against {target}: {n} queries one after another on one \
              connection (tcp-per-query: a connection per query), each after a {} s warm-up",
             cases.len(),
@@ -404,7 +410,7 @@ fn announce(
                 Some(r) => format!("{r} queries/s"),
                 None => "closed loop".into(),
             };
-            println!(
+            outln!(
                 "comparing {} transport runs against {target}: {load}, {seconds} s each after a {} s \
                  warm-up, {} connections (tcp-per-query: {} at once)",
                 cases.len(),

@@ -46,6 +46,8 @@
 //! [`run`] is the whole program, a dispatch to each command's module;
 //! `main` only maps its result to an exit code with [`exit_code`].
 
+#[macro_use]
+pub mod console;
 pub mod child;
 pub mod cli;
 pub mod client;
@@ -74,17 +76,41 @@ use std::process::ExitCode;
 
 pub use usage::UsageError;
 
-/// Exit codes, in one place: 0 success, 1 failure at run time, 2 bad usage.
+/// The exit codes (README, docs/result.md): 0 pass; 1 a check failed
+/// (the server's, or its SLO); 2 usage, or a plan refused; 3 the run could
+/// not be measured or its results not written; 130 interrupted.
+pub mod exit {
+    pub const PASS: u8 = 0;
+    pub const FAILED: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const UNMEASURED: u8 = 3;
+    pub const INTERRUPTED: u8 = 130;
+}
+
+/// The exit code of an error: 2 for bad usage, else 3 (it could not be
+/// measured, or not written).
 pub fn exit_code(err: &anyhow::Error) -> ExitCode {
     if err.downcast_ref::<UsageError>().is_some() {
-        ExitCode::from(2)
+        ExitCode::from(exit::USAGE)
     } else {
-        ExitCode::from(1)
+        ExitCode::from(exit::UNMEASURED)
     }
 }
 
 /// Runs one command line; the exit code when it ran to its end.
 pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
+    let json = match &cli.command {
+        cli::Command::Client(a) if !a.child => a.json.as_deref(),
+        cli::Command::Limit(a) => a.client.json.as_deref(),
+        cli::Command::Merge(a) => a.json.as_deref(),
+        cli::Command::Compare(a) => a.json.as_deref(),
+        cli::Command::Cluster(a) => a.json.as_deref(),
+        _ => None,
+    };
+    if json.is_some_and(report::json::is_stdout) {
+        // `--json -`: the result on stdout, the words for people on stderr.
+        console::stdout_for_data();
+    }
     match cli.command {
         cli::Command::Client(args) => client::run(args.config()?),
         cli::Command::Merge(args) => cluster::files::merge(
@@ -103,11 +129,11 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         }
         cli::Command::Compare(args) => compare::run(&args.config()),
         cli::Command::Completions(args) => {
-            cli::docs::completions(args.shell, &mut std::io::stdout().lock())?;
+            cli::docs::completions(args.shell, &mut crate::console::stdout())?;
             Ok(ExitCode::SUCCESS)
         }
         cli::Command::Man => {
-            cli::docs::man(&mut std::io::stdout().lock())?;
+            cli::docs::man(&mut crate::console::stdout())?;
             Ok(ExitCode::SUCCESS)
         }
         cli::Command::Report(args) => report::files::run(&args.results, &args.views.views()),

@@ -7,7 +7,7 @@ fn main() -> ExitCode {
     match throng::run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("throng: {err:#}");
+            throng::errln!("throng: {err:#}");
             throng::exit_code(&err)
         }
     }

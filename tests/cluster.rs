@@ -387,7 +387,7 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         assert!(!err.contains("host root@198.18.0.2 "), "{err}");
         assert!(!json.exists());
 
-        // A host killed mid-run: named, its share missing, exit 1.
+        // A host killed mid-run: named, its share missing, exit 3.
         std::fs::write(
             &hosts,
             "root@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.4\n",
@@ -416,7 +416,7 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         std::thread::spawn(move || for _ in err.lines() {});
         let mut out = String::new();
         std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-        assert_eq!(child.wait().unwrap().code(), Some(1), "{out}");
+        assert_eq!(child.wait().unwrap().code(), Some(3), "{out}");
         assert!(out.contains("PARTIAL: host root@198.18.0.3"), "{out}");
         let r = common::outcome(&json);
         assert!(r.partial);

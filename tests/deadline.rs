@@ -1,6 +1,6 @@
 //! The global deadline: a run ends by -T + --drain + 5 s whatever a peer, a
 //! file or one of its own processes does, with its results written and
-//! what overran named (exit code 1).
+//! what overran named (exit code 3).
 
 mod common;
 
@@ -56,7 +56,7 @@ fn an_rtt_log_nobody_reads_does_not_hold_the_run() {
     // -T 2 s + --drain 1 s + 5 s grace (+ ramp, start and the writer's
     // last second).
     assert!(took < Duration::from_secs(13), "{took:?}\n{err}");
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(3), "{err}");
     let r = common::outcome(&json);
     assert!(!r.overrun.is_empty(), "no overrun: {r:?}");
     let overrun = &r.overrun;
@@ -133,7 +133,7 @@ fn a_frozen_process_is_killed_and_named_missing() {
         took > Duration::from_secs(14) && took < Duration::from_secs(30),
         "{took:?}\n{rest}"
     );
-    assert_eq!(status.code(), Some(1), "{rest}");
+    assert_eq!(status.code(), Some(3), "{rest}");
     // It is gone, not left stopped.
     assert!(
         !std::path::Path::new(&format!("/proc/{}", kids[1])).exists()

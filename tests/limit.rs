@@ -406,7 +406,7 @@ fn a_rate_search_over_more_connections_than_the_server_keeps_says_so() {
 
 /// Against the embedded server on this machine's two cores, one client
 /// worker falls behind long before the server does: the search ends with
-/// the client as the limit (exit 1) and never blames the server.
+/// the client as the limit (exit 3) and never blames the server.
 #[test]
 fn the_client_as_the_limit_is_never_blamed_on_the_server() {
     let (code, out, v) = limit(
@@ -426,7 +426,7 @@ fn the_client_as_the_limit_is_never_blamed_on_the_server() {
             "500ms",
         ],
     );
-    assert_eq!(code, 1, "{out}");
+    assert_eq!(code, 3, "{out}");
     let l = &v.limit;
     assert!(l.client_limited, "{out}");
     assert!(l.reason.contains("the load generator"), "{out}");

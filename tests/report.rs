@@ -687,7 +687,7 @@ fn a_report_that_cannot_be_written_loses_nothing_of_the_run() {
         "--html",
         html.to_str().unwrap(),
     ]));
-    assert_eq!(code, 1, "{out}\n{err}");
+    assert_eq!(code, 3, "{out}\n{err}");
     assert!(err.contains("the HTML report was not written"), "{err}");
     assert!(out.contains("throng client: ") && out.contains("check         PASS"));
     assert!(common::outcome(&json).q().answered > 0);

@@ -180,9 +180,9 @@ fn merges_are_whole_or_say_they_are_not() {
         assert!(s.wall.start_unix_s <= a && b <= s.wall.end_unix_s);
     }
 
-    // One slice of two: partial, exit 1.
+    // One slice of two: partial, exit 3.
     let (code, out, err) = merge(&["s1.json"]);
-    assert_eq!(code, 1, "{out}\n{err}");
+    assert_eq!(code, 3, "{out}\n{err}");
     assert!(
         out.contains("PARTIAL: slice 2/2 of run seq: no result given"),
         "{out}"

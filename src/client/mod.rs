@@ -355,7 +355,7 @@ fn server_apart(a: &ClientConfig, whole: &mut Scenario) -> Result<ServerProcess>
     let exe = std::env::current_exe().context("finding the throng executable")?;
     let srv = ServerProcess::start(&exe, &a.server)?;
     let addr: SocketAddr = srv.addr.parse().context("the embedded server's address")?;
-    println!(
+    outln!(
         "no target given: started the embedded {} server on {addr} in processes of its own \
          (`throng server`: it grows with the connections)",
         if whole.push.is_some() { "push" } else { "echo" }
@@ -379,9 +379,9 @@ fn serve_metrics(
     let banner = e.banner();
     e.serve(client_registry(figures.clone()))?;
     if child {
-        eprintln!("{banner}");
+        errln!("{banner}");
     } else {
-        println!("{banner}");
+        outln!("{banner}");
     }
     Ok(Some(figures))
 }
@@ -457,7 +457,7 @@ fn run_one(a: &ClientConfig, p: Planned, stop: &Stop) -> Result<ExitCode> {
     }
     report::conclude(&sc, &outcome, &a.checks, &mut result, sc.max_failures)?;
     let verdict = result.verdict.clone().expect("concluded");
-    let mut out = io::stdout().lock();
+    let mut out = crate::console::stdout();
     report::summary(&sc, &outcome, &verdict, &mut out)?;
     report::check::print(&a.checks, &result, &mut out)?;
     out.flush()?;
@@ -483,7 +483,7 @@ fn start_embedded(
     let srv = server::start(&cfg)?;
     if !child {
         let mode = cfg.mode.name();
-        println!(
+        outln!(
             "no target given: started the embedded {mode} server on {} (the code of `throng server --mode {mode}`)",
             srv.addrs[0]
         );
@@ -524,7 +524,7 @@ fn plan_lines(
 
 /// Prints lines on stdout.
 fn print_lines(lines: &[String]) -> Result<()> {
-    let mut out = io::stdout().lock();
+    let mut out = crate::console::stdout();
     for l in lines {
         writeln!(out, "{l}")?;
     }

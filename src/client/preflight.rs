@@ -194,7 +194,7 @@ pub(super) fn check_problems(force: bool, problems: Vec<String>) -> Result<()> {
     }
     if force {
         for p in &problems {
-            eprintln!("throng: --force: running anyway: {p}");
+            errln!("throng: --force: running anyway: {p}");
         }
         return Ok(());
     }

@@ -8,7 +8,7 @@
 //! `throng cluster` are given flags instead: each runs its own binary and
 //! plans for its own addresses and cores.)
 
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -180,7 +180,7 @@ fn print_plan(
     if a.session {
         crate::cluster::host::report(crate::child::HostReport::here(n, lines, problems.clone()));
     } else {
-        let mut out = io::stdout().lock();
+        let mut out = crate::console::stdout();
         for l in &lines {
             writeln!(out, "{l}")?;
         }

@@ -59,7 +59,7 @@ impl Local {
         let (path, temp) = match stripped {
             true => (out, true),
             false => {
-                eprintln!(
+                errln!(
                     "throng cluster: neither strip nor objcopy runs here (binutils): copying \
                      throng as it is, debug information and all"
                 );

@@ -34,7 +34,7 @@ pub fn merge(
     let sc = merged.scenario.clone();
     report::conclude(&sc, &outcome, &checks, &mut merged, sc.max_failures)?;
     let verdict = merged.verdict.clone().expect("concluded");
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::console::stdout();
     report::summary(&merged.scenario, &outcome, &verdict, &mut out)?;
     std::io::Write::write_fmt(
         &mut out,

@@ -61,7 +61,7 @@ pub fn finish(
     let sc = merged.scenario.clone();
     crate::report::conclude(&sc, &outcome, checks, &mut merged, max_failures)?;
     let verdict = merged.verdict.clone().expect("concluded");
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::console::stdout();
     crate::report::summary(&merged.scenario, &outcome, &verdict, &mut out)?;
     writeln!(
         out,

@@ -197,7 +197,7 @@ pub fn run(a: &ClusterConfig) -> Result<ExitCode> {
     let binaries = match a.copy_binary {
         true => {
             let local = super::copy::Local::prepare()?;
-            println!(
+            outln!(
                 "copying throng ({:.1} MB, sha256 {}) to {} hosts",
                 local.bytes as f64 / 1e6,
                 &local.sha256[..16],

@@ -59,7 +59,7 @@ pub fn start(a: &ClusterConfig, stop: &Stop, children: &mut Children) -> Start {
             for i in 0..a.hosts.len() {
                 children.say(i, GO);
             }
-            println!("  released: {} hosts, together", a.hosts.len());
+            outln!("  released: {} hosts, together", a.hosts.len());
             Start::Go(offsets)
         }
         Err(e) => {
@@ -93,7 +93,7 @@ fn gather(a: &ClusterConfig, stop: &Stop, children: &mut Children) -> Result<(),
             None => break,
         }
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::console::stdout();
     let mut refused = Vec::new();
     let here = env!("CARGO_PKG_VERSION");
     for (i, r) in reports.iter().enumerate() {
@@ -206,7 +206,7 @@ fn clocks(a: &ClusterConfig, stop: &Stop, children: &mut Children) -> Result<Vec
         }
         offsets.push(o);
     }
-    println!(
+    outln!(
         "  clock offsets (best of {ROUNDS} round trips over ssh): {}",
         shown.join(", ")
     );

@@ -255,7 +255,7 @@ impl Seconds {
                     return;
                 }
                 Err(e) => {
-                    eprintln!(
+                    errln!(
                         "throng: writing the per-second samples to a temporary file failed \
                          ({e}); keeping them in memory"
                     );
@@ -275,7 +275,7 @@ impl Seconds {
         let mut all = Vec::new();
         if let Some(f) = self.file.take() {
             if let Err(e) = read_back(f, &mut all) {
-                eprintln!(
+                errln!(
                     "throng: reading the per-second samples back failed ({e}): the first {} \
                      seconds are missing from per_second",
                     self.written

@@ -797,7 +797,7 @@ mod tests {
             assert_eq!(seen, [(a6.ip(), 0)]);
             assert!(each_listener(&mut b, &a6, &proc_hex(&a6), |_| {}));
         } else {
-            eprintln!("no IPv6 loopback here: its listener is not asked");
+            errln!("no IPv6 loopback here: its listener is not asked");
         }
     }
 

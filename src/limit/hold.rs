@@ -155,7 +155,7 @@ impl Search<'_> {
             + Duration::from_secs(10);
         if !h.ramp(ramp) {
             for l in h.said() {
-                eprintln!("throng: held run: {l}");
+                errln!("throng: held run: {l}");
             }
             return Ok(false);
         }

@@ -162,9 +162,10 @@ struct Search<'a> {
     upper: Option<f64>,
     client_limited: bool,
     interrupted: bool,
-    /// A step could not run (its client exited 2): the search ends, its
-    /// steps so far written, and exits 2.
+    /// A step could not run (its client exited 2 or 3): the search ends,
+    /// its steps so far written, and exits with the step's code.
     error: Option<String>,
+    error_code: u8,
     held: Option<Held>,
     /// The held runs' whole results.
     held_runs: Vec<RunResult>,
@@ -268,6 +269,7 @@ fn run_with(a: &LimitConfig, cluster: Option<Cluster>) -> Result<ExitCode> {
         client_limited: false,
         interrupted: false,
         error: None,
+        error_code: crate::exit::USAGE,
         held: None,
         held_runs: Vec::new(),
         unjudged: BTreeSet::new(),
@@ -283,13 +285,15 @@ fn run_with(a: &LimitConfig, cluster: Option<Cluster>) -> Result<ExitCode> {
     let _ = std::fs::remove_dir_all(&s.dir);
     drop_embedded(embedded);
     if let Some(e) = &s.error {
-        eprintln!("throng: {e}");
-        return Ok(ExitCode::from(2));
+        errln!("throng: {e}");
+        return Ok(ExitCode::from(s.error_code));
     }
+    // A search the client's limit ended measured the client, not the
+    // server.
     Ok(if s.interrupted {
-        ExitCode::from(130)
+        ExitCode::from(crate::exit::INTERRUPTED)
     } else if s.client_limited {
-        ExitCode::from(1)
+        ExitCode::from(crate::exit::UNMEASURED)
     } else {
         ExitCode::SUCCESS
     })
@@ -486,11 +490,11 @@ impl Search<'_> {
             let k = self.steps.len() + 1;
             let line = step_line(k, &step, &|x| unit(self.a.find, x));
             match again == Some(load) {
-                true => println!("{line}  (again)"),
-                false => println!("{line}"),
+                true => outln!("{line}  (again)"),
+                false => outln!("{line}"),
             }
             if std::mem::take(&mut self.restarted) {
-                println!(
+                outln!(
                     "              (its queries were still queued when its drain ended: the \
                      next step opens its connections again)"
                 );
@@ -553,7 +557,7 @@ impl Search<'_> {
         {
             self.end_held();
             let step = self.fresh(l, true)?;
-            println!(
+            outln!(
                 "{}  (the best pass, again)",
                 step_line(self.steps.len() + 1, &step, &|x| unit(self.a.find, x))
             );
@@ -586,7 +590,7 @@ impl Search<'_> {
                 return Ok(step);
             }
             if tries < APART_TRIES {
-                println!("              ({}: the step runs again)", apart.words());
+                outln!("              ({}: the step runs again)", apart.words());
                 tries += 1;
                 settle(self.baseline, Duration::from_secs(10));
                 continue;
@@ -658,14 +662,16 @@ impl Search<'_> {
         };
         let mut summary = summary;
         let kept_pace = self.judge_pace(pace, &mut summary);
-        if code == 2 {
-            // The step's client refused its plan or its flags: an error of
-            // the search, not a load the server failed.
+        if code == 2 || code == 3 {
+            // The step's client refused its plan or its flags (2), or could
+            // not measure it (3): an error of the search, with its code,
+            // not a load the server failed.
             let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
             self.error = Some(format!(
-                "the step at {} could not run (its client exited 2): {why}",
+                "the step at {} could not run (its client exited {code}): {why}",
                 unit(self.a.find, load)
             ));
+            self.error_code = code as u8;
         }
         let pass = code == 0 && kept_pace;
         let udp = self.a.client.transport == crate::domain::Transport::Udp;
@@ -687,6 +693,7 @@ impl Search<'_> {
         let client_limited = !pass
             && !confirm
             && code != 2
+            && code != 3
             && result
                 .as_ref()
                 .is_some_and(|r| client_explains(r, self.a.find));

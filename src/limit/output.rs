@@ -45,9 +45,9 @@ pub(super) fn step_line(k: usize, s: &Step, unit: &dyn Fn(f64) -> String) -> Str
 }
 
 pub(super) fn print_table(steps: &[Step], unit: &dyn Fn(f64) -> String) {
-    println!("steps");
+    outln!("steps");
     for (k, s) in steps.iter().enumerate() {
-        println!("  {}", step_line(k + 1, s, unit));
+        outln!("  {}", step_line(k + 1, s, unit));
     }
 }
 
@@ -58,7 +58,7 @@ impl Search<'_> {
         let (s, a) = (self, self.a);
         let unit = |x: f64| unit(a.find, x);
         if !s.unjudged.is_empty() {
-            println!(
+            outln!(
                 "note          not read on held steps (their seconds do not give these keys), \
                  judged on fresh steps only: {}",
                 s.unjudged.iter().cloned().collect::<Vec<_>>().join(", ")
@@ -67,31 +67,31 @@ impl Search<'_> {
         let found = s.found();
         print_table(&s.steps, &unit);
         match (found.lower, found.upper) {
-            (Some(l), Some(u)) => println!(
+            (Some(l), Some(u)) => outln!(
                 "limit         between {} (pass) and {} (fail)",
                 unit(l),
                 unit(u)
             ),
-            (Some(l), None) => println!("limit         none found: {} kept up", unit(l)),
-            (None, Some(_)) if found.cause == Some(crate::verdict::Code::IdleTimeout) => println!(
-                "limit         none for idle connections: the server closes them (see why)"
-            ),
-            (None, Some(u)) => println!("limit         below {}: the first step failed", unit(u)),
-            (None, None) => println!("limit         no step ran to its end"),
+            (Some(l), None) => outln!("limit         none found: {} kept up", unit(l)),
+            (None, Some(_)) if found.cause == Some(crate::verdict::Code::IdleTimeout) => {
+                outln!("limit         none for idle connections: the server closes them (see why)")
+            }
+            (None, Some(u)) => outln!("limit         below {}: the first step failed", unit(u)),
+            (None, None) => outln!("limit         no step ran to its end"),
         }
         if found.stable == Some(false) {
             // Both figures: the pass, and the same load offered again.
-            println!("              unstable: the best pass failed when offered again:");
+            outln!("              unstable: the best pass failed when offered again:");
             let at = |s: &&Step| Some(s.load) == found.value;
             let pass = s.steps.iter().position(|x| at(&x) && x.pass);
             let again = s.steps.len().checked_sub(1);
             for k in [pass, again].into_iter().flatten() {
-                println!("              {}", step_line(k + 1, &s.steps[k], &unit));
+                outln!("              {}", step_line(k + 1, &s.steps[k], &unit));
             }
         }
-        println!("why           {}", found.reason);
+        outln!("why           {}", found.reason);
         for f in &found.evidence {
-            println!("              {f}");
+            outln!("              {f}");
         }
         let _ = std::io::stdout().flush();
         if a.client.json.is_none() && a.client.views.html.is_none() {
@@ -108,7 +108,7 @@ impl Search<'_> {
         if let Some(p) = &a.client.views.html {
             let v = serde_json::to_value(&file)?;
             crate::report::curve::write_limit_html(p, &v)?;
-            println!("report        {}", p.display());
+            outln!("report        {}", p.display());
         }
         Ok(())
     }

@@ -133,7 +133,7 @@ pub(super) fn announce(a: &LimitConfig, plan: &Plan, target: &str, cluster: bool
         ),
         Find::Connections => String::new(),
     };
-    println!(
+    outln!(
         "Searching the {} {target} keeps up with, from {}, doubling until a step fails, \
          then halving the interval until it is within {:.1}%; {max}. {how} A step keeps up \
          when {keeping_up}{user_checks}.{again}{cores}",

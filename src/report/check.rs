@@ -533,9 +533,9 @@ pub fn passed(result: &crate::outcome::RunResult, max_failures: u64) -> bool {
 }
 
 /// The exit code of a finished run, in one place: 130 interrupted (its
-/// results were written), 1 when a check failed, more connections than
-/// --max-failures failed, or slices are missing, else 0. Says why on
-/// stderr.
+/// results were written), 3 when slices are missing or a worker overran
+/// (the figures are not whole), 1 when a check failed or more connections
+/// than --max-failures failed, else 0. Says why on stderr.
 /// (`throng merge` passes `interrupted` false: merging finished.)
 pub fn exit_code(
     result: &crate::outcome::RunResult,
@@ -543,27 +543,28 @@ pub fn exit_code(
     interrupted: bool,
 ) -> std::process::ExitCode {
     if interrupted {
-        eprintln!("throng: interrupted; the results so far are written and marked interrupted");
+        errln!("throng: interrupted; the results so far are written and marked interrupted");
         return std::process::ExitCode::from(130);
     }
     let mut code = 0;
     let failed: u64 = result.connections.failed.values().sum();
     if failed > max_failures {
-        eprintln!("throng: {failed} connection(s) failed, more than --max-failures {max_failures}");
+        errln!("throng: {failed} connection(s) failed, more than --max-failures {max_failures}");
         code = 1;
     }
     for v in result.checks.iter().filter(|v| !v.pass) {
-        eprintln!("throng: check failed: {}", v.expr);
+        errln!("throng: check failed: {}", v.expr);
         code = 1;
     }
+    // Figures not whole: a part missing, a worker that never stopped.
     if result.partial {
-        code = 1;
+        code = crate::exit::UNMEASURED;
     }
     if !result.overrun.is_empty() {
         for w in &result.overrun {
-            eprintln!("throng: overran: {w}");
+            errln!("throng: overran: {w}");
         }
-        code = 1;
+        code = crate::exit::UNMEASURED;
     }
     std::process::ExitCode::from(code)
 }

@@ -3,6 +3,7 @@
 //! `throng compare --json` file gives each of its runs), or the curve of a
 //! `throng limit --json` file.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -39,12 +40,9 @@ pub fn run(results: &[PathBuf], views: &Views) -> anyhow::Result<ExitCode> {
         }
         return limit(p, v, views);
     }
-    if views.html.is_none() && views.hgrm.is_none() {
-        return Err(UsageError(
-            "nothing to write: give --html FILE (the report) or --hgrm PREFIX (the spectra), or both"
-                .into(),
-        )
-        .into());
+    if views.html.is_none() && views.hgrm.is_none() && views.server_stats.is_none() {
+        // No file asked for: each result's summary, as its run printed it.
+        return summaries(results, &texts);
     }
     views.check().map_err(UsageError)?;
     let mut runs: Vec<(String, crate::outcome::RunResult)> = Vec::new();
@@ -93,7 +91,7 @@ pub fn run(results: &[PathBuf], views: &Views) -> anyhow::Result<ExitCode> {
     Ok(if views.write(&runs) {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        ExitCode::from(crate::exit::UNMEASURED)
     })
 }
 
@@ -112,17 +110,48 @@ fn limit(path: &std::path::Path, v: &serde_json::Value, views: &Views) -> anyhow
     let curve =
         curve::Curve::read(v).map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
     let Some(html) = &views.html else {
-        print!("{}", curve::text(&curve));
+        out!("{}", curve::text(&curve));
         return Ok(ExitCode::SUCCESS);
     };
     match curve::write_limit_html(html, v) {
         Ok(()) => {
-            println!("  report        {}", html.display());
+            outln!("  report        {}", html.display());
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("throng: the HTML report was not written: {e:#}");
-            Ok(ExitCode::from(1))
+            errln!("throng: the HTML report was not written: {e:#}");
+            Ok(ExitCode::from(crate::exit::UNMEASURED))
         }
     }
+}
+
+/// `throng report RESULT.json ...` with no output flag: each result's
+/// summary, its checks and its verdict, as the run printed them (a result
+/// written before verdicts were is judged now, by its checks). Several
+/// are printed one after another, each under its file's name.
+fn summaries(results: &[PathBuf], texts: &[String]) -> anyhow::Result<ExitCode> {
+    let mut out = crate::console::stdout();
+    for (p, text) in results.iter().zip(texts) {
+        let mut r = crate::outcome::parse(text)
+            .map_err(|e| UsageError(format!("{}: not a throng result: {e}", p.display())))?;
+        if results.len() > 1 {
+            writeln!(out, "{}", p.display())?;
+        }
+        let exprs: Vec<&str> = r.checks.iter().map(|c| c.expr.as_str()).collect();
+        let checks = exprs
+            .iter()
+            .map(|e| super::check::parse(e))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| UsageError(format!("{}: {e}", p.display())))?;
+        let outcome = r.outcome()?;
+        let sc = r.scenario.clone();
+        if r.verdict.is_none() {
+            super::conclude(&sc, &outcome, &checks, &mut r, sc.max_failures)?;
+        }
+        let verdict = r.verdict.clone().expect("concluded");
+        super::summary(&sc, &outcome, &verdict, &mut out)?;
+        super::check::print(&checks, &r, &mut out)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
 }

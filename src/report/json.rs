@@ -9,6 +9,11 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+/// `--json -`: the result goes to stdout (and the summary to stderr).
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
 /// Writes `value` as pretty JSON to `path` atomically: a temporary file in
 /// the same directory, then a rename, so a reader never sees half a file.
 pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
@@ -18,8 +23,30 @@ pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
 }
 
 /// Writes `bytes` to `path` atomically (a temporary file beside it, then a
-/// rename); `flag` names the file in an error ("--json", "--html").
+/// rename); `flag` names the file in an error ("--json", "--html"). `-` is
+/// stdout; a path that is there and is not a regular file (a device, a
+/// FIFO, `/dev/stdout`, a symlink to one) is written in place, never
+/// renamed over.
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8], flag: &str) -> Result<()> {
+    if is_stdout(path) {
+        let mut out = crate::console::data();
+        return out
+            .write_all(bytes)
+            .and_then(|()| out.flush())
+            .with_context(|| format!("writing {flag} to stdout"));
+    }
+    if fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        // (A pipe whose reader left takes nothing more, as stdout.)
+        return fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(bytes))
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::BrokenPipe => Ok(()),
+                _ => Err(e),
+            })
+            .with_context(|| format!("writing {flag} {}", path.display()));
+    }
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())

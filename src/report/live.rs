@@ -74,7 +74,7 @@ impl Live for LiveView {
                     ));
                 }
             },
-            LiveView::Lines => eprintln!(
+            LiveView::Lines => errln!(
                 "{:>4}s  open {}  established {} (+{}/s)  verified {}  failed {}{}",
                 s.t,
                 s.connections,
@@ -98,7 +98,7 @@ impl Live for LiveView {
     fn note(&mut self, line: &str) {
         match self {
             LiveView::Bar(bar) => bar.println(line),
-            LiveView::Lines => eprintln!("{line}"),
+            LiveView::Lines => errln!("{line}"),
             LiveView::Quiet | LiveView::Child(_) => {}
         }
     }
@@ -120,9 +120,9 @@ impl Live for LiveView {
                 bar.set_position(t.established);
                 bar.println(line);
             }
-            LiveView::Lines => eprintln!("{line}"),
+            LiveView::Lines => errln!("{line}"),
             // --pause must say it waits even when quiet.
-            LiveView::Quiet if *end == End::Pause => eprintln!("{line}"),
+            LiveView::Quiet if *end == End::Pause => errln!("{line}"),
             LiveView::Quiet => {}
             LiveView::Child(_) => crate::child::ChildLine::RampDone {
                 seconds: after.as_secs_f64(),

@@ -51,9 +51,9 @@ impl Views {
                 .transpose();
             let written = server.and_then(|s| html::write(path, runs, s.as_deref()));
             match written {
-                Ok(()) => println!("  report        {}", path.display()),
+                Ok(()) => outln!("  report        {}", path.display()),
                 Err(e) => {
-                    eprintln!("throng: the HTML report was not written: {e:#}");
+                    errln!("throng: the HTML report was not written: {e:#}");
                     ok = false;
                 }
             }
@@ -64,7 +64,7 @@ impl Views {
                 match hgrm::write(prefix, tag.as_deref(), run.result) {
                     Ok(spectra) => {
                         for f in spectra.written {
-                            println!("  spectrum      {}", f.display());
+                            outln!("  spectrum      {}", f.display());
                         }
                         // Said, not failed: a run has the spectra it has.
                         for why in spectra.missing {
@@ -72,11 +72,11 @@ impl Views {
                                 Some(_) => format!("{}: ", run.label),
                                 None => String::new(),
                             };
-                            eprintln!("throng: --hgrm {}: {run}{why}", prefix.display());
+                            errln!("throng: --hgrm {}: {run}{why}", prefix.display());
                         }
                     }
                     Err(e) => {
-                        eprintln!("throng: --hgrm {}: {e:#}", prefix.display());
+                        errln!("throng: --hgrm {}: {e:#}", prefix.display());
                         ok = false;
                     }
                 }
@@ -86,12 +86,12 @@ impl Views {
     }
 
     /// [`Views::write`], then the exit code: `code` when all was
-    /// written, else 1 (a run's own failure keeps its code).
+    /// written, else 3 (results not written).
     pub fn finish(&self, runs: &[html::Run], code: ExitCode) -> ExitCode {
-        if self.write(runs) || code != ExitCode::SUCCESS {
+        if self.write(runs) {
             code
         } else {
-            ExitCode::from(1)
+            ExitCode::from(crate::exit::UNMEASURED)
         }
     }
 }

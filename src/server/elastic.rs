@@ -10,7 +10,7 @@
 //! number of connections keeps a steady number of processes.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -253,7 +253,7 @@ fn elastic_banner(
         capacity,
         most,
     } = *plan;
-    let mut banner = io::stdout().lock();
+    let mut banner = crate::console::stdout();
     writeln!(
         banner,
         "throng server: {} mode, 1 process x {} worker{}{}",
@@ -323,7 +323,7 @@ fn print_members(
     // Closed from the passage for want of room: shed, as a lone server's.
     total.accept_no_fds += unplaced;
     print_summary(&total, peak, started.elapsed(), listen.since_start())?;
-    println!(
+    outln!(
         "  processes    {} (up to {most}): {}{}",
         members.len(),
         rows.join(", "),
@@ -340,7 +340,7 @@ fn print_members(
         let left = total
             .passed
             .saturating_sub(total.taken + total.passage_lost + unplaced);
-        println!(
+        outln!(
             "  hand-over    {} connection(s) past a full process's fds went through the group's \
              passage: {} taken by a process with room{}{}",
             total.passed,
@@ -363,14 +363,14 @@ fn print_members(
     if unplaced > 0 && members.len() as u64 >= most {
         // The shed above is the group's, not one process's: its last
         // process was full too.
-        println!(
+        outln!(
             "  hint: the group was at its most processes ({most}, planned from \
              --max-connections and the fd limit), each full: to hold more, raise \
              --max-connections (the group grows to hold it) or the fd limit (ulimit -n)"
         );
     }
     if total.queued_at_close > 0 || moved > 0 || lost > 0 {
-        println!(
+        outln!(
             "  hand-over    {} connection(s) queued at a full process's listeners when they \
              closed; the kernel moved {moved} to a sibling and failed {lost} \
              (net.ipv4.tcp_migrate_req)",
@@ -511,7 +511,7 @@ impl Parent<'_> {
                     members[i + 1].exit = Some("ended".into());
                 }
                 if !group.stopping && !members[i + 1].ready && !group.stuck {
-                    eprintln!(
+                    errln!(
                         "throng: server process #{} ended before it listened; serving on with {}",
                         i + 2,
                         i + 1
@@ -604,7 +604,7 @@ impl Group<'_> {
                     self.tell_next(members, children);
                 }
                 Err(e) => {
-                    eprintln!("throng: {e:#}; serving on with {} processes", members.len());
+                    errln!("throng: {e:#}; serving on with {} processes", members.len());
                     self.stuck = true;
                     self.tell_next(members, children);
                 }
@@ -702,7 +702,7 @@ impl Group<'_> {
         let workers = self.cfg.workers as u32;
         for (g, addr) in self.groups.iter().zip(self.addrs) {
             if let Err(e) = steer_new_connections(g, m as u32 * workers, workers) {
-                eprintln!(
+                errln!(
                     "throng: cannot steer new connections to {addr} to server process #{} \
                      ({e}); the processes share them as the kernel spreads them",
                     m + 1

@@ -93,7 +93,7 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     }
     let server = start(cfg)?;
 
-    let mut banner = io::stdout().lock();
+    let mut banner = crate::console::stdout();
     writeln!(
         banner,
         "throng server: {} mode, {} worker{}",

@@ -8,7 +8,7 @@
 //!   ([`super::elastic`]); a child of either is configured by [`member`].
 
 use std::collections::VecDeque;
-use std::io::{self, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -151,7 +151,7 @@ fn run_banner(
     fd: &limits::FdLimit,
 ) -> Result<()> {
     let capacity = fd.soft.saturating_sub(FD_OVERHEAD);
-    let mut banner = io::stdout().lock();
+    let mut banner = crate::console::stdout();
     writeln!(
         banner,
         "throng server: {} mode, {n} processes x {workers} worker{} sharing each port (SO_REUSEPORT)",
@@ -212,11 +212,11 @@ fn print_spread(
         accepted.iter().min().copied().unwrap_or(0),
         accepted.iter().max().copied().unwrap_or(0),
     );
-    println!(
+    outln!(
         "  spread       {n} processes accepted {} each (min {lo}, max {hi}); peak is the sum of the processes' peaks",
         human(total.accepted as f64 / n as f64)
     );
-    println!("  per process  {}", spread.join(", "));
+    outln!("  per process  {}", spread.join(", "));
     Ok(())
 }
 

@@ -216,12 +216,12 @@ impl StatsOut {
         if let Some(f) = self.json.as_mut() {
             if let Err(e) = write_json_line(f, sec) {
                 // Keep serving and keep the summary: only the file is lost.
-                eprintln!("throng: {e:#}; no more --stats-json lines");
+                errln!("throng: {e:#}; no more --stats-json lines");
                 self.json = None;
             }
         }
         if self.show {
-            eprintln!("{}", line(sec));
+            errln!("{}", line(sec));
         }
     }
 }

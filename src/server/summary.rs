@@ -82,7 +82,7 @@ pub(super) fn print_summary(
     listen: (u64, u64),
 ) -> Result<()> {
     let secs = uptime.as_secs_f64().max(1e-9);
-    let mut out = io::stdout().lock();
+    let mut out = crate::console::stdout();
     writeln!(
         out,
         "throng server: stopped after {:.1}s",

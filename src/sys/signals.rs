@@ -79,7 +79,7 @@ impl Stop {
                 for _ in signals.forever() {
                     seen += 1;
                     if seen > 1 && exit_on_second {
-                        eprintln!("throng: a second interrupt: stopping at once");
+                        errln!("throng: a second interrupt: stopping at once");
                         std::process::exit(130);
                     }
                     if sig_tx.send(Reason::Signal).is_err() {

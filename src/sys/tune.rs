@@ -451,7 +451,7 @@ pub fn run(connections: u64, role: Role, json: bool, apply_it: bool) -> anyhow::
     }
     let per = measure_kernel_bytes(2000);
     let plan = plan(connections, role, per);
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::console::stdout();
     if json {
         serde_json::to_writer_pretty(&mut out, &plan)?;
         std::io::Write::write_all(&mut out, b"\n")?;

@@ -1,0 +1,261 @@
+//! What a user touches first: output that goes where it is asked, a closed
+//! pipe that ends the printing and not the run, exit codes that mean one
+//! thing, `throng report FILE` that prints the summary.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+
+use common::{temp_dir, BIN};
+
+/// Kills the child on drop (a panicking test leaves nothing running).
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs throng with `args`, its stdout a pipe whose reader is gone before
+/// it starts (every write to it fails with EPIPE): its exit code and
+/// stderr.
+fn with_stdout_closed(args: &[&str]) -> (i32, String) {
+    let (r, w) = std::io::pipe().unwrap();
+    drop(r);
+    let out = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(w)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code().unwrap_or(-1), err)
+}
+
+/// A run's result to read back (a short client run of the embedded
+/// server).
+fn a_result(dir: &std::path::Path) -> std::path::PathBuf {
+    let json = dir.join("r.json");
+    let (code, out, err) = common::run(&[
+        "client",
+        "-c",
+        "10",
+        "-r",
+        "100",
+        "-T",
+        "1s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    json
+}
+
+/// Every command with its stdout closed, as `| head -1` leaves it: no
+/// panic, no "Broken pipe", its own exit code, its results written.
+#[test]
+fn a_closed_stdout_ends_the_printing_not_the_run() {
+    let dir = temp_dir("surface-closed");
+    let json = a_result(&dir);
+    let r = json.to_str().unwrap();
+    let merged = dir.join("m.json");
+    let again = dir.join("again.json");
+    let runs: Vec<Vec<&str>> = vec![
+        vec![
+            "client",
+            "-c",
+            "10",
+            "-r",
+            "100",
+            "-T",
+            "1s",
+            "--json",
+            again.to_str().unwrap(),
+        ],
+        vec!["merge", r, "--json", merged.to_str().unwrap()],
+        vec!["report", r],
+        vec![
+            "limit",
+            "--find",
+            "connections",
+            "-c",
+            "10",
+            "--max",
+            "20",
+            "--step-time",
+            "1s",
+        ],
+        vec!["tune", "--connections", "1000"],
+        vec!["man"],
+        vec!["completions", "bash"],
+        vec!["client", "-h"],
+        vec!["client", "--help"],
+        vec!["--version"],
+    ];
+    for args in &runs {
+        let (code, err) = with_stdout_closed(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!err.contains("Broken pipe"), "{args:?}: {err}");
+    }
+    assert!(common::outcome(&again).verdict.unwrap().pass);
+    assert!(common::outcome(&merged).verdict.unwrap().pass);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `throng client | head -1`: the reader leaves after the first line, the
+/// run goes on to its end and writes its result.
+#[test]
+fn a_reader_that_leaves_early_does_not_fail_the_run() {
+    let dir = temp_dir("surface-head");
+    let json = dir.join("r.json");
+    let mut child = Reaped(
+        Command::new(BIN)
+            .args(["client", "-c", "10", "-r", "100", "-T", "1s", "--json"])
+            .arg(&json)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut first = String::new();
+    BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(!first.is_empty());
+    // (The reader is dropped here: the rest of stdout goes nowhere.)
+    let mut err = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("Broken pipe"),
+        "{err}"
+    );
+    assert!(common::outcome(&json).verdict.unwrap().pass);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With stderr closed the run also ends as it would.
+#[test]
+fn a_closed_stderr_ends_the_run_as_it_would() {
+    let (r, w) = std::io::pipe().unwrap();
+    drop(r);
+    let out = Command::new(BIN)
+        .args(["client", "-c", "10", "-r", "100", "-T", "1s"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(w)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("verdict       PASS"), "{text}");
+}
+
+/// `--json -`: the result is stdout's only content; the words go to
+/// stderr.
+#[test]
+fn json_dash_is_stdout() {
+    let dir = temp_dir("surface-dash");
+    let out = Command::new(BIN)
+        .current_dir(&dir)
+        .args(["client", "-c", "10", "-r", "100", "-T", "1s", "--json", "-"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r = throng::outcome::parse(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert!(r.verdict.unwrap().pass);
+    assert!(stderr.contains("verdict       PASS"), "{stderr}");
+    assert!(!dir.join("-").exists(), "a file named -");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A FIFO given to --json is written in place, never renamed over (a
+/// device or /dev/stdout alike); a regular file is replaced whole.
+#[test]
+fn json_to_a_fifo_writes_in_place() {
+    let dir = temp_dir("surface-fifo");
+    let json = a_result(&dir);
+    let fifo = dir.join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let (code, out, err) = common::run(&[
+        "merge",
+        json.to_str().unwrap(),
+        "--json",
+        fifo.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let text = reader.join().unwrap();
+    assert!(throng::outcome::parse(&text).is_ok(), "{text}");
+    use std::os::unix::fs::FileTypeExt;
+    let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(kind.is_fifo(), "replaced: {kind:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A result that cannot be written (a full device) is exit code 3, not 1
+/// (the code of a failed check); the summary was printed first.
+#[test]
+fn results_not_written_exit_3() {
+    let (code, out, err) = common::run(&[
+        "client",
+        "-c",
+        "10",
+        "-r",
+        "100",
+        "-T",
+        "1s",
+        "--json",
+        "/dev/full",
+    ]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(out.contains("verdict       PASS"), "{out}");
+    assert!(err.contains("/dev/full"), "{err}");
+}
+
+/// `throng report FILE` with no output flag prints the run's summary, the
+/// same words the run printed.
+#[test]
+fn report_of_a_file_prints_its_summary() {
+    let dir = temp_dir("surface-report");
+    let json = dir.join("r.json");
+    let (code, ran, err) = common::run(&[
+        "client",
+        "-c",
+        "10",
+        "-r",
+        "100",
+        "-T",
+        "1s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, reported, err) = common::run(&["report", json.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let summary = &ran[ran.find("throng client:").expect("a summary")..];
+    assert_eq!(reported, summary);
+    let _ = std::fs::remove_dir_all(&dir);
+}
