@@ -94,7 +94,7 @@ impl HostReport {
         HostReport {
             arch: std::env::consts::ARCH.to_string(),
             libc: libc_name(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
+            version: crate::BUILD.to_string(),
             hostname: crate::sys::proc::sysctl("kernel.hostname").unwrap_or_default(),
             processes,
             plan,

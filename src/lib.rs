@@ -76,6 +76,20 @@ use std::process::ExitCode;
 
 pub use usage::UsageError;
 
+/// This build: its version and commit. Hosts of one `cluster` run must
+/// all run it.
+pub const BUILD: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("THRONG_COMMIT"), ")");
+
+/// `throng --version`: the version, the commit and the build date.
+pub const VERSION_LINE: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("THRONG_COMMIT"),
+    ", built ",
+    env!("THRONG_BUILD_DATE"),
+    ")"
+);
+
 /// The exit codes (README, docs/result.md): 0 pass; 1 a check failed
 /// (the server's, or its SLO); 2 usage, or a plan refused; 3 the run could
 /// not be measured or its results not written; 130 interrupted.

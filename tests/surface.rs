@@ -259,3 +259,19 @@ fn report_of_a_file_prints_its_summary() {
     assert_eq!(reported, summary);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--version` names the build: the version, the commit and the date.
+#[test]
+fn version_names_the_build() {
+    let (code, out, _) = common::run(&["--version"]);
+    assert_eq!(code, 0);
+    let want = format!("throng {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(out.starts_with(&want), "{out}");
+    let commit = out[want.len()..].split(',').next().unwrap();
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{out}"
+    );
+    assert!(out.contains(", built 20"), "{out}");
+}

@@ -37,7 +37,7 @@ use crate::units::{parse_duration, parse_positive_count, parse_rate};
 
 /// Find the limits of TCP servers under a huge number of clients.
 #[derive(Debug, Parser)]
-#[command(name = "throng", version, propagate_version = true)]
+#[command(name = "throng", version = crate::VERSION_LINE, propagate_version = true)]
 #[command(
     after_help = "Numbers take k/m/g suffixes (10k = 10,000), sizes B/KiB/MiB/GiB \
 (64KiB), durations ns/us/ms/s/m/h (2.5s). Counts and sizes are whole (1.5k = 1500; \

@@ -95,7 +95,7 @@ fn gather(a: &ClusterConfig, stop: &Stop, children: &mut Children) -> Result<(),
     }
     let mut out = crate::console::stdout();
     let mut refused = Vec::new();
-    let here = env!("CARGO_PKG_VERSION");
+    let here = crate::BUILD;
     for (i, r) in reports.iter().enumerate() {
         let host = a.hosts[i].name();
         let Some(r) = r else {
@@ -126,7 +126,7 @@ fn gather(a: &ClusterConfig, stop: &Stop, children: &mut Children) -> Result<(),
         if r.version != here {
             refused.push(format!(
                 "host {host} runs throng {}, this is throng {here}: results of different \
-                 versions do not merge; use --copy-binary, or install throng {here} there",
+                 builds do not merge; use --copy-binary, or install this build there",
                 r.version
             ));
         }
