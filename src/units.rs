@@ -95,6 +95,11 @@ pub fn utc(unix_s: u64) -> String {
 pub fn parse_rate(s: &str) -> Result<f64, String> {
     let body = s.trim().strip_suffix("/s").unwrap_or(s.trim());
     let err = || format!("'{s}' is not a rate; examples: 500, 10k, 2.5k/s");
+    if body.starts_with('-') {
+        return Err(format!(
+            "'{s}': a rate cannot be negative; examples: 500, 10k, 2.5k/s"
+        ));
+    }
     let (number, suffix) = split_number(body).ok_or_else(err)?;
     let scale = match suffix.to_ascii_lowercase().as_str() {
         "" => 1.0,
@@ -220,6 +225,9 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
 pub fn parse_u64(s: &str) -> Result<u64, String> {
     let examples = "examples: 1000, 10k, 2.5m";
     let err = || format!("'{s}' is not a count; {examples}");
+    if s.trim_start().starts_with('-') {
+        return Err(format!("'{s}': a count cannot be negative; {examples}"));
+    }
     let (number, suffix) = split_number(s).ok_or_else(err)?;
     let scale = match suffix.to_ascii_lowercase().as_str() {
         "" => 1,

@@ -275,3 +275,44 @@ fn version_names_the_build() {
     );
     assert!(out.contains(", built 20"), "{out}");
 }
+
+/// Negative counts and rates get throng's own message (not clap's "use
+/// '-- -5'", which makes -5 a target).
+#[test]
+fn negative_counts_and_rates_say_so() {
+    for (args, said) in [
+        (["client", "-c", "-5"], "a count cannot be negative"),
+        (["client", "-r", "-1"], "a rate cannot be negative"),
+    ] {
+        let (code, _, err) = common::run(&args);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(said), "{err}");
+        assert!(!err.contains("'-- -"), "{err}");
+    }
+}
+
+/// An unknown --check key names the nearest.
+#[test]
+fn an_unknown_check_key_suggests_the_nearest() {
+    let (code, _, err) = common::run(&["client", "--check", "queries.answred>=99%"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("did you mean 'queries.answered'?"), "{err}");
+}
+
+/// Flags users bring from wrk, oha and dnsperf are refused with throng's
+/// own flag.
+#[test]
+fn peer_flags_name_throngs() {
+    for (flag, ours) in [
+        ("-d", "-T DURATION"),
+        ("-z", "-T DURATION"),
+        ("-H", "--http-request"),
+        ("-Q", "-r RATE"),
+        ("-t", "--workers"),
+        ("-n", "--queries"),
+    ] {
+        let (code, _, err) = common::run(&["client", flag, "1"]);
+        assert_eq!(code, 2, "{flag}: {err}");
+        assert!(err.contains(ours), "{flag}: {err}");
+    }
+}

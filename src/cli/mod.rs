@@ -53,19 +53,24 @@ pub struct Cli {
 pub enum Command {
     /// Open, hold and account for many TCP connections to a server (with no
     /// target: to an embedded echo server).
+    #[command(allow_negative_numbers = true)]
     Client(Box<ClientArgs>),
     /// Run the reference server: echo, pong, http, dns, discard or fixed replies.
+    #[command(allow_negative_numbers = true)]
     Server(ServerArgs),
     /// Run one client scenario sliced over many hosts through OpenSSH, with
     /// one live view and one merged result.
+    #[command(allow_negative_numbers = true)]
     Cluster(ClusterArgs),
     /// Explain (and with --apply fix) the OS limits that cap connections.
+    #[command(allow_negative_numbers = true)]
     Tune(TuneArgs),
     /// Merge the JSON results of a run's segments (or processes, or hosts)
     /// into one: counters summed, histograms added, seconds aligned.
     Merge(MergeArgs),
     /// The same DNS workload over UDP, TCP per query, persistent TCP and
     /// TLS, one after another, in one table.
+    #[command(allow_negative_numbers = true)]
     Compare(CompareArgs),
     /// Print a shell's completion script (bash, zsh, fish, elvish, powershell).
     ///
@@ -84,6 +89,7 @@ pub enum Command {
     Report(ReportArgs),
     /// Find where a server stops keeping up: the most connections it holds
     /// or the highest rate it answers, by a search of client runs, and why.
+    #[command(allow_negative_numbers = true)]
     Limit(Box<LimitArgs>),
 }
 
@@ -708,6 +714,31 @@ fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     }
     s.parse().map_err(|_| {
         format!("'{s}' is not ADDR:PORT; examples: 127.0.0.1:4242, [::1]:0, 0.0.0.0:53")
+    })
+}
+
+/// What throng says for a flag users bring from wrk, oha, vegeta, k6,
+/// dnsperf or ab, which throng does not take (None: not one of those).
+pub fn peer_flag(flag: &str) -> Option<&'static str> {
+    Some(match flag.split('=').next().unwrap_or(flag) {
+        "-d" | "-z" => {
+            "throng says -T DURATION (--duration) for how long the load holds (wrk's -d, oha's -z)"
+        }
+        "-H" | "--header" => {
+            "throng takes the whole HTTP request: --proto http --http-request 'GET / \
+             HTTP/1.1\\r\\nHost: h\\r\\nX-Header: v\\r\\n\\r\\n' (wrk's and oha's -H)"
+        }
+        "-Q" => "throng says -r RATE (--rate) for the queries a second (dnsperf's -Q, oha's -q)",
+        "-t" | "--threads" => "throng says -w N (--workers) for its threads (wrk's -t)",
+        "-n" => "throng says --queries N for the queries in all (oha's and ab's -n)",
+        "-l" => "throng says -T DURATION (--duration) for how long the load holds (dnsperf's -l)",
+        "-s" => {
+            "throng has no server address flag: give the target as HOST:PORT (dnsperf's -s, \
+             -p)"
+        }
+        "-p" => "throng takes the port in the target: HOST:PORT (dnsperf's -p)",
+        "--latency" => "throng always reports the latency's percentiles (wrk's --latency)",
+        _ => return None,
     })
 }
 

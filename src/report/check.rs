@@ -149,6 +149,18 @@ pub fn keys() -> Vec<String> {
 }
 
 /// The keys in short, for an error message.
+/// The known key nearest to `key` by edit distance, when near enough to
+/// be a typo (at most a quarter of its letters, and 3, changed).
+fn nearest_key(key: &str) -> Option<String> {
+    let most = (key.len() / 4).clamp(1, 3);
+    keys()
+        .into_iter()
+        .map(|k| (strsim::damerau_levenshtein(key, &k), k))
+        .filter(|(d, _)| *d <= most)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
 fn key_list() -> String {
     let plain: Vec<String> = keys().into_iter().filter(|k| !k.contains("_us.")).collect();
     format!(
@@ -223,6 +235,12 @@ pub fn parse(expr: &str) -> Result<Check, String> {
             } else {
                 String::new()
             };
+        if let Some(near) = nearest_key(key).filter(|_| hint.is_empty()) {
+            return Err(format!(
+                "--check '{expr}': unknown key '{key}'; did you mean '{near}'? (every key is \
+                 in docs/result.md)"
+            ));
+        }
         return Err(format!(
             "--check '{expr}': unknown key '{key}'{hint}; the keys are: {}",
             key_list()
