@@ -1,10 +1,13 @@
 use std::process::ExitCode;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::Parser;
+use clap::FromArgMatches;
 
 fn main() -> ExitCode {
-    let cli = match throng::cli::Cli::try_parse() {
+    let parsed = throng::cli::command()
+        .try_get_matches()
+        .and_then(|m| throng::cli::Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             let hint = match (e.kind(), e.get(ContextKind::InvalidArg)) {

@@ -7,26 +7,17 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{client, output, program, temp_dir, typed, Parts, RunResult, BIN};
+use common::{
+    client, free_port, output, program, temp_dir, typed, wait_listening, Parts, RunResult, BIN,
+};
 use serde_json::Value;
 use throng::scenario::Query;
-
-/// A port free for both TCP and UDP on 127.0.0.1 right now.
-fn free_port() -> u16 {
-    loop {
-        let t = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = t.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
 
 /// A daemon we started; killed (by its pid) when the test ends.
 struct Daemon(Child);
@@ -73,15 +64,6 @@ fn start_logged(cmd: &mut Command, ready: &str) -> (Daemon, Log) {
         Ok(Ok(())) => (Daemon(child), log),
         Ok(Err(log)) => panic!("{cmd:?} exited before '{ready}':\n{log}"),
         Err(_) => panic!("{cmd:?}: no '{ready}' within 20 s"),
-    }
-}
-
-/// Waits until a TCP port accepts (nginx says nothing when it is ready).
-fn wait_listening(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {port}");
-        std::thread::yield_now();
     }
 }
 

@@ -13,7 +13,9 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{client, program, run, server, temp_dir, typed, Parts, RunResult, Server, BIN};
+use common::{
+    client, free_port, program, run, server, temp_dir, typed, Parts, RunResult, Server, BIN,
+};
 
 /// One HTTP/1.0 request (so that no answer comes chunked): (status, head,
 /// body).
@@ -655,14 +657,6 @@ impl Drop for Daemon {
 }
 
 /// A port free on 127.0.0.1 right now (Prometheus takes no port 0).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn prometheus_scrapes_a_server_and_finds_it_up() {
     let Some(prometheus) = program("prometheus", "prometheus") else {

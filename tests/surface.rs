@@ -316,3 +316,127 @@ fn peer_flags_name_throngs() {
         assert!(err.contains(ours), "{flag}: {err}");
     }
 }
+
+/// Each example of `--help` and the manual page, run as a shell runs it:
+/// its target a server here of the kind it names (throng's own for HTTP,
+/// DNS and echo; redis-server for Redis), its holds cut to 1 s, a million
+/// connections to 2,000, the searches bounded by --max. The cluster one
+/// needs load hosts (tests/cluster.rs runs cluster over network
+/// namespaces): it is parsed here, not run.
+#[test]
+fn every_example_runs() {
+    let http = common::server(&["--mode", "http"]);
+    let dns = common::server(&["--mode", "dns"]);
+    let echo = common::server(&["--mode", "echo"]);
+    let redis = common::program("redis-server", "redis-server");
+    let redis_port = common::free_port();
+    let _redis = redis.as_ref().map(|r| {
+        let d = Reaped(
+            Command::new(r)
+                .args([
+                    "--port",
+                    &redis_port.to_string(),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        common::wait_listening(redis_port);
+        d
+    });
+    let dir = temp_dir("surface-examples");
+    let json = dir.join("run.json");
+    let (code, _, err) = common::run(&[
+        "client",
+        "-c",
+        "10",
+        "-T",
+        "1s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for (cmd, _) in throng::cli::EXAMPLES {
+        let line = cmd
+            .replace("-T 30s", "-T 1s")
+            .replace("-T 5m", "-T 1s")
+            .replace("-c 1m", "-c 2000")
+            .replace("127.0.0.1:8080", &http.addr.to_string())
+            .replace("127.0.0.1:9000", &echo.addr.to_string())
+            .replace("127.0.0.1:6379", &format!("127.0.0.1:{redis_port}"));
+        let line = match line.as_str() {
+            "throng client" => "throng client -T 1s".to_string(),
+            l if l.starts_with("throng cluster") => {
+                let args = shell_words(l);
+                throng::cli::command()
+                    .try_get_matches_from(&args)
+                    .unwrap_or_else(|e| panic!("{l}: {e}"));
+                continue;
+            }
+            l if l.starts_with("throng limit") && l.contains("6379") && redis.is_none() => continue,
+            l if l.starts_with("throng limit") => format!("{l} --max 400 --step-time 1s"),
+            l => l.to_string(),
+        };
+        let line = line.replace("127.0.0.1:53", &dns.addr.to_string());
+        let out = Command::new("sh")
+            .current_dir(&dir)
+            .arg("-c")
+            .arg(line.replacen("throng", BIN, 1))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{line}: {err}");
+    }
+    assert!(dir.join("run.html").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The words of a command line without quotes (the examples' quotes hold
+/// no spaces but the one of the cluster's, which has none).
+fn shell_words(line: &str) -> Vec<String> {
+    line.split_whitespace()
+        .map(|w| w.trim_matches('\'').to_string())
+        .collect()
+}
+
+/// `-h` fits one screen, the common flags first; help is at most 100
+/// columns when not a terminal; `--help` ends with the examples.
+#[test]
+fn help_fits_one_screen() {
+    for verb in ["client", "limit"] {
+        let (code, short, _) = common::run(&[verb, "-h"]);
+        assert_eq!(code, 0);
+        assert!(short.lines().count() <= 40, "{short}");
+        assert!(short.contains("--help"), "{short}");
+        let (_, long, _) = common::run(&[verb, "--help"]);
+        assert!(long.contains("Examples:\n  throng client\n"), "{long}");
+        for text in [&short, &long] {
+            let widest = text.lines().map(|l| l.chars().count()).max().unwrap();
+            assert!(widest <= 100, "{widest} columns");
+        }
+    }
+    let (_, short, _) = common::run(&["client", "-h"]);
+    let at = |flag: &str| {
+        short
+            .find(flag)
+            .unwrap_or_else(|| panic!("no {flag}: {short}"))
+    };
+    let order = [
+        "-c, --connections",
+        "-r, --rate",
+        "-T, --duration",
+        "--proto",
+        "--closed-loop",
+    ];
+    for w in order.windows(2) {
+        assert!(at(w[0]) < at(w[1]), "{short}");
+    }
+    assert!(!short.contains("--source-ip"), "{short}");
+}

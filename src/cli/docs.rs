@@ -7,18 +7,15 @@
 
 use std::io::Write;
 
-use clap::CommandFactory;
 use clap_complete::Shell;
 use clap_mangen::roff::{bold, roman, Roff};
 use clap_mangen::Man;
-
-use super::Cli;
 
 /// The completion script of `shell` for throng.
 pub fn completions(shell: Shell, out: &mut dyn Write) -> std::io::Result<()> {
     // clap_complete panics on a failed write: generate in memory, then write.
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "throng", &mut script);
+    clap_complete::generate(shell, &mut super::command(), "throng", &mut script);
     out.write_all(&script)
 }
 
@@ -26,7 +23,7 @@ pub fn completions(shell: Shell, out: &mut dyn Write) -> std::io::Result<()> {
 /// synopsis, description and options), then units, exit status and
 /// environment.
 pub fn man(out: &mut dyn Write) -> std::io::Result<()> {
-    let mut cmd = Cli::command();
+    let mut cmd = super::command();
     // Gives each verb its full name ("throng client") for its synopsis.
     cmd.build();
     let top = Man::new(cmd.clone());
@@ -61,22 +58,35 @@ pub fn man(out: &mut dyn Write) -> std::io::Result<()> {
     }
 
     let mut tail = Roff::default();
+    tail.control("SH", ["EXAMPLES"]);
+    for (cmd, what) in super::EXAMPLES {
+        tail.control("TP", []);
+        tail.text([bold(cmd)]);
+        tail.text([roman(what)]);
+    }
     tail.control("SH", ["UNITS"]);
     if let Some(units) = cmd.get_after_help() {
         tail.text([roman(units.to_string())]);
     }
     tail.control("SH", ["EXIT STATUS"]);
     for (code, what) in [
-        ("0", "Success."),
+        ("0", "Success: every check held."),
         (
             "1",
-            "Failure at run time: a --check that did not hold, more failed \
-             connections than --max-failures, an error while running.",
+            "A check failed (the server's side, or the SLO): a --check that did \
+             not hold, more failed connections than --max-failures.",
         ),
         (
             "2",
-            "Bad usage: a bad value, a busy or privileged port, an impossible \
-             request, no TLS roots; the message says what to change.",
+            "Bad usage or a plan refused: a bad value, a busy or privileged port, \
+             an impossible request, no TLS roots; the message says what to change.",
+        ),
+        (
+            "3",
+            "The run could not be measured or its results not written: an I/O \
+             error, a merge or cluster run missing a share (partial), a run that \
+             overran its deadline, a report not written; for limit, a search the \
+             client's own limit ended.",
         ),
         (
             "130",
@@ -176,7 +186,7 @@ mod tests {
     #[test]
     fn man_page_has_a_section_per_verb() {
         let page = page();
-        for verb in Cli::command().get_subcommands() {
+        for verb in super::super::command().get_subcommands() {
             let heading = format!(".SH \"THRONG {}\"", verb.get_name().to_uppercase());
             assert!(page.contains(&heading), "{heading} missing");
         }
@@ -207,7 +217,7 @@ mod tests {
         let mut out = Vec::new();
         completions(Shell::Bash, &mut out).unwrap();
         let script = String::from_utf8(out).unwrap();
-        for verb in Cli::command().get_subcommands() {
+        for verb in super::super::command().get_subcommands() {
             assert!(script.contains(verb.get_name()), "{}", verb.get_name());
         }
     }

@@ -489,3 +489,26 @@ impl Drop for PyServer {
 pub fn count_after(text: &str, words: &str) -> Option<u64> {
     text.split(words).nth(1)?.split(' ').next()?.parse().ok()
 }
+
+/// A port free for both TCP and UDP on 127.0.0.1 right now.
+pub fn free_port() -> u16 {
+    loop {
+        let t = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = t.local_addr().unwrap().port();
+        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// Waits until a TCP port accepts (nginx says nothing when it is ready).
+pub fn wait_listening(port: u16) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing listens on {port}"
+        );
+        std::thread::yield_now();
+    }
+}
