@@ -151,7 +151,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         cli::Command::Report(args) => report::files::run(&args.results, &args.views.views()),
-        cli::Command::Limit(args) => limit::run(&args.config()),
+        cli::Command::Limit(args) => limit::run(&args.config()?),
         cli::Command::Server(args) => {
             // A child of --processes is given its configuration whole.
             let cfg: server::ServerConfig = if args.child {

@@ -7,7 +7,7 @@ mod common;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 
-use common::{temp_dir, BIN};
+use common::{temp_dir, Parts, BIN};
 
 /// Kills the child on drop (a panicking test leaves nothing running).
 struct Reaped(std::process::Child);
@@ -439,4 +439,39 @@ fn help_fits_one_screen() {
         assert!(at(w[0]) < at(w[1]), "{short}");
     }
     assert!(!short.contains("--source-ip"), "{short}");
+}
+
+/// A URL target sets the protocol, the port and the path: every request
+/// of `http://HOST:PORT/PATH` is answered 200 by an HTTP server.
+#[test]
+fn a_url_target_is_taken_like_wrks() {
+    let http = common::server(&["--mode", "http"]);
+    let url = format!("http://{}/index.html?x=1", http.addr);
+    let (code, out, v, _) = common::client(
+        "url-target",
+        &[&url, "-c", "5", "-r", "100", "-T", "1s"],
+        false,
+    );
+    assert_eq!(code, 0, "{out}");
+    let r = common::typed(&v);
+    assert_eq!(
+        r.scenario.traffic.as_ref().unwrap().proto,
+        throng::domain::Proto::Http
+    );
+    let ok = r
+        .queries
+        .as_ref()
+        .unwrap()
+        .http_status
+        .get("200")
+        .copied()
+        .unwrap_or(0);
+    assert_eq!(ok, r.q().answered, "{out}");
+    assert!(ok > 0, "{out}");
+    let (code, _, err) = common::run(&["client", &url, "--proto", "echo"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--proto http") && err.contains("--proto echo"),
+        "{err}"
+    );
 }

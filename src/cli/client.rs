@@ -21,11 +21,14 @@ use crate::units::{
 };
 use crate::usage::UsageError;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ClientArgs {
     /// Servers to connect to, as HOST:PORT (names resolved once at start;
-    /// IPv6 as [::1]:53). Connections are spread round-robin over them.
-    /// With none, an embedded echo server is started on 127.0.0.1.
+    /// IPv6 as [::1]:53) or as URLs: http://HOST[:PORT]/PATH, https://,
+    /// ws://, wss:// (they set --proto, --transport, the port, the path),
+    /// tcp://, udp://, tls:// (the transport). Connections are spread
+    /// round-robin over them. With none, an embedded echo server is
+    /// started on 127.0.0.1.
     #[arg(value_name = "HOST:PORT")]
     pub targets: Vec<String>,
 
@@ -475,10 +478,11 @@ impl ClientArgs {
     /// directories of the files to write, --source-ip, --control), the
     /// targets resolved, the whole scenario built and its checks parsed.
     pub fn config(&self) -> anyhow::Result<ClientCommand> {
-        let a = self;
-        if a.child_plan {
+        if self.child_plan {
             return Ok(ClientCommand::ChildPlan);
         }
+        let urls = self.with_urls()?;
+        let a = &urls;
         let (views, sources_given) = a.check_flags()?;
         let targets = if a.targets.is_empty() {
             Vec::new()
@@ -527,6 +531,29 @@ impl ClientArgs {
             run_id: a.run_id.clone(),
             metrics: a.metrics,
         })))
+    }
+
+    /// These flags with their URL targets applied (`http://HOST/PATH`
+    /// sets --proto, --transport, the port, the request; see
+    /// [`super::url`]): the targets become HOST:PORT.
+    pub fn with_urls(&self) -> anyhow::Result<ClientArgs> {
+        let applied = super::url::apply(&super::url::Given {
+            targets: &self.targets,
+            proto: self.proto,
+            transport: self.transport,
+            http_request: self.http_request.as_deref(),
+            ws_path: &self.ws_path,
+            sni: self.sni.as_deref(),
+        })
+        .map_err(UsageError)?;
+        let mut a = self.clone();
+        a.targets = applied.targets;
+        a.proto = applied.proto;
+        a.transport = applied.transport;
+        a.http_request = applied.http_request;
+        a.ws_path = applied.ws_path;
+        a.sni = applied.sni;
+        Ok(a)
     }
 
     /// --json's file: a directory given holds the result as

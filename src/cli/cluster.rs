@@ -107,7 +107,7 @@ impl ClusterArgs {
                  each load host",
             ));
         }
-        let mut cfg = a.config();
+        let mut cfg = a.config()?;
         // cluster's --json and --html are the search's, unless limit's are given.
         if cfg.client.json.is_none() {
             cfg.client.json = c.json.clone();

@@ -17,6 +17,7 @@ mod cluster;
 pub mod docs;
 mod scenario;
 mod server;
+pub mod url;
 
 pub use client::ClientArgs;
 pub use server::ServerArgs;
@@ -122,10 +123,11 @@ pub struct LimitArgs {
 }
 
 impl LimitArgs {
-    /// The search these flags ask for, as plain data.
-    pub fn config(&self) -> LimitConfig {
-        let c = &self.client;
-        LimitConfig {
+    /// The search these flags ask for, as plain data (URL targets
+    /// applied, as each step applies them).
+    pub fn config(&self) -> anyhow::Result<LimitConfig> {
+        let c = &self.client.with_urls()?;
+        Ok(LimitConfig {
             find: self.find,
             max: self.max,
             // Holding connections needs less time than measuring a rate:
@@ -167,7 +169,7 @@ impl LimitArgs {
                 pause: c.pause,
                 hold: c.hold,
             },
-        }
+        })
     }
 }
 
