@@ -475,3 +475,49 @@ fn a_url_target_is_taken_like_wrks() {
         "{err}"
     );
 }
+
+/// README's sizes of the release binary (as built, and stripped) are
+/// within 10% of this build's. Only a release build is the binary README
+/// speaks of: a debug build says so and checks nothing
+/// (`cargo test --release --test surface` checks it).
+#[test]
+fn readmes_binary_sizes_are_true() {
+    if cfg!(debug_assertions) {
+        eprintln!("NOTE: a debug build: README's release sizes are not checked here");
+        return;
+    }
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let mb = |after: &str| -> f64 {
+        let rest =
+            &readme[readme.find(after).unwrap_or_else(|| panic!("no '{after}'")) + after.len()..];
+        let n: String = rest
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        n.parse::<f64>().unwrap() * 1e6
+    };
+    let (built, stripped) = (mb("has no debug info:"), mb("`strip` takes it\nto"));
+    let dir = temp_dir("surface-sizes");
+    let out = dir.join("throng");
+    assert!(Command::new("strip")
+        .arg("-o")
+        .arg(&out)
+        .arg(BIN)
+        .status()
+        .unwrap()
+        .success());
+    for (said, path) in [
+        (built, std::path::Path::new(BIN)),
+        (stripped, out.as_path()),
+    ] {
+        let real = std::fs::metadata(path).unwrap().len() as f64;
+        assert!(
+            (real / said - 1.0).abs() <= 0.1,
+            "README says {said}, {} is {real}",
+            path.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
