@@ -9,25 +9,16 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use common::{
-    client, free_port, output, program, temp_dir, typed, wait_listening, Parts, RunResult, BIN,
+    client, free_port, output, program, temp_dir, typed, wait_listening, Daemon, Parts, RunResult,
+    BIN,
 };
 use serde_json::Value;
 use throng::scenario::Query;
-
-/// A daemon we started; killed (by its pid) when the test ends.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Starts `cmd` and waits (up to 20 s) for a line containing `ready` on its
 /// stderr: the daemon's own "I am serving" message.
@@ -1347,24 +1338,10 @@ fn redis_past_maxclients_refuses_and_is_not_stormed() {
 /// reach as the server's limit).
 #[test]
 fn redis_protected_mode_refuses_a_source_not_at_a_cap() {
-    let (Some(redis), Some(cli)) = (
-        program("redis-server", "redis-server"),
-        program("redis-cli", "redis-tools"),
-    ) else {
+    let Some((_d, cli, port)) = common::redis_server(&[]) else {
         return;
     };
-    let port = free_port();
     let p = port.to_string();
-    let _d = Daemon(
-        Command::new(&redis)
-            .args(["--port", &p, "--save", "", "--appendonly", "no"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn redis-server"),
-    );
-    wait_listening(port);
     let (code, out, v, _) = client(
         "redis-protected",
         &[
@@ -1405,25 +1382,12 @@ fn redis_protected_mode_refuses_a_source_not_at_a_cap() {
 /// held step replaced every refusal at once, 188,042 of them).
 #[test]
 fn a_connections_search_finds_redis_maxclients_and_names_the_refusal() {
-    let (Some(redis), Some(cli)) = (
-        program("redis-server", "redis-server"),
-        program("redis-cli", "redis-tools"),
-    ) else {
+    let Some((_d, cli, port)) =
+        common::redis_server(&["--bind", "127.0.0.1", "--maxclients", "300"])
+    else {
         return;
     };
-    let port = free_port();
     let p = port.to_string();
-    let _d = Daemon(
-        Command::new(&redis)
-            .args(["--port", &p, "--bind", "127.0.0.1", "--maxclients", "300"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn redis-server"),
-    );
-    wait_listening(port);
     let dir = temp_dir("redis-limit");
     let (code, out, v) = limit_search(
         &dir,

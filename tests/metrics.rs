@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    client, free_port, program, run, server, temp_dir, typed, Parts, RunResult, Server, BIN,
+    client, free_port, program, run, server, temp_dir, typed, Daemon, Parts, RunResult, Server, BIN,
 };
 
 /// One HTTP/1.0 request (so that no answer comes chunked): (status, head,
@@ -644,16 +644,6 @@ fn slow_scrapers_block_no_other_and_are_cut_at_the_deadline() {
     promtool_passes(&scrape(&m));
     let (status, summary) = srv.stop();
     assert!(status.success(), "{summary}");
-}
-
-/// A daemon we started; killed (by its pid) when the test ends.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A port free on 127.0.0.1 right now (Prometheus takes no port 0).

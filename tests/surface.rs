@@ -9,16 +9,6 @@ use std::process::{Command, Stdio};
 
 use common::{temp_dir, Parts, BIN};
 
-/// Kills the child on drop (a panicking test leaves nothing running).
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Runs throng with `args`, its stdout a pipe whose reader is gone before
 /// it starts (every write to it fails with EPIPE): its exit code and
 /// stderr.
@@ -37,8 +27,8 @@ fn with_stdout_closed(args: &[&str]) -> (i32, String) {
 }
 
 /// A run's result to read back (a short client run of the embedded
-/// server).
-fn a_result(dir: &std::path::Path) -> std::path::PathBuf {
+/// server), and what the run printed.
+fn a_run(dir: &std::path::Path) -> (std::path::PathBuf, String) {
     let json = dir.join("r.json");
     let (code, out, err) = common::run(&[
         "client",
@@ -52,7 +42,7 @@ fn a_result(dir: &std::path::Path) -> std::path::PathBuf {
         json.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{out}\n{err}");
-    json
+    (json, out)
 }
 
 /// Every command with its stdout closed, as `| head -1` leaves it: no
@@ -60,7 +50,7 @@ fn a_result(dir: &std::path::Path) -> std::path::PathBuf {
 #[test]
 fn a_closed_stdout_ends_the_printing_not_the_run() {
     let dir = temp_dir("surface-closed");
-    let json = a_result(&dir);
+    let (json, _) = a_run(&dir);
     let r = json.to_str().unwrap();
     let merged = dir.join("m.json");
     let again = dir.join("again.json");
@@ -113,7 +103,7 @@ fn a_closed_stdout_ends_the_printing_not_the_run() {
 fn a_reader_that_leaves_early_does_not_fail_the_run() {
     let dir = temp_dir("surface-head");
     let json = dir.join("r.json");
-    let mut child = Reaped(
+    let mut child = common::Daemon(
         Command::new(BIN)
             .args(["client", "-c", "10", "-r", "100", "-T", "1s", "--json"])
             .arg(&json)
@@ -192,7 +182,7 @@ fn json_dash_is_stdout() {
 #[test]
 fn json_to_a_fifo_writes_in_place() {
     let dir = temp_dir("surface-fifo");
-    let json = a_result(&dir);
+    let (json, _) = a_run(&dir);
     let fifo = dir.join("fifo");
     let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
     assert!(made.success());
@@ -240,19 +230,7 @@ fn results_not_written_exit_3() {
 #[test]
 fn report_of_a_file_prints_its_summary() {
     let dir = temp_dir("surface-report");
-    let json = dir.join("r.json");
-    let (code, ran, err) = common::run(&[
-        "client",
-        "-c",
-        "10",
-        "-r",
-        "100",
-        "-T",
-        "1s",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let (json, ran) = a_run(&dir);
     let (code, reported, err) = common::run(&["report", json.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     let summary = &ran[ran.find("throng client:").expect("a summary")..];
@@ -328,40 +306,10 @@ fn every_example_runs() {
     let http = common::server(&["--mode", "http"]);
     let dns = common::server(&["--mode", "dns"]);
     let echo = common::server(&["--mode", "echo"]);
-    let redis = common::program("redis-server", "redis-server");
-    let redis_port = common::free_port();
-    let _redis = redis.as_ref().map(|r| {
-        let d = Reaped(
-            Command::new(r)
-                .args([
-                    "--port",
-                    &redis_port.to_string(),
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        common::wait_listening(redis_port);
-        d
-    });
+    let redis = common::redis_server(&[]);
+    let redis_port = redis.as_ref().map_or(0, |r| r.2);
     let dir = temp_dir("surface-examples");
-    let json = dir.join("run.json");
-    let (code, _, err) = common::run(&[
-        "client",
-        "-c",
-        "10",
-        "-T",
-        "1s",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    std::fs::rename(a_run(&dir).0, dir.join("run.json")).unwrap();
     for (cmd, _) in throng::cli::EXAMPLES {
         let line = cmd
             .replace("-T 30s", "-T 1s")
@@ -423,8 +371,9 @@ fn help_fits_one_screen() {
         }
     }
     let (_, short, _) = common::run(&["client", "-h"]);
+    let options = &short[short.find("Options:").expect("options")..];
     let at = |flag: &str| {
-        short
+        options
             .find(flag)
             .unwrap_or_else(|| panic!("no {flag}: {short}"))
     };

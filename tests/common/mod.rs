@@ -512,3 +512,46 @@ pub fn wait_listening(port: u16) {
         std::thread::yield_now();
     }
 }
+
+/// A daemon we started; killed (by its pid) when the test ends, a
+/// panicking one too.
+pub struct Daemon(pub Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// redis-server on a free port with `args` (no persistence), listening;
+/// with redis-cli's path and the port. None (said loudly; a failure in
+/// CI) where either is not installed.
+pub fn redis_server(args: &[&str]) -> Option<(Daemon, std::path::PathBuf, u16)> {
+    let (Some(redis), Some(cli)) = (
+        program("redis-server", "redis-server"),
+        program("redis-cli", "redis-tools"),
+    ) else {
+        return None;
+    };
+    let port = free_port();
+    let d = Daemon(
+        Command::new(&redis)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server"),
+    );
+    wait_listening(port);
+    Some((d, cli, port))
+}
