@@ -20,6 +20,8 @@ fn verbs() -> Vec<String> {
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
+        // (A description wrapped to its next line is indented further.)
+        .filter(|l| !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next())
         .filter(|v| *v != "help")
         .map(String::from)

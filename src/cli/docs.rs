@@ -39,10 +39,13 @@ pub fn man(out: &mut dyn Write) -> std::io::Result<()> {
     top.render_description_section(&mut page)?;
     top.render_options_section(&mut page)?;
 
-    let verbs: Vec<&clap::Command> = cmd
+    let mut verbs: Vec<&clap::Command> = cmd
         .get_subcommands()
         .filter(|c| !c.is_hide_set() && c.get_name() != "help")
         .collect();
+    // In the order `--help` lists them (the verbs reshaped for -h are
+    // added back last).
+    verbs.sort_by_key(|c| c.get_display_order());
     let mut list = Roff::default();
     list.control("SH", ["COMMANDS"]);
     for v in &verbs {
