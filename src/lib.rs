@@ -42,6 +42,9 @@
 //!   code with their figures), below everything that names or reads one.
 //! - [`usage`]: the error a mistake in how throng was called raises (exit
 //!   code 2), below every module that raises it.
+//! - [`console`]: stdout and stderr, where a closed pipe ends the printing
+//!   and not the run (`outln!`, `errln!`), and stdout given to data by
+//!   `--json -`; below everything that prints.
 //!
 //! [`run`] is the whole program, a dispatch to each command's module;
 //! `main` only maps its result to an exit code with [`exit_code`].
