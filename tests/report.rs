@@ -705,7 +705,7 @@ fn a_report_that_cannot_be_written_loses_nothing_of_the_run() {
         "--server-stats",
         bad.to_str().unwrap(),
     ]));
-    assert_eq!(code, 1);
+    assert_eq!(code, 3);
     assert!(err.contains("line 1"), "{err}");
     assert!(merged.exists() && !dir.join("m.html").exists());
     let _ = std::fs::remove_dir_all(&dir);
@@ -761,7 +761,7 @@ fn report_usage_errors_exit_2() {
             ],
             "not a throng result",
         ),
-        (vec!["report", junk.to_str().unwrap()], "nothing to write"),
+        (vec!["report", junk.to_str().unwrap()], "not a throng result"),
         (
             vec![
                 "report",
