@@ -761,7 +761,10 @@ fn report_usage_errors_exit_2() {
             ],
             "not a throng result",
         ),
-        (vec!["report", junk.to_str().unwrap()], "not a throng result"),
+        (
+            vec!["report", junk.to_str().unwrap()],
+            "not a throng result",
+        ),
         (
             vec![
                 "report",
