@@ -212,6 +212,7 @@ pub fn run(a: &CompareConfig) -> Result<ExitCode> {
     let json_of = |i: usize| dir.join(format!("run-{i}.json"));
     let mut runs = Vec::new();
     let mut failures = Vec::new();
+    let (mut missing, mut unmeasured) = (0, false);
     for (i, case) in cases.iter().enumerate() {
         if stop.wait_until(Instant::now()) {
             break;
@@ -240,17 +241,22 @@ pub fn run(a: &CompareConfig) -> Result<ExitCode> {
                     )?,
                     None => print_row(header, case, &result, &mut crate::console::stdout())?,
                 }
-                failures.extend(failure(case, code, &result));
-                runs.push(Run {
+                let run = Run {
                     case: case.clone(),
                     exit_code: code,
                     result,
-                });
+                };
+                failures.extend(failure(&run));
+                unmeasured |= code == crate::exit::UNMEASURED as i32;
+                runs.push(run);
             }
-            None => failures.push(format!(
-                "{}: no result (exit {code}): {stderr}",
-                case.label()
-            )),
+            None => {
+                missing += 1;
+                failures.push(format!(
+                    "{}: no result (exit {code}): {stderr}",
+                    case.label()
+                ))
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -262,17 +268,25 @@ pub fn run(a: &CompareConfig) -> Result<ExitCode> {
         anyhow::bail!("no run produced a result");
     }
     print_notes(&runs, one_by_one, &mut crate::console::stdout())?;
+    // Cases not run (interrupted) are missing too.
+    missing += cases.len() - runs.len() - missing;
+    let verdict = Comparison::judge(&runs, missing);
     let comparison = Comparison {
         target: t.target.clone(),
         runs,
+        verdict: Some(verdict.clone()),
     };
     if let Some(p) = &a.json {
         write_atomic(p, &comparison)?;
     }
-    let code = if failures.is_empty() {
+    // 3 when a case could not be measured (no result, or its client said
+    // so); 1 when a measured case failed.
+    let code = if verdict.pass {
         ExitCode::SUCCESS
+    } else if missing > 0 || unmeasured {
+        ExitCode::from(crate::exit::UNMEASURED)
     } else {
-        ExitCode::from(1)
+        ExitCode::from(crate::exit::FAILED)
     };
     // The transports side by side in one report.
     let drawn: Vec<crate::report::html::Run> = comparison
@@ -422,31 +436,43 @@ fn announce(
     }
 }
 
-/// Why a run with a result does not pass the comparison, if it does not.
-fn failure(case: &Case, code: i32, result: &RunResult) -> Option<String> {
+/// Why a run with a result does not pass the comparison, if it does not:
+/// read from its verdict (whose side, the causes' codes) and its checks.
+fn failure(run: &Run) -> Option<String> {
+    let (case, code, result) = (&run.case, run.exit_code, &run.result);
     if result.queries.as_ref().is_none_or(|q| q.answered == 0) {
-        Some(format!("{}: no query was answered", case.label()))
-    } else if code != 0 {
-        // Its checks (or its connections) failed: the comparison does not
-        // pass on it.
-        let failed: Vec<&str> = result
-            .checks
-            .iter()
-            .filter(|v| !v.pass)
-            .map(|v| v.expr.as_str())
-            .collect();
-        Some(format!(
-            "{}: the run failed (exit {code}{})",
-            case.label(),
-            if failed.is_empty() {
-                String::new()
-            } else {
-                format!("; check failed: {}", failed.join(", "))
-            }
-        ))
-    } else {
-        None
+        return Some(format!("{}: no query was answered", case.label()));
     }
+    if run.passed() {
+        return None;
+    }
+    let mut why = vec![format!("exit {code}")];
+    if let Some(v) = &result.verdict {
+        let codes: Vec<&str> = v
+            .causes
+            .iter()
+            .filter(|c| c.explains())
+            .map(|c| c.code.as_str())
+            .collect();
+        why.push(format!("side: {}", v.side.as_str()));
+        if !codes.is_empty() {
+            why.push(format!("causes: {}", codes.join(", ")));
+        }
+    }
+    let failed: Vec<&str> = result
+        .checks
+        .iter()
+        .filter(|v| !v.pass)
+        .map(|v| v.expr.as_str())
+        .collect();
+    if !failed.is_empty() {
+        why.push(format!("check failed: {}", failed.join(", ")));
+    }
+    Some(format!(
+        "{}: the run failed ({})",
+        case.label(),
+        why.join("; ")
+    ))
 }
 
 const HEADER: &str = "transport                 queries/s      mean       p50       p99     p99.9    errors  connections";

@@ -26,6 +26,19 @@ pub enum Side {
     Both,
 }
 
+impl Side {
+    /// Its name in the result (the serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::None => "none",
+            Side::Server => "server",
+            Side::Client => "client",
+            Side::Network => "network",
+            Side::Both => "both",
+        }
+    }
+}
+
 /// A cause's code: the public contract of a verdict (docs/result.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -104,11 +117,14 @@ pub enum Code {
     EmbeddedServer,
     /// The server's latency tail is well above the client's lateness.
     ServerLatency,
+    /// Push: the server did not keep its period (messages missing, or
+    /// their jitter high).
+    PushPeriod,
 }
 
 impl Code {
     /// Every code (docs/result.md lists each).
-    pub const ALL: [Code; 33] = [
+    pub const ALL: [Code; 34] = [
         Code::FdLimit,
         Code::AcceptQueueFull,
         Code::SlotsFull,
@@ -142,6 +158,7 @@ impl Code {
         Code::SharedCores,
         Code::EmbeddedServer,
         Code::ServerLatency,
+        Code::PushPeriod,
     ];
 
     /// Its name in the result (the serde name).
@@ -180,6 +197,7 @@ impl Code {
             Code::SharedCores => "shared_cores",
             Code::EmbeddedServer => "embedded_server",
             Code::ServerLatency => "server_latency",
+            Code::PushPeriod => "push_period",
         }
     }
 
@@ -190,7 +208,7 @@ impl Code {
             FdLimit | AcceptQueueFull | SlotsFull | Refused | SourceRefused | ErrorAnswers
             | RateLimited | IdleTimeout | ClosedByServer | Reset | HalfOpen | SynDropped
             | Unanswered | NotKeepingUp | ServerCpu | Nagle | ServerPace | UdpDrops
-            | ServerLatency => Side::Server,
+            | ServerLatency | PushPeriod => Side::Server,
             UdpSilent | Unreachable | ConntrackFull | TcpMemory => Side::Network,
             Ports | ClientFds | ConnectError | ClientLate | ClientCpu | ClientDrops
             | ProtocolMismatch => Side::Client,

@@ -57,6 +57,15 @@ fn tcp_counts_are_exact_and_the_server_kept_its_period() {
     let p50 = r.push().gap_us.p50;
     assert!((9_000..=11_000).contains(&p50), "gap p50 {p50} µs");
     assert!(out.contains("the server kept its period"), "{out}");
+    let verdict = &v["verdict"];
+    assert_eq!(verdict["side"], "none", "{verdict}");
+    let codes: Vec<&str> = verdict["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["code"].as_str().unwrap())
+        .collect();
+    assert!(!codes.contains(&"push_period"), "{verdict}");
     assert!(!out.contains("got no message in all their time"), "{out}");
     assert!(r.per_second[1].push_received.unwrap() > 0);
     assert!(r.per_second[1].push_delay_p99_us.is_some());
@@ -358,6 +367,16 @@ fn a_server_slower_than_its_period_loses_what_it_never_sent() {
     assert_eq!(code, 0, "{out}\n{}", v["push"]);
     assert_accounted(&typed(&v), 10, 200, "slow server");
     assert!(out.contains("did not keep its period"), "{out}");
+    // The judgement is the verdict's: the server's side, with its share.
+    let cause = v["verdict"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["code"] == "push_period")
+        .unwrap_or_else(|| panic!("no push_period cause: {}", v["verdict"]));
+    assert_eq!(cause["side"], "server", "{cause}");
+    let share = cause["figures"]["received_share"].as_f64().unwrap();
+    assert!((0.45..=0.55).contains(&share), "{cause}");
 }
 
 #[test]

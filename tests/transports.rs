@@ -543,8 +543,10 @@ fn compare_prints_one_table_and_writes_every_run() {
         assert!(typed(&r["result"]).q().answered > 200, "{r}");
         assert_eq!(r["exit_code"], 0);
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    // A run in which nothing is answered fails the comparison.
+    assert_eq!(v["verdict"]["pass"], true, "{}", v["verdict"]);
+    assert_eq!(v["verdict"]["side"], "none", "{}", v["verdict"]);
+    // A run in which nothing is answered fails the comparison, and its
+    // verdict carries the run's causes under the case's label.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let nobody = closed.local_addr().unwrap().to_string();
     drop(closed);
@@ -561,9 +563,19 @@ fn compare_prints_one_table_and_writes_every_run() {
         "0",
         "--timeout",
         "100ms",
+        "--json",
+        json.to_str().unwrap(),
     ]));
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("udp: no query was answered"), "{err}");
+    let v: Value = common::read_result(&json);
+    let verdict = &v["verdict"];
+    assert_eq!(verdict["pass"], false, "{verdict}");
+    assert_ne!(verdict["side"], "none", "{verdict}");
+    let causes = verdict["causes"].as_array().unwrap();
+    assert!(!causes.is_empty(), "{verdict}");
+    assert!(causes.iter().all(|c| c["label"] == "udp"), "{verdict}");
+    let _ = std::fs::remove_dir_all(&dir);
     let (code, _, err) =
         output(Command::new(BIN).args(["compare", "--queries", "10", "--window", "4"]));
     assert_eq!(code, 2, "{err}");

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::RunResult;
 use crate::domain::Transport;
+use crate::verdict::{Cause, Verdict};
 
 /// One row: a transport, and for tcp and tls the recycling setting.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,6 +29,33 @@ impl Case {
 pub struct Comparison {
     pub target: String,
     pub runs: Vec<Run>,
+    /// Passes when every case ran and passed; its causes are the failing
+    /// runs' own, each labelled with its case (`udp`, `tcp (recycle 10)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+}
+
+impl Comparison {
+    /// The verdict of these runs, `missing` of the cases asked having no
+    /// result.
+    pub fn judge(runs: &[Run], missing: usize) -> Verdict {
+        let mut causes = Vec::new();
+        let mut pass = missing == 0 && !runs.is_empty();
+        for r in runs {
+            if r.passed() {
+                continue;
+            }
+            pass = false;
+            let label = r.case.label();
+            if let Some(v) = &r.result.verdict {
+                causes.extend(v.causes.iter().filter(|c| c.explains()).map(|c| Cause {
+                    label: label.clone(),
+                    ..c.clone()
+                }));
+            }
+        }
+        Verdict::new(pass, causes)
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -38,4 +66,17 @@ pub struct Run {
     /// failed; see `throng client --check`).
     pub exit_code: i32,
     pub result: RunResult,
+}
+
+impl Run {
+    /// Whether it passed the comparison: its verdict passed (its exit code
+    /// where a result carries none) and a query was answered.
+    pub fn passed(&self) -> bool {
+        let answered = self.result.queries.as_ref().is_some_and(|q| q.answered > 0);
+        let pass = match &self.result.verdict {
+            Some(v) => v.pass,
+            None => self.exit_code == 0,
+        };
+        answered && pass
+    }
 }

@@ -61,6 +61,8 @@ pub fn judge(sc: &Scenario, o: &Outcome, result: &RunResult, max_failures: u64) 
                 "rate" | "answers" | "truncated" => queries,
                 "lag" => queries || latency,
                 "nagle" => latency,
+                // A failed push check is a failure of another kind.
+                "push" => false,
                 // What the server's process showed bears on any failure.
                 "server" => true,
                 _ => conns,
@@ -92,6 +94,9 @@ pub fn causes(sc: &Scenario, o: &Outcome) -> Vec<Cause> {
         c.push(h);
     }
     unverified_causes(sc, o, &mut c);
+    if let Some(p) = &o.push {
+        super::push::push_causes(sc, p, &o.hists, &mut c);
+    }
     c
 }
 

@@ -12,13 +12,14 @@ pub(super) const PUSH_KEPT_JITTER_US: u64 = 5_000;
 /// A client whose workers were busy this share of their time read late.
 pub(super) const PUSH_BUSY: f64 = 0.8;
 
-/// --proto push in words: what arrived, whether the server kept its
-/// period, and the times.
+/// --proto push in words: what arrived, the times, and whether the server
+/// kept its period (the verdict's `push` causes).
 pub(super) fn push_summary(
     sc: &Scenario,
     listen: &crate::scenario::PushListen,
     p: &crate::metrics::PushTotals,
     h: &crate::metrics::Histograms,
+    v: &Verdict,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let share = p.received as f64 / p.expected.max(1) as f64;
@@ -85,64 +86,113 @@ pub(super) fn push_summary(
             time_row("  delay", &h.push_delay, from, out)?;
         }
     }
-    let jitter_p99 = (!h.push_jitter.is_empty()).then(|| h.push_jitter.value_at_quantile(0.99));
-    let kept = share >= PUSH_KEPT_SHARE && jitter_p99.is_none_or(|j| j <= PUSH_KEPT_JITTER_US);
-    // A client whose workers never waited read what arrived late: its
-    // jitter and delay are its own as much as the server's.
-    let busy = p.busy();
-    let late_reads = busy >= PUSH_BUSY && !(kept && share >= PUSH_KEPT_SHARE);
-    let verdict = if p.expected == 0 {
-        "no message was due: the connections did not last a period".to_string()
-    } else if late_reads && share >= PUSH_KEPT_SHARE {
-        format!(
-            "cannot tell whether the server kept its period: {:.2}% arrived, but the client's \
-             workers were busy {:.0}% of the time, so arrivals were read late and the jitter \
-             (p99 {}) is partly the client's own. Give the client more cores (--processes, \
-             another host: throng cluster)",
-            100.0 * share,
-            100.0 * busy,
-            jitter_p99.map_or("-".into(), human_us)
-        )
-    } else if kept {
-        format!(
-            "the server kept its period: {:.2}% arrived, jitter p99 {}",
-            100.0 * share,
-            jitter_p99.map_or("-".into(), human_us)
-        )
-    } else {
-        let why = if share < PUSH_KEPT_SHARE {
-            let tcp = sc.transport != Transport::Udp;
-            format!(
-                "{:.2}% of the messages due arrived{}",
-                100.0 * share,
-                if tcp {
-                    " (over TCP nothing is lost on the way: the server skipped them, sent \
-                     them late, fell silent or closed the connections; a throng server's \
-                     summary says which)"
-                } else {
-                    " (over UDP, lost on the way or not sent by the server: a throng \
-                     server's summary says how many it sent)"
-                }
-            )
-        } else {
-            format!(
-                "jitter p99 {} is above {}",
-                jitter_p99.map_or("-".into(), human_us),
-                human_us(PUSH_KEPT_JITTER_US)
-            )
-        };
-        format!("the server did not keep its period: {why}")
-    };
-    writeln!(out, "    {verdict}")?;
-    if late_reads && share < PUSH_KEPT_SHARE {
+    if p.expected == 0 {
         writeln!(
             out,
-            "    warning: the client's workers were busy {:.0}% of the time: it read late and \
-             its sockets may have filled (then the server skipped messages for it). Measure \
-             again with the client on more cores (--processes, another host) before blaming \
-             the server",
-            100.0 * busy
+            "    no message was due: the connections did not last a period"
+        )?;
+    } else if !v.labelled("push").any(|c| c.explains()) {
+        let jitter = (!h.push_jitter.is_empty()).then(|| h.push_jitter.value_at_quantile(0.99));
+        writeln!(
+            out,
+            "    the server kept its period: {:.2}% arrived, jitter p99 {}",
+            100.0 * share,
+            jitter.map_or("-".into(), human_us)
         )?;
     }
+    for c in v.labelled("push") {
+        match c.level {
+            Level::Warning => writeln!(out, "    warning: {}", c.sentence)?,
+            _ => writeln!(out, "    {}", c.sentence)?,
+        }
+    }
     Ok(())
+}
+
+/// The verdict's causes of a push run: the server did not keep its period
+/// (too few messages arrived, or their jitter was high), and the client's
+/// workers too busy to read on time (then the jitter is partly its own).
+pub(super) fn push_causes(
+    sc: &Scenario,
+    p: &crate::metrics::PushTotals,
+    h: &crate::metrics::Histograms,
+    c: &mut Vec<Cause>,
+) {
+    if p.expected == 0 {
+        return;
+    }
+    let share = p.received as f64 / p.expected as f64;
+    let jitter_p99 = (!h.push_jitter.is_empty()).then(|| h.push_jitter.value_at_quantile(0.99));
+    let arrived = share >= PUSH_KEPT_SHARE;
+    let kept = arrived && jitter_p99.is_none_or(|j| j <= PUSH_KEPT_JITTER_US);
+    let busy = p.busy();
+    let late_reads = busy >= PUSH_BUSY && !kept;
+    let jitter = jitter_p99.map_or("-".into(), human_us);
+    let figures = |cause: Cause| {
+        let cause = cause
+            .with("received_share", share)
+            .with("client_busy_share", busy);
+        match jitter_p99 {
+            Some(j) => cause.with("jitter_p99_us", j as f64),
+            None => cause,
+        }
+    };
+    if late_reads && arrived {
+        c.push(figures(Cause::new(
+            Code::ClientCpu,
+            "push",
+            format!(
+                "cannot tell whether the server kept its period: {:.2}% arrived, but the \
+                 client's workers were busy {:.0}% of the time, so arrivals were read late and \
+                 the jitter (p99 {jitter}) is partly the client's own. Give the client more \
+                 cores (--processes, another host: throng cluster)",
+                100.0 * share,
+                100.0 * busy,
+            ),
+        )));
+        return;
+    }
+    if kept {
+        return;
+    }
+    let why = if !arrived {
+        format!(
+            "{:.2}% of the messages due arrived{}",
+            100.0 * share,
+            if sc.transport != Transport::Udp {
+                " (over TCP nothing is lost on the way: the server skipped them, sent them \
+                 late, fell silent or closed the connections; a throng server's summary says \
+                 which)"
+            } else {
+                " (over UDP, lost on the way or not sent by the server: a throng server's \
+                 summary says how many it sent)"
+            }
+        )
+    } else {
+        format!(
+            "jitter p99 {jitter} is above {}",
+            human_us(PUSH_KEPT_JITTER_US)
+        )
+    };
+    c.push(figures(Cause::new(
+        Code::PushPeriod,
+        "push",
+        format!("the server did not keep its period: {why}"),
+    )));
+    if late_reads {
+        c.push(figures(
+            Cause::new(
+                Code::ClientCpu,
+                "push",
+                format!(
+                    "the client's workers were busy {:.0}% of the time: it read late and its \
+                     sockets may have filled (then the server skipped messages for it). \
+                     Measure again with the client on more cores (--processes, another host) \
+                     before blaming the server",
+                    100.0 * busy
+                ),
+            )
+            .level(Level::Warning),
+        ));
+    }
 }

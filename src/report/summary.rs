@@ -42,7 +42,7 @@ pub fn summary(sc: &Scenario, o: &Outcome, v: &Verdict, out: &mut dyn Write) -> 
         }
     }
     if let (Some(p), Some(listen)) = (&o.push, &sc.push) {
-        push_summary(sc, listen, p, &o.hists, out)?;
+        push_summary(sc, listen, p, &o.hists, v, out)?;
     }
     if let Some(e) = &t.tls_error {
         writeln!(out, "  tls error     {e}")?;
