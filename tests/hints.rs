@@ -986,17 +986,16 @@ fn client_at_400(name: &str, target: Option<&str>) -> (i32, String, serde_json::
     pinned_client(name, "0", Some("10"), &args)
 }
 
-/// `f`, run with a busy loop on core 0 (killed after it).
+/// `f`, run with a busy loop on core 0 (killed after it, or when `f`
+/// panics: the guard's drop).
 fn beside_a_busy_loop<T>(f: impl FnOnce() -> T) -> T {
-    let mut hog = Command::new("taskset")
-        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
-        .spawn()
-        .unwrap();
-    let got = f();
-    // SAFETY: our own child.
-    unsafe { libc::kill(hog.id() as i32, libc::SIGKILL) };
-    let _ = hog.wait();
-    got
+    let _hog = common::Daemon(
+        Command::new("taskset")
+            .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+            .spawn()
+            .unwrap(),
+    );
+    f()
 }
 
 /// An echo server that answers each read 300 ms later: with --timeout

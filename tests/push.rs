@@ -289,15 +289,17 @@ asyncio.run(main())
 "#;
 
 /// Starts [`LINE_SERVER`] at `period`; its process and address.
-fn line_server(period: &str) -> (std::process::Child, String) {
-    let mut py = Command::new("python3")
-        .args(["-c", LINE_SERVER, period])
-        .stdout(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("python3");
+fn line_server(period: &str) -> (common::Daemon, String) {
+    let mut py = common::Daemon(
+        Command::new("python3")
+            .args(["-c", LINE_SERVER, period])
+            .stdout(Stdio::piped())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3"),
+    );
     let mut port = String::new();
-    BufReader::new(py.stdout.take().unwrap())
+    BufReader::new(py.0.stdout.take().unwrap())
         .read_line(&mut port)
         .unwrap();
     (py, format!("127.0.0.1:{}", port.trim()))
@@ -305,7 +307,7 @@ fn line_server(period: &str) -> (std::process::Child, String) {
 
 #[test]
 fn reads_numbered_lines_from_a_push_server_it_did_not_write() {
-    let (mut py, target) = line_server("0.01");
+    let (py, target) = line_server("0.01");
     let (code, out, v, _) = client(
         "push-line",
         &[
@@ -323,8 +325,7 @@ fn reads_numbered_lines_from_a_push_server_it_did_not_write() {
         ],
         false,
     );
-    let _ = py.kill();
-    let _ = py.wait();
+    drop(py);
     assert_eq!(code, 0, "{out}");
     assert_accounted(&typed(&v), 10, 200, "line");
     let r = typed(&v);
@@ -338,7 +339,7 @@ fn reads_numbered_lines_from_a_push_server_it_did_not_write() {
 /// skips no number: the connections' time says half is missing.
 #[test]
 fn a_server_slower_than_its_period_loses_what_it_never_sent() {
-    let (mut py, target) = line_server("0.02");
+    let (py, target) = line_server("0.02");
     let (code, out, v, _) = client(
         "push-slow-server",
         &[
@@ -362,8 +363,7 @@ fn a_server_slower_than_its_period_loses_what_it_never_sent() {
         ],
         false,
     );
-    let _ = py.kill();
-    let _ = py.wait();
+    drop(py);
     assert_eq!(code, 0, "{out}\n{}", v["push"]);
     assert_accounted(&typed(&v), 10, 200, "slow server");
     assert!(out.contains("did not keep its period"), "{out}");
