@@ -84,6 +84,59 @@ pub fn decades(values: impl Iterator<Item = f64>) -> Option<std::ops::Range<f64>
     Some(lo..hi)
 }
 
+/// The ticks of a log axis over `r` (whole decades, as `decades` gives):
+/// 1–9 of each decade when it spans one, 1, 2 and 5 up to three, the
+/// decades alone past that; each once (plotters' own log ticks repeat
+/// the top one).
+pub fn log_ticks(r: &std::ops::Range<f64>) -> Vec<f64> {
+    let spans = (r.end / r.start).log10().round().max(1.0) as i32;
+    let steps: &[f64] = match spans {
+        1 => &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+        2 | 3 => &[1.0, 2.0, 5.0],
+        _ => &[1.0],
+    };
+    let first = r.start.log10().round() as i32;
+    let mut ticks: Vec<f64> = (first..first + spans)
+        .flat_map(|e| steps.iter().map(move |m| m * 10f64.powi(e)))
+        .collect();
+    ticks.push(10f64.powi(first + spans));
+    ticks
+}
+
+/// A log axis whose ticks are `log_ticks`' (plotters' log coordinate
+/// maps; its ticks are replaced).
+pub struct LogAxis {
+    coord: plotters::coord::combinators::LogCoord<f64>,
+    ticks: Vec<f64>,
+}
+
+impl LogAxis {
+    pub fn new(r: std::ops::Range<f64>) -> LogAxis {
+        let ticks = log_ticks(&r);
+        LogAxis {
+            coord: r.log_scale().into(),
+            ticks,
+        }
+    }
+}
+
+impl Ranged for LogAxis {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.coord.map(value, limit)
+    }
+
+    fn key_points<Hint: plotters::coord::ranged1d::KeyPointHint>(&self, _: Hint) -> Vec<f64> {
+        self.ticks.clone()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.coord.range()
+    }
+}
+
 /// An axis number: 12.3k, 250, 0.5.
 pub fn axis_number(v: f64) -> String {
     if v.fract() != 0.0 && v.abs() < 10.0 {
@@ -344,6 +397,28 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_ticks_are_each_once_and_span_the_range() {
+        let one = log_ticks(&(1000.0..10_000.0));
+        assert_eq!(one.len(), 10);
+        assert_eq!((one[0], one[9]), (1000.0, 10_000.0));
+        let three = log_ticks(&(10.0..10_000.0));
+        assert_eq!(
+            three,
+            [10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10_000.0]
+        );
+        assert_eq!(
+            log_ticks(&(1.0..1e6)),
+            [1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6]
+        );
+        for r in [1.0..10.0, 10.0..1e4, 1.0..1e6] {
+            let labels: Vec<String> = log_ticks(&r).iter().map(time_label).collect();
+            let mut unique = labels.clone();
+            unique.dedup();
+            assert_eq!(labels, unique, "{r:?}");
+        }
+    }
 
     #[test]
     fn text_is_escaped() {

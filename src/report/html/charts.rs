@@ -26,6 +26,21 @@ pub(super) fn time_frame() -> Frame<'static> {
     }
 }
 
+/// A per-second series as steps: each second's value held over its
+/// second (from t − 1 to t, t the second's end), so the first second
+/// starts at 0 and a change inside a second is a jump, not a diagonal.
+pub(super) fn steps(points: impl IntoIterator<Item = (f64, f64)>) -> Vec<(f64, f64)> {
+    points
+        .into_iter()
+        .flat_map(|(t, v)| [((t - 1.0).max(0.0), v), (t, v)])
+        .collect()
+}
+
+/// A log axis over `y` with ticks each once.
+pub(super) fn log_axis(y: std::ops::Range<f64>) -> crate::report::chart::LogAxis {
+    crate::report::chart::LogAxis::new(y)
+}
+
 /// The end of the longest run, in seconds.
 pub(super) fn t_max(runs: &[Drawn]) -> f64 {
     runs.iter()
@@ -81,10 +96,7 @@ pub(super) fn rates_chart(runs: &[Drawn]) -> Result<String> {
     plot_dual(&frame, 0f64..tmax, 0f64..top, &right, |chart| {
         for (i, d) in with.iter().enumerate() {
             let series = |f: fn(&Second) -> Option<f64>| -> Vec<(f64, f64)> {
-                d.seconds
-                    .iter()
-                    .filter_map(|s| f(s).map(|v| (s.t, v)))
-                    .collect()
+                steps(d.seconds.iter().filter_map(|s| f(s).map(|v| (s.t, v))))
             };
             let c = colour(i);
             let (target_c, sent_c, answered_c, timeout_c, error_c) = if one {
@@ -180,7 +192,7 @@ pub(super) fn latency_chart(runs: &[Drawn]) -> Result<Option<String>> {
         y_desc: "response time",
         ..time_frame()
     };
-    plot(&frame, 0f64..tmax, y.log_scale(), |chart| {
+    plot(&frame, 0f64..tmax, log_axis(y), |chart| {
         for (i, d) in with.iter().enumerate() {
             let c = colour(i);
             let (p50_c, p99_c, max_c, service_c) = if one {
@@ -190,10 +202,11 @@ pub(super) fn latency_chart(runs: &[Drawn]) -> Result<Option<String>> {
             };
             let name = |what: &str| d.entry(one, what);
             let series = |f: fn(&Second) -> Option<f64>| -> Vec<(f64, f64)> {
-                d.seconds
-                    .iter()
-                    .filter_map(|s| f(s).filter(|v| *v > 0.0).map(|v| (s.t, v)))
-                    .collect()
+                steps(
+                    d.seconds
+                        .iter()
+                        .filter_map(|s| f(s).filter(|v| *v > 0.0).map(|v| (s.t, v))),
+                )
             };
             let style = p50_c.stroke_width(2);
             let p50 = chart.draw_series(DashedLineSeries::new(series(|s| s.p50), 8, 4, style))?;
@@ -269,14 +282,14 @@ pub(super) fn connect_chart(runs: &[Drawn]) -> Result<Option<String>> {
         y_desc: "connect time p99",
         ..time_frame()
     };
-    plot(&frame, 0f64..tmax, y.log_scale(), |chart| {
+    plot(&frame, 0f64..tmax, log_axis(y), |chart| {
         for (i, d) in with.iter().enumerate() {
             let style = colour(i).stroke_width(2);
-            let points: Vec<(f64, f64)> = d
-                .seconds
-                .iter()
-                .filter_map(|s| s.connect_p99.filter(|v| *v > 0.0).map(|v| (s.t, v)))
-                .collect();
+            let points = steps(
+                d.seconds
+                    .iter()
+                    .filter_map(|s| s.connect_p99.filter(|v| *v > 0.0).map(|v| (s.t, v))),
+            );
             let dots = dot_size(points.len());
             chart
                 .draw_series(LineSeries::new(points, style).point_size(dots.max(2)))?
@@ -358,7 +371,7 @@ pub(super) fn ramp_chart(runs: &[Drawn], server: Option<&[ServerSecond]>) -> Res
             let c = colour(i);
             let (open_c, rate_c) = if one { (BLUE_, GREEN_) } else { (c, c) };
             let name = |what: &str| d.entry(one, what);
-            let open: Vec<(f64, f64)> = d.seconds.iter().map(|s| (s.t, s.open)).collect();
+            let open = steps(d.seconds.iter().map(|s| (s.t, s.open)));
             let style = open_c.stroke_width(3);
             let dots = dot_size(open.len());
             chart
@@ -367,7 +380,7 @@ pub(super) fn ramp_chart(runs: &[Drawn], server: Option<&[ServerSecond]>) -> Res
                 .legend(legend_line(style));
             let style = rate_c.stroke_width(2);
             let rate = chart.draw_secondary_series(DashedLineSeries::new(
-                d.seconds.iter().map(|s| (s.t, s.established_per_s)),
+                steps(d.seconds.iter().map(|s| (s.t, s.established_per_s))),
                 6,
                 3,
                 style,
@@ -393,7 +406,7 @@ pub(super) fn ramp_chart(runs: &[Drawn], server: Option<&[ServerSecond]>) -> Res
         }
         if !srv.is_empty() {
             let points = |f: fn(&ServerSecond) -> u64| -> Vec<(f64, f64)> {
-                srv.iter().map(|(t, s)| (*t, f(s) as f64)).collect()
+                steps(srv.iter().map(|(t, s)| (*t, f(s) as f64)))
             };
             for (what, f, c, dash) in [
                 (
@@ -497,7 +510,7 @@ pub(super) fn spectrum_chart(runs: &[Drawn], pair: &SpectrumPair) -> Result<Opti
         ..time_frame()
     };
     let x = (1f64..SPECTRUM_TOP).log_scale();
-    plot(&frame, x, y.log_scale(), |chart| {
+    plot(&frame, x, log_axis(y), |chart| {
         for (i, d, which, points) in curves {
             let c = match (one, which) {
                 (true, 0) => BLUE_,
@@ -647,6 +660,23 @@ pub(super) fn outcomes_chart(runs: &[Drawn]) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each second's value over its own second: the first from 0, a
+    /// change as a jump at the second's end.
+    #[test]
+    fn per_second_series_are_steps_from_zero() {
+        assert_eq!(
+            steps([(1.0, 200.0), (2.0, 200.0), (3.0, 50.0)]),
+            [
+                (0.0, 200.0),
+                (1.0, 200.0),
+                (1.0, 200.0),
+                (2.0, 200.0),
+                (2.0, 50.0),
+                (3.0, 50.0)
+            ]
+        );
+    }
 
     #[test]
     fn percentile_labels_at_decades() {

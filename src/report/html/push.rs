@@ -108,37 +108,42 @@ pub(super) fn push_times_chart(runs: &[Drawn]) -> Result<Option<String>> {
         y_desc: "p99",
         ..time_frame()
     };
-    plot(&frame, 0f64..t_max(runs), y.log_scale(), |chart| {
-        for (i, d) in with.iter().enumerate() {
-            let c = colour(i);
-            let (jitter_c, delay_c) = if one { (ORANGE, PURPLE) } else { (c, c) };
-            let jitter = series(d, |s| s.push_jitter_p99, true);
-            let style = jitter_c.stroke_width(3);
-            let dots = dot_size(jitter.len());
-            chart
-                .draw_series(LineSeries::new(jitter, style).point_size(dots))?
-                .label(d.entry(one, "jitter p99"))
-                .legend(legend_line(style));
-            let delay = series(d, |s| s.push_delay_p99, true);
-            if delay.is_empty() {
-                continue;
+    plot(
+        &frame,
+        0f64..t_max(runs),
+        super::charts::log_axis(y),
+        |chart| {
+            for (i, d) in with.iter().enumerate() {
+                let c = colour(i);
+                let (jitter_c, delay_c) = if one { (ORANGE, PURPLE) } else { (c, c) };
+                let jitter = series(d, |s| s.push_jitter_p99, true);
+                let style = jitter_c.stroke_width(3);
+                let dots = dot_size(jitter.len());
+                chart
+                    .draw_series(LineSeries::new(jitter, style).point_size(dots))?
+                    .label(d.entry(one, "jitter p99"))
+                    .legend(legend_line(style));
+                let delay = series(d, |s| s.push_delay_p99, true);
+                if delay.is_empty() {
+                    continue;
+                }
+                let style = delay_c.stroke_width(2);
+                let dots = dot_size(delay.len());
+                chart
+                    .draw_series(DashedLineSeries::new(delay.clone(), 8, 4, style))?
+                    .label(d.entry(one, "delay p99"))
+                    .legend(legend_line(style));
+                if dots > 0 {
+                    chart.draw_series(
+                        delay
+                            .into_iter()
+                            .map(|p| Circle::new(p, dots, style.filled())),
+                    )?;
+                }
             }
-            let style = delay_c.stroke_width(2);
-            let dots = dot_size(delay.len());
-            chart
-                .draw_series(DashedLineSeries::new(delay.clone(), 8, 4, style))?
-                .label(d.entry(one, "delay p99"))
-                .legend(legend_line(style));
-            if dots > 0 {
-                chart.draw_series(
-                    delay
-                        .into_iter()
-                        .map(|p| Circle::new(p, dots, style.filled())),
-                )?;
-            }
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
     .map(Some)
 }
 
