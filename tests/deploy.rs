@@ -1,8 +1,14 @@
-//! The launcher examples in deploy/ stay valid: the Kubernetes manifest is
-//! YAML of an Indexed Job whose arguments throng accepts (no shell), and the Slurm
-//! script is valid bash whose tasks slice by SLURM_PROCID (--segment auto).
+//! The launcher examples in deploy/ stay valid: the Kubernetes manifests
+//! validate against Kubernetes' schema, the Indexed Job's arguments are
+//! throng's (no shell), and its exact command line, with the Job's
+//! environment, runs two pods' slices against a local server that meet at
+//! the start barrier and merge as the merge Job does; the Slurm script is
+//! valid bash whose tasks slice by SLURM_PROCID (--segment auto).
 
-use std::process::Command;
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use yaml_rust2::YamlLoader;
@@ -80,12 +86,167 @@ fn kubernetes_indexed_job_runs_one_segment_per_pod_without_a_shell() {
         let throng::cli::Command::Client(a) = cli.command else {
             panic!("not a client command")
         };
-        assert!(a.start_at.is_some());
+        // No date to edit: the pods meet on the results volume.
+        assert!(a.start_at.is_none());
+        assert_eq!(
+            a.start_barrier.as_deref(),
+            Some(std::path::Path::new("/results"))
+        );
         assert_eq!(a.run_id.as_deref(), Some("job-uid-1234"));
         assert_eq!(a.json.as_deref(), Some(std::path::Path::new("/results")));
     }
     let mounts = &c["volumeMounts"][0]["mountPath"];
     assert_eq!(mounts.as_str(), Some("/results"));
+}
+
+const MANIFESTS: [&str; 3] = [
+    "deploy/kubernetes/throng-job.yaml",
+    "deploy/kubernetes/throng-merge-job.yaml",
+    "deploy/kubernetes/throng-results-pvc.yaml",
+];
+
+/// kubernetes-validate (PyPI; .ci/run installs it) checks each manifest
+/// against the Kubernetes schema, strictly (no unknown field).
+#[test]
+fn kubernetes_manifests_validate_against_the_schema() {
+    let Some(kv) = common::which("kubernetes-validate") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "kubernetes-validate is needed in CI (pip install kubernetes-validate); .ci/run \
+             installs it"
+        );
+        eprintln!(
+            "SKIPPED: kubernetes-validate is not installed (pip install kubernetes-validate)"
+        );
+        return;
+    };
+    let (code, out, err) = common::output(Command::new(kv).arg("--strict").args(MANIFESTS));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(out.matches(" passed ").count(), MANIFESTS.len(), "{out}");
+    // The volume the pods share is shipped, and shared across nodes.
+    let pvc = std::fs::read_to_string(MANIFESTS[2]).unwrap();
+    let pvc = &YamlLoader::load_from_str(&pvc).unwrap()[0];
+    assert_eq!(
+        pvc["spec"]["accessModes"][0].as_str(),
+        Some("ReadWriteMany")
+    );
+    // The image is built from source and runs as a user.
+    let file = std::fs::read_to_string("deploy/kubernetes/Containerfile").unwrap();
+    assert!(file.contains(" AS build") && file.contains("COPY --from=build"));
+    assert!(file.contains("\nUSER 10001"), "{file}");
+}
+
+/// The Job's container: its command, arguments and environment, `$(VAR)`
+/// expanded; `set` replaces env values (the target, the load).
+fn job_command(set: &[(&str, &str)], results: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(MANIFESTS[0]).unwrap();
+    let job = &YamlLoader::load_from_str(&text).unwrap()[0];
+    let c = &job["spec"]["template"]["spec"]["containers"][0];
+    let env: Vec<(String, String)> = c["env"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let name = e["name"].as_str().unwrap();
+            let value = set
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+                .or_else(|| e["value"].as_str().map(String::from))
+                .unwrap_or_else(|| panic!("{name}: no value given"));
+            (name.to_string(), value)
+        })
+        .collect();
+    let mut argv = vec![c["command"][0].as_str().unwrap().to_string()];
+    argv.extend(
+        c["args"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .map(|a| kube_expand(a.as_str().unwrap(), &env).replace("/results", results)),
+    );
+    argv
+}
+
+/// Two pods' slices, run with the Job's exact command line and
+/// environment, the second started after the first waits at the barrier:
+/// they start together (10 s after the second arrived), and the merge
+/// Job's command merges them into one passing run.
+#[test]
+fn the_jobs_command_line_runs_pods_that_start_together_and_merge() {
+    let srv = common::server(&[]);
+    let target = common::banner_addr(&srv, "127.0.0.1");
+    let dir = common::temp_dir("kube-job");
+    let results = dir.to_str().unwrap();
+    let run_id = format!("job-uid-{}", std::process::id());
+    let set = [
+        ("TARGET", target.as_str()),
+        ("CONNECTIONS", "20"),
+        ("RATE", "200"),
+        ("DURATION", "2s"),
+        ("THRONG_SEGMENTS", "2"),
+        ("RUN_ID", run_id.as_str()),
+    ];
+    let argv = job_command(&set, results);
+    assert_eq!(argv[0], "throng");
+    let pod = |index: &str| {
+        common::Daemon(
+            Command::new(common::BIN)
+                .args(&argv[1..])
+                .env("JOB_COMPLETION_INDEX", index)
+                .env("THRONG_SEGMENTS", "2")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let first = pod("0");
+    // The second pod comes once the first waits at the barrier.
+    let arrived = dir.join(format!(".start-{run_id}")).join("1");
+    let until = Instant::now() + Duration::from_secs(30);
+    while !arrived.exists() {
+        assert!(Instant::now() < until, "pod 0 never reached the barrier");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second_came = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let second = pod("1");
+    let mut starts = Vec::new();
+    for (k, mut p) in [first, second].into_iter().enumerate() {
+        let st = p.0.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(p.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert!(st.success(), "pod {k}: {st}\n{err}");
+        let r: serde_json::Value =
+            common::read_result(dir.join(format!("segment-{}-of-2.json", k + 1)));
+        assert_eq!(r["slice"]["run_id"], run_id.as_str());
+        starts.push(r["slice"]["start_unix_s"].as_f64().unwrap());
+    }
+    assert!(
+        (starts[0] - starts[1]).abs() < 0.2,
+        "the pods started apart: {starts:?}"
+    );
+    assert!(
+        starts[0] >= second_came + 9.0,
+        "started {:.2} s after the second pod came, not the barrier's 10 s",
+        starts[0] - second_came
+    );
+    // The merge Job's command.
+    let (code, out, err) = common::output(Command::new(common::BIN).args([
+        "merge",
+        results,
+        "--json",
+        &format!("{results}/merged.json"),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let merged: serde_json::Value = common::read_result(dir.join("merged.json"));
+    assert_eq!(merged["connections"]["established"], 20, "{out}");
+    assert_eq!(merged["verdict"]["pass"], true, "{out}");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -433,6 +433,14 @@ pub struct ClientArgs {
     #[arg(long, value_name = "TIME", value_parser = parse_start_at, help_heading = "Scale out")]
     pub start_at: Option<f64>,
 
+    /// Start together with the run's other slices without a time to agree
+    /// on: each slice writes its number into DIR/.start-RUN_ID/ and waits
+    /// for all N; all start 10 s after the last arrived. DIR is shared by
+    /// every slice (a Kubernetes Job's results volume); needs --segment
+    /// and --run-id.
+    #[arg(long, value_name = "DIR", conflicts_with = "start_at", requires_all = ["segment", "run_id"], help_heading = "Scale out")]
+    pub start_barrier: Option<PathBuf>,
+
     /// The run this slice is of, shared by every slice of the run (a
     /// Slurm job id, a Kubernetes Job's uid): `throng merge` refuses
     /// slices of different runs. Without it a --segment derives one from
@@ -524,6 +532,7 @@ impl ClientArgs {
             control: a.control.is_some(),
             pause: a.pause,
             start_at: a.start_at,
+            start_barrier: a.start_barrier.clone(),
             rtt_log: a.rtt_log.clone(),
             quiet: a.quiet,
             processes: a.processes,

@@ -54,6 +54,8 @@ pub struct ClientConfig {
     pub pause: bool,
     /// --start-at: when to start (Unix seconds).
     pub start_at: Option<f64>,
+    /// --start-barrier: the directory the slices meet in.
+    pub start_barrier: Option<PathBuf>,
     /// --rtt-log: the per-query CSV file.
     pub rtt_log: Option<PathBuf>,
     /// --quiet: no live view.

@@ -6,6 +6,7 @@
 //! here, before any connect. The checks are in `preflight`; a run in
 //! several processes is in `processes`.
 
+mod barrier;
 mod config;
 mod preflight;
 mod processes;
@@ -218,6 +219,7 @@ pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
         ClientCommand::ChildPlan => return processes::run_child(crate::child::read_plan()?),
         ClientCommand::Run(a) => *a,
     };
+    let mut a = a;
     let stop = if a.child {
         Stop::install_child()?
     } else {
@@ -246,6 +248,14 @@ pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
     }
     check_problems(a.force, refusals)?;
     let run = run_id(&a, &whole);
+    // The slices meet at the barrier once each knows it can run; its
+    // start is then this slice's --start-at (and its processes').
+    if let (Some(dir), Some(seg), false) = (&a.start_barrier, a.segment, a.child) {
+        match barrier::wait(dir, &run.id, seg, &stop)? {
+            Some(at) => a.start_at = Some(at),
+            None => return Ok(ExitCode::from(crate::exit::INTERRUPTED)),
+        }
+    }
     // A slice in several processes: they share out the slice as they
     // would a whole, and their merge is the slice's result.
     let mut of = None;
