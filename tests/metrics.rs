@@ -679,16 +679,20 @@ fn prometheus_scrapes_a_server_and_finds_it_up() {
             .spawn()
             .expect("start prometheus"),
     );
-    // Ready within ~10 s, or skipped loudly: a slow machine's start is no
-    // fault of throng's.
+    // Ready within 30 s; else a failure under CI (which installed it),
+    // skipped loudly elsewhere.
     let start = Instant::now();
     loop {
         if TcpStream::connect(&web).is_ok() && http(&web, "GET", "/-/ready", None).0 == 200 {
             break;
         }
-        if start.elapsed() > Duration::from_secs(10) {
+        if start.elapsed() > Duration::from_secs(30) {
             let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
-            eprintln!("SKIPPED: prometheus did not start within 10 s:\n{log}");
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "prometheus did not start within 30 s:\n{log}"
+            );
+            eprintln!("SKIPPED: prometheus did not start within 30 s:\n{log}");
             return;
         }
         std::thread::sleep(Duration::from_millis(100));

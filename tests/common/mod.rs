@@ -26,12 +26,15 @@ pub fn server(args: &[&str]) -> Server {
     server_with(Command::new(BIN).arg("server"), args)
 }
 
-/// [`server`] under `ulimit -n nofile` (a hard limit it cannot raise
-/// without CAP_SYS_RESOURCE).
+/// [`server`] under `ulimit -n nofile`, a hard limit it cannot raise:
+/// CAP_SYS_RESOURCE is dropped from its bounding set (setpriv), so that
+/// even as root it lives with the limit given.
 pub fn server_with_nofile(nofile: u32, args: &[&str]) -> Server {
-    let mut cmd = Command::new("sh");
+    let setpriv = program("setpriv", "util-linux").expect("setpriv drops CAP_SYS_RESOURCE");
+    let mut cmd = Command::new(setpriv);
     let line = format!("ulimit -n {nofile} && exec \"$0\" \"$@\"");
-    cmd.args(["-c", &line, BIN, "server"]);
+    cmd.args(["--bounding-set=-sys_resource", "--inh-caps=-sys_resource"])
+        .args(["sh", "-c", &line, BIN, "server"]);
     server_with(&mut cmd, args)
 }
 
