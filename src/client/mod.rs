@@ -215,11 +215,10 @@ fn wait_start_at(at: Option<f64>, stop: &Stop) -> Result<bool> {
 pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
     // Before any thread starts, in the parent and in every child.
     crate::sys::one_heap();
-    let a = match cmd {
+    let mut a = match cmd {
         ClientCommand::ChildPlan => return processes::run_child(crate::child::read_plan()?),
         ClientCommand::Run(a) => *a,
     };
-    let mut a = a;
     let stop = if a.child {
         Stop::install_child()?
     } else {
