@@ -868,9 +868,8 @@ fn a_server_throng_cannot_see_is_named_with_where_to_look() {
 /// A client made late by a busy loop sharing its one core (the client
 /// niced, so it waits for the loop's turns: a few ms of send lag) against a server that takes 50 ms an answer: its lateness is
 /// far under the service time's tail, so the tail is named the server's,
-/// not the client's. Without the busy loop the client sends on time and
-/// says nothing of lateness, or, where the machine woke it late all the
-/// same, names its lateness by the figures and the tail still the server's.
+/// not the client's. Without the busy loop the tail is the server's all
+/// the same, late or not.
 #[test]
 fn a_tail_well_above_the_clients_lateness_is_the_servers() {
     let addr = slow_echo(Duration::from_millis(50));
@@ -885,36 +884,28 @@ fn a_tail_well_above_the_clients_lateness_is_the_servers() {
     let r = typed(&v);
     assert!(r.lat().send_lag_us.p99 > 1000, "{late}");
     assert!(late.contains("is well above that"), "{late}");
-    assert!(!late.contains("the client is the bottleneck"), "{late}");
-    // (Again when late all the same, up to three runs: a stall of the
-    // machine's own, as this VM's kdamond taking a core for 1-2 ms every
-    // 512 ms, makes a few of 800 queries late with nothing on the core;
-    // CI saw 9 of 827, and once 12 of 827 in two runs in a row.)
-    let (mut on_time, mut v) = run("tail-on-time");
-    for again in ["tail-on-time-2", "tail-on-time-3"] {
-        if !on_time.contains("the client sent") {
-            break;
-        }
-        eprintln!("NOTE: the run without the busy loop was late; once more:\n{on_time}");
-        (on_time, v) = run(again);
+    assert_tail_is_the_servers(&v, &late);
+    let codes = v["verdict"]["causes"].to_string();
+    assert!(codes.contains("\"server_latency\""), "{codes}");
+    // Without the busy loop, the same holds whatever this VM's own stalls
+    // did to the client's schedule (a core taken for 1-2 ms every 512 ms
+    // makes a few of 800 queries late with nothing on the core): a 50 ms
+    // tail is never the client's. That an on-time client says nothing of
+    // lateness is a pure function of the figures, asserted exactly by
+    // report::tests::a_late_client_is_told_what_would_help.
+    let (on_time, v) = run("tail-on-time");
+    assert_tail_is_the_servers(&v, &on_time);
+}
+
+/// The verdict of a run whose tail is the server's: no cause on the
+/// client's side, and none of the client's words.
+fn assert_tail_is_the_servers(v: &serde_json::Value, out: &str) {
+    let causes = v["verdict"]["causes"].as_array().unwrap();
+    for c in causes {
+        assert_ne!(c["side"], "client", "{c}\n{out}");
     }
-    // The words follow the figures: lateness is named only past 1 ms (of
-    // the send lag's or the loop's p99). On this VM a client that sleeps
-    // between queries (400/s) is sometimes woken that late with nothing
-    // on its core, three runs in a row in one CI run (9 of 826 queries
-    // over 1 ms): then its lateness is named, and still not the tail.
-    let l = typed(&v).lat().clone();
-    if l.send_lag_us.p99.max(l.loop_lag_us.p99) <= 1000 {
-        assert!(!on_time.contains("is well above that"), "{on_time}");
-        assert!(!on_time.contains("the client sent"), "{on_time}");
-    } else {
-        eprintln!("NOTE: late three times with nothing on the client's core: the words checked against the figures alone\n{on_time}");
-        assert!(on_time.contains("is well above that"), "{on_time}");
-        assert!(
-            !on_time.contains("the client is the bottleneck"),
-            "{on_time}"
-        );
-    }
+    assert!(!out.contains("the client is the bottleneck"), "{out}");
+    assert!(!out.contains("give the client more cores"), "{out}");
 }
 
 /// A client made late by a busy loop on its core (niced, so it waits for

@@ -688,11 +688,10 @@ fn prometheus_scrapes_a_server_and_finds_it_up() {
         }
         if start.elapsed() > Duration::from_secs(30) {
             let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "prometheus did not start within 30 s:\n{log}"
+            common::skip(
+                &format!("prometheus did not start within 30 s:\n{log}"),
+                "apt-get install --no-install-recommends prometheus",
             );
-            eprintln!("SKIPPED: prometheus did not start within 30 s:\n{log}");
             return;
         }
         std::thread::sleep(Duration::from_millis(100));

@@ -197,11 +197,10 @@ pub fn in_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Op
         // SAFETY: unshare affects only this thread's namespaces.
         if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
             let e = std::io::Error::last_os_error();
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "unshare(CLONE_NEWNET): {e}"
+            skip(
+                &format!("cannot create a network namespace here: {e}"),
+                "run as root, or with CAP_SYS_ADMIN",
             );
-            eprintln!("SKIPPED: cannot create a network namespace here: {e}");
             return None;
         }
         let up = Command::new("ip")
@@ -331,16 +330,42 @@ pub fn banner_addr(srv: &Server, ip: &str) -> String {
         .unwrap_or_else(|| panic!("no listener on {ip}: {:?}", srv.banner))
 }
 
+/// Says loudly that a test is skipped, for `why`, and what installs it
+/// (`fix`); a failure under CI, which installs everything a test needs.
+/// Each skip is also appended to the file THRONG_TEST_SKIPS names (when
+/// set): `.ci/run` counts them and fails on any.
+pub fn skip(why: &str, fix: &str) {
+    let line = format!("SKIPPED {}: {why} ({fix})", test_name());
+    if let Some(log) = std::env::var_os("THRONG_TEST_SKIPS") {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("THRONG_TEST_SKIPS names a writable file");
+        writeln!(f, "{line}").unwrap();
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{why}: needed in CI ({fix}); .ci/run provides it"
+    );
+    eprintln!("{line}");
+}
+
+/// The running test's name (its thread's, as the test harness names it).
+fn test_name() -> String {
+    std::thread::current().name().unwrap_or("?").to_string()
+}
+
 /// The program, or None after saying loudly that the test is skipped (a
 /// failure in CI, which installs it).
 pub fn program(name: &str, package: &str) -> Option<std::path::PathBuf> {
     let p = which(name);
     if p.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{name} is needed in CI (apt-get install {package}); .ci/run installs it"
+        skip(
+            &format!("{name} is not installed"),
+            &format!("apt-get install {package}"),
         );
-        eprintln!("SKIPPED: {name} is not installed (apt-get install {package})");
     }
     p
 }
@@ -358,12 +383,9 @@ pub fn python_websockets() -> Option<std::path::PathBuf> {
             return Some(p.into());
         }
     }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "python3 with the websockets module is needed in CI (apt-get install python3-websockets); .ci/run installs it"
-    );
-    eprintln!(
-        "SKIPPED: no python3 with the websockets module (apt-get install python3-websockets)"
+    skip(
+        "no python3 with the websockets module",
+        "apt-get install python3-websockets",
     );
     None
 }
