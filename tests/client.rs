@@ -36,7 +36,7 @@ fn client(name: &str, args: &[&str]) -> (i32, String, String, Value) {
 fn spawn_client(
     args: &[&str],
     ready: &str,
-) -> (std::process::Child, BufReader<std::process::ChildStderr>) {
+) -> (common::Daemon, BufReader<std::process::ChildStderr>) {
     let (child, mut err) = common::spawn_piped(Command::new(BIN).arg("client").args(args));
     common::wait_for_line(&mut err, ready);
     (child, err)
@@ -491,14 +491,16 @@ fn more_than_the_host_holds_is_refused_within_a_second() {
         .unwrap()
         .as_secs()
         + 60;
-    let mut child = Command::new(BIN)
-        .args(["client", &target, "-c", "20m", "--force", "-q"])
-        .args(["--processes", "1", "--start-at", &at.to_string()])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = common::Daemon(
+        Command::new(BIN)
+            .args(["client", &target, "-c", "20m", "--force", "-q"])
+            .args(["--processes", "1", "--start-at", &at.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
     let line = common::wait_for_line(&mut err, "need kernel memory");
     assert!(line.contains("--force: running anyway"), "{line}");

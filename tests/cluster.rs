@@ -99,9 +99,10 @@ impl Lab {
             .spawn()
             .unwrap();
         let mut err = BufReader::new(child.stderr.take().unwrap());
+        // Owned by the lab (killed on its drop) before it is waited for.
+        self.daemons.push(child);
         common::wait_for_line(&mut err, "listening on");
         std::thread::spawn(move || for _ in err.lines() {});
-        self.daemons.push(child);
     }
 }
 

@@ -91,35 +91,39 @@ fn a_frozen_process_is_killed_and_named_missing() {
     let dir = temp_dir("deadline-frozen");
     let json = dir.join("r.json");
     let t = Instant::now();
-    let mut child = Command::new(BIN)
-        .args([
-            "client",
-            &srv.addr.to_string(),
-            "--proto",
-            "echo",
-            "-c",
-            "40",
-            "-r",
-            "400",
-            "-T",
-            "4s",
-            "--drain",
-            "1s",
-            "--processes",
-            "2",
-            "--json",
-            json.to_str().unwrap(),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = common::Daemon(
+        Command::new(BIN)
+            .args([
+                "client",
+                &srv.addr.to_string(),
+                "--proto",
+                "echo",
+                "-c",
+                "40",
+                "-r",
+                "400",
+                "-T",
+                "4s",
+                "--drain",
+                "1s",
+                "--processes",
+                "2",
+                "--json",
+                json.to_str().unwrap(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
     // The first second shown: both processes are running.
     common::wait_for_line(&mut err, "open");
     let kids = children_of(child.id());
     assert_eq!(kids.len(), 2, "{kids:?}");
+    // Killed on a failed assertion too (stopped, it would stay).
+    let _frozen = common::KillOnDrop(kids[1]);
     common::signal(kids[1], libc::SIGSTOP);
     let mut rest = String::new();
     for l in err.lines() {

@@ -31,12 +31,13 @@ type Log = Arc<Mutex<Vec<String>>>;
 
 /// [`start`], keeping every line of its stderr for the test to read.
 fn start_logged(cmd: &mut Command, ready: &str) -> (Daemon, Log) {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn daemon");
+    let mut child = Daemon(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn daemon"),
+    );
     let err = BufReader::new(child.stderr.take().unwrap());
     let (tx, rx) = mpsc::channel();
     let needle = ready.to_string();
@@ -52,7 +53,7 @@ fn start_logged(cmd: &mut Command, ready: &str) -> (Daemon, Log) {
         let _ = tx.send(Err(seen.lock().unwrap().join("\n")));
     });
     match rx.recv_timeout(Duration::from_secs(20)) {
-        Ok(Ok(())) => (Daemon(child), log),
+        Ok(Ok(())) => (child, log),
         Ok(Err(log)) => panic!("{cmd:?} exited before '{ready}':\n{log}"),
         Err(_) => panic!("{cmd:?}: no '{ready}' within 20 s"),
     }

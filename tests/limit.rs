@@ -11,19 +11,9 @@ use std::process::{Command, Stdio};
 use common::{output, temp_dir, BIN};
 use throng::outcome::limit::{LimitFile, StepResult};
 
-/// A server process of a test, killed when the test ends (passed or not).
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A Python server from `script`, which prints its port first: the
 /// process and its address.
-fn python_server(python: &std::path::Path, script: &str) -> (Killed, String) {
+fn python_server(python: &std::path::Path, script: &str) -> (common::Daemon, String) {
     let mut srv = Command::new(python)
         .args(["-c", script])
         .stdout(Stdio::piped())
@@ -33,7 +23,7 @@ fn python_server(python: &std::path::Path, script: &str) -> (Killed, String) {
     BufReader::new(srv.stdout.take().unwrap())
         .read_line(&mut port)
         .unwrap();
-    (Killed(srv), format!("127.0.0.1:{}", port.trim()))
+    (common::Daemon(srv), format!("127.0.0.1:{}", port.trim()))
 }
 
 /// A one-thread Python echo server (selectors) that prints its port
@@ -152,7 +142,7 @@ fn a_servers_fd_limit_is_found_and_named() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(srv.stdout.take().unwrap()).lines();
-    let srv = Killed(srv);
+    let srv = common::Daemon(srv);
     let addr = loop {
         let l = lines.next().expect("the server's banner").unwrap();
         if let Some(rest) = l.strip_prefix("listening on ") {

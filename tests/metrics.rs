@@ -10,7 +10,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
@@ -380,16 +380,20 @@ fn an_elastic_server_grows_and_its_endpoint_follows() {
 
 /// A client child with piped stdout; its stdout lines up to the one that
 /// names the endpoint, and the endpoint.
-fn client_with_metrics(args: &[&str]) -> (Child, BufReader<std::process::ChildStdout>, String) {
-    let mut child = Command::new(BIN)
-        .arg("client")
-        .args(args)
-        .args(["-q", "--metrics", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn throng client");
+fn client_with_metrics(
+    args: &[&str],
+) -> (common::Daemon, BufReader<std::process::ChildStdout>, String) {
+    let mut child = common::Daemon(
+        Command::new(BIN)
+            .arg("client")
+            .args(args)
+            .args(["-q", "--metrics", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn throng client"),
+    );
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut lines = Vec::new();
     loop {

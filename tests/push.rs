@@ -416,13 +416,15 @@ fn two_segments_merge_into_the_sums_of_their_counts() {
     let dir = temp_dir("push-merge");
     let part = |k: u32| {
         let json = dir.join(format!("{k}.json"));
-        let child = Command::new(BIN)
-            .args(["client", &target, "--proto", "push", "--every", "10ms"])
-            .args(["-c", "20", "-T", "2s", "-q", "--segment", &format!("{k}/2")])
-            .args(["--json", json.to_str().unwrap()])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
+        let child = common::Daemon(
+            Command::new(BIN)
+                .args(["client", &target, "--proto", "push", "--every", "10ms"])
+                .args(["-c", "20", "-T", "2s", "-q", "--segment", &format!("{k}/2")])
+                .args(["--json", json.to_str().unwrap()])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
         (child, json)
     };
     let parts = [part(1), part(2)];

@@ -146,21 +146,23 @@ fn screenshot(page: &Path) -> Option<(Vec<[u8; 3]>, u32, u32, String)> {
     let chromium = program("chromium", "chromium")?;
     let png = page.with_extension("png");
     let profile = page.with_extension("profile");
-    let mut child = Command::new(chromium)
-        .args(["--headless", "--no-sandbox", "--disable-gpu"])
-        .args([
-            "--enable-logging=stderr",
-            "--v=0",
-            "--window-size=1200,3000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", png.display()))
-        .arg(format!("file://{}", page.display()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start chromium");
+    let mut child = common::Daemon(
+        Command::new(chromium)
+            .args(["--headless", "--no-sandbox", "--disable-gpu"])
+            .args([
+                "--enable-logging=stderr",
+                "--v=0",
+                "--window-size=1200,3000",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(format!("--screenshot={}", png.display()))
+            .arg(format!("file://{}", page.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start chromium"),
+    );
     let mut err = child.stderr.take().unwrap();
     let log = std::thread::spawn(move || {
         let mut s = String::new();

@@ -245,10 +245,12 @@ fn merges_are_whole_or_say_they_are_not() {
         .iter()
         .map(|k| {
             let name = format!("t{}.json", &k[..1]);
-            let child = slice_run(&target, k, &file(&name), &["--start-at", &at])
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
+            let child = common::Daemon(
+                slice_run(&target, k, &file(&name), &["--start-at", &at])
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            );
             (child, name)
         })
         .collect();

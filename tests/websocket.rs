@@ -46,12 +46,14 @@ impl Websocketd {
             .stderr(Stdio::null())
             .spawn()
             .expect("start websocketd");
+        // Owned (killed on drop) before it is waited for.
+        let d = Websocketd { child, port };
         let until = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < until, "websocketd never listened");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Websocketd { child, port }
+        d
     }
 }
 

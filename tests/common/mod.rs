@@ -308,14 +308,16 @@ pub fn wait_for_line(r: &mut impl BufRead, needle: &str) -> String {
     line
 }
 
-/// Starts `cmd` with piped stdio; returns it with its stderr as lines.
-pub fn spawn_piped(cmd: &mut Command) -> (Child, BufReader<ChildStderr>) {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+/// Starts `cmd` with piped stdio; returns it (killed on drop) with its
+/// stderr as lines.
+pub fn spawn_piped(cmd: &mut Command) -> (Daemon, BufReader<ChildStderr>) {
+    let mut child = Daemon(
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn"),
+    );
     let err = BufReader::new(child.stderr.take().unwrap());
     (child, err)
 }
@@ -544,8 +546,62 @@ pub struct Daemon(pub Child);
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        // (A child already waited for is not signalled: std keeps its
+        // status, and kill() then returns at once.)
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+impl Daemon {
+    /// Child::wait_with_output, the guard kept until the child is waited
+    /// for: everything it writes to its piped stdout and stderr, then its
+    /// status.
+    pub fn wait_with_output(mut self) -> std::io::Result<std::process::Output> {
+        let (out, err) = (self.0.stdout.take(), self.0.stderr.take());
+        let err = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut e) = err {
+                e.read_to_end(&mut buf).map(|_| buf)
+            } else {
+                Ok(buf)
+            }
+        });
+        let mut stdout = Vec::new();
+        if let Some(mut o) = out {
+            o.read_to_end(&mut stdout)?;
+        }
+        let stderr = err.join().expect("the stderr reader")?;
+        let status = self.0.wait()?;
+        Ok(std::process::Output {
+            status,
+            stdout,
+            stderr,
+        })
+    }
+}
+
+/// A process this test made (a child's child), SIGKILLed on drop.
+pub struct KillOnDrop(pub i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: kill() of a pid this test made; gone already, it fails
+        // harmlessly (ESRCH).
+        unsafe { libc::kill(self.0, libc::SIGKILL) };
+    }
+}
+
+impl std::ops::Deref for Daemon {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
     }
 }
 
