@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod lab;
+
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
