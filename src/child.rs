@@ -24,7 +24,7 @@ use crate::outcome::Sample;
 use crate::sys::signals::{Reason, Stop};
 
 /// A line a child prints on stdout.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ChildLine {
     Sample(Box<Sample>),
@@ -71,7 +71,7 @@ pub enum ChildLine {
 
 /// What a load host of `throng cluster` says before the run: what it is
 /// (the controller refuses a mix of versions) and its plan for its share.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostReport {
     /// `uname -m`'s words (x86_64, aarch64).
     pub arch: String,
@@ -128,7 +128,7 @@ impl ChildLine {
 
     /// A second's sample as [`ChildLine::Sample`] prints it, without a copy.
     pub fn print_sample(s: &Sample) {
-        #[derive(Serialize)]
+        #[derive(Serialize, schemars::JsonSchema)]
         #[serde(rename_all = "snake_case")]
         enum Borrowed<'a> {
             Sample(&'a Sample),

@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What the reference server answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Every byte received is sent back.
@@ -50,7 +50,9 @@ impl Mode {
 }
 
 /// What a push server's TCP clients get its messages over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum PushOver {
     /// The bare stream: throng's push messages back to back.
@@ -70,7 +72,7 @@ impl PushOver {
 }
 
 /// How connections are opened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ConnectMode {
     /// Up to `max_inflight_connects` non-blocking connects at once.
@@ -80,7 +82,9 @@ pub enum ConnectMode {
 }
 
 /// How queries travel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Transport {
     /// Persistent TCP connections.
@@ -106,7 +110,7 @@ impl Transport {
 }
 
 /// What queries are made of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Proto {
     /// DNS: a query for a name and type, matched by ID.
@@ -127,7 +131,7 @@ pub enum Proto {
 }
 
 /// How --proto push reads the server's messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PushFormat {
     /// throng server's (`wire::push`): sequence number and send times.
@@ -137,7 +141,7 @@ pub enum PushFormat {
 }
 
 /// How open-loop queries are spread over connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Spread {
     Random,
@@ -145,7 +149,7 @@ pub enum Spread {
 }
 
 /// Inter-arrival times of the open-loop query stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Arrivals {
     /// Exponential gaps (a Poisson process), seeded.
@@ -155,7 +159,7 @@ pub enum Arrivals {
 }
 
 /// How many processes a side uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Processes {
     /// As many as the fd limit requires.
     Auto,
@@ -163,7 +167,7 @@ pub enum Processes {
 }
 
 /// A slice `K/N` of a scenario (1-based).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Segment {
     pub index: u64,
     pub count: u64,
@@ -171,14 +175,14 @@ pub struct Segment {
 
 /// Which run a result is of: shared by every slice of the run, so that
 /// `throng merge` can refuse a slice of another run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunId {
     pub id: String,
     pub from: RunIdFrom,
 }
 
 /// How a run id was made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunIdFrom {
     /// `--run-id`: the user's, or the one `throng cluster` gave its hosts.
@@ -228,7 +232,7 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// Which side of a test a host plays (`throng tune`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Client,

@@ -10,7 +10,19 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Whose doing a cause, or a failed run, is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Side {
     /// Nobody's: a passing run, or a cause that only informs.
@@ -40,7 +52,19 @@ impl Side {
 }
 
 /// A cause's code: the public contract of a verdict (docs/result.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Code {
     /// The server's process held all the fds its limit allows.
@@ -229,7 +253,9 @@ impl Code {
 }
 
 /// How the summary shows a cause.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
     /// `hint (label): ...`
@@ -242,7 +268,7 @@ pub enum Level {
 }
 
 /// One cause of a verdict.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cause {
     pub code: Code,
     pub side: Side,
@@ -294,7 +320,7 @@ impl Cause {
 }
 
 /// A run's verdict.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verdict {
     pub pass: bool,
     /// `none` when it passed; else whose side the causes put it on.

@@ -80,8 +80,7 @@ fn a_search_of_cluster_runs_finds_a_servers_fd_limit() {
         let (code, out, err) = common::output(Command::new(BIN).args(&args));
         assert_eq!(code, 0, "{out}\n{err}");
         assert!(out.contains("`throng cluster` run"), "{out}");
-        let file: LimitFile =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let file: LimitFile = common::read_limit(&json);
         let value = file.limit.value.unwrap();
         assert!(
             (value - allowed).abs() <= 0.05 * allowed,

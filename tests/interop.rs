@@ -293,7 +293,7 @@ fn compare_runs_clean_against_unbound() {
         json.to_str().unwrap(),
     ]));
     assert_eq!(code, 0, "{out}\n{err}");
-    let v: Value = common::read_result(&json);
+    let v: Value = common::read_compare(&json);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4, "{out}");
     for r in runs {
@@ -336,7 +336,7 @@ fn compare_one_after_another_against_unbound() {
         "{out}"
     );
     assert_eq!(out.matches(" 200/200 ").count(), 4, "{out}");
-    let v: Value = common::read_result(&json);
+    let v: Value = common::read_compare(&json);
     for r in v["runs"].as_array().unwrap() {
         let res = typed(&r["result"]);
         assert_eq!(res.q().answered, 200, "{}: {out}", r["transport"]);
@@ -487,9 +487,8 @@ fn limit_search(dir: &Path, args: &[&str]) -> (i32, String, throng::outcome::lim
             .args(["--json", json.to_str().unwrap()]),
     );
     let out = format!("{out}\n{err}");
-    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {out}"));
-    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {out}"));
-    (code, out, v)
+    assert!(json.exists(), "no limit file: {out}");
+    (code, out, common::read_limit(&json))
 }
 
 /// nginx on 127.0.0.1 with keep-alive, `keepalive_requests` as given.

@@ -99,6 +99,7 @@ fn limit_on(core: Option<usize>, name: &str, args: &[&str]) -> (i32, String, Lim
     let out = format!("{out}\n{err}");
     let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {out}"));
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    common::conforms("limit", &v);
     // A fresh step's result is a whole run's, and so is a held run's; a
     // held step holds figures of some of its seconds.
     for s in v["steps"].as_array().into_iter().flatten() {

@@ -236,9 +236,9 @@ fn server_counters_after_a_known_run_are_its_summary() {
             .unwrap_or_default()
             .lines()
             .map(|l| {
-                serde_json::from_str::<serde_json::Value>(l).unwrap()[key]
-                    .as_u64()
-                    .unwrap()
+                let v = serde_json::from_str::<serde_json::Value>(l).unwrap();
+                common::conforms("server-stats", &v);
+                v[key].as_u64().unwrap()
             })
             .sum()
     };

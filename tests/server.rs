@@ -446,6 +446,9 @@ fn stats_lines_and_json() {
     assert!(line.contains("conns 1 (peak 1)"), "{line}");
     assert!(line.contains("listen overflows"), "{line}");
     let text = std::fs::read_to_string(&json).unwrap();
+    for l in text.lines() {
+        common::conforms("server-stats", &serde_json::from_str(l).unwrap());
+    }
     let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert_eq!(v["connections"], 1);
     assert!(v["unix_s"].as_u64().unwrap() > 1_600_000_000);

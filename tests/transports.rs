@@ -534,7 +534,7 @@ fn compare_prints_one_table_and_writes_every_run() {
         // errors is the second-to-last column
         assert_eq!(cols[cols.len() - 2], "0", "errors in {r}\n{out}");
     }
-    let v: Value = common::read_result(&json);
+    let v: Value = common::read_compare(&json);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 6);
     assert_eq!(runs[1]["transport"], "tcp-per-query");
@@ -568,7 +568,7 @@ fn compare_prints_one_table_and_writes_every_run() {
     ]));
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("udp: no query was answered"), "{err}");
-    let v: Value = common::read_result(&json);
+    let v: Value = common::read_compare(&json);
     let verdict = &v["verdict"];
     assert_eq!(verdict["pass"], false, "{verdict}");
     assert_ne!(verdict["side"], "none", "{verdict}");
@@ -650,7 +650,7 @@ fn compare_queries_without_rate_runs_them_one_after_another() {
             "{out}"
         );
     }
-    let v: Value = common::read_result(&json);
+    let v: Value = common::read_compare(&json);
     for r in v["runs"].as_array().unwrap() {
         let res = typed(&r["result"]);
         let t = r["transport"].as_str().unwrap();

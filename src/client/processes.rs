@@ -32,7 +32,7 @@ use crate::sys::signals::{Reason, Stop};
 use crate::sys::sources;
 
 /// What a child of --processes runs, the first line of its stdin.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub(super) struct ChildPlan {
     /// The scenario as its result records it: the whole, with the child's
     /// segment and workers, and `Pause` for an end the parent gives.

@@ -23,7 +23,7 @@ use procfs::*;
 pub use procfs::{listener, owners, udp_socket_drops, Listener};
 
 /// The client's CPU over its run (`client` in the result).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClientCpu {
     /// User + system time of the client's processes (its children of
     /// --processes included), seconds.
@@ -74,7 +74,7 @@ impl ClientCpu {
 }
 
 /// What was seen of a server on this host (`server_seen` in the result).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerSeen {
     /// The process that owns the listening socket (the one holding the
     /// most fds when several share it: nginx's workers).

@@ -21,7 +21,7 @@ pub const LATENCY_BOUNDS_US: [u64; 19] = [
 /// A latency histogram in Prometheus' shape: a count per bucket of
 /// [`LATENCY_BOUNDS_US`] (not cumulative; the last one above them all),
 /// with the count and sum of every value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencyBuckets {
     pub counts: [u64; LATENCY_BOUNDS_US.len() + 1],
     pub count: u64,
@@ -68,7 +68,7 @@ impl LatencyBuckets {
 
 /// A client run's figures so far, as exported: counters since the start,
 /// the open connections now, and the latency buckets.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunFigures {
     /// Queries the schedule asked for so far (a rate over time: not whole).
     pub target_queries: f64,

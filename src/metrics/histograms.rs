@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// Latency percentiles with the shape the JSON promises for
 /// `latency.*`: p50..p99.99, max, mean, stdev and the histogram.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Latency {
     pub count: u64,
     pub p50: u64,
@@ -195,7 +195,7 @@ impl Histograms {
 
 /// Percentiles of a latency histogram, in microseconds, plus the histogram
 /// itself (HdrHistogram V2 compressed, base64) so results merge exactly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Percentiles {
     pub count: u64,
     pub p50: u64,

@@ -328,7 +328,7 @@ counter_block! {
     /// [`crate::engine`]'s push module for what each means).
     pub struct PushCounters;
     /// --proto push's counts summed (workers, processes, hosts).
-    #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+    #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
     pub struct PushTotals;
     counters {
         received: count,

@@ -9,7 +9,7 @@ use crate::domain::Transport;
 use crate::verdict::{Cause, Verdict};
 
 /// One row: a transport, and for tcp and tls the recycling setting.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Case {
     pub transport: Transport,
     pub max_queries_per_conn: Option<u64>,
@@ -25,7 +25,7 @@ impl Case {
 }
 
 /// What --json holds.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Comparison {
     pub target: String,
     pub runs: Vec<Run>,
@@ -58,7 +58,7 @@ impl Comparison {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Run {
     #[serde(flatten)]
     pub case: Case,

@@ -22,7 +22,7 @@ use crate::sys::{limits, proc, sources};
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// What the run was measured on, read at start.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Environment {
     pub throng_version: String,
     pub hostname: String,
@@ -81,7 +81,7 @@ fn chrony_offset() -> Option<f64> {
 }
 
 /// One result that went into a merge.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Part {
     /// The file or the child process it came from.
     pub from: String,
@@ -98,7 +98,7 @@ pub struct Part {
 /// Which slice of which run a result is, and when it ran (wall clock,
 /// Unix seconds). A merged result is the whole: slice 1/1 of its run,
 /// from its first start to its last end.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SliceOf {
     /// Shared by the slices of one run.
     pub run_id: String,
@@ -134,7 +134,7 @@ impl SliceOf {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Connections {
     pub target: u64,
     pub attempted: u64,
@@ -237,7 +237,7 @@ pub struct Connections {
     pub ramp_stopped: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Queries {
     /// Queries that came due, sent or not, counted where the schedule or
     /// a window made them: the books hold it to sent + the errors of
@@ -299,7 +299,7 @@ pub struct Queries {
     pub control: Vec<super::ControlEvent>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencyResult {
     /// From each query's intended send time (coordinated omission corrected).
     pub response_time_us: Latency,
@@ -316,7 +316,7 @@ pub struct LatencyResult {
     pub late_response_time_us: Option<Latency>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Dns {
     pub rcodes: BTreeMap<String, u64>,
     /// The same counts per query type: `<TYPE>.<RCODE>`.
@@ -325,7 +325,7 @@ pub struct Dns {
 }
 
 /// --proto push: what the server pushed and how it arrived.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PushResult {
     /// Messages that arrived (each sequence number once).
     pub received: u64,
@@ -371,7 +371,7 @@ pub struct PushResult {
 }
 
 /// The whole result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunResult {
     pub schema_version: u32,
     pub interrupted: bool,
@@ -426,7 +426,7 @@ pub struct RunResult {
 }
 
 /// A check's outcome, as the JSON's `checks` list holds it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CheckOutcome {
     pub expr: String,
     /// What was measured, in the check's terms (a percentage for `%`

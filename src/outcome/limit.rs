@@ -12,7 +12,7 @@ use crate::domain::Transport;
 use crate::evidence::{ClientCpu, ServerSeen};
 
 /// The whole file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LimitFile {
     pub limit: Found,
     pub steps: Vec<Step>,
@@ -33,7 +33,7 @@ fn sorted<T: Serialize, S: Serializer>(value: &T, s: S) -> Result<S::Ok, S::Erro
 }
 
 /// A search's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Found {
     /// "connections" or "rate".
     pub axis: String,
@@ -60,7 +60,7 @@ pub struct Found {
 }
 
 /// One step: a client run at `load`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Step {
     pub load: f64,
     pub pass: bool,
@@ -90,7 +90,7 @@ pub struct Step {
 /// answers as fast as queries come, so the two differ by the few in
 /// flight; one that answers from a growing queue falls behind here even
 /// when every answer comes before the drain ends.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pace {
     pub seconds: u64,
     pub due: u64,
@@ -128,7 +128,7 @@ impl Pace {
 }
 
 /// A step's result: a held step's figures, or a fresh run's whole result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum StepResult {
     Held(Box<HeldStep>),
@@ -196,7 +196,7 @@ impl StepResult {
 
 /// A held step's figures, in `throng client --json`'s keys (so the same
 /// --check expressions read them).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HeldStep {
     /// Always true: what tells it from a run's result.
     pub held: bool,
@@ -222,7 +222,7 @@ pub struct HeldStep {
 }
 
 /// A held step's connections.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HeldConnections {
     /// What the step asked for.
     pub target: u64,
@@ -244,14 +244,14 @@ pub struct HeldConnections {
 }
 
 /// Failed connections, not by cause (the seconds count them together).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FailedAny {
     pub any: u64,
 }
 
 /// A held step's queries: counts over all its seconds (its drain's too),
 /// rates over its judged ones.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HeldQueries {
     pub due: u64,
     pub sent: u64,
@@ -273,7 +273,7 @@ pub struct HeldQueries {
 
 /// A held step's times, after its warm-up (null: a second's histogram
 /// was missing).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HeldLatency {
     pub response_time_us: Option<StepLatency>,
     pub service_time_us: Option<StepLatency>,
@@ -281,7 +281,7 @@ pub struct HeldLatency {
 
 /// Percentiles of a held step's seconds added (the histogram itself is
 /// in the held run's result).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepLatency {
     pub count: u64,
     pub p50: u64,
@@ -294,13 +294,13 @@ pub struct StepLatency {
     pub stdev: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HeldEnvironment {
     /// This host's cores.
     pub cores: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HeldScenario {
     pub transport: Transport,
 }

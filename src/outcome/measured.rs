@@ -11,7 +11,7 @@ use super::Sample;
 use crate::metrics::{ConnTotals, Histograms, PushTotals, QueryTotals, StatusCounts};
 
 /// A command received on --control, with when it applied.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ControlEvent {
     /// Seconds since the start.
     pub t: f64,
@@ -67,7 +67,7 @@ pub struct Outcome {
 
 /// When a run happened, on the wall clock (Unix seconds): what slices of
 /// one run, on many processes or hosts, are aligned by.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Wall {
     /// The first connection attempt may go (after --start-at).
     pub start_unix_s: f64,

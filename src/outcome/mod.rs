@@ -13,6 +13,7 @@ pub mod limit;
 mod measured;
 mod merge;
 mod sample;
+pub mod schema;
 pub mod server_second;
 
 pub use crate::verdict::{Cause, Code, Level, Side, Verdict};

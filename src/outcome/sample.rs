@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::metrics::Grow;
 
 /// One second of a run, as the live view shows it and the JSON keeps it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Sample {
     /// Seconds since the start.
     pub t: u64,

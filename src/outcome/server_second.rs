@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One second of a server (one process, or several summed).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ServerSecond {
     pub t: u64,
@@ -35,7 +35,7 @@ pub struct ServerSecond {
 /// One second of --mode push: messages due, sent on time, sent late (and
 /// the latest, µs after its due time), dropped because a subscriber's
 /// socket was full or the worker a period behind; subscribers now.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PushSecond {
     pub due: u64,
     pub on_time: u64,

@@ -24,7 +24,7 @@ pub use schedule::{area, level_at, parse_phases, Phase};
 pub const DEFAULT_CONNECT_RATE: f64 = 10_000.0;
 
 /// How connection attempts are spread over time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Ramp {
     /// Evenly spaced: attempt i at i / per_second.
@@ -53,7 +53,7 @@ impl Ramp {
 }
 
 /// How the hold phase ends.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum End {
     /// This long after the ramp ends.
@@ -79,7 +79,7 @@ impl Query {
 }
 
 /// What one query is.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Query {
     Dns {
@@ -118,7 +118,7 @@ pub enum Query {
 
 /// The WebSocket opening handshake each connection makes (--proto
 /// websocket, or --proto push --push-over websocket).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WsUpgrade {
     /// The request target (--ws-path).
     pub path: String,
@@ -130,7 +130,7 @@ pub struct WsUpgrade {
 }
 
 /// When queries are sent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Model {
     /// A total rate (or a schedule of rates) over all connections.
@@ -146,7 +146,7 @@ pub enum Model {
 }
 
 /// The query traffic of a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Traffic {
     pub proto: Proto,
     pub query: Query,
@@ -207,7 +207,7 @@ pub fn unescaped(s: &str) -> Vec<u8> {
 }
 
 /// A client run, validated.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Scenario {
     /// Resolved targets; connection i goes to `targets[i % len]`.
     pub targets: Vec<SocketAddr>,
@@ -265,7 +265,7 @@ pub struct Scenario {
 }
 
 /// --proto push: how the server's messages are read, and their period.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PushListen {
     pub format: crate::domain::PushFormat,
     /// The period the server sends at (--every): what the jitter and the
@@ -325,7 +325,7 @@ impl DelayClock {
 }
 
 /// The client's TLS settings (--transport tls).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TlsOptions {
     /// PEM file of trusted certificates (None: the system's bundle).
     pub ca: Option<std::path::PathBuf>,
@@ -344,7 +344,7 @@ pub const ECHO_HEADER: usize = 20;
 
 /// A condition that stops a ramp (--stop-on): the connections not yet
 /// attempted are not, and the run goes on with what it has.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StopOn {
     /// No connection verified for this long while attempts went on.

@@ -8,7 +8,7 @@ use crate::units::{parse_count, parse_duration};
 
 /// One phase of a schedule: over `seconds`, go linearly from `from` to `to`
 /// (equal for a plateau).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Phase {
     pub seconds: f64,
     pub from: f64,

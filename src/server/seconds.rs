@@ -23,7 +23,7 @@ pub(crate) use crate::outcome::server_second::{PushSecond, ServerSecond as Secon
 
 /// A child process's stats line to its parent: its second, and its
 /// counters since it started (for the parent's --metrics).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub(super) struct ChildSecond {
     #[serde(flatten)]
     pub(super) sec: Second,

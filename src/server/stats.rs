@@ -16,7 +16,7 @@ counter_block! {
     #[repr(align(128))]
     pub struct WorkerStats;
     /// A plain copy of the counters, summed over workers.
-    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
     pub struct Totals;
     counters {
         accepted: count,
@@ -83,7 +83,7 @@ counter_block! {
     /// 426), unmasked frames, reserved opcodes, RSV bits, control frames
     /// over 125 bytes or fragmented, messages over 1 MiB, close frames with
     /// a bad code or one byte, continuation frames out of place.
-    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
     pub struct WsTotals;
     counters {
         upgrades: count,
@@ -106,7 +106,7 @@ counter_block! {
     /// --mode push's counters of one worker.
     pub struct PushStats;
     /// --mode push's counters: messages due, how they went, subscriptions.
-    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
     pub struct PushTotals;
     counters {
         /// Messages due, sent on time, sent late.

@@ -41,7 +41,7 @@ pub(super) fn backlog(asked: u32) -> (u64, Option<u64>) {
 }
 
 /// The final counters of a process of a group (a child's last line).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub(crate) struct ChildTotals {
     pub totals: Totals,
     pub peak: i64,

@@ -16,7 +16,7 @@ fn usage(msg: impl Into<String>) -> anyhow::Error {
 }
 
 /// The server's certificate and key (PEM), and where they came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerTls {
     pub cert_pem: Vec<u8>,
     pub key_pem: Vec<u8>,

@@ -17,7 +17,7 @@ pub use certs::ServerTls;
 pub const DEFAULT_PORT: u16 = 4242;
 
 /// A validated server configuration: plain data, no clap types.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerConfig {
     /// Addresses to listen on; empty means the default (dual-stack
     /// `[::]:4242`, or `0.0.0.0:4242` where IPv6 is off).
@@ -64,7 +64,7 @@ pub struct ServerConfig {
 /// --mode push: every subscriber gets `burst` messages of `size` payload
 /// bytes (after the 32-byte header) every `every_ns`; a UDP subscriber
 /// silent for `udp_idle_ns` is dropped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PushConfig {
     pub every_ns: u64,
     pub size: usize,

@@ -13,7 +13,7 @@ use super::{capacity, limits, proc, sources};
 pub use crate::domain::Role;
 use crate::usage::UsageError;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Ok,
@@ -32,7 +32,7 @@ impl Status {
 }
 
 /// One line of the table.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Check {
     pub setting: String,
     pub current: String,
@@ -45,7 +45,7 @@ pub struct Check {
 }
 
 /// What `throng tune` reports.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Plan {
     pub connections: u64,
     pub role: Role,

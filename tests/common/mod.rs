@@ -259,11 +259,69 @@ pub fn client(name: &str, args: &[&str], log: bool) -> (i32, String, Value, Stri
 /// not add up fails the test that produced it.
 pub fn parse_result(text: &str) -> Value {
     let v: Value = serde_json::from_str(text).unwrap();
+    conforms("result", &v);
     let wrong = throng::report::books::imbalances(&v);
     assert!(
         wrong.is_empty(),
         "the result's books do not balance: {wrong:#?}"
     );
+    v
+}
+
+/// Asserts that `v` is valid by the committed JSON Schema of its format
+/// (docs/schema/FORMAT.schema.json: result, limit, compare, server-stats),
+/// every violation named with its place.
+pub fn conforms(format: &str, v: &Value) {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static VALIDATORS: OnceLock<Mutex<HashMap<String, std::sync::Arc<jsonschema::Validator>>>> =
+        OnceLock::new();
+    let validator = VALIDATORS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap()
+        .entry(format.to_string())
+        .or_insert_with(|| {
+            let path = format!(
+                "{}/docs/schema/{format}.schema.json",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            let schema: Value = serde_json::from_str(&text).unwrap();
+            std::sync::Arc::new(jsonschema::validator_for(&schema).expect("a valid schema"))
+        })
+        .clone();
+    let wrong: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "not a valid {format} by docs/schema/{format}.schema.json: {wrong:#?}"
+    );
+}
+
+/// A `throng limit --json` file, valid by its schema, as its type.
+pub fn read_limit(path: impl AsRef<std::path::Path>) -> throng::outcome::limit::LimitFile {
+    let p = path.as_ref();
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    conforms("limit", &v);
+    serde_json::from_value(v).unwrap_or_else(|e| panic!("not a limit file: {e}: {text}"))
+}
+
+/// A `throng compare --json` file, valid by its schema, each run's result
+/// read through [`parse_result`].
+pub fn read_compare(path: impl AsRef<std::path::Path>) -> Value {
+    let p = path.as_ref();
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    conforms("compare", &v);
+    for r in v["runs"].as_array().into_iter().flatten() {
+        if !r["result"].is_null() {
+            parse_result(&r["result"].to_string());
+        }
+    }
     v
 }
 
