@@ -7,7 +7,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::lab::{have_ssh, keys, sh, ssh_options, Lab};
+use common::lab::{have_ssh, have_ssh_and_faketime, keys, sh, ssh_options, Lab, FAKETIME};
 use common::{in_netns, temp_dir, typed, Parts, BIN};
 use serde_json::Value;
 use throng::domain::RunIdFrom;
@@ -345,8 +345,6 @@ fn server_counts(summary: &str) -> (u64, u64) {
     (accepted, after("requests"))
 }
 
-const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
-
 /// Four load hosts, each checked before any load: one whose ephemeral
 /// ports cannot hold its share refuses the run (named, nothing connects);
 /// one whose clock runs 5 s ahead (libfaketime) refuses it too, then runs
@@ -355,14 +353,7 @@ const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 /// by its hash, into --remote-dir.
 #[test]
 fn a_fleet_is_checked_before_any_load() {
-    if !have_ssh() {
-        return;
-    }
-    if !Path::new(FAKETIME).exists() {
-        common::skip(
-            "libfaketime is not installed",
-            "apt-get install libfaketime",
-        );
+    if !have_ssh_and_faketime() {
         return;
     }
     in_netns(|| {

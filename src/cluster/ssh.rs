@@ -209,8 +209,12 @@ pub fn run(a: &ClusterConfig) -> Result<ExitCode> {
     };
     let mut children =
         Children::spawn_commands(commands(a, &binaries, mux.as_ref()), &stop, true, true)?;
+    let mut offsets = Vec::new();
     let refused = match super::start::start(a, &stop, &mut children) {
-        super::start::Start::Go(_) => None,
+        super::start::Start::Go(o) => {
+            offsets = o;
+            None
+        }
         super::start::Start::Refused(why) => Some(Some(why)),
         super::start::Start::Interrupted => Some(None),
     };
@@ -232,7 +236,7 @@ pub fn run(a: &ClusterConfig) -> Result<ExitCode> {
     w.watch(a, &stop, &mut children);
     let statuses = children.wait();
     super::merge::finish(
-        w.slices(a, &statuses, &children),
+        w.slices(a, &statuses, &children, &offsets),
         None,
         a.json.as_deref(),
         &a.views,
@@ -414,12 +418,14 @@ impl Watch {
         crate::sys::release_free_memory();
     }
 
-    /// The results to merge, and why each missing host's is missing.
+    /// The results to merge, each on the controller's clock (its host's
+    /// measured offset taken off), and why each missing host's is missing.
     fn slices(
         self,
         a: &ClusterConfig,
         statuses: &[Result<i32, String>],
         children: &Children,
+        offsets: &[super::start::Offset],
     ) -> super::merge::Slices {
         let mut killed = self.killed;
         let mut got = Vec::new();
@@ -427,7 +433,10 @@ impl Watch {
         let mut missing = Vec::new();
         for (i, r) in self.results.into_iter().enumerate() {
             match r {
-                Some(r) => {
+                Some(mut r) => {
+                    if let Some(o) = offsets.get(i) {
+                        r.on_clock(o.offset_s);
+                    }
                     got.push(r);
                     names.push(a.hosts[i].name());
                 }

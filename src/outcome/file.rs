@@ -425,6 +425,30 @@ pub struct RunResult {
     pub server_seen: Option<crate::evidence::ServerSeen>,
 }
 
+impl RunResult {
+    /// Its wall-clock times moved onto a clock `offset_s` behind the one
+    /// it ran on: a load host's result on the controller's clock, so that
+    /// hosts whose clocks differ merge by when they really ran (their
+    /// slices' intervals and their seconds' `unix_s`, its parts' too).
+    pub fn on_clock(&mut self, offset_s: f64) {
+        let whole = offset_s.round() as i64;
+        let sec = |t: u64| t.saturating_add_signed(-whole);
+        if let Some(s) = &mut self.slice {
+            s.wall = s.wall.shifted(offset_s);
+        }
+        for p in &mut self.parts {
+            p.started_unix_s = sec(p.started_unix_s);
+            if let Some(s) = &mut p.slice {
+                s.wall = s.wall.shifted(offset_s);
+            }
+        }
+        for s in &mut self.per_second {
+            s.unix_s = sec(s.unix_s);
+        }
+        self.environment.started_unix_s = sec(self.environment.started_unix_s);
+    }
+}
+
 /// A check's outcome, as the JSON's `checks` list holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CheckOutcome {

@@ -94,6 +94,21 @@ pub struct Wall {
 }
 
 impl Wall {
+    /// The same times on a clock `offset_s` behind the one they were read
+    /// on (a load host's times on the controller's clock).
+    pub fn shifted(&self, offset_s: f64) -> Wall {
+        let at = |t: f64| t - offset_s;
+        Wall {
+            start_unix_s: at(self.start_unix_s),
+            end_unix_s: at(self.end_unix_s),
+            traffic_start_unix_s: self.traffic_start_unix_s.map(at),
+            traffic_end_unix_s: self.traffic_end_unix_s.map(at),
+            held_start_unix_s: self.held_start_unix_s.map(at),
+            established_unix_s: self.established_unix_s.map(at),
+            held_end_unix_s: self.held_end_unix_s.map(at),
+        }
+    }
+
     /// From the first start to the last end (the traffic's too); the
     /// hold, what both held together; the last establishment.
     pub fn hull(&self, o: &Wall) -> Wall {

@@ -160,3 +160,22 @@ pub fn keys(d: &Path) {
         d.display()
     ));
 }
+
+/// libfaketime's preload library (Debian's libfaketime).
+pub const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// False (and a loud skip outside CI) without OpenSSH or libfaketime: a
+/// lab with a host whose clock is off.
+pub fn have_ssh_and_faketime() -> bool {
+    if !have_ssh() {
+        return false;
+    }
+    if !Path::new(FAKETIME).exists() {
+        super::skip(
+            "libfaketime is not installed",
+            "apt-get install libfaketime",
+        );
+        return false;
+    }
+    true
+}
