@@ -212,9 +212,10 @@ pub fn run(a: &CompareConfig) -> Result<ExitCode> {
     let json_of = |i: usize| dir.join(format!("run-{i}.json"));
     let mut runs = Vec::new();
     let mut failures = Vec::new();
-    let (mut missing, mut unmeasured) = (0, false);
+    let (mut missing, mut unmeasured, mut interrupted) = (0, false, false);
     for (i, case) in cases.iter().enumerate() {
-        if stop.wait_until(Instant::now()) {
+        if interrupted || stop.wait_until(Instant::now()) {
+            interrupted = true;
             break;
         }
         let path = json_of(i);
@@ -228,6 +229,8 @@ pub fn run(a: &CompareConfig) -> Result<ExitCode> {
         }
         let args = t.client_args(a, case, seconds, a.queries, &path);
         let (code, result, stderr) = run_client(&args, &path)?;
+        // The Ctrl-C that reached the client reached this process too.
+        interrupted |= code == crate::exit::INTERRUPTED as i32;
         match result {
             Some(result) => {
                 let header = runs.is_empty();
@@ -264,6 +267,10 @@ pub fn run(a: &CompareConfig) -> Result<ExitCode> {
     for f in &failures {
         errln!("throng compare: {f}");
     }
+    if runs.is_empty() && interrupted {
+        errln!("throng compare: interrupted before a run had a result");
+        return Ok(ExitCode::from(crate::exit::INTERRUPTED));
+    }
     if runs.is_empty() {
         anyhow::bail!("no run produced a result");
     }
@@ -279,9 +286,12 @@ pub fn run(a: &CompareConfig) -> Result<ExitCode> {
     if let Some(p) = &a.json {
         write_atomic(p, &comparison)?;
     }
-    // 3 when a case could not be measured (no result, or its client said
+    // 130 when interrupted (what was measured is written and shown); 3
+    // when a case could not be measured (no result, or its client said
     // so); 1 when a measured case failed.
-    let code = if verdict.pass {
+    let code = if interrupted {
+        ExitCode::from(crate::exit::INTERRUPTED)
+    } else if verdict.pass {
         ExitCode::SUCCESS
     } else if missing > 0 || unmeasured {
         ExitCode::from(crate::exit::UNMEASURED)

@@ -582,6 +582,51 @@ fn compare_prints_one_table_and_writes_every_run() {
     assert!(err.contains("--window does not apply"), "{err}");
 }
 
+/// A Ctrl-C at the terminal reaches compare and the client it runs: the
+/// comparison stops, keeps what was measured and exits 130 (interrupted),
+/// not 3 (unmeasured).
+#[test]
+fn an_interrupted_compare_exits_130_with_what_it_measured() {
+    use std::os::unix::process::CommandExt;
+    let dir = temp_dir("compare-int");
+    let json = dir.join("cmp.json");
+    let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let target = peer.local_addr().unwrap().to_string();
+    let child = common::Daemon(
+        Command::new(BIN)
+            .args(["compare", &target, "--transports", "udp,tcp"])
+            .args([
+                "-r",
+                "50",
+                "-T",
+                "30s",
+                "--warmup",
+                "0",
+                "--timeout",
+                "100ms",
+            ])
+            .args(["--json", json.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    // The first query is the client at work, its signal handlers installed.
+    let mut buf = [0u8; 512];
+    peer.recv_from(&mut buf).unwrap();
+    common::signal(-(child.id() as i32), libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let v: Value = common::read_compare(&json);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "the udp run only: {v}");
+    assert_eq!(runs[0]["exit_code"], 130, "{v}");
+    assert!(typed(&runs[0]["result"]).q().sent > 0, "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The rows of a compare table: (transport, columns), after its header.
 fn table_rows(out: &str, rows: usize) -> Vec<(String, Vec<String>)> {
     let header = out
