@@ -218,14 +218,27 @@ fn copy_one(
         .output()
         .map_err(|e| format!("ssh: {e}"))?;
     if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
         return Err(format!(
-            "the copy at {path} does not run ({}): {}; give --remote-dir DIR on a file system \
-             mounted with exec",
+            "the copy at {path} does not run ({}): {}; {}",
             out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
+            err.trim(),
+            fix_for_a_copy_that_does_not_run(&err)
         ));
     }
     Ok(path)
+}
+
+/// What to do about a copy that the host would not run, from what the
+/// host said: a C library older than this build's, or (most often) a
+/// directory mounted noexec.
+fn fix_for_a_copy_that_does_not_run(stderr: &str) -> &'static str {
+    if stderr.contains("GLIBC_") {
+        "the host's C library is older than this build's: run cluster from the build of \
+         packaging/deb.sh (glibc 2.28 and newer), or give --binary PATH to a throng built there"
+    } else {
+        "give --remote-dir DIR on a file system mounted with exec"
+    }
 }
 
 #[cfg(test)]
@@ -240,6 +253,16 @@ mod tests {
         );
         assert_eq!(remote_dir_words(Some("~/bin")), "d=\"$HOME\"/bin");
         assert_eq!(remote_dir_words(Some("/opt/a b")), "d='/opt/a b'");
+    }
+
+    #[test]
+    fn a_copy_that_needs_a_newer_glibc_is_told_which_build_runs() {
+        // What the loader of Debian 11 says to a build that needs 2.35.
+        let old = "/tmp/throng: /lib/x86_64-linux-gnu/libm.so.6: version `GLIBC_2.35' not \
+                   found (required by /tmp/throng)";
+        assert!(fix_for_a_copy_that_does_not_run(old).contains("packaging/deb.sh"));
+        let noexec = "sh: 1: /mnt/throng: Permission denied";
+        assert!(fix_for_a_copy_that_does_not_run(noexec).contains("--remote-dir"));
     }
 
     #[test]
