@@ -348,7 +348,8 @@ fn server_counts(summary: &str) -> (u64, u64) {
 /// Four load hosts, each checked before any load: one whose ephemeral
 /// ports cannot hold its share refuses the run (named, nothing connects);
 /// one whose clock runs 5 s ahead (libfaketime) refuses it too, then runs
-/// with a larger --max-clock-offset; one whose fd limit is below its share
+/// with a larger --max-clock-offset; one that runs another build is
+/// refused, both builds named; one whose fd limit is below its share
 /// takes it in several processes; the binary is copied stripped, checked
 /// by its hash, into --remote-dir.
 #[test]
@@ -379,6 +380,12 @@ fn a_fleet_is_checked_before_any_load() {
         let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
         let target = common::banner_addr(&srv, "198.18.0.1");
         let hosts = d.join("hosts");
+        // The binary each host runs: this one copied, unless --binary.
+        let copy = [
+            "--copy-binary".to_string(),
+            "--remote-dir".into(),
+            d.join("remote").display().to_string(),
+        ];
         let run = |list: &[&str], extra: &[&str], json: &Path| {
             let text: String = list
                 .iter()
@@ -391,10 +398,10 @@ fn a_fleet_is_checked_before_any_load() {
                 hosts.display().to_string(),
                 "--json".into(),
                 json.display().to_string(),
-                "--copy-binary".into(),
-                "--remote-dir".into(),
-                d.join("remote").display().to_string(),
             ];
+            if !extra.contains(&"--binary") {
+                a.extend(copy.iter().cloned());
+            }
             a.extend(extra.iter().map(|s| s.to_string()));
             a.extend(ssh_options(&d));
             a.extend(["--", &target, "-c", "600", "--closed-loop", "-T", "2s"].map(String::from));
@@ -432,6 +439,20 @@ fn a_fleet_is_checked_before_any_load() {
             "{err}"
         );
         assert!(out.contains("clock offsets"), "{out}");
+        // A host running another build (this binary, its commit changed)
+        // is refused before any load, both builds named.
+        let other = other_build(&d);
+        let (code, out, err) = run(&["3"], &["--binary", other.to_str().unwrap()], &json);
+        assert_eq!(code, 2, "{out}\n{err}");
+        let theirs = throng::BUILD.replace(commit_of_this_build(), &other_commit());
+        assert!(
+            err.contains(&format!(
+                "host root@198.18.0.3 runs throng {theirs}, this is throng {}",
+                throng::BUILD
+            )),
+            "{err}"
+        );
+        assert!(!json.exists());
         // A larger bound takes it; the host short of fds runs processes.
         let (code, out, err) = run(&["2", "3", "5"], &["--max-clock-offset", "10s"], &json);
         assert_eq!(code, 0, "{out}\n{err}");
@@ -456,6 +477,44 @@ fn a_fleet_is_checked_before_any_load() {
         assert_eq!(server_counts(&summary), (600, answered), "{summary}");
         drop(lab);
     });
+}
+
+/// This build's commit, as `--version` and the hosts' reports carry it.
+fn commit_of_this_build() -> &'static str {
+    throng::BUILD.split(['(', ')']).nth(1).unwrap()
+}
+
+/// Another commit of the same length.
+fn other_commit() -> String {
+    commit_of_this_build()
+        .chars()
+        .map(|c| if c == '0' { '1' } else { '0' })
+        .collect()
+}
+
+/// A copy of this throng in DIR whose build says another commit: every
+/// occurrence of the commit's bytes replaced, the binary otherwise the
+/// same.
+fn other_build(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let (from, to) = (commit_of_this_build().as_bytes(), other_commit());
+    let mut bytes = std::fs::read(BIN).unwrap();
+    let mut replaced = 0;
+    let mut i = 0;
+    while i + from.len() <= bytes.len() {
+        if &bytes[i..i + from.len()] == from {
+            bytes[i..i + from.len()].copy_from_slice(to.as_bytes());
+            replaced += 1;
+            i += from.len();
+        } else {
+            i += 1;
+        }
+    }
+    assert!(replaced > 0, "the commit {from:?} is not in {BIN}");
+    let path = dir.join("throng-other-build");
+    std::fs::write(&path, bytes).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
 }
 
 /// The time from `throng cluster` to the first connection on 4 load hosts
