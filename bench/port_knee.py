@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """connect() cost against connections per (source, destination) pair.
 
-Opens blocking TCP connections from 127.0.0.1 (ephemeral port picked inside
-connect(), IP_BIND_ADDRESS_NO_PORT, as throng does) to one 127.0.0.1:PORT
-until the kernel's local port range is used up (EADDRNOTAVAIL), a cap is
+Opens blocking TCP connections from 127.0.0.1 (or from S source addresses
+127.0.0.1, .2, ... in turn; ephemeral port picked inside connect(),
+IP_BIND_ADDRESS_NO_PORT, as throng does) to one 127.0.0.1:PORT
+until the kernel's local port ranges are used up (EADDRNOTAVAIL), a cap is
 reached or a time budget runs out, and times every connect(). A process may
 hold at most ~20,000 fds, so the sockets are opened by worker processes run
 one after the other, each holding its sockets until the run ends.
@@ -12,8 +13,10 @@ Python 3 stdlib only. Meant to run inside a private network namespace with a
 server listening on 127.0.0.1:PORT (bench/port-knee.sh sets that up).
 
   port_knee.py measure --port P --label L --runs N --json OUT [--cap N]
-               [--budget S] [--bucket 500] [--per-proc 18000]
+               [--budget S] [--bucket 500] [--per-proc 18000] [--sources 1]
   port_knee.py summary A.json [B.json ...]
+  port_knee.py csv A.json [B.json ...] > curve.csv
+  port_knee.py svg A.json [B.json ...] > curve.svg
 """
 import argparse
 import array
@@ -52,9 +55,17 @@ def sockstat_tcp():
 
 # ---------------------------------------------------------------- worker
 
-def worker(port, count, deadline_ns, bucket, out_path):
-    """Opens up to `count` connections, writes the timings, holds them until
-    stdin closes or says anything, then closes them with RST (no TIME_WAIT)."""
+def source(i, sources):
+    """The source address of connection number i: 127.0.0.1, .2, ... in
+    turn (every 127/8 address is on lo; each has its own port space)."""
+    return f"127.0.0.{1 + i % sources}"
+
+
+def worker(port, count, deadline_ns, bucket, out_path, first=0, sources=1):
+    """Opens up to `count` connections (numbers first.. of the run, from
+    `sources` source addresses in turn), writes the timings, holds them
+    until stdin closes or says anything, then closes them with RST (no
+    TIME_WAIT)."""
     try:  # die with the orchestrator
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except Exception:
@@ -75,7 +86,7 @@ def worker(port, count, deadline_ns, bucket, out_path):
             t0 = pc()
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
-            s.bind(("127.0.0.1", 0))
+            s.bind((source(first + i, sources), 0))
             a = pc()
             try:
                 s.connect(dst)
@@ -127,7 +138,8 @@ def wait_quiet(base_inuse, timeout=30.0):
 def one_run(args, workdir, run_no, base_inuse):
     lo, hi = port_range()
     size = hi - lo + 1
-    cap = args.cap or size + 1   # one more than the range: ends on EADDRNOTAVAIL
+    # one more than the ranges: ends on EADDRNOTAVAIL
+    cap = args.cap or size * args.sources + 1
     deadline = time.perf_counter_ns() + int(args.budget * 1e9)
     procs = []
     starts = array.array("q")
@@ -143,7 +155,7 @@ def one_run(args, workdir, run_no, base_inuse):
             out = os.path.join(workdir, f"{args.label}.{run_no}.{len(procs)}.bin")
             p = subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), "_worker", str(args.port),
-                 str(n), str(deadline), str(args.bucket), out],
+                 str(n), str(deadline), str(args.bucket), out, str(held), str(args.sources)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             procs.append(p)
             line = p.stdout.readline().split()
@@ -191,7 +203,8 @@ def one_run(args, workdir, run_no, base_inuse):
             "mean_us": sum(seg) / b / 1e3,
             "p99_us": seg[math.ceil(0.99 * b) - 1] / 1e3,
         })
-    return {"run": run_no, "range": [lo, hi], "size": size, "opened": len(durs),
+    return {"run": run_no, "range": [lo, hi], "size": size, "sources": args.sources,
+            "opened": len(durs),
             "stop": reason, "seconds": round(elapsed, 2), "quiet_after": quiet,
             "workers": len(procs), "first_parity": "odd" if first_parity else "even",
             "ports_of_that_parity": n_first, "other_parity_from": switch,
@@ -224,6 +237,7 @@ def measure(args):
     finally:
         os.rmdir(workdir)
     result = {"label": args.label, "range": [lo, hi], "size": size, "bucket": args.bucket,
+              "sources": args.sources,
               "kernel": os.uname().release, "runs": runs, "median": median_curve(runs)}
     with open(args.json, "w") as f:
         json.dump(result, f)
@@ -284,14 +298,23 @@ def knee(curve, size, bucket):
     return k
 
 
+def first_bad_seen(k):
+    """Whether the curve reached a slow region (else the knee is where the
+    run ended)."""
+    return k["first_bad"] is not None
+
+
 def summary(paths):
     results = [json.load(open(p)) for p in paths]
     for res in results:
-        size, b = res["size"], res["bucket"]
+        # the fractions are of the ports of all the pairs: each pair's fill
+        size, b = res["size"] * res.get("sources", 1), res["bucket"]
         curve = res["median"]
         k = knee(curve, size, b)
         lo, hi = res["range"]
-        print(f"\n{res['label']}: port range {lo}-{hi} ({size} ports), kernel "
+        srcs = res.get("sources", 1)
+        ports = f"{res['size']} ports" + (f" from each of {srcs} sources" if srcs > 1 else "")
+        print(f"\n{res['label']}: port range {lo}-{hi} ({ports}), kernel "
               f"{res['kernel']}, {len(res['runs'])} runs, buckets of {b}; "
               f"table: medians over the runs")
         for r in res["runs"]:
@@ -320,7 +343,10 @@ def summary(paths):
         print(f"  start (first {START_BUCKETS * b} connections): {k['start_rate']:.0f} "
               f"connects/s, mean connect() {k['start_mean_us']:.1f} us")
         print(f"  knee: fast (>= {RATE_FRAC:.0%} of the start rate, p99 < {P99_LIMIT_US:.0f} us) "
-              f"up to {k['knee']} connections per pair ({k['knee_frac']:.1%} of the range)"
+              f"up to {k['knee']} connections"
+              + (f" ({k['knee'] // srcs} per pair)" if srcs > 1 else " of the pair")
+              + f" ({k['knee_frac']:.1%} of the range)"
+              + ("" if first_bad_seen(k) else ": the run never slowed")
               + (f"; {k['dips']} lone slow bucket(s) before it" if k["dips"] else ""))
         if "past_rate" in k:
             print(f"  past it (to {k['past_to']}, {k['past_to'] / size:.1%}): "
@@ -328,10 +354,77 @@ def summary(paths):
                   f"p99 {k['past_p99_us']:.0f} us (medians over those buckets)")
 
 
+# ------------------------------------------------------------ csv and svg
+
+def points(res):
+    """(held in all, held per pair, fill of each pair, row) of each bucket
+    of the median curve: with S sources in turn, each pair holds held / S."""
+    size, srcs = res["size"], res.get("sources", 1)
+    for r in res["median"]:
+        per = r["held"] / srcs
+        yield r["held"], per, per / size, r
+
+
+def csv_out(results, f):
+    f.write("label,sources,range_size,held,held_per_pair,pair_fill,connects_per_s,"
+            "connects_per_s_min,connects_per_s_max,mean_us,p99_us,runs\n")
+    for res in results:
+        for held, per, fill, r in points(res):
+            f.write(f"{res['label']},{res.get('sources', 1)},{res['size']},{held},{per:.0f},"
+                    f"{fill:.4f},{r['rate']:.0f},{r['rate_min']:.0f},{r['rate_max']:.0f},"
+                    f"{r['mean_us']:.1f},{r['p99_us']:.1f},{r['n']}\n")
+
+
+def svg_out(results, f):
+    """A line per result: connects/s (median of the runs, one process on
+    one core) against how full each (source, destination) pair's port
+    range is. Python's stdlib only."""
+    w, h, left, right, top, bottom = 760, 420, 70, 190, 30, 50
+    pw, ph = w - left - right, h - top - bottom
+    ymax = max((r["rate"] for res in results for r in res["median"]), default=1.0)
+    ystep = 10 ** math.floor(math.log10(ymax)) if ymax > 0 else 1
+    while ymax / ystep > 8:
+        ystep *= 2
+    ytop = math.ceil(ymax / ystep) * ystep
+    X = lambda fill: left + pw * min(fill, 1.0)
+    Y = lambda rate: top + ph * (1 - rate / ytop)
+    colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+           f'font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'<text x="{left}" y="18" font-size="14">connect() rate against the fill of '
+           f'each (source, destination) pair</text>']
+    for i in range(0, 11):
+        x = X(i / 10)
+        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#eee"/>')
+        out.append(f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{i * 10}%</text>')
+    y = 0
+    while y <= ytop:
+        yy = Y(y)
+        out.append(f'<line x1="{left}" y1="{yy:.1f}" x2="{left + pw}" y2="{yy:.1f}" stroke="#eee"/>')
+        out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end">{y:,.0f}</text>')
+        y += ystep
+    out.append(f'<text x="{left + pw / 2}" y="{h - 10}" text-anchor="middle">ports of the '
+               f'range in use by the pair</text>')
+    out.append(f'<text transform="translate(16 {top + ph / 2}) rotate(-90)" '
+               f'text-anchor="middle">connects/s (one core)</text>')
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>')
+    for k, res in enumerate(results):
+        c = colors[k % len(colors)]
+        pts = " ".join(f"{X(fill):.1f},{Y(r['rate']):.1f}" for _, _, fill, r in points(res))
+        out.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="1.5"/>')
+        ly = top + 14 + 18 * k
+        out.append(f'<line x1="{left + pw + 12}" y1="{ly - 4}" x2="{left + pw + 32}" '
+                   f'y2="{ly - 4}" stroke="{c}" stroke-width="2"/>')
+        out.append(f'<text x="{left + pw + 38}" y="{ly}">{res["label"]}</text>')
+    out.append("</svg>")
+    f.write("\n".join(out) + "\n")
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "_worker":
-        _, _, port, count, deadline, bucket, out = sys.argv
-        worker(int(port), int(count), int(deadline), int(bucket), out)
+        _, _, port, count, deadline, bucket, out, first, sources = sys.argv
+        worker(int(port), int(count), int(deadline), int(bucket), out, int(first), int(sources))
         return
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -346,8 +439,14 @@ def main():
     m.add_argument("--settle", type=float, default=3.0, help="seconds of pause between runs")
     m.add_argument("--bucket", type=int, default=500)
     m.add_argument("--per-proc", type=int, default=18000)
+    m.add_argument("--sources", type=int, default=1,
+                   help="source addresses used in turn (127.0.0.1, .2, ...)")
     s = sub.add_parser("summary")
     s.add_argument("json", nargs="+")
+    c = sub.add_parser("csv", help="the median curves as CSV on stdout")
+    c.add_argument("json", nargs="+")
+    g = sub.add_parser("svg", help="connects/s against each pair's fill, as SVG on stdout")
+    g.add_argument("json", nargs="+")
     args = ap.parse_args()
     if args.cmd == "measure":  # a bucket never spans two workers
         args.per_proc -= args.per_proc % args.bucket
@@ -355,6 +454,10 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.cmd == "measure":
         measure(args)
+    elif args.cmd == "csv":
+        csv_out([json.load(open(p)) for p in args.json], sys.stdout)
+    elif args.cmd == "svg":
+        svg_out([json.load(open(p)) for p in args.json], sys.stdout)
     else:
         summary(args.json)
 
