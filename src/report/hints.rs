@@ -173,6 +173,28 @@ pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<Cause> {
             .with("connect_syscall_p99_us", sys_p99 as f64)
             .with("busy_pct", busy_pct)
     };
+    // The port search slows only once a pair holds much of the range: a
+    // slow connect() with the pairs far from it is the kernel kept from
+    // running it (other work on the client's cores; on loopback the
+    // server's side of each handshake runs in the same calls).
+    let ports = crate::sys::sources::ports_per_source();
+    let pairs = (sc.sources.len().max(1) * sc.targets.len().max(1)) as u64;
+    let per_pair = (o.peak.max(0) as u64).div_ceil(pairs);
+    let pairs_full = per_pair >= crate::sys::sources::fast_per_pair_of(ports);
+    if sys_p99 >= 1_000 && (sys_p99 * 4 >= conn_p99 || busy >= 0.5) && !pairs_full {
+        return Some(cause(
+            Code::ClientCpu,
+            format!(
+                "the connect times are the client's, not the server's: {calls}, with at most \
+                 {per_pair} connection(s) per (source, destination) pair, far from where the \
+                 search for a free port slows (of {ports} ports): the client's kernel was kept \
+                 from running them. Other work on its cores, or the host's, took their CPU (on \
+                 loopback the server's side of each handshake runs in the same calls); for the \
+                 server's own figure, run the client on cores of its own (taskset -c) or on \
+                 another host"
+            ),
+        ));
+    }
     if sys_p99 >= 1_000 && (sys_p99 * 4 >= conn_p99 || busy >= 0.5) {
         return Some(cause(
             Code::Ports,

@@ -554,6 +554,30 @@ mod tests {
         assert_eq!(codes(&sc, &o), [(Code::ProtocolMismatch, Side::Client)]);
     }
 
+    /// Slow connect() calls are the port search only when a (source,
+    /// destination) pair held much of the range; with 200 connections on
+    /// one pair they are the client's kernel kept from running them.
+    #[test]
+    fn slow_connects_blame_ports_only_when_a_pair_is_full() {
+        use crate::fixtures::histogram;
+        let sc = scenario(&["--proto", "echo"]);
+        let slow = |peak: i64| {
+            let mut o = clean();
+            o.peak = peak;
+            o.hists.connect_syscall = histogram(&[3_900; 200]);
+            o.hists.connect_time = histogram(&[6_000; 200]);
+            o
+        };
+        let ports = crate::sys::sources::ports_per_source() as i64;
+        assert_eq!(codes(&sc, &slow(200)), [(Code::ClientCpu, Side::Client)]);
+        let words = causes(&sc, &slow(200))[0].sentence.clone();
+        assert!(words.contains("at most 200 connection(s) per"), "{words}");
+        assert_eq!(
+            codes(&sc, &slow(ports * 3 / 4)),
+            [(Code::Ports, Side::Client)]
+        );
+    }
+
     /// Refusals of every connection from one source while another's were
     /// served are a rule about sources, not a cap; from every source,
     /// with none served, another protocol.
