@@ -74,3 +74,28 @@ nginx_requests() {
   awk 'f { print $3; exit } /server accepts handled requests/ { f = 1 }' <&3
   exec 3<&-
 }
+
+# throng's discard server (4 processes) on 127.0.0.1:PORT, its output in
+# WORK/server.out: started, waited for until it listens, and ended with
+# its processes (and WORK removed) when the script exits.
+discard_server_start() {
+  local bin=$1 port=$2
+  work=$3
+  "$bin" server --mode discard --listen "127.0.0.1:$port" --processes 4 >"$work/server.out" 2>&1 &
+  srv=$!
+  trap discard_server_cleanup EXIT
+  trap 'exit 130' INT TERM
+  until grep -q '^listen backlog' "$work/server.out"; do
+    kill -0 "$srv" 2>/dev/null || { cat "$work/server.out"; exit 1; }
+    sleep 0.05
+  done
+}
+
+discard_server_cleanup() {
+  local kids
+  kids=$(ps -o pid= --ppid "$srv" 2>/dev/null || true)
+  kill -TERM "$srv" 2>/dev/null || true
+  wait "$srv" 2>/dev/null || true
+  for p in $kids; do kill -TERM "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}

@@ -34,26 +34,10 @@ fi
 bin=$THRONG_BIN
 port=4243
 work=$(mktemp -d)
-srv=
-cleanup() {
-  if [ -n "$srv" ]; then
-    kids=$(ps -o pid= --ppid "$srv" 2>/dev/null || true)
-    kill -TERM "$srv" 2>/dev/null || true
-    wait "$srv" 2>/dev/null || true
-    for p in $kids; do kill -TERM "$p" 2>/dev/null || true; done
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
 ip link set lo up
-"$bin" server --mode discard --listen "127.0.0.1:$port" --processes 4 >"$work/server.out" 2>&1 &
-srv=$!
-until grep -q '^listen backlog' "$work/server.out"; do
-  kill -0 "$srv" 2>/dev/null || { cat "$work/server.out"; exit 1; }
-  sleep 0.05
-done
+discard_server_start "$bin" "$port" "$work"
 
 echo "machine: $(nproc) cores, kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "server: $(head -1 "$work/server.out")"
