@@ -128,6 +128,8 @@ pub enum Proto {
     /// WebSocket (RFC 6455): the upgrade, then messages echoed back, matched
     /// in order.
     Websocket,
+    /// Redis (RESP2): commands, replies framed by type, matched in order.
+    Redis,
 }
 
 /// How --proto push reads the server's messages.

@@ -321,6 +321,17 @@ pub struct ClientArgs {
     #[arg(long, value_name = "STRING", help_heading = "Protocol")]
     pub marker: Option<String>,
 
+    /// redis: a command, split as redis-cli does ('SET key:{n} "a b"');
+    /// again for more, taken in turn [default: PING]. Each {n} is a key
+    /// number drawn in 0..--redis-keys.
+    #[arg(long, value_name = "COMMAND", help_heading = "Protocol")]
+    pub redis_command: Vec<String>,
+
+    /// redis: how many key numbers {n} is drawn from, written with as
+    /// many digits as the largest (redis-benchmark's -r).
+    #[arg(long, value_name = "N", default_value = "100000", value_parser = parse_positive_count, help_heading = "Protocol")]
+    pub redis_keys: u64,
+
     /// push: the period the server sends at (what jitter and the messages
     /// due count from).
     #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = parse_duration, help_heading = "Protocol")]

@@ -362,6 +362,9 @@ flag_values! {
         /// (-m, --message-file or --size bytes), echoed back.
         #[value(alias = "ws")]
         Websocket,
+        /// Redis (RESP2): --redis-command in turn (default PING), replies
+        /// framed by type; an error reply is a failed answer.
+        Redis,
     }
 }
 

@@ -53,6 +53,12 @@ impl ClientArgs {
         if connections == 0 {
             return Err(usage("--connections must be at least 1, e.g. -c 10k"));
         }
+        if embedded_server && self.proto == Proto::Redis {
+            return Err(usage(
+                "--proto redis needs a Redis server's address, e.g. `throng client 127.0.0.1:6379 \
+                 --proto redis`: throng's embedded server does not speak RESP",
+            ));
+        }
         let ramp = match (self.batch_size, self.batch_delay) {
             (Some(size), Some(delay)) => {
                 if delay.is_zero() {
@@ -304,6 +310,12 @@ impl ClientArgs {
     /// The query of `--proto` and its flags (the traffic's, and the
     /// verification probe's when there is no traffic).
     pub fn query(&self) -> anyhow::Result<Query> {
+        if !self.redis_command.is_empty() && self.proto != Proto::Redis {
+            return Err(usage(format!(
+                "--redis-command is for --proto redis (this run is --proto {})",
+                crate::engine::proto::name(self.proto)
+            )));
+        }
         Ok(match self.proto {
             Proto::Dns => {
                 let qtype = wire::dns::rtype_from_name(&self.qtype).ok_or_else(|| {
@@ -398,6 +410,31 @@ impl ClientArgs {
                 ))
             }
             Proto::Websocket => self.ws_query()?,
+            Proto::Redis => {
+                let commands = if self.redis_command.is_empty() {
+                    vec![crate::engine::proto::REDIS_DEFAULT_COMMAND.to_string()]
+                } else {
+                    self.redis_command.clone()
+                };
+                for c in &commands {
+                    match wire::resp::split_command(c) {
+                        Ok(words) if words.is_empty() => {
+                            return Err(usage("--redis-command is empty; e.g. 'GET key:{n}'"))
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            return Err(usage(format!(
+                                "--redis-command: {e}; quote a word with spaces as redis-cli does: \
+                                 'SET k \"a b\"'"
+                            )))
+                        }
+                    }
+                }
+                Query::Redis {
+                    commands,
+                    keys: self.redis_keys,
+                }
+            }
             Proto::Raw => {
                 let message = match (&self.message, &self.message_file) {
                     (Some(m), _) => {
@@ -594,6 +631,11 @@ impl ClientArgs {
                     Query::Http { .. } => {
                         return Err(usage(
                             "--proto http needs a byte stream: use --transport tcp, tls or tcp-per-query",
+                        ))
+                    }
+                    Query::Redis { .. } => {
+                        return Err(usage(
+                            "--proto redis needs a byte stream (Redis has no UDP): use --transport tcp, tls or tcp-per-query",
                         ))
                     }
                     Query::Echo { size, .. } if *size as u64 > MAX_DATAGRAM => {

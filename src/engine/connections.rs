@@ -322,11 +322,16 @@ impl Conns {
                 Some(b) => &b[..],
                 None => &c.pending_in[..c.pending_in.len().min(REFUSAL_SHOWN)],
             };
-            let what = format!(
-                "it answered \"{}\", not a {} reply, and closed",
-                wire::escape::escape(said),
-                self.rules.probe
-            );
+            // (Redis's refusal is a reply of its protocol: not "not one".)
+            let what = if said.starts_with(wire::resp::MAX_CLIENTS) {
+                format!("it answered \"{}\" and closed", wire::escape::escape(said))
+            } else {
+                format!(
+                    "it answered \"{}\", not a {} reply, and closed",
+                    wire::escape::escape(said),
+                    self.rules.probe
+                )
+            };
             self.probe_rejected(key, what);
             bump(&self.counters.verified, 1);
         }

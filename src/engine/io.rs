@@ -702,7 +702,8 @@ fn tls_words(e: &rustls::Error, handshaking: bool) -> String {
 }
 
 /// A probe's answer that refuses it, in words: an HTTP error status, a DNS
-/// FORMERR, NOTIMP or REFUSED, or a reply that does not match.
+/// FORMERR, NOTIMP or REFUSED, a Redis error, or a reply that does not
+/// match.
 fn refusal(status: Status) -> Option<String> {
     match status {
         Status::Http(code) if code >= 400 => Some(format!("HTTP {code}")),
@@ -718,6 +719,10 @@ fn refusal(status: Status) -> Option<String> {
             }
         )),
         Status::Mismatch => Some("a reply that does not match the probe".into()),
+        Status::Redis(wire::resp::Kind::Error(w)) => Some(format!(
+            "Redis -{}",
+            wire::resp::ERROR_WORDS[usize::from(w)]
+        )),
         _ => None,
     }
 }

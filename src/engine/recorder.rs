@@ -15,7 +15,9 @@ use super::inflight::Outstanding;
 use super::proto::Status;
 use super::seconds::{ReportTx, SecondReport};
 use crate::metrics::Grow;
-use crate::metrics::{bump, clear_if_used, growing, new_histogram, QueryCounters, StatusCounts};
+use crate::metrics::{
+    bump, clear_if_used, growing, new_histogram, redis_slot, QueryCounters, StatusCounts,
+};
 
 /// A query sent later than this after its intended time counts as late.
 const LATE_NS: u64 = 1_000_000;
@@ -350,6 +352,16 @@ impl Recorder {
                 s.mismatch += 1;
                 self.sec_report.failed_answers += 1;
                 Label::Word("mismatch")
+            }
+            Status::Redis(kind) => {
+                s.redis[redis_slot(kind)] += 1;
+                match kind {
+                    wire::resp::Kind::Error(w) => {
+                        self.sec_report.failed_answers += 1;
+                        Label::Word(wire::resp::ERROR_WORDS[usize::from(w)])
+                    }
+                    k => Label::Word(k.name()),
+                }
             }
         };
         if let Some(log) = self.log.as_mut() {

@@ -66,11 +66,12 @@ impl StatusCounts {
             .filter(|&c| ok.status(c))
             .map(|c| self.http[c])
             .sum();
-        self.ok + self.echoed + rcodes + http
+        let redis: u64 = self.redis[..wire::resp::VALUE_KINDS.len()].iter().sum();
+        self.ok + self.echoed + rcodes + http + redis
     }
 
     /// Answers that were failures, by what they said: an RCODE's name,
-    /// `http_<code>`, `mismatch`.
+    /// `http_<code>`, `mismatch`, `redis_<error word>`.
     pub fn failures(&self, ok: OkAnswers) -> BTreeMap<String, u64> {
         let mut m = BTreeMap::new();
         let mut rcodes = [0; 16];
@@ -88,9 +89,19 @@ impl StatusCounts {
         if self.mismatch > 0 {
             m.insert("mismatch".into(), self.mismatch);
         }
+        let values = wire::resp::VALUE_KINDS.len();
+        for (word, &n) in wire::resp::ERROR_WORDS.iter().zip(&self.redis[values..]) {
+            if n > 0 {
+                m.insert(format!("{REDIS_FAILED}{word}"), n);
+            }
+        }
         m
     }
 }
+
+/// The prefix of a Redis error reply's first word in `failed_answers`
+/// (`redis_WRONGTYPE`).
+pub const REDIS_FAILED: &str = "redis_";
 
 /// Code of an RCODE name as [`StatusCounts::rcode_map`] writes it
 /// (`REFUSED`, `RCODE9`), or a number.

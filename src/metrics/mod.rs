@@ -17,7 +17,7 @@ mod ws_close;
 use counters::counter_block;
 
 use answers::named_rcodes;
-pub use answers::{qtype_name, rcode_of, OkAnswers, OkMask};
+pub use answers::{qtype_name, rcode_of, OkAnswers, OkMask, REDIS_FAILED};
 pub use histograms::{
     clear_if_used, de_histogram_text, decode_histogram, encode_histogram, encode_histogram_plain,
     growing, new_histogram, Grow, Histograms, Latency, Percentiles,
@@ -675,6 +675,26 @@ pub struct StatusCounts {
     pub http: Vec<u64>,
     pub ok: u64,
     pub mismatch: u64,
+    /// Redis replies by [`redis_slot`]: the value types, then the errors
+    /// by first word.
+    pub redis: [u64; REDIS_SLOTS],
+}
+
+/// Redis reply counts: one per value type, one per error word.
+pub const REDIS_SLOTS: usize = wire::resp::VALUE_KINDS.len() + wire::resp::ERROR_WORDS.len();
+
+/// Where a Redis reply of `kind` is counted in [`StatusCounts::redis`].
+#[inline]
+pub fn redis_slot(kind: wire::resp::Kind) -> usize {
+    use wire::resp::Kind;
+    match kind {
+        Kind::Simple => 0,
+        Kind::Integer => 1,
+        Kind::Bulk => 2,
+        Kind::Nil => 3,
+        Kind::Array => 4,
+        Kind::Error(w) => wire::resp::VALUE_KINDS.len() + usize::from(w),
+    }
 }
 
 impl Default for StatusCounts {
@@ -686,6 +706,7 @@ impl Default for StatusCounts {
             http: vec![0; 600],
             ok: 0,
             mismatch: 0,
+            redis: [0; REDIS_SLOTS],
         }
     }
 }
@@ -714,6 +735,9 @@ impl StatusCounts {
         self.echoed += o.echoed;
         self.ok += o.ok;
         self.mismatch += o.mismatch;
+        for (a, b) in self.redis.iter_mut().zip(&o.redis) {
+            *a += b;
+        }
     }
 
     /// DNS RCODE counts by name (`dns.rcodes.<NAME>`), echoed included.
@@ -736,6 +760,23 @@ impl StatusCounts {
     }
 
     /// HTTP status counts by code.
+    /// Redis replies by type (`queries.redis_replies.<type>`), the errors
+    /// in one (`error`; by first word in `failed_answers`).
+    pub fn redis_map(&self) -> BTreeMap<String, u64> {
+        let values = wire::resp::VALUE_KINDS.len();
+        let mut m: BTreeMap<String, u64> = wire::resp::VALUE_KINDS
+            .iter()
+            .zip(&self.redis)
+            .filter(|(_, &n)| n > 0)
+            .map(|(k, &n)| (k.to_string(), n))
+            .collect();
+        let errors: u64 = self.redis[values..].iter().sum();
+        if errors > 0 {
+            m.insert("error".into(), errors);
+        }
+        m
+    }
+
     pub fn http_map(&self) -> BTreeMap<String, u64> {
         self.http
             .iter()

@@ -160,6 +160,7 @@ fn queries(sc: &Scenario, ran: &Scenario, q: &QueryOutcome) -> Queries {
         bytes_in: t.bytes_in,
         seconds: q.seconds,
         http_status: q.statuses.http_map(),
+        redis_replies: q.statuses.redis_map(),
         control: q.controls.clone(),
     }
 }
@@ -313,7 +314,8 @@ impl RunResult {
     }
 
     /// The answers by what they said: the DNS RCODEs (per query type too),
-    /// the HTTP statuses, and the plain successes and mismatches.
+    /// the HTTP statuses, the Redis replies, and the plain successes and
+    /// mismatches.
     fn statuses(&self, q: &Queries) -> StatusCounts {
         let mut statuses = StatusCounts::default();
         if let Some(d) = &self.dns {
@@ -343,6 +345,18 @@ impl RunResult {
         for (code, n) in &q.http_status {
             if let Ok(code) = code.parse::<usize>() {
                 statuses.http[code.min(599)] += n;
+            }
+        }
+        for (kind, n) in &q.redis_replies {
+            if let Some(i) = wire::resp::VALUE_KINDS.iter().position(|k| k == kind) {
+                statuses.redis[i] += n;
+            }
+        }
+        for (name, n) in &q.failed_answers {
+            let word = name.strip_prefix(crate::metrics::REDIS_FAILED);
+            if let Some(w) = word.and_then(|w| wire::resp::ERROR_WORDS.iter().position(|e| *e == w))
+            {
+                statuses.redis[wire::resp::VALUE_KINDS.len() + w] += n;
             }
         }
         // The plain successes and mismatches (echo, ping) have no

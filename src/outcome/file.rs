@@ -255,7 +255,8 @@ pub struct Queries {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ok: Option<u64>,
     /// Answers that were failures, by what they said: an RCODE's name
-    /// (`REFUSED`), `http_<code>`, `mismatch`.
+    /// (`REFUSED`), `http_<code>`, `mismatch`, `redis_<error word>`
+    /// (`redis_WRONGTYPE`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub failed_answers: BTreeMap<String, u64>,
     pub timed_out: u64,
@@ -295,6 +296,11 @@ pub struct Queries {
     /// HTTP status codes, when the protocol is HTTP.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub http_status: BTreeMap<String, u64>,
+    /// Redis replies by type (simple_string, integer, bulk_string, nil,
+    /// array, error), when the protocol is Redis; the errors by their
+    /// first word are in `failed_answers` (`redis_ERR`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redis_replies: BTreeMap<String, u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub control: Vec<super::ControlEvent>,
 }

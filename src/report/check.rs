@@ -165,7 +165,7 @@ fn key_list() -> String {
     let plain: Vec<String> = keys().into_iter().filter(|k| !k.contains("_us.")).collect();
     format!(
         "{}, connections.failed.CAUSE, queries.errors.CAUSE, dns.rcodes.RCODE, \
-         dns.rcodes_by_qtype.TYPE.RCODE, queries.http_status.CODE, \
+         dns.rcodes_by_qtype.TYPE.RCODE, queries.http_status.CODE, queries.redis_replies.TYPE, \
          connections.{{connect_time_us,connect_syscall_us,tls_handshake_us}}.{{{}}}, \
          latency.{{response_time_us,service_time_us,send_lag_us,loop_lag_us}}.{{{},{}}}, \
          push.{{gap_us,jitter_us,delay_us}}.{{{},{}}}",
@@ -201,6 +201,8 @@ fn known(key: &str) -> bool {
         || named("dns.rcodes.")
         || named("dns.rcodes_by_qtype.")
         || named("queries.http_status.")
+        || cause("queries.redis_replies.", &wire::resp::VALUE_KINDS)
+        || key == "queries.redis_replies.error"
         || named("queries.failed_answers.")
 }
 

@@ -23,6 +23,20 @@ pub(super) fn failed_answer_words(what: &str) -> &'static str {
         h if h.starts_with("http_4") => {
             "the server rejected the request: check --http-request (path, Host, method)"
         }
+        "redis_OOM" => "Redis is at its maxmemory and its policy refuses writes",
+        "redis_BUSY" => "Redis is running a script or function that blocks it",
+        "redis_LOADING" => "Redis is loading its dataset and answers nothing else yet",
+        "redis_NOAUTH" | "redis_WRONGPASS" | "redis_NOPERM" => {
+            "Redis wants a password or denies this user the command (its ACL)"
+        }
+        "redis_MOVED" | "redis_ASK" | "redis_CROSSSLOT" | "redis_CLUSTERDOWN" => {
+            "a Redis Cluster redirect or failure: throng does not follow redirects; target the \
+             node that owns the keys"
+        }
+        "redis_WRONGTYPE" => "the key holds another type than the command works on",
+        h if h.starts_with("redis_") => {
+            "Redis answered the command with an error: run it in redis-cli to read the message"
+        }
         _ => "not a success for this protocol (--ok-rcodes, --ok-status widen what is)",
     }
 }
@@ -271,7 +285,7 @@ fn answer_lines(
             q.statuses.successes(ok_answers)
         )?;
         for (what, n) in &failed {
-            writeln!(out, "      {what:<15}{n}: {}", failed_answer_words(what))?;
+            writeln!(out, "      {what:<15} {n}: {}", failed_answer_words(what))?;
         }
     }
     if t.recycled > 0 {
@@ -306,6 +320,11 @@ fn answer_lines(
     if !http.is_empty() {
         let list: Vec<String> = http.iter().map(|(k, v)| format!("{k} {v}")).collect();
         writeln!(out, "    status      {}", list.join("  "))?;
+    }
+    let redis = q.statuses.redis_map();
+    if !redis.is_empty() {
+        let list: Vec<String> = redis.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        writeln!(out, "    replies     {}", list.join("  "))?;
     }
     Ok(())
 }

@@ -74,6 +74,7 @@ impl Query {
             Query::Http { .. } => Proto::Http,
             Query::Raw { .. } => Proto::Raw,
             Query::WebSocket { .. } => Proto::Websocket,
+            Query::Redis { .. } => Proto::Redis,
         }
     }
 }
@@ -113,6 +114,12 @@ pub enum Query {
     WebSocket {
         message: String,
         binary: bool,
+    },
+    /// Redis commands (--redis-command, as redis-cli splits them), taken
+    /// in turn; each `{n}` a key number drawn in 0..`keys`.
+    Redis {
+        commands: Vec<String>,
+        keys: u64,
     },
 }
 

@@ -12,4 +12,5 @@ pub mod escape;
 pub mod http;
 pub mod line;
 pub mod push;
+pub mod resp;
 pub mod ws;

@@ -7,7 +7,7 @@
 //! stopped).
 //!
 //! A protocol is one file here (dns.rs, echo.rs, ping.rs, http.rs,
-//! raw.rs, ws.rs): its names (its --proto value, its word in sentences), what a
+//! raw.rs, redis.rs, ws.rs): its names (its --proto value, its word in sentences), what a
 //! report's table says of its queries, its encoding, its matching, its
 //! datagram size over UDP and its tests, with its codec in crates/wire;
 //! [`Codec`] is the one enum that dispatches to them, chosen at start with
@@ -26,6 +26,7 @@ mod echo;
 mod http;
 mod ping;
 mod raw;
+mod redis;
 pub(super) mod ws;
 
 use dns::{dns_frame, DnsQueries};
@@ -33,6 +34,8 @@ use echo::Echo;
 use http::Http;
 use ping::Ping;
 use raw::Raw;
+use redis::Redis;
+pub use redis::DEFAULT_COMMAND as REDIS_DEFAULT_COMMAND;
 use ws::Ws;
 
 /// A protocol's --proto value, and its name in the per-query log.
@@ -43,6 +46,7 @@ pub fn name(p: Proto) -> &'static str {
         Proto::Ping => ping::NAME,
         Proto::Http => http::NAME,
         Proto::Raw => raw::NAME,
+        Proto::Redis => redis::NAME,
         Proto::Push => super::push::NAME,
         Proto::Websocket => ws::NAME,
     }
@@ -54,6 +58,7 @@ pub fn word(p: Proto) -> &'static str {
         Proto::Dns => dns::WORD,
         Proto::Http => http::WORD,
         Proto::Websocket => ws::WORD,
+        Proto::Redis => redis::WORD,
         p => name(p),
     }
 }
@@ -67,6 +72,7 @@ pub fn words(q: &Query) -> String {
         Query::Ping => ping::WORDS.into(),
         Query::Http { .. } => http::WORDS.into(),
         Query::Raw { .. } => raw::WORDS.into(),
+        Query::Redis { commands, .. } => redis::words(commands),
         Query::WebSocket { message, binary } => ws::words(message, *binary),
     }
 }
@@ -103,6 +109,8 @@ pub enum Status {
     Http(u16),
     /// The reply is not the one expected (--validate, `error` for a ping).
     Mismatch,
+    /// A Redis reply's type (an error's first word).
+    Redis(wire::resp::Kind),
 }
 
 /// One step of framing the received bytes.
@@ -246,6 +254,7 @@ pub enum Codec {
     Ping(Ping),
     Http(Http),
     Raw(Raw),
+    Redis(Redis),
     Ws(Ws),
 }
 
@@ -293,6 +302,7 @@ impl Codec {
                 marker.as_deref(),
             )),
             Query::WebSocket { message, binary } => Codec::Ws(Ws::new(message, *binary)),
+            Query::Redis { commands, keys } => Codec::Redis(Redis::new(commands, *keys)),
         }
     }
 
@@ -333,6 +343,7 @@ impl Codec {
             Codec::Ping(p) => p.encode(n, out),
             Codec::Http(h) => h.encode(n, target, out),
             Codec::Raw(r) => r.encode(n, out),
+            Codec::Redis(r) => r.encode(n, rng, out),
             Codec::Ws(w) => w.encode(n, rng, out),
         }
     }
@@ -403,6 +414,7 @@ impl Codec {
             Codec::Ping(p) => p.decode(buf, resume),
             Codec::Http(h) => h.decode(buf, resume),
             Codec::Raw(r) => r.decode(buf),
+            Codec::Redis(r) => r.decode(buf),
             Codec::Ws(_) => ws::decode(buf, resume),
         }
     }
