@@ -141,6 +141,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
             limit::run_cluster(&args.limit_config()?)
         }
         cli::Command::Cluster(args) => cluster::ssh::run(&args.config()?),
+        cli::Command::Tune(args) if args.measure => sys::tune::run_measure(args.json),
         cli::Command::Tune(args) => {
             sys::tune::run(args.connections, args.role, args.json, args.apply)
         }

@@ -144,3 +144,66 @@ fn apply_without_root_is_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("needs root"), "{err}");
 }
+
+/// `tune --measure` in a namespace with a 2,000-port range: it measures
+/// until the knee or 90% of the range, keeps the curve, and plans follow
+/// it while the port range is the one it was measured under.
+#[test]
+fn a_measured_connect_curve_is_kept_and_followed() {
+    let cache = common::temp_dir("tune-measure");
+    let c = cache.clone();
+    in_netns(move || {
+        common::set_sysctl("net.ipv4.ip_local_port_range", "40000 41999");
+        let tune = |args: &[&str]| {
+            output(
+                Command::new(BIN)
+                    .arg("tune")
+                    .args(args)
+                    .env("XDG_CACHE_HOME", &c),
+            )
+        };
+        let (code, out, err) = tune(&["--measure", "--json"]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["port_range"], serde_json::json!([40000, 41999]), "{out}");
+        let up_to = v["measured_up_to"].as_u64().unwrap();
+        assert!(up_to <= 1800, "past 90% of the range: {out}");
+        let points = v["points"].as_array().unwrap();
+        let counts: Vec<u64> = points
+            .iter()
+            .map(|p| p["connections"].as_u64().unwrap())
+            .collect();
+        assert_eq!(counts.last(), Some(&up_to), "{out}");
+        // A point a fiftieth of the range.
+        assert_eq!(v["bucket"], 50, "{out}");
+        assert!(counts.windows(2).all(|w| w[1] == w[0] + 50), "{out}");
+        let fast = match v["knee"].as_u64() {
+            Some(k) => {
+                assert!(k < up_to && k % 50 == 0, "{out}");
+                k - k / 10
+            }
+            None => {
+                let by = v["stopped_by"].as_str().unwrap_or_default();
+                assert!(by.contains("90% of the 2000-port range"), "{out}");
+                up_to.min(1500)
+            }
+        };
+        let kept = c.join("throng/connect-curve.json");
+        assert!(kept.is_file(), "{}", kept.display());
+        // The plan for 10,000 connections rests on it.
+        let (code, out, _) = tune(&["-c", "10k"]);
+        assert_eq!(code, 0);
+        let sources = 10_000u64.div_ceil(fast);
+        assert!(
+            out.contains(&format!("need {sources} source address(es)"))
+                && out.contains("measured on this host"),
+            "{fast} a pair: {out}"
+        );
+        // Another range: the curve no longer applies.
+        common::set_sysctl("net.ipv4.ip_local_port_range", "40000 43999");
+        let (_, out, _) = tune(&["-c", "10k"]);
+        assert!(out.contains("need 10 source address(es)"), "{out}");
+        assert!(!out.contains("measured on this host"), "{out}");
+    });
+    let _ = std::fs::remove_dir_all(&cache);
+}

@@ -489,6 +489,13 @@ pub struct TuneArgs {
     /// Print the plan as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+
+    /// Measure this host's connect() curve (up to 30 s): the rate of
+    /// connect() against the connections one (source, destination) pair
+    /// holds, on loopback. Its knee is kept (~/.cache/throng) and source
+    /// plans follow it while the kernel and port range stay the same.
+    #[arg(long, conflicts_with = "apply")]
+    pub measure: bool,
 }
 
 #[derive(Debug, Args)]

@@ -320,10 +320,11 @@ fn plan_sources(
     slices: u64,
 ) -> (Vec<IpAddr>, Option<String>, String) {
     if a.sources_given.is_empty() {
+        let basis = sources::per_pair_basis();
         let p = sources::plan(
             probe_targets,
             whole.per_target(),
-            sources::fast_per_pair(),
+            (sources::fast_per_pair(), &basis),
             slices,
         );
         (p.sources, p.shortfall, p.why)

@@ -180,7 +180,7 @@ pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<Cause> {
     let ports = crate::sys::sources::ports_per_source();
     let pairs = (sc.sources.len().max(1) * sc.targets.len().max(1)) as u64;
     let per_pair = (o.peak.max(0) as u64).div_ceil(pairs);
-    let pairs_full = per_pair >= crate::sys::sources::fast_per_pair_of(ports);
+    let pairs_full = per_pair >= crate::sys::sources::fast_per_pair();
     if sys_p99 >= 1_000 && (sys_p99 * 4 >= conn_p99 || busy >= 0.5) && !pairs_full {
         return Some(cause(
             Code::ClientCpu,

@@ -3,6 +3,7 @@
 //! never changes a host-wide setting (`throng tune --apply` will, when asked).
 
 pub mod capacity;
+pub mod connect_curve;
 pub mod limits;
 pub mod passage;
 pub mod proc;

@@ -2,13 +2,14 @@
 //!
 //! Linux picks an ephemeral port per (source, destination) pair from
 //! net.ipv4.ip_local_port_range inside connect(). Current kernels search the
-//! ports of one parity first (the other is left to bind()), so once about a
-//! quarter of the range (half of that parity) is in use for one pair, every
-//! connect() walks a long run of used ports and the ramp slows from tens of
-//! thousands per second to a few hundred (measured: bench/RESULTS.md,
-//! "Connect() cost against connections per (source, destination) pair").
-//! So a plan keeps each (source, destination) pair under that knee and
-//! takes more source addresses before it: on loopback any 127.0.0.0/8
+//! ports of one parity first (the other is left to bind()); once that
+//! parity is used up for one pair (half the range on 6.18; bench/RESULTS.md,
+//! "the connect() curve"), every connect() walks a long run of used ports
+//! and the ramp slows from tens of thousands per second to a few hundred.
+//! Kernels differ, so a plan keeps each pair under the knee measured on
+//! the host (`throng tune --measure`, [`crate::sys::connect_curve`]), and
+//! with none measured under a quarter of the range, safe on either side;
+//! it takes more source addresses before the knee: on loopback any 127.0.0.0/8
 //! address works without setup; elsewhere only addresses already configured
 //! on the interface toward the target.
 
@@ -41,18 +42,42 @@ pub fn fast_per_pair_of(ports: u64) -> u64 {
     (ports / 4).max(1)
 }
 
-/// [`fast_per_pair_of`] for this host's port range.
+/// Connections one pair carries at most on this host: under the knee of
+/// the connect() curve measured here (`throng tune --measure`) when one
+/// was, for this kernel and port range; otherwise [`fast_per_pair_of`]
+/// its range.
 pub fn fast_per_pair() -> u64 {
-    fast_per_pair_of(ports_per_source())
+    match crate::sys::connect_curve::stored() {
+        Some(c) => c.fast_per_pair(),
+        None => fast_per_pair_of(ports_per_source()),
+    }
 }
+
+/// What [`fast_per_pair`] rests on, in words ("connect() slows sharply
+/// past a quarter of the port range").
+pub fn per_pair_basis() -> String {
+    match crate::sys::connect_curve::stored() {
+        Some(c) => c.basis(),
+        None => QUARTER.into(),
+    }
+}
+
+/// The default's reason.
+const QUARTER: &str = "connect() slows sharply past a quarter of the port range";
 
 /// Why a pair is kept at `per_pair`, in words for the plan paragraph.
 pub fn per_pair_reason(per_pair: u64, ports: u64) -> String {
-    format!(
-        "at most {per_pair} connections per (source, destination) pair: connect() searches one \
-         parity of the {ports}-port range first and slows sharply once about a quarter of the \
-         range is in use"
-    )
+    match crate::sys::connect_curve::stored() {
+        Some(c) => format!(
+            "at most {per_pair} connections per (source, destination) pair: {}",
+            c.basis()
+        ),
+        None => format!(
+            "at most {per_pair} connections per (source, destination) pair: connect() searches \
+             one parity of the {ports}-port range first and slows sharply once about a quarter \
+             of the range is in use (`throng tune --measure` measures where on this host)"
+        ),
+    }
 }
 
 /// Expands `IP` or `IP/prefix` into addresses (at most `limit`). For IPv4
@@ -170,7 +195,13 @@ pub struct SourcePlan {
 /// `slices`: how many segments will share the plan; on loopback, when more
 /// than one source is needed, each slice gets its own (a slice takes every
 /// N-th source, so fewer sources than slices would stack slices on some).
-pub fn plan(targets: &[SocketAddr], per_target: u64, per_source: u64, slices: u64) -> SourcePlan {
+/// `basis`: why `per_source`, in words ([`per_pair_basis`]).
+pub fn plan(
+    targets: &[SocketAddr],
+    per_target: u64,
+    (per_source, basis): (u64, &str),
+    slices: u64,
+) -> SourcePlan {
     let mut needed = per_target.div_ceil(per_source.max(1)).max(1);
     if needed <= 1 {
         return SourcePlan {
@@ -199,8 +230,7 @@ pub fn plan(targets: &[SocketAddr], per_target: u64, per_source: u64, slices: u6
             sources,
             why: format!(
                 "{needed} loopback addresses, {each} connections each to every target \
-                 (under {per_source} per pair: connect() slows sharply past a quarter of the \
-                 port range)"
+                 (under {per_source} per pair: {basis})"
             ),
             shortfall: None,
         };
@@ -230,8 +260,7 @@ pub fn plan(targets: &[SocketAddr], per_target: u64, per_source: u64, slices: u6
         };
         format!(
             "{needed} source addresses are needed toward {first} (at most {per_source} \
-             connections each: connect() slows sharply past a quarter of the port range), \
-             but interface {dev} has {have}. Add {missing} more address(es) from the target's \
+             connections each: {basis}), but interface {dev} has {have}. Add {missing} more address(es) from the target's \
              network, e.g.: ip addr add {example}/{plen} dev {dev} (one per address), \
              then pass them with --source-ip"
         )
@@ -240,7 +269,7 @@ pub fn plan(targets: &[SocketAddr], per_target: u64, per_source: u64, slices: u6
         sources,
         why: format!(
             "addresses of {}, {each} connections each to every target (at most {per_source} \
-             per pair: connect() slows sharply past a quarter of the port range)",
+             per pair: {basis})",
             iface.unwrap_or_else(|| "the route".into())
         ),
         shortfall,
@@ -297,9 +326,9 @@ mod tests {
     #[test]
     fn loopback_plan_adds_addresses() {
         let t = ["127.0.0.1:4242".parse().unwrap()];
-        assert!(plan(&t, 1000, 7000, 1).sources.is_empty());
-        assert!(plan(&t, 1000, 7000, 8).sources.is_empty());
-        let p = plan(&t, 30_000, 7_000, 1);
+        assert!(plan(&t, 1000, (7000, QUARTER), 1).sources.is_empty());
+        assert!(plan(&t, 1000, (7000, QUARTER), 8).sources.is_empty());
+        let p = plan(&t, 30_000, (7_000, QUARTER), 1);
         assert_eq!(p.sources.len(), 5);
         assert_eq!(p.sources[2], "127.0.0.3".parse::<IpAddr>().unwrap());
         assert!(p.shortfall.is_none());
@@ -314,7 +343,7 @@ mod tests {
         assert_eq!(fast_per_pair_of(3), 1);
         // 100,000 connections at the stock range: 15 pairs of 6,667.
         let t = ["127.0.0.1:4242".parse().unwrap()];
-        let p = plan(&t, 100_000, fast_per_pair_of(28_232), 1);
+        let p = plan(&t, 100_000, (fast_per_pair_of(28_232), QUARTER), 1);
         assert_eq!(p.sources.len(), 15);
         assert!(100_000u64.div_ceil(15) <= 7_058);
     }
@@ -323,10 +352,13 @@ mod tests {
     fn every_slice_gets_the_same_number_of_sources() {
         let t = ["127.0.0.1:4242".parse().unwrap()];
         // 15 needed, 6 processes: 18, three each, none past the knee.
-        let p = plan(&t, 100_000, 7_058, 6);
+        let p = plan(&t, 100_000, (7_058, QUARTER), 6);
         assert_eq!(p.sources.len(), 18);
-        assert_eq!(plan(&t, 1_000_000, 16_128, 51).sources.len(), 102);
-        assert_eq!(plan(&t, 20_000, 7_058, 8).sources.len(), 8);
+        assert_eq!(
+            plan(&t, 1_000_000, (16_128, QUARTER), 51).sources.len(),
+            102
+        );
+        assert_eq!(plan(&t, 20_000, (7_058, QUARTER), 8).sources.len(), 8);
     }
 
     #[test]

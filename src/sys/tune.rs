@@ -72,11 +72,10 @@ pub fn processes_for(conns: u64, per_process: u64) -> u64 {
 }
 
 /// Source addresses needed so that no (source, destination) pair carries
-/// more connections than connect() handles fast (a quarter of the range).
-pub fn sources_for(conns_per_target: u64, ports: u64) -> u64 {
-    conns_per_target
-        .div_ceil(sources::fast_per_pair_of(ports))
-        .max(1)
+/// more than `per_pair` connections (what connect() handles fast:
+/// [`sources::fast_per_pair`]).
+pub fn sources_for(conns_per_target: u64, per_pair: u64) -> u64 {
+    conns_per_target.div_ceil(per_pair.max(1)).max(1)
 }
 
 fn check(
@@ -256,7 +255,7 @@ fn server_checks(n: u64, procs: u64, checks: &mut Vec<Check>) {
 fn client_checks(n: u64, checks: &mut Vec<Check>) {
     let (lo, hi) = sources::port_range();
     let ports = u64::from(hi - lo + 1);
-    let srcs = sources_for(n, ports);
+    let srcs = sources_for(n, sources::fast_per_pair());
     let wide = ports >= 60_000;
     checks.push(Check {
         set: (!wide).then(|| "1024 65535".to_string()),
@@ -271,8 +270,8 @@ fn client_checks(n: u64, checks: &mut Vec<Check>) {
             },
             format!(
                 "{n} connections to one destination need {srcs} source address(es) at this \
-                 range (connect() slows past a quarter of it per source); on loopback throng adds \
-                 127.0.0.x itself"
+                 range ({}); on loopback throng adds 127.0.0.x itself",
+                sources::per_pair_basis()
             ),
         )
     });
@@ -436,6 +435,70 @@ pub fn apply(p: &Plan) -> Vec<String> {
     done
 }
 
+/// `throng tune --measure`: this host's connect() curve measured, shown
+/// and kept for later plans (or printed as JSON).
+pub fn run_measure(json: bool) -> anyhow::Result<ExitCode> {
+    use crate::sys::connect_curve;
+    use std::io::Write;
+    let mut out = crate::console::stdout();
+    let (lo, hi) = sources::port_range();
+    let ports = u64::from(hi - lo + 1);
+    let before = sources::fast_per_pair();
+    if !json {
+        writeln!(
+            out,
+            "measuring connect() from 127.0.0.1 to a listener of its own, {} at a time, against \
+             the connections the pair holds (port range {lo}-{hi}, {ports} ports)",
+            connect_curve::bucket(ports)
+        )?;
+        writeln!(
+            out,
+            "  {:>11}  {:>9}  {:>10}  {:>9}",
+            "connections", "connect/s", "median", "p99"
+        )?;
+    }
+    let curve = connect_curve::measure(|p| {
+        if !json {
+            let _ = writeln!(
+                out,
+                "  {:>11}  {:>9.0}  {:>8.1}us  {:>7.0}us",
+                p.connections, p.per_second, p.median_us, p.p99_us
+            );
+        }
+    })?;
+    let path = connect_curve::store(&curve)?;
+    if json {
+        serde_json::to_writer_pretty(&mut out, &curve)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let share = |n: u64| 100.0 * n as f64 / ports as f64;
+    match curve.knee {
+        Some(k) => writeln!(
+            out,
+            "knee: connect() slows past {k} connections of one (source, destination) pair \
+             ({:.1}% of the range)",
+            share(k)
+        )?,
+        None => writeln!(
+            out,
+            "no knee: connect() stayed fast up to {} connections of one pair ({:.1}% of the \
+             range; stopped by {})",
+            curve.measured_up_to,
+            share(curve.measured_up_to),
+            curve.stopped_by.as_deref().unwrap_or("the end")
+        )?,
+    }
+    writeln!(
+        out,
+        "plans now keep each pair under {} connections (before: {before}); kept in {} for this \
+         kernel and port range",
+        curve.fast_per_pair(),
+        path.display()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `throng tune`: the limits table (or its JSON), the commands, and with
 /// `apply` the changes made.
 pub fn run(connections: u64, role: Role, json: bool, apply_it: bool) -> anyhow::Result<ExitCode> {
@@ -481,10 +544,11 @@ mod tests {
         assert_eq!(processes_for(19_000, 20_000), 1);
         assert_eq!(processes_for(0, 20_000), 1);
         // A quarter of 28,232 ports per source (the measured knee).
-        assert_eq!(sources_for(1_000_000, 28_232), 142);
-        assert_eq!(sources_for(7_058, 28_232), 1);
-        assert_eq!(sources_for(7_059, 28_232), 2);
-        assert_eq!(sources_for(100_000, 64_512), 7);
+        let quarter = sources::fast_per_pair_of;
+        assert_eq!(sources_for(1_000_000, quarter(28_232)), 142);
+        assert_eq!(sources_for(7_058, quarter(28_232)), 1);
+        assert_eq!(sources_for(7_059, quarter(28_232)), 2);
+        assert_eq!(sources_for(100_000, quarter(64_512)), 7);
     }
 
     #[test]
