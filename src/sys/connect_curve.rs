@@ -60,6 +60,7 @@ pub struct Curve {
     pub knee: Option<u64>,
     pub measured_up_to: u64,
     /// Connections a point measures ([`bucket`]).
+    #[serde(default)]
     pub bucket: u64,
     /// What stopped the measure before the knee, if anything: the fd
     /// limit, the share of the range measured, the time budget.

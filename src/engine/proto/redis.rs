@@ -9,7 +9,6 @@ use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 
 use super::{Frame, Status};
-use crate::metrics::{E_MALFORMED, E_OVERSIZED};
 
 /// Its --proto value, and its name in the per-query log.
 pub const NAME: &str = "redis";
@@ -127,8 +126,8 @@ impl Redis {
                 status: Status::Redis(r.kind),
                 close: false,
             },
-            Err(wire::resp::RespError::TooLong) => Frame::Broken(E_OVERSIZED),
-            Err(_) => Frame::Broken(E_MALFORMED),
+            Err(wire::resp::RespError::TooLong) => Frame::Oversized,
+            Err(_) => Frame::Malformed,
         }
     }
 }
@@ -192,7 +191,7 @@ mod tests {
         assert_eq!(status(b"$-1\r\n"), Status::Redis(Kind::Nil));
         assert_eq!(status(b"-WRONGTYPE x\r\n"), Status::Redis(Kind::Error(1)));
         assert_eq!(fresh(&c, b"+PON"), Frame::Incomplete);
-        assert_eq!(fresh(&c, b"HTTP/1.1 400\r\n"), Frame::Broken(E_MALFORMED));
+        assert_eq!(fresh(&c, b"HTTP/1.1 400\r\n"), Frame::Malformed);
         // The refusal waits for its close.
         assert_eq!(fresh(&c, wire::resp::MAX_CLIENTS), Frame::Incomplete);
         same_frames_at_every_read_size(
