@@ -163,10 +163,13 @@ fn failure_causes(sc: &Scenario, o: &Outcome, c: &mut Vec<Cause>) {
                 Code::Refused,
                 Some(Side::Server),
                 format!(
-                    "the server accepted these connections, wrote what is shown above and closed \
-                     them while it served {} others: it refuses connections past a cap of its own \
-                     (Redis's maxclients, memcached's -c, a server's connection limit); raise it \
-                     there, or ask for fewer (-c)",
+                    "the server accepted these connections and refused them ({}) while it \
+                     served {} others: it refuses connections past a cap of its own (Redis's \
+                     maxclients, memcached's -c, a server's connection limit); raise it there, \
+                     or ask for fewer (-c)",
+                    t.probe_reply
+                        .as_deref()
+                        .unwrap_or("its words were not kept"),
                     t.verified - t.probe_rejected
                 ),
             ),
