@@ -132,7 +132,11 @@ pub fn store(c: &Curve) -> anyhow::Result<PathBuf> {
     if let Some(dir) = p.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    crate::report::json::write_atomic(&p, c)?;
+    // Written beside it and renamed over it: a reader sees the old curve
+    // or the new, never half of one.
+    let tmp = p.with_extension(format!("json.{}", std::process::id()));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(c)?)?;
+    std::fs::rename(&tmp, &p)?;
     Ok(p)
 }
 
