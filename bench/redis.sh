@@ -52,8 +52,8 @@ printf '%-8s %-10s %-16s %10s %9s %9s %10s %9s\n' round case tool "rate/s" p50 p
 cases=(
   "ping-p1|ping_mbulk|1|PING"
   "ping-p16|ping_mbulk|16|PING"
-  "set-p16|set|16|SET key:{n} xxx"
-  "get-p16|get|16|GET key:{n}"
+  "set-p16|set|16|SET key:__rand_int__ xxx"
+  "get-p16|get|16|GET key:__rand_int__"
 )
 for round in $(seq 1 "$rounds"); do
   for c in "${cases[@]}"; do
@@ -69,7 +69,7 @@ for round in $(seq 1 "$rounds"); do
                 printf "%-8s %-10s %-16s %10.0f %7.3fms %7.3fms %10.2f %9d\n",
                   r, n, "redis-benchmark", f[2], f[5], f[7], t * 1e6 / q, s }' "$dir/rb.csv"
     before=$(calls "$stat")
-    cpu "$bin" client "127.0.0.1:$port" --proto redis --redis-command "$command" \
+    cpu "$bin" client "127.0.0.1:$port" --proto redis --redis-command "$command" --redis-keys 100000 \
       --closed-loop -c "$conns" --window "$pipe" --workers "$threads" --queries "$requests" -T 60s -q \
       --json "$dir/t.json" > /dev/null 2> "$dir/t.err" || true
     served=$(( $(calls "$stat") - before ))

@@ -321,14 +321,15 @@ pub struct ClientArgs {
     #[arg(long, value_name = "STRING", help_heading = "Protocol")]
     pub marker: Option<String>,
 
-    /// redis: a command, split as redis-cli does ('SET key:{n} "a b"');
-    /// again for more, taken in turn [default: PING]. Each {n} is a key
-    /// number drawn in 0..--redis-keys.
+    /// redis: a command, split as redis-cli does ('SET key:__rand_int__
+    /// "a b"'); again for more, taken in turn [default: PING]. Each
+    /// __rand_int__ is a number drawn in 0..--redis-keys, twelve digits,
+    /// as redis-benchmark's.
     #[arg(long, value_name = "COMMAND", help_heading = "Protocol")]
     pub redis_command: Vec<String>,
 
-    /// redis: how many key numbers {n} is drawn from, written with as
-    /// many digits as the largest (redis-benchmark's -r).
+    /// redis: how many numbers __rand_int__ is drawn from
+    /// (redis-benchmark's -r), at most 10^12.
     #[arg(long, value_name = "N", default_value = "100000", value_parser = parse_positive_count, help_heading = "Protocol")]
     pub redis_keys: u64,
 

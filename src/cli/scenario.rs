@@ -419,7 +419,9 @@ impl ClientArgs {
                 for c in &commands {
                     match wire::resp::split_command(c) {
                         Ok(words) if words.is_empty() => {
-                            return Err(usage("--redis-command is empty; e.g. 'GET key:{n}'"))
+                            return Err(usage(
+                                "--redis-command is empty; e.g. 'GET key:__rand_int__'",
+                            ))
                         }
                         Ok(_) => {}
                         Err(e) => {
@@ -429,6 +431,12 @@ impl ClientArgs {
                             )))
                         }
                     }
+                }
+                if self.redis_keys > crate::engine::proto::REDIS_MOST_KEYS {
+                    return Err(usage(format!(
+                        "--redis-keys {}: __rand_int__ has twelve digits; at most 10^12",
+                        self.redis_keys
+                    )));
                 }
                 Query::Redis {
                     commands,

@@ -116,7 +116,7 @@ pub enum Query {
         binary: bool,
     },
     /// Redis commands (--redis-command, as redis-cli splits them), taken
-    /// in turn; each `{n}` a key number drawn in 0..`keys`.
+    /// in turn; each `__rand_int__` a number drawn in 0..`keys`.
     Redis {
         commands: Vec<String>,
         keys: u64,

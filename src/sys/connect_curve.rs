@@ -151,7 +151,16 @@ pub fn measure(mut progress: impl FnMut(&Point)) -> anyhow::Result<Curve> {
     let by_range = ports * 9 / 10;
     let most = by_fds.min(by_range);
     let step = bucket(ports);
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    // A backlog as deep as the host allows (std's is 128): an acceptor
+    // that falls behind must not drop a SYN, whose retransmit would cost
+    // its connect() a second.
+    let listener = {
+        use socket2::{Domain, Socket, Type};
+        let s = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+        s.bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)).into())?;
+        s.listen(65_535)?;
+        TcpListener::from(s)
+    };
     let to: SocketAddr = listener.local_addr()?;
     // Accepted connections are closed at once: only the connecting side
     // holds fds. A connection made once `done` is set ends the acceptor.

@@ -35,7 +35,7 @@ use http::Http;
 use ping::Ping;
 use raw::Raw;
 use redis::Redis;
-pub use redis::DEFAULT_COMMAND as REDIS_DEFAULT_COMMAND;
+pub use redis::{DEFAULT_COMMAND as REDIS_DEFAULT_COMMAND, MOST_KEYS as REDIS_MOST_KEYS};
 use ws::Ws;
 
 /// A protocol's --proto value, and its name in the per-query log.

@@ -1,7 +1,9 @@
 //! --proto redis: RESP2 commands from --redis-command (default `PING`),
-//! taken in turn; each `{n}` in a command is a key number drawn at random
-//! in 0..--redis-keys, written with a fixed width so that a command is
-//! encoded once and its digits filled in place. Replies come in order
+//! taken in turn; each `__rand_int__` in a command is a number drawn at
+//! random in 0..--redis-keys, as redis-benchmark's `-r` draws it (each
+//! occurrence its own, twelve digits with leading zeros: the same keys as
+//! redis-benchmark's), so that a command is encoded once and its digits
+//! filled in place. Replies come in order
 //! (pipelined through --window); each is framed by its type, and an
 //! error reply is a failed answer, counted by its first word.
 
@@ -16,8 +18,12 @@ pub const NAME: &str = "redis";
 pub const WORD: &str = "Redis";
 /// The command sent when none is given.
 pub const DEFAULT_COMMAND: &str = "PING";
-/// The placeholder of a key number in a command.
-pub const KEY: &str = "{n}";
+/// The placeholder of a key number in a command (redis-benchmark's).
+pub const KEY: &str = "__rand_int__";
+/// Digits of a key number (redis-benchmark's).
+const WIDTH: usize = 12;
+/// Key numbers are below this (twelve digits).
+pub const MOST_KEYS: u64 = 1_000_000_000_000;
 
 /// The queries in a few words, for a report's table.
 pub fn words(commands: &[String]) -> String {
@@ -30,7 +36,7 @@ struct Template {
     holes: Vec<usize>,
 }
 
-/// A command's encoding, with `width` zeros where each `{n}` was.
+/// A command's encoding, with `width` zeros where each placeholder was.
 fn template(args: &[Vec<u8>], width: usize) -> Template {
     let mut bytes = format!("*{}\r\n", args.len()).into_bytes();
     let mut holes = Vec::new();
@@ -50,7 +56,7 @@ fn template(args: &[Vec<u8>], width: usize) -> Template {
     Template { bytes, holes }
 }
 
-/// The bytes of `a` around each `{n}`.
+/// The bytes of `a` around each placeholder.
 fn split_at_keys(a: &[u8]) -> Vec<&[u8]> {
     let key = KEY.as_bytes();
     let mut parts = Vec::new();
@@ -72,41 +78,33 @@ fn split_at_keys(a: &[u8]) -> Vec<&[u8]> {
 pub struct Redis {
     commands: Vec<Template>,
     keys: u64,
-    width: usize,
 }
 
 impl Redis {
     /// `commands` as given (checked by the command line: each splits).
     pub fn new(commands: &[String], keys: u64) -> Redis {
-        let keys = keys.max(1);
-        let width = (keys - 1).to_string().len();
         let commands = commands
             .iter()
-            .map(|c| template(&wire::resp::split_command(c).unwrap_or_default(), width))
+            .map(|c| template(&wire::resp::split_command(c).unwrap_or_default(), WIDTH))
             .collect();
         Redis {
             commands,
-            keys,
-            width,
+            keys: keys.clamp(1, MOST_KEYS),
         }
     }
 
-    /// Appends query `n`: the next command in turn, its key numbers
-    /// drawn. Its key is `n` (replies are matched in order).
+    /// Appends query `n`: the next command in turn, a key number drawn
+    /// for each placeholder. Its key is `n` (replies are matched in order).
     #[inline]
     pub fn encode(&self, n: u64, rng: &mut Pcg64Mcg, out: &mut Vec<u8>) -> u64 {
         let t = &self.commands[(n % self.commands.len() as u64) as usize];
         let at = out.len();
         out.extend_from_slice(&t.bytes);
-        if !t.holes.is_empty() {
+        for &h in &t.holes {
             let mut k = rng.random_range(0..self.keys);
-            let mut digits = [b'0'; 20];
-            for d in digits[..self.width].iter_mut().rev() {
+            for d in out[at + h..at + h + WIDTH].iter_mut().rev() {
                 *d = b'0' + (k % 10) as u8;
                 k /= 10;
-            }
-            for &h in &t.holes {
-                out[at + h..at + h + self.width].copy_from_slice(&digits[..self.width]);
             }
         }
         n
@@ -152,32 +150,44 @@ mod tests {
 
     #[test]
     fn commands_taken_in_turn_with_their_keys_drawn() {
-        let c = redis(&["SET key:{n} v:{n}", "GET key:{n}", "PING"], 1000);
+        let c = redis(
+            &["SET key:__rand_int__ v", "GET key:__rand_int__", "PING"],
+            1000,
+        );
         let set = sent(&c, 0);
         let text = String::from_utf8(set.clone()).unwrap();
-        // One key for the command, three digits for 0..1000.
-        let key = &text[text.find("key:").unwrap() + 4..][..3];
+        // Twelve digits, as redis-benchmark writes them, below 1000.
+        let key = &text[text.find("key:").unwrap() + 4..][..12];
         assert!(key.bytes().all(|b| b.is_ascii_digit()), "{text}");
-        assert!(text.starts_with("*3\r\n$3\r\nSET\r\n$7\r\nkey:"), "{text}");
-        assert!(text.ends_with(&format!("$5\r\nv:{key}\r\n")), "{text}");
+        assert!(key.starts_with("000000000"), "{text}");
+        assert!(text.starts_with("*3\r\n$3\r\nSET\r\n$16\r\nkey:"), "{text}");
+        assert!(text.ends_with("\r\n$1\r\nv\r\n"), "{text}");
         assert!(String::from_utf8(sent(&c, 1))
             .unwrap()
-            .starts_with("*2\r\n$3\r\nGET\r\n$7\r\nkey:"));
+            .starts_with("*2\r\n$3\r\nGET\r\n$16\r\nkey:"));
         assert_eq!(sent(&c, 2), b"*1\r\n$4\r\nPING\r\n");
         assert_eq!(sent(&c, 5), b"*1\r\n$4\r\nPING\r\n");
         // What the server reads is one whole command.
         assert_eq!(wire::resp::frame(&set).unwrap().unwrap().len, set.len());
-        // Keys over the whole range, none outside it.
-        let c = redis(&["GET {n}"], 10);
+        // Keys over the whole range, none outside it; each placeholder
+        // drawn on its own.
+        let c = redis(&["MGET __rand_int__ __rand_int__"], 10);
         let mut r = rng();
         let mut seen = [false; 10];
+        let mut apart = false;
         for n in 0..500 {
             let mut out = Vec::new();
             c.encode(n, 0, 0, &mut r, &mut out);
-            let k = out[out.len() - 3];
-            seen[usize::from(k - b'0')] = true;
+            let text = String::from_utf8(out).unwrap();
+            let keys: Vec<&str> = text.split("\r\n").filter(|w| w.len() == 12).collect();
+            assert_eq!(keys.len(), 2, "{text}");
+            for k in &keys {
+                let k: usize = k.parse().unwrap();
+                seen[k] = true;
+            }
+            apart |= keys[0] != keys[1];
         }
-        assert!(seen.iter().all(|&s| s));
+        assert!(seen.iter().all(|&s| s) && apart);
     }
 
     #[test]
