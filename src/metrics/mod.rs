@@ -759,7 +759,6 @@ impl StatusCounts {
             .collect()
     }
 
-    /// HTTP status counts by code.
     /// Redis replies by type (`queries.redis_replies.<type>`), the errors
     /// in one (`error`; by first word in `failed_answers`).
     pub fn redis_map(&self) -> BTreeMap<String, u64> {
@@ -777,6 +776,7 @@ impl StatusCounts {
         m
     }
 
+    /// HTTP status counts by code.
     pub fn http_map(&self) -> BTreeMap<String, u64> {
         self.http
             .iter()
