@@ -153,6 +153,12 @@ fn screenshot(page: &Path) -> Option<(Vec<[u8; 3]>, u32, u32, String)> {
                 "--enable-logging=stderr",
                 "--v=0",
                 "--window-size=1200,3000",
+                // Every tile rasterized before the capture, and the
+                // capture after the page's load settles (virtual time):
+                // without them a loaded machine's capture missed charts
+                // not yet painted.
+                "--run-all-compositor-stages-before-draw",
+                "--virtual-time-budget=5000",
             ])
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg(format!("--screenshot={}", png.display()))
