@@ -48,6 +48,14 @@ pub(super) fn t_max(runs: &[Drawn]) -> f64 {
         .fold(1.0, f64::max)
 }
 
+/// A line's width in an overlay of `runs` runs: each run's line 2 px
+/// wider than the next run's (up to 6 px), so that where a later run
+/// draws the same values (two runs at one rate, the same connections) the
+/// earlier run still shows either side of it. One run: `base`.
+pub(super) fn overlay_width(base: u32, i: usize, runs: usize) -> u32 {
+    base + 2 * (runs - 1 - i).min(3) as u32
+}
+
 /// Points drawn on a series too short to be seen as a line (a run of a
 /// second or two).
 pub(super) fn dot_size(points: usize) -> u32 {
@@ -105,27 +113,28 @@ pub(super) fn rates_chart(runs: &[Drawn]) -> Result<String> {
                 (c, c, c, c, c)
             };
             let name = |what: &str| d.entry(one, what);
+            let w = |base| overlay_width(base, i, with.len());
             let target = series(|s| s.target);
             if !target.is_empty() {
-                let style = target_c.stroke_width(2);
+                let style = target_c.stroke_width(w(2));
                 chart
                     .draw_series(DashedLineSeries::new(target, 8, 5, style))?
                     .label(name("target"))
                     .legend(legend_line(style));
             }
-            let style = sent_c.stroke_width(if one { 2 } else { 1 });
+            let style = sent_c.stroke_width(if one { 2 } else { w(1) });
             let sent = chart.draw_series(LineSeries::new(series(|s| s.sent), style))?;
             if one {
                 sent.label(name("sent")).legend(legend_line(style));
             }
-            let style = answered_c.stroke_width(3);
+            let style = answered_c.stroke_width(w(3));
             let answered = series(|s| s.answered);
             let dots = dot_size(answered.len());
             chart
                 .draw_series(LineSeries::new(answered, style).point_size(dots))?
                 .label(name("answered"))
                 .legend(legend_line(style));
-            let style = timeout_c.stroke_width(2);
+            let style = timeout_c.stroke_width(w(2));
             let timeouts = chart.draw_secondary_series(DashedLineSeries::new(
                 series(|s| s.timed_out),
                 3,
@@ -137,7 +146,7 @@ pub(super) fn rates_chart(runs: &[Drawn]) -> Result<String> {
                     .label("timeouts (right axis)")
                     .legend(legend_line(style));
             }
-            let style = error_c.stroke_width(2);
+            let style = error_c.stroke_width(w(2));
             let errors = chart.draw_secondary_series(DashedLineSeries::new(
                 series(|s| s.errors),
                 1,
@@ -208,19 +217,20 @@ pub(super) fn latency_chart(runs: &[Drawn]) -> Result<Option<String>> {
                         .filter_map(|s| f(s).filter(|v| *v > 0.0).map(|v| (s.t, v))),
                 )
             };
-            let style = p50_c.stroke_width(2);
+            let w = |base| overlay_width(base, i, with.len());
+            let style = p50_c.stroke_width(w(2));
             let p50 = chart.draw_series(DashedLineSeries::new(series(|s| s.p50), 8, 4, style))?;
             if one {
                 p50.label(name("p50")).legend(legend_line(style));
             }
-            let style = p99_c.stroke_width(3);
+            let style = p99_c.stroke_width(w(3));
             let p99 = series(|s| s.p99);
             let dots = dot_size(p99.len());
             chart
                 .draw_series(LineSeries::new(p99, style).point_size(dots))?
                 .label(name("p99"))
                 .legend(legend_line(style));
-            let style = max_c.stroke_width(1);
+            let style = max_c.stroke_width(w(1));
             let max = chart.draw_series(LineSeries::new(series(|s| s.max), style))?;
             if one {
                 max.label(name("max")).legend(legend_line(style));
@@ -230,7 +240,7 @@ pub(super) fn latency_chart(runs: &[Drawn]) -> Result<Option<String>> {
                     (series(|s| s.service_p50), "service p50", 2),
                     (series(|s| s.service_p99), "service p99", 6),
                 ] {
-                    let style = service_c.mix(0.8).stroke_width(2);
+                    let style = service_c.mix(0.8).stroke_width(w(2));
                     let line = chart.draw_series(DashedLineSeries::new(f, dash, 4, style))?;
                     if one {
                         line.label(what).legend(legend_line(style));
@@ -243,7 +253,7 @@ pub(super) fn latency_chart(runs: &[Drawn]) -> Result<Option<String>> {
                 let Some(v) = service(d, q).filter(|v| *v > 0.0) else {
                     continue;
                 };
-                let style = service_c.mix(0.8).stroke_width(2);
+                let style = service_c.mix(0.8).stroke_width(w(2));
                 let line = chart.draw_series(DashedLineSeries::new(
                     [(0.0, v), (end, v)],
                     dash,
@@ -284,7 +294,7 @@ pub(super) fn connect_chart(runs: &[Drawn]) -> Result<Option<String>> {
     };
     plot(&frame, 0f64..tmax, log_axis(y), |chart| {
         for (i, d) in with.iter().enumerate() {
-            let style = colour(i).stroke_width(2);
+            let style = colour(i).stroke_width(overlay_width(2, i, with.len()));
             let points = steps(
                 d.seconds
                     .iter()
@@ -372,13 +382,14 @@ pub(super) fn ramp_chart(runs: &[Drawn], server: Option<&[ServerSecond]>) -> Res
             let (open_c, rate_c) = if one { (BLUE_, GREEN_) } else { (c, c) };
             let name = |what: &str| d.entry(one, what);
             let open = steps(d.seconds.iter().map(|s| (s.t, s.open)));
-            let style = open_c.stroke_width(3);
+            let w = |base| overlay_width(base, i, runs.len());
+            let style = open_c.stroke_width(w(3));
             let dots = dot_size(open.len());
             chart
                 .draw_series(LineSeries::new(open, style).point_size(dots))?
                 .label(name("open"))
                 .legend(legend_line(style));
-            let style = rate_c.stroke_width(2);
+            let style = rate_c.stroke_width(w(2));
             let rate = chart.draw_secondary_series(DashedLineSeries::new(
                 steps(d.seconds.iter().map(|s| (s.t, s.established_per_s))),
                 6,
@@ -522,14 +533,15 @@ pub(super) fn spectrum_chart(runs: &[Drawn], pair: &SpectrumPair) -> Result<Opti
             } else {
                 d.entry(false, pair.beside[which])
             };
+            let w = |base| overlay_width(base, i, with.len());
             if which == 0 {
-                let style = c.stroke_width(3);
+                let style = c.stroke_width(w(3));
                 chart
                     .draw_series(LineSeries::new(points, style))?
                     .label(name)
                     .legend(legend_line(style));
             } else {
-                let style = c.stroke_width(2);
+                let style = c.stroke_width(w(2));
                 chart
                     .draw_series(DashedLineSeries::new(points, 8, 5, style))?
                     .label(name)

@@ -6,7 +6,7 @@
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::charts::{dot_size, t_max, time_frame, SpectrumPair};
+use super::charts::{dot_size, overlay_width, steps, t_max, time_frame, SpectrumPair};
 use super::drawn::{Drawn, Second};
 use crate::outcome::{PushResult, RunResult};
 use crate::report::chart::{
@@ -23,13 +23,15 @@ fn with_push<'a, 'd>(runs: &'a [Drawn<'d>]) -> Vec<&'a Drawn<'d>> {
         .collect()
 }
 
-/// A run's points of one per-second figure (those above zero when
+/// A run's points of one per-second figure as steps, each second's value
+/// over its second as in the other charts (those above zero when
 /// `positive`, for a log axis).
 fn series(d: &Drawn, f: fn(&Second) -> Option<f64>, positive: bool) -> Vec<(f64, f64)> {
-    d.seconds
-        .iter()
-        .filter_map(|s| f(s).filter(|v| !positive || *v > 0.0).map(|v| (s.t, v)))
-        .collect()
+    steps(
+        d.seconds
+            .iter()
+            .filter_map(|s| f(s).filter(|v| !positive || *v > 0.0).map(|v| (s.t, v))),
+    )
 }
 
 /// Push messages per second: received on the left axis, lost (sequence
@@ -64,13 +66,14 @@ pub(super) fn push_rates_chart(runs: &[Drawn]) -> Result<Option<String>> {
             let c = colour(i);
             let (received_c, lost_c) = if one { (GREEN_, RED_) } else { (c, c) };
             let received = series(d, |s| s.push_received, false);
-            let style = received_c.stroke_width(3);
+            let w = |base| overlay_width(base, i, with.len());
+            let style = received_c.stroke_width(w(3));
             let dots = dot_size(received.len());
             chart
                 .draw_series(LineSeries::new(received, style).point_size(dots))?
                 .label(d.entry(one, "received"))
                 .legend(legend_line(style));
-            let style = lost_c.stroke_width(2);
+            let style = lost_c.stroke_width(w(2));
             let lost = series(d, |s| s.push_lost, false);
             let dots = dot_size(lost.len());
             chart
@@ -117,7 +120,8 @@ pub(super) fn push_times_chart(runs: &[Drawn]) -> Result<Option<String>> {
                 let c = colour(i);
                 let (jitter_c, delay_c) = if one { (ORANGE, PURPLE) } else { (c, c) };
                 let jitter = series(d, |s| s.push_jitter_p99, true);
-                let style = jitter_c.stroke_width(3);
+                let w = |base| overlay_width(base, i, with.len());
+                let style = jitter_c.stroke_width(w(3));
                 let dots = dot_size(jitter.len());
                 chart
                     .draw_series(LineSeries::new(jitter, style).point_size(dots))?
@@ -127,7 +131,7 @@ pub(super) fn push_times_chart(runs: &[Drawn]) -> Result<Option<String>> {
                 if delay.is_empty() {
                     continue;
                 }
-                let style = delay_c.stroke_width(2);
+                let style = delay_c.stroke_width(w(2));
                 let dots = dot_size(delay.len());
                 chart
                     .draw_series(DashedLineSeries::new(delay.clone(), 8, 4, style))?
