@@ -363,13 +363,11 @@ fn engine_graph() -> BTreeMap<String, Vec<Use>> {
 #[test]
 fn no_import_closes_a_circle_between_the_engines_files() {
     let g = engine_graph();
-    for p in ["worker", "io", "traffic", "opening", "connections", "proto"] {
+    for p in ["worker", "io", "traffic", "setup", "connections", "proto"] {
         assert!(g.contains_key(p), "no part {p} found in src/engine/: {g:?}");
     }
     assert!(
-        g["io"]
-            .iter()
-            .any(|u| u.to == "traffic" || u.to == "opening"),
+        g["io"].iter().any(|u| u.to == "traffic" || u.to == "setup"),
         "the reader sees no use in io.rs: {:?}",
         g["io"]
     );
@@ -392,9 +390,18 @@ fn no_import_closes_a_circle_between_the_engines_files() {
 
 #[test]
 fn the_engine_reader_sees_its_siblings() {
-    assert_eq!(engine_parts("use super::conn::{End, Flags};", 1), ["conn"]);
+    assert_eq!(
+        engine_parts("use super::conn::{ConnEnd, Flags};", 1),
+        ["conn"]
+    );
     assert!(engine_parts("use super::super::units::x;", 1).is_empty());
-    assert_eq!(engine_parts("use super::super::net::Net;", 2), ["net"]);
-    assert_eq!(engine_parts("x: crate::engine::link::Link", 1), ["link"]);
+    assert_eq!(
+        engine_parts("use super::super::transport::ClientTransport;", 2),
+        ["transport"]
+    );
+    assert_eq!(
+        engine_parts("x: crate::engine::setup::ConnSetup", 1),
+        ["setup"]
+    );
     assert!(engine_parts("use super::{Frame, Status};", 2).is_empty());
 }

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Result;
 
 use super::control::{control, stop_on_holds};
-use super::crew::{grace, Crew};
 use super::seconds::SecondReport;
 use super::seconds::Seconds;
-use super::target::{target_at, target_between, target_queries};
+use super::target_rate::{target_at, target_between, target_queries};
+use super::workers::{grace, Workers};
 use crate::metrics::exported::RunFigures;
 use crate::metrics::{ConnTotals, ConnectBuckets, PushTotals, QueryTotals};
 use crate::outcome::{ControlEvent, Outcome, QueryOutcome, Sample, Wall};
@@ -60,7 +60,7 @@ pub(super) struct Conductor<'a> {
     live: &'a mut dyn Live,
     /// The figures of --metrics.
     exported: Option<&'a Mutex<RunFigures>>,
-    crew: Crew,
+    workers: Workers,
     /// The workers' reports of each second, added as they come.
     reports: BTreeMap<u64, SecondReport>,
     per_second: Seconds,
@@ -110,14 +110,14 @@ impl<'a> Conductor<'a> {
         stop: &'a Stop,
         live: &'a mut dyn Live,
         exported: Option<&'a Mutex<RunFigures>>,
-        crew: Crew,
+        workers: Workers,
     ) -> Conductor<'a> {
         let last = Last {
             established: 0,
-            connects: ConnectBuckets::read(&crew.counters),
+            connects: ConnectBuckets::read(&workers.counters),
             push: PushTotals::default(),
-            jitter: crate::metrics::push_buckets(&crew.counters, false),
-            delay: crate::metrics::push_buckets(&crew.counters, true),
+            jitter: crate::metrics::push_buckets(&workers.counters, false),
+            delay: crate::metrics::push_buckets(&workers.counters, true),
             q: QueryTotals::default(),
         };
         Conductor {
@@ -143,9 +143,9 @@ impl<'a> Conductor<'a> {
             controls: Vec::new(),
             rate_changes: Vec::new(),
             targeted_s: 0.0,
-            verified_growth: (0, crew.start),
+            verified_growth: (0, workers.start),
             ramp_stopped: None,
-            crew,
+            workers,
         }
     }
 
@@ -160,7 +160,7 @@ impl<'a> Conductor<'a> {
     /// end.
     fn conduct(&mut self) -> Result<()> {
         loop {
-            let next_tick = self.crew.start + Duration::from_secs(self.tick);
+            let next_tick = self.workers.start + Duration::from_secs(self.tick);
             let wake = self.end_at.map_or(next_tick, |e| e.min(next_tick));
             let next = match self.stop.wait_reason(Some(wake)) {
                 Some(Reason::Signal) => self.on_signal(),
@@ -183,14 +183,14 @@ impl<'a> Conductor<'a> {
                 Next::Wait => continue,
                 Next::End => break,
             }
-            while let Ok(r) = self.crew.reports.try_recv() {
+            while let Ok(r) = self.workers.reports.try_recv() {
                 self.take_report(r);
             }
             let now = Instant::now();
             if now >= next_tick {
                 self.on_second(now)?;
             }
-            if self.end_at.is_some_and(|e| now >= e) || self.crew.any_finished() {
+            if self.end_at.is_some_and(|e| now >= e) || self.workers.any_finished() {
                 break;
             }
         }
@@ -216,11 +216,11 @@ impl<'a> Conductor<'a> {
 
     /// A --control line: applied, shown, and kept for the result.
     fn on_control(&mut self, line: &str) -> Next {
-        let t = self.crew.start.elapsed().as_secs_f64();
-        let applied = control(line, &self.crew.shared, &self.crew.wakers);
+        let t = self.workers.start.elapsed().as_secs_f64();
+        let applied = control(line, &self.workers.shared, &self.workers.wakers);
         if applied && line.starts_with("rate") {
             if let Some(ts) = self.traffic_start {
-                let rate = f64::from_bits(self.crew.shared.rate_override.load(Relaxed));
+                let rate = f64::from_bits(self.workers.shared.rate_override.load(Relaxed));
                 self.rate_changes.push((ts.elapsed().as_secs_f64(), rate));
             }
         }
@@ -247,7 +247,7 @@ impl<'a> Conductor<'a> {
     fn on_ramp_established(&mut self) -> Next {
         self.established_workers += 1;
         if self.established_workers == self.sc.workers {
-            self.established_at = Some(self.crew.start.elapsed());
+            self.established_at = Some(self.workers.start.elapsed());
         }
         Next::Go
     }
@@ -271,7 +271,7 @@ impl<'a> Conductor<'a> {
             return Next::Go;
         }
         let now = Instant::now();
-        let start = self.crew.start;
+        let start = self.workers.start;
         if let Some(total) = self.sc.schedule_seconds() {
             // No ramp of fixed attempts: the schedule runs its course.
             self.held_from = Some(now);
@@ -284,10 +284,10 @@ impl<'a> Conductor<'a> {
         let ramp = self.established_at.unwrap_or(now - start);
         self.ramp_time = Some(ramp);
         self.verify_time = self.sc.verify.then_some(now - start);
-        let t = self.crew.totals();
+        let t = self.workers.totals();
         self.live.ramp_done(ramp, now - start, &t, &self.sc.end);
         let per_query = self.sc.transport == crate::domain::Transport::TcpPerQuery;
-        if !per_query && !self.sc.reconnect && self.crew.current() == 0 && t.failed_total() > 0 {
+        if !per_query && !self.sc.reconnect && self.workers.current() == 0 && t.failed_total() > 0 {
             // Nothing to hold and nothing will be: say so now
             // rather than wait out the duration.
             self.live.note("every connection failed: the run ends here");
@@ -309,16 +309,16 @@ impl<'a> Conductor<'a> {
             return;
         }
         self.traffic_start = Some(now);
-        let ns = now.duration_since(self.crew.start).as_nanos() as u64;
-        self.crew.shared.traffic_at.store(ns + 1, Relaxed);
-        self.crew.nudge();
+        let ns = now.duration_since(self.workers.start).as_nanos() as u64;
+        self.workers.shared.traffic_at.store(ns + 1, Relaxed);
+        self.workers.wake_all();
     }
 
     /// A second is over: its sample to the live view and the series, its
     /// figures to --metrics, and --stop-on's conditions checked.
     fn on_second(&mut self, now: Instant) -> Result<()> {
-        let t = self.crew.totals();
-        let q = self.crew.qtotals();
+        let t = self.workers.totals();
+        let q = self.workers.qtotals();
         let mut s = self.connection_figures(&t);
         if self.sc.traffic.is_some() && self.traffic_start.is_some() {
             self.query_figures(&mut s, &q);
@@ -332,11 +332,13 @@ impl<'a> Conductor<'a> {
         // Seconds every worker has reported take their exact figures
         // now, and their histograms go: kept to the end, they grew the
         // client by a histogram (~30 kB) a second.
-        let back = &self.crew.back;
-        self.per_second
-            .settle(&mut self.reports, self.crew.handles.len(), self.tick, |r| {
-                back.give_back(r)
-            });
+        let back = &self.workers.back;
+        self.per_second.settle(
+            &mut self.reports,
+            self.workers.handles.len(),
+            self.tick,
+            |r| back.give_back(r),
+        );
         crate::sys::release_free_memory();
         self.tick += 1;
         Ok(())
@@ -346,11 +348,11 @@ impl<'a> Conductor<'a> {
     /// push's).
     fn connection_figures(&mut self, t: &ConnTotals) -> Sample {
         let last = &mut self.last;
-        let counters = &self.crew.counters;
+        let counters = &self.workers.counters;
         let mut s = Sample {
             t: self.tick,
             unix_s: unix_now(),
-            connections: self.crew.current(),
+            connections: self.workers.current(),
             attempted: t.attempted,
             established: t.established,
             verified: t.verified,
@@ -365,7 +367,7 @@ impl<'a> Conductor<'a> {
         s.connect_p99_us = connects.p99_since(&last.connects);
         last.connects = connects;
         if self.sc.push.is_some() {
-            let p = self.crew.push_totals();
+            let p = self.workers.push_totals();
             let jitter = crate::metrics::push_buckets(counters, false);
             let delay = crate::metrics::push_buckets(counters, true);
             s.push_delay_p99_us = delay.p99_since(&last.delay);
@@ -388,9 +390,9 @@ impl<'a> Conductor<'a> {
         // every second with answers shows its latency.
         let tick = self.tick;
         let wait_until = Instant::now() + Duration::from_millis(100);
-        while self.reports.get(&(tick - 1)).map_or(0, |r| r.workers) < self.crew.handles.len() {
+        while self.reports.get(&(tick - 1)).map_or(0, |r| r.workers) < self.workers.handles.len() {
             let left = wait_until.saturating_duration_since(Instant::now());
-            match self.crew.reports.recv_timeout(left) {
+            match self.workers.reports.recv_timeout(left) {
                 Ok(r) => self.take_report(r),
                 Err(_) => break,
             }
@@ -409,7 +411,7 @@ impl<'a> Conductor<'a> {
         }
         s.target = target_at(
             &self.sc,
-            self.crew.start,
+            self.workers.start,
             self.traffic_start,
             tick,
             &self.rate_changes,
@@ -432,11 +434,11 @@ impl<'a> Conductor<'a> {
             self.verified_growth = (t.verified, now);
         }
         if let Some(why) = stop_on_holds(&sc.stop_on, t, now - self.verified_growth.1) {
-            self.crew.shared.ramp_stop.store(true, Relaxed);
-            self.crew.wake()?;
+            self.workers.shared.ramp_stop.store(true, Relaxed);
+            self.workers.wake()?;
             let words = format!(
                 "at {:.1} s after {} attempts: {why}",
-                (now - self.crew.start).as_secs_f64(),
+                (now - self.workers.start).as_secs_f64(),
                 t.attempted
             );
             self.live.note(&format!("ramp stopped {words}"));
@@ -456,7 +458,7 @@ impl<'a> Conductor<'a> {
         match self.reports.get_mut(&r.idx) {
             Some(agg) => {
                 agg.add(&r);
-                self.crew.back.give_back(r);
+                self.workers.back.give_back(r);
             }
             None => {
                 self.reports.insert(r.idx, r);
@@ -482,8 +484,8 @@ impl<'a> Conductor<'a> {
     /// Tells the workers to drain, and waits for them until `drain`
     /// seconds after `end` (and a little more), or a signal.
     fn wait_in_flight(&mut self, end: Instant, drain: f64) -> Result<()> {
-        self.crew.shared.drain.store(true, Relaxed);
-        self.crew.wake()?;
+        self.workers.shared.drain.store(true, Relaxed);
+        self.workers.wake()?;
         let wait = crate::units::human_us((drain * 1e6) as u64);
         self.live.note(&if self.sc.traffic.is_some() {
             format!("traffic over: waiting up to {wait} for the queries in flight (--drain)")
@@ -493,7 +495,7 @@ impl<'a> Conductor<'a> {
         // The workers end by themselves; this bound only guards against one
         // that does not.
         let limit = end + Duration::from_secs_f64(drain) + Duration::from_secs(2);
-        while !self.crew.all_finished() && Instant::now() < limit {
+        while !self.workers.all_finished() && Instant::now() < limit {
             let wait = (Instant::now() + Duration::from_millis(20)).min(limit);
             if let Some(Reason::Signal) = self.stop.wait_reason(Some(wait)) {
                 self.interrupted = true;
@@ -519,22 +521,22 @@ impl<'a> Conductor<'a> {
         let connections = self.sc.connections;
         // Past this, whatever has not stopped is named and left behind.
         let deadline = end + Duration::from_secs_f64(drain) + grace(connections);
-        let got = self.crew.collect(deadline, drain, connections)?;
-        while let Ok(r) = self.crew.reports.try_recv() {
+        let got = self.workers.collect(deadline, drain, connections)?;
+        while let Ok(r) = self.workers.reports.try_recv() {
             self.take_report(r);
         }
-        let (t, q) = (self.crew.totals(), self.crew.qtotals());
-        self.export(end, &t, &q, self.crew.current());
+        let (t, q) = (self.workers.totals(), self.workers.qtotals());
+        self.export(end, &t, &q, self.workers.current());
         // The exact per-second figures of the rest, now that every report is
         // in.
         let per_second = self.per_second.finish(&mut self.reports);
         self.live.finish();
         let sc = &self.sc;
-        let (start, traffic_start) = (self.crew.start, self.traffic_start);
+        let (start, traffic_start) = (self.workers.start, self.traffic_start);
         let queries = sc.traffic.as_ref().zip(traffic_start).map(|(t, ts)| {
             let seconds = end.saturating_duration_since(ts).as_secs_f64();
             QueryOutcome {
-                totals: self.crew.qtotals(),
+                totals: self.workers.qtotals(),
                 statuses: got.statuses,
                 in_flight: got.in_flight,
                 seconds,
@@ -543,7 +545,7 @@ impl<'a> Conductor<'a> {
             }
         });
         let elapsed = start.elapsed();
-        let start_unix_s = self.crew.start_unix_s;
+        let start_unix_s = self.workers.start_unix_s;
         let at = |i: Instant| start_unix_s + i.saturating_duration_since(start).as_secs_f64();
         let traffic_start = traffic_start.filter(|_| sc.traffic.is_some());
         let wall = Wall {
@@ -557,12 +559,12 @@ impl<'a> Conductor<'a> {
                 .held_from
                 .map(|h| at(self.established_at.map_or(h, |e| start + e))),
         };
-        let mut totals = self.crew.totals();
+        let mut totals = self.workers.totals();
         totals.judge_sources(&sc.sources);
         Ok(Outcome {
             totals,
             hists: got.hists,
-            peak: self.crew.shared.peak.load(Relaxed),
+            peak: self.workers.shared.peak.load(Relaxed),
             per_second,
             interrupted: self.interrupted,
             ramp_time: self.ramp_time,
@@ -571,7 +573,7 @@ impl<'a> Conductor<'a> {
             wall: Some(wall),
             queries,
             overrun: got.overrun,
-            push: sc.push.is_some().then(|| self.crew.push_totals()),
+            push: sc.push.is_some().then(|| self.workers.push_totals()),
             observed: Default::default(),
             ramp_stopped: self.ramp_stopped,
         })

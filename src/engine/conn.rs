@@ -8,8 +8,8 @@
 use std::time::Instant;
 
 use super::inflight::Flight;
-use super::link::Link;
 use super::proto::Resume;
+use super::transport::link::Link;
 use crate::metrics::Bucket;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,7 +221,7 @@ pub enum Verification {
 /// (An attempt whose socket or connect() call failed at once never had a
 /// connection: `not_started` counts it.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum End {
+pub enum ConnEnd {
     /// connect() failed (errno) before the connection was up.
     ConnectFailed(i32),
     /// Not up within --connect-timeout.
@@ -242,10 +242,13 @@ pub enum End {
     Closed,
 }
 
-impl End {
+impl ConnEnd {
     /// The server ended it, or its bytes or handshake did.
     pub fn by_server(self) -> bool {
-        matches!(self, End::Lost(_) | End::Garbled | End::TlsFailed)
+        matches!(
+            self,
+            ConnEnd::Lost(_) | ConnEnd::Garbled | ConnEnd::TlsFailed
+        )
     }
 
     /// A replacement is owed: always for a recycled one; with --reconnect
@@ -253,11 +256,13 @@ impl End {
     /// for one the server closed by right (`closed_clean`).
     pub fn replaced(self, closed_clean: bool, reconnect: bool, replace_closed: bool) -> bool {
         match self {
-            End::Recycled => true,
-            End::Lost(_) if closed_clean => reconnect || replace_closed,
-            End::Lost(_) | End::Garbled | End::TlsFailed | End::Lifetime | End::QueryTimedOut => {
-                reconnect
-            }
+            ConnEnd::Recycled => true,
+            ConnEnd::Lost(_) if closed_clean => reconnect || replace_closed,
+            ConnEnd::Lost(_)
+            | ConnEnd::Garbled
+            | ConnEnd::TlsFailed
+            | ConnEnd::Lifetime
+            | ConnEnd::QueryTimedOut => reconnect,
             _ => false,
         }
     }
@@ -395,9 +400,9 @@ mod tests {
 
     #[test]
     fn replacements_are_owed_by_the_way_out() {
-        let lost = End::Lost(Bucket::Reset);
+        let lost = ConnEnd::Lost(Bucket::Reset);
         // (closed_clean, reconnect, replace_closed)
-        assert!(End::Recycled.replaced(false, false, false));
+        assert!(ConnEnd::Recycled.replaced(false, false, false));
         assert!(
             !lost.replaced(false, false, true),
             "a failure: --reconnect only"
@@ -408,18 +413,22 @@ mod tests {
             "a clean close: --replace-closed"
         );
         for end in [
-            End::Garbled,
-            End::TlsFailed,
-            End::Lifetime,
-            End::QueryTimedOut,
+            ConnEnd::Garbled,
+            ConnEnd::TlsFailed,
+            ConnEnd::Lifetime,
+            ConnEnd::QueryTimedOut,
         ] {
             assert!(end.replaced(false, true, false));
             assert!(!end.replaced(false, false, true));
         }
-        for end in [End::Closed, End::ConnectFailed(111), End::ConnectTimedOut] {
+        for end in [
+            ConnEnd::Closed,
+            ConnEnd::ConnectFailed(111),
+            ConnEnd::ConnectTimedOut,
+        ] {
             assert!(!end.replaced(true, true, true));
         }
-        assert!(lost.by_server() && End::Garbled.by_server() && End::TlsFailed.by_server());
-        assert!(!End::Lifetime.by_server() && !End::Closed.by_server());
+        assert!(lost.by_server() && ConnEnd::Garbled.by_server() && ConnEnd::TlsFailed.by_server());
+        assert!(!ConnEnd::Lifetime.by_server() && !ConnEnd::Closed.by_server());
     }
 }

@@ -1,9 +1,9 @@
 //! A worker's connections ([`Conns`]): the slab indexed by their mio
 //! token, the dialer that opens them and keeps their deadlines, and their
-//! one end (see [`End`]) with its bookkeeping: counters, verification,
+//! one end (see [`ConnEnd`]) with its bookkeeping: counters, verification,
 //! the queries it lets go, the replacement it owes; and an attempt's
 //! start (its socket made, connecting, registered). The way from there to
-//! a held connection is [`Opening`](super::opening::Opening)'s.
+//! a held connection is [`ConnSetup`](super::setup::ConnSetup)'s.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -12,10 +12,10 @@ use std::time::Instant;
 use mio::{Interest, Registry, Token};
 use slab::Slab;
 
-use super::conn::{Conn, End, Flags, State, Verification, NOT_ACTIVE};
+use super::conn::{Conn, ConnEnd, Flags, State, Verification, NOT_ACTIVE};
 use super::dialer::Dialer;
-use super::mode::{Mode, ModeMut};
-use super::net::Net;
+use super::transport::ClientTransport;
+use super::workload::{Workload, WorkloadMut};
 use crate::domain::Proto;
 use crate::metrics::{bump, Bucket, ConnCounters, Shared, E_CONN_LOST};
 use crate::scenario::{Query, Scenario};
@@ -41,7 +41,7 @@ pub(super) struct EndRules {
 }
 
 impl EndRules {
-    pub(super) fn new(sc: &Scenario, net: &Net, mode: &Mode) -> EndRules {
+    pub(super) fn new(sc: &Scenario, net: &ClientTransport, mode: &Workload) -> EndRules {
         EndRules {
             push: mode.is_push(),
             counted_when_held: sc.verify
@@ -151,13 +151,13 @@ impl Conns {
     /// ramp's), its socket registered with `registry`; its slab key once
     /// it is under way. A UDP one is connected at once ("connected" is only
     /// the peer address): the caller goes on with
-    /// [`Opening::on_connected`](super::opening::Opening::on_connected).
+    /// [`ConnSetup::on_connected`](super::setup::ConnSetup::on_connected).
     pub(super) fn attempt(
         &mut self,
         seq: u64,
         initial: bool,
         sc: &Scenario,
-        net: &Net,
+        net: &ClientTransport,
         registry: &Registry,
     ) -> Option<usize> {
         bump(&self.counters.attempted, 1);
@@ -230,7 +230,7 @@ impl Conns {
 
     /// The server said this response is its last on the connection: pick
     /// it no more (its close then counts as the server's right).
-    pub(super) fn peer_closes(&mut self, key: usize, mode: &mut Mode) {
+    pub(super) fn peer_closes(&mut self, key: usize, mode: &mut Workload) {
         let conn = &mut self.slab[key];
         conn.set(Flags::PEER_CLOSING, true);
         let pos = conn.active_pos;
@@ -242,7 +242,7 @@ impl Conns {
     /// Ends connection `key`: counts it in its one bucket, lets its
     /// queries go (lost, or due again elsewhere), and owes a replacement
     /// where the run asks for one.
-    pub(super) fn end(&mut self, key: usize, why: End, mode: ModeMut<'_>) {
+    pub(super) fn end(&mut self, key: usize, why: ConnEnd, mode: WorkloadMut<'_>) {
         let first = match self.first_bytes.is_empty() {
             true => None,
             false => self.first_bytes.remove(&key),
@@ -257,36 +257,36 @@ impl Conns {
         );
         let mut closed_clean = false;
         match why {
-            End::ConnectFailed(errno) => {
+            ConnEnd::ConnectFailed(errno) => {
                 self.dial.inflight -= 1;
                 self.counters
                     .fail_errno(Bucket::of_connect_errno(errno), errno);
             }
-            End::ConnectTimedOut => {
+            ConnEnd::ConnectTimedOut => {
                 self.dial.inflight -= 1;
                 self.counters.fail(Bucket::TimedOut);
             }
-            End::Lost(bucket) => {
+            ConnEnd::Lost(bucket) => {
                 closed_clean = self.count_lost(key, bucket, first);
                 if !closed_clean {
                     bump(&self.counters.failed_established, 1);
                 }
             }
-            End::Garbled => {
+            ConnEnd::Garbled => {
                 self.counters.fail(Bucket::Reset);
                 bump(&self.counters.failed_established, 1);
             }
             // (Counted in `failed` where the handshake failed.)
-            End::TlsFailed => bump(&self.counters.failed_established, 1),
-            End::Lifetime | End::QueryTimedOut | End::Recycled | End::Closed => {
+            ConnEnd::TlsFailed => bump(&self.counters.failed_established, 1),
+            ConnEnd::Lifetime | ConnEnd::QueryTimedOut | ConnEnd::Recycled | ConnEnd::Closed => {
                 bump(&self.counters.closed, 1);
             }
         }
-        if matches!(why, End::ConnectFailed(_) | End::ConnectTimedOut) {
+        if matches!(why, ConnEnd::ConnectFailed(_) | ConnEnd::ConnectTimedOut) {
             self.slab.remove(key);
             self.dial.settled(initial);
             self.dial.resolved(initial);
-            if let ModeMut::Traffic(t) = mode {
+            if let WorkloadMut::Traffic(t) = mode {
                 t.pq_lost(0, || self.now_ns());
             }
             return;
@@ -294,7 +294,7 @@ impl Conns {
         self.drop_conn(key, why.by_server(), mode);
         // Counted and closed before the ramp hears of it: the main thread
         // reads the counters when the ramp is done.
-        if pending && matches!(why, End::Lost(_) | End::TlsFailed) {
+        if pending && matches!(why, ConnEnd::Lost(_) | ConnEnd::TlsFailed) {
             self.dial.resolved(initial);
         }
         let replace = why.replaced(
@@ -303,7 +303,7 @@ impl Conns {
             self.rules.replace_closed,
         );
         if replace && !replaced {
-            self.dial.owe();
+            self.dial.queue_reconnect();
         }
     }
 
@@ -386,9 +386,9 @@ impl Conns {
 
     /// Takes `key` out (`by_server`: the server ended it, or its bytes or
     /// handshake did).
-    fn drop_conn(&mut self, key: usize, by_server: bool, mut mode: ModeMut<'_>) {
+    fn drop_conn(&mut self, key: usize, by_server: bool, mut mode: WorkloadMut<'_>) {
         let connecting = self.slab[key].state == State::Connecting;
-        if let ModeMut::Push(p) = &mut mode {
+        if let WorkloadMut::Push(p) = &mut mode {
             if !connecting {
                 p.close(key, monotonic_ns(), by_server, &self.counters);
             }
@@ -402,7 +402,7 @@ impl Conns {
         }
         self.count_verification_at_end(&c, by_server);
         // (Queries are in flight or waiting only where there is traffic.)
-        let ModeMut::Traffic(t) = mode else {
+        let WorkloadMut::Traffic(t) = mode else {
             return;
         };
         let live = c.live();

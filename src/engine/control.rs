@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mio::Waker;
 
-use super::crew::nudge;
+use super::workers::wake_all;
 use crate::metrics::{ConnTotals, Shared};
 use crate::scenario::StopOn;
 
@@ -19,7 +19,7 @@ pub(super) fn control(line: &str, shared: &Shared, wakers: &[Waker]) -> bool {
         (Some("connections"), Some(n), None) => match crate::units::parse_count(n) {
             Ok(n) => {
                 shared.conn_level.store(n + 1, Relaxed);
-                nudge(wakers);
+                wake_all(wakers);
                 true
             }
             Err(_) => false,
@@ -34,7 +34,7 @@ pub(super) fn control(line: &str, shared: &Shared, wakers: &[Waker]) -> bool {
             Ok(rate) => {
                 shared.rate_override.store(rate.to_bits(), Relaxed);
                 shared.rate_gen.fetch_add(1, Relaxed);
-                nudge(wakers);
+                wake_all(wakers);
                 true
             }
             Err(_) => false,

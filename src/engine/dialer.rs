@@ -266,12 +266,12 @@ impl Dialer {
     }
 
     /// One more connection is owed (a reconnect, a recycled one).
-    pub fn owe(&mut self) {
+    pub fn queue_reconnect(&mut self) {
         self.reconnects_owed += 1;
     }
 
     /// Connections owed.
-    pub fn owed(&self) -> u64 {
+    pub fn reconnects_pending(&self) -> u64 {
         self.reconnects_owed
     }
 
@@ -509,7 +509,7 @@ impl Dialer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::link::Link;
+    use crate::engine::transport::link::Link;
 
     fn args(args: &[&str]) -> crate::cli::ClientArgs {
         let mut argv = vec!["127.0.0.1:1".to_string()];
@@ -548,8 +548,8 @@ mod tests {
         assert_eq!(d.due(ms(2), start, &sc), None);
         assert_eq!(d.due(ms(3), start, &sc), Some((3, true)));
         assert_eq!(d.due(ms(9), start, &sc), None);
-        d.owe();
-        d.owe();
+        d.queue_reconnect();
+        d.queue_reconnect();
         assert_eq!(d.counted(4), 6);
         // Replacements are numbered after the run's connections.
         assert_eq!(d.due(ms(9), start, &sc), Some((6, false)));
@@ -657,7 +657,7 @@ mod tests {
         let opened = std::iter::from_fn(|| d.level_attempt()).count();
         assert_eq!(opened, 10);
         // Closing toward a lower level forgives debts first.
-        d.owe();
+        d.queue_reconnect();
         let conns = Slab::new();
         assert_eq!(d.level_close(&conns), Some(None));
         assert_eq!(d.level_close(&conns), None);

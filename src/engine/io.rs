@@ -10,15 +10,15 @@
 use std::io::{self, Read};
 use std::sync::Arc;
 
-use super::conn::{End, Flags, State};
+use super::conn::{ConnEnd, Flags, State};
 use super::connections::Conns;
 use super::inflight::Answer;
-use super::link::BATCH;
-use super::mode::Mode;
-use super::net::Net;
-use super::opening::Opening;
 use super::outbox::Outbox;
 use super::proto::{ws, Frame, Status};
+use super::setup::ConnSetup;
+use super::transport::link::BATCH;
+use super::transport::ClientTransport;
+use super::workload::Workload;
 use crate::domain::Proto;
 use crate::metrics::{bump, Bucket, QueryCounters, E_CONN_LOST, E_MALFORMED, E_OVERSIZED};
 use crate::metrics::{AFTER_HANDSHAKE, NOT_TLS, TLS_ALERT};
@@ -46,7 +46,7 @@ pub(super) struct Io {
 }
 
 impl Io {
-    pub(super) fn new(net: &Net, q: Arc<QueryCounters>) -> Io {
+    pub(super) fn new(net: &ClientTransport, q: Arc<QueryCounters>) -> Io {
         Io {
             scratch: vec![0; net.scratch_len()],
             plain: Vec::new(),
@@ -60,7 +60,12 @@ impl Io {
     /// WebSocket, at the run's end: a close (1000) on every upgraded
     /// connection, written now. Then the server's close, or its FIN, ends
     /// each (see [`Io::goodbye_done`]). Once; false when it was done.
-    pub(super) fn goodbye(&mut self, conns: &mut Conns, mode: &mut Mode, out: &mut Outbox) -> bool {
+    pub(super) fn goodbye(
+        &mut self,
+        conns: &mut Conns,
+        mode: &mut Workload,
+        out: &mut Outbox,
+    ) -> bool {
         if std::mem::replace(&mut self.closing, true) {
             return false;
         }
@@ -99,9 +104,9 @@ impl Io {
         key: usize,
         closing: bool,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
-        open: &Opening,
+        open: &ConnSetup,
     ) {
         // Out of `self` while in use, so that framing can use the rest of
         // it; put back before returning (no allocation either way).
@@ -127,9 +132,9 @@ impl Io {
         key: usize,
         scratch: &mut [u8],
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
-        open: &Opening,
+        open: &ConnSetup,
     ) {
         let slot = open.net.slot().min(scratch.len());
         let slots = (scratch.len() / slot).clamp(1, BATCH);
@@ -169,15 +174,15 @@ impl Io {
     }
 
     /// One datagram: one whole response (or garbage, counted).
-    fn on_datagram(&mut self, key: usize, data: &[u8], conns: &mut Conns, mode: &mut Mode) {
+    fn on_datagram(&mut self, key: usize, data: &[u8], conns: &mut Conns, mode: &mut Workload) {
         conns.slab[key].set(Flags::GOT_DATA, true);
         match mode {
-            Mode::Traffic(t) => match t.codec.decode_datagram(data) {
+            Workload::Traffic(t) => match t.codec.decode_datagram(data) {
                 Frame::Response { key: q, status, .. } => t.on_answer(key, q, status, conns),
                 _ => t.rec.error(E_MALFORMED),
             },
-            Mode::Push(p) => p.datagram(key, data, monotonic_ns(), &conns.counters),
-            Mode::Hold => {}
+            Workload::Push(p) => p.datagram(key, data, monotonic_ns(), &conns.counters),
+            Workload::Hold => {}
         }
     }
 
@@ -190,9 +195,9 @@ impl Io {
         scratch: &mut [u8],
         closing: bool,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
-        open: &Opening,
+        open: &ConnSetup,
     ) {
         for _ in 0..READS {
             let conn = &mut conns.slab[key];
@@ -269,9 +274,9 @@ impl Io {
         key: usize,
         mut data: &[u8],
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
-        open: &Opening,
+        open: &ConnSetup,
     ) -> bool {
         let mut plain = std::mem::take(&mut self.plain);
         if plain.len() < 16 * 1024 {
@@ -339,9 +344,9 @@ impl Io {
         key: usize,
         data: &[u8],
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
-        open: &Opening,
+        open: &ConnSetup,
     ) -> bool {
         if conns.slab[key].state == State::Upgrading {
             return self.on_upgrade(key, data, conns, mode, out, open);
@@ -356,9 +361,9 @@ impl Io {
         key: usize,
         data: &[u8],
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
-        open: &Opening,
+        open: &ConnSetup,
     ) -> bool {
         if open.ws.is_some() {
             return self.on_ws_push(key, data, conns, mode, out);
@@ -367,7 +372,7 @@ impl Io {
         let conn = &mut conns.slab[key];
         let now_ns = monotonic_ns();
         if !p.bytes(key, &mut conn.pending_in, data, now_ns, &conns.counters) {
-            conns.end(key, End::Garbled, mode.as_mut());
+            conns.end(key, ConnEnd::Garbled, mode.as_mut());
             return false;
         }
         true
@@ -380,9 +385,9 @@ impl Io {
         key: usize,
         data: &[u8],
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
-        open: &Opening,
+        open: &ConnSetup,
     ) -> bool {
         if mode.is_push() {
             return self.on_push(key, data, conns, mode, out, open);
@@ -537,9 +542,9 @@ impl Io {
         key: usize,
         (bucket, whole): (Bucket, bool),
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
-        open: &Opening,
+        open: &ConnSetup,
     ) {
         let conn = &conns.slab[key];
         if !mode.is_push() && !conn.pending_in.is_empty() {
@@ -572,9 +577,9 @@ impl Io {
         }
         let why = if self.closing && conns.slab[key].state == State::Held {
             // The FIN that ends the run's close handshake.
-            End::Closed
+            ConnEnd::Closed
         } else {
-            End::Lost(bucket)
+            ConnEnd::Lost(bucket)
         };
         conns.end(key, why, mode.as_mut());
     }
@@ -585,7 +590,7 @@ impl Io {
         &mut self,
         key: usize,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
     ) {
         conns.slab[key].set(Flags::BLOCKED, false);
@@ -602,9 +607,9 @@ impl Io {
     pub(super) fn read_on(
         &mut self,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
-        open: &Opening,
+        open: &ConnSetup,
     ) {
         if !self.unread.is_empty() {
             self.read_unread(conns, mode, out, open);
@@ -614,9 +619,9 @@ impl Io {
     fn read_unread(
         &mut self,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
-        open: &Opening,
+        open: &ConnSetup,
     ) {
         let mut unread = std::mem::take(&mut self.unread);
         for &key in &unread {
@@ -642,9 +647,9 @@ fn probe_answered(
     key: usize,
     status: Status,
     conns: &mut Conns,
-    mode: &mut Mode,
+    mode: &mut Workload,
     out: &mut Outbox,
-    open: &Opening,
+    open: &ConnSetup,
 ) {
     if let Some(what) = refusal(status) {
         conns.probe_rejected(key, what);
@@ -653,18 +658,18 @@ fn probe_answered(
 }
 
 /// A TLS error ends the connection; the first one's words are kept.
-fn tls_failed(key: usize, e: &dyn std::fmt::Display, conns: &mut Conns, mode: &mut Mode) {
+fn tls_failed(key: usize, e: &dyn std::fmt::Display, conns: &mut Conns, mode: &mut Workload) {
     conns.counters.tls_failed(|| e.to_string());
-    conns.end(key, End::TlsFailed, mode.as_mut());
+    conns.end(key, ConnEnd::TlsFailed, mode.as_mut());
 }
 
 /// Bytes that cannot be answers (`cause`: malformed or oversized) end
 /// the connection: what follows them cannot be framed either.
-fn garbled(key: usize, cause: usize, conns: &mut Conns, mode: &mut Mode) {
+fn garbled(key: usize, cause: usize, conns: &mut Conns, mode: &mut Workload) {
     if let Some(t) = mode.traffic_mut() {
         t.rec.error(cause);
     }
-    conns.end(key, End::Garbled, mode.as_mut());
+    conns.end(key, ConnEnd::Garbled, mode.as_mut());
 }
 
 /// Reads (TCP) or batches (UDP) of one connection in one loop turn: 1 MiB

@@ -6,17 +6,13 @@
 //! histograms at the end. The main thread never touches a connection;
 //! workers never wait on it.
 
+mod buffer_pool;
 mod conn;
 mod connections;
-mod connector;
 mod deadlines;
 mod dialer;
 mod inflight;
 mod io;
-mod link;
-mod mode;
-mod net;
-mod opening;
 mod outbox;
 mod pacer;
 mod pacing;
@@ -24,18 +20,20 @@ pub(crate) mod proto;
 mod push;
 mod recorder;
 mod seconds;
-mod spares;
+mod setup;
 mod traffic;
+mod transport;
 mod worker;
+mod workload;
 
 // The main thread's side: the conductor and what it holds and reads.
 mod conductor;
 mod control;
-mod crew;
-mod target;
+mod target_rate;
+mod workers;
 pub use conductor::Live;
-pub use crew::{grace, GRACE};
 pub use dialer::STEADY_AFTER;
+pub use workers::{grace, GRACE};
 
 use std::fs::File;
 use std::sync::{mpsc, Arc, Mutex};
@@ -51,8 +49,8 @@ use crate::outcome::Outcome;
 use crate::scenario::Scenario;
 use crate::sys::signals::Stop;
 use conductor::Conductor;
-use crew::{rtt_writer, Crew};
 use seconds::ReportTx;
+use workers::{rtt_writer, Workers};
 
 /// The wall clock now, Unix seconds.
 pub fn unix_now_f64() -> f64 {
@@ -71,13 +69,13 @@ pub fn run(
     rtt_log: Option<File>,
     exported: Option<&Mutex<RunFigures>>,
 ) -> Result<Outcome> {
-    let crew = start_workers(&sc, stop, rtt_log)?;
-    Conductor::new(sc, stop, live, exported, crew).run()
+    let workers = start_workers(&sc, stop, rtt_log)?;
+    Conductor::new(sc, stop, live, exported, workers).run()
 }
 
 /// Makes the workers, each on its thread, and starts them together once
 /// every one is made.
-fn start_workers(sc: &Arc<Scenario>, stop: &Stop, rtt_log: Option<File>) -> Result<Crew> {
+fn start_workers(sc: &Arc<Scenario>, stop: &Stop, rtt_log: Option<File>) -> Result<Workers> {
     let shared = Arc::new(Shared::default());
     let mut counters = Vec::new();
     let mut qcounters = Vec::new();
@@ -96,7 +94,7 @@ fn start_workers(sc: &Arc<Scenario>, stop: &Stop, rtt_log: Option<File>) -> Resu
         sc.target_names.clone()
     };
     let tls = match &sc.tls {
-        Some(o) => Some(Arc::new(net::TlsClient {
+        Some(o) => Some(Arc::new(transport::TlsClient {
             config: crate::tls::client_config(o)?,
             names: sc
                 .targets
@@ -193,7 +191,7 @@ fn start_workers(sc: &Arc<Scenario>, stop: &Stop, rtt_log: Option<File>) -> Resu
     for g in go {
         let _ = g.send(start);
     }
-    Ok(Crew {
+    Ok(Workers {
         shared,
         counters,
         qcounters,

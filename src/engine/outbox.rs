@@ -1,16 +1,16 @@
 //! A worker's writes ([`Outbox`]): messages queued on their connections
 //! over a loop turn and flushed at its end with one call per connection;
 //! output buffers lent to a connection only while it has bytes to write
-//! (see [`Spares`]). It writes; it reads nothing and decides no query.
+//! (see [`BufferPool`]). It writes; it reads nothing and decides no query.
 
 use std::sync::Arc;
 
 use slab::Slab;
 
-use super::conn::{Conn, End, Flags};
+use super::buffer_pool::{give_back, lend, BufferPool};
+use super::conn::{Conn, ConnEnd, Flags};
 use super::connections::Conns;
-use super::mode::Mode;
-use super::spares::{give_back, lend, Spares};
+use super::workload::Workload;
 use crate::metrics::{bump, Bucket, QueryCounters};
 
 pub(super) struct Outbox {
@@ -19,7 +19,7 @@ pub(super) struct Outbox {
     out: Vec<u8>,
     /// Output buffers given back by connections that went idle, lent to
     /// the next one that queues a message.
-    spare: Spares,
+    spare: BufferPool,
     /// Connections with bytes to write at the end of this loop turn.
     dirty: Vec<usize>,
     q: Arc<QueryCounters>,
@@ -29,14 +29,14 @@ impl Outbox {
     pub(super) fn new(q: Arc<QueryCounters>) -> Outbox {
         Outbox {
             out: Vec::with_capacity(4096),
-            spare: Spares::default(),
+            spare: BufferPool::default(),
             dirty: Vec::new(),
             q,
         }
     }
 
     /// Once a second: the spare buffers nobody took go (see
-    /// [`Spares::trim`]).
+    /// [`BufferPool::trim`]).
     pub(super) fn trim(&mut self) {
         self.spare.trim();
     }
@@ -99,13 +99,13 @@ impl Outbox {
     /// Writes every connection's queued bytes: one syscall each. (Twice a
     /// loop turn, often with none: inlined.)
     #[inline]
-    pub(super) fn flush_dirty(&mut self, conns: &mut Conns, mode: &mut Mode) {
+    pub(super) fn flush_dirty(&mut self, conns: &mut Conns, mode: &mut Workload) {
         if !self.dirty.is_empty() {
             self.flush_all(conns, mode);
         }
     }
 
-    fn flush_all(&mut self, conns: &mut Conns, mode: &mut Mode) {
+    fn flush_all(&mut self, conns: &mut Conns, mode: &mut Workload) {
         let mut dirty = std::mem::take(&mut self.dirty);
         for &key in &dirty {
             let Some(c) = conns.slab.get_mut(key) else {
@@ -128,7 +128,7 @@ impl Outbox {
     /// Writes now what `key` has queued, unless its socket is full (then
     /// its writable edge does).
     #[inline]
-    pub(super) fn flush_now(&mut self, key: usize, conns: &mut Conns, mode: &mut Mode) {
+    pub(super) fn flush_now(&mut self, key: usize, conns: &mut Conns, mode: &mut Workload) {
         if let Some(c) = conns
             .slab
             .get_mut(key)
@@ -141,13 +141,13 @@ impl Outbox {
 
     /// Writes what the connection has queued; false when that failed and
     /// the connection is gone.
-    pub(super) fn flush(&mut self, key: usize, conns: &mut Conns, mode: &mut Mode) -> bool {
+    pub(super) fn flush(&mut self, key: usize, conns: &mut Conns, mode: &mut Workload) -> bool {
         let conn = &mut conns.slab[key];
         match conn.link.flush(&mut conn.pending_out) {
             Ok((n, payload)) => {
                 bump(&self.q.bytes_out, payload as u64);
                 if n == conn.pending_out.len() {
-                    let busy = matches!(mode, Mode::Traffic(t) if t.busy);
+                    let busy = matches!(mode, Workload::Traffic(t) if t.busy);
                     if !busy || conn.pending_out.capacity() > 16 * 1024 {
                         // Nothing kept while idle: the buffer goes back to
                         // the spares.
@@ -164,7 +164,7 @@ impl Outbox {
                 true
             }
             Err(_) => {
-                conns.end(key, End::Lost(Bucket::Reset), mode.as_mut());
+                conns.end(key, ConnEnd::Lost(Bucket::Reset), mode.as_mut());
                 false
             }
         }

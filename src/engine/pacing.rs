@@ -130,7 +130,7 @@ impl Pacing {
         }
     }
 
-    /// Traffic starts at `started` on the connections `held` (key, seq):
+    /// TrafficState starts at `started` on the connections `held` (key, seq):
     /// interval connections get their staggered first sends (connection i
     /// of n starts i/n of the way into the first interval, so they do not
     /// fire in lock-step), closed-loop connections their first window. With
@@ -285,7 +285,7 @@ pub struct Slack {
 
 /// A batch's open-loop arrivals one connection takes at most: one
 /// sendmmsg's worth.
-pub const PER_CONNECTION: usize = super::link::BATCH;
+pub const PER_CONNECTION: usize = super::transport::link::BATCH;
 
 impl Slack {
     pub fn new(slack_s: f64) -> Slack {
@@ -325,7 +325,7 @@ impl Slack {
     /// with it, once the first due (`first`, asked only then) has waited
     /// the slack.
     #[inline]
-    pub fn lets_go(&mut self, now: u64, first: impl FnOnce() -> Option<u64>) -> bool {
+    pub fn ready_to_send(&mut self, now: u64, first: impl FnOnce() -> Option<u64>) -> bool {
         if self.ns == 0 || self.released == now {
             return true;
         }
@@ -558,26 +558,26 @@ mod tests {
     #[test]
     fn no_slack_lets_every_turn_go() {
         let mut s = Slack::new(0.0);
-        assert!(s.lets_go(5, || Some(10)));
+        assert!(s.ready_to_send(5, || Some(10)));
     }
 
     #[test]
     fn slack_holds_queries_until_the_first_has_waited_it() {
         let mut s = Slack::new(0.001);
         assert_eq!(s.wake(1_000), 1_001_000);
-        assert!(!s.lets_go(1_000_999, || Some(1_000)));
-        assert!(s.lets_go(1_001_000, || Some(1_000)));
+        assert!(!s.ready_to_send(1_000_999, || Some(1_000)));
+        assert!(s.ready_to_send(1_001_000, || Some(1_000)));
         // The same turn asks again (after a tcp-per-query query): the
         // batch is still let go, whatever is first now.
-        assert!(s.lets_go(1_001_000, || Some(1_000_500)));
-        assert!(!s.lets_go(1_001_001, || Some(1_000_500)));
-        assert!(!s.lets_go(2_000_000, || None));
+        assert!(s.ready_to_send(1_001_000, || Some(1_000_500)));
+        assert!(!s.ready_to_send(1_001_001, || Some(1_000_500)));
+        assert!(!s.ready_to_send(2_000_000, || None));
     }
 
     #[test]
     fn a_batch_stays_on_one_connection_up_to_a_sendmmsg() {
         let mut s = Slack::new(0.001);
-        assert!(s.lets_go(1_000_000, || Some(0)));
+        assert!(s.ready_to_send(1_000_000, || Some(0)));
         assert_eq!(s.batch_connection(|_| true), None);
         s.picked(7);
         for _ in 1..PER_CONNECTION {
@@ -588,7 +588,7 @@ mod tests {
         assert_eq!(s.batch_connection(|k| k != 8), None);
         s.picked(9);
         // The next batch starts on the spread's pick.
-        assert!(s.lets_go(2_000_000, || Some(1_000_000)));
+        assert!(s.ready_to_send(2_000_000, || Some(1_000_000)));
         assert_eq!(s.batch_connection(|_| true), None);
     }
 
@@ -596,7 +596,7 @@ mod tests {
     fn the_end_lets_the_held_queries_go_once() {
         let mut s = Slack::new(0.001);
         assert!(s.end(5));
-        assert!(s.lets_go(5, || Some(4)));
+        assert!(s.ready_to_send(5, || Some(4)));
         assert!(!s.end(6));
         assert!(!Slack::new(0.0).end(5));
     }

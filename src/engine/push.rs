@@ -254,7 +254,7 @@ impl PushRx {
     /// The periods from `since_ns` to `until_ns` that brought nothing: one
     /// less for the message on its way (and, before the first, for the
     /// server's phase).
-    fn owed(&self, since_ns: u64, until_ns: u64) -> u64 {
+    fn missed_periods(&self, since_ns: u64, until_ns: u64) -> u64 {
         (until_ns.saturating_sub(since_ns) / self.period_ns)
             .saturating_sub(1)
             .saturating_mul(self.burst)
@@ -280,7 +280,11 @@ impl PushRx {
             Heard::Nothing
         };
         let since = if s.got_any { s.last_ns } else { s.opened_ns };
-        let tail = if vacated { 0 } else { self.owed(since, now_ns) };
+        let tail = if vacated {
+            0
+        } else {
+            self.missed_periods(since, now_ns)
+        };
         let s = &mut self.streams[key];
         // A server that falls behind without skipping numbers sends fewer
         // than its period says: the time since the first message counts
@@ -312,7 +316,7 @@ impl PushRx {
     /// took its place, or the run ended): the periods since its last
     /// message count as lost.
     fn refilled(&mut self, v: Vacancy, until_ns: u64, c: &PushCounters) {
-        let tail = self.owed(v.since_ns, until_ns);
+        let tail = self.missed_periods(v.since_ns, until_ns);
         bump(&c.lost, tail);
         bump(&c.expected, tail);
         if v.lossy || tail > 0 {

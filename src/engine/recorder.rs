@@ -183,7 +183,7 @@ impl Recorder {
         self
     }
 
-    /// Traffic starts at `started`; the current second is `now_ns`'s.
+    /// TrafficState starts at `started`; the current second is `now_ns`'s.
     pub fn start(&mut self, started: u64, now_ns: u64) {
         self.started = started;
         self.sec = now_ns / 1_000_000_000;

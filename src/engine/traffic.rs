@@ -1,32 +1,32 @@
-//! The worker's queries, as [`Traffic`]'s methods: what is due (from
+//! The worker's queries, as [`TrafficState`]'s methods: what is due (from
 //! [`Pacing`](super::pacing::Pacing)), on which connection, sent or kept
 //! waiting behind the window; answers matched in the in-flight table and
 //! recorded; timeouts; what the next query is after one is done. Each
 //! takes what it acts on as arguments: the connections ([`Conns`], whose
 //! one end it calls) and the writes ([`Outbox`]). It opens no connection: a tcp-per-query
 //! query that is due is handed back to the worker, which has
-//! [`Opening`](super::opening::Opening) open its connection.
+//! [`ConnSetup`](super::setup::ConnSetup) open its connection.
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use slab::Slab;
 
-use super::conn::{Conn, End, Flags, NOT_ACTIVE};
+use super::conn::{Conn, ConnEnd, Flags, NOT_ACTIVE};
 use super::connections::Conns;
 use super::deadlines::Entry;
 use super::inflight::{Answer, Outstanding, NO_DEADLINE};
-use super::mode::{ModeMut, Traffic};
 use super::outbox::Outbox;
 use super::pacing::Due;
 use super::proto::Status;
+use super::workload::{TrafficState, WorkloadMut};
 use crate::metrics::{bump, Shared, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKET, W_WINDOW};
 
-impl Traffic {
+impl TrafficState {
     /// A loop turn's start at `now_ns`: the traffic starts when the main
     /// thread says so, a second's report goes, queries that waited for a
     /// connection go to the open ones. The
     /// instant the traffic started, unless it has not or is over
-    /// (draining: answers only); then [`Traffic::due`] sends what is due.
+    /// (draining: answers only); then [`TrafficState::due`] sends what is due.
     pub(super) fn turn(
         &mut self,
         now_ns: u64,
@@ -63,7 +63,7 @@ impl Traffic {
         Some(started)
     }
 
-    /// A loop turn's end, after [`Traffic::due`] sent what it could: a
+    /// A loop turn's end, after [`TrafficState::due`] sent what it could: a
     /// --control rate is followed from `now_ns` on.
     pub(super) fn turn_end(&mut self, now_ns: u64, started: u64, shared: &Shared) {
         let gen = shared.rate_gen.load(Relaxed);
@@ -84,7 +84,10 @@ impl Traffic {
         budget: &mut u32,
     ) -> Option<u64> {
         let pacing = &self.pacing;
-        if !self.slack.lets_go(now_ns, || pacing.next_due(started)) {
+        if !self
+            .slack
+            .ready_to_send(now_ns, || pacing.next_due(started))
+        {
             return None;
         }
         loop {
@@ -202,15 +205,15 @@ impl Traffic {
     /// (Queries still waiting to be sent go to other connections when it
     /// closes.) Its replacement (--reconnect) is owed now, so the open count
     /// does not dip.
-    pub(super) fn lifetime_over(&mut self, key: usize, conns: &mut Conns) -> Option<End> {
+    pub(super) fn lifetime_over(&mut self, key: usize, conns: &mut Conns) -> Option<ConnEnd> {
         let conn = &mut conns.slab[key];
         if conn.live() == 0 {
-            return Some(End::Lifetime);
+            return Some(ConnEnd::Lifetime);
         }
         conn.set(Flags::RETIRING, true);
         let pos = conn.active_pos;
         if conns.reconnects() {
-            conns.dial.owe();
+            conns.dial.queue_reconnect();
         }
         if pos != NOT_ACTIVE {
             self.leave(&mut conns.slab, pos);
@@ -242,7 +245,7 @@ impl Traffic {
         }
         let draining = self.draining;
         if let Some(why) = self.answered(key, conn, qkey, status, now, draining) {
-            conns.end(key, why, ModeMut::Traffic(self));
+            conns.end(key, why, WorkloadMut::Traffic(self));
         }
     }
 
@@ -282,12 +285,12 @@ impl Traffic {
             };
             self.rec.timed_out(c.seq, &o);
             if self.close_on_timeout {
-                conns.end(key, End::QueryTimedOut, ModeMut::Traffic(self));
+                conns.end(key, ConnEnd::QueryTimedOut, WorkloadMut::Traffic(self));
                 return;
             }
             let draining = self.draining;
             if let Some(why) = self.completed(key, c, now_ns, draining) {
-                conns.end(key, why, ModeMut::Traffic(self));
+                conns.end(key, why, WorkloadMut::Traffic(self));
             }
             if conns.slab.contains(key) {
                 self.after_progress(key, conns, out);
@@ -362,7 +365,7 @@ enum Admit {
     No,
 }
 
-impl Traffic {
+impl TrafficState {
     /// An open-loop query is due at `intended`: the connection the spread
     /// picks for it, or None: kept for the next one ready when one is on
     /// its way (dialed, owed, or recycling), else lost.
@@ -371,7 +374,7 @@ impl Traffic {
         if self.active.is_empty() {
             let recycling = self.recycle_after.is_some();
             if conns.dial.inflight > 0
-                || conns.dial.owed() > 0
+                || conns.dial.reconnects_pending() > 0
                 || (recycling && !conns.slab.is_empty())
             {
                 self.orphans.push_back(intended);
@@ -476,7 +479,7 @@ impl Traffic {
 
     /// A response arrived for `qkey` (or the oldest query) on `conn`
     /// (`key`) at `now`: matched, recorded, and the next query queued (its
-    /// verification, an answer's first, is [`Traffic::on_answer`]'s).
+    /// verification, an answer's first, is [`TrafficState::on_answer`]'s).
     /// Some: how the connection ends.
     pub(super) fn answered(
         &mut self,
@@ -486,7 +489,7 @@ impl Traffic {
         status: Status,
         now: u64,
         draining: bool,
-    ) -> Option<End> {
+    ) -> Option<ConnEnd> {
         let answer = conn.flight.answer(qkey);
         if answer == Answer::Unmatched {
             self.rec.error(E_UNMATCHED);
@@ -524,14 +527,14 @@ impl Traffic {
         conn: &mut Conn,
         now: u64,
         draining: bool,
-    ) -> Option<End> {
+    ) -> Option<ConnEnd> {
         if self.per_query.is_some() {
             // Its one query is done: close (the client keeps TIME_WAIT).
-            return Some(End::Closed);
+            return Some(ConnEnd::Closed);
         }
         let retiring = conn.has(Flags::RETIRING);
         if retiring && conn.live() == 0 {
-            return Some(End::Lifetime);
+            return Some(ConnEnd::Lifetime);
         }
         // Draining: an answer lets no new query go.
         // Nor one the server said it is closing: the next query would
@@ -553,12 +556,12 @@ impl Traffic {
         if let Some(n) = self.recycle_after {
             if idle && conn.flight.done >= n {
                 bump(&self.q.recycled, 1);
-                return Some(End::Recycled);
+                return Some(ConnEnd::Recycled);
             }
         }
         if let Some(n) = self.messages {
             if idle && conn.flight.done >= n && !self.hold {
-                return Some(End::Closed);
+                return Some(ConnEnd::Closed);
             }
         }
         None
@@ -572,9 +575,9 @@ mod tests {
     use std::time::Instant;
 
     use super::super::conn::State;
-    use super::super::link::Link;
-    use super::super::mode::TrafficSetup;
     use super::super::seconds::ReportTx;
+    use super::super::transport::link::Link;
+    use super::super::workload::TrafficSetup;
     use super::*;
     use crate::domain::Proto;
     use crate::metrics::QueryCounters;
@@ -582,7 +585,7 @@ mod tests {
 
     /// Closed-loop echo, window 1, no think time; `messages`: --messages;
     /// `per_query`: tcp-per-query's share of connections.
-    fn traffic(messages: Option<u64>, per_query: Option<u64>) -> Traffic {
+    fn traffic(messages: Option<u64>, per_query: Option<u64>) -> TrafficState {
         let t = crate::scenario::Traffic {
             proto: Proto::Echo,
             query: Query::Echo {
@@ -604,7 +607,7 @@ mod tests {
         };
         let (tx, rx) = mpsc::channel();
         std::mem::forget(rx);
-        let mut t = Traffic::new(TrafficSetup {
+        let mut t = TrafficState::new(TrafficSetup {
             traffic: &t,
             hosts: &[],
             queries: Arc::new(QueryCounters::default()),
@@ -679,7 +682,7 @@ mod tests {
         assert_eq!(t.answered(0, &mut c, a, Status::Ok, 20, false), None);
         assert!(c.flight.waiting.is_empty(), "it takes no new query");
         let end = t.answered(0, &mut c, b, Status::Ok, 21, false);
-        assert_eq!(end, Some(End::Lifetime));
+        assert_eq!(end, Some(ConnEnd::Lifetime));
     }
 
     #[test]
@@ -688,7 +691,7 @@ mod tests {
         let mut c = held();
         let q = send(&mut c, 10);
         let end = t.answered(0, &mut c, q, Status::Ok, 20, false);
-        assert_eq!(end, Some(End::Closed));
+        assert_eq!(end, Some(ConnEnd::Closed));
         assert!(c.flight.waiting.is_empty());
     }
 
@@ -698,7 +701,7 @@ mod tests {
         let mut c = held();
         let q = send(&mut c, 10);
         let end = t.answered(0, &mut c, q, Status::Ok, 20, false);
-        assert_eq!(end, Some(End::Closed));
+        assert_eq!(end, Some(ConnEnd::Closed));
     }
 
     #[test]

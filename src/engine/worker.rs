@@ -8,13 +8,13 @@
 //! their state and take the others they act on as arguments:
 //! [`Conns`] the connections, their [`Dialer`] (the ramp, levels,
 //! reconnect debt and connection deadlines) and their one end;
-//! [`Opening`] the transport ([`Net`], chosen once) and a connection's way
+//! [`ConnSetup`] the transport ([`ClientTransport`], chosen once) and a connection's way
 //! to held (connected, TLS, the probe); [`Io`] the reads (scratch buffer,
 //! TLS plaintext, framing); [`Outbox`] the writes (gathered over a loop
-//! turn, one flush per connection); [`Mode`] what the connections are
+//! turn, one flush per connection); [`Workload`] what the connections are
 //! for (held, traffic or push, chosen once), with the traffic's own state
-//! and decisions ([`Traffic`]) and the push streams' ([`PushRx`]).
-//! Below them, [`Link`](super::link::Link) is a connection's socket,
+//! and decisions ([`TrafficState`]) and the push streams' ([`PushRx`]).
+//! Below them, [`Link`](super::transport::link::Link) is a connection's socket,
 //! [`Flight`](super::inflight::Flight) its queries in flight,
 //! [`Recorder`](super::recorder::Recorder) what is measured. The files
 //! import each other one way: connections ← outbox ← traffic ← opening ←
@@ -38,16 +38,16 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
-use super::conn::{End, Flags, State};
+use super::conn::{ConnEnd, Flags, State};
 use super::connections::{Conns, EndRules};
 use super::dialer::Dialer;
 use super::io::Io;
-use super::mode::{default_probe, Mode, Traffic, TrafficSetup};
-use super::net::Net;
-use super::opening::Opening;
 use super::outbox::Outbox;
 use super::proto::Codec;
 use super::push::PushRx;
+use super::setup::ConnSetup;
+use super::transport::ClientTransport;
+use super::workload::{default_probe, TrafficSetup, TrafficState, Workload};
 use crate::domain::Transport;
 use crate::metrics::{
     bump, ConnCounters, Histograms, QueryCounters, Shared, StatusCounts, E_NOT_SENT,
@@ -61,7 +61,7 @@ pub const WAKER: Token = Token(usize::MAX);
 const TIMER: Token = Token(usize::MAX - 1);
 
 /// How long a loop turn sends due queries before it reads answers and
-/// times out queries again (see [`Traffic::due`]). A worker that keeps up
+/// times out queries again (see [`TrafficState::due`]). A worker that keeps up
 /// never comes near it: its turns stay short however high its rate,
 /// since each sends what came due during the last. One behind its
 /// schedule would otherwise make each turn longer than the last, its
@@ -70,7 +70,7 @@ const TIMER: Token = Token(usize::MAX - 1);
 const SENDING_PER_TURN: Duration = Duration::from_millis(50);
 const DUE_CHUNK: u32 = 1024;
 
-use super::net::TlsClient;
+use super::transport::TlsClient;
 
 /// What a worker gets at start.
 pub struct Setup {
@@ -115,9 +115,9 @@ pub struct Worker {
     /// The connections, their dialer and their one way out.
     conns: Conns,
     /// Holding, traffic or push: decided at start.
-    mode: Mode,
+    mode: Workload,
     /// The transport and a connection's way to held.
-    open: Opening,
+    open: ConnSetup,
     /// Bytes in.
     io: Io,
     /// Bytes out.
@@ -126,7 +126,7 @@ pub struct Worker {
     q: Arc<QueryCounters>,
     shared: Arc<Shared>,
     notify: mpsc::Sender<Reason>,
-    /// The run is draining (the traffic has ended; [`Traffic`] is told so
+    /// The run is draining (the traffic has ended; [`TrafficState`] is told so
     /// once, when this is set): the worker reads until nothing is in
     /// flight or this instant passes (--drain).
     drain_until: Option<Instant>,
@@ -149,9 +149,9 @@ impl Worker {
         } else {
             share
         };
-        let net = Net::new(&s.scenario, s.tls);
+        let net = ClientTransport::new(&s.scenario, s.tls);
         let mode = match (&s.scenario.traffic, &s.scenario.push) {
-            (Some(t), _) => Mode::Traffic(Traffic::new(TrafficSetup {
+            (Some(t), _) => Workload::Traffic(TrafficState::new(TrafficSetup {
                 traffic: t,
                 hosts: &s.hosts,
                 queries: s.queries.clone(),
@@ -164,8 +164,8 @@ impl Worker {
                 datagrams: net.is_udp(),
                 hold: s.scenario.end == crate::scenario::End::Hold,
             })),
-            (None, Some(p)) => Mode::Push(PushRx::new(&s.scenario, p)),
-            (None, None) => Mode::Hold,
+            (None, Some(p)) => Workload::Push(PushRx::new(&s.scenario, p)),
+            (None, None) => Workload::Hold,
         };
         let timer = Timer::new()?;
         s.poll.registry().register(
@@ -206,7 +206,7 @@ impl Worker {
             mode,
             io: Io::new(&net, s.queries.clone()),
             out: Outbox::new(s.queries.clone()),
-            open: Opening::new(net, probe, s.scenario.clone(), &s.hosts, (id, w)),
+            open: ConnSetup::new(net, probe, s.scenario.clone(), &s.hosts, (id, w)),
             counters: s.counters,
             q: s.queries,
             shared: s.shared,
@@ -481,7 +481,7 @@ impl Worker {
         let d = self.conns.dial;
         let (handed, id) = (self.handed, self.id);
         let figures = match self.mode {
-            Mode::Traffic(t) => {
+            Workload::Traffic(t) => {
                 let m = t.rec.finish();
                 Finished {
                     hists: Histograms {
@@ -508,7 +508,7 @@ impl Worker {
                     ws_handshake: d.ws_handshake,
                     ..Histograms::default()
                 };
-                if let Mode::Push(p) = mode {
+                if let Workload::Push(p) = mode {
                     (hists.push_gap, hists.push_jitter, hists.push_delay) =
                         (p.gap, p.jitter, p.delay);
                 }
@@ -525,7 +525,7 @@ impl Worker {
         // for longer than the grace; the workers missed their stop
         // deadline and their statuses and histograms were lost (a run
         // that answered every ping read `ok 0%`). Now only the closing
-        // is left behind (see `Crew::collect`).
+        // is left behind (see `Workers::collect`).
         let rest = match handed.send((id, figures)) {
             Ok(()) => Finished::default(),
             Err(mpsc::SendError((_, figures))) => figures,
@@ -560,7 +560,7 @@ impl Worker {
     fn expire(&mut self, now: Instant) {
         let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
         while let Some(key) = conns.dial.connect_expired(now, &conns.slab) {
-            conns.end(key, End::ConnectTimedOut, mode.as_mut());
+            conns.end(key, ConnEnd::ConnectTimedOut, mode.as_mut());
         }
         while let Some((key, state)) = conns.dial.probe_expired(now, &conns.slab) {
             if state == State::Upgrading {
@@ -572,7 +572,7 @@ impl Worker {
                 conns
                     .counters
                     .tls_failed(|| format!("{} {secs}s", crate::metrics::TLS_TIMED_OUT));
-                conns.end(key, End::TlsFailed, mode.as_mut());
+                conns.end(key, ConnEnd::TlsFailed, mode.as_mut());
             } else {
                 // Established but unverified: kept, not failed.
                 bump(&conns.counters.unverified, 1);
@@ -585,7 +585,7 @@ impl Worker {
         while let Some(key) = conns.dial.life_expired(now, &conns.slab) {
             let why = match mode.traffic_mut() {
                 Some(t) => t.lifetime_over(key, conns),
-                None => Some(End::Lifetime),
+                None => Some(ConnEnd::Lifetime),
             };
             if let Some(why) = why {
                 conns.end(key, why, mode.as_mut());

@@ -1,12 +1,12 @@
 //! The WebSocket side of the reads: the server's answer to the upgrade,
 //! its control frames, and push messages over WebSocket.
 
-use super::super::conn::End;
+use super::super::conn::ConnEnd;
 use super::super::connections::Conns;
-use super::super::mode::Mode;
-use super::super::opening::Opening;
 use super::super::outbox::Outbox;
 use super::super::proto::ws;
+use super::super::setup::ConnSetup;
+use super::super::workload::Workload;
 use super::Io;
 use crate::metrics::{bump, ws_close_slot, Bucket};
 use crate::sys::timer::monotonic_ns;
@@ -20,9 +20,9 @@ impl Io {
         key: usize,
         data: &[u8],
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
-        open: &Opening,
+        open: &ConnSetup,
     ) -> bool {
         let conn = &mut conns.slab[key];
         let mut buf = std::mem::take(&mut conn.pending_in);
@@ -70,7 +70,7 @@ impl Io {
         ev: ws::Event,
         frame: &[u8],
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
     ) -> bool {
         use wire::ws::Opcode;
@@ -99,9 +99,9 @@ impl Io {
                 if conns.slab.contains(key) {
                     let why = if self.closing {
                         // The answer to the run's close.
-                        End::Closed
+                        ConnEnd::Closed
                     } else {
-                        End::Lost(Bucket::ClosedByPeer)
+                        ConnEnd::Lost(Bucket::ClosedByPeer)
                     };
                     conns.end(key, why, mode.as_mut());
                 }
@@ -118,7 +118,7 @@ impl Io {
         key: usize,
         data: &[u8],
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
     ) -> bool {
         use wire::ws::Opcode;
@@ -132,7 +132,7 @@ impl Io {
                 Ok(None) => break,
                 Err(_) => {
                     bump(&conns.counters.push.malformed, 1);
-                    conns.end(key, End::Garbled, mode.as_mut());
+                    conns.end(key, ConnEnd::Garbled, mode.as_mut());
                     return false;
                 }
             };
@@ -157,7 +157,7 @@ impl Io {
                 },
             };
             if !alive {
-                conns.end(key, End::Garbled, mode.as_mut());
+                conns.end(key, ConnEnd::Garbled, mode.as_mut());
                 return false;
             }
         }

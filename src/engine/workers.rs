@@ -36,7 +36,7 @@ pub fn grace(connections: u64) -> Duration {
 }
 
 /// The started workers, seen from the main thread.
-pub(super) struct Crew {
+pub(super) struct Workers {
     /// What the main thread tells every worker (ramp stop, traffic start,
     /// drain, stop, --control's levels) and the connections open now.
     pub shared: Arc<Shared>,
@@ -67,7 +67,7 @@ pub(super) struct Collected {
     pub overrun: Vec<String>,
 }
 
-impl Crew {
+impl Workers {
     /// The connection counters summed over workers.
     pub fn totals(&self) -> ConnTotals {
         ConnTotals::sum(self.counters.iter().map(|c| &**c))
@@ -98,8 +98,8 @@ impl Crew {
     }
 
     /// Wakes every worker, whatever fails.
-    pub fn nudge(&self) {
-        nudge(&self.wakers);
+    pub fn wake_all(&self) {
+        wake_all(&self.wakers);
     }
 
     pub fn any_finished(&self) -> bool {
@@ -189,7 +189,7 @@ fn take_handed(rx: &mpsc::Receiver<(usize, Finished)>, into: &mut [Option<Finish
 }
 
 /// Wakes each of `wakers`, whatever fails.
-pub(super) fn nudge(wakers: &[Waker]) {
+pub(super) fn wake_all(wakers: &[Waker]) {
     for w in wakers {
         let _ = w.wake();
     }

@@ -1,6 +1,6 @@
-//! A connection's way from its attempt to held ([`Opening`]): connected,
+//! A connection's way from its attempt to held ([`ConnSetup`]): connected,
 //! TLS, the probe, held; and tcp-per-query's connection for each query.
-//! It owns the transport ([`Net`]) and the codec probes are built with;
+//! It owns the transport ([`ClientTransport`]) and the codec probes are built with;
 //! the connections, the mode and the writes it acts on are arguments. Its
 //! end is [`Conns::end`].
 
@@ -11,22 +11,22 @@ use mio::Registry;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
-use super::conn::{End, Flags, State};
+use super::conn::{ConnEnd, Flags, State};
 use super::connections::{errno_of, Conns};
 use super::dialer::CONNECTS_PER_TURN;
-use super::mode::{Mode, Traffic};
-use super::net::Net;
 use super::outbox::Outbox;
 use super::proto::ws::Upgrader;
 use super::proto::Codec;
+use super::transport::ClientTransport;
+use super::workload::{TrafficState, Workload};
 use crate::metrics::Grow;
 use crate::metrics::{bump, connect_bucket, ws_refused_slot, Bucket};
 use crate::scenario::Scenario;
 use crate::sys::timer::monotonic_ns;
 
-pub(super) struct Opening {
+pub(super) struct ConnSetup {
     /// TCP, TLS or UDP: decided once.
-    pub(super) net: Net,
+    pub(super) net: ClientTransport,
     /// The codec probes are built with, and answers framed with when there
     /// is no traffic.
     pub(super) probe: Codec,
@@ -38,18 +38,18 @@ pub(super) struct Opening {
     pub(super) ws: Option<Upgrader>,
 }
 
-impl Opening {
+impl ConnSetup {
     /// `hosts`: the targets as given (the upgrade's `Host` headers);
     /// `(id, nworkers)`: this worker and how many there are.
     pub(super) fn new(
-        net: Net,
+        net: ClientTransport,
         probe: Codec,
         sc: Arc<Scenario>,
         hosts: &[String],
         (id, nworkers): (u64, u64),
-    ) -> Opening {
+    ) -> ConnSetup {
         let ws = sc.websocket.as_ref().map(|u| Upgrader::new(u, hosts));
-        Opening {
+        ConnSetup {
             net,
             probe,
             sc,
@@ -67,7 +67,7 @@ impl Opening {
         &self,
         now: Instant,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
         registry: &Registry,
     ) {
@@ -89,7 +89,7 @@ impl Opening {
         while conns.dial.counted(conns.slab.len()) > mine {
             match conns.dial.level_close(&conns.slab) {
                 None => break,
-                Some(Some(key)) => conns.end(key, End::Closed, mode.as_mut()),
+                Some(Some(key)) => conns.end(key, ConnEnd::Closed, mode.as_mut()),
                 Some(None) => {}
             }
         }
@@ -103,7 +103,7 @@ impl Opening {
         &self,
         now: Instant,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
         registry: &Registry,
     ) {
@@ -122,7 +122,7 @@ impl Opening {
         seq: u64,
         initial: bool,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
         registry: &Registry,
     ) {
@@ -140,7 +140,7 @@ impl Opening {
         &self,
         key: usize,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
     ) {
         let conn = &mut conns.slab[key];
@@ -158,11 +158,11 @@ impl Opening {
                 conns.dial.inflight -= 1;
                 self.established(key, conns, mode, out);
             }
-            Err(errno) => conns.end(key, End::ConnectFailed(errno), mode.as_mut()),
+            Err(errno) => conns.end(key, ConnEnd::ConnectFailed(errno), mode.as_mut()),
         }
     }
 
-    fn established(&self, key: usize, conns: &mut Conns, mode: &mut Mode, out: &mut Outbox) {
+    fn established(&self, key: usize, conns: &mut Conns, mode: &mut Workload, out: &mut Outbox) {
         let initial = conns.slab[key].initial();
         conns.dial.settled(initial);
         let now = Instant::now();
@@ -210,7 +210,7 @@ impl Opening {
         key: usize,
         now: Instant,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
     ) {
         let conn = &mut conns.slab[key];
@@ -221,7 +221,7 @@ impl Opening {
                 // established connection, not as an attempt unresolved.
                 conn.state = State::Handshaking;
                 conns.counters.tls_failed(|| e.to_string());
-                return conns.end(key, End::TlsFailed, mode.as_mut());
+                return conns.end(key, ConnEnd::TlsFailed, mode.as_mut());
             }
         }
         conn.state = State::Handshaking;
@@ -237,7 +237,7 @@ impl Opening {
         &self,
         key: usize,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
     ) {
         let conn = &mut conns.slab[key];
@@ -260,11 +260,11 @@ impl Opening {
         key: usize,
         verified: bool,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
     ) {
         let Some(ws) = &self.ws else {
-            return self.carries(key, verified, conns, mode, out);
+            return self.on_ready(key, verified, conns, mode, out);
         };
         let now = Instant::now();
         let conn = &mut conns.slab[key];
@@ -284,14 +284,14 @@ impl Opening {
         &self,
         key: usize,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
     ) {
         let conn = &mut conns.slab[key];
         let took = conn.since.elapsed().as_micros() as u64;
         conns.dial.ws_handshake.put(took.max(1));
         conn.since = Instant::now();
-        self.carries(key, true, conns, mode, out);
+        self.on_ready(key, true, conns, mode, out);
     }
 
     /// The server refused the upgrade (`status`: its HTTP status, None
@@ -305,7 +305,7 @@ impl Opening {
         status: Option<u16>,
         what: String,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
     ) {
         bump(&conns.counters.ws_refused[ws_refused_slot(status)], 1);
         if !mode.is_push() {
@@ -314,17 +314,17 @@ impl Opening {
             bump(&conns.counters.verified, 1);
         }
         conns.probe_rejected(key, what);
-        conns.end(key, End::Lost(Bucket::ClosedByPeer), mode.as_mut());
+        conns.end(key, ConnEnd::Lost(Bucket::ClosedByPeer), mode.as_mut());
     }
 
     /// The connection can carry queries: send the first message, then
     /// verify it (a probe, or the first query's answer) unless that is done.
-    fn carries(
+    fn on_ready(
         &self,
         key: usize,
         verified: bool,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
     ) {
         let now = Instant::now();
@@ -367,7 +367,13 @@ impl Opening {
     }
 
     /// The connection is ready for traffic.
-    pub(super) fn held(&self, key: usize, conns: &mut Conns, mode: &mut Mode, out: &mut Outbox) {
+    pub(super) fn held(
+        &self,
+        key: usize,
+        conns: &mut Conns,
+        mode: &mut Workload,
+        out: &mut Outbox,
+    ) {
         let conn = &mut conns.slab[key];
         conn.state = State::Held;
         conn.pending_in = Vec::new();
@@ -404,7 +410,7 @@ impl Opening {
         &self,
         key: usize,
         conns: &mut Conns,
-        mode: &mut Mode,
+        mode: &mut Workload,
         out: &mut Outbox,
     ) {
         bump(&conns.counters.verified, 1);
@@ -421,12 +427,12 @@ impl Opening {
     // ---- tcp-per-query ---------------------------------------------------
 
     /// A query is due at `intended`: it gets a connection of its own now,
-    /// or waits for a free slot (see [`Traffic::per_query_due`]).
+    /// or waits for a free slot (see [`TrafficState::per_query_due`]).
     pub(super) fn per_query(
         &self,
         intended: u64,
         conns: &mut Conns,
-        t: &mut Traffic,
+        t: &mut TrafficState,
         registry: &Registry,
     ) {
         let now = conns.stamp_ns();
@@ -438,7 +444,7 @@ impl Opening {
     /// are free. (Twice a loop turn: what it asks of other runs is one
     /// look, inlined.)
     #[inline]
-    pub(super) fn pq_fill(&self, conns: &mut Conns, t: &mut Traffic, registry: &Registry) {
+    pub(super) fn pq_fill(&self, conns: &mut Conns, t: &mut TrafficState, registry: &Registry) {
         if t.slot_wanted() {
             self.pq_open(conns, t, registry);
         }
@@ -446,7 +452,7 @@ impl Opening {
 
     /// Opens connections for the queries waiting for a slot. (Its
     /// transport is TCP: an attempt goes no further than its connect.)
-    fn pq_open(&self, conns: &mut Conns, t: &mut Traffic, registry: &Registry) {
+    fn pq_open(&self, conns: &mut Conns, t: &mut TrafficState, registry: &Registry) {
         debug_assert!(!self.net.is_udp());
         while let Some(intended) = t.next_for_slot(conns.slab.len() as u64) {
             let seq = conns.dial.replacement();

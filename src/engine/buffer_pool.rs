@@ -13,13 +13,13 @@ const SPARE_BYTES: usize = 4 * 1024;
 /// idle, lent to the next one that queues a message, so a message costs
 /// no allocation and an idle connection holds no buffer.
 #[derive(Default)]
-pub(super) struct Spares {
+pub(super) struct BufferPool {
     bufs: Vec<Vec<u8>>,
-    /// The fewest the pool held since the last [`Spares::trim`].
+    /// The fewest the pool held since the last [`BufferPool::trim`].
     low: usize,
 }
 
-impl Spares {
+impl BufferPool {
     /// Once a second: half the spares that no connection took in that
     /// second go. Without it the pool drifts up to its bound under churn
     /// (more given back than taken in one second, fewer in the next), and
@@ -38,7 +38,7 @@ impl Spares {
 /// Gives a connection about to queue a message a spare output buffer if
 /// it has none.
 #[inline]
-pub(super) fn lend(out: &mut Vec<u8>, spare: &mut Spares) {
+pub(super) fn lend(out: &mut Vec<u8>, spare: &mut BufferPool) {
     if out.capacity() == 0 {
         *out = spare.bufs.pop().unwrap_or_else(|| Vec::with_capacity(512));
         spare.low = spare.low.min(spare.bufs.len());
@@ -47,7 +47,7 @@ pub(super) fn lend(out: &mut Vec<u8>, spare: &mut Spares) {
 
 /// Keeps an emptied output buffer for the next connection that writes,
 /// unless there are enough spares already or it grew large.
-pub(super) fn give_back(mut buf: Vec<u8>, spare: &mut Spares) {
+pub(super) fn give_back(mut buf: Vec<u8>, spare: &mut BufferPool) {
     if spare.bufs.len() < SPARES && buf.capacity() <= SPARE_BYTES {
         buf.clear();
         spare.bufs.push(buf);
@@ -60,7 +60,7 @@ mod tests {
 
     #[test]
     fn an_idle_connections_buffer_is_lent_to_the_next_writer() {
-        let mut spare = Spares::default();
+        let mut spare = BufferPool::default();
         let mut a = Vec::new();
         lend(&mut a, &mut spare);
         a.extend_from_slice(b"query");
@@ -80,7 +80,7 @@ mod tests {
 
     #[test]
     fn spares_are_bounded_in_number_and_size() {
-        let mut spare = Spares::default();
+        let mut spare = BufferPool::default();
         give_back(Vec::with_capacity(SPARE_BYTES + 1), &mut spare);
         assert!(spare.bufs.is_empty(), "a buffer that grew large is freed");
         for _ in 0..SPARES + 10 {
@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn spares_nobody_takes_are_let_go() {
-        let mut spare = Spares::default();
+        let mut spare = BufferPool::default();
         for _ in 0..100 {
             give_back(Vec::with_capacity(64), &mut spare);
         }

@@ -1,6 +1,6 @@
 //! What a worker does with its connections, chosen once at start: hold
-//! them ([`Mode::Hold`]), send queries on them ([`Mode::Traffic`]), or
-//! listen to what the server pushes ([`Mode::Push`]). Each mode's state is
+//! them ([`Workload::Hold`]), send queries on them ([`Workload::Traffic`]), or
+//! listen to what the server pushes ([`Workload::Push`]). Each mode's state is
 //! its own: the traffic's pacing, recorder, open-loop choice, deadlines
 //! and the queries waiting for a connection; the push streams.
 
@@ -23,27 +23,27 @@ use crate::scenario::{Model, Query};
 // One per worker, reached on every query: not boxed (a box would be one
 // more pointer to follow per event).
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Mode {
+pub(super) enum Workload {
     /// No traffic: connections are opened, verified and held.
     Hold,
-    Traffic(Traffic),
+    Traffic(TrafficState),
     /// --proto push: what arrives is measured.
     Push(PushRx),
 }
 
-impl Mode {
+impl Workload {
     #[inline]
-    pub fn traffic(&self) -> Option<&Traffic> {
+    pub fn traffic(&self) -> Option<&TrafficState> {
         match self {
-            Mode::Traffic(t) => Some(t),
+            Workload::Traffic(t) => Some(t),
             _ => None,
         }
     }
 
     #[inline]
-    pub fn traffic_mut(&mut self) -> Option<&mut Traffic> {
+    pub fn traffic_mut(&mut self) -> Option<&mut TrafficState> {
         match self {
-            Mode::Traffic(t) => Some(t),
+            Workload::Traffic(t) => Some(t),
             _ => None,
         }
     }
@@ -51,7 +51,7 @@ impl Mode {
     #[inline]
     pub fn push(&self) -> Option<&PushRx> {
         match self {
-            Mode::Push(p) => Some(p),
+            Workload::Push(p) => Some(p),
             _ => None,
         }
     }
@@ -59,36 +59,36 @@ impl Mode {
     #[inline]
     pub fn push_mut(&mut self) -> Option<&mut PushRx> {
         match self {
-            Mode::Push(p) => Some(p),
+            Workload::Push(p) => Some(p),
             _ => None,
         }
     }
 
     #[inline]
     pub fn is_push(&self) -> bool {
-        matches!(self, Mode::Push(_))
+        matches!(self, Workload::Push(_))
     }
 
     /// tcp-per-query: a connection per query.
     #[inline]
     pub fn per_query(&self) -> bool {
-        matches!(self, Mode::Traffic(t) if t.per_query.is_some())
+        matches!(self, Workload::Traffic(t) if t.per_query.is_some())
     }
 
     /// The mode's state, borrowed for one call (what a connection's end
     /// updates).
     #[inline]
-    pub fn as_mut(&mut self) -> ModeMut<'_> {
+    pub fn as_mut(&mut self) -> WorkloadMut<'_> {
         match self {
-            Mode::Hold => ModeMut::Hold,
-            Mode::Traffic(t) => ModeMut::Traffic(t),
-            Mode::Push(p) => ModeMut::Push(p),
+            Workload::Hold => WorkloadMut::Hold,
+            Workload::Traffic(t) => WorkloadMut::Traffic(t),
+            Workload::Push(p) => WorkloadMut::Push(p),
         }
     }
 
     #[inline]
     pub fn has_traffic(&self) -> bool {
-        matches!(self, Mode::Traffic(_))
+        matches!(self, Workload::Traffic(_))
     }
 
     /// The codec answers are framed with: the traffic's, or else the
@@ -96,23 +96,23 @@ impl Mode {
     #[inline]
     pub fn codec<'a>(&'a self, probe: &'a Codec) -> &'a Codec {
         match self {
-            Mode::Traffic(t) => &t.codec,
+            Workload::Traffic(t) => &t.codec,
             _ => probe,
         }
     }
 }
 
-/// A worker's [`Mode`] borrowed for one call: a handler that holds the
+/// A worker's [`Workload`] borrowed for one call: a handler that holds the
 /// traffic's state (or the push streams') hands it on as this, so that a
 /// connection's end updates it without reaching for the worker.
-pub(super) enum ModeMut<'a> {
+pub(super) enum WorkloadMut<'a> {
     Hold,
-    Traffic(&'a mut Traffic),
+    Traffic(&'a mut TrafficState),
     Push(&'a mut PushRx),
 }
 
 /// The query side of a worker.
-pub(super) struct Traffic {
+pub(super) struct TrafficState {
     pub codec: Codec,
     pub pacing: Pacing,
     /// --slack: due queries held to go out together.
@@ -190,8 +190,8 @@ pub(super) struct TrafficSetup<'a> {
     pub hold: bool,
 }
 
-impl Traffic {
-    pub fn new(s: TrafficSetup) -> Traffic {
+impl TrafficState {
+    pub fn new(s: TrafficSetup) -> TrafficState {
         let t = s.traffic;
         let (w, id) = (s.workers, s.id);
         let highest = ((t.timeout_s * 2e6) as u64).max(1000);
@@ -212,7 +212,7 @@ impl Traffic {
             rcodes: &t.ok_rcodes,
             status: &t.ok_status,
         }));
-        Traffic {
+        TrafficState {
             codec,
             pacing: Pacing::new(&t.model, w, id, t.seed),
             slack: Slack::new(t.slack_s),
@@ -247,7 +247,7 @@ impl Traffic {
         }
     }
 
-    /// Traffic starts at `started` (seen at `now_ns`): interval
+    /// TrafficState starts at `started` (seen at `now_ns`): interval
     /// connections get their staggered first sends, closed-loop connections
     /// their first window of queries.
     pub fn start(&mut self, started: u64, now_ns: u64, conns: &Slab<Conn>) {
@@ -321,7 +321,7 @@ impl Traffic {
     }
 
     /// tcp-per-query: keeps a due query for a free connection slot, as
-    /// [`Traffic::keep_waiting`].
+    /// [`TrafficState::keep_waiting`].
     pub fn wait_for_slot(&mut self, intended: u64, now_ns: u64) {
         if let Some(pq) = self.per_query.as_mut() {
             keep(

@@ -12,10 +12,12 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpStream, UdpSocket};
 use socket2::Socket;
 
-use super::connector;
-use super::link::Link;
+pub(super) mod link;
+mod socket;
+
 use crate::domain::Transport;
 use crate::scenario::Scenario;
+use link::Link;
 
 /// The client's TLS settings, shared by the workers.
 pub struct TlsClient {
@@ -24,7 +26,7 @@ pub struct TlsClient {
     pub names: Vec<rustls::pki_types::ServerName<'static>>,
 }
 
-pub(super) enum Net {
+pub(super) enum ClientTransport {
     Tcp,
     Tls(Arc<TlsClient>),
     /// `slot`: bytes per datagram in a recvmmsg batch.
@@ -42,25 +44,25 @@ pub(super) struct Dialed {
     pub call: Option<Duration>,
 }
 
-impl Net {
-    pub fn new(sc: &Scenario, tls: Option<Arc<TlsClient>>) -> Net {
+impl ClientTransport {
+    pub fn new(sc: &Scenario, tls: Option<Arc<TlsClient>>) -> ClientTransport {
         match (sc.transport, tls) {
-            (Transport::Udp, _) => Net::Udp {
+            (Transport::Udp, _) => ClientTransport::Udp {
                 slot: datagram_slot(sc),
             },
-            (_, Some(tls)) => Net::Tls(tls),
-            (_, None) => Net::Tcp,
+            (_, Some(tls)) => ClientTransport::Tls(tls),
+            (_, None) => ClientTransport::Tcp,
         }
     }
 
     #[inline]
     pub fn is_udp(&self) -> bool {
-        matches!(self, Net::Udp { .. })
+        matches!(self, ClientTransport::Udp { .. })
     }
 
     #[inline]
     pub fn is_tls(&self) -> bool {
-        matches!(self, Net::Tls(_))
+        matches!(self, ClientTransport::Tls(_))
     }
 
     /// Bytes per datagram slot in a recvmmsg batch (2048 for streams,
@@ -68,7 +70,7 @@ impl Net {
     #[inline]
     pub fn slot(&self) -> usize {
         match self {
-            Net::Udp { slot } => *slot,
+            ClientTransport::Udp { slot } => *slot,
             _ => 2048,
         }
     }
@@ -77,7 +79,7 @@ impl Net {
     /// large, else 64 KiB.
     pub fn scratch_len(&self) -> usize {
         match self {
-            Net::Udp { slot } if *slot > 2048 => 8 * slot,
+            ClientTransport::Udp { slot } if *slot > 2048 => 8 * slot,
             _ => 64 * 1024,
         }
     }
@@ -85,9 +87,9 @@ impl Net {
     /// A socket made and bound before the start (--preallocate).
     pub fn prepare(&self, target: SocketAddr, source: Option<IpAddr>) -> Result<Socket, i32> {
         if self.is_udp() {
-            connector::udp(target, source)
+            socket::udp(target, source)
         } else {
-            connector::prepare(target, source)
+            socket::prepare(target, source)
         }
     }
 
@@ -103,8 +105,8 @@ impl Net {
         let udp = self.is_udp();
         let sock = match made {
             Some(s) => Ok(s),
-            None if udp => connector::udp(target, source),
-            None => connector::prepare(target, source),
+            None if udp => socket::udp(target, source),
+            None => socket::prepare(target, source),
         };
         // Connect time counts from just before connect(), not from when
         // the attempt was due (the schedule's lag is the ramp's business).
@@ -117,7 +119,7 @@ impl Net {
                 call: None,
             };
         }
-        let r = sock.and_then(|s| connector::start(&s, target).map(|()| s));
+        let r = sock.and_then(|s| socket::start(&s, target).map(|()| s));
         Dialed {
             link: r.map(|s| Link::Tcp(TcpStream::from_std(s.into()))),
             at,
@@ -129,7 +131,7 @@ impl Net {
     /// the server name of target `target`). None when the transport is not
     /// TLS; the session's error when it cannot be made.
     pub fn secure(&self, link: &mut Link, target: u32) -> Option<Result<(), rustls::Error>> {
-        let Net::Tls(tls) = self else {
+        let ClientTransport::Tls(tls) = self else {
             return None;
         };
         let name = tls.names[target as usize % tls.names.len()].clone();
