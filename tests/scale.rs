@@ -440,8 +440,8 @@ fn elastic_server_under_churn_reuses_its_processes() {
 /// A connect storm against the default (elastic) server with 400 fds a
 /// process: a member's queues bring it connections past its fds before the
 /// next takes over. It passes them to a member with room (the group's
-/// passage) instead of shedding them: every connection is held and
-/// answered. (Before the passage: 312 of 3,000 shed, `refused: out of
+/// hand-off channel) instead of shedding them: every connection is held and
+/// answered. (Before the hand-off channel: 312 of 3,000 shed, `refused: out of
 /// fds`.)
 #[test]
 fn a_full_elastic_member_passes_what_it_cannot_hold_to_a_sibling() {
@@ -475,11 +475,11 @@ fn a_full_elastic_member_passes_what_it_cannot_hold_to_a_sibling() {
         "{out}"
     );
     // The storm fills a process before the next takes over (312 shed
-    // before the passage): some went through it, and every one was taken.
+    // before the hand-off channel): some went through it, and every one was taken.
     let passed = summary
         .lines()
         .find_map(|l| l.trim().strip_prefix("hand-over"))
-        .unwrap_or_else(|| panic!("nothing went through the passage:\n{summary}"));
+        .unwrap_or_else(|| panic!("nothing went through the hand-off channel:\n{summary}"));
     assert!(passed.contains("taken by a process with room"), "{passed}");
     assert!(!passed.contains("closed with no process"), "{passed}");
     assert!(!passed.contains("waiting at the end"), "{passed}");

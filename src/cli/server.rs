@@ -253,7 +253,7 @@ impl ServerArgs {
             max_connections: self.max_connections,
             child: false,
             elastic: false,
-            passage: None,
+            channel: None,
             push: crate::server_config::PushConfig {
                 every_ns: self.every.as_nanos().min(u64::MAX as u128) as u64,
                 size: self.size as usize,

@@ -1,7 +1,7 @@
 //! A worker's acceptor: its SO_REUSEPORT listeners, what it does when the
 //! process runs out of fds (shed through a reserved fd, or pause for
 //! [`ACCEPT_PAUSE`]), and when a member of a group closes its listeners and
-//! opens them again ([`HandOver`]). It hands each accepted connection to
+//! opens them again ([`Handoff`]). It hands each accepted connection to
 //! its worker and serves none itself.
 
 use std::fs::File;
@@ -15,13 +15,13 @@ use mio::net::{TcpListener, TcpStream};
 use mio::unix::SourceFd;
 use mio::{Interest, Poll, Registry, Token};
 
-use super::hand_over::HandOver;
+use super::handoff::Handoff;
 use super::stats::{bump, Shared, WorkerStats, MAX_ERRNO};
-use crate::sys::passage::Taken;
+use crate::sys::handoff::Taken;
 
 /// How long accepting pauses when the process is out of fds and no reserve
 /// fd is left to shed a connection with, or on an error about the queue
-/// rather than one connection (ENOBUFS), or a connection from the passage
+/// rather than one connection (ENOBUFS), or a connection from the channel
 /// lost for want of an fd.
 pub(super) const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
@@ -43,18 +43,18 @@ pub(super) struct Acceptor {
     listen: Vec<SocketAddr>,
     backlog: u32,
     max_open: i64,
-    hand_over: Option<Arc<HandOver>>,
+    handoff: Option<Arc<Handoff>>,
     /// An fd held in reserve: when accept fails for lack of fds, closing it
     /// lets the worker accept and immediately close one connection, so the
     /// client learns at once instead of waiting in the accept queue.
     reserve: Option<File>,
     /// Accepting paused since then (see [`ACCEPT_PAUSE`]).
     paused: Option<Instant>,
-    /// The passage may hold connections this worker left for lack of room.
-    passage_left: bool,
-    /// The passage is in this worker's epoll set (see [`Acceptor::watch_passage`]).
+    /// The channel may hold connections this worker left for lack of room.
+    channel_left: bool,
+    /// The channel is in this worker's epoll set (see [`Acceptor::watch_channel`]).
     watching: bool,
-    passage_token: Token,
+    channel_token: Token,
     stats: Arc<WorkerStats>,
     shared: Arc<Shared>,
 }
@@ -65,9 +65,9 @@ pub(super) struct Listening {
     pub listen: Vec<SocketAddr>,
     pub backlog: u32,
     pub max_open: i64,
-    pub hand_over: Option<Arc<HandOver>>,
-    /// The group's passage is watched under this token.
-    pub passage_token: Token,
+    pub handoff: Option<Arc<Handoff>>,
+    /// The group's channel is watched under this token.
+    pub channel_token: Token,
 }
 
 impl Acceptor {
@@ -83,26 +83,26 @@ impl Acceptor {
         for (i, l) in listeners.iter_mut().enumerate() {
             poll.registry().register(l, token(i), Interest::READABLE)?;
         }
-        let passage = l.hand_over.as_ref().and_then(|h| h.passage_in());
-        if let Some(p) = passage {
+        let channel = l.handoff.as_ref().and_then(|h| h.channel_in());
+        if let Some(p) = channel {
             poll.registry().register(
                 &mut SourceFd(&p.recv_fd()),
-                l.passage_token,
+                l.channel_token,
                 Interest::READABLE,
             )?;
         }
-        let watching = passage.is_some();
+        let watching = channel.is_some();
         Ok(Acceptor {
             listeners: listeners.into_iter().map(Some).collect(),
             listen: l.listen,
             backlog: l.backlog,
             max_open: l.max_open,
-            hand_over: l.hand_over,
+            handoff: l.handoff,
             reserve: File::open("/dev/null").ok(),
             paused: None,
-            passage_left: false,
+            channel_left: false,
             watching,
-            passage_token: l.passage_token,
+            channel_token: l.channel_token,
             stats,
             shared,
         })
@@ -130,7 +130,7 @@ impl Acceptor {
 
     fn pause(&mut self) -> Accepted {
         // (A pause ends by the clock: the worker then accepts, and takes
-        // from the passage, again.)
+        // from the channel, again.)
         self.paused = Some(Instant::now());
         Accepted::Done
     }
@@ -143,11 +143,11 @@ impl Acceptor {
     }
 
     /// Time to close the listeners: nearly full, in a group whose members
-    /// close when full (see [`HandOver`]). Otherwise the process keeps
+    /// close when full (see [`Handoff`]). Otherwise the process keeps
     /// accepting and sheds what its fds cannot hold, as a lone server does.
-    pub(super) fn hand_over_due(&self) -> bool {
+    pub(super) fn handoff_due(&self) -> bool {
         self.shared.current.load(Relaxed) >= self.close_at()
-            && self.hand_over.as_ref().is_some_and(|h| h.may_close)
+            && self.handoff.as_ref().is_some_and(|h| h.may_close)
     }
 
     /// Accepts one connection from listener `i`.
@@ -157,8 +157,8 @@ impl Acceptor {
         };
         // A member of a group at its cap: the fds past it are the group's
         // own (a child's pipes, /proc), so what it accepts goes to the
-        // passage (or is shed) as if it were out of fds.
-        let full = self.hand_over.is_some() && self.shared.current.load(Relaxed) >= self.max_open;
+        // channel (or is shed) as if it were out of fds.
+        let full = self.handoff.is_some() && self.shared.current.load(Relaxed) >= self.max_open;
         match listener.accept() {
             Ok((stream, _)) if full => {
                 self.pass_or_shed(&stream);
@@ -200,7 +200,7 @@ impl Acceptor {
     /// After the worker took a connection from listener `i`: tells the
     /// group how full the process is.
     pub(super) fn opened(&self, i: usize) {
-        if let Some(h) = &self.hand_over {
+        if let Some(h) = &self.handoff {
             let open = self.shared.current.load(Relaxed);
             let listener = self.listeners[i].as_ref();
             h.opened(open, || listener.map_or(0, |l| accept_queue_len(l) as i64));
@@ -209,7 +209,7 @@ impl Acceptor {
 
     /// After the worker closed a connection: tells the group.
     pub(super) fn closed(&self) {
-        if let Some(h) = &self.hand_over {
+        if let Some(h) = &self.handoff {
             h.closed(self.shared.current.load(Relaxed));
         }
     }
@@ -251,14 +251,14 @@ impl Acceptor {
         next
     }
 
-    /// A connection this process cannot hold: through the group's passage
+    /// A connection this process cannot hold: through the group's channel
     /// to a member with room, or else closed (shed). The caller drops its
     /// own fd.
     fn pass_or_shed(&self, stream: &TcpStream) {
         let passed = self
-            .hand_over
+            .handoff
             .as_ref()
-            .and_then(|h| h.passage_out())
+            .and_then(|h| h.channel_out())
             .is_some_and(|p| p.send(stream).is_ok());
         if passed {
             bump(&self.stats.passed, 1);
@@ -267,16 +267,16 @@ impl Acceptor {
         }
     }
 
-    /// A connection from the group's passage, while this process has room
-    /// for it (see [`HandOver::has_room`]).
+    /// A connection from the group's channel, while this process has room
+    /// for it (see [`Handoff::has_room`]).
     pub(super) fn take_passed(&mut self) -> Option<TcpStream> {
-        let h = self.hand_over.as_ref()?;
-        let passage = h.passage_in()?;
+        let h = self.handoff.as_ref()?;
+        let channel = h.channel_in()?;
         if !h.has_room(self.shared.current.load(Relaxed)) || self.paused() {
-            self.passage_left = true;
+            self.channel_left = true;
             return None;
         }
-        match passage.take() {
+        match channel.take() {
             Taken::Conn(fd) => {
                 bump(&self.stats.taken, 1);
                 Some(TcpStream::from_std(std::net::TcpStream::from(fd)))
@@ -285,39 +285,39 @@ impl Acceptor {
                 // Out of fds: the clock retries (see `pause`).
                 bump(&self.stats.accept_no_fds, 1);
                 bump(&self.stats.passage_lost, 1);
-                self.passage_left = true;
+                self.channel_left = true;
                 self.pause();
                 None
             }
             Taken::Empty => {
-                self.passage_left = false;
+                self.channel_left = false;
                 None
             }
         }
     }
 
-    /// After taking from the passage: watches it while this worker may take
+    /// After taking from the channel: watches it while this worker may take
     /// from it, and not while it has no room (or is paused), when each
     /// connection a full sibling passes would wake it for nothing. Room
     /// again is seen on this worker's own closes and at the pause's end
     /// ([`Acceptor::room_again`]); watching again reports what already
     /// waits.
-    pub(super) fn watch_passage(&mut self, registry: &Registry) {
+    pub(super) fn watch_channel(&mut self, registry: &Registry) {
         let Some(fd) = self
-            .hand_over
+            .handoff
             .as_ref()
-            .and_then(|h| h.passage_in())
+            .and_then(|h| h.channel_in())
             .map(|p| p.recv_fd())
         else {
             return;
         };
-        let want = !self.passage_left;
+        let want = !self.channel_left;
         if want == self.watching {
             return;
         }
         let mut source = SourceFd(&fd);
         let done = if want {
-            registry.register(&mut source, self.passage_token, Interest::READABLE)
+            registry.register(&mut source, self.channel_token, Interest::READABLE)
         } else {
             registry.deregister(&mut source)
         };
@@ -326,11 +326,11 @@ impl Acceptor {
         }
     }
 
-    /// The passage woke this worker while it had no room, and now it has.
+    /// The channel woke this worker while it had no room, and now it has.
     pub(super) fn room_again(&self) -> bool {
-        self.passage_left
+        self.channel_left
             && self
-                .hand_over
+                .handoff
                 .as_ref()
                 .is_some_and(|h| h.has_room(self.shared.current.load(Relaxed)))
     }

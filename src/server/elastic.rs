@@ -25,10 +25,10 @@ use super::running::{start_with, Running};
 use super::seconds::{each_second, ChildSecond, ListenCounters, Second, StatsOut, Wake};
 use super::stats::Totals;
 use super::summary::{listening, print_summary, ChildTotals};
-use super::{HandOver, ServerConfig};
+use super::{Handoff, ServerConfig};
 use crate::child::{ChildLine, Children};
 use crate::exposition::Endpoint;
-use crate::sys::passage::{Passage, Taken};
+use crate::sys::handoff::{HandoffChannel, Taken};
 use crate::sys::signals::{Reason, Stop};
 use crate::sys::{capacity, limits, proc};
 
@@ -111,16 +111,17 @@ pub fn run(
     // that their cap on open connections leaves these out (a worker never
     // takes a connection past it, so what this frees stays free).
     let estimate = planned.div_ceil(fd.soft.saturating_sub(256).max(1));
-    let spare = Spare::new(2 * estimate + 16);
-    // Every member inherits the passage: what a full one's queues bring
+    let spare = ReservedFds::new(2 * estimate + 16);
+    // Every member inherits the channel: what a full one's queues bring
     // past its fds goes to one with room instead of being shed.
-    let passage = Passage::new().context("making the group's passage for connections")?;
+    let channel =
+        HandoffChannel::new().context("making the group's hand-off channel for connections")?;
     let cfg = &ServerConfig {
-        passage: Some(passage.fds()),
+        channel: Some(channel.fds()),
         ..cfg.clone()
     };
-    let hand_over = Arc::new(HandOver::elastic(stop.sender(), Some(passage)));
-    let server = start_with(cfg, Some(hand_over.clone()))?;
+    let handoff = Arc::new(Handoff::elastic(stop.sender(), Some(channel)));
+    let server = start_with(cfg, Some(handoff.clone()))?;
     let capacity = server.max_open.max(1) as u64;
     // A member hands over at 13/16 of its fds, open or queued (the queues
     // counted from one listener's, so over rather than under), and then
@@ -130,7 +131,7 @@ pub fn run(
     let most = planned.div_ceil(capacity * 5 / 8).max(1);
     if most == 1 {
         // Alone for good: never close, shed past the fd limit.
-        hand_over.alone();
+        handoff.no_siblings();
     }
     let plan = Plan {
         planned,
@@ -185,10 +186,10 @@ pub fn run(
     };
     let last = each_second(&server, stop, started, |wake| {
         let own = match wake {
-            Wake::Other(reason) => return Ok(g.hear(reason)),
+            Wake::Other(reason) => return Ok(g.on_wake(reason)),
             Wake::Second(own) => *own,
         };
-        g.close_unplaced(&hand_over);
+        g.close_unplaced(&handoff);
         let mut sec = g.second(own);
         listen.second(g.spare.with(proc::listen_counters), &mut sec);
         out.emit(&sec);
@@ -198,7 +199,7 @@ pub fn run(
     g.stop();
     while g.alive > 0 {
         if let Some(reason) = stop.wait_reason(None) {
-            g.hear(reason);
+            g.on_wake(reason);
         }
     }
     let Parent {
@@ -320,7 +321,7 @@ fn print_members(
             m.started.as_secs_f64()
         ));
     }
-    // Closed from the passage for want of room: shed, as a lone server's.
+    // Closed from the channel for want of room: shed, as a lone server's.
     total.accept_no_fds += unplaced;
     print_summary(&total, peak, started.elapsed(), listen.since_start())?;
     outln!(
@@ -341,8 +342,8 @@ fn print_members(
             .passed
             .saturating_sub(total.taken + total.passage_lost + unplaced);
         outln!(
-            "  hand-over    {} connection(s) past a full process's fds went through the group's \
-             passage: {} taken by a process with room{}{}",
+            "  hand-over    {} connection(s) past a full process's fds went through the group's hand-off \
+             channel: {} taken by a process with room{}{}",
             total.passed,
             total.taken,
             if unplaced + total.passage_lost > 0 {
@@ -386,22 +387,22 @@ struct Parent<'a> {
     group: Group<'a>,
     members: Vec<Member>,
     children: Children,
-    spare: Spare,
+    spare: ReservedFds,
     /// Child processes running.
     alive: u64,
-    /// Connections closed from the passage: no member could take them.
+    /// Connections closed from the channel: no member could take them.
     unplaced: u64,
-    /// At the last second no member could take from the passage.
+    /// At the last second no member could take from the channel.
     none_takes: bool,
 }
 
 impl Parent<'_> {
-    /// Once a second: when no member can take what waits in the passage
+    /// Once a second: when no member can take what waits in the channel
     /// (every one listening is full, and none will be started: the group
     /// at its most, or stuck), closes it, as a lone server sheds what it
     /// cannot hold, rather than leave the client waiting on it.
-    fn close_unplaced(&mut self, hand_over: &HandOver) {
-        let Some(passage) = hand_over.passage_in() else {
+    fn close_unplaced(&mut self, handoff: &Handoff) {
+        let Some(channel) = handoff.channel_in() else {
             return;
         };
         let grows = !self.group.stuck && (self.members.len() as u64) < self.group.most;
@@ -419,7 +420,7 @@ impl Parent<'_> {
         // (At most a second's worth of a storm's: the parent's own second
         // goes on.)
         for _ in 0..1 << 16 {
-            match passage.take() {
+            match channel.take() {
                 Taken::Conn(c) => drop(c),
                 Taken::Lost => {}
                 Taken::Empty => break,
@@ -452,7 +453,7 @@ impl Parent<'_> {
 
     /// Hears a wake-up other than a second's: a member filling up, a
     /// child's line, a child's end. False for a request to stop (a signal).
-    fn hear(&mut self, reason: Reason) -> bool {
+    fn on_wake(&mut self, reason: Reason) -> bool {
         let group = &mut self.group;
         let (members, children, spare) = (&mut self.members, &mut self.children, &mut self.spare);
         match reason {
@@ -465,7 +466,7 @@ impl Parent<'_> {
             }
             Reason::Full => {
                 (members[0].full, members[0].room) = (true, false);
-                self.alive += group.hand_over(members, children, spare);
+                self.alive += group.handoff(members, children, spare);
             }
             Reason::Room => self.room(0),
             Reason::ChildLine(i, line) => {
@@ -489,7 +490,7 @@ impl Parent<'_> {
                     Ok(ChildLine::Ready) => {
                         m.ready = true;
                         group.tell_next(members, children);
-                        self.alive += group.hand_over(members, children, spare);
+                        self.alive += group.handoff(members, children, spare);
                     }
                     Ok(ChildLine::Filling) => {
                         (m.filling, m.room) = (true, false);
@@ -499,7 +500,7 @@ impl Parent<'_> {
                     }
                     Ok(ChildLine::Full) => {
                         (m.full, m.room) = (true, false);
-                        self.alive += group.hand_over(members, children, spare);
+                        self.alive += group.handoff(members, children, spare);
                     }
                     Ok(ChildLine::Room) => self.room(i + 1),
                     _ => {}
@@ -585,7 +586,7 @@ impl Group<'_> {
         &mut self,
         members: &mut Vec<Member>,
         children: &mut Children,
-        spare: &mut Spare,
+        spare: &mut ReservedFds,
     ) -> u64 {
         let mut started = 0;
         while !self.stuck
@@ -634,11 +635,11 @@ impl Group<'_> {
     /// Once the steered member is nearly full and the next listens, steers
     /// new connections to the next; what it returns is what
     /// [`Group::standby`] does.
-    fn hand_over(
+    fn handoff(
         &mut self,
         members: &mut Vec<Member>,
         children: &mut Children,
-        spare: &mut Spare,
+        spare: &mut ReservedFds,
     ) -> u64 {
         if self.stuck || !members[self.steered].full {
             return 0;
@@ -659,7 +660,7 @@ impl Group<'_> {
             return 0;
         }
         // (A member started ahead may have filled already, from the
-        // passage: it is passed over.)
+        // channel: it is passed over.)
         let mut next = self.frontier + 1;
         while members
             .get(next)
@@ -718,11 +719,11 @@ impl Group<'_> {
 
 /// Fds held back (open on /dev/null) so that a process whose connections
 /// took every other fd can still start a child or read /proc.
-struct Spare(Vec<File>);
+struct ReservedFds(Vec<File>);
 
-impl Spare {
-    fn new(n: u64) -> Spare {
-        Spare(
+impl ReservedFds {
+    fn new(n: u64) -> ReservedFds {
+        ReservedFds(
             (0..n)
                 .filter_map(|_| File::open("/dev/null").ok())
                 .collect(),

@@ -8,7 +8,7 @@
 //! workers started, their counters, their stop); `seconds` (the stats of a
 //! second, the loop that takes them, where they go) and `summary`; `multi`
 //! (several processes on one port), `elastic` (as many as the connections
-//! need) and `hand_over` (when a member of a
+//! need) and `handoff` (when a member of a
 //! group passes new connections on); `prometheus` (--metrics); `acceptor`
 //! (a worker's listeners: accept, shed, pause), `worker` and `responder`
 //! (the serving), `websocket` (what a WebSocket connection is answered).
@@ -17,7 +17,7 @@ mod acceptor;
 mod bind;
 mod config;
 mod elastic;
-mod hand_over;
+mod handoff;
 mod multi;
 mod prometheus;
 mod push;
@@ -30,7 +30,7 @@ mod websocket;
 mod worker;
 
 pub use crate::server_config::{ServerConfig, ServerTls, DEFAULT_PORT};
-pub(crate) use hand_over::HandOver;
+pub(crate) use handoff::Handoff;
 pub use responder::Responder;
 pub use running::{start, Running};
 
@@ -44,7 +44,7 @@ use anyhow::Result;
 use crate::child::ChildLine;
 use crate::domain::Processes;
 use crate::exposition::Endpoint;
-use crate::sys::passage::Passage;
+use crate::sys::handoff::HandoffChannel;
 use crate::sys::signals::{Reason, Stop};
 use running::start_with;
 use seconds::{each_second, ChildSecond, ListenCounters, StatsOut, Wake};
@@ -82,13 +82,13 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
                 return Ok(()); // the parent is gone
             }
         }
-        let hand_over = Arc::new(if cfg.elastic {
-            let passage = cfg.passage.and_then(Passage::inherited);
-            HandOver::elastic(signals.sender(), passage)
+        let handoff = Arc::new(if cfg.elastic {
+            let channel = cfg.channel.and_then(HandoffChannel::inherited);
+            Handoff::elastic(signals.sender(), channel)
         } else {
-            HandOver::ready()
+            Handoff::ready()
         });
-        let server = start_with(cfg, Some(hand_over.clone()))?;
+        let server = start_with(cfg, Some(handoff.clone()))?;
         return run_child(server, &signals);
     }
     let server = start(cfg)?;

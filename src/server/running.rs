@@ -14,7 +14,7 @@ use super::bind::bind;
 use super::seconds::{push_second, unix_now, Second};
 use super::stats::{Shared, Totals, WorkerStats};
 use super::summary::backlog;
-use super::{worker, HandOver, ServerConfig};
+use super::{worker, Handoff, ServerConfig};
 use crate::domain::Mode;
 use crate::sys::limits;
 
@@ -22,18 +22,18 @@ use crate::sys::limits;
 const FDS_PER_WORKER: u64 = 3;
 
 /// The configuration of a member of an elastic group: its accept queues
-/// together hold at most what its fds do (half, when the group's passage
+/// together hold at most what its fds do (half, when the group's channel
 /// could not be made deep). A member hands new connections
 /// over at 13/16 of its fds, open or queued (the queues are asked every 32
 /// accepts), and then accepts what its queues still hold, passing what its
-/// fds cannot hold to a member with room (the group's passage). Shallower
+/// fds cannot hold to a member with room (the group's channel). Shallower
 /// queues overflow under a connect storm on the same cores as the load,
 /// and each SYN the kernel drops waits a second to be sent again. (A
 /// million connections on two cores: queues of half its fds ramped at
 /// 21,177/s with a connect p99 of 1.05 s; of all, 33,862/s and 137 ms.)
 fn elastic_member(cfg: &ServerConfig, fd: &limits::FdLimit, deep: bool) -> ServerConfig {
     let reserved = limits::fds_in_use() as u64 + FDS_PER_WORKER * cfg.workers as u64 + 8;
-    // A passage of a few hundred connections (no CAP_NET_ADMIN to deepen
+    // A channel of a few hundred connections (no CAP_NET_ADMIN to deepen
     // it) would shed what deep queues bring: half, as before it.
     let room = fd.soft.saturating_sub(reserved) / if deep { 1 } else { 2 };
     let per_listener = (room / cfg.workers.max(1) as u64).max(128);
@@ -197,18 +197,18 @@ impl Running {
 
 /// Raises the fd limit, binds every socket, starts the workers.
 pub fn start(cfg: &ServerConfig) -> Result<Running> {
-    let hand_over = cfg.child.then(|| Arc::new(HandOver::ready()));
-    start_with(cfg, hand_over)
+    let handoff = cfg.child.then(|| Arc::new(Handoff::ready()));
+    start_with(cfg, handoff)
 }
 
-/// [`start`] as a member of a group of processes: `hand_over` says how it
+/// [`start`] as a member of a group of processes: `handoff` says how it
 /// hands new connections to its siblings when full.
-pub(crate) fn start_with(cfg: &ServerConfig, hand_over: Option<Arc<HandOver>>) -> Result<Running> {
+pub(crate) fn start_with(cfg: &ServerConfig, handoff: Option<Arc<Handoff>>) -> Result<Running> {
     let fd = limits::raise_nofile().context("reading RLIMIT_NOFILE")?;
     let elastic_backlog;
-    let cfg = match hand_over.as_ref().filter(|h| h.is_elastic()) {
+    let cfg = match handoff.as_ref().filter(|h| h.is_elastic()) {
         Some(h) => {
-            let deep = h.passage_in().is_some_and(|p| p.deep());
+            let deep = h.channel_in().is_some_and(|p| p.holds_thousands());
             elastic_backlog = elastic_member(cfg, &fd, deep);
             &elastic_backlog
         }
@@ -219,7 +219,7 @@ pub(crate) fn start_with(cfg: &ServerConfig, hand_over: Option<Arc<HandOver>>) -
     // worker's listener, not a socket of its own): the parent of an
     // elastic group steers new connections through it.
     let mut groups = Vec::new();
-    if hand_over.is_some() && !cfg.child {
+    if handoff.is_some() && !cfg.child {
         if let Some((tcp, _)) = bound.per_worker.first() {
             for l in tcp {
                 groups.push(std::os::fd::AsFd::as_fd(l).try_clone_to_owned()?);
@@ -240,14 +240,14 @@ pub(crate) fn start_with(cfg: &ServerConfig, hand_over: Option<Arc<HandOver>>) -
     // One of several processes on a port closes its listeners when full so
     // its siblings get the new connections; alone, a server keeps
     // accepting and sheds what it cannot hold (counted refusals).
-    let max_open = if hand_over.is_some() {
+    let max_open = if handoff.is_some() {
         fd.soft
             .saturating_sub(limits::fds_in_use() as u64 + FDS_PER_WORKER * cfg.workers as u64 + 8)
             as i64
     } else {
         i64::MAX
     };
-    if let Some(h) = &hand_over {
+    if let Some(h) = &handoff {
         h.arm(max_open, cfg.workers);
     }
     let mut workers = Vec::new();
@@ -269,7 +269,7 @@ pub(crate) fn start_with(cfg: &ServerConfig, hand_over: Option<Arc<HandOver>>) -
             listen: bound.addrs.clone(),
             backlog: cfg.backlog,
             max_open,
-            hand_over: hand_over.clone(),
+            handoff: handoff.clone(),
             tls: tls.clone(),
             push: (cfg.mode == Mode::Push).then(|| cfg.push.clone()),
         })?;

@@ -43,13 +43,13 @@ counter_block! {
         /// passed to a sibling with room (not shed).
         @[serde(default)]
         passed: count,
-        /// Connections a member took from the passage (the rest of those
+        /// Connections a member took from the channel (the rest of those
         /// passed were closed for want of a process with room, or waited
         /// at the end).
         @[serde(default)]
         taken: count,
         /// Connections the kernel closed as a member took them from the
-        /// passage: it had no fd left for them (counted in accept_no_fds).
+        /// channel: it had no fd left for them (counted in accept_no_fds).
         @[serde(default)]
         passage_lost: count,
         /// Other accept errors, by errno.

@@ -18,7 +18,7 @@ use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use super::acceptor::{Accepted, Acceptor, Listening};
-use super::hand_over::HandOver;
+use super::handoff::Handoff;
 use super::push::{Pusher, Sent, Target};
 use super::responder::{Action, Processed, Responder, Session};
 use super::stats::{bump, Shared, WorkerStats, MAX_ERRNO};
@@ -43,7 +43,7 @@ fn udp_token(i: usize) -> Token {
 
 /// --mode push: the worker's timer.
 const PUSH_TIMER: Token = Token(usize::MAX - 1 - 2 * MAX_SOCKETS);
-/// A member of an elastic group: the group's passage.
+/// A member of an elastic group: the group's channel.
 const PASSAGE: Token = Token(usize::MAX - 2 - 2 * MAX_SOCKETS);
 
 enum Source {
@@ -51,7 +51,7 @@ enum Source {
     Listener(usize),
     Udp(usize),
     PushTimer,
-    Passage,
+    HandoffChannel,
     Waker,
 }
 
@@ -61,7 +61,7 @@ fn source(t: Token) -> Source {
         d if d <= MAX_SOCKETS => Source::Listener(d - 1),
         d if d <= 2 * MAX_SOCKETS => Source::Udp(d - 1 - MAX_SOCKETS),
         d if d == 2 * MAX_SOCKETS + 1 => Source::PushTimer,
-        d if d == 2 * MAX_SOCKETS + 2 => Source::Passage,
+        d if d == 2 * MAX_SOCKETS + 2 => Source::HandoffChannel,
         _ => Source::Conn(t.0),
     }
 }
@@ -104,12 +104,12 @@ pub struct Setup {
     /// Where the listeners are bound (to bind them again), and their backlog.
     pub listen: Vec<std::net::SocketAddr>,
     pub backlog: u32,
-    /// Connections this process can hold (its fd limit); see [`HandOver`]
+    /// Connections this process can hold (its fd limit); see [`Handoff`]
     /// for what a member of a group does near it.
     pub max_open: i64,
     /// One of a group of processes sharing the port: when a full process
     /// may close its listeners, and when to ask for the next process.
-    pub hand_over: Option<Arc<HandOver>>,
+    pub handoff: Option<Arc<Handoff>>,
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// --mode push: what to send, how often.
     pub push: Option<PushConfig>,
@@ -167,7 +167,7 @@ impl Worker {
             listen,
             backlog,
             max_open,
-            hand_over,
+            handoff,
             tls,
             push,
         } = setup;
@@ -194,8 +194,8 @@ impl Worker {
             listen,
             backlog,
             max_open,
-            hand_over,
-            passage_token: PASSAGE,
+            handoff,
+            channel_token: PASSAGE,
         };
         let acceptor = Acceptor::new(
             listening,
@@ -258,7 +258,7 @@ impl Worker {
                     Source::Listener(i) => self.accept(i),
                     Source::Udp(i) => self.serve_udp(i),
                     Source::PushTimer => self.push_due()?,
-                    Source::Passage => self.take_passed(),
+                    Source::HandoffChannel => self.take_passed(),
                     Source::Conn(key) => {
                         let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
                         let closing = ev.is_read_closed() || ev.is_error();
@@ -280,7 +280,7 @@ impl Worker {
         for i in 0..self.acceptor.len() {
             self.accept(i);
         }
-        // What the passage brought while paused (its wake-up is spent).
+        // What the channel brought while paused (its wake-up is spent).
         if self.acceptor.room_again() {
             self.take_passed();
         }
@@ -317,7 +317,7 @@ impl Worker {
             return;
         }
         loop {
-            if self.acceptor.hand_over_due() {
+            if self.acceptor.handoff_due() {
                 self.close_listeners();
                 return;
             }
@@ -328,7 +328,7 @@ impl Worker {
     }
 
     /// Takes connections a full sibling passed, while this process has
-    /// room. What is left waits for a member with room (the passage wakes
+    /// room. What is left waits for a member with room (the channel wakes
     /// every worker watching it at each new one; this one watches only
     /// while it has room, and takes again when it has: see `serve_conn`).
     fn take_passed(&mut self) {
@@ -336,7 +336,7 @@ impl Worker {
             self.add(stream);
             self.acceptor.opened(0);
         }
-        self.acceptor.watch_passage(self.poll.registry());
+        self.acceptor.watch_channel(self.poll.registry());
     }
 
     /// Accepts one connection from listener `i`; false when there is none
@@ -774,7 +774,7 @@ mod tests {
         assert!(matches!(source(udp_token(0)), Source::Udp(0)));
         assert!(matches!(source(udp_token(3)), Source::Udp(3)));
         assert!(matches!(source(PUSH_TIMER), Source::PushTimer));
-        assert!(matches!(source(PASSAGE), Source::Passage));
+        assert!(matches!(source(PASSAGE), Source::HandoffChannel));
         assert!(matches!(source(Token(0)), Source::Conn(0)));
         assert!(matches!(source(Token(1_000_000)), Source::Conn(1_000_000)));
     }

@@ -52,10 +52,10 @@ pub struct ServerConfig {
     /// A child of an elastic group (--processes auto).
     #[serde(default)]
     pub elastic: bool,
-    /// A child of an elastic group: the fds of the group's passage for
-    /// connections a full member cannot hold (see `sys::passage`).
+    /// A child of an elastic group: the fds of the group's channel for
+    /// connections a full member cannot hold (see `sys::handoff`).
     #[serde(default)]
-    pub passage: Option<[i32; 2]>,
+    pub channel: Option<[i32; 2]>,
     /// --mode push: what is sent, how often.
     #[serde(default)]
     pub push: PushConfig,
@@ -115,7 +115,7 @@ impl ServerConfig {
             max_connections: 1_000_000,
             child: false,
             elastic: false,
-            passage: None,
+            channel: None,
             tls,
             push: PushConfig::default(),
         }

@@ -4,8 +4,8 @@
 
 pub mod capacity;
 pub mod connect_curve;
+pub mod handoff;
 pub mod limits;
-pub mod passage;
 pub mod proc;
 pub mod signals;
 pub mod sources;

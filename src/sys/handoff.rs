@@ -1,8 +1,8 @@
-//! A passage for connections between the processes of a group: a pair of
+//! A channel for connections between the processes of a group: a pair of
 //! connected Unix datagram sockets that every process inherits. A process
 //! that cannot hold a connection sends its fd (SCM_RIGHTS) in on one end;
 //! whichever process with room reads the other end first takes it. While
-//! in the passage a connection is the kernel's: it costs no process an fd,
+//! in the channel a connection is the kernel's: it costs no process an fd,
 //! and its bytes wait in its socket.
 
 use std::io;
@@ -10,20 +10,20 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// The two ends, by fd number (the numbers a child is given in its plan).
 #[derive(Debug)]
-pub struct Passage {
+pub struct HandoffChannel {
     send: RawFd,
     recv: RawFd,
 }
 
 /// The send buffer asked for (SO_SNDBUFFORCE, where allowed): each
-/// connection in the passage holds about a kilobyte of it, so this lets
+/// connection in the channel holds about a kilobyte of it, so this lets
 /// thousands wait while the processes with room catch up.
 const SNDBUF: libc::c_int = 8 << 20;
 
-impl Passage {
-    /// A new passage, its fds inherited by the children this process
+impl HandoffChannel {
+    /// A new channel, its fds inherited by the children this process
     /// starts (not close-on-exec).
-    pub fn new() -> io::Result<Passage> {
+    pub fn new() -> io::Result<HandoffChannel> {
         let mut fds = [0; 2];
         // SAFETY: socketpair writes two fds into the array we own.
         let rc = unsafe {
@@ -37,7 +37,7 @@ impl Passage {
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }
-        let p = Passage {
+        let p = HandoffChannel {
             send: fds[0],
             recv: fds[1],
         };
@@ -59,9 +59,9 @@ impl Passage {
         Ok(p)
     }
 
-    /// The passage a parent made, by the fd numbers in a child's plan;
+    /// The channel a parent made, by the fd numbers in a child's plan;
     /// None unless both are Unix datagram sockets.
-    pub fn inherited(fds: [RawFd; 2]) -> Option<Passage> {
+    pub fn inherited(fds: [RawFd; 2]) -> Option<HandoffChannel> {
         let is_dgram = |fd: RawFd| {
             let mut ty: libc::c_int = 0;
             let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -77,7 +77,7 @@ impl Passage {
             };
             rc == 0 && ty == libc::SOCK_DGRAM
         };
-        (is_dgram(fds[0]) && is_dgram(fds[1])).then_some(Passage {
+        (is_dgram(fds[0]) && is_dgram(fds[1])).then_some(HandoffChannel {
             send: fds[0],
             recv: fds[1],
         })
@@ -86,7 +86,7 @@ impl Passage {
     /// It holds thousands of connections: its send buffer is as large as
     /// asked (SO_SNDBUFFORCE needs CAP_NET_ADMIN; without it the buffer is
     /// net.core.wmem_max's, a few hundred connections).
-    pub fn deep(&self) -> bool {
+    pub fn holds_thousands(&self) -> bool {
         let mut v: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
         // SAFETY: getsockopt writes an int into `v`.
@@ -113,8 +113,8 @@ impl Passage {
     }
 
     /// Sends `conn` in; the caller then closes its own fd. An error (the
-    /// passage full: EAGAIN; too many fds in flight) leaves the caller to
-    /// deal with the connection as it would without a passage.
+    /// channel full: EAGAIN; too many fds in flight) leaves the caller to
+    /// deal with the connection as it would without a channel.
     pub fn send(&self, conn: &impl AsRawFd) -> io::Result<()> {
         let fd = conn.as_raw_fd();
         let mut byte = [0u8; 1];
@@ -178,7 +178,7 @@ impl Passage {
                         && (*cmsg).cmsg_type == libc::SCM_RIGHTS
                     {
                         // One fd a datagram is sent; any more (from
-                        // another holder of the passage) are closed.
+                        // another holder of the channel) are closed.
                         let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
                         let head = libc::CMSG_LEN(0) as usize;
                         let n = ((*cmsg).cmsg_len as usize).saturating_sub(head)
@@ -211,7 +211,7 @@ impl Passage {
     }
 }
 
-/// What [`Passage::take`] found.
+/// What [`HandoffChannel::take`] found.
 #[derive(Debug)]
 pub enum Taken {
     Conn(OwnedFd),
@@ -228,7 +228,7 @@ mod tests {
 
     #[test]
     fn a_connection_goes_through_with_its_bytes() {
-        let p = Passage::new().unwrap();
+        let p = HandoffChannel::new().unwrap();
         assert!(matches!(p.take(), Taken::Empty));
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
@@ -237,7 +237,7 @@ mod tests {
         p.send(&s).unwrap();
         drop(s);
         let Taken::Conn(got) = p.take() else {
-            panic!("no connection in the passage")
+            panic!("no connection in the channel")
         };
         let mut s = TcpStream::from(got);
         let mut buf = [0; 4];
@@ -248,9 +248,9 @@ mod tests {
         assert_eq!(&buf, b"pong");
         assert!(matches!(p.take(), Taken::Empty));
         // Root here (the tests run as root, with CAP_NET_ADMIN).
-        assert!(p.deep());
-        let q = Passage::inherited(p.fds()).expect("its own fds");
+        assert!(p.holds_thousands());
+        let q = HandoffChannel::inherited(p.fds()).expect("its own fds");
         assert_eq!(q.fds(), p.fds());
-        assert!(Passage::inherited([s.as_raw_fd(), p.fds()[1]]).is_none());
+        assert!(HandoffChannel::inherited([s.as_raw_fd(), p.fds()[1]]).is_none());
     }
 }

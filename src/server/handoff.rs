@@ -1,5 +1,5 @@
 //! How a process of a group hands new connections to its siblings
-//! ([`HandOver`]): when a full member of --processes N closes its
+//! ([`Handoff`]): when a full member of --processes N closes its
 //! listeners, when an elastic member asks for the next process and says it
 //! is full. Its acceptor asks it after each accept and close; it only
 //! counts and sends words to the main thread.
@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 use std::sync::mpsc;
 
-use crate::sys::passage::Passage;
+use crate::sys::handoff::HandoffChannel;
 use crate::sys::signals::Reason;
 
 /// How a process of a group hands new connections to its siblings. Of
@@ -17,9 +17,9 @@ use crate::sys::signals::Reason;
 /// says when it is 11/16 full (start the next, to wait ready) and 13/16
 /// full (steer to the next). It keeps its listeners (closing would
 /// renumber the group); what its queues still bring past its fds it sends
-/// through the group's [`Passage`] to a member with room, and sheds, as a
-/// lone server does, only what the passage cannot take.
-pub struct HandOver {
+/// through the group's [`HandoffChannel`] to a member with room, and sheds, as a
+/// lone server does, only what the channel cannot take.
+pub struct Handoff {
     /// A full process closes its listeners.
     pub may_close: bool,
     /// Open connections at which the group should start another process.
@@ -30,22 +30,22 @@ pub struct HandOver {
     full_at: AtomicI64,
     full_sent: AtomicBool,
     /// Open connections under which a member that said it was full may
-    /// take new connections again (see [`HandOver::rearm`]).
+    /// take new connections again (see [`Handoff::rearm`]).
     rearm_at: AtomicI64,
     /// Listeners of this process on a port (one per worker): what one
     /// accept queue holds, times this, is about what all of them hold.
     queues: AtomicI64,
     /// Where "this process is filling" goes (the main thread's wait).
     notify: Option<mpsc::Sender<Reason>>,
-    /// An elastic group's passage, while another member may read it.
-    passage: Option<Passage>,
+    /// An elastic group's channel, while another member may read it.
+    channel: Option<HandoffChannel>,
     pass: AtomicBool,
 }
 
-impl HandOver {
+impl Handoff {
     /// A member whose siblings are all listening already (--processes N).
-    pub fn ready() -> HandOver {
-        HandOver {
+    pub fn ready() -> Handoff {
+        Handoff {
             may_close: true,
             grow_at: AtomicI64::new(i64::MAX),
             grow_sent: AtomicBool::new(false),
@@ -54,41 +54,41 @@ impl HandOver {
             rearm_at: AtomicI64::new(0),
             queues: AtomicI64::new(1),
             notify: None,
-            passage: None,
+            channel: None,
             pass: AtomicBool::new(false),
         }
     }
 
     /// A member of an elastic group: it says when it fills up, and passes
-    /// what it cannot hold through `passage`.
-    pub fn elastic(notify: mpsc::Sender<Reason>, passage: Option<Passage>) -> HandOver {
-        HandOver {
+    /// what it cannot hold through `channel`.
+    pub fn elastic(notify: mpsc::Sender<Reason>, channel: Option<HandoffChannel>) -> Handoff {
+        Handoff {
             may_close: false,
             notify: Some(notify),
-            pass: AtomicBool::new(passage.is_some()),
-            passage,
-            ..HandOver::ready()
+            pass: AtomicBool::new(channel.is_some()),
+            channel,
+            ..Handoff::ready()
         }
     }
 
     /// The group is this process alone for good: nothing would read what
     /// it passes, so it sheds instead.
-    pub fn alone(&self) {
+    pub fn no_siblings(&self) {
         self.grow_at.store(i64::MAX, Relaxed);
         self.pass.store(false, Relaxed);
     }
 
-    /// The passage to send a connection this process cannot hold through.
-    pub(super) fn passage_out(&self) -> Option<&Passage> {
-        self.passage.as_ref().filter(|_| self.pass.load(Relaxed))
+    /// The channel to send a connection this process cannot hold through.
+    pub(super) fn channel_out(&self) -> Option<&HandoffChannel> {
+        self.channel.as_ref().filter(|_| self.pass.load(Relaxed))
     }
 
-    /// The passage to watch for connections to take.
-    pub(super) fn passage_in(&self) -> Option<&Passage> {
-        self.passage.as_ref()
+    /// The channel to watch for connections to take.
+    pub(super) fn channel_in(&self) -> Option<&HandoffChannel> {
+        self.channel.as_ref()
     }
 
-    /// This process may take a connection from the passage with `open`
+    /// This process may take a connection from the channel with `open`
     /// connections: not yet full (13/16; the rest is room for its own
     /// queues).
     pub(super) fn has_room(&self, open: i64) -> bool {
