@@ -60,7 +60,7 @@ pub enum ChildLine {
     Result(Box<serde_json::Value>),
     /// Client children of a parent with --metrics: the figures so far,
     /// after each second's sample.
-    Metrics(Box<crate::metrics::exported::RunFigures>),
+    Metrics(Box<crate::metrics::exported::RunCounters>),
     /// Hosts of `throng cluster`: what the host is and its plan for its
     /// share, before any connection; it then waits for `go` on stdin.
     HostReady(Box<HostReport>),

@@ -37,33 +37,33 @@ pub fn stdout_for_data() {
 }
 
 /// Where words for people go: stdout, or stderr while stdout carries data.
-pub enum Words {
+pub enum HumanOutput {
     Out(io::StdoutLock<'static>),
     Err(io::StderrLock<'static>),
 }
 
-impl Write for Words {
+impl Write for HumanOutput {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
-            Words::Out(w) => w.write(buf),
-            Words::Err(w) => w.write(buf),
+            HumanOutput::Out(w) => w.write(buf),
+            HumanOutput::Err(w) => w.write(buf),
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
         match self {
-            Words::Out(w) => w.flush(),
-            Words::Err(w) => w.flush(),
+            HumanOutput::Out(w) => w.flush(),
+            HumanOutput::Err(w) => w.flush(),
         }
     }
 }
 
 /// The stream for words to people, locked: stdout (stderr while stdout
 /// carries data).
-pub fn stdout() -> Quiet<Words> {
+pub fn stdout() -> Quiet<HumanOutput> {
     Quiet(match DATA_ON_STDOUT.load(Relaxed) {
-        false => Words::Out(io::stdout().lock()),
-        true => Words::Err(io::stderr().lock()),
+        false => HumanOutput::Out(io::stdout().lock()),
+        true => HumanOutput::Err(io::stderr().lock()),
     })
 }
 

@@ -209,7 +209,7 @@ proptest! {
     fn stop_on_never_panics_and_prints_back(s in "(verify-stall|failed|x)?=?[0-9.a-z%é]{0,12}") {
         use throng::scenario::StopOn;
         if let Ok(c) = StopOn::parse(&s) {
-            prop_assert_eq!(StopOn::parse(&c.words()), Ok(c));
+            prop_assert_eq!(StopOn::parse(&c.describe()), Ok(c));
         }
     }
 

@@ -125,7 +125,7 @@ impl ClientArgs {
                     "--stop-on {}: nothing verifies connections during this ramp (with queries \
                      the first answer does, after the ramp; --no-verify and raw without \
                      --marker send no probe): use --stop-on failed=PERCENT",
-                    c.words()
+                    c.describe()
                 )));
             }
         }

@@ -19,7 +19,7 @@ enum Scheme {
 }
 
 impl Scheme {
-    fn of(s: &str) -> Option<Scheme> {
+    fn parse(s: &str) -> Option<Scheme> {
         Some(match s.to_ascii_lowercase().as_str() {
             "http" => Scheme::Http,
             "https" => Scheme::Https,
@@ -74,7 +74,7 @@ impl Url {
         let Some((scheme, rest)) = t.split_once("://") else {
             return Ok(None);
         };
-        let scheme = Scheme::of(scheme).ok_or_else(|| {
+        let scheme = Scheme::parse(scheme).ok_or_else(|| {
             format!(
                 "target '{t}': '{scheme}://' is not a scheme throng speaks; give http://, \
                  https://, ws://, wss://, tcp://, udp://, tls:// or HOST:PORT"

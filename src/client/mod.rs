@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 use crate::child::{ChildLine, HostReport};
 use crate::domain::{Mode, RunId, RunIdFrom, Transport};
 use crate::exposition::Endpoint;
-use crate::metrics::exported::RunFigures;
+use crate::metrics::exported::RunCounters;
 use crate::outcome::Outcome;
 use crate::outcome::{Environment, RunResult, SliceOf};
 use crate::report::json::write_atomic;
@@ -381,11 +381,11 @@ fn server_apart(a: &ClientConfig, whole: &mut Scenario) -> Result<ServerProcess>
 fn serve_metrics(
     endpoint: Option<Endpoint>,
     child: bool,
-) -> Result<Option<Arc<Mutex<RunFigures>>>> {
+) -> Result<Option<Arc<Mutex<RunCounters>>>> {
     let Some(e) = endpoint else {
         return Ok(None);
     };
-    let figures = Arc::new(Mutex::new(RunFigures::default()));
+    let figures = Arc::new(Mutex::new(RunCounters::default()));
     let banner = e.banner();
     e.serve(client_registry(figures.clone()))?;
     if child {
@@ -405,7 +405,7 @@ struct Planned {
     shortfall: Option<String>,
     why: String,
     run: RunId,
-    exported: Option<Arc<Mutex<RunFigures>>>,
+    exported: Option<Arc<Mutex<RunCounters>>>,
     fd: FdLimit,
     env: Environment,
 }
@@ -584,7 +584,7 @@ struct Here {
     quiet: bool,
     /// The figures of a --metrics endpoint (this process's, or its
     /// parent's), kept up to date by the engine.
-    exported: Option<Arc<Mutex<RunFigures>>>,
+    exported: Option<Arc<Mutex<RunCounters>>>,
 }
 
 /// Runs `ran`, the part of `whole` this process runs: opens the RTT log,

@@ -23,7 +23,7 @@ use crate::child::{sum_samples, ChildLine, Children, Own, PartsDir, Silence};
 use crate::cluster::merge::Slices;
 use crate::domain::{ConnectMode, RunId, Segment};
 use crate::engine::Live;
-use crate::metrics::exported::RunFigures;
+use crate::metrics::exported::RunCounters;
 use crate::outcome::Environment;
 use crate::report::{self, LiveView};
 use crate::scenario::{End, Scenario};
@@ -73,7 +73,7 @@ pub(super) fn run_processes(
     // The source planner's advice and its reasons, for the plan paragraph.
     (shortfall, why): (Option<String>, &str),
     // The figures of --metrics (the sum of the children's).
-    exported: Option<Arc<Mutex<RunFigures>>>,
+    exported: Option<Arc<Mutex<RunCounters>>>,
 ) -> Result<ExitCode> {
     let (whole, run) = (w.whole, w.run);
     print_plan(a, whole, n, fd, (&shortfall, why))?;
@@ -113,7 +113,7 @@ pub(super) fn run_processes(
         .map(|k| {
             Own::new(
                 vec!["client".into(), "--child-plan".into()],
-                &plans.of(k, n),
+                &plans.plan_for(k, n),
             )
         })
         .collect::<Result<Vec<Own>>>()?;
@@ -204,7 +204,7 @@ struct ChildPlans<'a> {
 
 impl ChildPlans<'_> {
     /// The plan of child `k` of `n`.
-    fn of(&self, k: u64, n: u64) -> ChildPlan {
+    fn plan_for(&self, k: u64, n: u64) -> ChildPlan {
         let (a, whole) = (self.a, self.whole);
         let mut recorded = whole.clone();
         recorded.segment = Some(Segment { index: k, count: n });
@@ -244,11 +244,11 @@ struct Parent<'a> {
     // (Dropped in this order: the live view, then the children.)
     live: LiveView,
     children: Children,
-    exported: Option<Arc<Mutex<RunFigures>>>,
+    exported: Option<Arc<Mutex<RunCounters>>>,
     /// Each child's latest second.
     latest: Vec<Option<crate::outcome::Sample>>,
     /// Each child's latest --metrics figures.
-    figures: Vec<RunFigures>,
+    figures: Vec<RunCounters>,
     /// Children whose ramp is done.
     ramps: u64,
     /// Each child's ramp: when its line came, and how long after its start.
@@ -276,7 +276,7 @@ impl<'a> Parent<'a> {
         n: u64,
         children: Children,
         common_end: bool,
-        exported: Option<Arc<Mutex<RunFigures>>>,
+        exported: Option<Arc<Mutex<RunCounters>>>,
     ) -> Parent<'a> {
         let live = match a.child {
             true => LiveView::Child(None),
@@ -292,7 +292,7 @@ impl<'a> Parent<'a> {
             live,
             exported,
             latest: vec![None; n as usize],
-            figures: vec![RunFigures::default(); n as usize],
+            figures: vec![RunCounters::default(); n as usize],
             ramps: 0,
             ramped: vec![None; n as usize],
             exited: vec![false; n as usize],
@@ -366,7 +366,7 @@ impl<'a> Parent<'a> {
             Ok(ChildLine::Metrics(f)) => {
                 if let Some(e) = &self.exported {
                     self.figures[i] = *f;
-                    let mut sum = RunFigures::default();
+                    let mut sum = RunCounters::default();
                     for f in &self.figures {
                         sum.merge(f);
                     }
@@ -505,7 +505,7 @@ pub(super) fn run_child(plan: ChildPlan) -> Result<ExitCode> {
         quiet: true,
         exported: plan
             .metrics
-            .then(|| Arc::new(Mutex::new(RunFigures::default()))),
+            .then(|| Arc::new(Mutex::new(RunCounters::default()))),
     };
     match run_here(&plan.whole, ran, here, &stop, env)? {
         Some((_, _, result)) => super::child_end(&result, Some(&plan.json)),

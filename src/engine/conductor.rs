@@ -17,7 +17,7 @@ use super::seconds::SecondReport;
 use super::seconds::Seconds;
 use super::target_rate::{target_at, target_between, target_queries};
 use super::workers::{grace, Workers};
-use crate::metrics::exported::RunFigures;
+use crate::metrics::exported::RunCounters;
 use crate::metrics::{ConnTotals, ConnectBuckets, PushTotals, QueryTotals};
 use crate::outcome::{ControlEvent, Outcome, QueryOutcome, Sample, Wall};
 use crate::scenario::{End, Scenario};
@@ -59,7 +59,7 @@ pub(super) struct Conductor<'a> {
     stop: &'a Stop,
     live: &'a mut dyn Live,
     /// The figures of --metrics.
-    exported: Option<&'a Mutex<RunFigures>>,
+    exported: Option<&'a Mutex<RunCounters>>,
     workers: Workers,
     /// The workers' reports of each second, added as they come.
     reports: BTreeMap<u64, SecondReport>,
@@ -109,7 +109,7 @@ impl<'a> Conductor<'a> {
         sc: Arc<Scenario>,
         stop: &'a Stop,
         live: &'a mut dyn Live,
-        exported: Option<&'a Mutex<RunFigures>>,
+        exported: Option<&'a Mutex<RunCounters>>,
         workers: Workers,
     ) -> Conductor<'a> {
         let last = Last {
@@ -319,9 +319,9 @@ impl<'a> Conductor<'a> {
     fn on_second(&mut self, now: Instant) -> Result<()> {
         let t = self.workers.totals();
         let q = self.workers.qtotals();
-        let mut s = self.connection_figures(&t);
+        let mut s = self.connection_sample(&t);
         if self.sc.traffic.is_some() && self.traffic_start.is_some() {
-            self.query_figures(&mut s, &q);
+            self.add_query_sample(&mut s, &q);
         }
         self.export(Instant::now(), &t, &q, s.connections);
         self.check_stop_on(&t, now)?;
@@ -346,7 +346,7 @@ impl<'a> Conductor<'a> {
 
     /// The second's sample with its connections' figures (and --proto
     /// push's).
-    fn connection_figures(&mut self, t: &ConnTotals) -> Sample {
+    fn connection_sample(&mut self, t: &ConnTotals) -> Sample {
         let last = &mut self.last;
         let counters = &self.workers.counters;
         let mut s = Sample {
@@ -384,7 +384,7 @@ impl<'a> Conductor<'a> {
 
     /// The second's query figures: counters now; latency of the last
     /// second every worker has reported.
-    fn query_figures(&mut self, s: &mut Sample, q: &QueryTotals) {
+    fn add_query_sample(&mut self, s: &mut Sample, q: &QueryTotals) {
         // The workers send the second just ended as they notice it,
         // a moment after this tick: wait for them (briefly), so that
         // every second with answers shows its latency.

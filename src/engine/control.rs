@@ -51,7 +51,7 @@ pub(super) fn stop_on_holds(conds: &[StopOn], t: &ConnTotals, stalled: Duration)
             "no connection verified for {:.0} s ({} verified; --stop-on {})",
             stalled.as_secs_f64(),
             t.verified,
-            c.words()
+            c.describe()
         )),
         StopOn::Failed { pct }
             if t.attempted >= 100
@@ -61,7 +61,7 @@ pub(super) fn stop_on_holds(conds: &[StopOn], t: &ConnTotals, stalled: Duration)
                 "{} of {} attempts failed (--stop-on {})",
                 t.failed_total(),
                 t.attempted,
-                c.words()
+                c.describe()
             ))
         }
         _ => None,

@@ -300,7 +300,7 @@ impl Io {
                 // Tell the server why (the alert), then give up.
                 let handshaking = conns.slab[key].state == State::Handshaking;
                 conns.slab[key].link.send_alert();
-                tls_failed(key, &tls_words(&e, handshaking), conns, mode);
+                tls_failed(key, &tls_error_text(&e, handshaking), conns, mode);
                 break false;
             }
             let conn = &conns.slab[key];
@@ -684,7 +684,7 @@ const FRONT: usize = 4 * 1024;
 /// not TLS at all, an alert, a record that fails its check; after the
 /// handshake, said so (the session was up: not a question of
 /// certificates).
-fn tls_words(e: &rustls::Error, handshaking: bool) -> String {
+fn tls_error_text(e: &rustls::Error, handshaking: bool) -> String {
     use rustls::{Error, InvalidMessage};
     let what = match e {
         Error::InvalidMessage(
@@ -740,17 +740,17 @@ mod tests {
     fn tls_errors_say_whose_bytes_were_wrong() {
         use rustls::{AlertDescription, Error, InvalidMessage};
         let not_tls = Error::InvalidMessage(InvalidMessage::InvalidContentType);
-        assert!(tls_words(&not_tls, true).starts_with(NOT_TLS));
+        assert!(tls_error_text(&not_tls, true).starts_with(NOT_TLS));
         let alert = Error::AlertReceived(AlertDescription::HandshakeFailure);
-        let words = tls_words(&alert, true);
+        let words = tls_error_text(&alert, true);
         assert!(words.starts_with(TLS_ALERT), "{words}");
         assert!(words.contains("HandshakeFailure"), "{words}");
-        let words = tls_words(&Error::DecryptError, false);
+        let words = tls_error_text(&Error::DecryptError, false);
         assert!(words.starts_with(AFTER_HANDSHAKE), "{words}");
         assert!(words.contains("integrity check"), "{words}");
         assert_eq!(
-            tls_words(&not_tls, false),
-            format!("{AFTER_HANDSHAKE}{}", tls_words(&not_tls, true))
+            tls_error_text(&not_tls, false),
+            format!("{AFTER_HANDSHAKE}{}", tls_error_text(&not_tls, true))
         );
     }
 }

@@ -43,7 +43,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Result;
 use mio::{Poll, Waker};
 
-use crate::metrics::exported::RunFigures;
+use crate::metrics::exported::RunCounters;
 use crate::metrics::{ConnCounters, QueryCounters, Shared};
 use crate::outcome::Outcome;
 use crate::scenario::Scenario;
@@ -67,7 +67,7 @@ pub fn run(
     stop: &Stop,
     live: &mut dyn Live,
     rtt_log: Option<File>,
-    exported: Option<&Mutex<RunFigures>>,
+    exported: Option<&Mutex<RunCounters>>,
 ) -> Result<Outcome> {
     let workers = start_workers(&sc, stop, rtt_log)?;
     Conductor::new(sc, stop, live, exported, workers).run()

@@ -116,7 +116,7 @@ pub(super) struct PushRx {
 
 impl PushRx {
     pub fn new(sc: &Scenario, p: &PushListen) -> PushRx {
-        let clock = DelayClock::of(sc, p);
+        let clock = DelayClock::new(sc, p);
         PushRx {
             format: p.format,
             period_ns: ((p.every_s * 1e9) as u64).max(1),

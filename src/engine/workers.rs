@@ -150,7 +150,7 @@ impl Workers {
                 got.overrun.push(format!(
                     "worker {} had not stopped by the deadline {}: its histograms and in-flight count are missing",
                     i + 1,
-                    overrun_words(drain, connections)
+                    overrun_text(drain, connections)
                 ));
                 continue;
             };
@@ -171,7 +171,7 @@ impl Workers {
             } else {
                 got.overrun.push(format!(
                     "the --rtt-log writer was still writing at the deadline {}: its file or pipe did not take the lines, and the log is cut short",
-                    overrun_words(drain, connections)
+                    overrun_text(drain, connections)
                 ));
             }
         }
@@ -215,7 +215,7 @@ pub(super) fn rtt_writer(file: File) -> RttWriter {
 }
 
 /// "(-T + --drain D + 5 s)": the deadline in words.
-fn overrun_words(drain: f64, connections: u64) -> String {
+fn overrun_text(drain: f64, connections: u64) -> String {
     format!(
         "(-T + --drain {} + {} s)",
         crate::units::human_us((drain * 1e6) as u64),

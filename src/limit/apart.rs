@@ -28,7 +28,7 @@ impl Apart {
     /// The step's parts held apart, or None (they held together for at
     /// least half the shortest part's hold, it has one part, or a part
     /// does not say).
-    pub fn of(result: &Option<StepResult>) -> Option<Apart> {
+    pub fn from_step(result: &Option<StepResult>) -> Option<Apart> {
         let Some(StepResult::Run(r)) = result else {
             return None;
         };
@@ -59,7 +59,7 @@ impl Apart {
     }
 
     /// In words, with the figures.
-    pub fn words(&self) -> String {
+    pub fn describe(&self) -> String {
         let why = if self.started_apart() {
             format!(
                 "the last part's connections were established only {} after another part's \
@@ -85,7 +85,7 @@ impl Apart {
         format!(
             "  check         FAIL  parts held their connections together >= half a part's hold  \
              (measured {})",
-            self.words()
+            self.describe()
         )
     }
 }
@@ -107,7 +107,7 @@ mod tests {
         let parts = [timed(1, 2, "r", 1000.0, 2.0), b];
         let names = ["a".to_string(), "b".to_string()];
         let r = crate::outcome::merge(&parts, &names).unwrap();
-        Apart::of(&Some(StepResult::Run(Box::new(r))))
+        Apart::from_step(&Some(StepResult::Run(Box::new(r))))
     }
 
     #[test]
@@ -116,14 +116,17 @@ mod tests {
         assert_eq!(step(1001.0, 1001.0), None);
         // One part alone is always together.
         let one = timed(1, 1, "r", 1000.0, 0.5);
-        assert_eq!(Apart::of(&Some(StepResult::Run(Box::new(one)))), None);
+        assert_eq!(
+            Apart::from_step(&Some(StepResult::Run(Box::new(one)))),
+            None
+        );
     }
 
     #[test]
     fn a_part_that_opened_its_connections_late_is_the_clients() {
         let a = step(1002.5, 1002.3).unwrap();
         assert!(a.started_apart(), "{a:?}");
-        let w = a.words();
+        let w = a.describe();
         assert!(w.contains("its 2 parts held their connections together for 0 µs of the shortest part's hold of 2.00 s: the last part's connections were established only 300.0 ms after another part's hold ended"), "{w}");
     }
 
@@ -145,6 +148,6 @@ mod tests {
         let names = ["a".to_string(), "b".to_string()];
         let r = crate::outcome::merge(&parts, &names).unwrap();
         assert_eq!(r.slice.as_ref().unwrap().wall.held_together_s(), None);
-        assert_eq!(Apart::of(&Some(StepResult::Run(Box::new(r)))), None);
+        assert_eq!(Apart::from_step(&Some(StepResult::Run(Box::new(r)))), None);
     }
 }

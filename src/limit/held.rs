@@ -186,7 +186,7 @@ impl Held {
     }
 
     /// What it said on stderr so far.
-    pub fn said(&self) -> Vec<String> {
+    pub fn stderr_lines(&self) -> Vec<String> {
         self.stderr.try_iter().collect()
     }
 
@@ -391,7 +391,7 @@ fn hist_of(seconds: &[Sample], of: fn(&Sample) -> Option<&str>) -> Option<StepLa
     });
     // (The step's histogram is not kept: the held run's result has the
     // whole run's.)
-    let l = Latency::of(&h);
+    let l = Latency::from_histogram(&h);
     Some(StepLatency {
         count: l.count,
         p50: l.p50,

@@ -154,7 +154,7 @@ impl Search<'_> {
             + c.connect_timeout
             + Duration::from_secs(10);
         if !h.ramp(ramp) {
-            for l in h.said() {
+            for l in h.stderr_lines() {
                 errln!("throng: held run: {l}");
             }
             return Ok(false);
@@ -165,7 +165,7 @@ impl Search<'_> {
         if self.a.find == Find::Rate {
             if let Some(s) = h.settled(Duration::from_secs(5)) {
                 let open = s.connections.max(0) as u64;
-                let held = Kept::of(open, s.steady, s.established_per_s > 0);
+                let held = Kept::new(open, s.steady, s.established_per_s > 0);
                 if s.failed > 0 || open < conns {
                     if !self.steps.is_empty() {
                         // Opened again after a step's backlog: a server
@@ -178,7 +178,7 @@ impl Search<'_> {
                     return Err(usage(format!(
                         "{}, so no rate can be searched over {conns}. Search over fewer (-c {}), \
                          or find how many it holds with --find connections",
-                        held.words(conns, failed),
+                        held.describe(conns, failed),
                         held.count()
                     )));
                 }
@@ -358,7 +358,7 @@ enum Kept {
 }
 
 impl Kept {
-    fn of(open: u64, steady: Option<u64>, churn: bool) -> Kept {
+    fn new(open: u64, steady: Option<u64>, churn: bool) -> Kept {
         match steady {
             // (Without churn every open connection stays: a steady count
             // a moment behind its last ones says nothing more.)
@@ -374,7 +374,7 @@ impl Kept {
         }
     }
 
-    fn words(self, conns: u64, failed: u64) -> String {
+    fn describe(self, conns: u64, failed: u64) -> String {
         let failed = format!("{failed} failed before any rate was offered");
         match self {
             Kept::Steady(n) => format!(
@@ -398,9 +398,9 @@ mod kept_tests {
     #[test]
     fn the_count_kept_is_the_steady_one_unless_few_stay() {
         // 20 kept, the rest closed as they come: 27 open at the moment.
-        assert_eq!(Kept::of(27, Some(20), true), Kept::Steady(20));
+        assert_eq!(Kept::new(27, Some(20), true), Kept::Steady(20));
         // Every connection closed for a newer one, 1,444 open at once.
-        let rotating = Kept::of(1444, Some(0), true);
+        let rotating = Kept::new(1444, Some(0), true);
         assert_eq!(
             rotating,
             Kept::Rotating {
@@ -410,14 +410,14 @@ mod kept_tests {
         );
         assert_eq!(rotating.count(), 1444);
         assert!(rotating
-            .words(2000, 0)
+            .describe(2000, 0)
             .contains("held about 1444 connections at once of the 2000"));
         // Some lived a second in the rotation: still the count at once.
-        assert_eq!(Kept::of(1444, Some(300), true).count(), 1444);
+        assert_eq!(Kept::new(1444, Some(300), true).count(), 1444);
         // No churn: the steady count may trail the last ones opened.
-        assert_eq!(Kept::of(30, Some(25), false), Kept::Steady(30));
+        assert_eq!(Kept::new(30, Some(25), false), Kept::Steady(30));
         // A part that does not count steady ones.
-        assert_eq!(Kept::of(30, None, true), Kept::Steady(30));
-        assert_eq!(Kept::of(0, Some(0), true), Kept::Steady(0));
+        assert_eq!(Kept::new(30, None, true), Kept::Steady(30));
+        assert_eq!(Kept::new(0, Some(0), true), Kept::Steady(0));
     }
 }

@@ -580,7 +580,7 @@ impl Search<'_> {
         let mut tries = 1;
         loop {
             let mut step = self.fresh_once(load, confirm)?;
-            let apart = step.pass.then(|| Apart::of(&step.result)).flatten();
+            let apart = step.pass.then(|| Apart::from_step(&step.result)).flatten();
             let Some(apart) = apart.filter(|_| !self.interrupted) else {
                 return Ok(step);
             };
@@ -590,7 +590,7 @@ impl Search<'_> {
                 return Ok(step);
             }
             if tries < APART_TRIES {
-                outln!("              ({}: the step runs again)", apart.words());
+                outln!("              ({}: the step runs again)", apart.describe());
                 tries += 1;
                 settle(self.baseline, Duration::from_secs(10));
                 continue;
@@ -598,7 +598,7 @@ impl Search<'_> {
             // (A confirmation's failure is the search's instability, as
             // fresh_once judges it.)
             step.client_limited = !confirm;
-            let why = format!("hint (client) {}, {tries} times over", apart.words());
+            let why = format!("hint (client) {}, {tries} times over", apart.describe());
             push_line(&mut step.summary, &why);
             return Ok(step);
         }

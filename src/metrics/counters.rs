@@ -65,7 +65,7 @@ macro_rules! counter_block {
 
         impl $Plain {
             /// One worker's counters as they are now.
-            fn of(w: &$Atomic) -> $Plain {
+            fn snapshot(w: &$Atomic) -> $Plain {
                 $Plain {
                     $( $f: $crate::metrics::counters::counter_block!(@load $kind, &w.$f), )*
                     $( $x: Default::default(), )*

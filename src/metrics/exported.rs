@@ -69,7 +69,7 @@ impl LatencyBuckets {
 /// A client run's figures so far, as exported: counters since the start,
 /// the open connections now, and the latency buckets.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct RunFigures {
+pub struct RunCounters {
     /// Queries the schedule asked for so far (a rate over time: not whole).
     pub target_queries: f64,
     pub sent: u64,
@@ -94,7 +94,7 @@ pub struct RunFigures {
     pub service_time: LatencyBuckets,
 }
 
-impl RunFigures {
+impl RunCounters {
     /// Takes the counters as they are now (kept from going back: a query
     /// that crossed the server's close is taken back from `sent`).
     pub fn set_counters(&mut self, c: &ConnTotals, q: &QueryTotals, open: i64) {
@@ -121,7 +121,7 @@ impl RunFigures {
     }
 
     /// Adds another process's figures: everything summed.
-    pub fn merge(&mut self, o: &RunFigures) {
+    pub fn merge(&mut self, o: &RunCounters) {
         self.target_queries += o.target_queries;
         self.sent += o.sent;
         self.answered += o.answered;
@@ -181,11 +181,11 @@ mod tests {
 
     #[test]
     fn figures_merge_by_summing() {
-        let mut a = RunFigures {
+        let mut a = RunCounters {
             target_queries: 1.5,
             sent: 10,
             connections: 3,
-            ..RunFigures::default()
+            ..RunCounters::default()
         };
         a.errors[2] = 1;
         a.add_second(&hist(&[100]), Some(&hist(&[90])));
@@ -200,7 +200,7 @@ mod tests {
 
     #[test]
     fn sent_never_goes_back() {
-        let mut f = RunFigures::default();
+        let mut f = RunCounters::default();
         let mut q = QueryTotals {
             sent: 10,
             ..QueryTotals::default()

@@ -24,7 +24,7 @@ pub struct Latency {
 }
 
 impl Latency {
-    pub fn of(h: &Histogram<u64>) -> Latency {
+    pub fn from_histogram(h: &Histogram<u64>) -> Latency {
         Latency {
             count: h.len(),
             p50: h.value_at_quantile(0.50),
@@ -208,7 +208,7 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    pub fn of(h: &Histogram<u64>) -> Percentiles {
+    pub fn from_histogram(h: &Histogram<u64>) -> Percentiles {
         Percentiles {
             count: h.len(),
             p50: h.value_at_quantile(0.50),
@@ -409,7 +409,7 @@ mod tests {
         let back = decode_histogram(&encode_histogram(&h)).unwrap();
         assert_eq!(back.len(), 4);
         assert_eq!(back.max(), h.max());
-        let p = Percentiles::of(&h);
+        let p = Percentiles::from_histogram(&h);
         assert_eq!(p.count, 4);
         assert!(p.p50 >= 100 && p.p50 <= 1001);
         let back = decode_histogram(&encode_histogram_plain(&h)).unwrap();

@@ -369,7 +369,7 @@ impl PushTotals {
     pub fn sum<'a>(workers: impl IntoIterator<Item = &'a ConnCounters>) -> PushTotals {
         let mut t = PushTotals::default();
         for w in workers {
-            t.merge(&PushTotals::of(&w.push));
+            t.merge(&PushTotals::snapshot(&w.push));
         }
         t
     }
@@ -499,7 +499,7 @@ impl ConnTotals {
     pub fn sum<'a>(workers: impl IntoIterator<Item = &'a ConnCounters>) -> ConnTotals {
         let mut t = ConnTotals::default();
         for w in workers {
-            t.merge(&ConnTotals::of(w));
+            t.merge(&ConnTotals::snapshot(w));
         }
         t
     }
@@ -640,7 +640,7 @@ impl QueryTotals {
     pub fn sum<'a>(workers: impl IntoIterator<Item = &'a QueryCounters>) -> QueryTotals {
         let mut t = QueryTotals::default();
         for w in workers {
-            t.merge(&QueryTotals::of(w));
+            t.merge(&QueryTotals::snapshot(w));
         }
         t
     }
@@ -916,8 +916,8 @@ mod tests {
         b.tls_failed(|| "bad certificate".into());
         a.rejected(|| "HTTP 400".into());
         b.rejected(|| "HTTP 500".into());
-        let mut merged = ConnTotals::of(&a);
-        merged.merge(&ConnTotals::of(&b));
+        let mut merged = ConnTotals::snapshot(&a);
+        merged.merge(&ConnTotals::snapshot(&b));
         let t = ConnTotals::sum([&a, &b]);
         assert_eq!(t, merged);
         assert_eq!((t.attempted, t.established, t.probe_rejected), (5, 3, 2));
@@ -968,8 +968,8 @@ mod tests {
                 due: 0,
             }
         );
-        let mut m = QueryTotals::of(&a);
-        m.merge(&QueryTotals::of(&b));
+        let mut m = QueryTotals::snapshot(&a);
+        m.merge(&QueryTotals::snapshot(&b));
         assert_eq!(m, t);
         assert_eq!(t.errors_total(), 9);
     }

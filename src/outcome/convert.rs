@@ -23,12 +23,12 @@ impl RunResult {
     /// `ran`: the part this process ran.
     pub fn new(sc: &Scenario, ran: &Scenario, env: Environment, o: &Outcome) -> RunResult {
         let latency = o.queries.as_ref().map(|_| LatencyResult {
-            response_time_us: Latency::of(&o.hists.response_time),
-            service_time_us: Latency::of(&o.hists.service_time),
-            send_lag_us: Latency::of(&o.hists.send_lag),
-            loop_lag_us: Latency::of(&o.hists.loop_lag),
+            response_time_us: Latency::from_histogram(&o.hists.response_time),
+            service_time_us: Latency::from_histogram(&o.hists.service_time),
+            send_lag_us: Latency::from_histogram(&o.hists.send_lag),
+            loop_lag_us: Latency::from_histogram(&o.hists.loop_lag),
             late_response_time_us: (!o.hists.late_time.is_empty())
-                .then(|| Latency::of(&o.hists.late_time)),
+                .then(|| Latency::from_histogram(&o.hists.late_time)),
         });
         let dns = match (&o.queries, sc.traffic.as_ref().map(|t| t.proto)) {
             (Some(q), Some(crate::domain::Proto::Dns)) => Some(Dns {
@@ -95,16 +95,16 @@ fn connections(sc: &Scenario, ran: &Scenario, o: &Outcome) -> Connections {
         ramp_s,
         verify_s: o.verify_time.map(|d| d.as_secs_f64()),
         connect_rate: ramp_s.map(|r| ran.ramp_established(t) as f64 / r.max(1e-9)),
-        connect_time_us: Percentiles::of(&o.hists.connect_time),
+        connect_time_us: Percentiles::from_histogram(&o.hists.connect_time),
         connect_syscall_us: (!o.hists.connect_syscall.is_empty())
-            .then(|| Percentiles::of(&o.hists.connect_syscall)),
+            .then(|| Percentiles::from_histogram(&o.hists.connect_syscall)),
         peer_closed: t.peer_closed,
         idle_closed: t.idle_closed,
         silent: t.silent,
         idle_closed_ms: t.idle_closed_ms,
         idle_closed_ms_sq: t.idle_closed_ms_sq,
         tls_handshake_us: (sc.transport == crate::domain::Transport::Tls)
-            .then(|| Percentiles::of(&o.hists.tls_handshake)),
+            .then(|| Percentiles::from_histogram(&o.hists.tls_handshake)),
         tls_resumed: t.tls_resumed,
         tls_error: t.tls_error.clone(),
         probe_rejected: t.probe_rejected,
@@ -113,7 +113,7 @@ fn connections(sc: &Scenario, ran: &Scenario, o: &Outcome) -> Connections {
         ws_handshake_us: sc
             .websocket
             .is_some()
-            .then(|| Percentiles::of(&o.hists.ws_handshake)),
+            .then(|| Percentiles::from_histogram(&o.hists.ws_handshake)),
         ws_close_codes: crate::metrics::ws_close_map(&t.ws_close),
         ws_refused: crate::metrics::ws_refused_map(&t.ws_refused),
         ws_pings: t.ws_pings,
@@ -168,7 +168,7 @@ fn queries(sc: &Scenario, ran: &Scenario, q: &QueryOutcome) -> Queries {
 /// --proto push's keys.
 fn push_result(sc: &Scenario, o: &Outcome) -> Option<PushResult> {
     o.push.as_ref().zip(sc.push.as_ref()).map(|(p, listen)| {
-        let clock = crate::scenario::DelayClock::of(sc, listen).name();
+        let clock = crate::scenario::DelayClock::new(sc, listen).name();
         PushResult {
             received: p.received,
             lost: p.lost,
@@ -178,9 +178,9 @@ fn push_result(sc: &Scenario, o: &Outcome) -> Option<PushResult> {
             malformed: p.malformed,
             connections_with_loss: p.connections_with_loss,
             every_us: (listen.every_s * 1e6).round() as u64,
-            gap_us: Latency::of(&o.hists.push_gap),
-            jitter_us: Latency::of(&o.hists.push_jitter),
-            delay_us: clock.map(|_| Latency::of(&o.hists.push_delay)),
+            gap_us: Latency::from_histogram(&o.hists.push_gap),
+            jitter_us: Latency::from_histogram(&o.hists.push_jitter),
+            delay_us: clock.map(|_| Latency::from_histogram(&o.hists.push_delay)),
             delay_clock: clock.map(str::to_string),
             client_busy_pct: 100.0 * p.busy(),
             client_busy_ns: p.busy_ns,

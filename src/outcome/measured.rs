@@ -111,7 +111,7 @@ impl Wall {
 
     /// From the first start to the last end (the traffic's too); the
     /// hold, what both held together; the last establishment.
-    pub fn hull(&self, o: &Wall) -> Wall {
+    pub fn span(&self, o: &Wall) -> Wall {
         let pick = |a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64| match (a, b) {
             (Some(a), Some(b)) => Some(f(a, b)),
             (a, b) => a.or(b),
@@ -173,7 +173,7 @@ impl Outcome {
         self.ramp_time = self.ramp_time.max(o.ramp_time);
         self.elapsed = self.elapsed.max(o.elapsed);
         // (A part that does not say when it ran leaves the whole unknown.)
-        self.wall = self.wall.zip(o.wall).map(|(a, b)| a.hull(&b));
+        self.wall = self.wall.zip(o.wall).map(|(a, b)| a.span(&b));
         self.overrun.extend(o.overrun.iter().cloned());
         let answered = |q: &Option<QueryOutcome>| q.as_ref().map_or(0, |q| q.totals.answered);
         let all = answered(&self.queries) + answered(&o.queries);

@@ -45,7 +45,7 @@ impl Share {
         }
     }
 
-    fn of(self) -> &'static str {
+    fn label(self) -> &'static str {
         match self {
             Share::Answered => "queries ok of those due",
             Share::Established => "connections established of the target",
@@ -523,7 +523,7 @@ pub fn render(c: &Curve) -> Result<String> {
                 ""
             },
             c.share.name(),
-            c.share.of()
+            c.share.label()
         ),
     );
     let _ = writeln!(

@@ -225,11 +225,7 @@ pub fn client_connect_hint(sc: &Scenario, o: &Outcome) -> Option<Cause> {
 /// What due queries waited for before they were sent, from the counts
 /// of [`crate::metrics::WAIT_CAUSES`]: the server's pace, named with the
 /// figures that show it. None when none waited.
-pub fn wait_words(
-    sc: &Scenario,
-    t: &QueryTotals,
-    h: &crate::metrics::Histograms,
-) -> Option<String> {
+pub fn wait_text(sc: &Scenario, t: &QueryTotals, h: &crate::metrics::Histograms) -> Option<String> {
     use crate::metrics::{W_SLOT, W_SOCKET, W_WINDOW};
     let total: u64 = t.waited.iter().sum();
     if total == 0 {

@@ -19,7 +19,7 @@
 //! each through the one chart helper of `report::chart`), `push` (a push
 //! run's charts and figures), `tables` (the tables and the summary as
 //! printed); the scenario's words come from
-//! `report::words`. This file reads a server's `--stats-json` and puts the
+//! `report::describe`. This file reads a server's `--stats-json` and puts the
 //! page together.
 //!
 //! It reads results and never changes one: what was measured is written
@@ -44,8 +44,8 @@ use push::{push_rates_chart, push_times_chart, PUSH_SPECTRA};
 use tables::{checks_table, printed_summaries, scenario_tables, summary_table};
 
 use super::chart::{chart_div, page_foot, page_head};
+pub use super::describe::label_of;
 use super::json::write_bytes_atomic;
-pub use super::words::label_of;
 use crate::outcome::RunResult;
 
 /// One run of the report, and what its legend entries say.
@@ -89,7 +89,7 @@ pub fn write(path: &Path, runs: &[Run], server: Option<&[ServerSecond]>) -> Resu
 
 /// The whole page.
 pub fn render(runs: &[Run], server: Option<&[ServerSecond]>) -> Result<String> {
-    let drawn: Vec<Drawn> = runs.iter().map(Drawn::of).collect::<Result<_>>()?;
+    let drawn: Vec<Drawn> = runs.iter().map(Drawn::new).collect::<Result<_>>()?;
     anyhow::ensure!(!drawn.is_empty(), "a report needs a result");
     let mut p = String::new();
     let title = if drawn.len() == 1 {

@@ -395,7 +395,7 @@ fn query_causes(
     }
     if !closed {
         let slack_us = sc.traffic.as_ref().map_or(0, |t| (t.slack_s * 1e6) as u64);
-        let waited = wait_words(sc, t, h).filter(|_| conns_failed == 0);
+        let waited = wait_text(sc, t, h).filter(|_| conns_failed == 0);
         // Late by the slack asked for: not the client's lag.
         let beyond_slack = h.send_lag.value_at_quantile(0.99) > slack_us + 1000;
         if slack_us == 0 || beyond_slack {

@@ -12,7 +12,7 @@ pub enum LiveView {
     /// A child of --processes: JSON lines on stdout for the parent; with
     /// the figures of a parent's --metrics endpoint, they follow each
     /// second.
-    Child(Option<std::sync::Arc<std::sync::Mutex<RunFigures>>>),
+    Child(Option<std::sync::Arc<std::sync::Mutex<RunCounters>>>),
 }
 
 impl LiveView {

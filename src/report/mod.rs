@@ -11,7 +11,7 @@
 //! pages share, their one chart helper among it), `json` (the result),
 //! `check`, `books`.
 
-pub mod books;
+pub mod balance;
 mod chart;
 pub mod check;
 pub mod curve;
@@ -21,6 +21,7 @@ pub mod html;
 pub mod json;
 pub mod prometheus;
 
+mod describe;
 mod hints;
 mod judge;
 mod live;
@@ -29,11 +30,10 @@ mod push;
 mod queries;
 mod summary;
 mod views;
-mod words;
 
 use hints::*;
 pub use hints::{
-    client_connect_hint, lag_warning, nagle_hint, retransmit_hint, udp_silence_hint, wait_words,
+    client_connect_hint, lag_warning, nagle_hint, retransmit_hint, udp_silence_hint, wait_text,
 };
 pub use judge::{causes, conclude, judge};
 pub use live::LiveView;
@@ -54,7 +54,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::domain::Transport;
 use crate::engine::Live;
-use crate::metrics::exported::RunFigures;
+use crate::metrics::exported::RunCounters;
 use crate::metrics::{Bucket, ConnTotals, QueryTotals};
 use crate::outcome::{Outcome, Sample};
 use crate::scenario::{End, Scenario};

@@ -14,7 +14,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::exposition::{bytes_counter, counter, counters_by, gauge};
-use crate::metrics::exported::{LatencyBuckets, RunFigures, LATENCY_BOUNDS_US};
+use crate::metrics::exported::{LatencyBuckets, RunCounters, LATENCY_BOUNDS_US};
 use crate::metrics::{Bucket, ERROR_CAUSES};
 
 /// A latency histogram in seconds (`name` without the unit).
@@ -38,7 +38,7 @@ fn seconds_histogram(
 /// What `throng client --metrics` shows: the figures the run keeps in
 /// `figures`, read at each scrape.
 #[derive(Debug)]
-struct ClientCollector(Arc<Mutex<RunFigures>>);
+struct ClientCollector(Arc<Mutex<RunCounters>>);
 
 impl Collector for ClientCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
@@ -138,7 +138,7 @@ impl Collector for ClientCollector {
 
 /// The registry a client run's endpoint serves: `figures`, as the run
 /// keeps them.
-pub fn client_registry(figures: Arc<Mutex<RunFigures>>) -> Registry {
+pub fn client_registry(figures: Arc<Mutex<RunCounters>>) -> Registry {
     let mut r = Registry::default();
     r.register_collector(Box::new(ClientCollector(figures)));
     r
@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn a_client_run_has_every_family_from_the_start() {
-        let figures = Arc::new(Mutex::new(RunFigures::default()));
+        let figures = Arc::new(Mutex::new(RunCounters::default()));
         let r = client_registry(figures.clone());
         let text = to_text_format(&encoded(&r));
         for family in [

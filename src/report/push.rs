@@ -64,7 +64,7 @@ pub(super) fn push_summary(
         "  (between arrivals on a connection)",
         out,
     )?;
-    if let Some(clock) = crate::scenario::DelayClock::of(sc, listen).name() {
+    if let Some(clock) = crate::scenario::DelayClock::new(sc, listen).name() {
         if p.stamps_ahead > 0 {
             writeln!(
                 out,

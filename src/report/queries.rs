@@ -185,7 +185,7 @@ pub(super) fn shortfall_why(
 ) -> (Code, Side, String) {
     let not_sent = t.errors[crate::metrics::E_NOT_SENT];
     let window = sc.traffic.as_ref().and_then(|t| t.window);
-    let waited = wait_words(sc, t, h).filter(|_| {
+    let waited = wait_text(sc, t, h).filter(|_| {
         conns_failed == 0 && loop_kept(h) && t.waited.iter().sum::<u64>() * 100 >= t.due
     });
     if let (Some(w), true) = (

@@ -310,7 +310,7 @@ pub enum DelayClock {
 impl DelayClock {
     /// The clock for a run's targets: the monotonic one when every target
     /// is on this host (loopback) and no --clock-sync asks for the wall.
-    pub fn of(sc: &Scenario, p: &PushListen) -> DelayClock {
+    pub fn new(sc: &Scenario, p: &PushListen) -> DelayClock {
         use crate::domain::PushFormat;
         let loopback = sc.targets.iter().all(|t| t.ip().is_loopback());
         match (p.format, loopback, p.clock_sync) {
@@ -394,7 +394,7 @@ impl StopOn {
         }
     }
 
-    pub fn words(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
             StopOn::VerifyStall { seconds } => format!("verify-stall={seconds}s"),
             StopOn::Failed { pct } => format!("failed={pct}%"),

@@ -25,7 +25,7 @@ use crate::sys::proc;
 
 /// One process of the server, as exported.
 #[derive(Debug, Clone, Default)]
-struct Figures {
+struct ProcessFigures {
     connections: i64,
     peak: i64,
     totals: Totals,
@@ -36,7 +36,7 @@ enum Member {
     /// The process serving the endpoint: read at each scrape.
     Live(Probe),
     /// A child: what it last said.
-    Reported(Figures),
+    Reported(ProcessFigures),
 }
 
 #[derive(Debug)]
@@ -75,7 +75,7 @@ impl Exported {
     pub(super) fn add_reported(&self) {
         self.view()
             .members
-            .push(Member::Reported(Figures::default()));
+            .push(Member::Reported(ProcessFigures::default()));
     }
 
     /// Member `i`'s stats line: its gauges, and its counters when the line
@@ -100,13 +100,13 @@ impl Exported {
     }
 
     /// Every member's figures now, and the listen counters since the start.
-    fn read(&self) -> (Vec<Figures>, (u64, u64)) {
+    fn read(&self) -> (Vec<ProcessFigures>, (u64, u64)) {
         let mut v = self.view();
         let members = v
             .members
             .iter()
             .map(|m| match m {
-                Member::Live(p) => Figures {
+                Member::Live(p) => ProcessFigures {
                     connections: p.connections(),
                     peak: p.peak(),
                     totals: p.totals(),
@@ -135,7 +135,7 @@ impl Exported {
 /// A per-process counter family: name, help, and its value of a process.
 /// A per-process family: name (without the unit), help, its value, and
 /// whether it counts bytes (named `..._bytes_total`).
-type PerProcess = (&'static str, &'static str, fn(&Figures) -> u64, bool);
+type PerProcess = (&'static str, &'static str, fn(&ProcessFigures) -> u64, bool);
 
 /// Errors by kind, with the summary's words as label values: `malformed`
 /// (input), `connection` (reset...), `out_of_fds` (refused), `udp_dropped`
@@ -163,7 +163,7 @@ fn errors_by_kind(t: &Totals) -> Vec<(String, u64)> {
 impl Collector for Exported {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
         let (members, listen) = self.read();
-        let mut all = Figures::default();
+        let mut all = ProcessFigures::default();
         for m in &members {
             all.connections += m.connections;
             all.peak += m.peak;
@@ -182,7 +182,7 @@ impl Collector for Exported {
 /// kernel's listen counters since the start.
 fn encode_all(
     e: &mut DescriptorEncoder,
-    all: &Figures,
+    all: &ProcessFigures,
     members: usize,
     listen: (u64, u64),
 ) -> std::fmt::Result {
@@ -290,7 +290,7 @@ fn encode_push(e: &mut DescriptorEncoder, p: &PushTotals) -> std::fmt::Result {
 }
 
 /// Each process's figures, labelled by its number.
-fn encode_per_process(e: &mut DescriptorEncoder, members: &[Figures]) -> std::fmt::Result {
+fn encode_per_process(e: &mut DescriptorEncoder, members: &[ProcessFigures]) -> std::fmt::Result {
     gauges_by(
         e,
         "throng_server_process_connections",

@@ -212,11 +212,11 @@ impl Totals {
     pub fn sum<'a>(workers: impl IntoIterator<Item = &'a WorkerStats>, push: bool) -> Totals {
         let mut t = Totals::default();
         for w in workers {
-            let mut one = Totals::of(w);
+            let mut one = Totals::snapshot(w);
             if push {
-                one.push = Some(PushTotals::of(&w.push));
+                one.push = Some(PushTotals::snapshot(&w.push));
             }
-            let ws = WsTotals::of(&w.ws);
+            let ws = WsTotals::snapshot(&w.ws);
             if ws != WsTotals::default() {
                 one.ws = Some(Box::new(ws));
             }

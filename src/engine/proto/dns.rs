@@ -16,7 +16,7 @@ pub const NAME: &str = "dns";
 pub const WORD: &str = "DNS";
 
 /// The queries in a few words, for a report's table.
-pub fn words(names: &[String], qtypes: &[u16]) -> String {
+pub fn describe(names: &[String], qtypes: &[u16]) -> String {
     if names.len() > 1 || !qtypes.is_empty() {
         format!("DNS, {} names from a query file", names.len())
     } else {

@@ -10,7 +10,7 @@ use crate::scenario::ECHO_HEADER;
 pub const NAME: &str = "echo";
 
 /// The queries in a few words, for a report's table.
-pub fn words(size: usize) -> String {
+pub fn describe(size: usize) -> String {
     format!("echo, {size} bytes")
 }
 

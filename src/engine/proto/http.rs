@@ -12,7 +12,7 @@ pub const NAME: &str = "http";
 /// The protocol in a word ("an HTTP reply").
 pub const WORD: &str = "HTTP";
 /// The queries in a few words, for a report's table.
-pub const WORDS: &str = "HTTP/1.1 requests";
+pub const DESCRIPTION: &str = "HTTP/1.1 requests";
 
 pub struct Http {
     /// One request per target (its Host header differs).

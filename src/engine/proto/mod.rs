@@ -65,15 +65,15 @@ pub fn word(p: Proto) -> &'static str {
 
 /// What the queries are, in a few words ("DNS, example.com", "echo, 64
 /// bytes"), for a report's table.
-pub fn words(q: &Query) -> String {
+pub fn describe(q: &Query) -> String {
     match q {
-        Query::Dns { names, qtypes, .. } => dns::words(names, qtypes),
-        Query::Echo { size, .. } => echo::words(*size),
-        Query::Ping => ping::WORDS.into(),
-        Query::Http { .. } => http::WORDS.into(),
-        Query::Raw { .. } => raw::WORDS.into(),
-        Query::Redis { commands, .. } => redis::words(commands),
-        Query::WebSocket { message, binary } => ws::words(message, *binary),
+        Query::Dns { names, qtypes, .. } => dns::describe(names, qtypes),
+        Query::Echo { size, .. } => echo::describe(*size),
+        Query::Ping => ping::DESCRIPTION.into(),
+        Query::Http { .. } => http::DESCRIPTION.into(),
+        Query::Raw { .. } => raw::DESCRIPTION.into(),
+        Query::Redis { commands, .. } => redis::describe(commands),
+        Query::WebSocket { message, binary } => ws::describe(message, *binary),
     }
 }
 

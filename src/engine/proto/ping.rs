@@ -7,7 +7,7 @@ use super::{Frame, Resume, Status};
 /// Its --proto value, and its name in the per-query log and in sentences.
 pub const NAME: &str = "ping";
 /// The queries in a few words, for a report's table.
-pub const WORDS: &str = "ping lines";
+pub const DESCRIPTION: &str = "ping lines";
 
 pub struct Ping;
 

@@ -10,7 +10,7 @@ use crate::scenario::unescaped;
 /// Its --proto value, and its name in the per-query log and in sentences.
 pub const NAME: &str = "raw";
 /// The queries in a few words, for a report's table.
-pub const WORDS: &str = "raw messages";
+pub const DESCRIPTION: &str = "raw messages";
 
 /// Bytes per received datagram over UDP: room for a reply twice the
 /// message.

@@ -26,7 +26,7 @@ const WIDTH: usize = 12;
 pub const MOST_KEYS: u64 = 1_000_000_000_000;
 
 /// The queries in a few words, for a report's table.
-pub fn words(commands: &[String]) -> String {
+pub fn describe(commands: &[String]) -> String {
     format!("Redis, {}", commands.join("; "))
 }
 

@@ -28,7 +28,7 @@ pub const NAME: &str = "websocket";
 pub const WORD: &str = "WebSocket";
 
 /// The queries in a few words, for a report's table.
-pub fn words(message: &str, binary: bool) -> String {
+pub fn describe(message: &str, binary: bool) -> String {
     let len = crate::scenario::unescaped(message).len();
     let kind = if binary { "binary" } else { "text" };
     format!("WebSocket, {kind}, {len} bytes")

@@ -50,7 +50,7 @@ pub(super) struct Drawn<'a> {
 }
 
 impl<'a> Drawn<'a> {
-    pub(super) fn of(run: &'a Run) -> Result<Drawn<'a>> {
+    pub(super) fn new(run: &'a Run) -> Result<Drawn<'a>> {
         let r = run.result;
         let seconds = r
             .per_second

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::drawn::Drawn;
 use crate::outcome::RunResult;
 use crate::report::chart::{colour, escape};
-use crate::report::words::scenario_words;
+use crate::report::describe::scenario_rows;
 use crate::units::{human, human_us};
 
 /// The summary's figures, a row each, a column per run: the connections',
@@ -137,7 +137,7 @@ pub(super) fn scenario_tables(p: &mut String, drawn: &[Drawn]) {
             );
         }
         let _ = writeln!(p, "<table class=\"scenario\">");
-        for (k, v) in scenario_words(d.r) {
+        for (k, v) in scenario_rows(d.r) {
             let _ = writeln!(p, "<tr><th>{}</th><td>{}</td></tr>", k, escape(&v));
         }
         let _ = writeln!(p, "</table>");

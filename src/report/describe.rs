@@ -32,7 +32,7 @@ pub fn label_of(r: &RunResult) -> String {
 }
 
 /// The scenario in words: what ran, against what, how.
-pub fn scenario_words(r: &RunResult) -> Vec<(&'static str, String)> {
+pub fn scenario_rows(r: &RunResult) -> Vec<(&'static str, String)> {
     let sc: &Scenario = &r.scenario;
     let mut rows = vec![
         ("targets", targets(sc)),
@@ -41,7 +41,7 @@ pub fn scenario_words(r: &RunResult) -> Vec<(&'static str, String)> {
     ];
     match &sc.traffic {
         Some(t) => {
-            rows.push(("protocol", proto::words(&t.query)));
+            rows.push(("protocol", proto::describe(&t.query)));
             rows.push(("rate model", rate_model(t)));
         }
         None => match &sc.push {
