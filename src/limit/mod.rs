@@ -13,18 +13,18 @@
 //!
 //! It starts processes and reads their results; it measures nothing itself.
 
-mod apart;
 mod blame;
 mod config;
-mod held;
-mod hold;
+mod held_run;
+mod held_step;
 mod output;
+mod overlap;
 mod plan;
 
-use apart::{Apart, APART_TRIES};
 use blame::*;
 use output::*;
-use plan::{announce, plan, unit, yield_cores, Plan};
+use overlap::{NoOverlap, NO_OVERLAP_TRIES};
+use plan::{announce, plan, unit, yield_cores, SearchPlan};
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -42,7 +42,7 @@ use crate::outcome::RunResult;
 use crate::report::check::Check;
 use crate::report::json::write_atomic;
 use crate::usage::UsageError;
-use held::Held;
+use held_run::HeldRun;
 
 pub use config::{ClientFlags, Find, LimitConfig};
 
@@ -146,7 +146,7 @@ fn tcp_inuse() -> Option<u64> {
 /// A search's state: its steps so far and the interval they bound.
 struct Search<'a> {
     a: &'a LimitConfig,
-    plan: Plan,
+    plan: SearchPlan,
     exe: PathBuf,
     base: Vec<OsString>,
     dir: PathBuf,
@@ -166,7 +166,7 @@ struct Search<'a> {
     /// its steps so far written, and exits with the step's code.
     error: Option<String>,
     error_code: u8,
-    held: Option<Held>,
+    held: Option<HeldRun>,
     /// The held runs' whole results.
     held_runs: Vec<RunResult>,
     /// Checks a held step could not read (keys its seconds do not give):
@@ -237,7 +237,7 @@ fn run_with(a: &LimitConfig, cluster: Option<Cluster>) -> Result<ExitCode> {
     let (target, watched) = target(a, embedded.as_ref());
     let mut plan = plan(a, axis);
     if cluster.is_some() {
-        // Held runs are one process of this host.
+        // HeldRun runs are one process of this host.
         plan.hold_up_to = None;
     }
     let one_process = matches!(
@@ -461,7 +461,7 @@ impl Search<'_> {
                 load = load.min(m);
             }
             if held && self.a.find == Find::Connections {
-                // Held steps grow; narrowing, and growth past one
+                // HeldRun steps grow; narrowing, and growth past one
                 // process's reach, are fresh runs.
                 let grows = self.lower.is_none_or(|l| load > l) && self.upper.is_none();
                 let reach = self.plan.hold_up_to.is_some_and(|cap| load <= cap as f64);
@@ -574,23 +574,29 @@ impl Search<'_> {
     /// (processes, hosts) did not hold their connections together passed
     /// on connections never open at once: when a part could not even open
     /// its connections while the others held, it is run again, and after
-    /// [`APART_TRIES`] runs it fails as the client's; when they were open
+    /// [`NO_OVERLAP_TRIES`] runs it fails as the client's; when they were open
     /// but some were answered only as others closed, it fails.
     fn fresh(&mut self, load: f64, confirm: bool) -> Result<Step> {
         let mut tries = 1;
         loop {
             let mut step = self.fresh_once(load, confirm)?;
-            let apart = step.pass.then(|| Apart::from_step(&step.result)).flatten();
-            let Some(apart) = apart.filter(|_| !self.interrupted) else {
+            let no_overlap = step
+                .pass
+                .then(|| NoOverlap::from_step(&step.result))
+                .flatten();
+            let Some(no_overlap) = no_overlap.filter(|_| !self.interrupted) else {
                 return Ok(step);
             };
             step.pass = false;
-            if !apart.started_apart() {
-                push_line(&mut step.summary, &apart.check_line());
+            if !no_overlap.started_apart() {
+                push_line(&mut step.summary, &no_overlap.check_line());
                 return Ok(step);
             }
-            if tries < APART_TRIES {
-                outln!("              ({}: the step runs again)", apart.describe());
+            if tries < NO_OVERLAP_TRIES {
+                outln!(
+                    "              ({}: the step runs again)",
+                    no_overlap.describe()
+                );
                 tries += 1;
                 settle(self.baseline, Duration::from_secs(10));
                 continue;
@@ -598,7 +604,10 @@ impl Search<'_> {
             // (A confirmation's failure is the search's instability, as
             // fresh_once judges it.)
             step.client_limited = !confirm;
-            let why = format!("hint (client) {}, {tries} times over", apart.describe());
+            let why = format!(
+                "hint (client) {}, {tries} times over",
+                no_overlap.describe()
+            );
             push_line(&mut step.summary, &why);
             return Ok(step);
         }
@@ -657,7 +666,7 @@ impl Search<'_> {
         let pace = match self.a.find {
             Find::Rate => result
                 .as_ref()
-                .and_then(|r| held::pace(held::offered_seconds(&r.per_second), PACE)),
+                .and_then(|r| held_run::pace(held_run::offered_seconds(&r.per_second), PACE)),
             Find::Connections => None,
         };
         let mut summary = summary;

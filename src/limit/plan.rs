@@ -6,7 +6,7 @@ use super::{Find, LimitConfig};
 use crate::domain::Transport;
 
 /// What a search asks of the command line, once.
-pub(super) struct Plan {
+pub(super) struct SearchPlan {
     pub(super) axis: &'static str,
     pub(super) start: f64,
     /// For the rate axis: the connections the rate is spread over.
@@ -30,7 +30,7 @@ pub(super) struct Plan {
     pub(super) reach: u64,
 }
 
-impl Plan {
+impl SearchPlan {
     /// `--workers` for a step of `connections` (none: the client's own
     /// choice).
     pub(super) fn workers_args(&self, connections: u64) -> Vec<String> {
@@ -55,7 +55,7 @@ pub(super) fn yield_cores(workers: Option<u64>, cores: f64) -> Option<u64> {
 
 /// The search's first paragraph: what it looks for, from where, how a
 /// step runs and when it keeps up.
-pub(super) fn announce(a: &LimitConfig, plan: &Plan, target: &str, cluster: bool) {
+pub(super) fn announce(a: &LimitConfig, plan: &SearchPlan, target: &str, cluster: bool) {
     let unit = |x: f64| unit(a.find, x);
     let keeping_up = match a.find {
         Find::Connections => "every attempt established and verified, none failed (the \
@@ -151,7 +151,7 @@ pub(super) fn unit(find: Find, x: f64) -> String {
 }
 
 /// The first load, and whether (and how far) steps can be held.
-pub(super) fn plan(a: &LimitConfig, axis: &'static str) -> Plan {
+pub(super) fn plan(a: &LimitConfig, axis: &'static str) -> SearchPlan {
     let c = &a.client;
     let start = match a.find {
         Find::Connections => c.connections as f64,
@@ -172,7 +172,7 @@ pub(super) fn plan(a: &LimitConfig, axis: &'static str) -> Plan {
         crate::domain::Processes::Auto | crate::domain::Processes::Count(1)
     );
     let fits = match a.find {
-        // Held connections are plain ones that stay: not a connection a
+        // HeldRun connections are plain ones that stay: not a connection a
         // query, not datagrams, not a schedule of their own.
         Find::Connections => {
             matches!(c.transport, Transport::Tcp | Transport::Tls)
@@ -196,7 +196,7 @@ pub(super) fn plan(a: &LimitConfig, axis: &'static str) -> Plan {
                 && c.connections <= cap
         }
     };
-    Plan {
+    SearchPlan {
         axis,
         start,
         connections: c.connections,

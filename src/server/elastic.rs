@@ -133,7 +133,7 @@ pub fn run(
         // Alone for good: never close, shed past the fd limit.
         handoff.no_siblings();
     }
-    let plan = Plan {
+    let plan = GroupCapacity {
         planned,
         capacity,
         most,
@@ -235,7 +235,7 @@ pub fn run(
 
 /// How many connections an elastic group plans for, per process, and in
 /// how many processes at most.
-struct Plan {
+struct GroupCapacity {
     planned: u64,
     capacity: u64,
     most: u64,
@@ -247,9 +247,9 @@ fn elastic_banner(
     server: &Running,
     endpoint: Option<&Endpoint>,
     fd: &limits::FdLimit,
-    plan: &Plan,
+    plan: &GroupCapacity,
 ) -> Result<()> {
-    let Plan {
+    let GroupCapacity {
         planned,
         capacity,
         most,

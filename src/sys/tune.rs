@@ -46,7 +46,7 @@ pub struct Check {
 
 /// What `throng tune` reports.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct Plan {
+pub struct TunePlan {
     pub connections: u64,
     pub role: Role,
     pub checks: Vec<Check>,
@@ -144,7 +144,7 @@ pub fn measure_kernel_bytes(pairs: usize) -> Option<u64> {
 }
 
 /// Builds the plan for `n` connections.
-pub fn plan(n: u64, role: Role, kernel_bytes: Option<u64>) -> Plan {
+pub fn plan(n: u64, role: Role, kernel_bytes: Option<u64>) -> TunePlan {
     let sides = if role == Role::Both { 2 } else { 1 };
     let (_, hard) = limits::nofile().unwrap_or((0, 0));
     let procs = processes_for(n, hard);
@@ -164,7 +164,7 @@ pub fn plan(n: u64, role: Role, kernel_bytes: Option<u64>) -> Plan {
          iptables -t raw -A OUTPUT -p tcp --sport PORT -j NOTRACK"
             .to_string(),
     ];
-    Plan {
+    TunePlan {
         connections: n,
         role,
         checks,
@@ -364,7 +364,7 @@ fn commands(checks: &[Check], per_process_need: u64) -> (Vec<String>, Vec<String
 }
 
 /// Prints the plan as a table followed by the commands.
-pub fn print(p: &Plan, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+pub fn print(p: &TunePlan, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     let role = match p.role {
         Role::Client => "client",
         Role::Server => "server",
@@ -412,7 +412,7 @@ pub fn print(p: &Plan, out: &mut dyn std::io::Write) -> std::io::Result<()> {
 /// "name: old -> new", or why it could not be set (some, like
 /// nf_conntrack_max, are read-only outside the host's first network
 /// namespace); the others are still applied.
-pub fn apply(p: &Plan) -> Vec<String> {
+pub fn apply(p: &TunePlan) -> Vec<String> {
     let mut done = Vec::new();
     for c in &p.checks {
         let Some(value) = &c.set else { continue };

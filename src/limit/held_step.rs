@@ -94,19 +94,19 @@ impl Search<'_> {
             Find::Connections => seconds.len().saturating_sub(warm),
             Find::Rate => secs,
         };
-        let mut v = held::figures(
+        let mut v = held_run::figures(
             &before,
             seconds,
             warm,
             judged,
-            &held::Asked {
+            &held_run::Asked {
                 connections: conns,
                 rate,
                 transport: c.transport,
             },
         );
         let pace = match self.a.find {
-            Find::Rate => held::pace(held::judged_seconds(seconds, warm, judged), PACE),
+            Find::Rate => held_run::pace(held_run::judged_seconds(seconds, warm, judged), PACE),
             Find::Connections => None,
         };
         let answered = v.queries.as_ref().map_or(0, |q| q.answered);
@@ -146,9 +146,9 @@ impl Search<'_> {
             // connections came and settled would queue ahead of it.)
             Find::Rate => vec!["-r".to_string(), "1".to_string()],
         };
-        // (Held runs are one process.)
+        // (HeldRun runs are one process.)
         args.extend(self.plan.workers_args(conns));
-        let mut h = Held::start(&self.exe, &self.base, &args, bound, &json)?;
+        let mut h = HeldRun::start(&self.exe, &self.base, &args, bound, &json)?;
         let connect_rate = c.connect_rate.unwrap_or(10_000.0);
         let ramp = Duration::from_secs_f64(conns as f64 / connect_rate)
             + c.connect_timeout
@@ -254,7 +254,7 @@ impl Search<'_> {
 /// them resolving); then verification, at most --connect-timeout. The
 /// seconds it took; None when the run ended.
 fn grow(
-    h: &mut Held,
+    h: &mut HeldRun,
     c: &ClientFlags,
     stop: &Stop,
     interrupted: &mut bool,
@@ -296,7 +296,7 @@ fn grow(
 
 /// A connections step's hold: `secs` seconds read (none once
 /// interrupted); None when the run ended.
-fn hold(h: &mut Held, secs: usize, quiet: Duration, interrupted: bool) -> Option<()> {
+fn hold(h: &mut HeldRun, secs: usize, quiet: Duration, interrupted: bool) -> Option<()> {
     for _ in 0..secs {
         if interrupted {
             break;
@@ -309,7 +309,7 @@ fn hold(h: &mut Held, secs: usize, quiet: Duration, interrupted: bool) -> Option
 /// A rate step's offered seconds (its warm-up and judged ones), `n` of
 /// them or until interrupted; None when the run ended.
 fn offer(
-    h: &mut Held,
+    h: &mut HeldRun,
     stop: &Stop,
     interrupted: &mut bool,
     n: usize,
@@ -329,7 +329,7 @@ fn offer(
 /// or timed out (at most --timeout and 2 s). Whether it got there (a
 /// client whose queries queued behind a slow server still sends and reads
 /// them after that); None when the run ended.
-fn drain(h: &mut Held, c: &ClientFlags, quiet: Duration) -> Option<bool> {
+fn drain(h: &mut HeldRun, c: &ClientFlags, quiet: Duration) -> Option<bool> {
     h.send("rate 0");
     let most = c.timeout.as_secs_f64().ceil() as usize + 2;
     for _ in 0..most {

@@ -24,7 +24,7 @@ use crate::outcome::limit::{
 use crate::outcome::{RunResult, Sample};
 
 /// A `throng client --child --control -` process of the search's.
-pub struct Held {
+pub struct HeldRun {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
@@ -40,7 +40,7 @@ pub struct Held {
     stderr: mpsc::Receiver<String>,
 }
 
-impl Held {
+impl HeldRun {
     /// Starts `throng client <base> <load> --child --control - -T bound
     /// --json json`. It ends with this process (SIGTERM when it dies) and
     /// by itself after `bound`.
@@ -50,7 +50,7 @@ impl Held {
         load: &[String],
         bound: Duration,
         json: &Path,
-    ) -> Result<Held> {
+    ) -> Result<HeldRun> {
         let mut cmd = Command::new(exe);
         cmd.arg("client")
             .args(base)
@@ -90,7 +90,7 @@ impl Held {
                 }
             }
         });
-        Ok(Held {
+        Ok(HeldRun {
             pid: child.id() as i32,
             stdin: child.stdin.take(),
             child,
@@ -222,7 +222,7 @@ impl Held {
     }
 }
 
-impl Drop for Held {
+impl Drop for HeldRun {
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
             self.end();

@@ -8,12 +8,12 @@ use crate::outcome::limit::StepResult;
 
 /// Runs of a step whose parts started apart, before the step is the
 /// client's.
-pub const APART_TRIES: u32 = 3;
+pub const NO_OVERLAP_TRIES: u32 = 3;
 
 /// A step whose parts held their connections together for less than half
 /// the shortest part's hold.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Apart {
+pub struct NoOverlap {
     parts: usize,
     /// Seconds all parts held together (negative: the gap between them).
     together_s: f64,
@@ -24,11 +24,11 @@ pub struct Apart {
     established_before_s: f64,
 }
 
-impl Apart {
+impl NoOverlap {
     /// The step's parts held apart, or None (they held together for at
     /// least half the shortest part's hold, it has one part, or a part
     /// does not say).
-    pub fn from_step(result: &Option<StepResult>) -> Option<Apart> {
+    pub fn from_step(result: &Option<StepResult>) -> Option<NoOverlap> {
         let Some(StepResult::Run(r)) = result else {
             return None;
         };
@@ -42,7 +42,7 @@ impl Apart {
             .into_iter()
             .reduce(f64::min)?;
         let established_before_s = whole.held_end_unix_s? - whole.established_unix_s?;
-        (r.parts.len() > 1 && together_s < shortest_s / 2.0).then_some(Apart {
+        (r.parts.len() > 1 && together_s < shortest_s / 2.0).then_some(NoOverlap {
             parts: r.parts.len(),
             together_s,
             shortest_s,
@@ -101,13 +101,13 @@ mod tests {
 
     /// Two parts of 2 s holds, the first from 1000, the second from
     /// `b_held`, its connections established at `b_established`.
-    fn step(b_held: f64, b_established: f64) -> Option<Apart> {
+    fn step(b_held: f64, b_established: f64) -> Option<NoOverlap> {
         let mut b = timed(2, 2, "r", b_held, 2.0);
         b.slice.as_mut().unwrap().wall.established_unix_s = Some(b_established);
         let parts = [timed(1, 2, "r", 1000.0, 2.0), b];
         let names = ["a".to_string(), "b".to_string()];
         let r = crate::outcome::merge(&parts, &names).unwrap();
-        Apart::from_step(&Some(StepResult::Run(Box::new(r))))
+        NoOverlap::from_step(&Some(StepResult::Run(Box::new(r))))
     }
 
     #[test]
@@ -117,7 +117,7 @@ mod tests {
         // One part alone is always together.
         let one = timed(1, 1, "r", 1000.0, 0.5);
         assert_eq!(
-            Apart::from_step(&Some(StepResult::Run(Box::new(one)))),
+            NoOverlap::from_step(&Some(StepResult::Run(Box::new(one)))),
             None
         );
     }
@@ -148,6 +148,9 @@ mod tests {
         let names = ["a".to_string(), "b".to_string()];
         let r = crate::outcome::merge(&parts, &names).unwrap();
         assert_eq!(r.slice.as_ref().unwrap().wall.held_together_s(), None);
-        assert_eq!(Apart::from_step(&Some(StepResult::Run(Box::new(r)))), None);
+        assert_eq!(
+            NoOverlap::from_step(&Some(StepResult::Run(Box::new(r)))),
+            None
+        );
     }
 }
