@@ -139,7 +139,7 @@ impl ChildLine {
 
 /// One JSON line on stdout, made in a buffer kept from one line to the next
 /// (a child prints a line or two every second of a long run: lines made
-/// anew each time fragmented its heap).
+/// anew each time would fragment its heap).
 fn print_line(v: &impl Serialize) {
     use std::io::Write;
     thread_local! {
@@ -149,7 +149,7 @@ fn print_line(v: &impl Serialize) {
         line.clear();
         if serde_json::to_writer(&mut *line, v).is_ok() {
             line.push(b'\n');
-            // As println! did: a parent that is gone (a closed pipe) ends
+            // As println! does: a parent that is gone (a closed pipe) ends
             // the child here rather than leave it running unheard.
             if let Err(e) = std::io::stdout().lock().write_all(line) {
                 panic!("failed printing to stdout: {e}");

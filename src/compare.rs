@@ -3,10 +3,10 @@
 //! process with its own warm-up, then one table. The runs are ordinary
 //! client runs: their JSON results are kept whole in --json.
 //!
-//! With `--queries N` and no `--rate` it is the keep-alive benchmark throng
-//! grew from: per transport, N queries one after another on one client
-//! (closed loop, window 1, one connection), and the table gives queries per
-//! second and the mean time per query of that sequence.
+//! With `--queries N` and no `--rate` it is a keep-alive benchmark: per
+//! transport, N queries one after another on one client (closed loop,
+//! window 1, one connection), and the table gives queries per second and
+//! the mean time per query of that sequence.
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -518,8 +518,8 @@ pub fn print_row(header: bool, case: &Case, r: &RunResult, out: &mut dyn Write) 
 
 /// One line of the table of N queries one after another (the header
 /// first): answered of N, then queries/s and the mean time per query of
-/// the whole sequence, the way the keep-alive benchmark throng grew from
-/// printed iterations/s and the average time per iteration.
+/// the whole sequence, as a keep-alive benchmark gives iterations/s and
+/// the average time per iteration.
 pub fn print_sequential_row(
     header: bool,
     case: &Case,
@@ -757,7 +757,8 @@ mod tests {
             warm.contains("-c 1 ") && !warm.contains("--queries"),
             "{warm}"
         );
-        // With a rate, --queries sets the length as before.
+        // With a rate, --queries sets the run's length (QUERIES / RATE):
+        // no run of queries one after another.
         let a = args(&["--queries", "500", "-r", "100"]);
         assert_eq!(sequential(&a), None);
     }

@@ -277,8 +277,8 @@ pub fn server_config(cert_pem: &[u8], key_pem: &[u8], what: &str) -> Result<Arc<
 /// Session tickets sealed (ChaCha20-Poly1305) under a key derived from the
 /// server's private key: every process of `throng server --processes N`
 /// reads the same key file, so a client resumes a session made by any of
-/// them (a per-process ticket key or session cache resumed only the few
-/// connections that landed on the same process). The key does not roll: a
+/// them (a per-process ticket key or session cache would resume only the
+/// few connections that land on the same process). The key does not roll: a
 /// test server's tickets trade forward secrecy for resumption that works.
 #[derive(Debug)]
 struct SharedTickets {

@@ -426,7 +426,7 @@ mod tests {
 
     #[test]
     fn start_at_refuses_a_day_the_month_does_not_have() {
-        // 2026-02-31 was read as 3 March.
+        // 2026-02-31 is refused, not read as 3 March.
         let e = parse_start_at("2026-02-31T00:00:00Z").unwrap_err();
         assert!(e.contains("RFC 3339"), "{e}");
         assert_eq!(parse_start_at("2028-02-29T00:00:00Z"), Ok(1_835_395_200.0));
@@ -434,7 +434,7 @@ mod tests {
 
     #[test]
     fn start_at_refuses_what_is_not_finite() {
-        // inf and nan were taken, then panicked when the wait was computed.
+        // inf and nan are refused: the wait computed from them would panic.
         for bad in ["inf", "nan", "-inf", "NaN", "infinity", "1e400", "-5"] {
             let e = parse_start_at(bad).unwrap_err();
             assert!(e.contains("RFC 3339"), "{bad}: {e}");
@@ -445,7 +445,8 @@ mod tests {
 
     #[test]
     fn start_at_offset_of_other_characters_is_an_error() {
-        // A multi-byte character in the offset panicked on a byte slice.
+        // A multi-byte character in the offset is an error, not a panic on
+        // a byte slice.
         for bad in [
             "2026-11-22T10:00:00+0é00",
             "2026-11-22T10:00:00+é",
@@ -466,7 +467,7 @@ mod tests {
             .unwrap_err()
             .contains("whole number of bytes"));
         assert_eq!(parse_u64("18446744073709551615"), Ok(u64::MAX));
-        // 2^64 was taken as u64::MAX.
+        // 2^64 is too large, not taken as u64::MAX.
         assert!(parse_u64("18446744073709551616")
             .unwrap_err()
             .contains("too large"));

@@ -200,8 +200,8 @@ mod tests {
 
     #[test]
     fn man_page_says_130_follows_the_first_interrupt() {
-        // The page said a second interrupt; the code exits 130 on the
-        // first (src/client, src/limit), as the README says.
+        // The code exits 130 on the first interrupt (src/client,
+        // src/limit), as the README says: the page says the same.
         let page = page();
         let status = &page[page
             .find(".SH \"EXIT STATUS\"")

@@ -1,7 +1,7 @@
 //! URL targets: `http://HOST[:PORT]/PATH`, `https://`, `ws://`, `wss://`
 //! set the protocol, the transport, the port and the path (and the TLS
 //! name); `tcp://`, `udp://`, `tls://` set the transport. A target with
-//! no `://` is HOST:PORT, as before. A URL whose parts say otherwise than
+//! no `://` is HOST:PORT. A URL whose parts say otherwise than
 //! a flag given is refused, naming both.
 
 use crate::domain::{Proto, Transport};

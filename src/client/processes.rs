@@ -518,8 +518,8 @@ mod tests {
     use super::*;
 
     /// A child runs the very scenario its parent planned: the plan's JSON
-    /// gives back every float to the bit (serde_json's float_roundtrip; by
-    /// default these two came back one bit off).
+    /// gives back every float to the bit (serde_json's float_roundtrip;
+    /// without it these two come back one bit off).
     #[test]
     fn a_plan_round_trips_exactly() {
         let a = crate::cli::client_args(
@@ -560,9 +560,9 @@ mod tests {
         }
     }
 
-    /// Regression (issue 26): a child that started late moved the run's
-    /// end by its lateness (the end counted from the last ramp), so the
-    /// others sent past -T: 3,483 queries for 3,000 asked.
+    /// A child that starts late does not move the run's end by its
+    /// lateness: an end counted from the last ramp would have the others
+    /// send past -T.
     #[test]
     fn a_late_slice_ends_with_the_others() {
         let t0 = Instant::now();

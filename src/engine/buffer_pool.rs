@@ -25,8 +25,8 @@ impl BufferPool {
     /// (more given back than taken in one second, fewer in the next), and
     /// the client's memory creeps for minutes; with it the pool follows
     /// what the traffic takes. (The list itself keeps its room, at most
-    /// 24 KiB: shrunk to another size every second, its old blocks filled
-    /// the allocator's per-thread cache size by size, see
+    /// 24 KiB: shrunk to another size every second, its old blocks would
+    /// fill the allocator's per-thread cache size by size, see
     /// `metrics::text_capacity`.)
     pub(super) fn trim(&mut self) {
         let unused = self.low.min(self.bufs.len());

@@ -330,8 +330,8 @@ impl<'a> Conductor<'a> {
         self.live.second(&s, self.sc.connections);
         self.per_second.push(s, self.sc.traffic.is_none());
         // Seconds every worker has reported take their exact figures
-        // now, and their histograms go: kept to the end, they grew the
-        // client by a histogram (~30 kB) a second.
+        // now, and their histograms go: kept to the end, they would grow
+        // the client by a histogram (~30 kB) a second.
         let back = &self.workers.back;
         self.per_second.settle(
             &mut self.reports,

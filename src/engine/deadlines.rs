@@ -6,7 +6,7 @@
 //! the back (deadlines added are nearly always the latest), so memory
 //! follows the connections with queries in flight and an answer costs
 //! nothing here. (A queue of every query's deadline, kept until the
-//! deadline passed, held 180 MB at 2M answers/s and a 5 s timeout.)
+//! deadline passes, would hold 180 MB at 2M answers/s and a 5 s timeout.)
 
 use slab::Slab;
 
@@ -93,12 +93,13 @@ impl Deadlines {
         node.entry
     }
 
-    /// Once a second: after a burst in flight (a server that stalled for
-    /// 300 ms left 3,000 connections of a worker waiting), the slab holds
-    /// room for the burst, most of it vacant, for good (a stall's peak
-    /// stayed in the client's memory). Far emptier than its room, it is
-    /// made again in deadline order, the room twice what is held: every
-    /// deadline gets a new id, told to `rekey` (its entry, its new id).
+    /// Once a second: after a burst in flight (a server that stalls for
+    /// 300 ms leaves 3,000 connections of a worker waiting), the slab
+    /// holds room for the burst, most of it vacant, and would keep it for
+    /// good (a stall's peak left in the client's memory). Far emptier than
+    /// its room, it is made again in deadline order, the room twice what
+    /// is held: every deadline gets a new id, told to `rekey` (its entry,
+    /// its new id).
     pub fn compact(&mut self, mut rekey: impl FnMut(Entry, u32)) {
         let (len, room) = (self.nodes.len(), self.nodes.capacity());
         if room < COMPACT_ABOVE || len * 4 > room {

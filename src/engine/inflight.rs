@@ -105,8 +105,8 @@ pub struct Flight {
     /// live query and new ones join at the back, so the timed-out ones are
     /// always its first entries: a timeout, the oldest live query and an
     /// in-order answer are found at this index, not by a walk past them
-    /// (a connection a server stalled on holds thousands; a walk per
-    /// timeout made their timing out quadratic).
+    /// (a connection a server stalls on holds thousands; a walk per
+    /// timeout would make their timing out quadratic).
     stale: u32,
     outstanding: Table,
     /// Intended times of due queries not sent yet (window full or socket
@@ -200,11 +200,11 @@ impl Flight {
     /// that empties one: more than one query in flight on a connection is
     /// a burst there (a server that stalled), and the tables a burst made
     /// go back together, as they came, so the allocator can give their
-    /// pages back (kept until their connections closed, they were
-    /// scattered among newer blocks and held them). A closed loop keeps
+    /// pages back (kept until their connections close, they would be
+    /// scattered among newer blocks and hold them). A closed loop keeps
     /// its tables: they fill again at once (freed and made again with
-    /// every window's worth of answers, they cost a quarter more work an
-    /// answer).
+    /// every window's worth of answers, they would cost a quarter more
+    /// work an answer).
     pub fn release(&mut self) {
         if matches!(&self.outstanding, Table::Many(q) if q.is_empty()) {
             self.outstanding = Table::Empty;

@@ -209,9 +209,9 @@ mod tests {
         assert!((99..=101).contains(&sent.len()));
     }
 
-    /// Regression: a rate raised by --control waited for the arrival the
-    /// old rate had planned (nothing sent for 2 s after `rate 20000`
-    /// over a run at 1/s on two workers).
+    /// A rate raised by --control starts within a gap of its own, not at
+    /// the arrival the old rate planned (2 s away at 1/s over two
+    /// workers).
     #[test]
     fn a_raised_rate_starts_within_its_own_gap() {
         let mut p = Pacer::new(flat(1.0, 1.0), 0.5, Arrivals::Constant, 1);

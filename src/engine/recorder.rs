@@ -585,8 +585,8 @@ mod tests {
         r.answered(1, &o(3, 0, 0), 1000, cut);
         r.answered(1, &o(1, 0, 0), 1000, Status::Http(503));
         r.answered(1, &o(2, 0, 0), 1000, Status::Mismatch);
-        // A mismatch is an answer that failed, not an error besides (it
-        // was counted twice: answered + errors > sent).
+        // A mismatch is an answer that failed, not an error besides
+        // (counted as both, answered + errors would exceed sent).
         assert_eq!(r.q.errors.iter().map(|e| e.load(Relaxed)).sum::<u64>(), 0);
         assert_eq!(r.sec_report.errors, 0);
         assert_eq!(r.q.answered.load(Relaxed), 4);

@@ -88,10 +88,10 @@ impl SecondReport {
 
 /// Where a worker sends its seconds' reports, and the reports the main
 /// thread is done with, emptied, for the workers' next seconds. A report's
-/// histograms (~27 kB each) made anew by every worker every second and
-/// freed by the main thread came and went from the worker's malloc arena,
-/// its pages with them: the client's memory moved by ~0.1 MB from one
-/// second to the next (bench/soak.sh).
+/// histograms (~27 kB each), made anew by every worker every second and
+/// freed by the main thread, would come and go from the worker's malloc
+/// arena, its pages with them: the client's memory would move by ~0.1 MB
+/// from one second to the next (bench/soak.sh).
 #[derive(Clone)]
 pub struct ReportTx {
     tx: mpsc::Sender<SecondReport>,

@@ -520,12 +520,11 @@ impl Worker {
             }
         };
         // Handed back before the connections close: closing is not
-        // measured, and its time is the whole host's. A million
-        // connections held over 52 processes on two cores closed together
-        // for longer than the grace; the workers missed their stop
-        // deadline and their statuses and histograms were lost (a run
-        // that answered every ping read `ok 0%`). Now only the closing
-        // is left behind (see `Workers::collect`).
+        // measured, and its time is the whole host's (a million
+        // connections closing together on two cores can take longer than
+        // the grace). A worker past its stop deadline then leaves only its
+        // closing behind, not its statuses and histograms (see
+        // `Workers::collect`).
         let rest = match handed.send((id, figures)) {
             Ok(()) => Finished::default(),
             Err(mpsc::SendError((_, figures))) => figures,

@@ -48,11 +48,11 @@ pub(super) fn listener_of(line: &str, port: u16, addr_hex: &[String]) -> Option<
 
 /// The buffers the server's sampler reads into, kept from one sample to
 /// the next. The sampler runs at SCHED_IDLE, and every thread shares one
-/// heap (one lock: `sys::one_heap`): a sampler preempted while it held
-/// the allocator's lock stalled a worker that allocated until a busy core
-/// let the sampler run again (CI: a niced client sharing its core with a
-/// busy loop sent queries 186-255 ms late). Its periodic reads allocate
-/// nothing once these have grown to the files' size.
+/// heap (one lock: `sys::one_heap`): a sampler preempted while it holds
+/// the allocator's lock stalls any worker that allocates until a busy
+/// core lets the sampler run again, for as long as hundreds of ms. Its
+/// periodic reads allocate nothing once these have grown to the files'
+/// size.
 pub(super) struct Bufs {
     path: String,
     pub(super) text: String,

@@ -956,11 +956,11 @@ mod tests {
         assert!(late_cause(&step, pace(58_000)).is_some());
     }
 
-    /// Regression: a one-thread server taking 1 ms an answer, searched for
-    /// the rate it keeps at p99 < 50 ms: its step with p99 57 ms (service
-    /// p99 56 ms) was put on the client, whose loop had been more than
-    /// 1 ms late on 1.6% of the queries. A service tail as long as the
-    /// response's is the server's.
+    /// A one-thread server taking 1 ms an answer, searched for the rate it
+    /// keeps at p99 < 50 ms: a step with p99 57 ms (service p99 56 ms) is
+    /// the server's, though the client's loop was more than 1 ms late on
+    /// 1.6% of the queries. A service tail as long as the response's is
+    /// the server's.
     #[test]
     fn a_few_late_queries_do_not_explain_a_long_service_tail() {
         let step = late(10_000, 10_000, 160, Some((57_000, 56_000)));
@@ -984,9 +984,9 @@ mod tests {
         );
     }
 
-    /// Regression: nginx with worker_connections 256 closed connections at
-    /// 240 on a busy machine, and the step was put on the client because
-    /// its summary named slow connect() calls.
+    /// Connections the server closed (nginx with worker_connections 256
+    /// closes them at about 240) put a connections step on the server,
+    /// even when the client's summary names slow connect() calls too.
     #[test]
     fn connections_the_server_closed_are_the_servers_even_unseen() {
         assert!(!server_explains(&step_of(Value::Null), Find::Connections));
@@ -1026,11 +1026,10 @@ mod tests {
         assert!(client_explains(&r, Find::Connections));
     }
 
-    /// Regression: nginx recycles a connection after 1,000 requests
-    /// (keepalive_requests); a rate search's failing step at 264k/s was
-    /// put on "a connection cap of its own" though every passing step saw
-    /// closes too, and the search had found at its opening that nginx
-    /// keeps every connection.
+    /// nginx recycles a connection after 1,000 requests
+    /// (keepalive_requests): closes during a rate step are no connection
+    /// cap, since the search's opening found that the server keeps every
+    /// connection, and passing steps see such closes too.
     #[test]
     fn closes_during_a_rate_step_are_no_cap() {
         let mut v = seen("nginx", 110, 20000, 1.0);

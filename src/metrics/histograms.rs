@@ -253,8 +253,8 @@ fn written(h: &Histogram<u64>) -> std::borrow::Cow<'_, Histogram<u64>> {
 /// than the bytes it saves. [`decode_histogram`] reads both.
 /// The serializer and its output are kept from one call to the next (one
 /// set a thread): a long run encodes a second's histograms every second,
-/// and buffers made anew each time, of a size that varies, fragmented the
-/// heap they came from (bench/soak.sh).
+/// and buffers made anew each time, of a size that varies, would fragment
+/// the heap they come from (bench/soak.sh).
 pub fn encode_histogram_plain(h: &Histogram<u64>) -> String {
     thread_local! {
         static PLAIN: std::cell::RefCell<(V2Serializer, Vec<u8>)> =
@@ -274,8 +274,8 @@ pub fn encode_histogram_plain(h: &Histogram<u64>) -> String {
 /// multiple of 512 bytes, and past 1,032. glibc keeps up to seven freed
 /// blocks of each size below that in a per-thread cache that nothing
 /// trims, and the text of one second's histogram is of another length
-/// than the last's: made to measure, they filled that cache size by size
-/// for half an hour, up to ~0.2 MB a process (bench/soak.sh).
+/// than the last's: made to measure, they would fill that cache size by
+/// size, up to ~0.2 MB a process over half an hour (bench/soak.sh).
 fn text_capacity(len: usize) -> usize {
     len.max(1033).next_multiple_of(512)
 }
@@ -440,7 +440,7 @@ mod tests {
             encode_histogram_plain(&decode_histogram(&text).unwrap()),
             text
         );
-        // Written over 1 µs to an hour, as before histograms grew.
+        // Written over 1 µs to an hour, whatever it grew to (`written`).
         assert_eq!(decode_histogram(&text).unwrap().high(), 3_600_000_000);
         let json = format!("{{\"hdr\":\"{text}\"}}");
         let back: S = serde_json::from_str(&json).unwrap();
@@ -457,8 +457,8 @@ mod tests {
 
     /// A header that promises a 4 GiB payload, or a counts array of 5
     /// digits up to 2^62, is refused before anything is sized by it (the
-    /// decoder allocated both: `throng merge` of such a file ran out of
-    /// memory; found by the merge_result fuzz target).
+    /// decoder would allocate both, and `throng merge` of such a file
+    /// would run out of memory).
     #[test]
     fn hostile_headers_are_refused_before_allocating() {
         let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);

@@ -570,9 +570,8 @@ mod tests {
         assert_eq!(parse(&serde_json::to_string(&a).unwrap()).unwrap(), a);
     }
 
-    /// Regression (found writing the merge_result fuzz target): a negative
-    /// or huge time in a result file panicked in `Duration::from_secs_f64`
-    /// when merged.
+    /// A negative or huge time in a result file is an error when merged,
+    /// not a panic in `Duration::from_secs_f64`.
     #[test]
     fn a_time_that_is_no_duration_is_an_error_not_a_panic() {
         for (path, secs) in [
@@ -590,9 +589,9 @@ mod tests {
         }
     }
 
-    /// Regression (CI's merge_result fuzz run): a histogram whose header
-    /// promises a 4 GiB payload ran `throng merge` out of memory. Now an
-    /// error that names the file and the key.
+    /// A histogram whose header promises a 4 GiB payload is an error that
+    /// names the file and the key, not an allocation that runs `throng
+    /// merge` out of memory.
     #[test]
     fn a_histogram_header_past_its_end_is_named_not_allocated() {
         use base64::Engine;
@@ -622,9 +621,9 @@ mod tests {
         );
     }
 
-    /// Regression (found writing the merge_result fuzz target): counts near
-    /// u64::MAX overflowed the sums of a merge (the ConnTotals, QueryTotals
-    /// and StatusCounts merges, the HTTP status table): a panic in a debug
+    /// Counts past 2^53 are refused on reading: near u64::MAX they would
+    /// overflow the sums of a merge (the ConnTotals, QueryTotals and
+    /// StatusCounts merges, the HTTP status table), a panic in a debug
     /// build, a wrapped count in a release one.
     #[test]
     fn counts_past_2_pow_53_are_refused_on_reading() {
@@ -646,10 +645,10 @@ mod tests {
         merge(&[r, other], &names()).unwrap();
     }
 
-    /// Regression (CI's merge_result fuzz run): a histogram counting 2^62
-    /// values, added to itself, saturated at 2^64, which HdrHistogram V2
-    /// cannot write: a panic writing the merge. A histogram is held to
-    /// a result's bound on reading, and its sums to what V2 writes.
+    /// A histogram is held to a result's bound on reading, and its sums to
+    /// what V2 writes: one counting 2^62 values, added to itself, would
+    /// saturate at 2^64, which HdrHistogram V2 cannot write (a panic
+    /// writing the merge).
     #[test]
     fn histogram_counts_past_2_pow_53_are_refused_on_reading() {
         let hdr = |n: u64| {

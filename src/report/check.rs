@@ -748,8 +748,9 @@ mod tests {
         assert!(e.contains("sends no queries"), "{e}");
     }
 
-    /// A user's check added to the defaults did not replace them: a
-    /// discard server's run with a latency check passed on 0 answers.
+    /// A user's check adds to the defaults rather than replacing them: a
+    /// discard server's run with a latency check alone would pass on 0
+    /// answers.
     #[test]
     fn given_checks_add_to_the_defaults() {
         let c = parse_all(
@@ -794,7 +795,8 @@ mod tests {
         );
     }
 
-    /// A percentile of no samples read as 0 and passed `p99<5ms`.
+    /// A percentile of no samples has no value: `p99<5ms` fails on it
+    /// rather than passing on a 0.
     #[test]
     fn a_measure_with_no_samples_fails() {
         let r = json!({

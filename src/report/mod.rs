@@ -98,8 +98,8 @@ mod tests {
 
     #[test]
     fn a_late_loop_keeps_the_tail_from_being_put_on_the_server() {
-        // Regression: a loop 140 ms late beside a 350 ms service tail (its
-        // own late reads) was named the server's or the network's.
+        // A loop 140 ms late beside a 350 ms service tail (its own late
+        // reads): the tail is not named the server's or the network's.
         let w = lag_line(&lags(150_000, 140_000, 350_000), 0, None, None, false).unwrap();
         assert!(w.contains("reads the answers late as well"), "{w}");
         assert!(w.contains("cannot be put on the server alone"), "{w}");
@@ -121,8 +121,7 @@ mod tests {
     /// Late against the service time, the words follow the client's CPU:
     /// short of it, more cores; idle (under half a core), not more cores
     /// but cores of its own; with the server in its process, a server of
-    /// its own. (The README's first run was told "give it more cores" at
-    /// 31% of 2 cores, the embedded server's CPU included.)
+    /// its own (the embedded server's CPU is counted in the client's).
     #[test]
     fn a_late_client_is_told_what_would_help() {
         let late = lags(1_100, 1_100, 2_100);
@@ -164,7 +163,7 @@ mod tests {
             !idle.contains("bottleneck") && !idle.contains("more cores"),
             "{idle}"
         );
-        // Unknown CPU: as before.
+        // Unknown CPU: more cores.
         let unknown = lag_line(&late, 0, None, None, false).unwrap();
         assert!(unknown.contains("Give it more cores"), "{unknown}");
         for c in [None, Some(cpu(2.0)), Some(cpu(9.5))] {
@@ -192,10 +191,10 @@ mod tests {
         assert!(above.unwrap().contains("is well above that"));
     }
 
-    /// Regression (CI, tests/hints.rs, client and server on one busy
-    /// core): a service p99.9 of 41 ms beside a loop late by 20 ms at p99
-    /// and 28 ms at p99.9 was named Nagle's at the server. The loop's lag
-    /// is read at the tail's quantile; a prompt loop still gets the hint.
+    /// A service p99.9 of 41 ms beside a loop late by 20 ms at p99 and
+    /// 28 ms at p99.9 (client and server on one busy core) is the loop's
+    /// wait, not Nagle's at the server: the loop's lag is read at the
+    /// tail's quantile. A prompt loop still gets the hint.
     #[test]
     fn a_tail_at_the_timer_beside_a_loop_as_late_is_not_nagle() {
         let sc = crate::fixtures::scenario(&["--proto", "echo"]);

@@ -405,7 +405,7 @@ impl StopOn {
 /// How long a WebSocket run without traffic (held, or push) of
 /// `connections` (this process's) waits at its end, at most, for the
 /// servers' answers to its close frames: a second per 5,000, at least 1 s,
-/// at most 10 s (100,000 held over six processes on two cores took about
+/// at most 10 s (100,000 held over six processes on two cores take about
 /// 2 s; it ends as soon as every close is answered).
 pub fn ws_close_wait_s(connections: u64) -> f64 {
     (connections as f64 / 5000.0).clamp(1.0, 10.0)

@@ -16,7 +16,7 @@ pub struct Phase {
 }
 
 /// Parses `30s@10k,20s@10k..50k` (the same syntax for connection counts
-/// and, later, query rates).
+/// and query rates).
 pub fn parse_phases(spec: &str) -> Result<Vec<Phase>, String> {
     let example = "e.g. 30s@10k,60s@10k..100k,30s@20k";
     let mut phases = Vec::new();

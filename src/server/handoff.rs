@@ -99,8 +99,8 @@ impl Handoff {
     /// open or waiting in its accept queues; under a connect storm the
     /// parent starts it sooner) and when it hands over (13/16: room for
     /// what the hand-over still brings, tens of milliseconds when a storm
-    /// of processes starves the parent of CPU: 2,500 connections at 35k/s
-    /// overran the 1/8 this once kept).
+    /// of processes starves the parent of CPU: some 2,500 connections at
+    /// 35k/s).
     pub fn arm(&self, max_open: i64, queues: usize) {
         if self.notify.is_some() {
             self.grow_at.store(max_open / 16 * 11, Relaxed);

@@ -185,8 +185,8 @@ impl Pusher {
     /// subscriptions that expired (silent for --udp-idle). The slots that
     /// come due while it sends wait for the next call: a worker slower than
     /// its pushes still goes back to its loop between calls, to accept and
-    /// to read (chasing the clock, one behind never returned, and new
-    /// connections waited unanswered).
+    /// to read (one that chased the clock would, once behind, never
+    /// return, and new connections would wait unanswered).
     pub fn run(
         &mut self,
         mut now: impl FnMut() -> (u64, u64),

@@ -28,13 +28,14 @@ const FDS_PER_WORKER: u64 = 3;
 /// accepts), and then accepts what its queues still hold, passing what its
 /// fds cannot hold to a member with room (the group's channel). Shallower
 /// queues overflow under a connect storm on the same cores as the load,
-/// and each SYN the kernel drops waits a second to be sent again. (A
-/// million connections on two cores: queues of half its fds ramped at
-/// 21,177/s with a connect p99 of 1.05 s; of all, 33,862/s and 137 ms.)
+/// and each SYN the kernel drops waits a second to be sent again (a
+/// million connections on two cores ramp at about 21k/s with a connect
+/// p99 past 1 s behind queues of half its fds, at about 34k/s and 137 ms
+/// behind queues of all of them; bench/RESULTS.md).
 fn elastic_member(cfg: &ServerConfig, fd: &limits::FdLimit, deep: bool) -> ServerConfig {
     let reserved = limits::fds_in_use() as u64 + FDS_PER_WORKER * cfg.workers as u64 + 8;
     // A channel of a few hundred connections (no CAP_NET_ADMIN to deepen
-    // it) would shed what deep queues bring: half, as before it.
+    // it) would shed what deep queues bring: the queues then hold half.
     let room = fd.soft.saturating_sub(reserved) / if deep { 1 } else { 2 };
     let per_listener = (room / cfg.workers.max(1) as u64).max(128);
     let mut c = cfg.clone();

@@ -16,13 +16,13 @@ pub mod tune;
 /// nothing kept spare at its top. A client's workers allocate little once
 /// connected (about a hundred blocks a second), but a stall of the peer
 /// makes them allocate in a burst; each in a heap of its own (glibc's
-/// default), the burst's pages stayed resident for good: a thread's heap
-/// gives back the top of its heap only above a threshold and never in
-/// [`release_free_memory`]. In the main heap that once-a-second trim gives
-/// them back (stalls of the server of 100 and 300 ms under the soak's
-/// load: the client +212 kB for good before, +24 kB after;
+/// default), the burst's pages would stay resident for good: a thread's
+/// heap gives back the top of its heap only above a threshold and never
+/// in [`release_free_memory`]. In the main heap that once-a-second trim
+/// gives them back (stalls of the server of 100 and 300 ms under the
+/// soak's load leave the client +24 kB for good instead of +212 kB;
 /// bench/RESULTS.md). Setting the pad also fixes the threshold above which
-/// a block is mapped apart at glibc's 128 kB (it no longer rises with the
+/// a block is mapped apart at glibc's 128 kB (otherwise it rises with the
 /// blocks freed): such blocks go back to the system as they are freed.
 /// To be called before the process starts a thread: glibc fixes the number
 /// of heaps when a second thread first allocates.
@@ -37,10 +37,11 @@ pub fn one_heap() {
 
 /// Puts the calling thread below every other on its cores (SCHED_IDLE):
 /// for a thread that watches rather than measures (the server's sampler).
-/// A worker that wakes takes the core from it at once; before, its sample
-/// of a server's fd table and the kernel's tables (milliseconds with
-/// thousands of connections, every 250 ms) held the worker's core, and a
-/// paced worker sharing it sent its queries up to 3 ms late. On a
+/// A worker that wakes takes the core from it at once; otherwise its
+/// sample of a server's fd table and the kernel's tables (milliseconds
+/// with thousands of connections, every 250 ms) would hold the worker's
+/// core, and a paced worker sharing it would send its queries
+/// milliseconds late. On a
 /// saturated host its samples come less often (the final one is taken by
 /// the main thread). Best effort: an error leaves the thread as it was.
 pub fn background() {
@@ -55,8 +56,8 @@ pub fn background() {
 /// Gives the memory the allocator holds free back to the system (glibc's
 /// `malloc_trim`: the free pages inside every arena, not only at the top).
 /// A long run's client calls it once a second: without it the pages its
-/// per-second work and its connections' churn freed stayed resident, and
-/// its memory crept for minutes though what it held was flat
+/// per-second work and its connections' churn free stay resident, and
+/// its memory creeps for minutes though what it holds is flat
 /// (bench/soak.sh). It costs the page faults of pages used again.
 pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -289,8 +289,8 @@ mod tests {
 
     #[test]
     fn a_v6_slash_64_stays_in_its_prefix() {
-        // A /64 counted as 2^128 - 1 addresses and started at :: instead
-        // of its own base.
+        // A /64 starts at its own base, not at ::, and counts its own
+        // addresses, not 2^128 - 1.
         let got = expand("fd00:1:2:3::10/64", 3).unwrap();
         let want: Vec<IpAddr> = ["fd00:1:2:3::", "fd00:1:2:3::1", "fd00:1:2:3::2"]
             .iter()

@@ -137,8 +137,7 @@ pub fn measure_kernel_bytes(pairs: usize) -> Option<u64> {
     // Slab is the host's: sockets other processes freed meanwhile take
     // from the difference. A pair measured under 2 kB (a TCP end costs
     // 2-4 kB) is that noise, not a cost: a caller that planned with it
-    // let 20 million connections past the memory check (a test caught it
-    // while the test before it closed its connections).
+    // would let millions of connections past the memory check.
     let per_pair = after.saturating_sub(before) * 1024 / pairs as u64;
     (per_pair >= 2048).then_some(per_pair)
 }

@@ -251,7 +251,8 @@ mod tests {
         }
     }
 
-    /// Issue 26: an HTTP/1.0 reply with no length was malformed.
+    /// An HTTP/1.0 reply with no length ends at the server's close: an
+    /// answer, not malformed bytes.
     #[test]
     fn http_body_without_a_length_ends_at_the_close() {
         let c = http();
