@@ -3,16 +3,16 @@
 //! The module map, top to bottom: a module uses only modules below it (data
 //! flows down, never back up; `tests/module_graph.rs` fails on a circle).
 //!
-//! - [`limit`]: `throng limit`, a search of client (or cluster) runs, each
-//!   judged by its verdict, and why the failing one failed.
-//! - [`client`]: `throng client` from flags to report: targets, sources,
-//!   preflight, then [`engine`] runs the [`scenario`], here or in child
-//!   processes each given its slice.
 //! - [`cli`]: flags (clap) and what they convert into: a
 //!   [`scenario::Scenario`], a [`server_config::ServerConfig`], a
 //!   [`cluster::ssh::ClusterConfig`], a [`compare::CompareConfig`].
 //!   [`limit`] and [`client`] take its `LimitArgs` and `ClientArgs`; below
 //!   it nothing sees a flag.
+//! - [`limit`]: `throng limit`, a search of client (or cluster) runs, each
+//!   judged by its verdict, and why the failing one failed.
+//! - [`client`]: `throng client` from flags to report: targets, sources,
+//!   preflight, then [`engine`] runs the [`scenario`], here or in child
+//!   processes each given its slice.
 //! - [`compare`]: one workload over each transport.
 //! - [`cluster`]: the scenario sliced over hosts through ssh, the exact
 //!   merge of results, and `throng merge`.
@@ -29,10 +29,13 @@
 //!   merge: what engine measured, report and cluster write, read and merge.
 //! - [`server_config`]: the reference server's configuration, as plain
 //!   serde data, and its TLS certificate and key.
+//! - [`evidence`]: what this host shows of the client and of a server on
+//!   it (/proc, the kernel's counters), for the verdict's causes.
 //! - [`tls`]: the rustls configurations of both sides.
+//! - [`exposition`]: the HTTP endpoint `--metrics` is served on.
 //! - [`scenario`]: what a client run does, as plain serde data.
 //! - [`sys`]: what the OS allows: fd limits, sysctls, kernel counters,
-//!   source addresses; `throng tune`.
+//!   source addresses, the fd hand-off between processes; `throng tune`.
 //! - [`metrics`]: counters, statuses and HDR histograms, each with one
 //!   merge: of workers, of processes, of hosts' results.
 //! - [`domain`] and [`units`]: the words a run is described in (modes,

@@ -391,7 +391,7 @@ impl ServerSeen {
     }
 
     /// What was seen over `d`, in a line.
-    pub fn figures(&self, d: &During) -> String {
+    pub fn seen_line(&self, d: &During) -> String {
         format!(
             "{} (pid {}): {} fds of its {} at most, CPU {:.0}% of a core ({:.0} cores here), \
              RSS up to {}, accept queue up to {}, ListenOverflows +{}, ListenDrops +{}, UDP \

@@ -23,7 +23,7 @@ pub(super) fn evidence(r: &StepResult, find: Find) -> (Option<(Code, String)>, V
             .filter(|c| c.shares_cores_with_server)
             .map(|c| c.cpu_pct),
     };
-    (seen.limit_named(&during), vec![seen.figures(&during)])
+    (seen.limit_named(&during), vec![seen.seen_line(&during)])
 }
 
 /// Whether the server's side explains a failing step: a cause in its

@@ -244,7 +244,7 @@ pub struct Asked {
 /// before the step; `step`, the step's seconds from its change of load to
 /// its end (drain included); `judged`, how many of them at the start
 /// after the warm-up make its measured stretch (the rest drain).
-pub fn figures(
+pub fn step_of_seconds(
     before: &Sample,
     step: &[Sample],
     warm: usize,
@@ -426,7 +426,7 @@ mod tests {
         let before = second(3, 100, 100, 100, 0);
         // Grew to 200, two failed, then the server closed five old ones.
         let step = [second(4, 190, 190, 190, 2), second(5, 195, 200, 192, 2)];
-        let v = serde_json::to_value(figures(
+        let v = serde_json::to_value(step_of_seconds(
             &before,
             &step,
             0,
@@ -471,7 +471,7 @@ mod tests {
             s(4, Some(1000.0), 1000, 990, 0),
             s(5, Some(0.0), 0, 15, 5),
         ];
-        let v = serde_json::to_value(figures(
+        let v = serde_json::to_value(step_of_seconds(
             &before,
             &step,
             1,

@@ -94,7 +94,7 @@ impl Search<'_> {
             Find::Connections => seconds.len().saturating_sub(warm),
             Find::Rate => secs,
         };
-        let mut v = held_run::figures(
+        let mut v = held_run::step_of_seconds(
             &before,
             seconds,
             warm,

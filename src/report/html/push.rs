@@ -164,7 +164,7 @@ pub(super) const PUSH_SPECTRA: SpectrumPair = SpectrumPair {
 
 /// The push rows of the summary's figures, a column per run ("-" for a
 /// run without push); none when no run has push.
-pub(super) fn push_figures(runs: &[Drawn]) -> Vec<(&'static str, Vec<String>)> {
+pub(super) fn push_rows(runs: &[Drawn]) -> Vec<(&'static str, Vec<String>)> {
     if !runs.iter().any(|d| d.has_push()) {
         return Vec::new();
     }

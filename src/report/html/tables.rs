@@ -11,7 +11,7 @@ use crate::units::{human, human_us};
 
 /// The summary's figures, a row each, a column per run: the connections',
 /// the queries' when a run has queries, the push rows when one has push.
-pub(super) fn figures(runs: &[Drawn]) -> Vec<(&'static str, Vec<String>)> {
+pub(super) fn summary_rows(runs: &[Drawn]) -> Vec<(&'static str, Vec<String>)> {
     let each = |f: &dyn Fn(&RunResult) -> String| runs.iter().map(|d| f(d.r)).collect();
     let us = |v: u64| human_us(v);
     let lat = |f: fn(&crate::metrics::Latency) -> u64, service: bool| {
@@ -117,7 +117,7 @@ pub(super) fn figures(runs: &[Drawn]) -> Vec<(&'static str, Vec<String>)> {
             ("service time max", each(&lat(|l| l.max, true))),
         ]);
     }
-    rows.extend(super::push::push_figures(runs));
+    rows.extend(super::push::push_rows(runs));
     rows
 }
 
@@ -154,7 +154,7 @@ pub(super) fn summary_table(p: &mut String, drawn: &[Drawn]) {
         let _ = write!(p, "<th>{}</th>", escape(d.label));
     }
     let _ = writeln!(p, "</tr>");
-    for (k, vals) in figures(drawn) {
+    for (k, vals) in summary_rows(drawn) {
         let _ = write!(p, "<tr><th>{k}</th>");
         for v in vals {
             let _ = write!(p, "<td class=\"n\">{}</td>", escape(&v));
