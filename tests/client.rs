@@ -11,6 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{in_netns, output, server, set_sysctl, temp_dir, typed, Parts, BIN};
+use common::{Client, Ran};
 use serde_json::Value;
 use throng::scenario::Ramp;
 
@@ -46,10 +47,18 @@ fn hold_and_close(n: &str, expect: u64) {
     common::raise_fd_limit();
     let srv = server(&[]);
     let target = srv.addr.to_string();
-    let (code, out, err, v) = client(
-        &format!("hold{n}"),
-        &[&target, "-c", n, "--connect-rate", "10k", "-T", "1s"],
-    );
+    let Ran {
+        code,
+        stdout: out,
+        stderr: err,
+        json: v,
+        ..
+    } = Client::new(&format!("hold{n}"))
+        .arg(&target)
+        .flags("-c")
+        .arg(n)
+        .flags("--connect-rate 10k -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}\n{err}");
     let r = typed(&v);
     assert_eq!(r.connections.established, expect, "{out}");
@@ -83,7 +92,10 @@ fn holds_15000_connections_then_closes_cleanly() {
 #[test]
 fn json_has_the_documented_keys() {
     let srv = server(&[]);
-    let (code, _, _, v) = client("keys", &[&srv.addr.to_string(), "-c", "100", "-T", "0s"]);
+    let Ran { code, json: v, .. } = Client::new("keys")
+        .arg(&srv.addr.to_string())
+        .flags("-c 100 -T 0s")
+        .run();
     assert_eq!(code, 0);
     assert_eq!(v["schema_version"], 1);
     assert_eq!(v["interrupted"], false);
@@ -122,18 +134,15 @@ fn json_has_the_documented_keys() {
 #[test]
 fn connect_rate_is_honoured_at_2000_per_second() {
     let srv = server(&[]);
-    let (code, out, _, v) = client(
-        "rate",
-        &[
-            &srv.addr.to_string(),
-            "-c",
-            "4000",
-            "--connect-rate",
-            "2000",
-            "-T",
-            "0s",
-        ],
-    );
+    let Ran {
+        code,
+        stdout: out,
+        json: v,
+        ..
+    } = Client::new("rate")
+        .arg(&srv.addr.to_string())
+        .flags("-c 4000 --connect-rate 2000 -T 0s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let ramp = r.connections.ramp_s.unwrap();
@@ -149,20 +158,15 @@ fn connect_rate_is_honoured_at_2000_per_second() {
 #[test]
 fn batch_mode_opens_in_steps() {
     let srv = server(&[]);
-    let (code, out, _, v) = client(
-        "batch",
-        &[
-            &srv.addr.to_string(),
-            "-c",
-            "2000",
-            "--batch-size",
-            "500",
-            "--batch-delay",
-            "400ms",
-            "-T",
-            "0s",
-        ],
-    );
+    let Ran {
+        code,
+        stdout: out,
+        json: v,
+        ..
+    } = Client::new("batch")
+        .arg(&srv.addr.to_string())
+        .flags("-c 2000 --batch-size 500 --batch-delay 400ms -T 0s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.established, 2000);
@@ -175,18 +179,15 @@ fn batch_mode_opens_in_steps() {
 #[test]
 fn sync_mode_connects_one_at_a_time() {
     let srv = server(&[]);
-    let (code, out, _, v) = client(
-        "sync",
-        &[
-            &srv.addr.to_string(),
-            "-c",
-            "300",
-            "--connect-mode",
-            "sync",
-            "-T",
-            "0s",
-        ],
-    );
+    let Ran {
+        code,
+        stdout: out,
+        json: v,
+        ..
+    } = Client::new("sync")
+        .arg(&srv.addr.to_string())
+        .flags("-c 300 --connect-mode sync -T 0s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.established, 300);
@@ -201,10 +202,15 @@ fn refused_port_is_counted_and_exits_1() {
         .local_addr()
         .unwrap()
         .port();
-    let (code, out, _, v) = client(
-        "refused",
-        &[&format!("127.0.0.1:{port}"), "-c", "50", "-T", "0s"],
-    );
+    let Ran {
+        code,
+        stdout: out,
+        json: v,
+        ..
+    } = Client::new("refused")
+        .arg(&format!("127.0.0.1:{port}"))
+        .flags("-c 50 -T 0s")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.failed["refused"], 50);
@@ -220,18 +226,10 @@ fn refused_port_is_counted_and_exits_1() {
         assert!(!out.contains(other), "{out}");
     }
     // --max-failures lets a run with known failures pass.
-    let (code, _, _, _) = client(
-        "refused-ok",
-        &[
-            &format!("127.0.0.1:{port}"),
-            "-c",
-            "50",
-            "-T",
-            "0s",
-            "--max-failures",
-            "50",
-        ],
-    );
+    let Ran { code, .. } = Client::new("refused-ok")
+        .arg(&format!("127.0.0.1:{port}"))
+        .flags("-c 50 -T 0s --max-failures 50")
+        .run();
     assert_eq!(code, 0);
 }
 
@@ -245,18 +243,15 @@ fn never_accepting_listener_gives_timeouts_and_unverified() {
         .unwrap();
     sock.listen(1).unwrap();
     let addr = sock.local_addr().unwrap().as_socket().unwrap();
-    let (code, out, _, v) = client(
-        "backlog1",
-        &[
-            &addr.to_string(),
-            "-c",
-            "40",
-            "--connect-timeout",
-            "1s",
-            "-T",
-            "0s",
-        ],
-    );
+    let Ran {
+        code,
+        stdout: out,
+        json: v,
+        ..
+    } = Client::new("backlog1")
+        .arg(&addr.to_string())
+        .flags("-c 40 --connect-timeout 1s -T 0s")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert!(r.connections.failed["timed_out"] > 0, "{out}");
@@ -298,19 +293,16 @@ fn a_retransmitted_handshake_is_named_as_the_servers_not_the_clients() {
             held.push(s);
         }
     });
-    let (code, out, err, v) = client(
-        "syn-retransmit",
-        &[
-            &addr.to_string(),
-            "-c",
-            "20",
-            "--no-verify",
-            "--connect-timeout",
-            "10s",
-            "-T",
-            "0s",
-        ],
-    );
+    let Ran {
+        code,
+        stdout: out,
+        stderr: err,
+        json: v,
+        ..
+    } = Client::new("syn-retransmit")
+        .arg(&addr.to_string())
+        .flags("-c 20 --no-verify --connect-timeout 10s -T 0s")
+        .run();
     assert_eq!(code, 0, "{out}\n{err}");
     let r = typed(&v);
     assert_eq!(r.connections.established, 20, "{out}");
@@ -350,7 +342,15 @@ fn reset_server(answer_first: bool) -> SocketAddr {
 #[test]
 fn reset_at_first_data_is_half_open() {
     let addr = reset_server(false);
-    let (code, out, _, v) = client("halfopen", &[&addr.to_string(), "-c", "30", "-T", "1s"]);
+    let Ran {
+        code,
+        stdout: out,
+        json: v,
+        ..
+    } = Client::new("halfopen")
+        .arg(&addr.to_string())
+        .flags("-c 30 -T 1s")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.failed["half_open"], 30, "{out}");
@@ -370,18 +370,15 @@ fn reset_at_first_data_is_half_open() {
 #[test]
 fn server_that_resets_every_connection() {
     let addr = reset_server(true);
-    let (code, out, _, v) = client(
-        "reset",
-        &[
-            &addr.to_string(),
-            "-c",
-            "30",
-            "-T",
-            "1s",
-            "--connect-rate",
-            "1000",
-        ],
-    );
+    let Ran {
+        code,
+        stdout: out,
+        json: v,
+        ..
+    } = Client::new("reset")
+        .arg(&addr.to_string())
+        .flags("-c 30 -T 1s --connect-rate 1000")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.verified, 30, "{out}");
@@ -399,7 +396,15 @@ fn more_connections_than_one_source_has_ports_brings_in_a_second() {
         // second and third source address to stay under half the range.
         set_sysctl("net.ipv4.ip_local_port_range", "40000 40999");
         let srv = server(&[]);
-        let (code, out, _, v) = client("ports", &[&srv.addr.to_string(), "-c", "1500", "-T", "0s"]);
+        let Ran {
+            code,
+            stdout: out,
+            json: v,
+            ..
+        } = Client::new("ports")
+            .arg(&srv.addr.to_string())
+            .flags("-c 1500 -T 0s")
+            .run();
         assert_eq!(code, 0, "{out}");
         let r = typed(&v);
         assert_eq!(r.connections.established, 1500, "{out}");
@@ -416,18 +421,15 @@ fn one_source_that_cannot_fit_is_an_impossible_plan() {
     in_netns(|| {
         set_sysctl("net.ipv4.ip_local_port_range", "40000 40099");
         let srv = server(&[]);
-        let (code, _, err, v) = client(
-            "noports",
-            &[
-                &srv.addr.to_string(),
-                "-c",
-                "500",
-                "--source-ip",
-                "127.0.0.1",
-                "-T",
-                "0s",
-            ],
-        );
+        let Ran {
+            code,
+            stderr: err,
+            json: v,
+            ..
+        } = Client::new("noports")
+            .arg(&srv.addr.to_string())
+            .flags("-c 500 --source-ip 127.0.0.1 -T 0s")
+            .run();
         assert_eq!(code, 2, "{err}");
         assert!(err.contains("ip_local_port_range"), "{err}");
         assert!(err.contains("--source-ip"), "{err}");
@@ -438,7 +440,13 @@ fn one_source_that_cannot_fit_is_an_impossible_plan() {
 
 #[test]
 fn embedded_server_when_no_target() {
-    let (code, out, err, v) = client("embedded", &["-c", "500", "-T", "0s"]);
+    let Ran {
+        code,
+        stdout: out,
+        stderr: err,
+        json: v,
+        ..
+    } = Client::new("embedded").flags("-c 500 -T 0s").run();
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("embedded echo server"), "{out}");
     let r = typed(&v);
@@ -449,7 +457,9 @@ fn embedded_server_when_no_target() {
 #[test]
 fn impossible_plan_exits_2_with_the_fix() {
     // More fds than one process may hold (the embedded server doubles them).
-    let (code, _, err, _) = client("fds", &["-c", "1m", "-T", "0s", "--processes", "1"]);
+    let Ran {
+        code, stderr: err, ..
+    } = Client::new("fds").flags("-c 1m -T 0s --processes 1").run();
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("file descriptors"), "{err}");
     assert!(err.contains("-c "), "{err}");
@@ -460,7 +470,13 @@ fn impossible_plan_exits_2_with_the_fix() {
 /// in several, as with an explicit `throng server` (it was refused).
 #[test]
 fn embedded_server_follows_several_processes() {
-    let (code, out, err, v) = client("embedded-many", &["-c", "25k", "-T", "0s"]);
+    let Ran {
+        code,
+        stdout: out,
+        stderr: err,
+        json: v,
+        ..
+    } = Client::new("embedded-many").flags("-c 25k -T 0s").run();
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("in processes of its own"), "{out}");
     assert!(out.contains("in 2 processes"), "{out}");
@@ -553,47 +569,30 @@ fn a_second_interrupt_ends_the_run_at_once() {
 #[test]
 fn sigint_writes_an_interrupted_result() {
     let srv = server(&[]);
-    let dir = temp_dir("sigint");
-    let json = dir.join("r.json");
-    let (mut child, _err) = spawn_client(
-        &[
-            &srv.addr.to_string(),
-            "-c",
-            "200",
-            "-T",
-            "60s",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        "ramp done",
-    );
-    common::signal(child.id() as i32, libc::SIGINT);
-    assert_eq!(child.wait().unwrap().code(), Some(130));
-    let v = common::read_result(&json);
-    let r = typed(&v);
+    let run = Client::new("sigint")
+        .arg(srv.addr.to_string())
+        .flags("-c 200 -T 60s")
+        .start("ramp done");
+    run.signal(libc::SIGINT);
+    let r = run.wait().exits(130).result();
     assert!(r.interrupted);
     assert_eq!(r.connections.established, 200);
     assert_eq!(r.connections.closed, 200);
-    let _ = std::fs::remove_dir_all(&dir);
     drop(srv);
 }
 
 #[test]
 fn lifetime_with_reconnect_churns_connections() {
     let srv = server(&[]);
-    let (code, out, _, v) = client(
-        "churn",
-        &[
-            &srv.addr.to_string(),
-            "-c",
-            "50",
-            "--lifetime",
-            "300ms",
-            "--reconnect",
-            "-T",
-            "1s",
-        ],
-    );
+    let Ran {
+        code,
+        stdout: out,
+        json: v,
+        ..
+    } = Client::new("churn")
+        .arg(&srv.addr.to_string())
+        .flags("-c 50 --lifetime 300ms --reconnect -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     // Each of the 50 slots reopened about three times in the second of hold.
     let r = typed(&v);
@@ -657,13 +656,27 @@ fn non_loopback_target_uses_the_interface_addresses_or_names_the_fix() {
         let srv = server(&["--listen", "198.18.0.1:0"]);
         let target = common::banner_addr(&srv, "198.18.0.1");
         // 1200 connections need 3 sources at 500 each; v0 has one address.
-        let (code, _, err, _) = client("alias-missing", &[&target, "-c", "1200", "-T", "0s"]);
+        let Ran {
+            code, stderr: err, ..
+        } = Client::new("alias-missing")
+            .arg(&target)
+            .flags("-c 1200 -T 0s")
+            .run();
         assert_eq!(code, 2, "{err}");
         assert!(err.contains("ip addr add"), "{err}");
         assert!(err.contains("dev v0"), "{err}");
         ip("addr add 198.18.0.2/24 dev v0");
         ip("addr add 198.18.0.3/24 dev v0");
-        let (code, out, err, v) = client("alias-ok", &[&target, "-c", "1200", "-T", "0s"]);
+        let Ran {
+            code,
+            stdout: out,
+            stderr: err,
+            json: v,
+            ..
+        } = Client::new("alias-ok")
+            .arg(&target)
+            .flags("-c 1200 -T 0s")
+            .run();
         assert_eq!(code, 0, "{out}\n{err}");
         let r = typed(&v);
         assert_eq!(r.connections.verified, 1200);
@@ -676,26 +689,14 @@ fn non_loopback_target_uses_the_interface_addresses_or_names_the_fix() {
 #[test]
 fn hold_ends_at_sigterm_without_being_interrupted() {
     let srv = server(&[]);
-    let dir = temp_dir("hold");
-    let json = dir.join("r.json");
-    let (mut child, _err) = spawn_client(
-        &[
-            &srv.addr.to_string(),
-            "-c",
-            "100",
-            "--hold",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        "holding until Ctrl-C",
-    );
-    common::signal(child.id() as i32, libc::SIGTERM);
-    assert_eq!(child.wait().unwrap().code(), Some(0));
-    let v = common::read_result(&json);
-    let r = typed(&v);
+    let run = Client::new("hold")
+        .arg(srv.addr.to_string())
+        .flags("-c 100 --hold")
+        .start("holding until Ctrl-C");
+    run.signal(libc::SIGTERM);
+    let r = run.wait().exits(0).result();
     assert!(!r.interrupted);
     assert_eq!(r.connections.closed, 100);
-    let _ = std::fs::remove_dir_all(&dir);
     drop(srv);
 }
 
@@ -720,18 +721,17 @@ fn pause_waits_for_enter() {
 fn preallocate_and_ipv6() {
     let srv = server(&["--listen", "[::1]:0"]);
     let v6 = common::banner_addr(&srv, "[::1]");
-    let (code, out, err, v) = client(
-        "prealloc",
-        &[
-            &v6,
-            &srv.addr.to_string(),
-            "-c",
-            "400",
-            "--preallocate",
-            "-T",
-            "0s",
-        ],
-    );
+    let Ran {
+        code,
+        stdout: out,
+        stderr: err,
+        json: v,
+        ..
+    } = Client::new("prealloc")
+        .arg(&v6)
+        .arg(&srv.addr.to_string())
+        .flags("-c 400 --preallocate -T 0s")
+        .run();
     assert_eq!(code, 0, "{out}\n{err}");
     let r = typed(&v);
     assert_eq!(r.connections.verified, 400);
@@ -747,16 +747,16 @@ fn connections_schedule_grows_and_shrinks() {
     // late (a loaded CI machine) saw the next phase's closes ([200, 187,
     // 100]). Every sample here falls half a second inside a phase.
     let srv = server(&[]);
-    let (code, out, err, v) = client(
-        "schedule",
-        &[
-            &srv.addr.to_string(),
-            "--connections-schedule",
-            "1500ms@200,1s@200..600,1s@600,1500ms@100",
-            "--connect-rate",
-            "5k",
-        ],
-    );
+    let Ran {
+        code,
+        stdout: out,
+        stderr: err,
+        json: v,
+        ..
+    } = Client::new("schedule")
+        .arg(&srv.addr.to_string())
+        .flags("--connections-schedule 1500ms@200,1s@200..600,1s@600,1500ms@100 --connect-rate 5k")
+        .run();
     assert_eq!(code, 0, "{out}\n{err}");
     let r = typed(&v);
     let open: Vec<i64> = r.per_second.iter().map(|s| s.connections).collect();
@@ -831,10 +831,12 @@ fn checks_pass_fail_and_refuse_what_they_cannot_read() {
     assert!(v.is_null(), "no run, no result");
     assert!(!out.contains("throng client:"), "{out}");
     // Queries checked on a run that sends none: exit 2.
-    let (code, _, err, _) = client(
-        "checks-none",
-        &[&target, "-c", "5", "--check", "queries.sent>1"],
-    );
+    let Ran {
+        code, stderr: err, ..
+    } = Client::new("checks-none")
+        .arg(&target)
+        .flags("-c 5 --check queries.sent>1")
+        .run();
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("sends no queries"), "{err}");
     drop(srv);
@@ -968,34 +970,19 @@ fn a_held_run_of_several_processes_ends_at_ctrl_c_without_being_interrupted() {
     // alike; the children (run with --pause) marked their results
     // interrupted, and the merged run exited 130 where a held run ends 0.
     let srv = server(&[]);
-    let dir = temp_dir("hold-processes");
-    let json = dir.join("r.json");
-    let (mut child, mut err) = spawn_client(
-        &[
-            &srv.addr.to_string(),
-            "-c",
-            "100",
-            "--processes",
-            "2",
-            "--hold",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        "ramp done",
-    );
+    let run = Client::new("hold-processes")
+        .arg(srv.addr.to_string())
+        .flags("-c 100 --processes 2 --hold")
+        .start("ramp done");
     // What the terminal does: the signal to the whole group.
-    let pid = child.id();
+    let pid = run.pid();
     let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
-    common::signal(pid as i32, libc::SIGINT);
+    run.signal(libc::SIGINT);
     for k in kids.split_whitespace() {
         common::signal(k.parse().unwrap(), libc::SIGINT);
     }
-    std::thread::spawn(move || for _ in std::io::BufRead::lines(&mut err) {});
-    assert_eq!(child.wait().unwrap().code(), Some(0));
-    let v = common::read_result(&json);
-    let r = typed(&v);
+    let r = run.wait().exits(0).result();
     assert!(!r.interrupted);
     assert_eq!(r.connections.closed, 100);
-    let _ = std::fs::remove_dir_all(&dir);
     drop(srv);
 }

@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{server, temp_dir, Parts, BIN};
+use common::{Client, Ran};
 
 /// --rtt-log into a pipe nobody reads: the writer blocks for ever once the
 /// pipe is full. The run still ends at its deadline, writes its result and
@@ -168,27 +169,12 @@ fn a_frozen_process_is_killed_and_named_missing() {
 fn a_client_asked_past_what_it_can_send_stops_on_time() {
     let srv = server(&["--mode", "echo"]);
     let a = srv.addr.to_string();
-    let (code, out, v, _) = common::client(
-        "deadline-behind",
-        &[
-            &a,
-            "--proto",
-            "echo",
-            "-c",
-            "500",
-            "-r",
-            "50M",
-            "--workers",
-            "1",
-            "--processes",
-            "1",
-            "-T",
-            "3s",
-            "--timeout",
-            "500ms",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("deadline-behind")
+        .arg(&a)
+        .flags("--proto echo -c 500 -r 50M --workers 1 --processes 1 -T 3s --timeout 500ms")
+        .run();
     assert_eq!(code, 1, "{out}");
     assert!(
         v["overrun"].as_array().is_none_or(|o| o.is_empty()),

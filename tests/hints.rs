@@ -166,6 +166,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::{client, in_netns, output, server, set_sysctl, temp_dir, typed, Parts, BIN};
+use common::{Client, Ran};
 
 /// Inside a namespace with only loopback: a target with no route fails
 /// unreachable; one behind a `prohibit` route fails with EACCES, which
@@ -173,11 +174,11 @@ use common::{client, in_netns, output, server, set_sysctl, temp_dir, typed, Part
 #[test]
 fn unreachable_and_prohibited_routes_are_named_apart() {
     let done = in_netns(|| {
-        let (code, out, v, _) = client(
-            "unreachable",
-            &["10.1.2.3:53", "-c", "5", "-T", "0s", "--no-verify"],
-            false,
-        );
+        let Ran {
+            code, out, json: v, ..
+        } = Client::new("unreachable")
+            .flags("10.1.2.3:53 -c 5 -T 0s --no-verify")
+            .run();
         assert_eq!(code, 1, "{out}");
         let r = typed(&v);
         assert_eq!(r.connections.failed["unreachable"], 5, "{out}");
@@ -188,11 +189,11 @@ fn unreachable_and_prohibited_routes_are_named_apart() {
 
         let ip = output(Command::new("ip").args(["route", "add", "prohibit", "10.9.9.9/32"]));
         assert_eq!(ip.0, 0, "{ip:?}");
-        let (code, out, v, _) = client(
-            "prohibited",
-            &["10.9.9.9:53", "-c", "5", "-T", "0s", "--no-verify"],
-            false,
-        );
+        let Ran {
+            code, out, json: v, ..
+        } = Client::new("prohibited")
+            .flags("10.9.9.9:53 -c 5 -T 0s --no-verify")
+            .run();
         assert_eq!(code, 1, "{out}");
         let r = typed(&v);
         assert_eq!(r.connections.failed["other"], 5, "{out}");
@@ -243,20 +244,12 @@ fn ports_run_out_over_tcp_without_time_wait_words() {
     let done = in_netns(|| {
         set_sysctl("net.ipv4.ip_local_port_range", "40000 40099");
         let srv = server(&[]);
-        let (code, out, v, _) = client(
-            "tcp-no-port",
-            &[
-                &srv.addr.to_string(),
-                "-c",
-                "150",
-                "--source-ip",
-                "127.0.0.1",
-                "--force",
-                "-T",
-                "0s",
-            ],
-            false,
-        );
+        let Ran {
+            code, out, json: v, ..
+        } = Client::new("tcp-no-port")
+            .arg(&srv.addr.to_string())
+            .flags("-c 150 --source-ip 127.0.0.1 --force -T 0s")
+            .run();
         assert_eq!(code, 1, "{out}");
         let r = typed(&v);
         assert!(r.connections.failed["no_free_port"] >= 50, "{out}");
@@ -301,23 +294,12 @@ fn answers_once_then_ends(reset: bool) -> SocketAddr {
 fn closes_and_resets_mid_query_are_named_apart() {
     let run = |name: &str, reset: bool| {
         let addr = answers_once_then_ends(reset);
-        let (code, out, v, _) = client(
-            name,
-            &[
-                &addr.to_string(),
-                "--proto",
-                "echo",
-                "-c",
-                "4",
-                "-r",
-                "40",
-                "-T",
-                "1s",
-                "--timeout",
-                "500ms",
-            ],
-            false,
-        );
+        let Ran {
+            code, out, json: v, ..
+        } = Client::new(name)
+            .arg(&addr.to_string())
+            .flags("--proto echo -c 4 -r 40 -T 1s --timeout 500ms")
+            .run();
         assert_eq!(code, 1, "{out}");
         (out, v)
     };
@@ -367,21 +349,12 @@ fn every_other_answered() -> SocketAddr {
 #[test]
 fn a_server_that_answers_some_connections_only() {
     let addr = every_other_answered();
-    let (code, out, v, _) = client(
-        "some-answered",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "echo",
-            "-c",
-            "10",
-            "--connect-timeout",
-            "500ms",
-            "-T",
-            "0s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("some-answered")
+        .arg(&addr.to_string())
+        .flags("--proto echo -c 10 --connect-timeout 500ms -T 0s")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.verified, 5, "{out}");
@@ -407,21 +380,10 @@ fn a_server_that_answers_some_connections_only() {
 #[test]
 fn a_server_that_pushes_nothing_is_named() {
     let srv = server(&[]);
-    let (code, out, _, _) = client(
-        "push-nothing",
-        &[
-            &srv.addr.to_string(),
-            "--proto",
-            "push",
-            "--every",
-            "50ms",
-            "-c",
-            "4",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran { code, out, .. } = Client::new("push-nothing")
+        .arg(&srv.addr.to_string())
+        .flags("--proto push --every 50ms -c 4 -T 1s")
+        .run();
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("got no message in all their time"), "{out}");
     assert!(!out.contains("a full accept queue"), "{out}");
@@ -521,25 +483,12 @@ fn slow_echo(delay: Duration) -> SocketAddr {
 #[test]
 fn a_full_window_is_named_as_the_servers_pace() {
     let addr = slow_echo(Duration::from_millis(50));
-    let (code, out, v, _) = client(
-        "window-full",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "echo",
-            "-c",
-            "2",
-            "--window",
-            "1",
-            "-r",
-            "200",
-            "-T",
-            "2s",
-            "--timeout",
-            "500ms",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("window-full")
+        .arg(&addr.to_string())
+        .flags("--proto echo -c 2 --window 1 -r 200 -T 2s --timeout 500ms")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert!(r.q().waited["window"] > 100, "{out}");
@@ -569,21 +518,12 @@ fn the_clients_own_port_search_is_named_as_the_clients() {
         let srv = server(&[]);
         let run = |name: &str, range: &str| {
             set_sysctl("net.ipv4.ip_local_port_range", range);
-            let (code, out, v, _) = client(
-                name,
-                &[
-                    &srv.addr.to_string(),
-                    "-c",
-                    "13650",
-                    "--source-ip",
-                    "127.0.0.1",
-                    "--force",
-                    "--no-verify",
-                    "-T",
-                    "0s",
-                ],
-                false,
-            );
+            let Ran {
+                code, out, json: v, ..
+            } = Client::new(name)
+                .arg(&srv.addr.to_string())
+                .flags("-c 13650 --source-ip 127.0.0.1 --force --no-verify -T 0s")
+                .run();
             assert_eq!(code, 0, "{out}");
             let r = typed(&v);
             assert_eq!(r.connections.established, 13650, "{out}");
@@ -1004,24 +944,12 @@ fn answers_after_their_timeout_are_counted_late() {
             }
         }
     });
-    let (code, out, v, _) = client(
-        "answered-late",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "echo",
-            "-c",
-            "2",
-            "-r",
-            "10",
-            "--timeout",
-            "100ms",
-            "--no-verify",
-            "-T",
-            "2s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("answered-late")
+        .arg(&addr.to_string())
+        .flags("--proto echo -c 2 -r 10 --timeout 100ms --no-verify -T 2s")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     let q = r.q();
@@ -1062,21 +990,12 @@ fn answers_after_their_timeout_are_counted_late() {
 #[test]
 fn connections_never_answered_fail_the_run_without_verification() {
     let addr = every_other_answered();
-    let (code, out, v, _) = client(
-        "silent-closed-loop",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "echo",
-            "-c",
-            "10",
-            "--closed-loop",
-            "--no-verify",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("silent-closed-loop")
+        .arg(&addr.to_string())
+        .flags("--proto echo -c 10 --closed-loop --no-verify -T 1s")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.silent, 5, "{out}");

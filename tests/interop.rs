@@ -17,6 +17,7 @@ use common::{
     client, free_port, output, program, temp_dir, typed, wait_listening, Daemon, Parts, RunResult,
     BIN,
 };
+use common::{Client, Ran};
 use serde_json::Value;
 use throng::scenario::Query;
 
@@ -201,26 +202,18 @@ fn dnsperf_query_file_sends_each_lines_name_and_type_to_unbound() {
     .unwrap();
     let target = format!("127.0.0.1:{}", u.port);
     for (transport, edns) in [("udp", "--edns"), ("tcp", "--dnssec-ok")] {
-        let (code, out, v, _) = client(
-            &format!("unbound-qfile-{transport}"),
-            &[
-                &target,
-                "--transport",
-                transport,
-                "--qnames",
-                file.to_str().unwrap(),
-                "--qtype",
-                "TXT",
-                edns,
-                "-c",
-                "3",
-                "-r",
-                "300",
-                "-T",
-                "1s",
-            ],
-            false,
-        );
+        let Ran {
+            code, out, json: v, ..
+        } = Client::new(&format!("unbound-qfile-{transport}"))
+            .arg(&target)
+            .flags("--transport")
+            .arg(transport)
+            .flags("--qnames")
+            .arg(file.to_str().unwrap())
+            .flags("--qtype TXT")
+            .arg(edns)
+            .flags("-c 3 -r 300 -T 1s")
+            .run();
         assert_eq!(code, 0, "{transport}: {out}");
         let r = typed(&v);
         assert_eq!(failures(&r), 0, "{transport}: {out}");
@@ -403,21 +396,14 @@ fn nsd_answers_its_zone_and_nxdomain_outside_it() {
     let names = dir.join("names");
     std::fs::write(&names, "www.example.test\nnope.example.test\n").unwrap();
     let target = format!("127.0.0.1:{port}");
-    let (code, out, v, _) = client(
-        "nsd-client",
-        &[
-            &target,
-            "--qnames",
-            names.to_str().unwrap(),
-            "-c",
-            "2",
-            "-r",
-            "400",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("nsd-client")
+        .arg(&target)
+        .flags("--qnames")
+        .arg(names.to_str().unwrap())
+        .flags("-c 2 -r 400 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let answered = r.q().answered;
@@ -441,25 +427,12 @@ fn nsd_rate_limiting_is_named_not_datagram_size() {
         return;
     };
     let target = format!("127.0.0.1:{port}");
-    let (code, out, v, _) = client(
-        "nsd-rrl-client",
-        &[
-            &target,
-            "--transport",
-            "udp",
-            "--qname",
-            "www.example.test",
-            "-c",
-            "50",
-            "-r",
-            "500",
-            "-T",
-            "2s",
-            "--timeout",
-            "300ms",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("nsd-rrl-client")
+        .arg(&target)
+        .flags("--transport udp --qname www.example.test -c 50 -r 500 -T 2s --timeout 300ms")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert!(r.q().truncated > 0, "{out}");
@@ -569,13 +542,12 @@ fn nginx_keep_alive_at_a_fixed_rate() {
         return;
     };
     let target = format!("127.0.0.1:{port}");
-    let (code, out, v, _) = client(
-        "nginx-client",
-        &[
-            &target, "--proto", "http", "-c", "10", "-r", "500", "-T", "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("nginx-client")
+        .arg(&target)
+        .flags("--proto http -c 10 -r 500 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let answered = r.q().answered;
@@ -592,22 +564,12 @@ fn nginx_closing_after_keepalive_requests_is_a_peer_close_not_a_failure() {
         return;
     };
     let target = format!("127.0.0.1:{port}");
-    let (code, out, v, _) = client(
-        "nginx-closes-client",
-        &[
-            &target,
-            "--proto",
-            "http",
-            "-c",
-            "10",
-            "--reconnect",
-            "-r",
-            "400",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("nginx-closes-client")
+        .arg(&target)
+        .flags("--proto http -c 10 --reconnect -r 400 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let answered = r.q().answered;
@@ -671,17 +633,23 @@ fn nginx_verifies_an_http_probe_and_rejects_a_dns_one() {
         return;
     };
     let target = format!("127.0.0.1:{port}");
-    let (code, out, v, _) = client(
-        "nginx-probe-http",
-        &[&target, "--proto", "http", "-c", "50", "-T", "0s"],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("nginx-probe-http")
+        .arg(&target)
+        .flags("--proto http -c 50 -T 0s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.verified, 50, "{out}");
     let failed = r.failed_total();
     assert_eq!(failed, 0, "{out}");
-    let (code, out, v, _) = client("nginx-probe-dns", &[&target, "-c", "50", "-T", "0s"], false);
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("nginx-probe-dns")
+        .arg(&target)
+        .flags("-c 50 -T 0s")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.probe_rejected, 50, "{out}");
@@ -734,20 +702,14 @@ fn nginx_closed_loop_keeps_its_concurrency_across_keepalive_closes() {
     };
     let target = format!("127.0.0.1:{port}");
     let conns = 16;
-    let (code, out, v, _) = client(
-        "nginx-closed-client",
-        &[
-            &target,
-            "--proto",
-            "http",
-            "--closed-loop",
-            "-c",
-            &conns.to_string(),
-            "-T",
-            "3s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("nginx-closed-client")
+        .arg(&target)
+        .flags("--proto http --closed-loop -c")
+        .arg(&conns.to_string())
+        .flags("-T 3s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let answered = r.q().answered;
@@ -792,21 +754,10 @@ fn nginx_closed_loop_keeps_its_concurrency_across_keepalive_closes() {
     }
     // --no-reconnect: the concurrency falls with each close, said in the
     // summary.
-    let (_, out, v, _) = client(
-        "nginx-closed-noreconnect",
-        &[
-            &target,
-            "--proto",
-            "http",
-            "--closed-loop",
-            "-c",
-            "4",
-            "-T",
-            "2s",
-            "--no-reconnect",
-        ],
-        false,
-    );
+    let Ran { out, json: v, .. } = Client::new("nginx-closed-noreconnect")
+        .arg(&target)
+        .flags("--proto http --closed-loop -c 4 -T 2s --no-reconnect")
+        .run();
     let r = typed(&v);
     assert_eq!(r.q().answered, 4000, "{out}");
     assert_eq!(r.connections.peer_closed, 4, "{out}");
@@ -867,11 +818,12 @@ fn nginx_out_of_fds_fails_and_is_named_from_its_process() {
         return;
     };
     let target = format!("127.0.0.1:{port}");
-    let (code, out, v, _) = client(
-        "nginx-fds-client",
-        &[&target, "--proto", "http", "-c", "400", "-T", "2s"],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("nginx-fds-client")
+        .arg(&target)
+        .flags("--proto http -c 400 -T 2s")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.established, 400, "{out}");
@@ -902,21 +854,12 @@ fn unbound_idle_closes_are_one_thing() {
         return;
     };
     let target = format!("127.0.0.1:{}", u.port);
-    let (code, out, v, _) = client(
-        "unbound-idle-client",
-        &[
-            &target,
-            "--qname",
-            "www.example.test",
-            "-c",
-            "50",
-            "-r",
-            "20",
-            "-T",
-            "2s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("unbound-idle-client")
+        .arg(&target)
+        .flags("--qname www.example.test -c 50 -r 20 -T 2s")
+        .run();
     let r = typed(&v);
     assert!(r.connections.peer_closed >= 50, "{out}");
     // A query sent just as unbound's timer closed its connection crosses
@@ -1159,23 +1102,14 @@ fn resperf_and_throng_count_what_unbound_counts() {
     // throng at the same rate, after it.
     let names = u.dir.join("names");
     std::fs::write(&names, "www.example.test\n").unwrap();
-    let (code, out, v, _) = common::client(
-        "resperf-counts-throng",
-        &[
-            &format!("127.0.0.1:{}", u.port),
-            "--transport",
-            "udp",
-            "--qnames",
-            names.to_str().unwrap(),
-            "-c",
-            "4",
-            "-r",
-            "1000",
-            "-T",
-            "2s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("resperf-counts-throng")
+        .arg(&format!("127.0.0.1:{}", u.port))
+        .flags("--transport udp --qnames")
+        .arg(names.to_str().unwrap())
+        .flags("-c 4 -r 1000 -T 2s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let ours = r.q().sent;
@@ -1217,25 +1151,18 @@ fn refused_past_a_cap(
     let target = format!("127.0.0.1:{port}");
     let asked = 2 * cap;
     let c = asked.to_string();
-    let (code, out, v, _) = client(
-        name,
-        &[
-            &target,
-            "--proto",
-            "raw",
-            "--message",
-            query.0,
-            "--marker",
-            query.1,
-            "-c",
-            &c,
-            "-r",
-            "500",
-            "-T",
-            "2s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new(name)
+        .arg(&target)
+        .flags("--proto raw --message")
+        .arg(query.0)
+        .flags("--marker")
+        .arg(query.1)
+        .flags("-c")
+        .arg(&c)
+        .flags("-r 500 -T 2s")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     let rejected = r.connections.failed["rejected"];
@@ -1313,27 +1240,14 @@ fn redis_protected_mode_refuses_a_source_not_at_a_cap() {
         return;
     };
     let p = port.to_string();
-    let (code, out, v, _) = client(
-        "redis-protected",
-        &[
-            &format!("127.0.0.1:{port}"),
-            "--proto",
-            "raw",
-            "--message",
-            "PING\\r\\n",
-            "--marker",
-            "+PONG",
-            "-c",
-            "40",
-            "--source-ip",
-            "127.0.0.1",
-            "--source-ip",
-            "127.0.0.2",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("redis-protected")
+        .arg(&format!("127.0.0.1:{port}"))
+        .flags("--proto raw --message")
+        .arg("PING\\r\\n")
+        .flags("--marker +PONG -c 40 --source-ip 127.0.0.1 --source-ip 127.0.0.2 -T 1s")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.sources_refused, ["127.0.0.2"], "{out}");

@@ -14,8 +14,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    client, free_port, program, run, server, temp_dir, typed, Daemon, Parts, RunResult, Server, BIN,
+    free_port, program, run, server, temp_dir, typed, Daemon, Parts, RunResult, Server, BIN,
 };
+use common::{Client, Ran};
 
 /// One HTTP/1.0 request (so that no answer comes chunked): (status, head,
 /// body).
@@ -136,20 +137,12 @@ fn summary_number(summary: &str, line: &str, word: &str) -> u64 {
 /// each as one request.
 fn known_run(name: &str, srv: &Server) -> RunResult {
     let addr = srv.addr.to_string();
-    let (code, out, json, _) = client(
-        &format!("{name}-client"),
-        &[
-            &addr,
-            "--proto",
-            "dns",
-            "-c",
-            "10",
-            "--closed-loop",
-            "--queries",
-            "300",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json, ..
+    } = Client::new(&format!("{name}-client"))
+        .arg(&addr)
+        .flags("--proto dns -c 10 --closed-loop --queries 300")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&json);
     assert_eq!(r.q().answered, 300, "{out}");
@@ -739,13 +732,12 @@ fn a_push_server_exports_its_messages_by_outcome() {
     ]);
     let m = metrics_addr(&srv.banner);
     let target = srv.addr.to_string();
-    let (code, out, v, _) = client(
-        "metrics-push",
-        &[
-            &target, "--proto", "push", "--every", "10ms", "-c", "10", "-T", "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("metrics-push")
+        .arg(&target)
+        .flags("--proto push --every 10ms -c 10 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let received = typed(&v).push().received;
     // What the server counts as sent is at least what arrived.

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{banner_addr, client, server, temp_dir, typed, Parts, RunResult, BIN};
+use common::{Client, Ran};
 use serde_json::Value;
 use throng::outcome::PushResult;
 
@@ -36,13 +37,12 @@ fn assert_accounted(r: &RunResult, conns: u64, periods: u64, what: &str) {
 fn tcp_counts_are_exact_and_the_server_kept_its_period() {
     let srv = server(&["--mode", "push", "--every", "10ms", "--size", "64"]);
     let target = banner_addr(&srv, "127.0.0.1");
-    let (code, out, v, _) = client(
-        "push-tcp",
-        &[
-            &target, "--proto", "push", "--every", "10ms", "-c", "20", "-T", "2s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("push-tcp")
+        .arg(&target)
+        .flags("--proto push --every 10ms -c 20 -T 2s")
+        .run();
     assert_eq!(code, 0, "{out}");
     assert_accounted(&typed(&v), 20, 200, "tcp");
     let r = typed(&v);
@@ -129,29 +129,10 @@ fn udp_through_a_relay_that_drops_every_tenth_counts_ten_percent_lost() {
     let upstream: SocketAddr = banner_addr(&srv, "127.0.0.1").parse().unwrap();
     let dropped = Arc::new(AtomicU64::new(0));
     let relay = lossy_relay(upstream, 10, dropped.clone());
-    let (code, out, v, _) = client(
-        "push-udp",
-        &[
-            &relay.to_string(),
-            "--proto",
-            "push",
-            "--transport",
-            "udp",
-            "--every",
-            "10ms",
-            "-c",
-            "10",
-            "-T",
-            "3s",
-            "--check",
-            "none",
-            "--check",
-            "push.lost>=9%",
-            "--check",
-            "push.lost<=11%",
-        ],
-        false,
-    );
+    let Ran { code, out, json: v, .. } = Client::new("push-udp")
+.arg(&relay.to_string())
+.flags("--proto push --transport udp --every 10ms -c 10 -T 3s --check none --check push.lost>=9% --check push.lost<=11%")
+.run();
     assert_eq!(code, 0, "{out}\n{}", v["push"]);
     assert_accounted(&typed(&v), 10, 300, "udp");
     // The client's count is the relay's, give or take what was on its way
@@ -308,23 +289,12 @@ fn line_server(period: &str) -> (common::Daemon, String) {
 #[test]
 fn reads_numbered_lines_from_a_push_server_it_did_not_write() {
     let (py, target) = line_server("0.01");
-    let (code, out, v, _) = client(
-        "push-line",
-        &[
-            &target,
-            "--proto",
-            "push",
-            "--push-format",
-            "line",
-            "--every",
-            "10ms",
-            "-c",
-            "10",
-            "-T",
-            "2s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("push-line")
+        .arg(&target)
+        .flags("--proto push --push-format line --every 10ms -c 10 -T 2s")
+        .run();
     drop(py);
     assert_eq!(code, 0, "{out}");
     assert_accounted(&typed(&v), 10, 200, "line");
@@ -340,29 +310,10 @@ fn reads_numbered_lines_from_a_push_server_it_did_not_write() {
 #[test]
 fn a_server_slower_than_its_period_loses_what_it_never_sent() {
     let (py, target) = line_server("0.02");
-    let (code, out, v, _) = client(
-        "push-slow-server",
-        &[
-            &target,
-            "--proto",
-            "push",
-            "--push-format",
-            "line",
-            "--every",
-            "10ms",
-            "-c",
-            "10",
-            "-T",
-            "2s",
-            "--check",
-            "none",
-            "--check",
-            "push.lost>=45%",
-            "--check",
-            "push.lost<=55%",
-        ],
-        false,
-    );
+    let Ran { code, out, json: v, .. } = Client::new("push-slow-server")
+.arg(&target)
+.flags("--proto push --push-format line --every 10ms -c 10 -T 2s --check none --check push.lost>=45% --check push.lost<=55%")
+.run();
     drop(py);
     assert_eq!(code, 0, "{out}\n{}", v["push"]);
     assert_accounted(&typed(&v), 10, 200, "slow server");
@@ -385,21 +336,12 @@ fn bytes_that_are_not_push_messages_are_malformed() {
         let _ = s.write_all(b"HTTP/1.1 200 OK\r\n\r\n");
         std::thread::sleep(Duration::from_secs(3));
     });
-    let (code, out, v, _) = client(
-        "push-garbage",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "push",
-            "-c",
-            "3",
-            "-T",
-            "1s",
-            "--max-failures",
-            "10",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("push-garbage")
+        .arg(&addr.to_string())
+        .flags("--proto push -c 3 -T 1s --max-failures 10")
+        .run();
     let r = typed(&v);
     assert_eq!(r.push().malformed, 3, "{out}");
     assert_eq!(r.push().received, 0);
@@ -501,23 +443,12 @@ fn a_server_that_speaks_first_is_read_on_every_connection() {
         let _ = s.write_all(b"0 hello\n");
         std::thread::sleep(Duration::from_secs(3));
     });
-    let (code, out, v, _) = client(
-        "push-first",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "push",
-            "--push-format",
-            "line",
-            "--every",
-            "10s",
-            "-c",
-            "50",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("push-first")
+        .arg(&addr.to_string())
+        .flags("--proto push --push-format line --every 10s -c 50 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     assert_eq!(r.push().received, 50, "{out}");
@@ -621,21 +552,10 @@ fn numbers_no_period_explains_and_stamps_from_the_future_are_not_believed() {
         let _ = s.write_all(&m);
         std::thread::sleep(Duration::from_secs(2));
     });
-    let (_, out, v, _) = client(
-        "push-ahead",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "push",
-            "--every",
-            "10s",
-            "-c",
-            "1",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran { out, json: v, .. } = Client::new("push-ahead")
+        .arg(&addr.to_string())
+        .flags("--proto push --every 10s -c 1 -T 1s")
+        .run();
     let r = typed(&v);
     assert_eq!(r.push().stamps_ahead, 2, "{out}");
     assert!(out.contains("delay       not measured"), "{out}");
@@ -653,21 +573,10 @@ fn duplicates_and_disorder_are_counted_in_their_second() {
         while matches!(std::io::Read::read(&mut s, &mut sink), Ok(n) if n > 0) {}
     });
     let target = addr.to_string();
-    let (_, out, v, _) = client(
-        "push-disorder",
-        &[
-            &target,
-            "--proto",
-            "push",
-            "--push-format",
-            "line",
-            "-c",
-            "1",
-            "-T",
-            "2s",
-        ],
-        false,
-    );
+    let Ran { out, json: v, .. } = Client::new("push-disorder")
+        .arg(&target)
+        .flags("--proto push --push-format line -c 1 -T 2s")
+        .run();
     let p = &v["push"];
     assert_eq!(p["duplicates"], 1, "{out}");
     assert!(p["out_of_order"].as_u64().unwrap() >= 1, "{out}");

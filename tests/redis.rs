@@ -10,7 +10,8 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{client, output, redis_server, typed, Parts, BIN};
+use common::{output, redis_server, typed, Parts, BIN};
+use common::{Client, Ran};
 
 /// `field=` of `cmdstat_<command>` in redis-cli's `INFO commandstats`.
 fn cmdstat(cli: &Path, port: u16, command: &str, field: &str) -> u64 {
@@ -43,36 +44,22 @@ fn every_reply_type_counted_as_redis_counts_its_commands() {
     let target = format!("127.0.0.1:{port}");
     // One command per reply type, a WRONGTYPE error among them; four
     // connections, eight queries in flight on each.
-    let (code, out, v, _) = client(
-        "redis-types",
-        &[
-            &target,
-            "--proto",
-            "redis",
-            "--redis-command",
-            "GET str",
-            "--redis-command",
-            "LPUSH str x",
-            "--redis-command",
-            "INCR counter:__rand_int__",
-            "--redis-command",
-            "GET absent:__rand_int__",
-            "--redis-command",
-            "PING",
-            "--redis-command",
-            "MGET str absent",
-            "--redis-keys",
-            "50",
-            "-c",
-            "4",
-            "--window",
-            "8",
-            "--closed-loop",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("redis-types")
+        .arg(&target)
+        .flags("--proto redis --redis-command")
+        .arg("GET str")
+        .flags("--redis-command")
+        .arg("LPUSH str x")
+        .flags("--redis-command")
+        .arg("INCR counter:__rand_int__")
+        .flags("--redis-command")
+        .arg("GET absent:__rand_int__")
+        .flags("--redis-command PING --redis-command")
+        .arg("MGET str absent")
+        .flags("--redis-keys 50 -c 4 --window 8 --closed-loop -T 1s")
+        .run();
     let r = typed(&v);
     let q = r.q();
     let replies = |k: &str| q.redis_replies.get(k).copied().unwrap_or(0);
@@ -122,13 +109,12 @@ fn a_redis_past_maxclients_refuses_in_its_own_words() {
         return;
     };
     let target = format!("127.0.0.1:{port}");
-    let (code, out, v, _) = client(
-        "redis-maxclients",
-        &[
-            &target, "--proto", "redis", "-c", "200", "-r", "500", "-T", "2s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("redis-maxclients")
+        .arg(&target)
+        .flags("--proto redis -c 200 -r 500 -T 2s")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     let (_, stats, _) = output(Command::new(&cli).args(["-p", &port.to_string(), "info", "stats"]));

@@ -8,6 +8,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 
 use common::{temp_dir, Parts, BIN};
+use common::{Client, Ran};
 
 /// Runs throng with `args`, its stdout a pipe whose reader is gone before
 /// it starts (every write to it fails with EPIPE): its exit code and
@@ -396,11 +397,12 @@ fn help_fits_one_screen() {
 fn a_url_target_is_taken_like_wrks() {
     let http = common::server(&["--mode", "http"]);
     let url = format!("http://{}/index.html?x=1", http.addr);
-    let (code, out, v, _) = common::client(
-        "url-target",
-        &[&url, "-c", "5", "-r", "100", "-T", "1s"],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("url-target")
+        .arg(&url)
+        .flags("-c 5 -r 100 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = common::typed(&v);
     assert_eq!(

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
-use common::{client, server, temp_dir, typed, Parts, RunResult, BIN};
+use common::{client, server, temp_dir, typed, Client, Parts, Ran, RunResult, BIN};
 use hickory_proto::op::{Message, MessageType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use serde_json::Value;
@@ -28,21 +28,12 @@ fn all_answered(r: &RunResult, out: &str) {
 #[test]
 fn dns_against_dns_mode() {
     let srv = server(&["--mode", "dns"]);
-    let (code, out, v, _) = client(
-        "dns",
-        &[
-            &srv.addr.to_string(),
-            "-c",
-            "20",
-            "-r",
-            "2000",
-            "-T",
-            "1s",
-            "--qtype",
-            "AAAA",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("dns")
+        .arg(&srv.addr.to_string())
+        .flags("-c 20 -r 2000 -T 1s --qtype AAAA")
+        .run();
     assert_eq!(code, 0, "{out}");
     all_answered(&typed(&v), &out);
     let r = typed(&v);
@@ -94,24 +85,12 @@ fn dns_against_dns_mode() {
 #[test]
 fn echo_with_validation() {
     let srv = server(&[]);
-    let (code, out, v, _) = client(
-        "echo",
-        &[
-            &srv.addr.to_string(),
-            "--proto",
-            "echo",
-            "--size",
-            "300",
-            "--validate",
-            "-c",
-            "10",
-            "-r",
-            "1000",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("echo")
+        .arg(&srv.addr.to_string())
+        .flags("--proto echo --size 300 --validate -c 10 -r 1000 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     all_answered(&typed(&v), &out);
     // Every byte came back but those of queries still in flight at the end.
@@ -127,21 +106,12 @@ fn echo_with_validation() {
 #[test]
 fn ping_against_pong_mode() {
     let srv = server(&["--mode", "pong"]);
-    let (code, out, v, _) = client(
-        "ping",
-        &[
-            &srv.addr.to_string(),
-            "--proto",
-            "ping",
-            "-c",
-            "10",
-            "-r",
-            "1000",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("ping")
+        .arg(&srv.addr.to_string())
+        .flags("--proto ping -c 10 -r 1000 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     all_answered(&typed(&v), &out);
     drop(srv);
@@ -150,21 +120,12 @@ fn ping_against_pong_mode() {
 #[test]
 fn http_against_http_mode() {
     let srv = server(&["--mode", "http", "--body-size", "100"]);
-    let (code, out, v, _) = client(
-        "http",
-        &[
-            &srv.addr.to_string(),
-            "--proto",
-            "http",
-            "-c",
-            "10",
-            "-r",
-            "1000",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("http")
+        .arg(&srv.addr.to_string())
+        .flags("--proto http -c 10 -r 1000 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     all_answered(&typed(&v), &out);
     let r = typed(&v);
@@ -175,24 +136,16 @@ fn http_against_http_mode() {
 #[test]
 fn raw_with_marker_against_fixed_mode() {
     let srv = server(&["--mode", "fixed", "--reply", r"OK\r\n"]);
-    let (code, out, v, _) = client(
-        "raw",
-        &[
-            &srv.addr.to_string(),
-            "--proto",
-            "raw",
-            "-m",
-            r"hello\n",
-            "--marker",
-            r"\r\n",
-            "-c",
-            "5",
-            "--closed-loop",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("raw")
+        .arg(&srv.addr.to_string())
+        .flags("--proto raw -m")
+        .arg(r"hello\n")
+        .flags("--marker")
+        .arg(r"\r\n")
+        .flags("-c 5 --closed-loop -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     all_answered(&typed(&v), &out);
     let r = typed(&v);
@@ -242,20 +195,12 @@ fn http_chunked_replies_in_many_reads() {
         r
     }
     let addr = dribbling_server(b"\r\n\r\n", reply, 701);
-    let (code, out, v, _) = client(
-        "chunked-reads",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "http",
-            "-c",
-            "2",
-            "--closed-loop",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("chunked-reads")
+        .arg(&addr.to_string())
+        .flags("--proto http -c 2 --closed-loop -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     all_answered(&typed(&v), &out);
     let r = typed(&v);
@@ -273,24 +218,16 @@ fn raw_marker_split_over_many_reads() {
         r
     }
     let addr = dribbling_server(b"hello\n", reply, 97);
-    let (code, out, v, _) = client(
-        "marker-reads",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "raw",
-            "-m",
-            r"hello\n",
-            "--marker",
-            r"\r\n.\r\n",
-            "-c",
-            "2",
-            "--closed-loop",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("marker-reads")
+        .arg(&addr.to_string())
+        .flags("--proto raw -m")
+        .arg(r"hello\n")
+        .flags("--marker")
+        .arg(r"\r\n.\r\n")
+        .flags("-c 2 --closed-loop -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     all_answered(&typed(&v), &out);
     let r = typed(&v);
@@ -334,26 +271,15 @@ fn reversing_dns_server() -> SocketAddr {
 #[test]
 fn dns_out_of_order_responses_are_matched() {
     let addr = reversing_dns_server();
-    let (code, out, v, _) = client(
-        "reverse",
-        &[
-            &addr.to_string(),
-            "-c",
-            "4",
-            "--closed-loop",
-            "--window",
-            "8",
-            "-T",
-            "1s",
-            "--qname",
-            "{rand}.example.org",
-            // The server answers only whole batches: the part of a batch
-            // sent before the end is never answered, so do not wait it out.
-            "--drain",
-            "200ms",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("reverse")
+        .arg(&addr.to_string())
+        .flags("-c 4 --closed-loop --window 8 -T 1s --qname {rand}.example.org")
+        // The server answers only whole batches: the part of a batch
+        // sent before the end is never answered, so do not wait it out.
+        .flags("--drain 200ms")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     assert!(r.q().answered > 1000, "{out}");
@@ -379,22 +305,12 @@ fn corrupting_echo_server() -> SocketAddr {
 #[test]
 fn validate_catches_a_corrupting_echo_server() {
     let addr = corrupting_echo_server();
-    let (code, out, v, _) = client(
-        "corrupt",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "echo",
-            "--validate",
-            "-c",
-            "2",
-            "-r",
-            "200",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("corrupt")
+        .arg(&addr.to_string())
+        .flags("--proto echo --validate -c 2 -r 200 -T 1s")
+        .run();
     // Every reply corrupt: answered, each a failed answer (once: it was
     // also an error, answered + errors > sent), and the run fails.
     assert_eq!(code, 1, "{out}");
@@ -434,30 +350,17 @@ fn closing_after_one_http_server() -> SocketAddr {
 #[test]
 fn a_query_that_crossed_the_servers_close_is_sent_again() {
     let addr = closing_after_one_http_server();
-    let (code, out, v, _) = client(
-        "crossed-close",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "http",
-            "-c",
-            "2",
-            "--reconnect",
-            "-r",
-            "200",
-            "-T",
-            "1s",
-            // The last query of each connection waits for a second request
-            // that never comes: no need to wait out its timeout; and those
-            // two of ~200 are about 1%, so the default check is no verdict
-            // here (the counts below are).
-            "--drain",
-            "300ms",
-            "--check",
-            "none",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("crossed-close")
+        .arg(&addr.to_string())
+        .flags("--proto http -c 2 --reconnect -r 200 -T 1s")
+        // The last query of each connection waits for a second request
+        // that never comes: no need to wait out its timeout; and those
+        // two of ~200 are about 1%, so the default check is no verdict
+        // here (the counts below are).
+        .flags("--drain 300ms --check none")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let answered = r.q().answered;
@@ -526,30 +429,33 @@ fn max_in_flight(rows: &[(u64, u64, u64)]) -> usize {
 fn closed_loop_window_1_and_8() {
     let srv = server(&["--mode", "dns"]);
     let target = srv.addr.to_string();
-    let (code, out, v, log) = client(
-        "closed1",
-        &[&target, "-c", "4", "--closed-loop", "-T", "1s"],
-        true,
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        rtt_log: log,
+        ..
+    } = Client::new("closed1")
+        .arg(&target)
+        .flags("-c 4 --closed-loop -T 1s")
+        .rtt_log()
+        .run();
     assert_eq!(code, 0, "{out}");
     all_answered(&typed(&v), &out);
     assert!(max_in_flight(&log_rows(&log)) <= 1, "window 1 exceeded");
     let r = typed(&v);
     assert!(r.q().rate_target.is_none());
-    let (code, out, v8, log) = client(
-        "closed8",
-        &[
-            &target,
-            "-c",
-            "4",
-            "--closed-loop",
-            "--window",
-            "8",
-            "-T",
-            "1s",
-        ],
-        true,
-    );
+    let Ran {
+        code,
+        out,
+        json: v8,
+        rtt_log: log,
+        ..
+    } = Client::new("closed8")
+        .arg(&target)
+        .flags("-c 4 --closed-loop --window 8 -T 1s")
+        .rtt_log()
+        .run();
     assert_eq!(code, 0, "{out}");
     all_answered(&typed(&v8), &out);
     let peak = max_in_flight(&log_rows(&log));
@@ -561,11 +467,12 @@ fn closed_loop_window_1_and_8() {
 #[test]
 fn rate_within_10_percent_at_5k_over_100_connections() {
     let srv = server(&[]);
-    let (code, out, v, _) = client(
-        "rate5k",
-        &[&srv.addr.to_string(), "-c", "100", "-r", "5k", "-T", "2s"],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("rate5k")
+        .arg(&srv.addr.to_string())
+        .flags("-c 100 -r 5k -T 2s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let achieved = r.q().rate_achieved;
@@ -577,19 +484,12 @@ fn rate_within_10_percent_at_5k_over_100_connections() {
 #[test]
 fn schedule_ramp_reaches_its_end_rate() {
     let srv = server(&[]);
-    let (code, out, v, _) = client(
-        "ramp",
-        &[
-            &srv.addr.to_string(),
-            "-c",
-            "20",
-            "--schedule",
-            "2s@1000..3000",
-            "--arrivals",
-            "constant",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("ramp")
+        .arg(&srv.addr.to_string())
+        .flags("-c 20 --schedule 2s@1000..3000 --arrivals constant")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let seconds = &r.per_second;
@@ -721,22 +621,12 @@ fn deadlines_hold_through_stalls_that_fill_and_empty_them() {
 fn timeouts_and_close_on_timeout() {
     let srv = server(&["--mode", "discard"]);
     let target = srv.addr.to_string();
-    let (code, out, v, _) = client(
-        "timeouts",
-        &[
-            &target,
-            "-c",
-            "5",
-            "-r",
-            "100",
-            "-T",
-            "1s",
-            "--timeout",
-            "200ms",
-            "--no-verify",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("timeouts")
+        .arg(&target)
+        .flags("-c 5 -r 100 -T 1s --timeout 200ms --no-verify")
+        .run();
     // The server answers nothing: the default check (answered >= 99%) fails.
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
@@ -750,50 +640,21 @@ fn timeouts_and_close_on_timeout() {
     assert_eq!(r.q().in_flight_at_end, 0, "{out}");
     // Verification by the first query: a server that never answers leaves
     // its connections established but unverified, not failed.
-    let (code, out, v, _) = client(
-        "unverified",
-        &[
-            &target,
-            "-c",
-            "5",
-            "-r",
-            "100",
-            "-T",
-            "500ms",
-            "--timeout",
-            "200ms",
-            "--check",
-            "none",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("unverified")
+        .arg(&target)
+        .flags("-c 5 -r 100 -T 500ms --timeout 200ms --check none")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.established, 5, "{out}");
     assert_eq!(r.connections.verified, 0, "{out}");
     assert_eq!(r.connections.unverified, 5, "{out}");
-    let (code, out, v, _) = client(
-        "close-on-timeout",
-        &[
-            &target,
-            "-c",
-            "5",
-            "--interval",
-            "100ms",
-            "-T",
-            "1s",
-            "--timeout",
-            "150ms",
-            "--no-verify",
-            "--close-on-timeout",
-            "--reconnect",
-            "--check",
-            "none",
-            "--check",
-            "connections.attempted>5",
-        ],
-        false,
-    );
+    let Ran { code, out, json: v, .. } = Client::new("close-on-timeout")
+.arg(&target)
+.flags("-c 5 --interval 100ms -T 1s --timeout 150ms --no-verify --close-on-timeout --reconnect --check none --check connections.attempted>5")
+.run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let attempted = r.connections.attempted;
@@ -824,27 +685,10 @@ fn late_once_echo_server() -> SocketAddr {
 #[test]
 fn a_late_answer_leaves_the_next_querys_deadline() {
     let addr = late_once_echo_server();
-    let (code, out, v, _) = client(
-        "late",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "echo",
-            "-c",
-            "1",
-            "--closed-loop",
-            "--window",
-            "1",
-            "--timeout",
-            "200ms",
-            "-T",
-            "1200ms",
-            "--no-verify",
-            "--check",
-            "none",
-        ],
-        false,
-    );
+    let Ran { code, out, json: v, .. } = Client::new("late")
+.arg(&addr.to_string())
+.flags("--proto echo -c 1 --closed-loop --window 1 --timeout 200ms -T 1200ms --no-verify --check none")
+.run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     assert_eq!(r.q().answered, 0, "the late answer is not counted: {out}");
@@ -860,20 +704,12 @@ fn a_late_answer_leaves_the_next_querys_deadline() {
 #[test]
 fn max_queries_per_conn_recycles_exactly() {
     let srv = server(&["--mode", "dns"]);
-    let (code, out, v, _) = client(
-        "recycle",
-        &[
-            &srv.addr.to_string(),
-            "-c",
-            "10",
-            "--closed-loop",
-            "--max-queries-per-conn",
-            "20",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("recycle")
+        .arg(&srv.addr.to_string())
+        .flags("-c 10 --closed-loop --max-queries-per-conn 20 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let recycled = r.q().recycled_connections;
@@ -901,11 +737,17 @@ fn max_queries_per_conn_recycles_exactly() {
 #[test]
 fn rtt_log_has_a_line_per_query() {
     let srv = server(&[]);
-    let (code, out, v, log) = client(
-        "rttlog",
-        &[&srv.addr.to_string(), "-c", "5", "-r", "500", "-T", "1s"],
-        true,
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        rtt_log: log,
+        ..
+    } = Client::new("rttlog")
+        .arg(&srv.addr.to_string())
+        .flags("-c 5 -r 500 -T 1s")
+        .rtt_log()
+        .run();
     assert_eq!(code, 0, "{out}");
     let mut lines = log.lines();
     assert_eq!(
@@ -924,21 +766,12 @@ fn rtt_log_has_a_line_per_query() {
 #[test]
 fn interval_sends_every_period_per_connection() {
     let srv = server(&["--mode", "pong"]);
-    let (code, out, v, _) = client(
-        "interval",
-        &[
-            &srv.addr.to_string(),
-            "--proto",
-            "ping",
-            "-c",
-            "20",
-            "--interval",
-            "200ms",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("interval")
+        .arg(&srv.addr.to_string())
+        .flags("--proto ping -c 20 --interval 200ms -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let sent = r.q().sent;
@@ -995,11 +828,16 @@ fn control_changes_the_rate_while_running() {
 #[test]
 fn poisson_rtt_log_passes_kolmogorov_smirnov() {
     let srv = server(&[]);
-    let (code, out, _, log) = client(
-        "ks",
-        &[&srv.addr.to_string(), "-c", "20", "-r", "10k", "-T", "2s"],
-        true,
-    );
+    let Ran {
+        code,
+        out,
+        rtt_log: log,
+        ..
+    } = Client::new("ks")
+        .arg(&srv.addr.to_string())
+        .flags("-c 20 -r 10k -T 2s")
+        .rtt_log()
+        .run();
     assert_eq!(code, 0, "{out}");
     let mut intended: Vec<f64> = log
         .lines()
@@ -1066,25 +904,10 @@ fn a_delayed_ack_tail_with_pipelined_queries_names_nagle() {
     // Regression: unbound (no TCP_NODELAY) showed a service-time tail of
     // 23-32 ms under random spread and the summary blamed the client.
     let addr = nagle_echo_server();
-    let (_, out, v, _) = client(
-        "nagle",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "echo",
-            "--size",
-            "64",
-            "-c",
-            "4",
-            "-r",
-            "200",
-            "-T",
-            "3s",
-            "--check",
-            "none",
-        ],
-        false,
-    );
+    let Ran { out, json: v, .. } = Client::new("nagle")
+        .arg(&addr.to_string())
+        .flags("--proto echo --size 64 -c 4 -r 200 -T 3s --check none")
+        .run();
     let r = typed(&v);
     assert!(r.q().pipelined > 0, "{out}");
     assert!(out.contains("hint (nagle)"), "{out}");
@@ -1211,23 +1034,12 @@ fn malformed_query_file_line_is_usage_naming_the_line() {
 #[test]
 fn queries_ends_the_run_after_that_many_over_all_workers() {
     let srv = server(&["--mode", "dns"]);
-    let (code, out, v, _) = client(
-        "queries-total",
-        &[
-            &srv.addr.to_string(),
-            "-c",
-            "4",
-            "-w",
-            "2",
-            "-r",
-            "2000",
-            "--queries",
-            "301",
-            "-T",
-            "30s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("queries-total")
+        .arg(&srv.addr.to_string())
+        .flags("-c 4 -w 2 -r 2000 --queries 301 -T 30s")
+        .run();
     assert_eq!(code, 0, "{out}");
     all_answered(&typed(&v), &out);
     let r = typed(&v);
@@ -1247,25 +1059,10 @@ fn queries_ends_the_run_after_that_many_over_all_workers() {
 fn a_check_with_nothing_measured_fails_beside_the_defaults() {
     let srv = server(&["--mode", "discard"]);
     let target = srv.addr.to_string();
-    let (code, out, v, _) = client(
-        "no-samples",
-        &[
-            &target,
-            "--proto",
-            "echo",
-            "-c",
-            "4",
-            "-r",
-            "200",
-            "-T",
-            "1s",
-            "--timeout",
-            "200ms",
-            "--check",
-            "latency.response_time_us.p99<5ms",
-        ],
-        false,
-    );
+    let Ran { code, out, json: v, .. } = Client::new("no-samples")
+.arg(&target)
+.flags("--proto echo -c 4 -r 200 -T 1s --timeout 200ms --check latency.response_time_us.p99<5ms")
+.run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert_eq!(r.q().answered, 0, "{out}");
@@ -1288,27 +1085,12 @@ fn a_check_with_nothing_measured_fails_beside_the_defaults() {
         "{out}"
     );
     // `--check none` drops the defaults: only the user's is left.
-    let (_, out, v, _) = client(
-        "no-samples-none",
-        &[
-            &target,
-            "--proto",
-            "echo",
-            "-c",
-            "2",
-            "-r",
-            "50",
-            "-T",
-            "500ms",
-            "--timeout",
-            "200ms",
-            "--check",
-            "none",
-            "--check",
-            "queries.sent>=1",
-        ],
-        false,
-    );
+    let Ran { out, json: v, .. } = Client::new("no-samples-none")
+        .arg(&target)
+        .flags(
+            "--proto echo -c 2 -r 50 -T 500ms --timeout 200ms --check none --check queries.sent>=1",
+        )
+        .run();
     assert_eq!(typed(&v).checks.len(), 1, "{out}");
     drop(srv);
 }
@@ -1324,11 +1106,12 @@ fn connections_never_accepted_fail_and_are_named_from_the_accept_queue() {
         .unwrap();
     sock.listen(1024).unwrap();
     let addr = sock.local_addr().unwrap().as_socket().unwrap();
-    let (code, out, v, _) = client(
-        "never-accepted",
-        &[&addr.to_string(), "-c", "300", "-T", "500ms"],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("never-accepted")
+        .arg(&addr.to_string())
+        .flags("-c 300 -T 500ms")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.established, 300, "{out}");
@@ -1350,23 +1133,12 @@ fn connections_never_accepted_fail_and_are_named_from_the_accept_queue() {
     );
     // --stop-on ends the ramp once nothing verifies: 2,000 asked at 500/s
     // would take 4 s.
-    let (code, out, v, _) = client(
-        "never-accepted-stop",
-        &[
-            &addr.to_string(),
-            "-c",
-            "2000",
-            "--connect-rate",
-            "500",
-            "--connect-timeout",
-            "500ms",
-            "--stop-on",
-            "verify-stall=1s",
-            "-T",
-            "0s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("never-accepted-stop")
+        .arg(&addr.to_string())
+        .flags("-c 2000 --connect-rate 500 --connect-timeout 500ms --stop-on verify-stall=1s -T 0s")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     let attempted = r.connections.attempted;

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use common::{client, output, server, temp_dir, typed, Parts, BIN};
+use common::{output, server, temp_dir, typed, Parts, BIN};
+use common::{Client, Ran};
 use serde_json::Value;
 use throng::domain::Transport;
 
@@ -20,21 +21,12 @@ use throng::domain::Transport;
 fn udp_dns_against_the_reference_server() {
     let srv = server(&["--mode", "dns", "--udp"]);
     let target = srv.addr.to_string();
-    let (code, out, v, _) = client(
-        "udp-dns",
-        &[
-            &target,
-            "--transport",
-            "udp",
-            "-c",
-            "4",
-            "-r",
-            "2000",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("udp-dns")
+        .arg(&target)
+        .flags("--transport udp -c 4 -r 2000 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let sent = r.q().sent;
@@ -55,22 +47,12 @@ fn udp_dns_against_the_reference_server() {
 fn udp_with_preallocated_sockets_sends_datagrams() {
     let srv = server(&["--mode", "dns", "--udp"]);
     let target = srv.addr.to_string();
-    let (code, out, v, _) = client(
-        "udp-prealloc",
-        &[
-            &target,
-            "--transport",
-            "udp",
-            "--preallocate",
-            "-c",
-            "4",
-            "-r",
-            "1000",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("udp-prealloc")
+        .arg(&target)
+        .flags("--transport udp --preallocate -c 4 -r 1000 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     assert!(r.q().sent > 500, "{out}");
@@ -100,30 +82,14 @@ fn udp_losses_are_timeouts_counted_exactly() {
             }
         }
     });
-    let (code, out, v, _) = client(
-        "udp-loss",
-        &[
-            &addr.to_string(),
-            "--transport",
-            "udp",
-            "--proto",
-            "echo",
-            "-c",
-            "1",
-            "-r",
-            "400",
-            "--arrivals",
-            "constant",
-            "-T",
-            "2s",
-            "--timeout",
-            "300ms",
-            // A lossy peer: the counts are the point, not a verdict.
-            "--check",
-            "none",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("udp-loss")
+        .arg(&addr.to_string())
+        .flags("--transport udp --proto echo -c 1 -r 400 --arrivals constant -T 2s --timeout 300ms")
+        // A lossy peer: the counts are the point, not a verdict.
+        .flags("--check none")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let sent = r.q().sent;
@@ -160,21 +126,12 @@ fn udp_losses_are_timeouts_counted_exactly() {
 fn tcp_per_query_opens_a_connection_per_query_and_counts_the_connect() {
     let srv = server(&["--mode", "dns"]);
     let target = srv.addr.to_string();
-    let (code, out, v, _) = client(
-        "per-query",
-        &[
-            &target,
-            "--transport",
-            "tcp-per-query",
-            "--concurrency",
-            "8",
-            "-r",
-            "1000",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("per-query")
+        .arg(&target)
+        .flags("--transport tcp-per-query --concurrency 8 -r 1000 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let sent = r.q().sent;
@@ -196,19 +153,10 @@ fn tcp_per_query_opens_a_connection_per_query_and_counts_the_connect() {
         service >= connect,
         "service {service} < connect {connect}\n{out}"
     );
-    let (_, text, _, _) = client(
-        "per-query-text",
-        &[
-            &target,
-            "--transport",
-            "tcp-per-query",
-            "-r",
-            "200",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran { out: text, .. } = Client::new("per-query-text")
+        .arg(&target)
+        .flags("--transport tcp-per-query -r 200 -T 1s")
+        .run();
     assert!(text.contains("connect share"), "{text}");
 }
 
@@ -216,22 +164,12 @@ fn tcp_per_query_opens_a_connection_per_query_and_counts_the_connect() {
 fn tcp_per_query_closed_loop_keeps_its_concurrency() {
     let srv = server(&["--mode", "echo"]);
     let target = srv.addr.to_string();
-    let (code, out, v, _) = client(
-        "per-query-closed",
-        &[
-            &target,
-            "--transport",
-            "tcp-per-query",
-            "--proto",
-            "echo",
-            "--closed-loop",
-            "--concurrency",
-            "4",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("per-query-closed")
+        .arg(&target)
+        .flags("--transport tcp-per-query --proto echo --closed-loop --concurrency 4 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     assert!(r.q().answered > 200, "{out}");
@@ -286,28 +224,14 @@ fn sessions_resume_across_the_processes_of_a_tls_server() {
     // key resume on both (a per-process ticket key resumed about half).
     let srv = server(&["--mode", "pong", "--tls", "--processes", "2"]);
     let ca = server_ca(&srv);
-    let (code, out, v, _) = client(
-        "tls-processes",
-        &[
-            &srv.addr.to_string(),
-            "--transport",
-            "tls",
-            "--tls-ca",
-            &ca,
-            "--proto",
-            "ping",
-            "-c",
-            "4",
-            "-r",
-            "2000",
-            "--max-queries-per-conn",
-            "20",
-            "--tls-resume",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("tls-processes")
+        .arg(&srv.addr.to_string())
+        .flags("--transport tls --tls-ca")
+        .arg(&ca)
+        .flags("--proto ping -c 4 -r 2000 --max-queries-per-conn 20 --tls-resume -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let recycled = r.connections.established - 4;
@@ -329,27 +253,14 @@ fn tls_against_the_reference_server_with_resumption() {
     );
     let ca = server_ca(&srv);
     let target = srv.addr.to_string();
-    let (code, out, v, _) = client(
-        "tls",
-        &[
-            &target,
-            "--transport",
-            "tls",
-            "--tls-ca",
-            &ca,
-            "--proto",
-            "ping",
-            "-c",
-            "4",
-            "--closed-loop",
-            "--max-queries-per-conn",
-            "20",
-            "--tls-resume",
-            "-T",
-            "1s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("tls")
+        .arg(&target)
+        .flags("--transport tls --tls-ca")
+        .arg(&ca)
+        .flags("--proto ping -c 4 --closed-loop --max-queries-per-conn 20 --tls-resume -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let answered = r.q().answered;
@@ -385,23 +296,14 @@ fn tls_with_the_wrong_ca_fails_at_once_with_the_reason() {
     let other = server(&["--mode", "echo", "--tls"]);
     let wrong = server_ca(&other);
     let started = std::time::Instant::now();
-    let (code, out, v, _) = client(
-        "tls-wrong-ca",
-        &[
-            &srv.addr.to_string(),
-            "--transport",
-            "tls",
-            "--tls-ca",
-            &wrong,
-            "-c",
-            "3",
-            "-r",
-            "100",
-            "-T",
-            "30s",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("tls-wrong-ca")
+        .arg(&srv.addr.to_string())
+        .flags("--transport tls --tls-ca")
+        .arg(&wrong)
+        .flags("-c 3 -r 100 -T 30s")
+        .run();
     assert_eq!(code, 1, "{out}");
     assert!(
         started.elapsed() < Duration::from_secs(10),
@@ -412,20 +314,10 @@ fn tls_with_the_wrong_ca_fails_at_once_with_the_reason() {
     assert!(out.contains("invalid peer certificate"), "{out}");
     assert!(out.contains("--tls-insecure"), "the fix is named: {out}");
     // And with --tls-insecure the same server is fine.
-    let (code, out, _, _) = client(
-        "tls-insecure",
-        &[
-            &srv.addr.to_string(),
-            "--transport",
-            "tls",
-            "--tls-insecure",
-            "-c",
-            "3",
-            "-T",
-            "200ms",
-        ],
-        false,
-    );
+    let Ran { code, out, .. } = Client::new("tls-insecure")
+        .arg(&srv.addr.to_string())
+        .flags("--transport tls --tls-insecure -c 3 -T 200ms")
+        .run();
     assert_eq!(code, 0, "{out}");
 }
 
@@ -723,25 +615,10 @@ fn tcp_per_query_says_when_time_wait_uses_up_the_ports() {
         common::set_sysctl("net.ipv4.tcp_tw_reuse", "0");
         let srv = server(&["--mode", "echo"]);
         let target = srv.addr.to_string();
-        let (code, out, v, _) = client(
-            "per-query-tw",
-            &[
-                &target,
-                "--transport",
-                "tcp-per-query",
-                "--proto",
-                "echo",
-                "-r",
-                "400",
-                "--arrivals",
-                "constant",
-                "-T",
-                "2s",
-                "--max-failures",
-                "1000",
-            ],
-            false,
-        );
+        let Ran { code, out, json: v, .. } = Client::new("per-query-tw")
+.arg(&target)
+.flags("--transport tcp-per-query --proto echo -r 400 --arrivals constant -T 2s --max-failures 1000")
+.run();
         // Half the queries found no port: they were due and never
         // answered, which fails the default check (it passed when the
         // check counted only the queries sent).
@@ -767,25 +644,12 @@ fn tcp_per_query_says_when_time_wait_uses_up_the_ports() {
 fn tls_carries_replies_larger_than_its_buffers() {
     // 256 KiB bodies: more than rustls buffers by default, each way.
     let srv = server(&["--mode", "http", "--tls", "--body-size", "256KiB"]);
-    let (code, out, v, _) = client(
-        "tls-big",
-        &[
-            &srv.addr.to_string(),
-            "--transport",
-            "tls",
-            "--tls-insecure",
-            "--proto",
-            "http",
-            "-c",
-            "2",
-            "--closed-loop",
-            "--window",
-            "4",
-            "-T",
-            "500ms",
-        ],
-        false,
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("tls-big")
+        .arg(&srv.addr.to_string())
+        .flags("--transport tls --tls-insecure --proto http -c 2 --closed-loop --window 4 -T 500ms")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let answered = r.q().answered;

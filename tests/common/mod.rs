@@ -3,7 +3,11 @@
 
 #![allow(dead_code)]
 
+pub mod harness;
 pub mod lab;
+
+#[allow(unused_imports)]
+pub use harness::{Client, Ran};
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -233,25 +237,15 @@ pub fn output(cmd: &mut Command) -> (i32, String, String) {
 }
 
 /// Runs `throng client <args> -q --json F [--rtt-log L]`; returns
-/// (code, stdout, json, rtt log text).
+/// (code, stdout and stderr, json, rtt log text): a [`Client`] run for
+/// arguments made at run time.
 pub fn client(name: &str, args: &[&str], log: bool) -> (i32, String, Value, String) {
-    let dir = temp_dir(name);
-    let json = dir.join("r.json");
-    let rtt = dir.join("rtt.csv");
-    let mut cmd = Command::new(BIN);
-    cmd.arg("client")
-        .args(args)
-        .args(["-q", "--json", json.to_str().unwrap()]);
+    let mut c = Client::new(name).args(args);
     if log {
-        cmd.args(["--rtt-log", rtt.to_str().unwrap()]);
+        c = c.rtt_log();
     }
-    let (code, out, err) = output(&mut cmd);
-    let v = std::fs::read_to_string(&json)
-        .map(|t| parse_result(&t))
-        .unwrap_or(Value::Null);
-    let log = std::fs::read_to_string(&rtt).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
-    (code, format!("{out}\n{err}"), v, log)
+    let r = c.run();
+    (r.code, r.out, r.json, r.rtt_log)
 }
 
 /// A result's text parsed, its books checked: every result a test reads

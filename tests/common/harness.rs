@@ -1,0 +1,212 @@
+//! The typed harness of the integration tests: a `throng client` run
+//! built from its flags ([`Client`]), run to its end with `-q --json` to a
+//! file of its own (or started and signalled: [`Running`]), and what came of it ([`Ran`]): the exit code, the
+//! output, the result as written and as its typed [`RunResult`] (its
+//! books checked), the verdict and the RTT log.
+//!
+//! ```ignore
+//! let ran = Client::new("echo").arg(&addr).flags("-c 4 -r 200 -T 1s").run();
+//! let r = ran.exits(0).result();
+//! assert_eq!(r.q().answered, r.q().sent, "{}", ran.out);
+//! ```
+
+use std::io::{BufReader, Read};
+use std::path::PathBuf;
+use std::process::{ChildStderr, Command};
+
+use serde_json::Value;
+use throng::outcome::RunResult;
+use throng::outcome::Verdict;
+
+use super::{output, parse_result, spawn_piped, temp_dir, typed, wait_for_line, Daemon, BIN};
+
+/// A `throng client` run to make: its arguments in order.
+#[derive(Debug, Clone)]
+pub struct Client {
+    name: String,
+    args: Vec<String>,
+    rtt_log: bool,
+}
+
+impl Client {
+    /// A run whose scratch directory is named after `name`.
+    pub fn new(name: &str) -> Client {
+        Client {
+            name: name.to_string(),
+            args: Vec::new(),
+            rtt_log: false,
+        }
+    }
+
+    /// Flags as written on a command line, split at whitespace (a value
+    /// with a space in it goes through [`Client::arg`]).
+    pub fn flags(mut self, line: &str) -> Client {
+        self.args
+            .extend(line.split_whitespace().map(str::to_string));
+        self
+    }
+
+    /// One argument, as it is.
+    pub fn arg(mut self, a: impl AsRef<str>) -> Client {
+        self.args.push(a.as_ref().to_string());
+        self
+    }
+
+    /// Arguments, each as it is.
+    pub fn args<S: AsRef<str>>(mut self, all: impl IntoIterator<Item = S>) -> Client {
+        self.args
+            .extend(all.into_iter().map(|a| a.as_ref().to_string()));
+        self
+    }
+
+    /// Also `--rtt-log`, its text in [`Ran::rtt_log`].
+    pub fn rtt_log(mut self) -> Client {
+        self.rtt_log = true;
+        self
+    }
+
+    /// The command, its result and RTT log written in `dir`; `quiet`:
+    /// without the live view.
+    fn command(&self, dir: &std::path::Path, quiet: bool) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("client")
+            .args(&self.args)
+            .args(["--json", dir.join("r.json").to_str().unwrap()]);
+        if quiet {
+            cmd.arg("-q");
+        }
+        if self.rtt_log {
+            cmd.args(["--rtt-log", dir.join("rtt.csv").to_str().unwrap()]);
+        }
+        cmd
+    }
+
+    /// Runs it to its end.
+    pub fn run(self) -> Ran {
+        let dir = temp_dir(&self.name);
+        let (code, out, err) = output(&mut self.command(&dir, true));
+        Ran::read(code, out, err, dir)
+    }
+
+    /// Starts it with its live view, and returns once a line of its
+    /// stderr holds `ready` (the live view prints plain lines when stderr
+    /// is not a terminal).
+    /// Killed if dropped before [`Running::wait`].
+    pub fn start(self, ready: &str) -> Running {
+        let dir = temp_dir(&self.name);
+        let (child, mut err) = spawn_piped(&mut self.command(&dir, false));
+        let line = wait_for_line(&mut err, ready);
+        Running {
+            child,
+            err,
+            seen: line,
+            dir,
+        }
+    }
+}
+
+/// A [`Client`] run started and not yet ended.
+pub struct Running {
+    child: Daemon,
+    err: BufReader<ChildStderr>,
+    /// Its stderr read so far.
+    seen: String,
+    dir: PathBuf,
+}
+
+impl Running {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends it `sig`.
+    pub fn signal(&self, sig: i32) {
+        super::signal(self.pid(), sig);
+    }
+
+    /// Reads its stderr up to a line that holds `needle`; returns the line.
+    pub fn wait_for_line(&mut self, needle: &str) -> String {
+        let line = wait_for_line(&mut self.err, needle);
+        self.seen.push_str(&line);
+        line
+    }
+
+    /// Still running.
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Waits for its end, then reads what it wrote.
+    pub fn wait(mut self) -> Ran {
+        let mut err = std::mem::take(&mut self.seen);
+        let _ = self.err.read_to_string(&mut err);
+        let mut out = String::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            let _ = o.read_to_string(&mut out);
+        }
+        let code = self.child.wait().unwrap().code().unwrap_or(-1);
+        let dir = std::mem::take(&mut self.dir);
+        Ran::read(code, out, err, dir)
+    }
+}
+
+impl Ran {
+    /// What a run that ended with `code` wrote in `dir` (then removed).
+    fn read(code: i32, out: String, err: String, dir: PathBuf) -> Ran {
+        let json = std::fs::read_to_string(dir.join("r.json"))
+            .map(|t| parse_result(&t))
+            .unwrap_or(Value::Null);
+        let rtt_log = std::fs::read_to_string(dir.join("rtt.csv")).unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&dir);
+        Ran {
+            code,
+            out: format!("{out}\n{err}"),
+            stdout: out,
+            stderr: err,
+            json,
+            rtt_log,
+        }
+    }
+}
+
+/// What came of a [`Client`] run.
+#[derive(Debug)]
+pub struct Ran {
+    pub code: i32,
+    /// Its stdout, then its stderr.
+    pub out: String,
+    pub stdout: String,
+    pub stderr: String,
+    /// The result as written (Null when the run wrote none).
+    pub json: Value,
+    /// The RTT log's text (with [`Client::rtt_log`]).
+    pub rtt_log: String,
+}
+
+impl Ran {
+    /// Asserts the exit code (the output in the message).
+    #[track_caller]
+    pub fn exits(&self, code: i32) -> &Ran {
+        assert_eq!(self.code, code, "exit code\n{}", self.out);
+        self
+    }
+
+    /// The typed result; the run must have written one.
+    #[track_caller]
+    pub fn result(&self) -> RunResult {
+        assert!(
+            !self.json.is_null(),
+            "the run wrote no result\n{}",
+            self.out
+        );
+        typed(&self.json)
+    }
+
+    /// The result's verdict; the run must have written one.
+    #[track_caller]
+    pub fn verdict(&self) -> Verdict {
+        self.result()
+            .verdict
+            .unwrap_or_else(|| panic!("a result without a verdict\n{}", self.out))
+    }
+}
