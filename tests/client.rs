@@ -93,7 +93,7 @@ fn holds_15000_connections_then_closes_cleanly() {
 fn json_has_the_documented_keys() {
     let srv = server(&[]);
     let Ran { code, json: v, .. } = Client::new("keys")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("-c 100 -T 0s")
         .run();
     assert_eq!(code, 0);
@@ -140,7 +140,7 @@ fn connect_rate_is_honoured_at_2000_per_second() {
         json: v,
         ..
     } = Client::new("rate")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("-c 4000 --connect-rate 2000 -T 0s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -164,7 +164,7 @@ fn batch_mode_opens_in_steps() {
         json: v,
         ..
     } = Client::new("batch")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("-c 2000 --batch-size 500 --batch-delay 400ms -T 0s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -185,7 +185,7 @@ fn sync_mode_connects_one_at_a_time() {
         json: v,
         ..
     } = Client::new("sync")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("-c 300 --connect-mode sync -T 0s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -208,7 +208,7 @@ fn refused_port_is_counted_and_exits_1() {
         json: v,
         ..
     } = Client::new("refused")
-        .arg(&format!("127.0.0.1:{port}"))
+        .arg(format!("127.0.0.1:{port}"))
         .flags("-c 50 -T 0s")
         .run();
     assert_eq!(code, 1, "{out}");
@@ -227,7 +227,7 @@ fn refused_port_is_counted_and_exits_1() {
     }
     // --max-failures lets a run with known failures pass.
     let Ran { code, .. } = Client::new("refused-ok")
-        .arg(&format!("127.0.0.1:{port}"))
+        .arg(format!("127.0.0.1:{port}"))
         .flags("-c 50 -T 0s --max-failures 50")
         .run();
     assert_eq!(code, 0);
@@ -249,7 +249,7 @@ fn never_accepting_listener_gives_timeouts_and_unverified() {
         json: v,
         ..
     } = Client::new("backlog1")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("-c 40 --connect-timeout 1s -T 0s")
         .run();
     assert_eq!(code, 1, "{out}");
@@ -300,7 +300,7 @@ fn a_retransmitted_handshake_is_named_as_the_servers_not_the_clients() {
         json: v,
         ..
     } = Client::new("syn-retransmit")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("-c 20 --no-verify --connect-timeout 10s -T 0s")
         .run();
     assert_eq!(code, 0, "{out}\n{err}");
@@ -348,7 +348,7 @@ fn reset_at_first_data_is_half_open() {
         json: v,
         ..
     } = Client::new("halfopen")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("-c 30 -T 1s")
         .run();
     assert_eq!(code, 1, "{out}");
@@ -376,7 +376,7 @@ fn server_that_resets_every_connection() {
         json: v,
         ..
     } = Client::new("reset")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("-c 30 -T 1s --connect-rate 1000")
         .run();
     assert_eq!(code, 1, "{out}");
@@ -402,7 +402,7 @@ fn more_connections_than_one_source_has_ports_brings_in_a_second() {
             json: v,
             ..
         } = Client::new("ports")
-            .arg(&srv.addr.to_string())
+            .arg(srv.addr.to_string())
             .flags("-c 1500 -T 0s")
             .run();
         assert_eq!(code, 0, "{out}");
@@ -427,7 +427,7 @@ fn one_source_that_cannot_fit_is_an_impossible_plan() {
             json: v,
             ..
         } = Client::new("noports")
-            .arg(&srv.addr.to_string())
+            .arg(srv.addr.to_string())
             .flags("-c 500 --source-ip 127.0.0.1 -T 0s")
             .run();
         assert_eq!(code, 2, "{err}");
@@ -590,7 +590,7 @@ fn lifetime_with_reconnect_churns_connections() {
         json: v,
         ..
     } = Client::new("churn")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("-c 50 --lifetime 300ms --reconnect -T 1s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -729,7 +729,7 @@ fn preallocate_and_ipv6() {
         ..
     } = Client::new("prealloc")
         .arg(&v6)
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("-c 400 --preallocate -T 0s")
         .run();
     assert_eq!(code, 0, "{out}\n{err}");
@@ -754,7 +754,7 @@ fn connections_schedule_grows_and_shrinks() {
         json: v,
         ..
     } = Client::new("schedule")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("--connections-schedule 1500ms@200,1s@200..600,1s@600,1500ms@100 --connect-rate 5k")
         .run();
     assert_eq!(code, 0, "{out}\n{err}");

@@ -247,7 +247,7 @@ fn ports_run_out_over_tcp_without_time_wait_words() {
         let Ran {
             code, out, json: v, ..
         } = Client::new("tcp-no-port")
-            .arg(&srv.addr.to_string())
+            .arg(srv.addr.to_string())
             .flags("-c 150 --source-ip 127.0.0.1 --force -T 0s")
             .run();
         assert_eq!(code, 1, "{out}");
@@ -297,7 +297,7 @@ fn closes_and_resets_mid_query_are_named_apart() {
         let Ran {
             code, out, json: v, ..
         } = Client::new(name)
-            .arg(&addr.to_string())
+            .arg(addr.to_string())
             .flags("--proto echo -c 4 -r 40 -T 1s --timeout 500ms")
             .run();
         assert_eq!(code, 1, "{out}");
@@ -352,7 +352,7 @@ fn a_server_that_answers_some_connections_only() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("some-answered")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("--proto echo -c 10 --connect-timeout 500ms -T 0s")
         .run();
     assert_eq!(code, 1, "{out}");
@@ -381,7 +381,7 @@ fn a_server_that_answers_some_connections_only() {
 fn a_server_that_pushes_nothing_is_named() {
     let srv = server(&[]);
     let Ran { code, out, .. } = Client::new("push-nothing")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("--proto push --every 50ms -c 4 -T 1s")
         .run();
     assert_eq!(code, 1, "{out}");
@@ -486,7 +486,7 @@ fn a_full_window_is_named_as_the_servers_pace() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("window-full")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("--proto echo -c 2 --window 1 -r 200 -T 2s --timeout 500ms")
         .run();
     assert_eq!(code, 1, "{out}");
@@ -521,7 +521,7 @@ fn the_clients_own_port_search_is_named_as_the_clients() {
             let Ran {
                 code, out, json: v, ..
             } = Client::new(name)
-                .arg(&srv.addr.to_string())
+                .arg(srv.addr.to_string())
                 .flags("-c 13650 --source-ip 127.0.0.1 --force --no-verify -T 0s")
                 .run();
             assert_eq!(code, 0, "{out}");
@@ -947,7 +947,7 @@ fn answers_after_their_timeout_are_counted_late() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("answered-late")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("--proto echo -c 2 -r 10 --timeout 100ms --no-verify -T 2s")
         .run();
     assert_eq!(code, 1, "{out}");
@@ -993,7 +993,7 @@ fn connections_never_answered_fail_the_run_without_verification() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("silent-closed-loop")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("--proto echo -c 10 --closed-loop --no-verify -T 1s")
         .run();
     assert_eq!(code, 1, "{out}");

@@ -707,7 +707,7 @@ fn nginx_closed_loop_keeps_its_concurrency_across_keepalive_closes() {
     } = Client::new("nginx-closed-client")
         .arg(&target)
         .flags("--proto http --closed-loop -c")
-        .arg(&conns.to_string())
+        .arg(conns.to_string())
         .flags("-T 3s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -1105,7 +1105,7 @@ fn resperf_and_throng_count_what_unbound_counts() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("resperf-counts-throng")
-        .arg(&format!("127.0.0.1:{}", u.port))
+        .arg(format!("127.0.0.1:{}", u.port))
         .flags("--transport udp --qnames")
         .arg(names.to_str().unwrap())
         .flags("-c 4 -r 1000 -T 2s")
@@ -1243,7 +1243,7 @@ fn redis_protected_mode_refuses_a_source_not_at_a_cap() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("redis-protected")
-        .arg(&format!("127.0.0.1:{port}"))
+        .arg(format!("127.0.0.1:{port}"))
         .flags("--proto raw --message")
         .arg("PING\\r\\n")
         .flags("--marker +PONG -c 40 --source-ip 127.0.0.1 --source-ip 127.0.0.2 -T 1s")

@@ -130,7 +130,7 @@ fn udp_through_a_relay_that_drops_every_tenth_counts_ten_percent_lost() {
     let dropped = Arc::new(AtomicU64::new(0));
     let relay = lossy_relay(upstream, 10, dropped.clone());
     let Ran { code, out, json: v, .. } = Client::new("push-udp")
-.arg(&relay.to_string())
+.arg(relay.to_string())
 .flags("--proto push --transport udp --every 10ms -c 10 -T 3s --check none --check push.lost>=9% --check push.lost<=11%")
 .run();
     assert_eq!(code, 0, "{out}\n{}", v["push"]);
@@ -339,7 +339,7 @@ fn bytes_that_are_not_push_messages_are_malformed() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("push-garbage")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("--proto push -c 3 -T 1s --max-failures 10")
         .run();
     let r = typed(&v);
@@ -446,7 +446,7 @@ fn a_server_that_speaks_first_is_read_on_every_connection() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("push-first")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("--proto push --push-format line --every 10s -c 50 -T 1s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -553,7 +553,7 @@ fn numbers_no_period_explains_and_stamps_from_the_future_are_not_believed() {
         std::thread::sleep(Duration::from_secs(2));
     });
     let Ran { out, json: v, .. } = Client::new("push-ahead")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("--proto push --every 10s -c 1 -T 1s")
         .run();
     let r = typed(&v);

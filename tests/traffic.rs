@@ -31,7 +31,7 @@ fn dns_against_dns_mode() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("dns")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("-c 20 -r 2000 -T 1s --qtype AAAA")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -88,7 +88,7 @@ fn echo_with_validation() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("echo")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("--proto echo --size 300 --validate -c 10 -r 1000 -T 1s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -109,7 +109,7 @@ fn ping_against_pong_mode() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("ping")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("--proto ping -c 10 -r 1000 -T 1s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -123,7 +123,7 @@ fn http_against_http_mode() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("http")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("--proto http -c 10 -r 1000 -T 1s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -139,7 +139,7 @@ fn raw_with_marker_against_fixed_mode() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("raw")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("--proto raw -m")
         .arg(r"hello\n")
         .flags("--marker")
@@ -198,7 +198,7 @@ fn http_chunked_replies_in_many_reads() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("chunked-reads")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("--proto http -c 2 --closed-loop -T 1s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -221,7 +221,7 @@ fn raw_marker_split_over_many_reads() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("marker-reads")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("--proto raw -m")
         .arg(r"hello\n")
         .flags("--marker")
@@ -274,7 +274,7 @@ fn dns_out_of_order_responses_are_matched() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("reverse")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("-c 4 --closed-loop --window 8 -T 1s --qname {rand}.example.org")
         // The server answers only whole batches: the part of a batch
         // sent before the end is never answered, so do not wait it out.
@@ -308,7 +308,7 @@ fn validate_catches_a_corrupting_echo_server() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("corrupt")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("--proto echo --validate -c 2 -r 200 -T 1s")
         .run();
     // Every reply corrupt: answered, each a failed answer (once: it was
@@ -353,7 +353,7 @@ fn a_query_that_crossed_the_servers_close_is_sent_again() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("crossed-close")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("--proto http -c 2 --reconnect -r 200 -T 1s")
         // The last query of each connection waits for a second request
         // that never comes: no need to wait out its timeout; and those
@@ -470,7 +470,7 @@ fn rate_within_10_percent_at_5k_over_100_connections() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("rate5k")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("-c 100 -r 5k -T 2s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -487,7 +487,7 @@ fn schedule_ramp_reaches_its_end_rate() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("ramp")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("-c 20 --schedule 2s@1000..3000 --arrivals constant")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -686,7 +686,7 @@ fn late_once_echo_server() -> SocketAddr {
 fn a_late_answer_leaves_the_next_querys_deadline() {
     let addr = late_once_echo_server();
     let Ran { code, out, json: v, .. } = Client::new("late")
-.arg(&addr.to_string())
+.arg(addr.to_string())
 .flags("--proto echo -c 1 --closed-loop --window 1 --timeout 200ms -T 1200ms --no-verify --check none")
 .run();
     assert_eq!(code, 0, "{out}");
@@ -707,7 +707,7 @@ fn max_queries_per_conn_recycles_exactly() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("recycle")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("-c 10 --closed-loop --max-queries-per-conn 20 -T 1s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -744,7 +744,7 @@ fn rtt_log_has_a_line_per_query() {
         rtt_log: log,
         ..
     } = Client::new("rttlog")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("-c 5 -r 500 -T 1s")
         .rtt_log()
         .run();
@@ -769,7 +769,7 @@ fn interval_sends_every_period_per_connection() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("interval")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("--proto ping -c 20 --interval 200ms -T 1s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -834,7 +834,7 @@ fn poisson_rtt_log_passes_kolmogorov_smirnov() {
         rtt_log: log,
         ..
     } = Client::new("ks")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("-c 20 -r 10k -T 2s")
         .rtt_log()
         .run();
@@ -905,7 +905,7 @@ fn a_delayed_ack_tail_with_pipelined_queries_names_nagle() {
     // 23-32 ms under random spread and the summary blamed the client.
     let addr = nagle_echo_server();
     let Ran { out, json: v, .. } = Client::new("nagle")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("--proto echo --size 64 -c 4 -r 200 -T 3s --check none")
         .run();
     let r = typed(&v);
@@ -1037,7 +1037,7 @@ fn queries_ends_the_run_after_that_many_over_all_workers() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("queries-total")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("-c 4 -w 2 -r 2000 --queries 301 -T 30s")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -1109,7 +1109,7 @@ fn connections_never_accepted_fail_and_are_named_from_the_accept_queue() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("never-accepted")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("-c 300 -T 500ms")
         .run();
     assert_eq!(code, 1, "{out}");
@@ -1136,7 +1136,7 @@ fn connections_never_accepted_fail_and_are_named_from_the_accept_queue() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("never-accepted-stop")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("-c 2000 --connect-rate 500 --connect-timeout 500ms --stop-on verify-stall=1s -T 0s")
         .run();
     assert_eq!(code, 1, "{out}");

@@ -85,7 +85,7 @@ fn udp_losses_are_timeouts_counted_exactly() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("udp-loss")
-        .arg(&addr.to_string())
+        .arg(addr.to_string())
         .flags("--transport udp --proto echo -c 1 -r 400 --arrivals constant -T 2s --timeout 300ms")
         // A lossy peer: the counts are the point, not a verdict.
         .flags("--check none")
@@ -227,7 +227,7 @@ fn sessions_resume_across_the_processes_of_a_tls_server() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("tls-processes")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("--transport tls --tls-ca")
         .arg(&ca)
         .flags("--proto ping -c 4 -r 2000 --max-queries-per-conn 20 --tls-resume -T 1s")
@@ -299,7 +299,7 @@ fn tls_with_the_wrong_ca_fails_at_once_with_the_reason() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("tls-wrong-ca")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("--transport tls --tls-ca")
         .arg(&wrong)
         .flags("-c 3 -r 100 -T 30s")
@@ -315,7 +315,7 @@ fn tls_with_the_wrong_ca_fails_at_once_with_the_reason() {
     assert!(out.contains("--tls-insecure"), "the fix is named: {out}");
     // And with --tls-insecure the same server is fine.
     let Ran { code, out, .. } = Client::new("tls-insecure")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("--transport tls --tls-insecure -c 3 -T 200ms")
         .run();
     assert_eq!(code, 0, "{out}");
@@ -647,7 +647,7 @@ fn tls_carries_replies_larger_than_its_buffers() {
     let Ran {
         code, out, json: v, ..
     } = Client::new("tls-big")
-        .arg(&srv.addr.to_string())
+        .arg(srv.addr.to_string())
         .flags("--transport tls --tls-insecure --proto http -c 2 --closed-loop --window 4 -T 500ms")
         .run();
     assert_eq!(code, 0, "{out}");
