@@ -15,6 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{peer, temp_dir, typed, Parts, BIN};
+use common::{Client, Ran};
 use serde_json::Value;
 
 /// The client's input cap (`engine::proto::INPUT_CAP`, README).
@@ -112,23 +113,18 @@ fn replying(reply: &'static [u8]) -> SocketAddr {
 /// fails the run (exit 1).
 fn garbage_ends_each_connection(proto: &str, reply: &'static [u8]) {
     let addr = replying(reply);
-    let (code, out, v, secs) = run(
-        &format!("garbage-{proto}"),
-        addr,
-        &[
-            "--proto",
-            proto,
-            "-c",
-            "2",
-            "--reconnect",
-            "--interval",
-            "100ms",
-            "-T",
-            "1s",
-            "--timeout",
-            "300ms",
-        ],
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        secs,
+        ..
+    } = Client::new(&format!("garbage-{proto}"))
+        .arg(addr.to_string())
+        .flags("--proto")
+        .arg(proto)
+        .flags("-c 2 --reconnect --interval 100ms -T 1s --timeout 300ms")
+        .run();
     assert_eq!(code, 1, "answered < 99%: {out}");
     assert!(secs < 5.0, "{secs} s: {out}");
     let r = typed(&v);
@@ -174,22 +170,16 @@ fn garbage_http_is_malformed() {
 #[test]
 fn garbage_ping_lines_are_mismatches() {
     let addr = replying(b"garbage\n");
-    let (code, out, v, secs) = run(
-        "garbage-ping",
-        addr,
-        &[
-            "--proto",
-            "ping",
-            "-c",
-            "2",
-            "--interval",
-            "100ms",
-            "-T",
-            "1s",
-            "--timeout",
-            "300ms",
-        ],
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        secs,
+        ..
+    } = Client::new("garbage-ping")
+        .arg(addr.to_string())
+        .flags("--proto ping -c 2 --interval 100ms -T 1s --timeout 300ms")
+        .run();
     // Every ping answered, and every answer failed: the run fails.
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
@@ -212,26 +202,20 @@ fn garbage_ping_lines_are_mismatches() {
 #[test]
 fn garbage_raw_without_the_marker_times_out() {
     let addr = replying(b"garbage");
-    let (code, out, v, secs) = run(
-        "garbage-raw",
-        addr,
-        &[
-            "--proto",
-            "raw",
-            "-m",
-            r"hello\n",
-            "--marker",
-            r"\r\n",
-            "-c",
-            "2",
-            "--interval",
-            "100ms",
-            "-T",
-            "1s",
-            "--timeout",
-            "300ms",
-        ],
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        secs,
+        ..
+    } = Client::new("garbage-raw")
+        .arg(addr.to_string())
+        .flags("--proto raw -m")
+        .arg(r"hello\n")
+        .flags("--marker")
+        .arg(r"\r\n")
+        .flags("-c 2 --interval 100ms -T 1s --timeout 300ms")
+        .run();
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
     let r = typed(&v);
@@ -260,20 +244,16 @@ fn dns_frame_that_never_ends_times_out() {
             thread::sleep(Duration::from_millis(100));
         }
     });
-    let (code, out, v, secs) = run(
-        "dns-endless",
-        addr,
-        &[
-            "-c",
-            "1",
-            "--interval",
-            "200ms",
-            "-T",
-            "1s",
-            "--timeout",
-            "300ms",
-        ],
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        secs,
+        ..
+    } = Client::new("dns-endless")
+        .arg(addr.to_string())
+        .flags("-c 1 --interval 200ms -T 1s --timeout 300ms")
+        .run();
     assert_eq!(code, 1, "{out}");
     assert!(secs < 4.0, "{secs} s: {out}");
     let r = typed(&v);
@@ -445,21 +425,12 @@ fn http_body_far_past_the_cap_is_answered() {
             }
         }
     });
-    let (code, out, v, _) = run(
-        "http-huge",
-        addr,
-        &[
-            "--proto",
-            "http",
-            "-c",
-            "1",
-            "--queries",
-            "3",
-            "--closed-loop",
-            "-T",
-            "20s",
-        ],
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("http-huge")
+        .arg(addr.to_string())
+        .flags("--proto http -c 1 --queries 3 --closed-loop -T 20s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     assert_eq!(r.q().answered, 3, "{out}");
@@ -690,20 +661,16 @@ fn dns_answers_with_wrong_ids_are_unmatched() {
             }
         }
     });
-    let (code, out, v, secs) = run(
-        "dns-wrong-id",
-        addr,
-        &[
-            "-c",
-            "2",
-            "--interval",
-            "100ms",
-            "-T",
-            "1s",
-            "--timeout",
-            "300ms",
-        ],
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        secs,
+        ..
+    } = Client::new("dns-wrong-id")
+        .arg(addr.to_string())
+        .flags("-c 2 --interval 100ms -T 1s --timeout 300ms")
+        .run();
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
     let r = typed(&v);
@@ -733,22 +700,16 @@ fn http_response_with_no_request_is_unmatched() {
             }
         }
     });
-    let (code, out, v, secs) = run(
-        "http-unasked",
-        addr,
-        &[
-            "--proto",
-            "http",
-            "-c",
-            "2",
-            "--interval",
-            "200ms",
-            "-T",
-            "1s",
-            "--timeout",
-            "300ms",
-        ],
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        secs,
+        ..
+    } = Client::new("http-unasked")
+        .arg(addr.to_string())
+        .flags("--proto http -c 2 --interval 200ms -T 1s --timeout 300ms")
+        .run();
     assert_eq!(code, 0, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
     let r = typed(&v);
@@ -779,22 +740,12 @@ fn extra_echo_messages_are_unmatched() {
             }
         }
     });
-    let (code, out, v, _) = run(
-        "echo-extra",
-        addr,
-        &[
-            "--proto",
-            "echo",
-            "--size",
-            "64",
-            "-c",
-            "2",
-            "--interval",
-            "100ms",
-            "-T",
-            "1s",
-        ],
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("echo-extra")
+        .arg(addr.to_string())
+        .flags("--proto echo --size 64 -c 2 --interval 100ms -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let answered = r.q().answered;
@@ -818,11 +769,12 @@ fn dns_answers_twice_count_once() {
             }
         }
     });
-    let (code, out, v, _) = run(
-        "dns-twice",
-        addr,
-        &["-c", "2", "-r", "200", "-T", "1s", "--timeout", "300ms"],
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("dns-twice")
+        .arg(addr.to_string())
+        .flags("-c 2 -r 200 -T 1s --timeout 300ms")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let answered = r.q().answered;
@@ -844,13 +796,12 @@ fn echo_answers_twice_count_once() {
             }
         }
     });
-    let (code, out, v, _) = run(
-        "echo-twice",
-        addr,
-        &[
-            "--proto", "echo", "--size", "64", "-c", "2", "-r", "200", "-T", "1s",
-        ],
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("echo-twice")
+        .arg(addr.to_string())
+        .flags("--proto echo --size 64 -c 2 -r 200 -T 1s")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let answered = r.q().answered;
@@ -876,22 +827,14 @@ fn dns_answers_reordered_are_all_matched() {
             }
         }
     });
-    let (code, out, v, _) = run(
-        "dns-reorder",
-        addr,
-        &[
-            "-c",
-            "2",
-            "--closed-loop",
-            "--window",
-            "4",
-            "-T",
-            "1s",
-            // A four cut short at the end is never answered.
-            "--drain",
-            "200ms",
-        ],
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("dns-reorder")
+        .arg(addr.to_string())
+        .flags("-c 2 --closed-loop --window 4 -T 1s")
+        // A four cut short at the end is never answered.
+        .flags("--drain 200ms")
+        .run();
     assert_eq!(code, 0, "{out}");
     let r = typed(&v);
     let answered = r.q().answered;
@@ -953,20 +896,16 @@ fn reset_on_drop(s: &TcpStream) {
 /// `bucket`'s end: the connection in its bucket, the query `conn_lost`.
 fn half_answer_counted(name: &str, reset: bool, bucket: &str) {
     let addr = half_answer_then_close(reset);
-    let (code, out, v, secs) = run(
-        name,
-        addr,
-        &[
-            "-c",
-            "2",
-            "--interval",
-            "100ms",
-            "-T",
-            "1s",
-            "--timeout",
-            "300ms",
-        ],
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        secs,
+        ..
+    } = Client::new(name)
+        .arg(addr.to_string())
+        .flags("-c 2 --interval 100ms -T 1s --timeout 300ms")
+        .run();
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
     let r = typed(&v);
@@ -1018,11 +957,16 @@ fn one_answer_then_close(reply: &'static [u8]) -> SocketAddr {
 /// Every query answered, judged ok, the server's closes clean and replaced.
 fn answered_and_closed_cleanly(name: &str, reply: &'static [u8]) {
     let addr = one_answer_then_close(reply);
-    let (code, out, v, secs) = run(
-        name,
-        addr,
-        &["--proto", "http", "-c", "5", "-r", "100", "-T", "2s"],
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        secs,
+        ..
+    } = Client::new(name)
+        .arg(addr.to_string())
+        .flags("--proto http -c 5 -r 100 -T 2s")
+        .run();
     assert_eq!(code, 0, "{out}");
     assert!(secs < 10.0, "{secs} s: {out}");
     let r = typed(&v);
@@ -1075,22 +1019,16 @@ fn http_body_without_a_length_cut_by_a_reset_is_conn_lost() {
             reset_on_drop(&s);
         }
     });
-    let (code, out, v, secs) = run(
-        "http-1-0-reset",
-        addr,
-        &[
-            "--proto",
-            "http",
-            "-c",
-            "2",
-            "--interval",
-            "100ms",
-            "-T",
-            "1s",
-            "--timeout",
-            "300ms",
-        ],
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        secs,
+        ..
+    } = Client::new("http-1-0-reset")
+        .arg(addr.to_string())
+        .flags("--proto http -c 2 --interval 100ms -T 1s --timeout 300ms")
+        .run();
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
     let r = typed(&v);

@@ -9,40 +9,13 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread;
-use std::time::Instant;
 
-use common::{peer, temp_dir, typed, Parts, BIN};
+use common::{peer, typed, Parts};
+use common::{Client, Ran};
 use serde_json::Value;
-
-/// Runs `throng client ADDR <args>`: (exit code, output, JSON, seconds).
-fn run(name: &str, addr: SocketAddr, args: &[&str]) -> (i32, String, Value, f64) {
-    let dir = temp_dir(name);
-    let json = dir.join("r.json");
-    let t = Instant::now();
-    let out = Command::new(BIN)
-        .arg("client")
-        .arg(addr.to_string())
-        .args(args)
-        .args(["--json", json.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run throng client");
-    let secs = t.elapsed().as_secs_f64();
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = std::fs::read_to_string(&json)
-        .map(|t| common::parse_result(&t))
-        .unwrap_or(Value::Null);
-    let _ = std::fs::remove_dir_all(&dir);
-    (out.status.code().unwrap_or(-1), text, v, secs)
-}
 
 /// `connections.tls_error`: the first TLS error, in words.
 fn tls_error(v: &Value) -> String {
@@ -120,30 +93,11 @@ fn udp_truncated(name: &str, cut_every: u64) -> String {
         Some(dns_answer(m, truncated))
     });
     let share = format!("queries.truncated>={}%", 80 / cut_every);
-    let (code, out, v, secs) = run(
-        name,
-        addr,
-        &[
-            "--transport",
-            "udp",
-            "--proto",
-            "dns",
-            "-c",
-            "2",
-            "--processes",
-            "2",
-            "--interval",
-            "50ms",
-            "-T",
-            "1s",
-            "--timeout",
-            "300ms",
-            "--check",
-            "queries.answered>=99%",
-            "--check",
-            &share,
-        ],
-    );
+    let Ran { code, out, json: v, secs, .. } = Client::new(name)
+.arg(addr.to_string())
+.flags("--transport udp --proto dns -c 2 --processes 2 --interval 50ms -T 1s --timeout 300ms --check queries.answered>=99% --check")
+.arg(&share)
+.run();
     assert_eq!(code, 0, "every query was answered: {out}");
     assert!(out.contains(&format!("PASS  {share}")), "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
@@ -197,21 +151,16 @@ fn tcp_truncated_answers_are_counted_apart() {
             }
         }
     });
-    let (code, out, v, secs) = run(
-        "tcp-truncated",
-        addr,
-        &[
-            "-c",
-            "2",
-            "--interval",
-            "100ms",
-            "-T",
-            "1s",
-            "--timeout",
-            "300ms",
-            "-q",
-        ],
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        secs,
+        ..
+    } = Client::new("tcp-truncated")
+        .arg(addr.to_string())
+        .flags("-c 2 --interval 100ms -T 1s --timeout 300ms")
+        .run();
     assert_eq!(code, 0, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
     let r = typed(&v);
@@ -235,24 +184,16 @@ fn tcp_truncated_answers_are_counted_apart() {
 fn udp_answers_from_another_port_time_out() {
     let other = UdpSocket::bind("127.0.0.1:0").unwrap();
     let (addr, got) = udp_peer(Some(other), |m, _| Some(dns_answer(m, false)));
-    let (code, out, v, secs) = run(
-        "udp-other-port",
-        addr,
-        &[
-            "--transport",
-            "udp",
-            "--proto",
-            "dns",
-            "-c",
-            "2",
-            "--interval",
-            "100ms",
-            "-T",
-            "1s",
-            "--timeout",
-            "300ms",
-        ],
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        secs,
+        ..
+    } = Client::new("udp-other-port")
+        .arg(addr.to_string())
+        .flags("--transport udp --proto dns -c 2 --interval 100ms -T 1s --timeout 300ms")
+        .run();
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
     let r = typed(&v);
@@ -289,23 +230,16 @@ fn tls_refusing(reply: &'static [u8]) -> SocketAddr {
 /// run ends at once (every connection failed). Returns the output and
 /// the JSON.
 fn tls_handshake_fails(name: &str, addr: SocketAddr) -> (String, Value) {
-    let (code, out, v, secs) = run(
-        name,
-        addr,
-        &[
-            "--transport",
-            "tls",
-            "--tls-insecure",
-            "-c",
-            "2",
-            "--interval",
-            "100ms",
-            "-T",
-            "3s",
-            "--timeout",
-            "300ms",
-        ],
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        secs,
+        ..
+    } = Client::new(name)
+        .arg(addr.to_string())
+        .flags("--transport tls --tls-insecure -c 2 --interval 100ms -T 3s --timeout 300ms")
+        .run();
     assert_eq!(code, 1, "{out}");
     assert!(secs < 2.0, "ends at once: {secs} s: {out}");
     let r = typed(&v);
@@ -397,23 +331,16 @@ fn tls_broken_midway(broken: fn(Vec<u8>) -> Vec<u8>) -> SocketAddr {
 /// the query in flight on it is `conn_lost`; the rest find no connection.
 fn tls_broken_session_counted(name: &str, broken: fn(Vec<u8>) -> Vec<u8>, words: &str) {
     let addr = tls_broken_midway(broken);
-    let (code, out, v, secs) = run(
-        name,
-        addr,
-        &[
-            "--transport",
-            "tls",
-            "--tls-insecure",
-            "-c",
-            "2",
-            "--interval",
-            "100ms",
-            "-T",
-            "1s",
-            "--timeout",
-            "300ms",
-        ],
-    );
+    let Ran {
+        code,
+        out,
+        json: v,
+        secs,
+        ..
+    } = Client::new(name)
+        .arg(addr.to_string())
+        .flags("--transport tls --tls-insecure -c 2 --interval 100ms -T 1s --timeout 300ms")
+        .run();
     assert_eq!(code, 1, "{out}");
     assert!(secs < 5.0, "{secs} s: {out}");
     let r = typed(&v);
@@ -470,21 +397,12 @@ fn tls_corrupted_record_ends_the_session() {
 #[test]
 fn tls_peer_that_never_answers_the_client_hello_times_out_the_handshake() {
     let addr = tls_refusing(b"");
-    let (code, out, v, _) = run(
-        "tls-silent",
-        addr,
-        &[
-            "--transport",
-            "tls",
-            "--tls-insecure",
-            "-c",
-            "2",
-            "--connect-timeout",
-            "500ms",
-            "-T",
-            "1s",
-        ],
-    );
+    let Ran {
+        code, out, json: v, ..
+    } = Client::new("tls-silent")
+        .arg(addr.to_string())
+        .flags("--transport tls --tls-insecure -c 2 --connect-timeout 500ms -T 1s")
+        .run();
     assert_eq!(code, 1, "{out}");
     let r = typed(&v);
     assert_eq!(r.connections.failed["tls"], 2, "{out}");

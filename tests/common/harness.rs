@@ -13,6 +13,7 @@
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
 use std::process::{ChildStderr, Command};
+use std::time::Instant;
 
 use serde_json::Value;
 use throng::outcome::RunResult;
@@ -84,8 +85,9 @@ impl Client {
     /// Runs it to its end.
     pub fn run(self) -> Ran {
         let dir = temp_dir(&self.name);
+        let t = Instant::now();
         let (code, out, err) = output(&mut self.command(&dir, true));
-        Ran::read(code, out, err, dir)
+        Ran::read(code, out, err, dir, t)
     }
 
     /// Starts it with its live view, and returns once a line of its
@@ -94,6 +96,7 @@ impl Client {
     /// Killed if dropped before [`Running::wait`].
     pub fn start(self, ready: &str) -> Running {
         let dir = temp_dir(&self.name);
+        let t = Instant::now();
         let (child, mut err) = spawn_piped(&mut self.command(&dir, false));
         let line = wait_for_line(&mut err, ready);
         Running {
@@ -101,6 +104,7 @@ impl Client {
             err,
             seen: line,
             dir,
+            t,
         }
     }
 }
@@ -112,6 +116,7 @@ pub struct Running {
     /// Its stderr read so far.
     seen: String,
     dir: PathBuf,
+    t: Instant,
 }
 
 impl Running {
@@ -146,13 +151,15 @@ impl Running {
         }
         let code = self.child.wait().unwrap().code().unwrap_or(-1);
         let dir = std::mem::take(&mut self.dir);
-        Ran::read(code, out, err, dir)
+        Ran::read(code, out, err, dir, self.t)
     }
 }
 
 impl Ran {
-    /// What a run that ended with `code` wrote in `dir` (then removed).
-    fn read(code: i32, out: String, err: String, dir: PathBuf) -> Ran {
+    /// What a run started at `t` that ended with `code` wrote in `dir`
+    /// (then removed).
+    fn read(code: i32, out: String, err: String, dir: PathBuf, t: Instant) -> Ran {
+        let secs = t.elapsed().as_secs_f64();
         let json = std::fs::read_to_string(dir.join("r.json"))
             .map(|t| parse_result(&t))
             .unwrap_or(Value::Null);
@@ -165,6 +172,7 @@ impl Ran {
             stderr: err,
             json,
             rtt_log,
+            secs,
         }
     }
 }
@@ -181,6 +189,8 @@ pub struct Ran {
     pub json: Value,
     /// The RTT log's text (with [`Client::rtt_log`]).
     pub rtt_log: String,
+    /// How long it ran, start to exit, in seconds.
+    pub secs: f64,
 }
 
 impl Ran {
