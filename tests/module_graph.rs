@@ -363,11 +363,20 @@ fn engine_graph() -> BTreeMap<String, Vec<Use>> {
 #[test]
 fn no_import_closes_a_circle_between_the_engines_files() {
     let g = engine_graph();
-    for p in ["worker", "io", "traffic", "setup", "connections", "proto"] {
+    for p in [
+        "worker",
+        "io",
+        "traffic",
+        "handshake",
+        "connections",
+        "proto",
+    ] {
         assert!(g.contains_key(p), "no part {p} found in src/engine/: {g:?}");
     }
     assert!(
-        g["io"].iter().any(|u| u.to == "traffic" || u.to == "setup"),
+        g["io"]
+            .iter()
+            .any(|u| u.to == "traffic" || u.to == "handshake"),
         "the reader sees no use in io.rs: {:?}",
         g["io"]
     );
@@ -400,8 +409,8 @@ fn the_engine_reader_sees_its_siblings() {
         ["transport"]
     );
     assert_eq!(
-        engine_parts("x: crate::engine::setup::ConnSetup", 1),
-        ["setup"]
+        engine_parts("x: crate::engine::handshake::Handshake", 1),
+        ["handshake"]
     );
     assert!(engine_parts("use super::{Frame, Status};", 2).is_empty());
 }

@@ -3,7 +3,7 @@
 //! one end (see [`ConnEnd`]) with its bookkeeping: counters, verification,
 //! the queries it lets go, the replacement it owes; and an attempt's
 //! start (its socket made, connecting, registered). The way from there to
-//! a held connection is [`ConnSetup`](super::setup::ConnSetup)'s.
+//! a held connection is [`Handshake`](super::handshake::Handshake)'s.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -151,7 +151,7 @@ impl Conns {
     /// ramp's), its socket registered with `registry`; its slab key once
     /// it is under way. A UDP one is connected at once ("connected" is only
     /// the peer address): the caller goes on with
-    /// [`ConnSetup::on_connected`](super::setup::ConnSetup::on_connected).
+    /// [`Handshake::on_connected`](super::handshake::Handshake::on_connected).
     pub(super) fn attempt(
         &mut self,
         seq: u64,

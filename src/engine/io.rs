@@ -12,10 +12,10 @@ use std::sync::Arc;
 
 use super::conn::{ConnEnd, Flags, State};
 use super::connections::Conns;
+use super::handshake::Handshake;
 use super::inflight::Answer;
 use super::outbox::Outbox;
 use super::proto::{ws, Frame, Status};
-use super::setup::ConnSetup;
 use super::transport::link::BATCH;
 use super::transport::ClientTransport;
 use super::workload::Workload;
@@ -106,7 +106,7 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-        open: &ConnSetup,
+        open: &Handshake,
     ) {
         // Out of `self` while in use, so that framing can use the rest of
         // it; put back before returning (no allocation either way).
@@ -134,7 +134,7 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-        open: &ConnSetup,
+        open: &Handshake,
     ) {
         let slot = open.net.slot().min(scratch.len());
         let slots = (scratch.len() / slot).clamp(1, BATCH);
@@ -197,7 +197,7 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-        open: &ConnSetup,
+        open: &Handshake,
     ) {
         for _ in 0..READS {
             let conn = &mut conns.slab[key];
@@ -276,7 +276,7 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-        open: &ConnSetup,
+        open: &Handshake,
     ) -> bool {
         let mut plain = std::mem::take(&mut self.plain);
         if plain.len() < 16 * 1024 {
@@ -346,7 +346,7 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-        open: &ConnSetup,
+        open: &Handshake,
     ) -> bool {
         if conns.slab[key].state == State::Upgrading {
             return self.on_upgrade(key, data, conns, mode, out, open);
@@ -363,7 +363,7 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-        open: &ConnSetup,
+        open: &Handshake,
     ) -> bool {
         if open.ws.is_some() {
             return self.on_ws_push(key, data, conns, mode, out);
@@ -387,7 +387,7 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-        open: &ConnSetup,
+        open: &Handshake,
     ) -> bool {
         if mode.is_push() {
             return self.on_push(key, data, conns, mode, out, open);
@@ -544,7 +544,7 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-        open: &ConnSetup,
+        open: &Handshake,
     ) {
         let conn = &conns.slab[key];
         if !mode.is_push() && !conn.pending_in.is_empty() {
@@ -609,7 +609,7 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-        open: &ConnSetup,
+        open: &Handshake,
     ) {
         if !self.unread.is_empty() {
             self.read_unread(conns, mode, out, open);
@@ -621,7 +621,7 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-        open: &ConnSetup,
+        open: &Handshake,
     ) {
         let mut unread = std::mem::take(&mut self.unread);
         for &key in &unread {
@@ -649,7 +649,7 @@ fn probe_answered(
     conns: &mut Conns,
     mode: &mut Workload,
     out: &mut Outbox,
-    open: &ConnSetup,
+    open: &Handshake,
 ) {
     if let Some(what) = refusal(status) {
         conns.probe_rejected(key, what);

@@ -5,7 +5,7 @@
 //! takes what it acts on as arguments: the connections ([`Conns`], whose
 //! one end it calls) and the writes ([`Outbox`]). It opens no connection: a tcp-per-query
 //! query that is due is handed back to the worker, which has
-//! [`ConnSetup`](super::setup::ConnSetup) open its connection.
+//! [`Handshake`](super::handshake::Handshake) open its connection.
 
 use std::sync::atomic::Ordering::Relaxed;
 

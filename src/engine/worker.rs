@@ -8,7 +8,7 @@
 //! their state and take the others they act on as arguments:
 //! [`Conns`] the connections, their [`Dialer`] (the ramp, levels,
 //! reconnect debt and connection deadlines) and their one end;
-//! [`ConnSetup`] the transport ([`ClientTransport`], chosen once) and a connection's way
+//! [`Handshake`] the transport ([`ClientTransport`], chosen once) and a connection's way
 //! to held (connected, TLS, the probe); [`Io`] the reads (scratch buffer,
 //! TLS plaintext, framing); [`Outbox`] the writes (gathered over a loop
 //! turn, one flush per connection); [`Workload`] what the connections are
@@ -41,11 +41,11 @@ use slab::Slab;
 use super::conn::{ConnEnd, Flags, State};
 use super::connections::{Conns, EndRules};
 use super::dialer::Dialer;
+use super::handshake::Handshake;
 use super::io::Io;
 use super::outbox::Outbox;
 use super::proto::Codec;
 use super::push::PushRx;
-use super::setup::ConnSetup;
 use super::transport::ClientTransport;
 use super::workload::{default_probe, TrafficSetup, TrafficState, Workload};
 use crate::domain::Transport;
@@ -117,7 +117,7 @@ pub struct Worker {
     /// Holding, traffic or push: decided at start.
     mode: Workload,
     /// The transport and a connection's way to held.
-    open: ConnSetup,
+    open: Handshake,
     /// Bytes in.
     io: Io,
     /// Bytes out.
@@ -206,7 +206,7 @@ impl Worker {
             mode,
             io: Io::new(&net, s.queries.clone()),
             out: Outbox::new(s.queries.clone()),
-            open: ConnSetup::new(net, probe, s.scenario.clone(), &s.hosts, (id, w)),
+            open: Handshake::new(net, probe, s.scenario.clone(), &s.hosts, (id, w)),
             counters: s.counters,
             q: s.queries,
             shared: s.shared,

@@ -11,7 +11,7 @@
 //! pages share, their one chart helper among it), `json` (the result),
 //! `check`, `books`.
 
-pub mod balance;
+pub mod accounting;
 mod chart;
 pub mod check;
 pub mod curve;

@@ -17,7 +17,7 @@ use mio::{Interest, Poll, Registry, Token};
 
 use super::handoff::Handoff;
 use super::stats::{bump, Shared, WorkerStats, MAX_ERRNO};
-use crate::sys::handoff::Taken;
+use crate::sys::fd_handoff::Taken;
 
 /// How long accepting pauses when the process is out of fds and no reserve
 /// fd is left to shed a connection with, or on an error about the queue

@@ -28,7 +28,7 @@ use super::summary::{listening, print_summary, ChildTotals};
 use super::{Handoff, ServerConfig};
 use crate::child::{ChildLine, Children};
 use crate::exposition::Endpoint;
-use crate::sys::handoff::{HandoffChannel, Taken};
+use crate::sys::fd_handoff::{FdHandoff, Taken};
 use crate::sys::signals::{Reason, Stop};
 use crate::sys::{capacity, limits, proc};
 
@@ -115,7 +115,7 @@ pub fn run(
     // Every member inherits the channel: what a full one's queues bring
     // past its fds goes to one with room instead of being shed.
     let channel =
-        HandoffChannel::new().context("making the group's hand-off channel for connections")?;
+        FdHandoff::new().context("making the group's hand-off channel for connections")?;
     let cfg = &ServerConfig {
         channel: Some(channel.fds()),
         ..cfg.clone()

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 use std::sync::mpsc;
 
-use crate::sys::handoff::HandoffChannel;
+use crate::sys::fd_handoff::FdHandoff;
 use crate::sys::signals::Reason;
 
 /// How a process of a group hands new connections to its siblings. Of
@@ -17,7 +17,7 @@ use crate::sys::signals::Reason;
 /// says when it is 11/16 full (start the next, to wait ready) and 13/16
 /// full (steer to the next). It keeps its listeners (closing would
 /// renumber the group); what its queues still bring past its fds it sends
-/// through the group's [`HandoffChannel`] to a member with room, and sheds, as a
+/// through the group's [`FdHandoff`] to a member with room, and sheds, as a
 /// lone server does, only what the channel cannot take.
 pub struct Handoff {
     /// A full process closes its listeners.
@@ -38,7 +38,7 @@ pub struct Handoff {
     /// Where "this process is filling" goes (the main thread's wait).
     notify: Option<mpsc::Sender<Reason>>,
     /// An elastic group's channel, while another member may read it.
-    channel: Option<HandoffChannel>,
+    channel: Option<FdHandoff>,
     pass: AtomicBool,
 }
 
@@ -61,7 +61,7 @@ impl Handoff {
 
     /// A member of an elastic group: it says when it fills up, and passes
     /// what it cannot hold through `channel`.
-    pub fn elastic(notify: mpsc::Sender<Reason>, channel: Option<HandoffChannel>) -> Handoff {
+    pub fn elastic(notify: mpsc::Sender<Reason>, channel: Option<FdHandoff>) -> Handoff {
         Handoff {
             may_close: false,
             notify: Some(notify),
@@ -79,12 +79,12 @@ impl Handoff {
     }
 
     /// The channel to send a connection this process cannot hold through.
-    pub(super) fn channel_out(&self) -> Option<&HandoffChannel> {
+    pub(super) fn channel_out(&self) -> Option<&FdHandoff> {
         self.channel.as_ref().filter(|_| self.pass.load(Relaxed))
     }
 
     /// The channel to watch for connections to take.
-    pub(super) fn channel_in(&self) -> Option<&HandoffChannel> {
+    pub(super) fn channel_in(&self) -> Option<&FdHandoff> {
         self.channel.as_ref()
     }
 

@@ -44,7 +44,7 @@ use anyhow::Result;
 use crate::child::ChildLine;
 use crate::domain::Processes;
 use crate::exposition::Endpoint;
-use crate::sys::handoff::HandoffChannel;
+use crate::sys::fd_handoff::FdHandoff;
 use crate::sys::signals::{Reason, Stop};
 use running::start_with;
 use seconds::{each_second, ChildSecond, ListenCounters, StatsOut, Wake};
@@ -83,7 +83,7 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
             }
         }
         let handoff = Arc::new(if cfg.elastic {
-            let channel = cfg.channel.and_then(HandoffChannel::inherited);
+            let channel = cfg.channel.and_then(FdHandoff::inherited);
             Handoff::elastic(signals.sender(), channel)
         } else {
             Handoff::ready()

@@ -51,7 +51,7 @@ enum Source {
     Listener(usize),
     Udp(usize),
     PushTimer,
-    HandoffChannel,
+    FdHandoff,
     Waker,
 }
 
@@ -61,7 +61,7 @@ fn source(t: Token) -> Source {
         d if d <= MAX_SOCKETS => Source::Listener(d - 1),
         d if d <= 2 * MAX_SOCKETS => Source::Udp(d - 1 - MAX_SOCKETS),
         d if d == 2 * MAX_SOCKETS + 1 => Source::PushTimer,
-        d if d == 2 * MAX_SOCKETS + 2 => Source::HandoffChannel,
+        d if d == 2 * MAX_SOCKETS + 2 => Source::FdHandoff,
         _ => Source::Conn(t.0),
     }
 }
@@ -258,7 +258,7 @@ impl Worker {
                     Source::Listener(i) => self.accept(i),
                     Source::Udp(i) => self.serve_udp(i),
                     Source::PushTimer => self.push_due()?,
-                    Source::HandoffChannel => self.take_passed(),
+                    Source::FdHandoff => self.take_passed(),
                     Source::Conn(key) => {
                         let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
                         let closing = ev.is_read_closed() || ev.is_error();
@@ -774,7 +774,7 @@ mod tests {
         assert!(matches!(source(udp_token(0)), Source::Udp(0)));
         assert!(matches!(source(udp_token(3)), Source::Udp(3)));
         assert!(matches!(source(PUSH_TIMER), Source::PushTimer));
-        assert!(matches!(source(PASSAGE), Source::HandoffChannel));
+        assert!(matches!(source(PASSAGE), Source::FdHandoff));
         assert!(matches!(source(Token(0)), Source::Conn(0)));
         assert!(matches!(source(Token(1_000_000)), Source::Conn(1_000_000)));
     }

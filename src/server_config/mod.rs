@@ -53,7 +53,7 @@ pub struct ServerConfig {
     #[serde(default)]
     pub elastic: bool,
     /// A child of an elastic group: the fds of the group's channel for
-    /// connections a full member cannot hold (see `sys::handoff`).
+    /// connections a full member cannot hold (see `sys::fd_handoff`).
     #[serde(default)]
     pub channel: Option<[i32; 2]>,
     /// --mode push: what is sent, how often.

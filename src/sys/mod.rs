@@ -4,7 +4,7 @@
 
 pub mod capacity;
 pub mod connect_curve;
-pub mod handoff;
+pub mod fd_handoff;
 pub mod limits;
 pub mod proc;
 pub mod signals;

@@ -249,12 +249,12 @@ pub fn client(name: &str, args: &[&str], log: bool) -> (i32, String, Value, Stri
 }
 
 /// A result's text parsed, its books checked: every result a test reads
-/// passes through here (`throng::report::balance`), so a figure that does
+/// passes through here (`throng::report::accounting`), so a figure that does
 /// not add up fails the test that produced it.
 pub fn parse_result(text: &str) -> Value {
     let v: Value = serde_json::from_str(text).unwrap();
     conforms("result", &v);
-    let wrong = throng::report::balance::imbalances(&v);
+    let wrong = throng::report::accounting::imbalances(&v);
     assert!(
         wrong.is_empty(),
         "the result's books do not balance: {wrong:#?}"

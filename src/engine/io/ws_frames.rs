@@ -3,9 +3,9 @@
 
 use super::super::conn::ConnEnd;
 use super::super::connections::Conns;
+use super::super::handshake::Handshake;
 use super::super::outbox::Outbox;
 use super::super::proto::ws;
-use super::super::setup::ConnSetup;
 use super::super::workload::Workload;
 use super::Io;
 use crate::metrics::{bump, ws_close_slot, Bucket};
@@ -22,7 +22,7 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-        open: &ConnSetup,
+        open: &Handshake,
     ) -> bool {
         let conn = &mut conns.slab[key];
         let mut buf = std::mem::take(&mut conn.pending_in);

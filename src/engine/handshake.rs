@@ -1,4 +1,4 @@
-//! A connection's way from its attempt to held ([`ConnSetup`]): connected,
+//! A connection's way from its attempt to held ([`Handshake`]): connected,
 //! TLS, the probe, held; and tcp-per-query's connection for each query.
 //! It owns the transport ([`ClientTransport`]) and the codec probes are built with;
 //! the connections, the mode and the writes it acts on are arguments. Its
@@ -24,7 +24,7 @@ use crate::metrics::{bump, connect_bucket, ws_refused_slot, Bucket};
 use crate::scenario::Scenario;
 use crate::sys::timer::monotonic_ns;
 
-pub(super) struct ConnSetup {
+pub(super) struct Handshake {
     /// TCP, TLS or UDP: decided once.
     pub(super) net: ClientTransport,
     /// The codec probes are built with, and answers framed with when there
@@ -38,7 +38,7 @@ pub(super) struct ConnSetup {
     pub(super) ws: Option<Upgrader>,
 }
 
-impl ConnSetup {
+impl Handshake {
     /// `hosts`: the targets as given (the upgrade's `Host` headers);
     /// `(id, nworkers)`: this worker and how many there are.
     pub(super) fn new(
@@ -47,9 +47,9 @@ impl ConnSetup {
         sc: Arc<Scenario>,
         hosts: &[String],
         (id, nworkers): (u64, u64),
-    ) -> ConnSetup {
+    ) -> Handshake {
         let ws = sc.websocket.as_ref().map(|u| Upgrader::new(u, hosts));
-        ConnSetup {
+        Handshake {
             net,
             probe,
             sc,

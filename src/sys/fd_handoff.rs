@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// The two ends, by fd number (the numbers a child is given in its plan).
 #[derive(Debug)]
-pub struct HandoffChannel {
+pub struct FdHandoff {
     send: RawFd,
     recv: RawFd,
 }
@@ -20,10 +20,10 @@ pub struct HandoffChannel {
 /// thousands wait while the processes with room catch up.
 const SNDBUF: libc::c_int = 8 << 20;
 
-impl HandoffChannel {
+impl FdHandoff {
     /// A new channel, its fds inherited by the children this process
     /// starts (not close-on-exec).
-    pub fn new() -> io::Result<HandoffChannel> {
+    pub fn new() -> io::Result<FdHandoff> {
         let mut fds = [0; 2];
         // SAFETY: socketpair writes two fds into the array we own.
         let rc = unsafe {
@@ -37,7 +37,7 @@ impl HandoffChannel {
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }
-        let p = HandoffChannel {
+        let p = FdHandoff {
             send: fds[0],
             recv: fds[1],
         };
@@ -61,7 +61,7 @@ impl HandoffChannel {
 
     /// The channel a parent made, by the fd numbers in a child's plan;
     /// None unless both are Unix datagram sockets.
-    pub fn inherited(fds: [RawFd; 2]) -> Option<HandoffChannel> {
+    pub fn inherited(fds: [RawFd; 2]) -> Option<FdHandoff> {
         let is_dgram = |fd: RawFd| {
             let mut ty: libc::c_int = 0;
             let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -77,7 +77,7 @@ impl HandoffChannel {
             };
             rc == 0 && ty == libc::SOCK_DGRAM
         };
-        (is_dgram(fds[0]) && is_dgram(fds[1])).then_some(HandoffChannel {
+        (is_dgram(fds[0]) && is_dgram(fds[1])).then_some(FdHandoff {
             send: fds[0],
             recv: fds[1],
         })
@@ -211,7 +211,7 @@ impl HandoffChannel {
     }
 }
 
-/// What [`HandoffChannel::take`] found.
+/// What [`FdHandoff::take`] found.
 #[derive(Debug)]
 pub enum Taken {
     Conn(OwnedFd),
@@ -228,7 +228,7 @@ mod tests {
 
     #[test]
     fn a_connection_goes_through_with_its_bytes() {
-        let p = HandoffChannel::new().unwrap();
+        let p = FdHandoff::new().unwrap();
         assert!(matches!(p.take(), Taken::Empty));
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
@@ -249,8 +249,8 @@ mod tests {
         assert!(matches!(p.take(), Taken::Empty));
         // Root here (the tests run as root, with CAP_NET_ADMIN).
         assert!(p.holds_thousands());
-        let q = HandoffChannel::inherited(p.fds()).expect("its own fds");
+        let q = FdHandoff::inherited(p.fds()).expect("its own fds");
         assert_eq!(q.fds(), p.fds());
-        assert!(HandoffChannel::inherited([s.as_raw_fd(), p.fds()[1]]).is_none());
+        assert!(FdHandoff::inherited([s.as_raw_fd(), p.fds()[1]]).is_none());
     }
 }
