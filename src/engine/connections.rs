@@ -161,9 +161,9 @@ impl Conns {
         registry: &Registry,
     ) -> Option<usize> {
         bump(&self.counters.attempted, 1);
-        let (target, source) = self.dial.endpoints(sc, seq);
+        let (target, source) = self.dial.endpoints(seq);
         // (A socket made before the start is the ramp's.)
-        let made = self.dial.prealloc.pop_front().filter(|_| initial);
+        let made = self.dial.take_preallocated(initial);
         let dialed = net.connect(target, source, made);
         let now = dialed.at;
         if let Some(call) = dialed.call {
@@ -190,12 +190,8 @@ impl Conns {
         }
         let target = (seq % sc.targets.len() as u64) as u32;
         entry.insert(Conn::new(link, seq, now, target, initial));
-        self.dial.inflight += 1;
-        if !net.is_udp() {
-            self.dial
-                .connect_q
-                .push_back((key, seq, now + sc.connect_timeout()));
-        }
+        let deadline = (!net.is_udp()).then(|| now + sc.connect_timeout());
+        self.dial.connect_started(key, seq, deadline);
         Some(key)
     }
 
@@ -258,12 +254,12 @@ impl Conns {
         let mut closed_clean = false;
         match why {
             ConnEnd::ConnectFailed(errno) => {
-                self.dial.inflight -= 1;
+                self.dial.connect_ended();
                 self.counters
                     .fail_errno(Bucket::of_connect_errno(errno), errno);
             }
             ConnEnd::ConnectTimedOut => {
-                self.dial.inflight -= 1;
+                self.dial.connect_ended();
                 self.counters.fail(Bucket::TimedOut);
             }
             ConnEnd::Lost(bucket) => {

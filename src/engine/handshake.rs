@@ -19,7 +19,6 @@ use super::proto::ws::Upgrader;
 use super::proto::Codec;
 use super::transport::ClientTransport;
 use super::workload::{TrafficState, Workload};
-use crate::metrics::Grow;
 use crate::metrics::{bump, connect_bucket, ws_refused_slot, Bucket};
 use crate::scenario::Scenario;
 use crate::sys::timer::monotonic_ns;
@@ -155,7 +154,7 @@ impl Handshake {
         };
         match result {
             Ok(()) => {
-                conns.dial.inflight -= 1;
+                conns.dial.connect_ended();
                 self.established(key, conns, mode, out);
             }
             Err(errno) => conns.end(key, ConnEnd::ConnectFailed(errno), mode.as_mut()),
@@ -168,7 +167,7 @@ impl Handshake {
         let now = Instant::now();
         let conn = &mut conns.slab[key];
         let us = now.duration_since(conn.since).as_micros() as u64;
-        conns.dial.connect_time.put(us.max(1));
+        conns.dial.connected_in(us);
         let counters = &conns.counters;
         bump(&counters.connect_buckets[connect_bucket(us)], 1);
         bump(&counters.established, 1);
@@ -187,7 +186,7 @@ impl Handshake {
             conns.dial.opened(key, conn.seq);
         }
         if let Some(life) = sc.lifetime() {
-            conns.dial.life_q.push_back((key, conn.seq, now + life));
+            conns.dial.end_of_life(key, conn.seq, now + life);
         }
         if let Some(p) = mode.push_mut() {
             // Its stream starts (UDP: it subscribes).
@@ -227,8 +226,7 @@ impl Handshake {
         conn.state = State::Handshaking;
         conns
             .dial
-            .probe_q
-            .push_back((key, conn.seq, now + self.sc.connect_timeout()));
+            .probe_by(key, conn.seq, now + self.sc.connect_timeout());
         out.mark_dirty(&mut conns.slab, key);
     }
 
@@ -242,7 +240,7 @@ impl Handshake {
     ) {
         let conn = &mut conns.slab[key];
         let took = conn.since.elapsed().as_micros() as u64;
-        conns.dial.tls_handshake.put(took.max(1));
+        conns.dial.tls_handshake_in(took);
         let resumed = conn.link.tls().and_then(|t| t.handshake_kind())
             == Some(rustls::HandshakeKind::Resumed);
         if resumed {
@@ -273,8 +271,7 @@ impl Handshake {
         conn.since = now;
         conns
             .dial
-            .probe_q
-            .push_back((key, conn.seq, now + self.sc.connect_timeout()));
+            .probe_by(key, conn.seq, now + self.sc.connect_timeout());
         out.send_message(&mut conns.slab, key);
     }
 
@@ -289,7 +286,7 @@ impl Handshake {
     ) {
         let conn = &mut conns.slab[key];
         let took = conn.since.elapsed().as_micros() as u64;
-        conns.dial.ws_handshake.put(took.max(1));
+        conns.dial.ws_upgrade_in(took);
         conn.since = Instant::now();
         self.on_ready(key, true, conns, mode, out);
     }
@@ -355,8 +352,7 @@ impl Handshake {
             conn.state = State::Probing;
             conns
                 .dial
-                .probe_q
-                .push_back((key, conn.seq, now + sc.connect_timeout()));
+                .probe_by(key, conn.seq, now + sc.connect_timeout());
         }
         out.send_message(&mut conns.slab, key);
         if conns.slab[key].state != State::Probing {

@@ -373,7 +373,7 @@ impl TrafficState {
         bump(&self.q.due, 1);
         if self.active.is_empty() {
             let recycling = self.recycle_after.is_some();
-            if conns.dial.inflight > 0
+            if conns.dial.connects_in_flight() > 0
                 || conns.dial.reconnects_pending() > 0
                 || (recycling && !conns.slab.is_empty())
             {

@@ -219,13 +219,10 @@ impl Worker {
 
     /// Creates and binds every socket this worker will connect (--preallocate).
     pub fn preallocate(&mut self) -> Result<(), i32> {
-        for j in 0..self.conns.dial.initial_total {
-            let (target, source) = self
-                .conns
-                .dial
-                .endpoints(&self.sc, self.conns.dial.ramp_seq(j));
+        for j in 0..self.conns.dial.ramp_attempts() {
+            let (target, source) = self.conns.dial.endpoints(self.conns.dial.ramp_seq(j));
             let made = self.open.net.prepare(target, source)?;
-            self.conns.dial.prealloc.push_back(made);
+            self.conns.dial.preallocated(made);
         }
         Ok(())
     }
@@ -478,7 +475,7 @@ impl Worker {
         }
         bump(&self.counters.closed, held);
         self.conns.dial.all_ended();
-        let d = self.conns.dial;
+        let d = self.conns.dial.into_times();
         let (handed, id) = (self.handed, self.id);
         let figures = match self.mode {
             Workload::Traffic(t) => {

@@ -1,11 +1,18 @@
 //! How a worker opens connections: its share of the ramp on an absolute
 //! schedule (attempt i is due at `start + ramp.due(i)`, worker w of W owns
-//! attempts w, w+W, ...), replacements it owes (reconnects, recycling), the
-//! level a schedule or --control asks for (paced by the ramp's rate), the
-//! cap on connects in flight, the connect/probe/lifetime deadlines and the
-//! connect histograms. Deadlines are constant per run, so each kind is a
-//! FIFO in start order; entries of connections that moved on are skipped
-//! (they carry the attempt number).
+//! attempts w, w+W, ...) and the cap on connects in flight, composed of
+//! the parts with a job each: the replacements it owes
+//! ([`replacements`]), the level a schedule or --control asks for
+//! ([`level`]), the deadlines of a connection's steps
+//! ([`step_deadlines`]), which connections are steady ([`steady`]), where
+//! each attempt goes ([`endpoints`]); and the sockets made before the
+//! start (--preallocate) and the connect histograms.
+
+mod endpoints;
+mod level;
+mod replacements;
+mod steady;
+mod step_deadlines;
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -17,34 +24,32 @@ use hdrhistogram::Histogram;
 use slab::Slab;
 use socket2::Socket;
 
-use super::conn::{Conn, Flags, State};
+use super::conn::{Conn, State};
 use crate::metrics::Grow;
-use crate::metrics::{bump, new_histogram, ConnCounters, SOURCE_SLOTS};
+use crate::metrics::{bump, new_histogram, ConnCounters};
 use crate::scenario::Scenario;
 use crate::sys::signals::Reason;
+use endpoints::Endpoints;
+use level::Level;
+use replacements::Replacements;
+use steady::Steadiness;
+pub use steady::STEADY_AFTER;
+use step_deadlines::StepDeadlines;
 
 /// Connection attempts one loop turn starts at most: an attempt's connect
 /// time ends when the loop sees it established, so a turn that started a
 /// thousand connects would add their whole cost to each of them.
 pub const CONNECTS_PER_TURN: u32 = 64;
 
-/// A deadline of a connection's step: slab key, attempt number, when.
-type Deadline = (usize, u64, Instant);
-
-/// How long a connection stays open before it counts as steady (one the
-/// server keeps; a server that closes what it cannot keep has the client
-/// replace the same few over and over, each open for a moment).
-pub const STEADY_AFTER: Duration = Duration::from_secs(1);
-
-/// How late a held worker may count its steady connections: it wakes for
-/// them at most about ten times a second.
-const STEADY_SLACK: Duration = Duration::from_millis(100);
-
-/// The first wait before replacing a connection the server refused, and
-/// the longest (it doubles at each refusal in a row): a server at its cap
-/// sees a replacement a second per worker, not a connection storm.
-pub const BACKOFF_FIRST: Duration = Duration::from_millis(10);
-pub const BACKOFF_MOST: Duration = Duration::from_secs(1);
+/// How long a worker's connections took to come up, step by step (µs).
+pub struct ConnectTimes {
+    pub connect_time: Histogram<u64>,
+    /// Time inside connect() itself (the kernel's port search).
+    pub connect_syscall: Histogram<u64>,
+    pub tls_handshake: Histogram<u64>,
+    /// WebSocket upgrades: request sent to 101 read.
+    pub ws_handshake: Histogram<u64>,
+}
 
 pub struct Dialer {
     id: u64,
@@ -55,51 +60,24 @@ pub struct Dialer {
     /// Ramp attempts started.
     next: u64,
     /// This worker's ramp attempts (0: a schedule or tcp-per-query decides).
-    pub initial_total: u64,
-    reconnects_owed: u64,
-    reconnects_made: u64,
-    /// The wait before the next replacement while the server refuses
-    /// (ends connections before answering anything): doubled at each
-    /// refusal from [`BACKOFF_FIRST`] up to [`BACKOFF_MOST`], nothing once
-    /// a connection is served.
-    backoff: Duration,
-    /// No replacement starts before this.
-    replace_at: Option<Instant>,
-    sched_made: u64,
+    initial_total: u64,
     /// Connects in flight, and the most allowed.
-    pub inflight: u64,
+    inflight: u64,
     max_inflight: u64,
     /// Ramp attempts not yet resolved (verified, unverified or failed).
     ramp_left: u64,
     /// Ramp attempts not yet established or failed.
     est_left: u64,
-    pub connect_q: VecDeque<Deadline>,
-    pub probe_q: VecDeque<Deadline>,
-    pub life_q: VecDeque<Deadline>,
-    /// Open connections oldest first (a level that falls closes these).
-    open_q: VecDeque<(usize, u64)>,
-    /// Connections established, with when each becomes steady
-    /// ([`Dialer::age`]).
-    age_q: VecDeque<Deadline>,
-    /// The worker's steady connections.
-    steady: u64,
-    /// The level's token bucket.
-    tokens: f64,
-    refilled: Instant,
+    replacements: Replacements,
+    level: Level,
+    deadlines: StepDeadlines,
+    steadiness: Steadiness,
+    endpoints: Endpoints,
     /// --preallocate: sockets made and bound before the start.
-    pub prealloc: VecDeque<Socket>,
-    pub connect_time: Histogram<u64>,
-    /// Time inside connect() itself (the kernel's port search).
-    pub connect_syscall: Histogram<u64>,
-    pub tls_handshake: Histogram<u64>,
-    /// WebSocket upgrades: request sent to 101 read (µs).
-    pub ws_handshake: Histogram<u64>,
+    prealloc: VecDeque<Socket>,
+    times: ConnectTimes,
     notify: mpsc::Sender<Reason>,
     counters: Arc<ConnCounters>,
-    /// The source addresses of each family, in use order.
-    v4: Vec<IpAddr>,
-    v6: Vec<IpAddr>,
-    targets: Vec<SocketAddr>,
 }
 
 impl Dialer {
@@ -119,65 +97,35 @@ impl Dialer {
             connections: sc.connections,
             next: 0,
             initial_total,
-            reconnects_owed: 0,
-            backoff: Duration::ZERO,
-            replace_at: None,
-            reconnects_made: 0,
-            sched_made: 0,
             inflight: 0,
             max_inflight: sc.max_inflight_connects.div_ceil(nworkers).max(1),
             ramp_left: initial_total,
             est_left: initial_total,
-            connect_q: VecDeque::new(),
-            probe_q: VecDeque::new(),
-            life_q: VecDeque::new(),
-            open_q: VecDeque::new(),
-            age_q: VecDeque::new(),
-            steady: 0,
-            tokens: 1.0,
-            refilled: start,
+            replacements: Replacements::default(),
+            level: Level::new(start),
+            deadlines: StepDeadlines::default(),
+            steadiness: Steadiness::new(counters.clone()),
+            endpoints: Endpoints::new(&sc.targets, &sc.sources),
             prealloc: VecDeque::new(),
-            connect_time: new_histogram(),
-            connect_syscall: new_histogram(),
-            tls_handshake: new_histogram(),
-            ws_handshake: new_histogram(),
+            times: ConnectTimes {
+                connect_time: new_histogram(),
+                connect_syscall: new_histogram(),
+                tls_handshake: new_histogram(),
+                ws_handshake: new_histogram(),
+            },
             notify,
             counters,
-            v4: sc.sources.iter().filter(|a| a.is_ipv4()).copied().collect(),
-            v6: sc.sources.iter().filter(|a| a.is_ipv6()).copied().collect(),
-            targets: sc.targets.clone(),
         }
     }
 
-    /// The tally slot of attempt `i`'s source ([`crate::metrics::source_order`]),
-    /// when it has one of the first [`SOURCE_SLOTS`].
-    fn source_slot(&self, i: u64) -> Option<usize> {
-        let t = self.targets.len() as u64;
-        let v4 = self.targets[(i % t) as usize].is_ipv4();
-        let family = if v4 { self.v4.len() } else { self.v6.len() };
-        if family == 0 {
-            return None;
-        }
-        let idx = ((i / t) % family as u64) as usize;
-        let slot = if v4 { idx } else { self.v4.len() + idx };
-        (slot < SOURCE_SLOTS).then_some(slot)
-    }
-
-    /// The target and source address of attempt `i`: the targets in turn,
-    /// and for each target the sources of its family in turn (none: the
-    /// kernel chooses), so every (source, target) pair carries an equal
-    /// share.
-    pub fn endpoints(&self, sc: &Scenario, i: u64) -> (SocketAddr, Option<IpAddr>) {
-        let t = sc.targets.len() as u64;
-        let target = sc.targets[(i % t) as usize];
-        let family = if target.is_ipv4() { &self.v4 } else { &self.v6 };
-        let source = (!family.is_empty()).then(|| family[((i / t) % family.len() as u64) as usize]);
-        (target, source)
+    /// The target and source address of attempt `i` ([`Endpoints`]).
+    pub fn endpoints(&self, i: u64) -> (SocketAddr, Option<IpAddr>) {
+        self.endpoints.for_attempt(i)
     }
 
     /// The schedule counts from `start`.
     pub fn set_start(&mut self, start: Instant) {
-        self.refilled = start;
+        self.level.set_start(start);
     }
 
     /// A worker with no ramp says at once that its ramp is done.
@@ -190,6 +138,11 @@ impl Dialer {
 
     pub fn ramp_done(&self) -> bool {
         self.ramp_left == 0
+    }
+
+    /// This worker's ramp attempts.
+    pub fn ramp_attempts(&self) -> u64 {
+        self.initial_total
     }
 
     /// The attempt number of this worker's `j`-th ramp attempt.
@@ -211,15 +164,7 @@ impl Dialer {
             self.next += 1;
             return Some((seq, true));
         }
-        if self.reconnects_owed > 0 {
-            if self.replace_at.is_some_and(|at| now < at) {
-                return None;
-            }
-            if !self.backoff.is_zero() {
-                // One replacement an interval while refused.
-                self.replace_at = Some(now + self.backoff);
-            }
-            self.reconnects_owed -= 1;
+        if self.replacements.take(now) {
             return Some((self.replacement(), false));
         }
         None
@@ -228,104 +173,82 @@ impl Dialer {
     /// The server ended a connection before answering anything on it:
     /// replacements wait longer.
     pub fn refused(&mut self, now: Instant, seq: u64) {
-        if let Some(slot) = self.source_slot(seq) {
+        if let Some(slot) = self.endpoints.source_slot(seq) {
             bump(&self.counters.refused_from[slot], 1);
         }
-        self.backoff = (self.backoff * 2).clamp(BACKOFF_FIRST, BACKOFF_MOST);
-        self.replace_at = Some(now + self.backoff);
+        self.replacements.refused(now);
     }
 
     /// Whether a connection toward a level may open now: while the server
     /// refuses, one an interval (as replacements).
     pub fn may_open(&mut self, now: Instant) -> bool {
-        if self.replace_at.is_some_and(|at| now < at) {
-            return false;
-        }
-        if !self.backoff.is_zero() {
-            self.replace_at = Some(now + self.backoff);
-        }
-        true
+        self.replacements.may_open(now)
     }
 
     /// A connection was served (answered): replacements go at once again.
     pub fn served(&mut self, seq: u64) {
-        if let Some(slot) = self.source_slot(seq) {
+        if let Some(slot) = self.endpoints.source_slot(seq) {
             bump(&self.counters.served_from[slot], 1);
         }
-        if !self.backoff.is_zero() {
-            self.backoff = Duration::ZERO;
-            self.replace_at = None;
-        }
+        self.replacements.served();
     }
 
     /// A new attempt number for a connection that is not the ramp's.
     pub fn replacement(&mut self) -> u64 {
-        let seq = self.connections + self.reconnects_made * self.nworkers + self.id;
-        self.reconnects_made += 1;
-        seq
+        self.connections + self.replacements.next() * self.nworkers + self.id
     }
 
     /// One more connection is owed (a reconnect, a recycled one).
     pub fn queue_reconnect(&mut self) {
-        self.reconnects_owed += 1;
+        self.replacements.owe();
     }
 
     /// Connections owed.
     pub fn reconnects_pending(&self) -> u64 {
-        self.reconnects_owed
+        self.replacements.owed()
     }
 
     /// Connections open or owed, of `open` open.
     pub fn counted(&self, open: usize) -> u64 {
-        open as u64 + self.reconnects_owed
+        open as u64 + self.replacements.owed()
     }
 
     /// The level's token bucket fills at the ramp's rate, up to a burst
     /// of 10 ms.
     pub fn refill(&mut self, now: Instant, sc: &Scenario) {
-        let rate = sc.ramp.rate() / self.nworkers as f64;
-        let burst = (rate * 0.01).max(1.0);
-        let dt = now.saturating_duration_since(self.refilled).as_secs_f64();
-        self.tokens = (self.tokens + dt * rate).min(burst);
-        self.refilled = now;
+        self.level
+            .refill(now, sc.ramp.rate() / self.nworkers as f64);
     }
 
     /// Opens toward a level: the attempt number of a connection that may
     /// start now (a token, and room under the in-flight cap), if one may.
     pub fn level_attempt(&mut self) -> Option<u64> {
-        if self.tokens < 1.0 || self.inflight >= self.max_inflight {
+        if self.inflight >= self.max_inflight {
             return None;
         }
-        self.tokens -= 1.0;
-        let seq = self.connections + self.sched_made * self.nworkers + self.id;
-        self.sched_made += 1;
-        Some(seq)
+        let n = self.level.take()?;
+        Some(self.connections + n * self.nworkers + self.id)
     }
 
     /// Closes toward a level: None when there is nothing left to close;
     /// else a debt forgiven or an entry already gone (Some(None)), or the
     /// oldest open connection to close (Some(Some(key))).
     pub fn level_close(&mut self, conns: &Slab<Conn>) -> Option<Option<usize>> {
-        if self.reconnects_owed > 0 {
-            self.reconnects_owed -= 1;
+        if self.replacements.forgive() {
             return Some(None);
         }
-        let (key, seq) = self.open_q.pop_front()?;
-        Some(conns.get(key).filter(|c| c.seq == seq).map(|_| key))
+        self.level.oldest(conns)
     }
 
     /// A connection is open: the oldest close first when a level falls.
     pub fn opened(&mut self, key: usize, seq: u64) {
-        self.open_q.push_back((key, seq));
+        self.level.opened(key, seq);
     }
 
     /// Drops the entries of connections already gone, so that churn
     /// cannot grow the list without bound.
     pub fn prune(&mut self, conns: &Slab<Conn>) {
-        if self.open_q.len() > 2 * conns.len() + 1024 {
-            self.open_q
-                .retain(|&(k, seq)| conns.get(k).is_some_and(|c| c.seq == seq));
-        }
+        self.level.prune(conns);
     }
 
     /// --stop-on held: the ramp's attempts not started yet are dropped
@@ -373,112 +296,80 @@ impl Dialer {
         }
     }
 
-    /// The next connect that ran out of time by `now`. The queue also
-    /// drops, from the front, the entries of connections past connecting:
-    /// they resolve in about the order they started, so it holds about
-    /// what is in flight.
-    pub fn connect_expired(&mut self, now: Instant, conns: &Slab<Conn>) -> Option<usize> {
-        while let Some(&(key, seq, at)) = self.connect_q.front() {
-            let c = conns
-                .get(key)
-                .filter(|c| c.seq == seq && c.state == State::Connecting);
-            if c.is_some() && at > now {
-                return None;
-            }
-            self.connect_q.pop_front();
-            if c.is_some() {
-                return Some(key);
-            }
+    /// Attempt `seq`, connection `key`, has started its connect at `now`;
+    /// `deadline`: when it must be up (None: a UDP socket, up at once).
+    pub fn connect_started(&mut self, key: usize, seq: u64, deadline: Option<Instant>) {
+        self.inflight += 1;
+        if let Some(at) = deadline {
+            self.deadlines.connect_by(key, seq, at);
         }
-        None
+    }
+
+    /// A connect in flight has ended: up, failed or timed out.
+    pub fn connect_ended(&mut self) {
+        self.inflight -= 1;
+    }
+
+    /// Connects in flight.
+    pub fn connects_in_flight(&self) -> u64 {
+        self.inflight
+    }
+
+    /// Connection `key` (attempt `seq`) must finish its TLS handshake,
+    /// probe or upgrade by `at`.
+    pub fn probe_by(&mut self, key: usize, seq: u64, at: Instant) {
+        self.deadlines.probe_by(key, seq, at);
+    }
+
+    /// Connection `key` (attempt `seq`) ends its --lifetime at `at`.
+    pub fn end_of_life(&mut self, key: usize, seq: u64, at: Instant) {
+        self.deadlines.end_of_life(key, seq, at);
+    }
+
+    /// The next connect that ran out of time by `now`
+    /// ([`StepDeadlines`]).
+    pub fn connect_expired(&mut self, now: Instant, conns: &Slab<Conn>) -> Option<usize> {
+        self.deadlines.connect_expired(now, conns)
     }
 
     /// The next TLS handshake or probe that ran out of time by `now`, and
     /// which of the two.
     pub fn probe_expired(&mut self, now: Instant, conns: &Slab<Conn>) -> Option<(usize, State)> {
-        while let Some(&(key, seq, at)) = self.probe_q.front() {
-            let state = conns
-                .get(key)
-                .filter(|c| c.seq == seq)
-                .map(|c| c.state)
-                .filter(|s| matches!(s, State::Handshaking | State::Probing | State::Upgrading));
-            if state.is_some() && at > now {
-                return None;
-            }
-            self.probe_q.pop_front();
-            if let Some(s) = state {
-                return Some((key, s));
-            }
-        }
-        None
+        self.deadlines.probe_expired(now, conns)
     }
 
     /// The next connection whose --lifetime ended by `now`.
     pub fn life_expired(&mut self, now: Instant, conns: &Slab<Conn>) -> Option<usize> {
-        while let Some(&(key, seq, at)) = self.life_q.front() {
-            if at > now {
-                return None;
-            }
-            self.life_q.pop_front();
-            if conns.get(key).is_some_and(|c| c.seq == seq) {
-                return Some(key);
-            }
-        }
-        None
+        self.deadlines.life_expired(now, conns)
     }
 
     /// Connection `key` (attempt `seq`) is established at `now`: it is
     /// steady [`STEADY_AFTER`] later if it is still open.
     pub fn established(&mut self, key: usize, seq: u64, now: Instant) {
-        self.age_q.push_back((key, seq, now + STEADY_AFTER));
+        self.steadiness.established(key, seq, now);
     }
 
     /// Counts the connections open for [`STEADY_AFTER`] by `now` as
     /// steady (each marked, so that its end uncounts it).
     pub fn age(&mut self, now: Instant, conns: &mut Slab<Conn>) {
-        let before = self.steady;
-        while let Some(&(key, seq, at)) = self.age_q.front() {
-            if at > now {
-                break;
-            }
-            self.age_q.pop_front();
-            // (An attempt number may come twice, a replacement's and a
-            // level's: a key taken since by the other is skipped.)
-            let found = conns
-                .get_mut(key)
-                .filter(|c| c.seq == seq && c.state != State::Connecting && !c.has(Flags::STEADY));
-            if let Some(c) = found {
-                c.set(Flags::STEADY, true);
-                self.steady += 1;
-            }
-        }
-        if self.steady != before {
-            self.counters.steady.store(self.steady, Relaxed);
-        }
+        self.steadiness.age(now, conns);
     }
 
     /// Connection `c` ends: if it was steady it is no more.
     pub fn ends(&mut self, c: &Conn) {
-        if c.has(Flags::STEADY) {
-            self.steady -= 1;
-            self.counters.steady.store(self.steady, Relaxed);
-        }
+        self.steadiness.ends(c);
     }
 
     /// Every connection has ended (the run's end).
     pub fn all_ended(&mut self) {
-        self.steady = 0;
-        self.counters.steady.store(0, Relaxed);
+        self.steadiness.all_ended();
     }
 
     /// Gives back the memory of deadline queues that have emptied (after a
     /// ramp they held an entry per connection).
     pub fn shrink(&mut self) {
-        for q in [&mut self.connect_q, &mut self.probe_q, &mut self.age_q] {
-            if q.is_empty() && q.capacity() > 1024 {
-                *q = VecDeque::new();
-            }
-        }
+        self.deadlines.shrink();
+        self.steadiness.shrink();
     }
 
     /// The earliest instant something of the dialer's is due.
@@ -486,28 +377,57 @@ impl Dialer {
         if self.inflight < self.max_inflight {
             if self.next < self.initial_total {
                 consider(start + sc.ramp.due(self.ramp_seq(self.next)));
-            } else if self.reconnects_owed > 0 {
-                consider(self.replace_at.unwrap_or_else(Instant::now));
-            }
-        }
-        for q in [&self.connect_q, &self.probe_q, &self.life_q] {
-            if let Some(&(_, _, at)) = q.front() {
+            } else if let Some(at) = self.replacements.wake_at() {
                 consider(at);
             }
         }
-        if let Some(&(_, _, at)) = self.age_q.front() {
-            consider(at + STEADY_SLACK);
+        self.deadlines.earliest(consider);
+        if let Some(at) = self.steadiness.wake_at() {
+            consider(at);
         }
+    }
+
+    /// A socket made and bound before the start, for the ramp.
+    pub fn preallocated(&mut self, s: Socket) {
+        self.prealloc.push_back(s);
+    }
+
+    /// The next socket made before the start, for a ramp attempt.
+    pub fn take_preallocated(&mut self, initial: bool) -> Option<Socket> {
+        self.prealloc.pop_front().filter(|_| initial)
     }
 
     /// Records how long connect() itself took.
     pub fn connect_call(&mut self, took: Duration) {
-        self.connect_syscall.put((took.as_micros() as u64).max(1));
+        self.times
+            .connect_syscall
+            .put((took.as_micros() as u64).max(1));
+    }
+
+    /// Records how long a connection took to be up (µs).
+    pub fn connected_in(&mut self, us: u64) {
+        self.times.connect_time.put(us.max(1));
+    }
+
+    /// Records how long a TLS handshake took (µs).
+    pub fn tls_handshake_in(&mut self, us: u64) {
+        self.times.tls_handshake.put(us.max(1));
+    }
+
+    /// Records how long a WebSocket upgrade took (µs).
+    pub fn ws_upgrade_in(&mut self, us: u64) {
+        self.times.ws_handshake.put(us.max(1));
+    }
+
+    /// The connect histograms, at the end.
+    pub fn into_times(self) -> ConnectTimes {
+        self.times
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::steady::STEADY_SLACK;
     use super::*;
     use crate::engine::transport::link::Link;
 
@@ -568,7 +488,7 @@ mod tests {
         let (d, _rx) = dialer(&sc, 0, 8, Instant::now());
         let got: Vec<String> = (0..6)
             .map(|i| {
-                let (t, s) = d.endpoints(&sc, i);
+                let (t, s) = d.endpoints(i);
                 format!("{}<{}", t.port(), s.unwrap())
             })
             .collect();
@@ -592,9 +512,9 @@ mod tests {
         let (mut d, _rx) = dialer(&sc, 0, 5, start);
         let later = start + Duration::from_secs(1);
         assert_eq!(d.due(later, start, &sc), Some((0, true)));
-        d.inflight += 1;
+        d.connect_started(0, 0, None);
         assert_eq!(d.due(later, start, &sc), None);
-        d.inflight -= 1;
+        d.connect_ended();
         assert_eq!(d.due(later, start, &sc), Some((1, true)));
     }
 
@@ -626,20 +546,24 @@ mod tests {
         let c = conns.insert(Conn::new(Link::Detached, 2, now, 0, true));
         let at = now + Duration::from_secs(3);
         for (key, seq) in [(a, 0), (b, 1), (c, 2)] {
-            d.connect_q.push_back((key, seq, at));
-            d.life_q.push_back((key, seq, at));
+            d.connect_started(key, seq, Some(at));
+            d.end_of_life(key, seq, at);
         }
         // `a` is established, `b`'s key now holds another attempt.
         conns[a].state = State::Held;
         conns[b].seq = 9;
         assert_eq!(d.connect_expired(now, &conns), None);
-        assert_eq!(d.connect_q.len(), 1, "entries of a and b are dropped");
+        assert_eq!(
+            d.deadlines.connects_waiting(),
+            1,
+            "entries of a and b are dropped"
+        );
         assert_eq!(d.connect_expired(at, &conns), Some(c));
         assert_eq!(d.life_expired(at, &conns), Some(a));
         assert_eq!(d.life_expired(at, &conns), Some(c));
         assert_eq!(d.life_expired(at, &conns), None);
         conns[a].state = State::Probing;
-        d.probe_q.push_back((a, 0, at));
+        d.probe_by(a, 0, at);
         assert_eq!(d.probe_expired(now, &conns), None);
         assert_eq!(d.probe_expired(at, &conns), Some((a, State::Probing)));
     }
@@ -700,7 +624,7 @@ mod tests {
         d.ends(&conns.remove(again));
         d.age(at(5000), &mut conns);
         assert_eq!(steady(&d), 1);
-        assert!(d.age_q.is_empty());
+        assert_eq!(d.steadiness.waiting(), 0);
         // Woken a little after the next is due, not for each.
         let c = conns.insert(held(6, at(5000)));
         d.established(c, 6, at(5000));
