@@ -1,11 +1,12 @@
 //! The typed harness of the integration tests: a `throng client` run
 //! built from its flags ([`Client`]), run to its end with `-q --json` to a
-//! file of its own (or started and signalled: [`Running`]), and what came of it ([`Ran`]): the exit code, the
-//! output, the result as written and as its typed [`RunResult`] (its
-//! books checked), the verdict and the RTT log.
+//! file of its own (or started and signalled: [`Running`]), and what came
+//! of it ([`Ran`]): the exit code, the output, the result as written and
+//! as its typed [`RunResult`] (its books checked), the verdict and the RTT
+//! log.
 //!
 //! ```ignore
-//! let ran = Client::new("echo").arg(&addr).flags("-c 4 -r 200 -T 1s").run();
+//! let ran = Client::new("echo").arg(addr.to_string()).flags("-c 4 -r 200 -T 1s").run();
 //! let r = ran.exits(0).result();
 //! assert_eq!(r.q().answered, r.q().sent, "{}", ran.out);
 //! ```
