@@ -512,6 +512,34 @@ fn a_burst_is_due_together() {
 }
 
 #[test]
+fn a_client_stalled_across_its_end_counts_what_waited_in_its_sockets() {
+    // The client is stopped from 0.3 s into its run to past its -T (its
+    // epoll_wait then returns EINTR, and the end is seen before the next
+    // poll): the server's messages of those seconds wait in the client's
+    // sockets (some 40 KB each, under the default receive buffer). They
+    // came before the end, so none is lost.
+    let srv = server(&["--mode", "push", "--every", "10ms", "--burst", "3"]);
+    let target = banner_addr(&srv, "127.0.0.1");
+    let run = Client::new("push-stalled")
+        .arg(&target)
+        .flags("--proto push --every 10ms --burst 3 -c 5 -T 1s")
+        .start("ramp done");
+    std::thread::sleep(Duration::from_millis(300));
+    run.signal(libc::SIGSTOP);
+    // (No readiness signal for a stopped process's clock: the stop must
+    // outlast the run's -T.)
+    std::thread::sleep(Duration::from_millis(2500));
+    run.signal(libc::SIGCONT);
+    let ran = run.wait();
+    let r = ran.exits(0).result();
+    let p = r.push();
+    assert_eq!(p.lost, 0, "{}", ran.json["push"]);
+    assert_eq!(p.received, p.expected, "{}", ran.json["push"]);
+    assert!(p.received >= 5 * 3 * 100, "{}", ran.json["push"]);
+    drop(srv);
+}
+
+#[test]
 fn numbers_no_period_explains_and_stamps_from_the_future_are_not_believed() {
     // Lines 0, 1, a number near 2^64, 2: the wild one is malformed, the
     // rest arrive in order with nothing lost.

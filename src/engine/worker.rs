@@ -433,6 +433,25 @@ impl Worker {
             // after its --udp-idle).
             self.push_say(bye, true);
         }
+        if self.mode.is_push() {
+            // What came before the end and waits in the sockets is read
+            // first: a worker that runs late at the end (a loaded host)
+            // would otherwise count those messages lost.
+            let held: Vec<usize> = self
+                .conns
+                .slab
+                .iter()
+                .filter(|(_, c)| c.state == State::Held)
+                .map(|(k, _)| k)
+                .collect();
+            for key in held {
+                if self.conns.slab.contains(key) {
+                    let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
+                    self.io
+                        .on_readable(key, false, conns, mode, out, &self.open);
+                }
+            }
+        }
         if let Some(p) = self.mode.push_mut() {
             // Every stream's tail is counted.
             let end_ns = crate::sys::timer::monotonic_ns();
