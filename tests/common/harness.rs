@@ -9,7 +9,13 @@
 //! let ran = Client::new("echo").arg(addr.to_string()).flags("-c 4 -r 200 -T 1s").run();
 //! let r = ran.exits(0).result();
 //! assert_eq!(r.q().answered, r.q().sent, "{}", ran.out);
+//! // The same, for a run that must succeed, with the books checked:
+//! let (r, out) = Client::new("echo").arg(addr.to_string()).flags("-c 4 -r 200 -T 1s").ok();
+//! let answered = all_answered(&r, 150, &out);
 //! ```
+//!
+//! The checks most tests make of a result's queries are here too:
+//! [`all_answered`] and [`sent_balances`].
 
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
@@ -20,7 +26,7 @@ use serde_json::Value;
 use throng::outcome::RunResult;
 use throng::outcome::Verdict;
 
-use super::{output, parse_result, spawn_piped, temp_dir, typed, wait_for_line, Daemon, BIN};
+use super::{output, parse_result, spawn_piped, temp_dir, typed, wait_for_line, Daemon, Parts, BIN};
 
 /// A `throng client` run to make: its arguments in order.
 #[derive(Debug, Clone)]
@@ -89,6 +95,15 @@ impl Client {
         let t = Instant::now();
         let (code, out, err) = output(&mut self.command(&dir, true));
         Ran::read(code, out, err, dir, t)
+    }
+
+    /// Runs it to its end; it must exit 0. The typed result, and the
+    /// output for assertion messages.
+    #[track_caller]
+    pub fn ok(self) -> (RunResult, String) {
+        let ran = self.run();
+        let r = ran.exits(0).result();
+        (r, ran.out)
     }
 
     /// Starts it with its live view, and returns once a line of its
@@ -220,4 +235,28 @@ impl Ran {
             .verdict
             .unwrap_or_else(|| panic!("a result without a verdict\n{}", self.out))
     }
+}
+
+/// Every query sent was answered, and at least `min` were: the number
+/// answered.
+#[track_caller]
+pub fn all_answered(r: &RunResult, min: u64, out: &str) -> u64 {
+    let q = r.q();
+    assert!(q.answered >= min, "answered {} < {min}\n{out}", q.answered);
+    assert_eq!(q.sent, q.answered, "sent against answered\n{out}");
+    q.answered
+}
+
+/// At least `min` queries were sent, and each was answered or still in
+/// flight at the end: the number sent.
+#[track_caller]
+pub fn sent_balances(r: &RunResult, min: u64, out: &str) -> u64 {
+    let q = r.q();
+    assert!(q.sent >= min, "sent {} < {min}\n{out}", q.sent);
+    assert_eq!(
+        q.answered + q.in_flight_at_end,
+        q.sent,
+        "answered + in flight against sent\n{out}"
+    );
+    q.sent
 }

@@ -7,7 +7,7 @@ pub mod harness;
 pub mod lab;
 
 #[allow(unused_imports)]
-pub use harness::{Client, Ran};
+pub use harness::{all_answered, sent_balances, Client, Ran};
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
