@@ -218,6 +218,19 @@ fn find_circle(g: &BTreeMap<String, Vec<Use>>) -> Option<Vec<(String, String)>> 
     None
 }
 
+/// A circle's uses, a line each: `  a -> b at <where a uses b>`.
+fn circle_lines(circle: &[(String, String)]) -> String {
+    circle
+        .iter()
+        .enumerate()
+        .map(|(i, (m, at))| {
+            let next = &circle[(i + 1) % circle.len()].0;
+            format!("  {m} -> {next} at {at}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[test]
 fn no_import_closes_a_circle_between_top_level_modules() {
     let g = graph();
@@ -226,20 +239,12 @@ fn no_import_closes_a_circle_between_top_level_modules() {
     }
     if let Some(circle) = find_circle(&g) {
         let names: Vec<&str> = circle.iter().map(|(m, _)| m.as_str()).collect();
-        let lines: Vec<String> = circle
-            .iter()
-            .enumerate()
-            .map(|(i, (m, at))| {
-                let next = &circle[(i + 1) % circle.len()].0;
-                format!("  {m} -> {next} at {at}")
-            })
-            .collect();
         panic!(
             "the imports close a circle: {} -> {}\n{}\nmove what both need below both \
              (see the module map in src/lib.rs)",
             names.join(" -> "),
             names[0],
-            lines.join("\n")
+            circle_lines(&circle)
         );
     }
 }
@@ -381,18 +386,10 @@ fn no_import_closes_a_circle_between_the_engines_files() {
         g["io"]
     );
     if let Some(circle) = find_circle(&g) {
-        let lines: Vec<String> = circle
-            .iter()
-            .enumerate()
-            .map(|(i, (m, at))| {
-                let next = &circle[(i + 1) % circle.len()].0;
-                format!("  {m} -> {next} at {at}")
-            })
-            .collect();
         panic!(
             "the engine's files import each other in a circle:\n{}\na part hands the \
              other what it needs as an argument, or returns what the worker routes",
-            lines.join("\n")
+            circle_lines(&circle)
         );
     }
 }
