@@ -59,22 +59,12 @@ fn a_plan_past_eighty_percent_of_memory_needs_change() {
             .clone()
     };
     let mem = row("kernel memory");
-    let avail: u64 = mem["current"]
-        .as_str()
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let need: u64 = mem["needed"]
-        .as_str()
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    // "<MiB> ...": the figure first.
+    let mib = |key: &str| -> u64 {
+        let text = mem[key].as_str().unwrap();
+        text.split(' ').next().unwrap().parse().unwrap()
+    };
+    let (avail, need) = (mib("current"), mib("needed"));
     assert!(
         mem["needed"].as_str().unwrap().contains("at most 80%"),
         "{mem}"
@@ -104,14 +94,12 @@ fn apply_changes_only_this_namespaces_net_settings() {
         common::set_sysctl("net.ipv4.ip_local_port_range", "40000 40999");
         let (code, out, err) = output(Command::new(BIN).args(["tune", "-c", "50k", "--apply"]));
         assert_eq!(code, 0, "{out}\n{err}");
-        assert!(
-            out.contains("applied: net.core.somaxconn: 1024 -> 65535"),
-            "{out}"
-        );
-        assert!(
-            out.contains("applied: net.ipv4.ip_local_port_range: 40000 40999 -> 1024 65535"),
-            "{out}"
-        );
+        for applied in [
+            "applied: net.core.somaxconn: 1024 -> 65535",
+            "applied: net.ipv4.ip_local_port_range: 40000 40999 -> 1024 65535",
+        ] {
+            assert!(out.contains(applied), "{applied}: {out}");
+        }
         assert!(!out.contains("applied: fs."), "{out}");
         let read = |n: &str| std::fs::read_to_string(format!("/proc/sys/{n}")).unwrap();
         assert_eq!(read("net/core/somaxconn").trim(), "65535");
