@@ -3,15 +3,87 @@
 
 mod common;
 
-use std::io::BufRead;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{ChildStderr, Command};
 
 use common::lab::{have_ssh, have_ssh_and_faketime, keys, sh, ssh_options, Lab, FAKETIME};
-use common::{in_netns, temp_dir, typed, Parts, BIN};
-use serde_json::Value;
+use common::{in_netns, temp_dir, typed, Daemon, Parts, Server, BIN};
 use throng::domain::RunIdFrom;
 use throng::outcome::limit::{LimitFile, StepResult};
+
+/// A lab of `hosts` hosts, its keys made, sshd started on each of `load`.
+fn lab_with_sshd(hosts: usize, load: impl IntoIterator<Item = usize>) -> Lab {
+    let mut lab = Lab::new(hosts);
+    keys(&lab.dir);
+    for i in load {
+        lab.sshd(i);
+    }
+    lab
+}
+
+/// A throng server on host 0 (198.18.0.1), run under `wrap` (a command
+/// and its flags that exec the rest, or none): the server and its address.
+fn server_on_host0(lab: &Lab, wrap: &[&str]) -> (Server, String) {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &lab.ns(0)])
+        .args(wrap)
+        .args([BIN, "server"]);
+    let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
+    let target = common::banner_addr(&srv, "198.18.0.1");
+    (srv, target)
+}
+
+/// Writes the lab's hosts file (`d/hosts`): `lines`, as given.
+fn hosts_file(d: &Path, lines: &str) {
+    std::fs::write(d.join("hosts"), lines).unwrap();
+}
+
+/// `cluster --hosts d/hosts <opts> <the lab's ssh options> -- <command>`.
+fn cluster_args(d: &Path, opts: &[&str], command: &[&str]) -> Vec<String> {
+    let hosts = d.join("hosts");
+    let mut a: Vec<String> = ["cluster", "--hosts", hosts.to_str().unwrap()]
+        .into_iter()
+        .chain(opts.iter().copied())
+        .map(String::from)
+        .collect();
+    a.extend(ssh_options(d));
+    a.push("--".into());
+    a.extend(command.iter().map(|s| s.to_string()));
+    a
+}
+
+/// `throng <args>` started, its live view read until a line shows `host`
+/// with connections open: the process and the rest of its stderr.
+fn start_until_open(args: &[String], host: &str) -> (Daemon, BufReader<ChildStderr>) {
+    let (child, mut err) = common::spawn_piped(Command::new(BIN).args(args));
+    let mut line = String::new();
+    while !line.contains(host) || !line.contains("open") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "cluster ended early");
+    }
+    (child, err)
+}
+
+/// Sends `sig` to every process of lab host `i` (its sshd sessions too).
+fn signal_host(lab: &Lab, i: usize, sig: i32) {
+    let pids = Command::new("ip")
+        .args(["netns", "pids", &lab.ns(i)])
+        .output()
+        .unwrap();
+    for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+        common::signal(pid.parse().unwrap(), sig);
+    }
+}
+
+/// Waits for a [`start_until_open`] run's end (its stderr drained): its
+/// exit code and stdout.
+fn finish(mut child: Daemon, err: BufReader<ChildStderr>) -> (Option<i32>, String) {
+    std::thread::spawn(move || for _ in err.lines() {});
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    (child.wait().unwrap().code(), out)
+}
 
 /// `throng cluster ... -- limit`: a search whose steps are cluster runs
 /// of two load hosts against a throng server under a 600-fd limit on a
@@ -23,59 +95,23 @@ fn a_search_of_cluster_runs_finds_a_servers_fd_limit() {
         return;
     }
     in_netns(|| {
-        let mut lab = Lab::new(3);
+        let lab = lab_with_sshd(3, 1..3);
         let d = lab.dir.clone();
-        sh(&format!(
-            "ssh-keygen -q -t ed25519 -N '' -f {0}/host_key && ssh-keygen -q -t ed25519 -N '' -f {0}/id",
-            d.display()
-        ));
-        for i in 1..3 {
-            lab.sshd(i);
-        }
-        let mut cmd = Command::new("ip");
-        cmd.args([
-            "netns",
-            "exec",
-            &lab.ns(0),
-            "prlimit",
-            "--nofile=600",
-            BIN,
-            "server",
-        ]);
-        let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
-        let target = common::banner_addr(&srv, "198.18.0.1");
+        let (srv, target) = server_on_host0(&lab, &["prlimit", "--nofile=600"]);
         let open = std::fs::read_dir(format!("/proc/{}/fd", srv.pid()))
             .unwrap()
             .count() as f64;
         let allowed = 600.0 - open;
-        let hosts = d.join("hosts");
-        std::fs::write(&hosts, "root@198.18.0.2\nroot@198.18.0.3\n").unwrap();
+        hosts_file(&d, "root@198.18.0.2\nroot@198.18.0.3\n");
         let json = d.join("limit.json");
-        let mut args: Vec<String> = vec![
-            "cluster".into(),
-            "--hosts".into(),
-            hosts.display().to_string(),
-            "--binary".into(),
-            BIN.into(),
-            "--json".into(),
-            json.display().to_string(),
-        ];
-        args.extend(ssh_options(&d));
-        args.extend(
-            [
-                "--",
-                "limit",
-                &target,
-                "--find",
-                "connections",
-                "-c",
-                "100",
-                "--step-time",
-                "1s",
-                "--connect-timeout",
-                "1s",
-            ]
-            .map(String::from),
+        let search: Vec<&str> = ["limit", &target]
+            .into_iter()
+            .chain("--find connections -c 100 --step-time 1s --connect-timeout 1s".split(' '))
+            .collect();
+        let args = cluster_args(
+            &d,
+            &["--binary", BIN, "--json", json.to_str().unwrap()],
+            &search,
         );
         let (code, out, err) = common::output(Command::new(BIN).args(&args));
         assert_eq!(code, 0, "{out}\n{err}");
@@ -109,72 +145,40 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         return;
     }
     in_netns(|| {
-        let mut lab = Lab::new(4);
+        let mut lab = lab_with_sshd(4, 1..4);
         let d = lab.dir.clone();
-        sh(&format!(
-            "ssh-keygen -q -t ed25519 -N '' -f {0}/host_key && ssh-keygen -q -t ed25519 -N '' -f {0}/id",
-            d.display()
-        ));
-        for i in 1..4 {
-            lab.sshd(i);
-        }
         // Host 0 is the server.
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &lab.ns(0), BIN, "server"]);
-        let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
-        let target = common::banner_addr(&srv, "198.18.0.1");
-        let hosts = d.join("hosts");
-        std::fs::write(
-            &hosts,
+        let (srv, target) = server_on_host0(&lab, &[]);
+        hosts_file(
+            &d,
             "# load hosts\nroot@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.4:22\n",
-        )
-        .unwrap();
+        );
         // The first run copies the binary to each host; the second uses
         // the one on the (shared) disk.
-        let cluster_args = |json: &Path, client: &[&str], copy: bool| -> Vec<String> {
-            let mut a: Vec<String> = vec![
-                "cluster".into(),
-                "--hosts".into(),
-                hosts.display().to_string(),
-                "--json".into(),
-                json.display().to_string(),
-            ];
-            if copy {
-                a.push("--copy-binary".into());
-                a.extend([
-                    "--remote-dir".into(),
-                    d.join("remote").display().to_string(),
-                ]);
-            } else {
-                a.extend(["--binary".into(), BIN.into()]);
-            }
-            a.extend(ssh_options(&d));
-            a.push("--".into());
-            a.extend(client.iter().map(|s| s.to_string()));
-            a
-        };
+        let remote = d.join("remote");
+        let copy = ["--copy-binary", "--remote-dir", remote.to_str().unwrap()];
+        let binary = ["--binary", BIN];
         let json = d.join("merged.json");
         let html = d.join("merged.html");
-        let mut args = cluster_args(
-            &json,
-            &[&target, "-c", "300", "--closed-loop", "-T", "2s"],
-            true,
-        );
         // The merged run's report and spectra, written by cluster itself.
         let hgrm = d.join("merged");
-        args.splice(
-            1..1,
-            [
-                "--html".to_string(),
-                html.display().to_string(),
-                "--hgrm".into(),
-                hgrm.display().to_string(),
-            ],
+        let mut opts = vec![
+            "--html",
+            html.to_str().unwrap(),
+            "--hgrm",
+            hgrm.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        opts.extend(copy);
+        let args = cluster_args(
+            &d,
+            &opts,
+            &[&target, "-c", "300", "--closed-loop", "-T", "2s"],
         );
         let (code, out, err) = common::output(Command::new(BIN).args(&args));
         assert_eq!(code, 0, "{out}\n{err}");
-        let v: Value = common::read_result(&json);
-        let r = typed(&v);
+        let r = typed(&common::read_result(&json));
         assert_eq!(r.connections.established, 300, "{out}");
         assert_eq!(r.parts.len(), 3);
         assert!(!r.partial);
@@ -204,34 +208,21 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         }
         let answered = r.q().answered;
         let sent = r.q().sent;
-        let (status, summary) = srv.stop();
-        assert!(status.success());
+        let ((_, requests), summary) = stopped_counts(srv);
         assert!(summary.contains("accepted 300, closed 300"), "{summary}");
         // Closed loop: each connection's first query verifies it (no
         // probe), and the drain waits for the last ones: every query sent
         // was answered and counted, and the server counted the same.
-        let requests: u64 = summary
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("requests"))
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap();
         assert_eq!((requests, answered), (sent, sent), "{out}");
 
         // A host that cannot be reached stops the run before any load,
         // named.
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &lab.ns(0), BIN, "server"]);
-        let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
-        let target = common::banner_addr(&srv, "198.18.0.1");
-        std::fs::write(
-            &hosts,
-            "root@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.9\n",
-        )
-        .unwrap();
+        let (srv, target) = server_on_host0(&lab, &[]);
+        hosts_file(&d, "root@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.9\n");
         let json = d.join("refused.json");
-        let mut args = cluster_args(&json, &[&target, "-c", "30", "-T", "1s"], false);
-        args.splice(1..1, ["--start-in".to_string(), "8s".into()]);
+        let mut opts = vec!["--start-in", "8s", "--json", json.to_str().unwrap()];
+        opts.extend(binary);
+        let args = cluster_args(&d, &opts, &[&target, "-c", "30", "-T", "1s"]);
         let (code, out, err) = common::output(Command::new(BIN).args(&args));
         assert_eq!(code, 2, "{out}\n{err}");
         assert!(
@@ -241,36 +232,23 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         assert!(!err.contains("host root@198.18.0.2 "), "{err}");
         assert!(!json.exists());
 
+        // `-c C --closed-loop -T T` from the hosts, with the binary on
+        // the disk: the arguments, and the result's file (`name`.json).
+        let closed_loop = |name: &str, c: &str, t: &str| {
+            let json = d.join(format!("{name}.json"));
+            let opts = [&binary[..], &["--json", json.to_str().unwrap()]].concat();
+            let args = cluster_args(&d, &opts, &[&target, "-c", c, "--closed-loop", "-T", t]);
+            (args, json)
+        };
+
         // A host killed mid-run: named, its share missing, exit 3.
-        std::fs::write(
-            &hosts,
-            "root@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.4\n",
-        )
-        .unwrap();
-        let json = d.join("partial.json");
-        let args = cluster_args(
-            &json,
-            &[&target, "-c", "150", "--closed-loop", "-T", "6s"],
-            false,
-        );
-        let (mut child, mut err) = common::spawn_piped(Command::new(BIN).args(&args));
-        let mut line = String::new();
-        while !line.contains("root@198.18.0.3") || !line.contains("open") {
-            line.clear();
-            assert!(err.read_line(&mut line).unwrap() > 0, "cluster ended early");
-        }
+        hosts_file(&d, "root@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.4\n");
+        let (args, json) = closed_loop("partial", "150", "6s");
+        let (child, err) = start_until_open(&args, "root@198.18.0.3");
         // Kill everything of the second load host (its sshd session too).
-        let pids = Command::new("ip")
-            .args(["netns", "pids", &lab.ns(2)])
-            .output()
-            .unwrap();
-        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
-            common::signal(pid.parse().unwrap(), libc::SIGKILL);
-        }
-        std::thread::spawn(move || for _ in err.lines() {});
-        let mut out = String::new();
-        std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-        assert_eq!(child.wait().unwrap().code(), Some(3), "{out}");
+        signal_host(&lab, 2, libc::SIGKILL);
+        let (code, out) = finish(child, err);
+        assert_eq!(code, Some(3), "{out}");
         assert!(out.contains("PARTIAL: host root@198.18.0.3"), "{out}");
         let r = common::outcome(&json);
         assert!(r.partial);
@@ -282,36 +260,13 @@ fn cluster_over_openssh_merges_hosts_and_names_failures() {
         // each ends its run and gives its result, but for a frozen one,
         // which is named, its share missing.
         lab.sshd(2);
-        std::fs::write(
-            &hosts,
-            "root@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.4\n",
-        )
-        .unwrap();
-        let json = d.join("stopped.json");
-        let args = cluster_args(
-            &json,
-            &[&target, "-c", "90", "--closed-loop", "-T", "60s"],
-            false,
-        );
-        let (mut child, mut err) = common::spawn_piped(Command::new(BIN).args(&args));
-        let mut line = String::new();
-        while !line.contains("root@198.18.0.4") || !line.contains("open") {
-            line.clear();
-            assert!(err.read_line(&mut line).unwrap() > 0, "cluster ended early");
-        }
-        let pids = Command::new("ip")
-            .args(["netns", "pids", &lab.ns(2)])
-            .output()
-            .unwrap();
-        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
-            common::signal(pid.parse().unwrap(), libc::SIGSTOP);
-        }
+        let (args, json) = closed_loop("stopped", "90", "60s");
+        let (child, err) = start_until_open(&args, "root@198.18.0.4");
+        signal_host(&lab, 2, libc::SIGSTOP);
         let asked = std::time::Instant::now();
         common::signal(child.id() as i32, libc::SIGINT);
-        std::thread::spawn(move || for _ in err.lines() {});
-        let mut out = String::new();
-        std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-        assert_eq!(child.wait().unwrap().code(), Some(130), "{out}");
+        let (code, out) = finish(child, err);
+        assert_eq!(code, Some(130), "{out}");
         assert!(asked.elapsed().as_secs() < 40, "{out}");
         assert!(
             out.contains("PARTIAL: host root@198.18.0.3") && out.contains("its share is missing"),
@@ -345,6 +300,14 @@ fn server_counts(summary: &str) -> (u64, u64) {
     (accepted, after("requests"))
 }
 
+/// Stops the server (it must exit 0): its [`server_counts`], and its
+/// summary.
+fn stopped_counts(srv: Server) -> ((u64, u64), String) {
+    let (status, summary) = srv.stop();
+    assert!(status.success(), "{summary}");
+    (server_counts(&summary), summary)
+}
+
 /// Four load hosts, each checked before any load: one whose ephemeral
 /// ports cannot hold its share refuses the run (named, nothing connects);
 /// one whose clock runs 5 s ahead (libfaketime) refuses it too, then runs
@@ -358,9 +321,8 @@ fn a_fleet_is_checked_before_any_load() {
         return;
     }
     in_netns(|| {
-        let mut lab = Lab::new(5);
+        let mut lab = lab_with_sshd(5, []);
         let d = lab.dir.clone();
-        keys(&d);
         // Host 1 (198.18.0.2): 200 fds. Host 3 (.4): 50 ephemeral ports.
         // Host 4 (.5): its sessions' clock 5 s ahead.
         lab.sshd_with(1, "", Some(200));
@@ -375,36 +337,26 @@ fn a_fleet_is_checked_before_any_load() {
             &format!("SetEnv LD_PRELOAD={FAKETIME} FAKETIME=+5s FAKETIME_DONT_FAKE_MONOTONIC=1\n"),
             None,
         );
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &lab.ns(0), BIN, "server"]);
-        let srv = common::server_with(&mut cmd, &["--listen", "198.18.0.1:0"]);
-        let target = common::banner_addr(&srv, "198.18.0.1");
-        let hosts = d.join("hosts");
+        let (srv, target) = server_on_host0(&lab, &[]);
         // The binary each host runs: this one copied, unless --binary.
-        let copy = [
-            "--copy-binary".to_string(),
-            "--remote-dir".into(),
-            d.join("remote").display().to_string(),
-        ];
+        let remote = d.join("remote");
+        let copy = ["--copy-binary", "--remote-dir", remote.to_str().unwrap()];
         let run = |list: &[&str], extra: &[&str], json: &Path| {
             let text: String = list
                 .iter()
                 .map(|h| format!("root@198.18.0.{h}\n"))
                 .collect();
-            std::fs::write(&hosts, text).unwrap();
-            let mut a: Vec<String> = vec![
-                "cluster".into(),
-                "--hosts".into(),
-                hosts.display().to_string(),
-                "--json".into(),
-                json.display().to_string(),
-            ];
+            hosts_file(&d, &text);
+            let mut opts = vec!["--json", json.to_str().unwrap()];
             if !extra.contains(&"--binary") {
-                a.extend(copy.iter().cloned());
+                opts.extend(copy);
             }
-            a.extend(extra.iter().map(|s| s.to_string()));
-            a.extend(ssh_options(&d));
-            a.extend(["--", &target, "-c", "600", "--closed-loop", "-T", "2s"].map(String::from));
+            opts.extend(extra);
+            let a = cluster_args(
+                &d,
+                &opts,
+                &[&target, "-c", "600", "--closed-loop", "-T", "2s"],
+            );
             common::output(Command::new(BIN).args(&a))
         };
         let json = d.join("fleet.json");
@@ -470,11 +422,10 @@ fn a_fleet_is_checked_before_any_load() {
         assert!(!r.partial, "{out}");
         assert_eq!(r.connections.established, 600, "{out}");
         let answered = r.q().answered;
-        let (status, summary) = srv.stop();
-        assert!(status.success());
+        let (counts, summary) = stopped_counts(srv);
         // (The refused runs connected nothing: the server counts this
         // run's connections only.)
-        assert_eq!(server_counts(&summary), (600, answered), "{summary}");
+        assert_eq!(counts, (600, answered), "{summary}");
         drop(lab);
     });
 }
@@ -535,12 +486,8 @@ fn time_to_first_connection_on_four_hosts() {
         .map(|v| v.split(',').map(String::from).collect())
         .unwrap_or_else(|_| vec![BIN.to_string()]);
     in_netns(move || {
-        let mut lab = Lab::new(4);
+        let lab = lab_with_sshd(4, 0..4);
         let d = lab.dir.clone();
-        keys(&d);
-        for i in 0..4 {
-            lab.sshd(i);
-        }
         // An echo server in the test's namespace that notes its first
         // connection.
         let listener = std::net::TcpListener::bind("198.18.0.254:0").unwrap();
@@ -557,33 +504,24 @@ fn time_to_first_connection_on_four_hosts() {
                 });
             }
         });
-        let hosts = d.join("hosts");
-        std::fs::write(
-            &hosts,
+        hosts_file(
+            &d,
             "root@198.18.0.1\nroot@198.18.0.2\nroot@198.18.0.3\nroot@198.18.0.4\n",
-        )
-        .unwrap();
+        );
         for bin in &bins {
             let help = common::output(Command::new(bin).args(["cluster", "--help"])).1;
             let cached = help.contains("--remote-dir");
             let runs = if cached { 2 } else { 1 };
             for run in 0..runs {
-                let mut a: Vec<String> = vec![
-                    "cluster".into(),
-                    "--hosts".into(),
-                    hosts.display().to_string(),
-                    "--copy-binary".into(),
-                    "--quiet".into(),
-                ];
+                let remote = d.join("remote");
+                let mut opts = vec!["--copy-binary", "--quiet"];
                 if cached {
-                    a.extend([
-                        "--remote-dir".into(),
-                        d.join("remote").display().to_string(),
-                    ]);
+                    opts.extend(["--remote-dir", remote.to_str().unwrap()]);
                 }
-                a.extend(ssh_options(&d));
-                a.extend(
-                    ["--", &target, "-c", "40", "--closed-loop", "-T", "1s"].map(String::from),
+                let a = cluster_args(
+                    &d,
+                    &opts,
+                    &[&target, "-c", "40", "--closed-loop", "-T", "1s"],
                 );
                 while rx.try_recv().is_ok() {}
                 let t0 = std::time::Instant::now();
@@ -656,8 +594,7 @@ fn a_slice_in_several_processes_is_that_slice() {
     assert!(!r.partial, "{out}");
     assert_eq!(r.connections.established, 101, "{out}");
     let answered = r.q().answered;
-    let (status, summary) = srv.stop();
-    assert!(status.success());
-    assert_eq!(server_counts(&summary), (101, answered), "{summary}");
+    let (counts, summary) = stopped_counts(srv);
+    assert_eq!(counts, (101, answered), "{summary}");
     let _ = std::fs::remove_dir_all(&d);
 }

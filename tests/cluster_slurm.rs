@@ -15,6 +15,19 @@ use common::{in_netns, temp_dir, Parts, BIN};
 /// The daemons of the test's Slurm, ended on drop.
 struct Daemons(Vec<Child>);
 
+impl Daemons {
+    /// Starts `cmd`, its stdio null, as one of them.
+    fn start(&mut self, cmd: &mut Command) {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.0.push(child);
+    }
+}
+
 impl Drop for Daemons {
     fn drop(&mut self) {
         for c in &mut self.0 {
@@ -110,20 +123,16 @@ fn the_sbatch_script_runs_two_tasks_whose_merge_is_the_servers_count() {
             d.display()
         ));
         let mut daemons = Daemons(Vec::new());
-        let munge = Command::new("munged")
-            .arg("-F")
-            .arg("-f")
-            .arg(format!("--key-file={}", d.join("munge.key").display()))
-            .arg(format!("--socket={}", d.join("munge.sock").display()))
-            .arg(format!("--pid-file={}", d.join("munged.pid").display()))
-            .arg(format!("--log-file={}", d.join("munged.log").display()))
-            .arg(format!("--seed-file={}", d.join("munge.seed").display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        daemons.0.push(munge);
+        daemons.start(
+            Command::new("munged")
+                .arg("-F")
+                .arg("-f")
+                .arg(format!("--key-file={}", d.join("munge.key").display()))
+                .arg(format!("--socket={}", d.join("munge.sock").display()))
+                .arg(format!("--pid-file={}", d.join("munged.pid").display()))
+                .arg(format!("--log-file={}", d.join("munged.log").display()))
+                .arg(format!("--seed-file={}", d.join("munge.seed").display())),
+        );
         wait_for("munged's socket", || d.join("munge.sock").exists());
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let conf = d.join("slurm.conf");
@@ -132,18 +141,14 @@ fn the_sbatch_script_runs_two_tasks_whose_merge_is_the_servers_count() {
             ("slurmctld", &["-i"][..]),
             ("slurmd", &["-N", "thrnode"][..]),
         ] {
-            let c = Command::new(prog)
-                .arg("-D")
-                .args(extra)
-                .arg("-f")
-                .arg(&conf)
-                .env("SLURM_CONF", &conf)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            daemons.0.push(c);
+            daemons.start(
+                Command::new(prog)
+                    .arg("-D")
+                    .args(extra)
+                    .arg("-f")
+                    .arg(&conf)
+                    .env("SLURM_CONF", &conf),
+            );
         }
         wait_for("the node idle in sinfo", || {
             let out = Command::new("sinfo")
