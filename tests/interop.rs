@@ -14,12 +14,24 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    client, free_port, output, program, temp_dir, typed, wait_listening, Daemon, Parts, RunResult,
-    BIN,
+    free_port, output, program, temp_dir, typed, wait_listening, Daemon, Parts, RunResult,
 };
-use common::{Client, Ran};
+use common::{Client, BIN};
 use serde_json::Value;
+use throng::outcome::limit::LimitFile;
 use throng::scenario::Query;
+use throng::verdict::{Code, Side};
+
+/// Starts `cmd`, its stdin and stdout null and its stderr as given; killed
+/// when the test ends.
+fn spawn(cmd: &mut Command, stderr: Stdio) -> Daemon {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn();
+    Daemon(child.unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}")))
+}
 
 /// Starts `cmd` and waits (up to 20 s) for a line containing `ready` on its
 /// stderr: the daemon's own "I am serving" message.
@@ -32,13 +44,7 @@ type Log = Arc<Mutex<Vec<String>>>;
 
 /// [`start`], keeping every line of its stderr for the test to read.
 fn start_logged(cmd: &mut Command, ready: &str) -> (Daemon, Log) {
-    let mut child = Daemon(
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn daemon"),
-    );
+    let mut child = spawn(cmd, Stdio::piped());
     let err = BufReader::new(child.stderr.take().unwrap());
     let (tx, rx) = mpsc::channel();
     let needle = ready.to_string();
@@ -60,9 +66,131 @@ fn start_logged(cmd: &mut Command, ready: &str) -> (Daemon, Log) {
     }
 }
 
+/// A daemon's directory, removed when the test ends (after the daemon,
+/// declared before it, is killed).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+/// A daemon serving on 127.0.0.1:`port`, with its directory (named
+/// `name`).
+struct Served {
+    _daemon: Daemon,
+    name: String,
+    port: u16,
+    dir: Scratch,
+}
+
+impl Served {
+    fn new(daemon: Daemon, name: &str, port: u16, dir: PathBuf) -> Served {
+        Served {
+            _daemon: daemon,
+            name: name.to_string(),
+            port,
+            dir: Scratch(dir),
+        }
+    }
+
+    fn target(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// A client of it with `flags`, run as NAME-client.
+    fn client(&self, flags: &str) -> Client {
+        Client::new(&format!("{}-client", self.name))
+            .arg(self.target())
+            .flags(flags)
+    }
+}
+
+/// [`Served::client`] with `flags` run against `srv` (None: the server is
+/// not installed, its skip said), which must exit `code`: the server, its
+/// typed result and its output.
+#[track_caller]
+fn run_against(srv: Option<Served>, flags: &str, code: i32) -> Option<(Served, RunResult, String)> {
+    let srv = srv?;
+    let (r, out) = exits(srv.client(flags), code);
+    Some((srv, r, out))
+}
+
+/// Runs `c`, which must exit `code`: its typed result, and its output for
+/// assertion messages.
+#[track_caller]
+fn exits(c: Client, code: i32) -> (RunResult, String) {
+    let ran = c.run();
+    (ran.exits(code).result(), ran.out)
+}
+
+/// [`exits`] for one case of a table: its output headed by the case's
+/// name, the exit code's assertion too.
+#[track_caller]
+fn case_exits(case: &str, c: Client, code: i32) -> (RunResult, String) {
+    let ran = c.run();
+    let out = format!("{case}: {}", ran.out);
+    assert_eq!(ran.code, code, "exit code\n{out}");
+    (ran.result(), out)
+}
+
+/// `throng SUB TARGET FLAGS...` (flags split at whitespace).
+fn throng(sub: &str, target: &str, flags: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.arg(sub).arg(target).args(flags.split_whitespace());
+    cmd
+}
+
+/// [`Served::client`] asking the names of `names` (one a line) from a
+/// file written in its directory.
+fn asking(srv: &Served, names: &str) -> Client {
+    let file = srv.dir.join("names");
+    std::fs::write(&file, names).unwrap();
+    srv.client("--qnames").arg(file.to_str().unwrap())
+}
+
 /// Errors and timeouts: zero when the server answered everything.
 fn failures(r: &RunResult) -> u64 {
     r.errors() + r.q().timed_out
+}
+
+/// More than `more_than` answered, every one with `rcode`, nothing failed
+/// or timed out: the number answered.
+#[track_caller]
+fn all_dns(r: &RunResult, rcode: &str, more_than: u64, out: &str) -> u64 {
+    let answered = r.q().answered;
+    assert!(answered > more_than, "answered {answered}\n{out}");
+    assert_eq!(r.dns().rcodes[rcode], answered, "{rcode}\n{out}");
+    assert_eq!(failures(r), 0, "{out}");
+    answered
+}
+
+/// More than `more_than` answered, every one a 200, nothing failed or
+/// timed out: the number answered.
+#[track_caller]
+fn all_200(r: &RunResult, more_than: u64, out: &str) -> u64 {
+    let answered = r.q().answered;
+    assert!(answered > more_than, "answered {answered}\n{out}");
+    assert_eq!(r.q().http_status["200"], answered, "{out}");
+    assert_eq!(failures(r), 0, "{out}");
+    answered
+}
+
+/// The verdict names `code` on the server's side.
+#[track_caller]
+fn server_side(r: &RunResult, code: Code, out: &str) -> throng::verdict::Verdict {
+    let verdict = r.verdict.clone().expect("a verdict");
+    assert_eq!(verdict.side, Side::Server, "{out}");
+    assert!(verdict.has(code), "{code:?}: {out}");
+    verdict
 }
 
 /// A certificate for 127.0.0.1 and localhost, made here: (cert, key) files.
@@ -75,14 +203,20 @@ fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
     (cert, key)
 }
 
+/// unbound, served on its UDP and TCP `port`.
 struct Unbound {
-    _daemon: Daemon,
+    served: Served,
     /// Its stderr: with `log-queries: yes`, a line per query it received.
     log: Log,
-    port: u16,
     tls_port: u16,
     cert: PathBuf,
-    dir: PathBuf,
+}
+
+impl std::ops::Deref for Unbound {
+    type Target = Served;
+    fn deref(&self) -> &Served {
+        &self.served
+    }
 }
 
 /// unbound on 127.0.0.1, answering www.example.test from local-data (no
@@ -136,12 +270,10 @@ remote-control:
         "start of service",
     );
     Some(Unbound {
-        _daemon: daemon,
+        served: Served::new(daemon, name, port, dir),
         log,
-        port,
         tls_port,
         cert,
-        dir,
     })
 }
 
@@ -150,35 +282,19 @@ fn unbound_answers_over_udp_tcp_and_tls() {
     let Some(u) = unbound("unbound") else {
         return;
     };
-    let plain = format!("127.0.0.1:{}", u.port);
-    let tls = format!("127.0.0.1:{}", u.tls_port);
-    let ca = u.cert.display().to_string();
+    let (plain, tls) = (u.target(), format!("127.0.0.1:{}", u.tls_port));
     for (transport, target) in [("udp", &plain), ("tcp", &plain), ("tls", &tls)] {
-        let mut args = vec![
-            target.as_str(),
-            "--transport",
-            transport,
-            "--qname",
-            "www.example.test",
-            "-c",
-            "4",
-            "-r",
-            "500",
-            "-T",
-            "1s",
-        ];
+        let mut c = Client::new(&format!("unbound-{transport}"))
+            .arg(target)
+            .flags("--transport")
+            .arg(transport)
+            .flags("--qname www.example.test -c 4 -r 500 -T 1s");
         if transport == "tls" {
-            args.extend(["--tls-ca", &ca]);
+            c = c.flags("--tls-ca").arg(u.cert.to_str().unwrap());
         }
-        let (code, out, v, _) = client(&format!("unbound-{transport}"), &args, false);
-        assert_eq!(code, 0, "{transport}: {out}");
-        let r = typed(&v);
-        let answered = r.q().answered;
-        assert!(answered > 300, "{transport}: {out}");
-        assert_eq!(r.dns().rcodes["NOERROR"], answered, "{transport}: {out}");
-        assert_eq!(failures(&r), 0, "{transport}: {out}");
+        let (r, out) = case_exits(transport, c, 0);
+        all_dns(&r, "NOERROR", 300, &out);
     }
-    let _ = std::fs::remove_dir_all(&u.dir);
 }
 
 /// Regression: a dnsperf query file (`NAME TYPE` lines) was read a name a
@@ -200,31 +316,23 @@ fn dnsperf_query_file_sends_each_lines_name_and_type_to_unbound() {
          www.example.test\n",
     )
     .unwrap();
-    let target = format!("127.0.0.1:{}", u.port);
     for (transport, edns) in [("udp", "--edns"), ("tcp", "--dnssec-ok")] {
-        let Ran {
-            code, out, json: v, ..
-        } = Client::new(&format!("unbound-qfile-{transport}"))
-            .arg(&target)
+        let c = Client::new(&format!("unbound-qfile-{transport}"))
+            .arg(u.target())
             .flags("--transport")
             .arg(transport)
             .flags("--qnames")
             .arg(file.to_str().unwrap())
             .flags("--qtype TXT")
             .arg(edns)
-            .flags("-c 3 -r 300 -T 1s")
-            .run();
-        assert_eq!(code, 0, "{transport}: {out}");
-        let r = typed(&v);
-        assert_eq!(failures(&r), 0, "{transport}: {out}");
-        let answered = r.q().answered;
-        assert!(answered > 200, "{transport}: {out}");
+            .flags("-c 3 -r 300 -T 1s");
+        let (r, out) = case_exits(transport, c, 0);
         // All NOERROR: a name with the type glued on is NXDOMAIN here.
-        assert_eq!(r.dns().rcodes["NOERROR"], answered, "{out}");
+        let answered = all_dns(&r, "NOERROR", 200, &out);
         let by_type = &r.dns().rcodes_by_qtype;
         let mut types: Vec<&str> = by_type.keys().map(String::as_str).collect();
         types.sort();
-        assert_eq!(types, ["A", "AAAA", "TXT"], "{transport}: {out}");
+        assert_eq!(types, ["A", "AAAA", "TXT"], "{out}");
         for t in types {
             // Each connection goes round the three lines from the first.
             let got = by_type[t]["NOERROR"];
@@ -234,16 +342,14 @@ fn dnsperf_query_file_sends_each_lines_name_and_type_to_unbound() {
             );
         }
         let query = &r.scenario.traffic.as_ref().unwrap().query;
-        assert!(
-            matches!(
-                query,
-                Query::Dns {
-                    edns: Some(1232),
-                    ..
-                }
-            ),
-            "{out}"
+        let edns = matches!(
+            query,
+            Query::Dns {
+                edns: Some(1232),
+                ..
+            }
         );
+        assert!(edns, "{out}");
     }
     // What unbound received: `info: 127.0.0.1 NAME TYPE IN` per query.
     let log = u.log.lock().unwrap().clone();
@@ -256,7 +362,38 @@ fn dnsperf_query_file_sends_each_lines_name_and_type_to_unbound() {
     }
     let types: Vec<&String> = asked.keys().collect();
     assert_eq!(types, ["A", "AAAA", "TXT"], "{asked:?}");
-    let _ = std::fs::remove_dir_all(&u.dir);
+}
+
+/// `throng compare` against unbound's UDP, TCP and TLS ports with `flags`;
+/// it must exit 0: its output, and its result file (each run's result
+/// read by its schema).
+fn compare(u: &Unbound, flags: &str) -> (String, Value) {
+    let json = u.dir.join("compare.json");
+    let (code, out, err) = output(
+        throng("compare", &u.target(), "--tls-port")
+            .arg(u.tls_port.to_string())
+            .arg("--tls-ca")
+            .arg(&u.cert)
+            .args(["--qname", "www.example.test"])
+            .args(flags.split_whitespace())
+            .arg("--json")
+            .arg(&json),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    (out, common::read_compare(&json))
+}
+
+/// Each run of a compare file, its transport named, with its typed
+/// result; every one answered whole (no errors, no timeouts).
+fn compared(v: &Value, out: &str) -> Vec<(String, RunResult)> {
+    let runs = v["runs"].as_array().unwrap();
+    let mut each = Vec::new();
+    for r in runs {
+        let (name, res) = (r["transport"].to_string(), typed(&r["result"]));
+        assert_eq!(failures(&res), 0, "{name}: {out}");
+        each.push((name, res));
+    }
+    each
 }
 
 #[test]
@@ -264,38 +401,14 @@ fn compare_runs_clean_against_unbound() {
     let Some(u) = unbound("unbound-compare") else {
         return;
     };
-    let json = u.dir.join("compare.json");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "compare",
-        &format!("127.0.0.1:{}", u.port),
-        "--tls-port",
-        &u.tls_port.to_string(),
-        "--tls-ca",
-        u.cert.to_str().unwrap(),
-        "--qname",
-        "www.example.test",
-        "-r",
-        "300",
-        "-T",
-        "1s",
-        "--warmup",
-        "200ms",
-        "-c",
-        "4",
-        "--json",
-        json.to_str().unwrap(),
-    ]));
-    assert_eq!(code, 0, "{out}\n{err}");
-    let v: Value = common::read_compare(&json);
-    let runs = v["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 4, "{out}");
-    for r in runs {
-        let res = typed(&r["result"]);
-        assert!(res.q().answered > 200, "{}: {out}", r["transport"]);
-        assert_eq!(failures(&res), 0, "{}: {out}", r["transport"]);
+    let (out, v) = compare(&u, "-r 300 -T 1s --warmup 200ms -c 4");
+    assert_eq!(v["runs"].as_array().unwrap().len(), 4, "{out}");
+    for (name, res) in compared(&v, &out) {
+        assert!(res.q().answered > 200, "{name}: {out}");
+    }
+    for r in v["runs"].as_array().unwrap() {
         assert_eq!(r["exit_code"], 0, "{out}");
     }
-    let _ = std::fs::remove_dir_all(&u.dir);
 }
 
 /// `compare --queries N` without a rate: N queries one after another per
@@ -305,43 +418,22 @@ fn compare_one_after_another_against_unbound() {
     let Some(u) = unbound("unbound-compare-seq") else {
         return;
     };
-    let json = u.dir.join("compare.json");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "compare",
-        &format!("127.0.0.1:{}", u.port),
-        "--tls-port",
-        &u.tls_port.to_string(),
-        "--tls-ca",
-        u.cert.to_str().unwrap(),
-        "--qname",
-        "www.example.test",
-        "--queries",
-        "200",
-        "--warmup",
-        "0",
-        "--json",
-        json.to_str().unwrap(),
-    ]));
-    assert_eq!(code, 0, "{out}\n{err}");
+    let (out, v) = compare(&u, "--queries 200 --warmup 0");
     let header = out.lines().find(|l| l.starts_with("transport")).unwrap();
     assert!(
         header.contains(" queries/s ") && header.contains(" mean "),
         "{out}"
     );
     assert_eq!(out.matches(" 200/200 ").count(), 4, "{out}");
-    let v: Value = common::read_compare(&json);
-    for r in v["runs"].as_array().unwrap() {
-        let res = typed(&r["result"]);
-        assert_eq!(res.q().answered, 200, "{}: {out}", r["transport"]);
-        assert_eq!(res.dns().rcodes["NOERROR"], 200, "{out}");
-        assert_eq!(failures(&res), 0, "{}: {out}", r["transport"]);
+    for (name, res) in compared(&v, &out) {
+        assert_eq!(res.q().answered, 200, "{name}: {out}");
+        assert_eq!(res.dns().rcodes["NOERROR"], 200, "{name}: {out}");
     }
-    let _ = std::fs::remove_dir_all(&u.dir);
 }
 
 /// nsd on 127.0.0.1 serving example.test (www: an A record), with more
-/// lines for its `server:` section: (daemon, port, its directory).
-fn nsd_with(name: &str, extra: &str) -> Option<(Daemon, u16, PathBuf)> {
+/// lines for its `server:` section.
+fn nsd_with(name: &str, extra: &str) -> Option<Served> {
     let bin = program("nsd", "nsd")?;
     let dir = temp_dir(name);
     let port = free_port();
@@ -385,27 +477,17 @@ zone:
         Command::new(bin).arg("-d").arg("-c").arg(&conf),
         "nsd started",
     );
-    Some((nsd, port, dir))
+    Some(Served::new(nsd, name, port, dir))
 }
 
 #[test]
 fn nsd_answers_its_zone_and_nxdomain_outside_it() {
-    let Some((_nsd, port, dir)) = nsd_with("nsd", "") else {
+    let Some(nsd) = nsd_with("nsd", "") else {
         return;
     };
-    let names = dir.join("names");
-    std::fs::write(&names, "www.example.test\nnope.example.test\n").unwrap();
-    let target = format!("127.0.0.1:{port}");
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("nsd-client")
-        .arg(&target)
-        .flags("--qnames")
-        .arg(names.to_str().unwrap())
-        .flags("-c 2 -r 400 -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let names = "www.example.test\nnope.example.test\n";
+    let c = asking(&nsd, names).flags("-c 2 -r 400 -T 1s");
+    let (r, out) = exits(c, 0);
     let answered = r.q().answered;
     let ok = r.dns().rcodes["NOERROR"];
     let nx = r.dns().rcodes["NXDOMAIN"];
@@ -414,7 +496,6 @@ fn nsd_answers_its_zone_and_nxdomain_outside_it() {
     // Each connection alternates the two names.
     assert!(ok.abs_diff(nx) <= 2, "NOERROR {ok} NXDOMAIN {nx}\n{out}");
     assert_eq!(failures(&r), 0, "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// nsd's response rate limiting (rrl-ratelimit 50/s, slip 2) under 500
@@ -423,18 +504,11 @@ fn nsd_answers_its_zone_and_nxdomain_outside_it() {
 /// limiting, not datagram size: a larger --edns would change nothing.
 #[test]
 fn nsd_rate_limiting_is_named_not_datagram_size() {
-    let Some((_nsd, port, dir)) = nsd_with("nsd-rrl", "  rrl-ratelimit: 50\n  rrl-slip: 2") else {
+    let nsd = nsd_with("nsd-rrl", "  rrl-ratelimit: 50\n  rrl-slip: 2");
+    let flags = "--transport udp --qname www.example.test -c 50 -r 500 -T 2s --timeout 300ms";
+    let Some((_nsd, r, out)) = run_against(nsd, flags, 1) else {
         return;
     };
-    let target = format!("127.0.0.1:{port}");
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("nsd-rrl-client")
-        .arg(&target)
-        .flags("--transport udp --qname www.example.test -c 50 -r 500 -T 2s --timeout 300ms")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
     assert!(r.q().truncated > 0, "{out}");
     assert!(r.q().timed_out > 0, "{out}");
     assert!(out.contains("truncates to slow this client down"), "{out}");
@@ -446,26 +520,20 @@ fn nsd_rate_limiting_is_named_not_datagram_size() {
         "{out}"
     );
     assert!(!out.contains("hint (udp)"), "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `throng limit <args> --json DIR/limit.json`: its exit code, its output
-/// and the file, read by its type.
-fn limit_search(dir: &Path, args: &[&str]) -> (i32, String, throng::outcome::limit::LimitFile) {
+/// `throng limit TARGET FLAGS... --json DIR/limit.json`: its exit code, its
+/// output and the file, read by its type.
+fn limit_search(dir: &Path, target: &str, flags: &str) -> (i32, String, LimitFile) {
     let json = dir.join("limit.json");
-    let (code, out, err) = output(
-        Command::new(BIN)
-            .arg("limit")
-            .args(args)
-            .args(["--json", json.to_str().unwrap()]),
-    );
+    let (code, out, err) = output(throng("limit", target, flags).arg("--json").arg(&json));
     let out = format!("{out}\n{err}");
     assert!(json.exists(), "no limit file: {out}");
     (code, out, common::read_limit(&json))
 }
 
 /// nginx on 127.0.0.1 with keep-alive, `keepalive_requests` as given.
-fn nginx(name: &str, keepalive_requests: u32) -> Option<(Daemon, u16, PathBuf)> {
+fn nginx(name: &str, keepalive_requests: u32) -> Option<Served> {
     nginx_with(
         name,
         &format!("keepalive_requests {keepalive_requests};"),
@@ -477,12 +545,7 @@ fn nginx(name: &str, keepalive_requests: u32) -> Option<(Daemon, u16, PathBuf)> 
 /// nginx on 127.0.0.1: `http`, more lines for its http section (its
 /// defaults otherwise, keepalive_requests 1000 among them); `listen`, more
 /// options for its listen line (`backlog=N`); `nofile`, its fd limit.
-fn nginx_with(
-    name: &str,
-    http: &str,
-    listen: &str,
-    nofile: Option<u32>,
-) -> Option<(Daemon, u16, PathBuf)> {
+fn nginx_with(name: &str, http: &str, listen: &str, nofile: Option<u32>) -> Option<Served> {
     let bin = program("nginx", "nginx-light")?;
     let dir = temp_dir(name);
     let port = free_port();
@@ -518,72 +581,40 @@ http {{
     .unwrap();
     // (`exec`: the shell's pid becomes nginx's, which the test kills.)
     let limit = nofile.map_or(String::new(), |n| format!("ulimit -n {n} && "));
-    let child = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "{limit}exec {} -p {} -c {}",
-            bin.display(),
-            dir.display(),
-            conf.display()
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn nginx");
-    let d = Daemon(child);
+    let line = format!(
+        "{limit}exec {} -p {} -c {}",
+        bin.display(),
+        dir.display(),
+        conf.display()
+    );
+    let d = spawn(Command::new("sh").arg("-c").arg(line), Stdio::null());
     wait_listening(port);
-    Some((d, port, dir))
+    Some(Served::new(d, name, port, dir))
 }
 
 #[test]
 fn nginx_keep_alive_at_a_fixed_rate() {
-    let Some((_nginx, port, dir)) = nginx("nginx", 1000) else {
+    let flags = "--proto http -c 10 -r 500 -T 1s";
+    let Some((_nginx, r, out)) = run_against(nginx("nginx", 1000), flags, 0) else {
         return;
     };
-    let target = format!("127.0.0.1:{port}");
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("nginx-client")
-        .arg(&target)
-        .flags("--proto http -c 10 -r 500 -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
-    let answered = r.q().answered;
-    assert!(answered > 300, "{out}");
-    assert_eq!(r.q().http_status["200"], answered, "{out}");
-    assert_eq!(failures(&r), 0, "{out}");
+    all_200(&r, 300, &out);
     assert_eq!(r.connections.established, 10, "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn nginx_closing_after_keepalive_requests_is_a_peer_close_not_a_failure() {
-    let Some((_nginx, port, dir)) = nginx("nginx-closes", 5) else {
+    let flags = "--proto http -c 10 --reconnect -r 400 -T 1s";
+    let Some((_nginx, r, out)) = run_against(nginx("nginx-closes", 5), flags, 0) else {
         return;
     };
-    let target = format!("127.0.0.1:{port}");
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("nginx-closes-client")
-        .arg(&target)
-        .flags("--proto http -c 10 --reconnect -r 400 -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
-    let answered = r.q().answered;
-    assert!(answered > 250, "{out}");
-    assert_eq!(r.q().http_status["200"], answered, "{out}");
+    let answered = all_200(&r, 250, &out);
     let peer_closed = r.connections.peer_closed;
     // Five requests a connection: every closed one answered five, the ten
     // open at the end fewer.
     assert!(peer_closed * 5 <= answered, "{out}");
     assert!(peer_closed * 5 + 10 * 4 >= answered, "{out}");
-    let failed = r.failed_total();
-    assert_eq!(failed, 0, "{out}");
-    assert_eq!(failures(&r), 0, "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(r.failed_total(), 0, "{out}");
 }
 
 /// A rate search over more connections than nginx's worker_connections
@@ -596,22 +627,11 @@ fn nginx_closing_after_keepalive_requests_is_a_peer_close_not_a_failure() {
 /// connections that stayed, nor a rate limit.
 #[test]
 fn a_rate_search_over_more_connections_than_nginx_holds_names_what_it_holds() {
-    let Some((_nginx, port, dir)) = nginx("nginx-held", 1000) else {
+    let Some(ngx) = nginx("nginx-held", 1000) else {
         return;
     };
-    let target = format!("127.0.0.1:{port}");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "limit",
-        &target,
-        "--find",
-        "rate",
-        "--proto",
-        "http",
-        "-c",
-        "1200",
-        "--step-time",
-        "1s",
-    ]));
+    let flags = "--find rate --proto http -c 1200 --step-time 1s";
+    let (code, out, err) = output(&mut throng("limit", &ngx.target(), flags));
     assert_eq!(code, 2, "{out}{err}");
     let held = common::count_after(&err, "the server kept ")
         .or_else(|| common::count_after(&err, "the server held about "))
@@ -620,7 +640,6 @@ fn a_rate_search_over_more_connections_than_nginx_holds_names_what_it_holds() {
     assert!((800..=1023).contains(&held), "{out}{err}");
     assert!(err.contains(&format!("-c {held}")), "{out}{err}");
     assert!(!out.contains("\nlimit "), "{out}{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The verification probe speaks the run's protocol: nginx answers an HTTP
@@ -629,40 +648,19 @@ fn a_rate_search_over_more_connections_than_nginx_holds_names_what_it_holds() {
 /// accept.
 #[test]
 fn nginx_verifies_an_http_probe_and_rejects_a_dns_one() {
-    let Some((_nginx, port, dir)) = nginx("nginx-probe", 1000) else {
+    let Some(ngx) = nginx("nginx-probe", 1000) else {
         return;
     };
-    let target = format!("127.0.0.1:{port}");
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("nginx-probe-http")
-        .arg(&target)
-        .flags("--proto http -c 50 -T 0s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let probe = |name: &str, flags: &str| Client::new(name).arg(ngx.target()).flags(flags);
+    let (r, out) = exits(probe("nginx-probe-http", "--proto http -c 50 -T 0s"), 0);
     assert_eq!(r.connections.verified, 50, "{out}");
-    let failed = r.failed_total();
-    assert_eq!(failed, 0, "{out}");
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("nginx-probe-dns")
-        .arg(&target)
-        .flags("-c 50 -T 0s")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+    assert_eq!(r.failed_total(), 0, "{out}");
+    let (r, out) = exits(probe("nginx-probe-dns", "-c 50 -T 0s"), 1);
     assert_eq!(r.connections.probe_rejected, 50, "{out}");
     assert_eq!(r.connections.failed["rejected"], 50, "{out}");
     assert_eq!(r.connections.failed["closed_by_peer"], 0, "{out}");
-    assert!(
-        r.connections
-            .probe_reply
-            .as_deref()
-            .unwrap()
-            .contains("400 Bad Request"),
-        "{out}"
-    );
+    let reply = r.connections.probe_reply.as_deref().unwrap();
+    assert!(reply.contains("400 Bad Request"), "{out}");
     assert!(out.contains("the server rejected the probe"), "{out}");
     assert!(out.contains("hint (rejected)"), "{out}");
     assert!(
@@ -670,7 +668,6 @@ fn nginx_verifies_an_http_probe_and_rejects_a_dns_one() {
             .any(|l| l.contains("hint (") && l.contains("accept queue")),
         "{out}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The latency p50 wrk prints (`50%  238.00us`), in µs.
@@ -697,21 +694,13 @@ fn wrk_p50_us(out: &str) -> f64 {
 /// response time is connections / rate, and p50 is wrk's.
 #[test]
 fn nginx_closed_loop_keeps_its_concurrency_across_keepalive_closes() {
-    let Some((_nginx, port, dir)) = nginx_with("nginx-closed", "", "", None) else {
+    let Some(ngx) = nginx_with("nginx-closed", "", "", None) else {
         return;
     };
-    let target = format!("127.0.0.1:{port}");
+    let target = ngx.target();
     let conns = 16;
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("nginx-closed-client")
-        .arg(&target)
-        .flags("--proto http --closed-loop -c")
-        .arg(conns.to_string())
-        .flags("-T 3s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let c = ngx.client(&format!("--proto http --closed-loop -c {conns} -T 3s"));
+    let (r, out) = exits(c, 0);
     let answered = r.q().answered;
     // 16 connections of 1,000 requests each would be 16,000: replaced,
     // they go on.
@@ -736,14 +725,12 @@ fn nginx_closed_loop_keeps_its_concurrency_across_keepalive_closes() {
     // with the release build, as users run it; bench/nginx-closed-loop.sh
     // records it.)
     if let Some(wrk) = program("wrk", "wrk").filter(|_| !cfg!(debug_assertions)) {
-        let (wcode, wout, werr) = output(Command::new(wrk).args([
-            "-t2",
-            "-c",
-            &conns.to_string(),
-            "-d3s",
-            "--latency",
-            &format!("http://{target}/"),
-        ]));
+        let url = format!("http://{target}/");
+        let (wcode, wout, werr) = output(
+            Command::new(wrk)
+                .args(["-t2", "-c", &conns.to_string(), "-d3s", "--latency"])
+                .arg(url),
+        );
         assert_eq!(wcode, 0, "{wout}{werr}");
         let ours = r.lat().response_time_us.p50 as f64;
         let theirs = wrk_p50_us(&wout);
@@ -754,18 +741,17 @@ fn nginx_closed_loop_keeps_its_concurrency_across_keepalive_closes() {
     }
     // --no-reconnect: the concurrency falls with each close, said in the
     // summary.
-    let Ran { out, json: v, .. } = Client::new("nginx-closed-noreconnect")
+    let ran = Client::new("nginx-closed-noreconnect")
         .arg(&target)
         .flags("--proto http --closed-loop -c 4 -T 2s --no-reconnect")
         .run();
-    let r = typed(&v);
+    let (r, out) = (ran.result(), ran.out);
     assert_eq!(r.q().answered, 4000, "{out}");
     assert_eq!(r.connections.peer_closed, 4, "{out}");
     assert!(
         out.contains("not replaced (--no-reconnect): 0 of 4 open"),
         "{out}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// An open loop at a fixed rate over connections nginx closes: the
@@ -774,38 +760,20 @@ fn nginx_closed_loop_keeps_its_concurrency_across_keepalive_closes() {
 /// the queries sent, 12,800 of 20,000 asked).
 #[test]
 fn nginx_open_loop_keeps_its_rate_across_keepalive_closes() {
-    let Some((_nginx, port, dir)) = nginx("nginx-open", 100) else {
+    let Some(ngx) = nginx("nginx-open", 100) else {
         return;
     };
-    let target = format!("127.0.0.1:{port}");
-    let args = [
-        target.as_str(),
-        "--proto",
-        "http",
-        "-c",
-        "4",
-        "-r",
-        "1000",
-        "-T",
-        "2s",
-    ];
-    let (code, out, v, _) = client("nginx-open-client", &args, false);
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let c = ngx.client("--proto http -c 4 -r 1000 -T 2s");
+    let (r, out) = exits(c.clone(), 0);
     let due = r.q().due;
     assert!(due >= 1900, "{out}");
     assert!(r.q().answered * 100 >= due * 99, "{out}");
     assert!(r.connections.peer_closed >= 15, "{out}");
-    let mut without = args.to_vec();
-    without.push("--no-reconnect");
-    let (code, out, v, _) = client("nginx-open-noreconnect", &without, false);
-    assert_eq!(code, 1, "{out}");
+    let (r, out) = exits(c.flags("--no-reconnect"), 1);
     // 4 connections of 100 requests: the rest had no connection.
-    let r = typed(&v);
     assert_eq!(r.q().answered, 400, "{out}");
     assert!(r.q().errors["no_connection"] >= 1400, "{out}");
     assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// nginx out of fds (accept4: EMFILE) with a backlog that holds the rest:
@@ -814,18 +782,10 @@ fn nginx_open_loop_keeps_its_rate_across_keepalive_closes() {
 /// (its fds against its limit), not a full queue to raise.
 #[test]
 fn nginx_out_of_fds_fails_and_is_named_from_its_process() {
-    let Some((_nginx, port, dir)) = nginx_with("nginx-fds", "", "backlog=2048", Some(100)) else {
+    let nginx = nginx_with("nginx-fds", "", "backlog=2048", Some(100));
+    let Some((_nginx, r, out)) = run_against(nginx, "--proto http -c 400 -T 2s", 1) else {
         return;
     };
-    let target = format!("127.0.0.1:{port}");
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("nginx-fds-client")
-        .arg(&target)
-        .flags("--proto http -c 400 -T 2s")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
     assert_eq!(r.connections.established, 400, "{out}");
     // Where verification stopped growing while establishment went on.
     assert!(out.contains("verified      stopped at "), "{out}");
@@ -841,7 +801,6 @@ fn nginx_out_of_fds_fails_and_is_named_from_its_process() {
     assert!(!out.contains("raise its listen backlog"), "{out}");
     assert!(!out.contains("did not take the connections"), "{out}");
     assert!(out.contains("FAIL  connections.unverified==0"), "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// unbound closes idle TCP connections after its tcp-idle-timeout: a close
@@ -853,14 +812,8 @@ fn unbound_idle_closes_are_one_thing() {
     let Some(u) = unbound_with("unbound-idle", "  tcp-idle-timeout: 300") else {
         return;
     };
-    let target = format!("127.0.0.1:{}", u.port);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("unbound-idle-client")
-        .arg(&target)
-        .flags("--qname www.example.test -c 50 -r 20 -T 2s")
-        .run();
-    let r = typed(&v);
+    let ran = u.client("--qname www.example.test -c 50 -r 20 -T 2s").run();
+    let (r, out) = (ran.result(), &ran.out);
     assert!(r.connections.peer_closed >= 50, "{out}");
     // A query sent just as unbound's timer closed its connection crosses
     // the close (a reset, or the close read with that query in flight, as
@@ -869,8 +822,7 @@ fn unbound_idle_closes_are_one_thing() {
     let failed = r.failed_total();
     assert_eq!(failed, r.q().errors["conn_lost"], "{out}");
     assert!(failed <= 2, "{out}");
-    assert!(code == 0 || failed > 0, "{out}");
-    let _ = std::fs::remove_dir_all(&u.dir);
+    assert!(ran.code == 0 || failed > 0, "{out}");
 }
 
 /// unbound refusing this client (access-control refuse): every answer was
@@ -881,21 +833,8 @@ fn unbound_refusing_every_query_fails_and_says_why() {
     let Some(u) = unbound_with("unbound-refuse", "  access-control: 127.0.0.1/32 refuse") else {
         return;
     };
-    let target = format!("127.0.0.1:{}", u.port);
-    let args = [
-        target.as_str(),
-        "--qname",
-        "www.example.test",
-        "-c",
-        "4",
-        "-r",
-        "200",
-        "-T",
-        "1s",
-    ];
-    let (code, out, v, _) = client("unbound-refuse-client", &args, false);
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+    let c = u.client("--qname www.example.test -c 4 -r 200 -T 1s");
+    let (r, out) = exits(c.clone(), 1);
     let answered = r.q().answered;
     assert!(answered >= 150, "{out}");
     assert_eq!(r.q().failed_answers["REFUSED"], answered, "{out}");
@@ -903,48 +842,28 @@ fn unbound_refusing_every_query_fails_and_says_why() {
     assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
     assert!(out.contains("the server refuses this client"), "{out}");
     // A server meant to refuse: --ok-rcodes says so.
-    let mut refusing = args.to_vec();
-    refusing.extend(["--ok-rcodes", "REFUSED"]);
-    let (code, out, _, _) = client("unbound-refuse-ok", &refusing, false);
-    assert_eq!(code, 0, "{out}");
-    let _ = std::fs::remove_dir_all(&u.dir);
+    exits(c.flags("--ok-rcodes REFUSED"), 0);
 }
 
 /// nginx answering 503: every response a 503 passed. A 5xx is an answer
 /// that failed; --ok-status widens what succeeds.
 #[test]
 fn nginx_503_answers_fail_the_run() {
-    let Some((_nginx, port, dir)) = nginx("nginx-503", 1000) else {
+    let Some(ngx) = nginx("nginx-503", 1000) else {
         return;
     };
-    let target = format!("127.0.0.1:{port}");
-    let request = format!("GET /busy HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\n\\r\\n");
-    let args = [
-        target.as_str(),
-        "--proto",
-        "http",
-        "--http-request",
-        request.as_str(),
-        "-c",
-        "4",
-        "-r",
-        "200",
-        "-T",
-        "1s",
-    ];
-    let (code, out, v, _) = client("nginx-503-client", &args, false);
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+    let request = format!("GET /busy HTTP/1.1\\r\\nHost: {}\\r\\n\\r\\n", ngx.target());
+    let c = ngx
+        .client("--proto http --http-request")
+        .arg(request)
+        .flags("-c 4 -r 200 -T 1s");
+    let (r, out) = exits(c.clone(), 1);
     let answered = r.q().answered;
     assert!(answered >= 150, "{out}");
     assert_eq!(r.q().http_status["503"], answered, "{out}");
     assert_eq!(r.q().failed_answers["http_503"], answered, "{out}");
     assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
-    let mut busy_ok = args.to_vec();
-    busy_ok.extend(["--ok-status", "503"]);
-    let (code, out, _, _) = client("nginx-503-ok", &busy_ok, false);
-    assert_eq!(code, 0, "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
+    exits(c.flags("--ok-status 503"), 0);
 }
 
 /// nginx rate-limiting every client together (`limit_req`, 500 r/s with
@@ -957,9 +876,9 @@ fn a_rate_search_finds_nginxs_limit_req_and_names_its_503s() {
     // limit_req runs after the rewrite phase, where `return` answers: the
     // limited server serves a file instead, on a port of its own.
     let port = free_port();
-    let root = temp_dir("nginx-limit-req-root");
+    let root = Scratch(temp_dir("nginx-limit-req-root"));
     std::fs::write(root.join("index.html"), "ok\n").unwrap();
-    let Some((_nginx, _, dir)) = nginx_with(
+    let Some(ngx) = nginx_with(
         "nginx-limit-req",
         &format!(
             "limit_req_zone $binary_remote_addr zone=all:1m rate=500r/s;
@@ -976,22 +895,9 @@ fn a_rate_search_finds_nginxs_limit_req_and_names_its_503s() {
     };
     wait_listening(port);
     let (code, out, v) = limit_search(
-        &dir,
-        &[
-            &format!("127.0.0.1:{port}"),
-            "--find",
-            "rate",
-            "--proto",
-            "http",
-            "-c",
-            "20",
-            "-r",
-            "200",
-            "--step-time",
-            "1s",
-            "--precision",
-            "10%",
-        ],
+        &ngx.dir,
+        &format!("127.0.0.1:{port}"),
+        "--find rate --proto http -c 20 -r 200 --step-time 1s --precision 10%",
     );
     assert_eq!(code, 0, "{out}");
     let l = &v.limit;
@@ -999,19 +905,17 @@ fn a_rate_search_finds_nginxs_limit_req_and_names_its_503s() {
     assert!((350.0..=650.0).contains(&value), "found {value}/s: {out}");
     assert!(l.upper.is_some(), "{out}");
     assert!(!l.client_limited, "{out}");
-    assert_eq!(l.cause, Some(throng::verdict::Code::ErrorAnswers), "{out}");
-    assert_eq!(l.side, Some(throng::verdict::Side::Server), "{out}");
+    assert_eq!(l.cause, Some(Code::ErrorAnswers), "{out}");
+    assert_eq!(l.side, Some(Side::Server), "{out}");
     // Every failing step's verdict says so, held or fresh.
     for s in v.steps.iter().filter(|s| !s.pass) {
         let verdict = s.result.as_ref().and_then(|r| r.verdict()).unwrap();
         assert!(
-            verdict.has(throng::verdict::Code::ErrorAnswers),
+            verdict.has(Code::ErrorAnswers),
             "step at {}: {verdict:?}: {out}",
             s.load
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// unbound's own count of the queries it received (its statistics line,
@@ -1063,27 +967,13 @@ fn resperf_and_throng_count_what_unbound_counts() {
     let data = u.dir.join("q.txt");
     std::fs::write(&data, "www.example.test A\n").unwrap();
     // A 2 s ramp to 1,000 qps, then 1 s at it, on 4 sockets.
-    let (code, out, err) = output(Command::new(&resperf).args([
-        "-s",
-        "127.0.0.1",
-        "-p",
-        &u.port.to_string(),
-        "-d",
-        data.to_str().unwrap(),
-        "-R",
-        "-C",
-        "4",
-        "-m",
-        "1000",
-        "-r",
-        "2",
-        "-c",
-        "1",
-        "-t",
-        "2",
-        "-P",
-        u.dir.join("resperf.gnuplot").to_str().unwrap(),
-    ]));
+    let (code, out, err) = output(
+        Command::new(&resperf)
+            .args(["-s", "127.0.0.1", "-p", &u.port.to_string(), "-d"])
+            .arg(&data)
+            .args("-R -C 4 -m 1000 -r 2 -c 1 -t 2 -P".split(' '))
+            .arg(u.dir.join("resperf.gnuplot")),
+    );
     assert_eq!(code, 0, "{out}{err}");
     let field = |name: &str| -> u64 {
         out.lines()
@@ -1100,18 +990,8 @@ fn resperf_and_throng_count_what_unbound_counts() {
         "resperf's count: {out}"
     );
     // throng at the same rate, after it.
-    let names = u.dir.join("names");
-    std::fs::write(&names, "www.example.test\n").unwrap();
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("resperf-counts-throng")
-        .arg(format!("127.0.0.1:{}", u.port))
-        .flags("--transport udp --qnames")
-        .arg(names.to_str().unwrap())
-        .flags("-c 4 -r 1000 -T 2s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let c = asking(&u, "www.example.test\n").flags("--transport udp -c 4 -r 1000 -T 2s");
+    let (r, out) = exits(c, 0);
     let ours = r.q().sent;
     assert!(ours > 1500, "{out}");
     assert_eq!(r.q().answered, ours, "{out}");
@@ -1120,51 +1000,32 @@ fn resperf_and_throng_count_what_unbound_counts() {
         sent + ours,
         "throng's count after resperf's {sent}: {out}"
     );
-    let _ = std::fs::remove_dir_all(&u.dir);
 }
 
 /// A server with a connection cap that accepts past it, writes an error
-/// and closes: redis-server with `maxclients`, memcached with `-c`. Those
-/// connections are refused (failed.rejected, exactly the server's own
-/// rejected_connections), the error's words are shown, the verdict is
-/// `refused` on the server's side, and the client does not storm the
-/// full server with replacements (they back off: attempts stay under
-/// twice the connections asked; without backoff, 75,439 in 3 s).
+/// and closes: redis-server with `maxclients`, memcached with `-c`, each
+/// listening on `port` already. Those connections are refused
+/// (failed.rejected, exactly the server's own rejected_connections), the
+/// error's words are shown, the verdict is `refused` on the server's side,
+/// and the client does not storm the full server with replacements (they
+/// back off: attempts stay under twice the connections asked; without
+/// backoff, 75,439 in 3 s).
 fn refused_past_a_cap(
     name: &str,
-    server: &mut Command,
     port: u16,
     cap: u64,
-    query: (&str, &str),
+    (message, marker): (&str, &str),
     said: &str,
     stats: &dyn Fn() -> u64,
 ) {
-    let _d = Daemon(
-        server
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn the server"),
-    );
-    wait_listening(port);
-    let target = format!("127.0.0.1:{port}");
     let asked = 2 * cap;
-    let c = asked.to_string();
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new(name)
-        .arg(&target)
-        .flags("--proto raw --message")
-        .arg(query.0)
-        .flags("--marker")
-        .arg(query.1)
-        .flags("-c")
-        .arg(&c)
-        .flags("-r 500 -T 2s")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+    let c = Client::new(name)
+        .arg(format!("127.0.0.1:{port}"))
+        .flags(&format!(
+            "--proto raw --message {message} --marker {marker}"
+        ))
+        .flags(&format!("-c {asked} -r 500 -T 2s"));
+    let (r, out) = exits(c, 1);
     let rejected = r.connections.failed["rejected"];
     assert_eq!(rejected, stats(), "{out}");
     // Past the cap, less what the server keeps of it for itself (its
@@ -1177,9 +1038,7 @@ fn refused_past_a_cap(
     let reply = r.connections.probe_reply.clone().unwrap_or_default();
     assert!(reply.contains(said), "{reply}: {out}");
     assert!(out.contains(said), "{out}");
-    let verdict = r.verdict.expect("a verdict");
-    assert_eq!(verdict.side, throng::verdict::Side::Server, "{out}");
-    assert!(verdict.has(throng::verdict::Code::Refused), "{out}");
+    server_side(&r, Code::Refused, &out);
 }
 
 /// The number right after `words` in a server's stats text.
@@ -1192,39 +1051,31 @@ fn digits_after(text: &str, words: &str) -> u64 {
     n.parse().unwrap()
 }
 
+/// redis-server's own count of the connections it refused (`INFO stats`).
+fn redis_rejected(cli: &Path, port: u16) -> u64 {
+    let (_, info, _) = output(Command::new(cli).args(["-p", &port.to_string(), "info", "stats"]));
+    digits_after(&info, "rejected_connections:")
+}
+
+/// redis-server on 127.0.0.1 with `maxclients` as given (as
+/// [`common::redis_server`]).
+fn redis_capped(maxclients: u32) -> Option<(Daemon, PathBuf, u16)> {
+    let max = maxclients.to_string();
+    common::redis_server(&["--bind", "127.0.0.1", "--maxclients", &max])
+}
+
 #[test]
 fn redis_past_maxclients_refuses_and_is_not_stormed() {
-    let (Some(redis), Some(cli)) = (
-        program("redis-server", "redis-server"),
-        program("redis-cli", "redis-tools"),
-    ) else {
+    let Some((_d, cli, port)) = redis_capped(300) else {
         return;
-    };
-    let port = free_port();
-    let p = port.to_string();
-    let stats = || {
-        let (_, out, _) = output(Command::new(&cli).args(["-p", &p, "info", "stats"]));
-        digits_after(&out, "rejected_connections:")
     };
     refused_past_a_cap(
         "redis-maxclients",
-        Command::new(&redis).args([
-            "--port",
-            &p,
-            "--bind",
-            "127.0.0.1",
-            "--maxclients",
-            "300",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ]),
         port,
         300,
         ("PING\\r\\n", "+PONG"),
         "-ERR max number of clients reached",
-        &stats,
+        &|| redis_rejected(&cli, port),
     );
 }
 
@@ -1239,26 +1090,17 @@ fn redis_protected_mode_refuses_a_source_not_at_a_cap() {
     let Some((_d, cli, port)) = common::redis_server(&[]) else {
         return;
     };
-    let p = port.to_string();
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("redis-protected")
+    let c = Client::new("redis-protected")
         .arg(format!("127.0.0.1:{port}"))
-        .flags("--proto raw --message")
-        .arg("PING\\r\\n")
-        .flags("--marker +PONG -c 40 --source-ip 127.0.0.1 --source-ip 127.0.0.2 -T 1s")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+        .flags("--proto raw --message PING\\r\\n --marker +PONG -c 40")
+        .flags("--source-ip 127.0.0.1 --source-ip 127.0.0.2 -T 1s");
+    let (r, out) = exits(c, 1);
     assert_eq!(r.connections.sources_refused, ["127.0.0.2"], "{out}");
     assert_eq!(r.connections.failed["rejected"], 20, "{out}");
     // Redis counts them as its rejections, too.
-    let (_, info, _) = output(Command::new(&cli).args(["-p", &p, "info", "stats"]));
-    assert_eq!(digits_after(&info, "rejected_connections:"), 20, "{info}");
-    let verdict = r.verdict.expect("a verdict");
-    assert_eq!(verdict.side, throng::verdict::Side::Server, "{out}");
-    assert!(verdict.has(throng::verdict::Code::SourceRefused), "{out}");
-    assert!(!verdict.has(throng::verdict::Code::Refused), "{out}");
+    assert_eq!(redis_rejected(&cli, port), 20, "{out}");
+    let verdict = server_side(&r, Code::SourceRefused, &out);
+    assert!(!verdict.has(Code::Refused), "{out}");
 }
 
 /// A connections search on redis-server with maxclients 300 finds it
@@ -1267,40 +1109,22 @@ fn redis_protected_mode_refuses_a_source_not_at_a_cap() {
 /// held step replaced every refusal at once, 188,042 of them).
 #[test]
 fn a_connections_search_finds_redis_maxclients_and_names_the_refusal() {
-    let Some((_d, cli, port)) =
-        common::redis_server(&["--bind", "127.0.0.1", "--maxclients", "300"])
-    else {
+    let Some((_d, cli, port)) = redis_capped(300) else {
         return;
     };
-    let p = port.to_string();
-    let dir = temp_dir("redis-limit");
+    let dir = Scratch(temp_dir("redis-limit"));
     let (code, out, v) = limit_search(
         &dir,
-        &[
-            &format!("127.0.0.1:{port}"),
-            "--find",
-            "connections",
-            "--proto",
-            "raw",
-            "--message",
-            "PING\\r\\n",
-            "--marker",
-            "+PONG",
-            "-c",
-            "100",
-            "--step-time",
-            "1s",
-        ],
+        &format!("127.0.0.1:{port}"),
+        "--find connections --proto raw --message PING\\r\\n --marker +PONG -c 100 --step-time 1s",
     );
     assert_eq!(code, 0, "{out}");
     let lower = v.limit.lower.unwrap_or_else(|| panic!("{out}"));
     assert!((270.0..=300.0).contains(&lower), "{out}");
-    assert_eq!(v.limit.cause, Some(throng::verdict::Code::Refused), "{out}");
-    assert_eq!(v.limit.side, Some(throng::verdict::Side::Server), "{out}");
-    let (_, info, _) = output(Command::new(&cli).args(["-p", &p, "info", "stats"]));
-    let rejected = digits_after(&info, "rejected_connections:");
+    assert_eq!(v.limit.cause, Some(Code::Refused), "{out}");
+    assert_eq!(v.limit.side, Some(Side::Server), "{out}");
+    let rejected = redis_rejected(&cli, port);
     assert!(rejected < 2_000, "{rejected} refused: a storm: {out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -1309,7 +1133,13 @@ fn memcached_past_its_connection_limit_refuses_and_is_not_stormed() {
         return;
     };
     let port = free_port();
-    let p = port.to_string();
+    let _d = spawn(
+        Command::new(&memcached)
+            .args(["-l", "127.0.0.1", "-p", &port.to_string()])
+            .args("-U 0 -c 200 -u root".split(' ')),
+        Stdio::null(),
+    );
+    wait_listening(port);
     let stats = || {
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         std::io::Write::write_all(&mut s, b"stats\r\n").unwrap();
@@ -1320,18 +1150,6 @@ fn memcached_past_its_connection_limit_refuses_and_is_not_stormed() {
     };
     refused_past_a_cap(
         "memcached-limit",
-        Command::new(&memcached).args([
-            "-l",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-U",
-            "0",
-            "-c",
-            "200",
-            "-u",
-            "root",
-        ]),
         port,
         200,
         ("version\\r\\n", "VERSION"),
@@ -1353,33 +1171,17 @@ fn a_connections_search_finds_unbounds_stock_tcp_slots() {
     };
     let (code, out, v) = limit_search(
         &u.dir,
-        &[
-            &format!("127.0.0.1:{}", u.port),
-            "--find",
-            "connections",
-            "--transport",
-            "tcp",
-            "--proto",
-            "dns",
-            "--qname",
-            "www.example.test",
-            "-c",
-            "5",
-            "--interval",
-            "100ms",
-            "--step-time",
-            "2s",
-        ],
+        &u.target(),
+        "--find connections --transport tcp --proto dns --qname www.example.test \
+         -c 5 --interval 100ms --step-time 2s",
     );
     assert_eq!(code, 0, "{out}");
     let lower = v.limit.lower.unwrap_or_else(|| panic!("{out}"));
     assert!((9.0..=10.0).contains(&lower), "{out}");
-    assert_eq!(v.limit.side, Some(throng::verdict::Side::Server), "{out}");
-    use throng::verdict::Code;
+    assert_eq!(v.limit.side, Some(Side::Server), "{out}");
     assert!(
         matches!(v.limit.cause, Some(Code::ClosedByServer | Code::SlotsFull)),
         "{:?}: {out}",
         v.limit.cause
     );
-    let _ = std::fs::remove_dir_all(&u.dir);
 }
