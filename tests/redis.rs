@@ -10,8 +10,8 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{output, redis_server, typed, Parts, BIN};
-use common::{Client, Ran};
+use common::{all_answered, Client};
+use common::{output, redis_server, Parts, BIN};
 
 /// `field=` of `cmdstat_<command>` in redis-cli's `INFO commandstats`.
 fn cmdstat(cli: &Path, port: u16, command: &str, field: &str) -> u64 {
@@ -35,37 +35,35 @@ fn redis_cli(cli: &Path, port: u16, args: &[&str]) -> String {
     out
 }
 
+/// `throng client --proto redis` of the redis-server on `port`, run as
+/// `name`.
+fn redis_client(name: &str, port: u16) -> Client {
+    Client::new(name)
+        .arg(format!("127.0.0.1:{port}"))
+        .flags("--proto redis")
+}
+
 #[test]
 fn every_reply_type_counted_as_redis_counts_its_commands() {
     let Some((_d, cli, port)) = redis_server(&[]) else {
         return;
     };
     redis_cli(&cli, port, &["SET", "str", "value"]);
-    let target = format!("127.0.0.1:{port}");
-    // One command per reply type, a WRONGTYPE error among them; four
-    // connections, eight queries in flight on each.
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("redis-types")
-        .arg(&target)
-        .flags("--proto redis --redis-command")
-        .arg("GET str")
-        .flags("--redis-command")
-        .arg("LPUSH str x")
-        .flags("--redis-command")
-        .arg("INCR counter:__rand_int__")
-        .flags("--redis-command")
-        .arg("GET absent:__rand_int__")
-        .flags("--redis-command PING --redis-command")
-        .arg("MGET str absent")
+    // One command per reply type (`|` between them), a WRONGTYPE error
+    // among them; four connections, eight queries in flight on each.
+    let commands = concat!(
+        "GET str|LPUSH str x|INCR counter:__rand_int__|",
+        "GET absent:__rand_int__|PING|MGET str absent"
+    );
+    let ran = redis_client("redis-types", port)
+        .args(commands.split('|').flat_map(|c| ["--redis-command", c]))
         .flags("--redis-keys 50 -c 4 --window 8 --closed-loop -T 1s")
         .run();
-    let r = typed(&v);
+    let (r, out) = (ran.result(), &ran.out);
     let q = r.q();
     let replies = |k: &str| q.redis_replies.get(k).copied().unwrap_or(0);
     let stat = |c: &str| cmdstat(&cli, port, c, "calls");
-    assert!(q.answered > 1000, "{out}");
-    assert_eq!(q.sent, q.answered, "{out}");
+    all_answered(&r, 1001, out);
     assert_eq!(q.timed_out + r.errors(), 0, "{out}");
     assert_eq!(replies("integer"), stat("incr"), "{out}");
     assert_eq!(replies("simple_string"), stat("ping"), "{out}");
@@ -96,7 +94,7 @@ fn every_reply_type_counted_as_redis_counts_its_commands() {
         "{keys}"
     );
     // A sixth of the answers said failure: the server's answers judged.
-    assert_eq!(code, 1, "{out}");
+    ran.exits(1);
     let verdict = r.verdict.expect("a verdict");
     assert!(verdict.has(throng::verdict::Code::ErrorAnswers), "{out}");
     assert!(out.contains("redis_WRONGTYPE"), "{out}");
@@ -108,15 +106,10 @@ fn a_redis_past_maxclients_refuses_in_its_own_words() {
     else {
         return;
     };
-    let target = format!("127.0.0.1:{port}");
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("redis-maxclients")
-        .arg(&target)
-        .flags("--proto redis -c 200 -r 500 -T 2s")
+    let ran = redis_client("redis-maxclients", port)
+        .flags("-c 200 -r 500 -T 2s")
         .run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+    let (r, out) = (ran.exits(1).result(), ran.out);
     let (_, stats, _) = output(Command::new(&cli).args(["-p", &port.to_string(), "info", "stats"]));
     let refused: u64 = stats
         .lines()
