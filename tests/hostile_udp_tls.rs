@@ -13,16 +13,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread;
 
-use common::{peer, typed, Parts};
-use common::{Client, Ran};
-use serde_json::Value;
+use common::{all_answered, peer, Client, Parts, RunResult};
+
+/// Two connections, a query every 100 ms on each for a second, each
+/// timed out after 300 ms.
+const PACED: &str = "-c 2 --interval 100ms -T 1s --timeout 300ms";
+
+/// `throng client ADDR <flags>`, which must exit `code` within `secs`
+/// seconds: its typed result, and its output (behind `name`).
+#[track_caller]
+fn ends(name: &str, addr: SocketAddr, flags: &str, code: i32, secs: f64) -> (RunResult, String) {
+    let ran = Client::new(name).arg(addr.to_string()).flags(flags).run();
+    assert!(ran.secs < secs, "{name}: {} s\n{}", ran.secs, ran.out);
+    (ran.exits(code).result(), format!("{name}: {}", ran.out))
+}
 
 /// `connections.tls_error`: the first TLS error, in words.
-fn tls_error(v: &Value) -> String {
-    typed(v)
-        .connections
-        .tls_error
-        .unwrap_or_else(|| panic!("connections.tls_error: {v}"))
+fn tls_error(r: &RunResult) -> String {
+    let e = r.connections.tls_error.clone();
+    e.unwrap_or_else(|| panic!("connections.tls_error: {r:?}"))
 }
 
 /// The answer to a DNS query (no TCP length): the query with QR set
@@ -81,8 +90,8 @@ fn udp_peer(
 /// Over UDP, `cut_every` answer has TC=1 (2: every other one, 1: all):
 /// all are answered (the server did answer), and those are counted apart
 /// in `queries.truncated`. Two processes: the parent's merge sums them.
-/// Returns the summary.
-fn udp_truncated(name: &str, cut_every: u64) -> String {
+/// The summary says `says`, and never `never`.
+fn udp_truncated(name: &str, cut_every: u64, says: [&str; 2], never: &str) {
     let cut = Arc::new(AtomicU64::new(0));
     let counted = cut.clone();
     let (addr, got) = udp_peer(None, move |m, i| {
@@ -93,19 +102,12 @@ fn udp_truncated(name: &str, cut_every: u64) -> String {
         Some(dns_answer(m, truncated))
     });
     let share = format!("queries.truncated>={}%", 80 / cut_every);
-    let Ran { code, out, json: v, secs, .. } = Client::new(name)
-.arg(addr.to_string())
-.flags("--transport udp --proto dns -c 2 --processes 2 --interval 50ms -T 1s --timeout 300ms --check queries.answered>=99% --check")
-.arg(&share)
-.run();
-    assert_eq!(code, 0, "every query was answered: {out}");
+    let flags = format!("--transport udp --proto dns --processes 2 --interval 50ms -c 2 -T 1s --timeout 300ms --check queries.answered>=99% --check {share}");
+    // Exit 0: every query was answered.
+    let (r, out) = ends(name, addr, &flags, 0, 5.0);
     assert!(out.contains(&format!("PASS  {share}")), "{out}");
-    assert!(secs < 5.0, "{secs} s: {out}");
-    let r = typed(&v);
-    let sent = r.q().sent;
-    assert!(sent >= 20, "{out}");
+    let sent = all_answered(&r, 20, &out);
     assert_eq!(got.load(Ordering::Relaxed), sent, "{out}");
-    assert_eq!(r.q().answered, sent, "{out}");
     assert_eq!(r.dns().rcodes.get("NOERROR").copied(), Some(sent), "{out}");
     let truncated = cut.load(Ordering::Relaxed);
     assert_eq!(truncated, sent / cut_every, "{out}");
@@ -114,7 +116,10 @@ fn udp_truncated(name: &str, cut_every: u64) -> String {
     assert_eq!(r.q().timed_out, 0, "{out}");
     let line = format!("truncated   {truncated} answers had TC=1 (counted as answered)");
     assert!(out.contains(&line), "{out}");
-    out
+    for words in says {
+        assert!(out.contains(words), "{words}: {out}");
+    }
+    assert!(!out.contains(never), "{never}: {out}");
 }
 
 /// Every answer truncated: the answer may not fit a datagram (or rate
@@ -122,10 +127,9 @@ fn udp_truncated(name: &str, cut_every: u64) -> String {
 /// not claim rate limiting.
 #[test]
 fn udp_answers_all_truncated_may_not_fit_a_datagram() {
-    let out = udp_truncated("udp-truncated-all", 1);
-    assert!(out.contains("do not fit a UDP datagram"), "{out}");
-    assert!(out.contains("--transport tcp"), "{out}");
-    assert!(!out.contains("truncates to slow this client down"), "{out}");
+    let says = ["do not fit a UDP datagram", "--transport tcp"];
+    let never = "truncates to slow this client down";
+    udp_truncated("udp-truncated-all", 1, says, never);
 }
 
 /// The same question came whole over UDP half the time and truncated
@@ -134,10 +138,11 @@ fn udp_answers_all_truncated_may_not_fit_a_datagram() {
 /// larger --edns is not offered as the fix.
 #[test]
 fn udp_truncated_answers_of_a_question_that_came_whole_are_rate_limiting() {
-    let out = udp_truncated("udp-truncated-half", 2);
-    assert!(out.contains("truncates to slow this client down"), "{out}");
-    assert!(out.contains("--edns changes nothing"), "{out}");
-    assert!(!out.contains("do not fit a UDP datagram"), "{out}");
+    let says = [
+        "truncates to slow this client down",
+        "--edns changes nothing",
+    ];
+    udp_truncated("udp-truncated-half", 2, says, "do not fit a UDP datagram");
 }
 
 /// Over TCP a TC=1 answer counts the same way; the summary does not
@@ -151,22 +156,8 @@ fn tcp_truncated_answers_are_counted_apart() {
             }
         }
     });
-    let Ran {
-        code,
-        out,
-        json: v,
-        secs,
-        ..
-    } = Client::new("tcp-truncated")
-        .arg(addr.to_string())
-        .flags("-c 2 --interval 100ms -T 1s --timeout 300ms")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    assert!(secs < 5.0, "{secs} s: {out}");
-    let r = typed(&v);
-    let sent = r.q().sent;
-    assert!(sent >= 10, "{out}");
-    assert_eq!(r.q().answered, sent, "{out}");
+    let (r, out) = ends("tcp-truncated", addr, PACED, 0, 5.0);
+    let sent = all_answered(&r, 10, &out);
     assert_eq!(r.q().truncated, sent, "{out}");
     assert_eq!(r.errors(), 0, "{out}");
     assert_eq!(r.failed_total(), 0, "{out}");
@@ -184,26 +175,15 @@ fn tcp_truncated_answers_are_counted_apart() {
 fn udp_answers_from_another_port_time_out() {
     let other = UdpSocket::bind("127.0.0.1:0").unwrap();
     let (addr, got) = udp_peer(Some(other), |m, _| Some(dns_answer(m, false)));
-    let Ran {
-        code,
-        out,
-        json: v,
-        secs,
-        ..
-    } = Client::new("udp-other-port")
-        .arg(addr.to_string())
-        .flags("--transport udp --proto dns -c 2 --interval 100ms -T 1s --timeout 300ms")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    assert!(secs < 5.0, "{secs} s: {out}");
-    let r = typed(&v);
-    let sent = r.q().sent;
-    assert!(sent >= 10, "{out}");
+    let flags = format!("--transport udp --proto dns {PACED}");
+    let (r, out) = ends("udp-other-port", addr, &flags, 1, 5.0);
+    let q = r.q();
+    assert!(q.sent >= 10, "{out}");
     // Every query reached the peer, and it answered each one.
-    assert_eq!(got.load(Ordering::Relaxed), sent, "{out}");
-    assert_eq!(r.q().answered, 0, "{out}");
-    assert_eq!(r.q().timed_out, sent, "{out}");
-    assert_eq!(r.q().in_flight_at_end, 0, "{out}");
+    assert_eq!(got.load(Ordering::Relaxed), q.sent, "{out}");
+    assert_eq!(q.answered, 0, "{out}");
+    assert_eq!(q.timed_out, q.sent, "{out}");
+    assert_eq!(q.in_flight_at_end, 0, "{out}");
     assert_eq!(r.errors(), 0, "{out}");
     assert_eq!(r.failed_total(), 0, "{out}");
     assert!(out.contains("hint (udp): no answer came back"), "{out}");
@@ -227,22 +207,12 @@ fn tls_refusing(reply: &'static [u8]) -> SocketAddr {
 
 /// Runs DNS over TLS on 2 connections against a peer that fails the
 /// handshake: both fail into the `tls` bucket, nothing is sent, and the
-/// run ends at once (every connection failed). Returns the output and
-/// the JSON.
-fn tls_handshake_fails(name: &str, addr: SocketAddr) -> (String, Value) {
-    let Ran {
-        code,
-        out,
-        json: v,
-        secs,
-        ..
-    } = Client::new(name)
-        .arg(addr.to_string())
-        .flags("--transport tls --tls-insecure -c 2 --interval 100ms -T 3s --timeout 300ms")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    assert!(secs < 2.0, "ends at once: {secs} s: {out}");
-    let r = typed(&v);
+/// run ends at once (every connection failed); the summary gives the
+/// error. Returns the output and the error.
+fn tls_handshake_fails(name: &str, addr: SocketAddr) -> (String, String) {
+    let flags = "--transport tls --tls-insecure -c 2 --interval 100ms -T 3s --timeout 300ms";
+    // Under 2 s: it ends at once.
+    let (r, out) = ends(name, addr, flags, 1, 2.0);
     assert_eq!(r.connections.established, 2, "{out}");
     assert_eq!(r.connections.failed["tls"], 2, "{out}");
     assert_eq!(r.failed_total(), 2, "{out}");
@@ -250,17 +220,17 @@ fn tls_handshake_fails(name: &str, addr: SocketAddr) -> (String, Value) {
     assert_eq!(handshakes.count, 0, "{out}");
     assert!(out.contains("hint (tls)"), "{out}");
     assert!(!out.contains("panicked"), "{out}");
-    (out, v)
+    let e = tls_error(&r);
+    assert!(out.contains(&format!("tls error     {e}")), "{out}");
+    (out, e)
 }
 
 /// A fatal alert (handshake_failure) for the ClientHello.
 #[test]
 fn tls_alert_for_the_client_hello_is_a_tls_failure() {
     let addr = tls_refusing(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28]);
-    let (out, v) = tls_handshake_fails("tls-alert", addr);
-    let e = tls_error(&v);
+    let (out, e) = tls_handshake_fails("tls-alert", addr);
     assert!(e.contains("alert") && e.contains("HandshakeFailure"), "{e}");
-    assert!(out.contains(&format!("tls error     {e}")), "{out}");
     assert!(
         out.contains("hint (tls): the server refused the handshake"),
         "{out}"
@@ -273,10 +243,8 @@ fn tls_alert_for_the_client_hello_is_a_tls_failure() {
 #[test]
 fn tls_garbage_for_the_client_hello_is_a_tls_failure() {
     let addr = tls_refusing(b"SSH-2.0-OpenSSH_9.6\r\n");
-    let (out, v) = tls_handshake_fails("tls-garbage", addr);
-    let e = tls_error(&v);
+    let (out, e) = tls_handshake_fails("tls-garbage", addr);
     assert!(e.contains("not TLS"), "{e}");
-    assert!(out.contains(&format!("tls error     {e}")), "{out}");
     assert!(
         out.contains("hint (tls): the server did not answer the ClientHello with TLS"),
         "{out}"
@@ -330,20 +298,8 @@ fn tls_broken_midway(broken: fn(Vec<u8>) -> Vec<u8>) -> SocketAddr {
 /// connection fails into the `tls` bucket with `words` in its error, and
 /// the query in flight on it is `conn_lost`; the rest find no connection.
 fn tls_broken_session_counted(name: &str, broken: fn(Vec<u8>) -> Vec<u8>, words: &str) {
-    let addr = tls_broken_midway(broken);
-    let Ran {
-        code,
-        out,
-        json: v,
-        secs,
-        ..
-    } = Client::new(name)
-        .arg(addr.to_string())
-        .flags("--transport tls --tls-insecure -c 2 --interval 100ms -T 1s --timeout 300ms")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    assert!(secs < 5.0, "{secs} s: {out}");
-    let r = typed(&v);
+    let flags = format!("--transport tls --tls-insecure {PACED}");
+    let (r, out) = ends(name, tls_broken_midway(broken), &flags, 1, 5.0);
     let handshakes = r.connections.tls_handshake_us.as_ref().unwrap();
     assert_eq!(handshakes.count, 2, "{out}");
     assert_eq!(r.q().answered, 2, "{out}");
@@ -354,7 +310,7 @@ fn tls_broken_session_counted(name: &str, broken: fn(Vec<u8>) -> Vec<u8>, words:
     assert_eq!(r.q().timed_out, 0, "{out}");
     assert_eq!(r.errors(), 2 + r.q().errors["no_connection"], "{out}");
     assert_eq!(r.q().in_flight_at_end, 0, "{out}");
-    let e = tls_error(&v);
+    let e = tls_error(&r);
     assert!(e.starts_with("after the handshake: "), "{e}");
     assert!(e.contains(words), "{e}");
     assert!(
@@ -397,17 +353,14 @@ fn tls_corrupted_record_ends_the_session() {
 #[test]
 fn tls_peer_that_never_answers_the_client_hello_times_out_the_handshake() {
     let addr = tls_refusing(b"");
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("tls-silent")
+    let ran = Client::new("tls-silent")
         .arg(addr.to_string())
         .flags("--transport tls --tls-insecure -c 2 --connect-timeout 500ms -T 1s")
         .run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+    let (r, out) = (ran.exits(1).result(), &ran.out);
     assert_eq!(r.connections.failed["tls"], 2, "{out}");
     assert!(
-        tls_error(&v).contains("did not finish within --connect-timeout"),
+        tls_error(&r).contains("did not finish within --connect-timeout"),
         "{out}"
     );
     assert!(
