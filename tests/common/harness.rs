@@ -26,7 +26,9 @@ use serde_json::Value;
 use throng::outcome::RunResult;
 use throng::outcome::Verdict;
 
-use super::{output, parse_result, spawn_piped, temp_dir, typed, wait_for_line, Daemon, Parts, BIN};
+use super::{
+    output, parse_result, spawn_piped, temp_dir, typed, wait_for_line, Daemon, Parts, BIN,
+};
 
 /// A `throng client` run to make: its arguments in order.
 #[derive(Debug, Clone)]
