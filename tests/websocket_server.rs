@@ -34,6 +34,13 @@ fn peer(py: &PathBuf, srv: &Server, args: &[&str]) -> String {
     stdout
 }
 
+/// A python3 with `websockets`, and `throng server ARGS` started; None
+/// where there is no such python3 (the skip said, a failure in CI).
+fn python_and_server(args: &[&str]) -> Option<(PathBuf, Server)> {
+    let py = common::python_websockets()?;
+    Some((py, server(args)))
+}
+
 /// The summary's line that starts with `what`.
 fn line<'a>(summary: &'a str, what: &str) -> &'a str {
     summary
@@ -45,10 +52,9 @@ fn line<'a>(summary: &'a str, what: &str) -> &'a str {
 
 #[test]
 fn echoes_text_binary_and_fragments_answers_pings_and_closes() {
-    let Some(py) = common::python_websockets() else {
+    let Some((py, srv)) = python_and_server(&["--mode", "websocket"]) else {
         return;
     };
-    let srv = server(&["--mode", "websocket"]);
     let out = peer(&py, &srv, &["echo"]);
     for fact in [
         "text echoed",
@@ -75,10 +81,9 @@ fn echoes_text_binary_and_fragments_answers_pings_and_closes() {
 
 #[test]
 fn serves_wss_with_tls() {
-    let Some(py) = common::python_websockets() else {
+    let Some((py, srv)) = python_and_server(&["--mode", "websocket", "--tls"]) else {
         return;
     };
-    let srv = server(&["--mode", "websocket", "--tls"]);
     let ca = srv
         .banner
         .iter()
@@ -97,10 +102,9 @@ fn serves_wss_with_tls() {
 
 #[test]
 fn a_protocol_error_closes_only_its_connection() {
-    let Some(py) = common::python_websockets() else {
+    let Some((py, srv)) = python_and_server(&["--mode", "websocket"]) else {
         return;
     };
-    let srv = server(&["--mode", "websocket"]);
     let out = peer(&py, &srv, &["violate"]);
     assert!(out.contains("closed with 1002"), "{out}");
     assert!(out.contains("the other connection still echoes"), "{out}");
@@ -122,17 +126,17 @@ fn a_protocol_error_closes_only_its_connection() {
 
 #[test]
 fn push_over_websocket_numbers_every_message_in_order() {
-    let Some(py) = common::python_websockets() else {
-        return;
-    };
-    let srv = server(&[
+    let push = [
         "--mode",
         "push",
         "--push-over",
         "websocket",
         "--every",
         "10ms",
-    ]);
+    ];
+    let Some((py, srv)) = python_and_server(&push) else {
+        return;
+    };
     let out = peer(&py, &srv, &["push", "50"]);
     let seqs: Vec<u64> = out
         .trim()
