@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{client, program, server};
+use common::{program, server, Client, Ran};
 use serde_json::Value;
 use wire::ws::{self, Opcode, Role};
 
@@ -70,6 +70,21 @@ fn n(v: &Value, path: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {path} in {v:#}"))
 }
 
+/// `throng client TARGET FLAGS...` run as `name` (with no target: the
+/// embedded server), to its end.
+fn ws_client(name: &str, target: Option<&str>, flags: &str) -> Ran {
+    Client::new(name).args(target).flags(flags).run()
+}
+
+/// [`ws_client`], which must exit 0: the result as written, and the
+/// output.
+#[track_caller]
+fn ws_ok(name: &str, target: Option<&str>, flags: &str) -> (Value, String) {
+    let ran = ws_client(name, target, flags);
+    ran.exits(0);
+    (ran.json, ran.out)
+}
+
 /// The queries' sent and answered, checked: all answered, none in error.
 fn answered(v: &Value, out: &str) -> u64 {
     let (sent, answered) = (n(v, "/queries/sent"), n(v, "/queries/answered"));
@@ -83,21 +98,12 @@ fn answered(v: &Value, out: &str) -> u64 {
 fn echo_against_throngs_server_with_the_handshake_timed_and_closed_properly() {
     let srv = server(&["--mode", "websocket"]);
     let target = srv.addr.to_string();
-    for model in [&["-r", "2000"][..], &["--closed-loop", "--window", "4"]] {
-        let mut args = vec![
-            target.as_str(),
-            "--proto",
-            "ws",
-            "-c",
-            "8",
-            "-T",
-            "1s",
-            "--size",
-            "200",
-        ];
-        args.extend(model);
-        let (code, out, v, _) = client("ws-own", &args, false);
-        assert_eq!(code, 0, "{out}");
+    for model in ["-r 2000", "--closed-loop --window 4"] {
+        let flags = format!("--proto ws -c 8 -T 1s --size 200 {model}");
+        let ran = ws_client("ws-own", Some(&target), &flags);
+        let out = format!("{model}: {}", ran.out);
+        assert_eq!(ran.code, 0, "{out}");
+        let v = ran.json;
         answered(&v, &out);
         assert_eq!(n(&v, "/connections/verified"), 8, "{out}");
         assert_eq!(n(&v, "/connections/ws_handshake_us/count"), 8, "{out}");
@@ -107,9 +113,7 @@ fn echo_against_throngs_server_with_the_handshake_timed_and_closed_properly() {
         assert_eq!(n(&v, "/connections/closed"), 8, "{out}");
     }
     // Held without traffic: the close handshake is waited for too.
-    let args = [target.as_str(), "--proto", "ws", "-c", "8", "-T", "1s"];
-    let (code, out, v, _) = client("ws-own-held", &args, false);
-    assert_eq!(code, 0, "{out}");
+    let (v, out) = ws_ok("ws-own-held", Some(&target), "--proto ws -c 8 -T 1s");
     assert_eq!(n(&v, "/connections/verified"), 8, "{out}");
     assert_eq!(n(&v, "/connections/ws_close_codes/1000"), 8, "{out}");
     assert_eq!(n(&v, "/connections/closed"), 8, "{out}");
@@ -119,23 +123,8 @@ fn echo_against_throngs_server_with_the_handshake_timed_and_closed_properly() {
 fn wss_against_throngs_server() {
     let srv = server(&["--mode", "websocket", "--tls"]);
     let target = srv.addr.to_string();
-    let args = [
-        target.as_str(),
-        "--proto",
-        "websocket",
-        "--transport",
-        "tls",
-        "--tls-insecure",
-        "-c",
-        "4",
-        "-r",
-        "500",
-        "-T",
-        "1s",
-        "--ws-binary",
-    ];
-    let (code, out, v, _) = client("wss-own", &args, false);
-    assert_eq!(code, 0, "{out}");
+    let flags = "--proto websocket --transport tls --tls-insecure -c 4 -r 500 -T 1s --ws-binary";
+    let (v, out) = ws_ok("wss-own", Some(&target), flags);
     answered(&v, &out);
     assert_eq!(n(&v, "/connections/tls_handshake_us/count"), 4, "{out}");
     assert_eq!(n(&v, "/connections/ws_handshake_us/count"), 4, "{out}");
@@ -148,23 +137,14 @@ fn echo_against_python_websockets_counts_what_it_counted() {
     };
     let srv = common::PyServer::start(&py, &["echo"]);
     let target = format!("127.0.0.1:{}", srv.port);
-    let args = [
-        target.as_str(),
-        "--proto",
-        "ws",
-        "-c",
-        "5",
-        "-r",
-        "500",
-        "-T",
-        "1s",
-        "-m",
-        "hello \\xe2\\x9c\\x93",
-        "--ws-header",
-        "Origin:http://127.0.0.1",
-    ];
-    let (code, out, v, _) = client("ws-py", &args, false);
-    assert_eq!(code, 0, "{out}");
+    let ran = Client::new("ws-py")
+        .arg(&target)
+        .flags("--proto ws -c 5 -r 500 -T 1s -m")
+        .arg("hello \\xe2\\x9c\\x93")
+        .flags("--ws-header Origin:http://127.0.0.1")
+        .run();
+    ran.exits(0);
+    let (v, out) = (ran.json, ran.out);
     let got = answered(&v, &out);
     let counts = srv.counts();
     assert_eq!(counts["messages"], got, "{out}");
@@ -181,21 +161,11 @@ fn echo_against_websocketd_serving_a_line_program() {
     let script = format!("exec tee -a {}", file.display());
     let srv = Websocketd::start(&bin, &["sh", "-c", &script]);
     let target = format!("127.0.0.1:{}", srv.port);
-    let args = [
-        target.as_str(),
-        "--proto",
-        "ws",
-        "-c",
-        "4",
-        "-r",
-        "200",
-        "-T",
-        "1s",
-        "--size",
-        "32",
-    ];
-    let (code, out, v, _) = client("ws-wsd", &args, false);
-    assert_eq!(code, 0, "{out}");
+    let (v, out) = ws_ok(
+        "ws-wsd",
+        Some(&target),
+        "--proto ws -c 4 -r 200 -T 1s --size 32",
+    );
     let got = answered(&v, &out);
     drop(srv);
     let lines = std::fs::read_to_string(&file).unwrap().lines().count() as u64;
@@ -216,6 +186,20 @@ fn read_head(s: &mut TcpStream) -> Vec<u8> {
     buf
 }
 
+/// [`ws_client`] against a server that refuses every upgrade: the run
+/// fails, each of its `conns` connections rejected at the probe. The
+/// result as written, and the output.
+#[track_caller]
+fn all_refused(name: &str, target: &str, flags: &str, conns: u64) -> (Value, String) {
+    let Ran {
+        code, out, json: v, ..
+    } = ws_client(name, Some(target), flags);
+    assert_ne!(code, 0, "{out}");
+    assert_eq!(n(&v, "/connections/probe_rejected"), conns, "{out}");
+    assert_eq!(n(&v, "/connections/failed/rejected"), conns, "{out}");
+    (v, out)
+}
+
 #[test]
 fn a_refused_upgrade_is_counted_by_its_status_and_first_line() {
     // The first connection gets a 503, the second a line that is not
@@ -231,20 +215,8 @@ fn a_refused_upgrade_is_counted_by_its_status_and_first_line() {
         let _ = s.write_all(answer);
     });
     let target = addr.to_string();
-    let args = [
-        target.as_str(),
-        "--proto",
-        "ws",
-        "-c",
-        "4",
-        "-T",
-        "1s",
-        "--connect-rate",
-        "100",
-    ];
-    let (code, out, v, _) = client("ws-refused", &args, false);
-    assert_ne!(code, 0, "{out}");
-    assert_eq!(n(&v, "/connections/probe_rejected"), 4, "{out}");
+    let flags = "--proto ws -c 4 -T 1s --connect-rate 100";
+    let (v, out) = all_refused("ws-refused", &target, flags, 4);
     let by = &v["connections"]["ws_refused"];
     assert_eq!(
         by,
@@ -256,7 +228,6 @@ fn a_refused_upgrade_is_counted_by_its_status_and_first_line() {
         reply.contains("HTTP 503") && reply.contains("Busy"),
         "{reply}"
     );
-    assert_eq!(n(&v, "/connections/failed/rejected"), 4, "{out}");
     assert!(out.contains("refused the WebSocket upgrade"), "{out}");
     assert!(
         out.contains("by HTTP status 403: 2, 503: 1, none: 1"),
@@ -264,21 +235,8 @@ fn a_refused_upgrade_is_counted_by_its_status_and_first_line() {
     );
     SEEN.store(2, std::sync::atomic::Ordering::SeqCst);
     // The same for push over WebSocket (its books checked as it is read).
-    let args = [
-        target.as_str(),
-        "--proto",
-        "push",
-        "--push-over",
-        "ws",
-        "-c",
-        "3",
-        "-T",
-        "1s",
-    ];
-    let (code, out, v, _) = client("ws-refused-push", &args, false);
-    assert_ne!(code, 0, "{out}");
-    assert_eq!(n(&v, "/connections/probe_rejected"), 3, "{out}");
-    assert_eq!(n(&v, "/connections/failed/rejected"), 3, "{out}");
+    let flags = "--proto push --push-over ws -c 3 -T 1s";
+    let (v, out) = all_refused("ws-refused-push", &target, flags, 3);
     assert_eq!(v["connections"]["ws_refused"]["403"], 3, "{out}");
 }
 
@@ -348,23 +306,11 @@ fn protocol_errors_are_named_and_end_only_their_connection() {
                 echo_then(s, 0, None);
             }
         });
-        let target = addr.to_string();
-        let args = [
-            target.as_str(),
-            "--proto",
-            "ws",
-            "-c",
-            "3",
-            "-w",
-            "1",
-            "--closed-loop",
-            "-T",
-            "1s",
-            "--max-failures",
-            "1",
-        ];
-        let (code, out, v, _) = client("ws-hostile", &args, false);
-        assert_eq!(code, 0, "{cause}: {out}");
+        let flags = "--proto ws -c 3 -w 1 --closed-loop -T 1s --max-failures 1";
+        let ran = ws_client("ws-hostile", Some(&addr.to_string()), flags);
+        let out = format!("{cause}: {}", ran.out);
+        assert_eq!(ran.code, 0, "{out}");
+        let v = ran.json;
         assert_eq!(n(&v, &format!("/queries/errors/{cause}")), 1, "{out}");
         assert_eq!(n(&v, "/connections/failed_established"), 1, "{out}");
         // The other two went on to the end, and closed properly.
@@ -386,19 +332,8 @@ fn push_received(v: &Value, out: &str) -> u64 {
 fn push_over_websocket_from_throngs_server() {
     let srv = server(&["--mode", "push", "--push-over", "websocket"]);
     let target = srv.addr.to_string();
-    let args = [
-        target.as_str(),
-        "--proto",
-        "push",
-        "--push-over",
-        "websocket",
-        "-c",
-        "10",
-        "-T",
-        "1s",
-    ];
-    let (code, out, v, _) = client("ws-push-own", &args, false);
-    assert_eq!(code, 0, "{out}");
+    let flags = "--proto push --push-over websocket -c 10 -T 1s";
+    let (v, out) = ws_ok("ws-push-own", Some(&target), flags);
     // 10 connections, one message each 20 ms, for about 1 s.
     let got = push_received(&v, &out);
     assert!((400..=600).contains(&got), "{got}: {out}");
@@ -415,21 +350,8 @@ fn push_over_websocket_from_python_websockets_counts_what_it_sent() {
     };
     let srv = common::PyServer::start(&py, &["push", "0.02"]);
     let target = format!("127.0.0.1:{}", srv.port);
-    let args = [
-        target.as_str(),
-        "--proto",
-        "push",
-        "--push-over",
-        "ws",
-        "--push-format",
-        "line",
-        "-c",
-        "5",
-        "-T",
-        "1s",
-    ];
-    let (code, out, v, _) = client("ws-push-py", &args, false);
-    assert_eq!(code, 0, "{out}");
+    let flags = "--proto push --push-over ws --push-format line -c 5 -T 1s";
+    let (v, out) = ws_ok("ws-push-py", Some(&target), flags);
     let got = push_received(&v, &out);
     let counts = srv.counts();
     assert_eq!(counts["connections"], 5, "{out}");
@@ -452,30 +374,13 @@ fn push_over_websocket_from_websocketd_numbered_lines() {
     let numbers = "i=0; while :; do echo $i; i=$((i+1)); sleep 0.02; done";
     let srv = Websocketd::start(&bin, &["sh", "-c", numbers]);
     let target = format!("127.0.0.1:{}", srv.port);
-    let args = [
-        target.as_str(),
-        "--proto",
-        "push",
-        "--push-over",
-        "websocket",
-        "--push-format",
-        "line",
-        "-c",
-        "4",
-        "-T",
-        "1s",
-        // A shell's sleep does not keep a period (what it owes by the
-        // period counts as lost): the checks are on what must hold
-        // whatever its pace (each number once, in order).
-        "--check",
-        "none",
-        "--check",
-        "push.duplicates==0",
-        "--check",
-        "push.out_of_order==0",
-    ];
-    let (code, out, v, _) = client("ws-push-wsd", &args, false);
-    assert_eq!(code, 0, "{out}");
+    // A shell's sleep does not keep a period (what it owes by the period
+    // counts as lost): the checks are on what must hold whatever its pace
+    // (each number once, in order).
+    let checks = "--check none --check push.duplicates==0 --check push.out_of_order==0";
+    let flags =
+        format!("--proto push --push-over websocket --push-format line -c 4 -T 1s {checks}");
+    let (v, out) = ws_ok("ws-push-wsd", Some(&target), &flags);
     // A shell's sleep keeps the period loosely: about 4 x 50 messages.
     let got = push_received(&v, &out);
     assert!(got >= 100, "{got}: {out}");
@@ -519,18 +424,10 @@ fn pings_are_answered_and_a_servers_close_is_counted_by_code_and_answered() {
             CLOSES_ANSWERED.fetch_add(1, Ordering::SeqCst);
         }
     });
-    let target = addr.to_string();
-    let args = [
-        target.as_str(),
-        "--proto",
-        "ws",
-        "-c",
-        "3",
-        "-T",
-        "1s",
-        "--no-reconnect",
-    ];
-    let (code, out, v, _) = client("ws-ping", &args, false);
+    let flags = "--proto ws -c 3 -T 1s --no-reconnect";
+    let Ran {
+        code, out, json: v, ..
+    } = ws_client("ws-ping", Some(&addr.to_string()), flags);
     // (A held run's default check says the server closed them.)
     assert!(out.contains("FAIL  connections.peer_closed==0"), "{out}");
     assert_eq!(code, 1, "{out}");
@@ -543,22 +440,13 @@ fn pings_are_answered_and_a_servers_close_is_counted_by_code_and_answered() {
 
 #[test]
 fn with_no_target_the_embedded_server_speaks_websocket() {
-    let args = ["--proto", "ws", "-c", "2", "-r", "50", "-T", "1s"];
-    let (code, out, v, _) = client("ws-embedded", &args, false);
-    assert_eq!(code, 0, "{out}");
+    let (v, out) = ws_ok("ws-embedded", None, "--proto ws -c 2 -r 50 -T 1s");
     answered(&v, &out);
     assert_eq!(n(&v, "/connections/ws_handshake_us/count"), 2, "{out}");
-    let args = [
-        "--proto",
-        "push",
-        "--push-over",
-        "ws",
-        "-c",
-        "2",
-        "-T",
-        "1s",
-    ];
-    let (code, out, v, _) = client("ws-embedded-push", &args, false);
-    assert_eq!(code, 0, "{out}");
+    let (v, out) = ws_ok(
+        "ws-embedded-push",
+        None,
+        "--proto push --push-over ws -c 2 -T 1s",
+    );
     assert!(push_received(&v, &out) >= 80, "{out}");
 }
