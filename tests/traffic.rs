@@ -5,47 +5,157 @@
 
 mod common;
 
+use std::fmt::Display;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
-use common::{client, server, temp_dir, typed, Client, Parts, Ran, RunResult, BIN};
+use common::harness::Running;
+use common::{sent_balances, server, temp_dir, Client, Parts, RunResult, BIN};
 use hickory_proto::op::{Message, MessageType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use serde_json::Value;
 use throng::scenario::Query;
 
-/// Every query answered, none lost, no error.
-fn all_answered(r: &RunResult, out: &str) {
-    assert!(r.q().sent > 0, "{out}");
-    assert_eq!(r.q().answered + r.q().in_flight_at_end, r.q().sent, "{out}");
+/// Every query answered or still in flight at the end (at least one
+/// sent), none timed out, no error.
+#[track_caller]
+fn clean(r: &RunResult, out: &str) {
+    sent_balances(r, 1, out);
     assert_eq!(r.q().timed_out, 0, "{out}");
     assert_eq!(r.errors(), 0, "{out}");
 }
 
-#[test]
-fn dns_against_dns_mode() {
-    let srv = server(&["--mode", "dns"]);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("dns")
-        .arg(srv.addr.to_string())
-        .flags("-c 20 -r 2000 -T 1s --qtype AAAA")
+/// `throng client TARGET FLAGS` run to its end, which must be exit
+/// `code`: its result and its output.
+#[track_caller]
+fn exits(name: &str, target: impl Display, flags: &str, code: i32) -> (RunResult, String) {
+    let ran = Client::new(name).arg(target.to_string()).flags(flags).run();
+    (ran.exits(code).result(), ran.out)
+}
+
+/// The same with `--rtt-log`, exit 0: the result, the output and the log.
+#[track_caller]
+fn logged(name: &str, target: impl Display, flags: &str) -> (RunResult, String, String) {
+    let ran = Client::new(name)
+        .arg(target.to_string())
+        .flags(flags)
+        .rtt_log()
         .run();
-    assert_eq!(code, 0, "{out}");
-    all_answered(&typed(&v), &out);
-    let r = typed(&v);
-    assert_eq!(r.dns().rcodes.get("NOERROR").copied(), Some(r.q().answered));
+    (ran.exits(0).result(), ran.out, ran.rtt_log)
+}
+
+/// A table's case: `throng client TARGET FLAGS`, which must exit 0; its
+/// result, the result as written, and its output after the case's name.
+#[track_caller]
+fn case(name: &str, target: impl Display, flags: &str) -> (RunResult, Value, String) {
+    let ran = Client::new(name).arg(target.to_string()).flags(flags).run();
+    let out = format!("{name}: {}", ran.out);
+    assert_eq!(ran.code, 0, "exit code\n{out}");
+    (ran.result(), ran.json, out)
+}
+
+/// The output says each of `said` and none of `not`.
+#[track_caller]
+fn says(out: &str, said: &[&str], not: &[&str]) {
+    for s in said {
+        assert!(out.contains(s), "{s:?} is not said: {out}");
+    }
+    for n in not {
+        assert!(!out.contains(n), "{n:?} is said: {out}");
+    }
+}
+
+/// `throng client TARGET FLAGS` started, once a line of its live view
+/// holds `ready`.
+fn start(name: &str, target: impl Display, flags: &str, ready: &str) -> Running {
+    Client::new(name)
+        .arg(target.to_string())
+        .flags(flags)
+        .start(ready)
+}
+
+/// What a protocol's case checks beyond [`clean`]: the result, the result
+/// as written, the output (the case named first).
+type Check = fn(&RunResult, &Value, &str);
+
+/// Each protocol against the `throng server` mode that speaks it: the run
+/// passes, every query answered, none lost, no error; and what each
+/// protocol's answers carry.
+#[test]
+fn each_protocol_against_its_server_mode_is_answered_cleanly() {
+    let cases: [(&str, &[&str], &str, Check); 5] = [
+        (
+            "dns_against_dns_mode",
+            &["--mode", "dns"],
+            "-c 20 -r 2000 -T 1s --qtype AAAA",
+            dns_result_is_whole,
+        ),
+        (
+            "echo_with_validation",
+            &[],
+            "--proto echo --size 300 --validate -c 10 -r 1000 -T 1s",
+            |r, _, out| {
+                // Every byte came back but those of queries still in
+                // flight at the end.
+                let (out_b, in_b) = (r.q().bytes_out, r.q().bytes_in);
+                let short = r.q().in_flight_at_end * 300;
+                assert!(
+                    in_b <= out_b && out_b - in_b <= short,
+                    "{out_b} {in_b}: {out}"
+                );
+            },
+        ),
+        (
+            "ping_against_pong_mode",
+            &["--mode", "pong"],
+            "--proto ping -c 10 -r 1000 -T 1s",
+            |_, _, _| {},
+        ),
+        (
+            "http_against_http_mode",
+            &["--mode", "http", "--body-size", "100"],
+            "--proto http -c 10 -r 1000 -T 1s",
+            |r, _, out| all_200(r, out),
+        ),
+        (
+            "raw_with_marker_against_fixed_mode",
+            &["--mode", "fixed", "--reply", r"OK\r\n"],
+            r"--proto raw -m hello\n --marker \r\n -c 5 --closed-loop -T 1s",
+            |r, _, out| assert!(r.q().answered > 100, "{out}"),
+        ),
+    ];
+    for (name, mode, flags, check) in cases {
+        let srv = server(mode);
+        let (r, v, out) = case(name, srv.addr, flags);
+        clean(&r, &out);
+        check(&r, &v, &out);
+    }
+}
+
+/// Every answer an HTTP 200.
+#[track_caller]
+fn all_200(r: &RunResult, out: &str) {
+    let ok = r.q().http_status.get("200").copied();
+    assert_eq!(ok, Some(r.q().answered), "{out}");
+}
+
+/// A DNS run's result: every answer NOERROR, each connection verified by
+/// its first answer, and the documented keys there.
+fn dns_result_is_whole(r: &RunResult, v: &Value, out: &str) {
+    let noerror = r.dns().rcodes.get("NOERROR").copied();
+    assert_eq!(noerror, Some(r.q().answered), "{out}");
     // With traffic, each connection's first answer verifies it (no probe).
-    assert_eq!(r.connections.verified, 20);
+    assert_eq!(r.connections.verified, 20, "{out}");
+    let l = &v["latency"];
     for key in [
         "p50", "p90", "p99", "p999", "p9999", "max", "mean", "stdev", "hdr",
     ] {
-        assert!(!v["latency"]["response_time_us"][key].is_null(), "{key}");
-        assert!(!v["latency"]["service_time_us"][key].is_null(), "{key}");
-        assert!(!v["latency"]["send_lag_us"][key].is_null(), "{key}");
+        assert!(!l["response_time_us"][key].is_null(), "{key}: {out}");
+        assert!(!l["service_time_us"][key].is_null(), "{key}: {out}");
+        assert!(!l["send_lag_us"][key].is_null(), "{key}: {out}");
     }
     for key in [
         "sent",
@@ -54,22 +164,13 @@ fn dns_against_dns_mode() {
         "rate_target",
         "rate_achieved",
     ] {
-        assert!(!v["queries"][key].is_null(), "{key}");
+        assert!(!v["queries"][key].is_null(), "{key}: {out}");
     }
     let s = &v["per_second"][0];
-    for key in [
-        "target",
-        "sent",
-        "answered",
-        "timed_out",
-        "errors",
-        "p50_us",
-        "p99_us",
-        "service_p50_us",
-        "service_p99_us",
-        "service_hdr",
-    ] {
-        assert!(!s[key].is_null(), "per_second.{key}: {s}");
+    let second = "target sent answered timed_out errors p50_us p99_us service_p50_us \
+                  service_p99_us service_hdr";
+    for key in second.split_whitespace() {
+        assert!(!s[key].is_null(), "per_second.{key}: {s}\n{out}");
     }
     // Each second's answers have a response and a service time each.
     let len = |h: &Option<String>| {
@@ -77,80 +178,8 @@ fn dns_against_dns_mode() {
             .map_or(0, |h| throng::metrics::decode_histogram(h).unwrap().len())
     };
     for s in &r.per_second {
-        assert_eq!(len(&s.service_hdr), len(&s.hdr), "{s:?}");
+        assert_eq!(len(&s.service_hdr), len(&s.hdr), "{s:?}\n{out}");
     }
-    drop(srv);
-}
-
-#[test]
-fn echo_with_validation() {
-    let srv = server(&[]);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("echo")
-        .arg(srv.addr.to_string())
-        .flags("--proto echo --size 300 --validate -c 10 -r 1000 -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    all_answered(&typed(&v), &out);
-    // Every byte came back but those of queries still in flight at the end.
-    let r = typed(&v);
-    let (out_b, in_b) = (r.q().bytes_out, r.q().bytes_in);
-    assert!(
-        in_b <= out_b && out_b - in_b <= r.q().in_flight_at_end * 300,
-        "{out_b} {in_b}"
-    );
-    drop(srv);
-}
-
-#[test]
-fn ping_against_pong_mode() {
-    let srv = server(&["--mode", "pong"]);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("ping")
-        .arg(srv.addr.to_string())
-        .flags("--proto ping -c 10 -r 1000 -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    all_answered(&typed(&v), &out);
-    drop(srv);
-}
-
-#[test]
-fn http_against_http_mode() {
-    let srv = server(&["--mode", "http", "--body-size", "100"]);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("http")
-        .arg(srv.addr.to_string())
-        .flags("--proto http -c 10 -r 1000 -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    all_answered(&typed(&v), &out);
-    let r = typed(&v);
-    assert_eq!(r.q().http_status.get("200").copied(), Some(r.q().answered));
-    drop(srv);
-}
-
-#[test]
-fn raw_with_marker_against_fixed_mode() {
-    let srv = server(&["--mode", "fixed", "--reply", r"OK\r\n"]);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("raw")
-        .arg(srv.addr.to_string())
-        .flags("--proto raw -m")
-        .arg(r"hello\n")
-        .flags("--marker")
-        .arg(r"\r\n")
-        .flags("-c 5 --closed-loop -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    all_answered(&typed(&v), &out);
-    let r = typed(&v);
-    assert!(r.q().answered > 100, "{out}");
-    drop(srv);
 }
 
 /// A peer that answers request number `i` on a connection (each ended by
@@ -181,57 +210,52 @@ fn dribbling_server(end: &'static [u8], reply: fn(usize) -> Vec<u8>, piece: usiz
     })
 }
 
-#[test]
-fn http_chunked_replies_in_many_reads() {
-    fn reply(i: usize) -> Vec<u8> {
-        let mut r = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
-        // Long and short replies in turn.
-        for _ in 0..[40, 1][i % 2] {
-            r.extend_from_slice(b"3e8;x=1\r\n");
-            r.resize(r.len() + 1000, b'c');
-            r.extend_from_slice(b"\r\n");
-        }
-        r.extend_from_slice(b"0\r\nX-Trailer: y\r\n\r\n");
-        r
+/// A chunked HTTP reply with a trailer: long and short in turn.
+fn chunked_reply(i: usize) -> Vec<u8> {
+    let mut r = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..[40, 1][i % 2] {
+        r.extend_from_slice(b"3e8;x=1\r\n");
+        r.resize(r.len() + 1000, b'c');
+        r.extend_from_slice(b"\r\n");
     }
-    let addr = dribbling_server(b"\r\n\r\n", reply, 701);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("chunked-reads")
-        .arg(addr.to_string())
-        .flags("--proto http -c 2 --closed-loop -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    all_answered(&typed(&v), &out);
-    let r = typed(&v);
-    assert!(r.q().answered > 10, "{out}");
-    assert_eq!(r.q().http_status.get("200").copied(), Some(r.q().answered));
+    r.extend_from_slice(b"0\r\nX-Trailer: y\r\n\r\n");
+    r
 }
 
+/// Near misses of the marker `\r\n.\r\n` all along, the marker at the
+/// end; long and short replies in turn.
+fn marker_reply(i: usize) -> Vec<u8> {
+    let mut r = b"\r\n.x".repeat([500, 1][i % 2]);
+    r.extend_from_slice(b"\r\n.\r\n");
+    r
+}
+
+/// Replies dribbled in pieces (a chunked HTTP body; a raw reply and its
+/// marker): each is read whole however it is split, every query answered.
 #[test]
-fn raw_marker_split_over_many_reads() {
-    fn reply(i: usize) -> Vec<u8> {
-        // Near misses of the marker all along, the marker at the end; long
-        // and short replies in turn.
-        let mut r = b"\r\n.x".repeat([500, 1][i % 2]);
-        r.extend_from_slice(b"\r\n.\r\n");
-        r
+fn replies_split_over_many_reads_are_whole() {
+    type Peer = fn() -> SocketAddr;
+    type Then = fn(&RunResult, &str);
+    let cases: [(&str, Peer, &str, Then); 2] = [
+        (
+            "http-chunked-reads",
+            || dribbling_server(b"\r\n\r\n", chunked_reply, 701),
+            "--proto http -c 2 --closed-loop -T 1s",
+            all_200,
+        ),
+        (
+            "raw-marker-reads",
+            || dribbling_server(b"hello\n", marker_reply, 97),
+            r"--proto raw -m hello\n --marker \r\n.\r\n -c 2 --closed-loop -T 1s",
+            |_, _| {},
+        ),
+    ];
+    for (name, peer, flags, check) in cases {
+        let (r, _, out) = case(name, peer(), flags);
+        clean(&r, &out);
+        assert!(r.q().answered > 10, "{out}");
+        check(&r, &out);
     }
-    let addr = dribbling_server(b"hello\n", reply, 97);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("marker-reads")
-        .arg(addr.to_string())
-        .flags("--proto raw -m")
-        .arg(r"hello\n")
-        .flags("--marker")
-        .arg(r"\r\n.\r\n")
-        .flags("-c 2 --closed-loop -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    all_answered(&typed(&v), &out);
-    let r = typed(&v);
-    assert!(r.q().answered > 10, "{out}");
 }
 
 /// Reads length-prefixed DNS queries, checks each with hickory-proto, and
@@ -270,28 +294,21 @@ fn reversing_dns_server() -> SocketAddr {
 
 #[test]
 fn dns_out_of_order_responses_are_matched() {
-    let addr = reversing_dns_server();
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("reverse")
-        .arg(addr.to_string())
-        .flags("-c 4 --closed-loop --window 8 -T 1s --qname {rand}.example.org")
-        // The server answers only whole batches: the part of a batch
-        // sent before the end is never answered, so do not wait it out.
-        .flags("--drain 200ms")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    // The server answers only whole batches: the part of a batch sent
+    // before the end is never answered, so do not wait it out (--drain).
+    let flags = "-c 4 --closed-loop --window 8 -T 1s --qname {rand}.example.org --drain 200ms";
+    let (r, out) = exits("reverse", reversing_dns_server(), flags, 0);
     assert!(r.q().answered > 1000, "{out}");
     assert_eq!(r.errors(), 0, "{out}");
     assert_eq!(r.q().timed_out, 0, "{out}");
     assert_eq!(r.dns().rcodes.get("NOERROR").copied(), Some(r.q().answered));
 }
 
-/// Echoes 64-byte messages, but flips the last byte of each (the probe
-/// included).
-fn corrupting_echo_server() -> SocketAddr {
-    common::peer(|mut s| {
+#[test]
+fn validate_catches_a_corrupting_echo_server() {
+    // Echoes 64-byte messages, but flips the last byte of each (the probe
+    // included).
+    let corrupting = common::peer(|mut s| {
         let mut msg = [0u8; 64];
         while s.read_exact(&mut msg).is_ok() {
             msg[63] ^= 0xff;
@@ -299,33 +316,21 @@ fn corrupting_echo_server() -> SocketAddr {
                 return;
             }
         }
-    })
-}
-
-#[test]
-fn validate_catches_a_corrupting_echo_server() {
-    let addr = corrupting_echo_server();
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("corrupt")
-        .arg(addr.to_string())
-        .flags("--proto echo --validate -c 2 -r 200 -T 1s")
-        .run();
+    });
     // Every reply corrupt: answered, each a failed answer (once: it was
     // also an error, answered + errors > sent), and the run fails.
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+    let flags = "--proto echo --validate -c 2 -r 200 -T 1s";
+    let (r, out) = exits("corrupt", corrupting, flags, 1);
     let mismatches = r.q().failed_answers.get("mismatch").copied().unwrap();
     assert!(mismatches > 100, "{out}");
     assert_eq!(mismatches, r.q().answered, "every reply was corrupt: {out}");
     assert_eq!(r.q().errors["mismatch"], 0, "{out}");
     assert_eq!(r.q().ok, Some(0), "{out}");
-    assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
     assert_eq!(
         r.connections.verified, 2,
         "a reply, even corrupt, verifies: {out}"
     );
-    assert!(out.contains("mismatch"), "{out}");
+    says(&out, &["FAIL  queries.ok>=99%", "mismatch"], &[]);
 }
 
 /// An HTTP server that waits for two requests on each connection, answers
@@ -350,19 +355,12 @@ fn closing_after_one_http_server() -> SocketAddr {
 #[test]
 fn a_query_that_crossed_the_servers_close_is_sent_again() {
     let addr = closing_after_one_http_server();
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("crossed-close")
-        .arg(addr.to_string())
-        .flags("--proto http -c 2 --reconnect -r 200 -T 1s")
-        // The last query of each connection waits for a second request
-        // that never comes: no need to wait out its timeout; and those
-        // two of ~200 are about 1%, so the default check is no verdict
-        // here (the counts below are).
-        .flags("--drain 300ms --check none")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    // The last query of each connection waits for a second request that
+    // never comes: no need to wait out its timeout (--drain); and those two
+    // of ~200 are about 1%, so the default check is no verdict here (the
+    // counts below are).
+    let flags = "--proto http -c 2 --reconnect -r 200 -T 1s --drain 300ms --check none";
+    let (r, out) = exits("crossed-close", addr, flags, 0);
     let answered = r.q().answered;
     assert!(answered > 50, "{out}");
     // Every connection answered one query and closed as it said it would:
@@ -428,70 +426,31 @@ fn max_in_flight(rows: &[(u64, u64, u64)]) -> usize {
 #[test]
 fn closed_loop_window_1_and_8() {
     let srv = server(&["--mode", "dns"]);
-    let target = srv.addr.to_string();
-    let Ran {
-        code,
-        out,
-        json: v,
-        rtt_log: log,
-        ..
-    } = Client::new("closed1")
-        .arg(&target)
-        .flags("-c 4 --closed-loop -T 1s")
-        .rtt_log()
-        .run();
-    assert_eq!(code, 0, "{out}");
-    all_answered(&typed(&v), &out);
+    let (r, out, log) = logged("closed1", srv.addr, "-c 4 --closed-loop -T 1s");
+    clean(&r, &out);
     assert!(max_in_flight(&log_rows(&log)) <= 1, "window 1 exceeded");
-    let r = typed(&v);
     assert!(r.q().rate_target.is_none());
-    let Ran {
-        code,
-        out,
-        json: v8,
-        rtt_log: log,
-        ..
-    } = Client::new("closed8")
-        .arg(&target)
-        .flags("-c 4 --closed-loop --window 8 -T 1s")
-        .rtt_log()
-        .run();
-    assert_eq!(code, 0, "{out}");
-    all_answered(&typed(&v8), &out);
+    let (r, out, log) = logged("closed8", srv.addr, "-c 4 --closed-loop --window 8 -T 1s");
+    clean(&r, &out);
     let peak = max_in_flight(&log_rows(&log));
     // The window is filled at once: 8 sent before any answer is read.
     assert_eq!(peak, 8, "window 8: peak {peak} in flight");
-    drop(srv);
 }
 
 #[test]
 fn rate_within_10_percent_at_5k_over_100_connections() {
     let srv = server(&[]);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("rate5k")
-        .arg(srv.addr.to_string())
-        .flags("-c 100 -r 5k -T 2s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let (r, out) = exits("rate5k", srv.addr, "-c 100 -r 5k -T 2s", 0);
     let achieved = r.q().rate_achieved;
     assert!((4500.0..=5500.0).contains(&achieved), "{achieved}/s\n{out}");
-    all_answered(&typed(&v), &out);
-    drop(srv);
+    clean(&r, &out);
 }
 
 #[test]
 fn schedule_ramp_reaches_its_end_rate() {
     let srv = server(&[]);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("ramp")
-        .arg(srv.addr.to_string())
-        .flags("-c 20 --schedule 2s@1000..3000 --arrivals constant")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let flags = "-c 20 --schedule 2s@1000..3000 --arrivals constant";
+    let (r, _) = exits("ramp", srv.addr, flags, 0);
     let seconds = &r.per_second;
     let last = seconds
         .iter()
@@ -533,25 +492,13 @@ fn stall(pid: i32, d: Duration) {
 #[test]
 fn coordinated_omission_is_corrected() {
     let srv = server(&[]);
-    let pid = srv.pid();
-    let dir = temp_dir("co");
-    let json = dir.join("r.json");
-    let (mut child, mut err) = common::spawn_piped(
-        Command::new(BIN)
-            .args(["client", &srv.addr.to_string(), "-c", "10", "-r", "1000"])
-            .args(["--arrivals", "constant", "--window", "1", "-T", "5s"])
-            .args(["--json", json.to_str().unwrap()]),
-    );
-    common::wait_for_line(&mut err, "ramp done");
+    let flags = "-c 10 -r 1000 --arrivals constant --window 1 -T 5s";
+    let run = start("co", srv.addr, flags, "ramp done");
     // The stall is the subject of the test: the server stops for 1 s in
     // the middle of the 5 s of traffic.
     thread::sleep(Duration::from_secs(2));
-    stall(pid, Duration::from_secs(1));
-    let mut rest = String::new();
-    err.read_to_string(&mut rest).unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(0), "{rest}");
-    let v: Value = common::read_result(&json);
-    let r = typed(&v);
+    stall(srv.pid(), Duration::from_secs(1));
+    let r = run.wait().exits(0).result();
     let response_p99 = r.lat().response_time_us.p99;
     let service_p99 = r.lat().service_time_us.p99;
     assert!(
@@ -559,8 +506,6 @@ fn coordinated_omission_is_corrected() {
         "response p99 {response_p99} µs misses the stall"
     );
     assert!(service_p99 < 100_000, "service p99 {service_p99} µs");
-    let _ = std::fs::remove_dir_all(&dir);
-    drop(srv);
 }
 
 /// A server that stalls twice under 3,000 connections of one worker: the
@@ -574,36 +519,18 @@ fn coordinated_omission_is_corrected() {
 fn deadlines_hold_through_stalls_that_fill_and_empty_them() {
     common::raise_fd_limit();
     let srv = server(&[]);
-    let pid = srv.pid();
-    let dir = temp_dir("stalls");
-    let json = dir.join("r.json");
-    let (mut child, mut err) = common::spawn_piped(
-        Command::new(BIN)
-            .args(["client", &srv.addr.to_string(), "-c", "3000", "-r", "30000"])
-            .args([
-                "--workers",
-                "1",
-                "--processes",
-                "1",
-                "--arrivals",
-                "constant",
-            ])
-            .args(["-T", "6s", "--timeout", "500ms"])
-            .args(["--json", json.to_str().unwrap()]),
-    );
-    common::wait_for_line(&mut err, "ramp done");
-    common::wait_for_line(&mut err, "answered");
+    let flags = "-c 3000 -r 30000 --workers 1 --processes 1 --arrivals constant \
+                 -T 6s --timeout 500ms";
+    let mut run = start("stalls", srv.addr, flags, "ramp done");
+    run.wait_for_line("answered");
     // The stalls are the subject of the test.
-    stall(pid, Duration::from_millis(250));
+    stall(srv.pid(), Duration::from_millis(250));
     // Two seconds end: the answers came back and the list was looked at.
-    common::wait_for_line(&mut err, "answered");
-    common::wait_for_line(&mut err, "answered");
-    stall(pid, Duration::from_millis(1200));
-    let mut rest = String::new();
-    err.read_to_string(&mut rest).unwrap();
-    let code = child.wait().unwrap().code();
-    let v: Value = common::read_result(&json);
-    let r = typed(&v);
+    run.wait_for_line("answered");
+    run.wait_for_line("answered");
+    stall(srv.pid(), Duration::from_millis(1200));
+    let ran = run.wait();
+    let (r, rest) = (ran.result(), &ran.out);
     let (sent, answered, timed_out) = (r.q().sent, r.q().answered, r.q().timed_out);
     assert_eq!(r.q().in_flight_at_end, 0, "{rest}");
     assert_eq!(r.errors(), 0, "{rest}");
@@ -612,25 +539,17 @@ fn deadlines_hold_through_stalls_that_fill_and_empty_them() {
     assert!(timed_out >= 10_000, "{timed_out} timed out: {rest}");
     assert!(answered >= sent / 2, "{answered} of {sent}: {rest}");
     // Timeouts fail the default check: a verdict, not a crash.
-    assert_eq!(code, Some(1), "{rest}");
-    let _ = std::fs::remove_dir_all(&dir);
-    drop(srv);
+    assert_eq!(ran.code, 1, "{rest}");
 }
 
 #[test]
 fn timeouts_and_close_on_timeout() {
     let srv = server(&["--mode", "discard"]);
-    let target = srv.addr.to_string();
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("timeouts")
-        .arg(&target)
-        .flags("-c 5 -r 100 -T 1s --timeout 200ms --no-verify")
-        .run();
+    let target = srv.addr;
     // The server answers nothing: the default check (answered >= 99%) fails.
-    assert_eq!(code, 1, "{out}");
+    let flags = "-c 5 -r 100 -T 1s --timeout 200ms --no-verify";
+    let (r, out) = exits("timeouts", target, flags, 1);
     assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
-    let r = typed(&v);
     assert_eq!(r.q().answered, 0);
     // The drain waits out the timeout of the last ones: every query sent
     // timed out, none is left in flight.
@@ -640,27 +559,17 @@ fn timeouts_and_close_on_timeout() {
     assert_eq!(r.q().in_flight_at_end, 0, "{out}");
     // Verification by the first query: a server that never answers leaves
     // its connections established but unverified, not failed.
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("unverified")
-        .arg(&target)
-        .flags("-c 5 -r 100 -T 500ms --timeout 200ms --check none")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let flags = "-c 5 -r 100 -T 500ms --timeout 200ms --check none";
+    let (r, out) = exits("unverified", target, flags, 0);
     assert_eq!(r.connections.established, 5, "{out}");
     assert_eq!(r.connections.verified, 0, "{out}");
     assert_eq!(r.connections.unverified, 5, "{out}");
-    let Ran { code, out, json: v, .. } = Client::new("close-on-timeout")
-.arg(&target)
-.flags("-c 5 --interval 100ms -T 1s --timeout 150ms --no-verify --close-on-timeout --reconnect --check none --check connections.attempted>5")
-.run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let flags = "-c 5 --interval 100ms -T 1s --timeout 150ms --no-verify --close-on-timeout \
+                 --reconnect --check none --check connections.attempted>5";
+    let (r, out) = exits("close-on-timeout", target, flags, 0);
     let attempted = r.connections.attempted;
     assert!(attempted > 5, "connections were not replaced: {out}");
     assert!(r.q().timed_out >= 5, "{out}");
-    drop(srv);
 }
 
 /// An echo server that answers the first message late (after 400 ms),
@@ -685,12 +594,9 @@ fn late_once_echo_server() -> SocketAddr {
 #[test]
 fn a_late_answer_leaves_the_next_querys_deadline() {
     let addr = late_once_echo_server();
-    let Ran { code, out, json: v, .. } = Client::new("late")
-.arg(addr.to_string())
-.flags("--proto echo -c 1 --closed-loop --window 1 --timeout 200ms -T 1200ms --no-verify --check none")
-.run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let flags = "--proto echo -c 1 --closed-loop --window 1 --timeout 200ms -T 1200ms \
+                 --no-verify --check none";
+    let (r, out) = exits("late", addr, flags, 0);
     assert_eq!(r.q().answered, 0, "the late answer is not counted: {out}");
     let sent = r.q().sent;
     assert!(
@@ -704,14 +610,8 @@ fn a_late_answer_leaves_the_next_querys_deadline() {
 #[test]
 fn max_queries_per_conn_recycles_exactly() {
     let srv = server(&["--mode", "dns"]);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("recycle")
-        .arg(srv.addr.to_string())
-        .flags("-c 10 --closed-loop --max-queries-per-conn 20 -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let flags = "-c 10 --closed-loop --max-queries-per-conn 20 -T 1s";
+    let (r, out) = exits("recycle", srv.addr, flags, 0);
     let recycled = r.q().recycled_connections;
     let answered = r.q().answered;
     assert!(recycled > 10, "{out}");
@@ -737,47 +637,27 @@ fn max_queries_per_conn_recycles_exactly() {
 #[test]
 fn rtt_log_has_a_line_per_query() {
     let srv = server(&[]);
-    let Ran {
-        code,
-        out,
-        json: v,
-        rtt_log: log,
-        ..
-    } = Client::new("rttlog")
-        .arg(srv.addr.to_string())
-        .flags("-c 5 -r 500 -T 1s")
-        .rtt_log()
-        .run();
-    assert_eq!(code, 0, "{out}");
+    let (r, _, log) = logged("rttlog", srv.addr, "-c 5 -r 500 -T 1s");
     let mut lines = log.lines();
     assert_eq!(
         lines.next(),
         Some("type,timestamp,connection_id,query_id,intended_us,sent_us,rtt_us,status")
     );
     let rows: Vec<&str> = lines.collect();
-    let r = typed(&v);
     assert_eq!(rows.len() as u64, r.q().answered + r.q().timed_out);
     assert!(rows
         .iter()
         .all(|r| r.starts_with("dns,") && r.split(',').count() == 8));
-    drop(srv);
 }
 
 #[test]
 fn interval_sends_every_period_per_connection() {
     let srv = server(&["--mode", "pong"]);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("interval")
-        .arg(srv.addr.to_string())
-        .flags("--proto ping -c 20 --interval 200ms -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let flags = "--proto ping -c 20 --interval 200ms -T 1s";
+    let (r, out) = exits("interval", srv.addr, flags, 0);
+    clean(&r, &out);
     let sent = r.q().sent;
-    assert!((90..=110).contains(&sent), "{sent}");
-    all_answered(&typed(&v), &out);
-    drop(srv);
+    assert!((90..=110).contains(&sent), "{sent}\n{out}");
 }
 
 #[test]
@@ -787,17 +667,11 @@ fn control_changes_the_rate_while_running() {
     let json = dir.join("r.json");
     let (mut child, mut err) = common::spawn_piped(
         Command::new(BIN)
-            .args([
-                "client",
-                &srv.addr.to_string(),
-                "-c",
-                "10",
-                "-r",
-                "100",
-                "-T",
-                "3s",
-            ])
-            .args(["--control", "-", "--json", json.to_str().unwrap()]),
+            .arg("client")
+            .arg(srv.addr.to_string())
+            .args("-c 10 -r 100 -T 3s --control -".split(' '))
+            .arg("--json")
+            .arg(&json),
     );
     common::wait_for_line(&mut err, "ramp done");
     let mut stdin = child.stdin.take().unwrap();
@@ -812,8 +686,7 @@ fn control_changes_the_rate_while_running() {
     err.read_to_string(&mut rest).unwrap();
     assert!(rest.contains("not understood"), "{rest}");
     assert_eq!(child.wait().unwrap().code(), Some(0));
-    let v: Value = common::read_result(&json);
-    let r = typed(&v);
+    let r = common::outcome(&json);
     let events = &r.q().control;
     assert_eq!(events[0].command, "rate 2000");
     assert!(events[0].applied);
@@ -822,23 +695,12 @@ fn control_changes_the_rate_while_running() {
     // ~3 s at 2000/s after the change, not 300 at 100/s.
     assert!(r.q().sent > 3000, "{}", r.q().sent);
     let _ = std::fs::remove_dir_all(&dir);
-    drop(srv);
 }
 
 #[test]
 fn poisson_rtt_log_passes_kolmogorov_smirnov() {
     let srv = server(&[]);
-    let Ran {
-        code,
-        out,
-        rtt_log: log,
-        ..
-    } = Client::new("ks")
-        .arg(srv.addr.to_string())
-        .flags("-c 20 -r 10k -T 2s")
-        .rtt_log()
-        .run();
-    assert_eq!(code, 0, "{out}");
+    let (_, _, log) = logged("ks", srv.addr, "-c 20 -r 10k -T 2s");
     let mut intended: Vec<f64> = log
         .lines()
         .skip(1)
@@ -870,7 +732,6 @@ fn poisson_rtt_log_passes_kolmogorov_smirnov() {
     );
     assert!(d < 1.63 / n.sqrt() + 0.005, "D = {d}");
     let _ = TcpStream::connect(srv.addr);
-    drop(srv);
 }
 
 /// Echoes 64-byte messages, one write per message, with Nagle's algorithm
@@ -904,15 +765,14 @@ fn a_delayed_ack_tail_with_pipelined_queries_names_nagle() {
     // Regression: unbound (no TCP_NODELAY) showed a service-time tail of
     // 23-32 ms under random spread and the summary blamed the client.
     let addr = nagle_echo_server();
-    let Ran { out, json: v, .. } = Client::new("nagle")
+    let ran = Client::new("nagle")
         .arg(addr.to_string())
         .flags("--proto echo --size 64 -c 4 -r 200 -T 3s --check none")
         .run();
-    let r = typed(&v);
+    let (r, out) = (ran.result(), &ran.out);
     assert!(r.q().pipelined > 0, "{out}");
-    assert!(out.contains("hint (nagle)"), "{out}");
-    assert!(out.contains("TCP_NODELAY"), "{out}");
-    assert!(!out.contains("the client is the bottleneck"), "{out}");
+    let said = ["hint (nagle)", "TCP_NODELAY"];
+    says(out, &said, &["the client is the bottleneck"]);
 }
 
 #[test]
@@ -921,36 +781,26 @@ fn query_file_rcodes_by_type_merge_exactly() {
     let dir = temp_dir("qfile-merge");
     let file = dir.join("queries.txt");
     std::fs::write(&file, "a.example A\nb.example AAAA\nc.example MX\n").unwrap();
-    let target = srv.addr.to_string();
+    // Slice `k` of the run, its result to a file of its own (for the merge).
     let part = |k: &str| {
         let path = dir.join(format!("{}.json", k.replace('/', "of")));
-        let (code, out, err) = common::output(Command::new(BIN).args([
-            "client",
-            &target,
-            "--transport",
-            "udp",
-            "--qnames",
-            file.to_str().unwrap(),
-            "--dnssec-ok",
-            "-c",
-            "4",
-            "-r",
-            "400",
-            "-T",
-            "1s",
-            "-q",
-            "--segment",
-            k,
-            "--json",
-            path.to_str().unwrap(),
-        ]));
+        let (code, out, err) = common::output(
+            Command::new(BIN)
+                .arg("client")
+                .arg(srv.addr.to_string())
+                .args("--transport udp --dnssec-ok -c 4 -r 400 -T 1s -q".split(' '))
+                .arg("--qnames")
+                .arg(&file)
+                .args(["--segment", k, "--json"])
+                .arg(&path),
+        );
         assert_eq!(code, 0, "{out}\n{err}");
-        let v: Value = common::read_result(&path);
-        all_answered(&typed(&v), &out);
-        (path, v)
+        let r = common::outcome(&path);
+        clean(&r, &out);
+        (path, r)
     };
-    let (a, va) = part("1/2");
-    let (b, vb) = part("2/2");
+    let (a, ra) = part("1/2");
+    let (b, rb) = part("2/2");
     let count = |r: &RunResult, t: &str| {
         r.dns()
             .rcodes_by_qtype
@@ -958,16 +808,16 @@ fn query_file_rcodes_by_type_merge_exactly() {
             .and_then(|m| m.get("NOERROR"))
             .copied()
     };
-    for v in [&va, &vb] {
-        let r = typed(v);
+    for r in [&ra, &rb] {
         let per_type: u64 = ["A", "AAAA", "MX"]
             .iter()
-            .map(|t| count(&r, t).unwrap())
+            .map(|t| count(r, t).unwrap())
             .sum();
         assert_eq!(
             Some(per_type),
             r.dns().rcodes.get("NOERROR").copied(),
-            "{v}"
+            "{:?}",
+            r.dns()
         );
         let query = &r.scenario.traffic.as_ref().unwrap().query;
         assert!(matches!(
@@ -979,16 +829,15 @@ fn query_file_rcodes_by_type_merge_exactly() {
         ));
     }
     let merged = dir.join("merged.json");
-    let (code, out, err) = common::output(Command::new(BIN).args([
-        "merge",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--json",
-        merged.to_str().unwrap(),
-    ]));
+    let (code, out, err) = common::output(
+        Command::new(BIN)
+            .arg("merge")
+            .args([&a, &b])
+            .arg("--json")
+            .arg(&merged),
+    );
     assert_eq!(code, 0, "{out}\n{err}");
     let m = common::outcome(&merged);
-    let (ra, rb) = (typed(&va), typed(&vb));
     for t in ["A", "AAAA", "MX"] {
         assert_eq!(
             count(&m, t),
@@ -999,7 +848,6 @@ fn query_file_rcodes_by_type_merge_exactly() {
     // The summary of the merge lists them too, a line per type.
     assert!(out.contains("      AAAA      NOERROR"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
-    drop(srv);
 }
 
 #[test]
@@ -1016,14 +864,9 @@ fn malformed_query_file_line_is_usage_naming_the_line() {
         ("a..example MX\n", "line 1", "empty label"),
     ] {
         std::fs::write(&file, text).unwrap();
-        let (code, _, err) = common::run(&[
-            "client",
-            "127.0.0.1:9",
-            "--qnames",
-            file.to_str().unwrap(),
-            "-r",
-            "10",
-        ]);
+        let qnames = file.to_str().unwrap();
+        let (code, _, err) =
+            common::run(&["client", "127.0.0.1:9", "--qnames", qnames, "-r", "10"]);
         assert_eq!(code, 2, "{err}");
         let want = format!("--qnames {} {line}: ", file.display());
         assert!(err.contains(&want) && err.contains(what), "{err}");
@@ -1034,21 +877,14 @@ fn malformed_query_file_line_is_usage_naming_the_line() {
 #[test]
 fn queries_ends_the_run_after_that_many_over_all_workers() {
     let srv = server(&["--mode", "dns"]);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("queries-total")
-        .arg(srv.addr.to_string())
-        .flags("-c 4 -w 2 -r 2000 --queries 301 -T 30s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    all_answered(&typed(&v), &out);
-    let r = typed(&v);
+    let flags = "-c 4 -w 2 -r 2000 --queries 301 -T 30s";
+    let (r, out) = exits("queries-total", srv.addr, flags, 0);
     assert_eq!(r.q().sent, 301, "{out}");
     assert_eq!(r.q().answered, 301, "{out}");
+    clean(&r, &out);
     // Ended by its last answer (about 0.15 s of traffic), not by -T.
     assert!(r.duration_s < 10.0, "{out}");
     assert_eq!(r.scenario.traffic.as_ref().unwrap().queries, Some(301));
-    drop(srv);
 }
 
 /// A discard server answers nothing: a user's latency check replaced the
@@ -1058,13 +894,9 @@ fn queries_ends_the_run_after_that_many_over_all_workers() {
 #[test]
 fn a_check_with_nothing_measured_fails_beside_the_defaults() {
     let srv = server(&["--mode", "discard"]);
-    let target = srv.addr.to_string();
-    let Ran { code, out, json: v, .. } = Client::new("no-samples")
-.arg(&target)
-.flags("--proto echo -c 4 -r 200 -T 1s --timeout 200ms --check latency.response_time_us.p99<5ms")
-.run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+    let flags = "--proto echo -c 4 -r 200 -T 1s --timeout 200ms \
+                 --check latency.response_time_us.p99<5ms";
+    let (r, out) = exits("no-samples", srv.addr, flags, 1);
     assert_eq!(r.q().answered, 0, "{out}");
     let checks = &r.checks;
     let exprs: Vec<&str> = checks.iter().map(|c| c.expr.as_str()).collect();
@@ -1085,14 +917,12 @@ fn a_check_with_nothing_measured_fails_beside_the_defaults() {
         "{out}"
     );
     // `--check none` drops the defaults: only the user's is left.
-    let Ran { out, json: v, .. } = Client::new("no-samples-none")
-        .arg(&target)
-        .flags(
-            "--proto echo -c 2 -r 50 -T 500ms --timeout 200ms --check none --check queries.sent>=1",
-        )
+    let ran = Client::new("no-samples-none")
+        .arg(srv.addr.to_string())
+        .flags("--proto echo -c 2 -r 50 -T 500ms --timeout 200ms")
+        .flags("--check none --check queries.sent>=1")
         .run();
-    assert_eq!(typed(&v).checks.len(), 1, "{out}");
-    drop(srv);
+    assert_eq!(ran.result().checks.len(), 1, "{}", ran.out);
 }
 
 /// A listener that never calls accept(): every connection is established
@@ -1106,51 +936,28 @@ fn connections_never_accepted_fail_and_are_named_from_the_accept_queue() {
         .unwrap();
     sock.listen(1024).unwrap();
     let addr = sock.local_addr().unwrap().as_socket().unwrap();
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("never-accepted")
-        .arg(addr.to_string())
-        .flags("-c 300 -T 500ms")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
-    assert_eq!(r.connections.established, 300, "{out}");
-    assert_eq!(r.connections.unverified, 300, "{out}");
-    assert!(out.contains("FAIL  connections.unverified==0"), "{out}");
-    assert!(
-        out.contains("did not take the connections the kernel completed for it"),
-        "{out}"
+    let (r, out) = exits("never-accepted", addr, "-c 300 -T 500ms", 1);
+    let c = &r.connections;
+    assert_eq!((c.established, c.unverified), (300, 300), "{out}");
+    says(
+        &out,
+        &[
+            "FAIL  connections.unverified==0",
+            "did not take the connections the kernel completed for it",
+            "hint (unverified): 300 connection(s) were established but never answered",
+        ],
+        &["no connection got an answer", "it cannot accept more"],
     );
-    assert!(
-        out.contains("hint (unverified): 300 connection(s) were established but never answered"),
-        "{out}"
-    );
-    assert!(!out.contains("no connection got an answer"), "{out}");
-    assert!(!out.contains("it cannot accept more"), "{out}");
-    assert!(
-        typed(&v).server_seen.unwrap().accept_queue_max >= 300,
-        "{out}"
-    );
+    assert!(r.server_seen.unwrap().accept_queue_max >= 300, "{out}");
     // --stop-on ends the ramp once nothing verifies: 2,000 asked at 500/s
     // would take 4 s.
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("never-accepted-stop")
-        .arg(addr.to_string())
-        .flags("-c 2000 --connect-rate 500 --connect-timeout 500ms --stop-on verify-stall=1s -T 0s")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+    let flags = "-c 2000 --connect-rate 500 --connect-timeout 500ms \
+                 --stop-on verify-stall=1s -T 0s";
+    let (r, out) = exits("never-accepted-stop", addr, flags, 1);
     let attempted = r.connections.attempted;
     assert!(attempted < 1500, "{out}");
-    assert!(
-        r.connections
-            .ramp_stopped
-            .as_deref()
-            .unwrap()
-            .contains("no connection verified"),
-        "{out}"
-    );
+    let stopped = r.connections.ramp_stopped.as_deref().unwrap();
+    assert!(stopped.contains("no connection verified"), "{out}");
     drop(sock);
 }
 
@@ -1181,55 +988,32 @@ fn slow_echo_server(delay: Duration) -> SocketAddr {
 #[test]
 fn tcp_per_query_slots_are_named_as_the_servers_pace() {
     let addr = slow_echo_server(Duration::from_millis(50));
-    let a = addr.to_string();
-    let base = [
-        "--proto",
-        "echo",
-        "--transport",
-        "tcp-per-query",
-        "-r",
-        "200",
-    ];
-    let (code, out, v, _) = client(
-        "pq-slots",
-        &[
-            &[a.as_str()][..],
-            &base,
-            &["--concurrency", "2", "-T", "2s", "--timeout", "1s"],
-        ]
-        .concat(),
-        false,
-    );
-    assert_eq!(code, 1, "about a fifth of the queries can be sent: {out}");
-    let r = typed(&v);
+    let base = "--proto echo --transport tcp-per-query -r 200";
+    // About a fifth of the queries can be sent: the run fails.
+    let flags = format!("{base} --concurrency 2 -T 2s --timeout 1s");
+    let (r, out) = exits("pq-slots", addr, &flags, 1);
     assert!(r.q().waited.get("slot").copied().unwrap() > 100, "{out}");
     assert!(r.q().errors.get("not_sent").copied().unwrap() > 0, "{out}");
-    assert!(
-        out.contains("waited for a free tcp-per-query slot (--concurrency 2)"),
-        "{out}"
+    says(
+        &out,
+        &[
+            "waited for a free tcp-per-query slot (--concurrency 2)",
+            "Little's law",
+        ],
+        &[
+            "the client is the bottleneck",
+            "could not keep up",
+            "waited for room",
+            "is not reading what it is sent",
+            "connections failed (see above)",
+        ],
     );
-    assert!(out.contains("Little's law"), "{out}");
-    assert!(!out.contains("the client is the bottleneck"), "{out}");
-    assert!(!out.contains("could not keep up"), "{out}");
-    assert!(!out.contains("waited for room"), "{out}");
-    assert!(!out.contains("is not reading what it is sent"), "{out}");
-    assert!(!out.contains("connections failed (see above)"), "{out}");
     // Waited at most --timeout, then answered in about 50 ms.
     let max = r.lat().response_time_us.max;
     assert!(max < 1_500_000, "response max {max} µs: {out}");
 
-    let (code, out, v, _) = client(
-        "pq-slots-enough",
-        &[
-            &[a.as_str()][..],
-            &base,
-            &["--concurrency", "50", "-T", "1s"],
-        ]
-        .concat(),
-        false,
-    );
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let flags = format!("{base} --concurrency 50 -T 1s");
+    let (r, out) = exits("pq-slots-enough", addr, &flags, 0);
     assert_eq!(r.q().errors.get("not_sent").copied(), Some(0), "{out}");
     assert!(!out.contains("free tcp-per-query slot"), "{out}");
 }
@@ -1242,63 +1026,26 @@ fn tcp_per_query_slots_are_named_as_the_servers_pace() {
 #[test]
 fn a_stopped_server_is_named_as_not_reading() {
     let srv = server(&[]);
-    let a = srv.addr.to_string();
-    let args = [
-        "--proto",
-        "echo",
-        "--size",
-        "32KiB",
-        "-c",
-        "4",
-        "-r",
-        "2000",
-        "--timeout",
-        "4s",
-    ];
-    let (code, out, v, _) = client(
-        "running",
-        &[&[a.as_str()][..], &args, &["-T", "2s"]].concat(),
-        false,
-    );
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let flags = "--proto echo --size 32KiB -c 4 -r 2000 --timeout 4s";
+    let (r, out) = exits("running", srv.addr, &format!("{flags} -T 2s"), 0);
     assert_eq!(r.q().waited.get("socket").copied(), Some(0), "{out}");
-    assert!(!out.contains("did not read"), "{out}");
-    // Pipelined answers without a delayed-ACK tail.
-    assert!(!out.contains("hint (nagle)"), "{out}");
+    // No wait behind the sockets; pipelined answers without a delayed-ACK
+    // tail.
+    says(&out, &[], &["did not read", "hint (nagle)"]);
 
-    let dir = temp_dir("stopped");
-    let json = dir.join("r.json");
-    let (mut child, mut err) =
-        common::spawn_piped(Command::new(BIN).args(["client", &a]).args(args).args([
-            "-T",
-            "4s",
-            "--json",
-            json.to_str().unwrap(),
-        ]));
     // Traffic under way: its first second's line.
-    common::wait_for_line(&mut err, "answered");
+    let run = start("stopped", srv.addr, &format!("{flags} -T 4s"), "answered");
     // The stall is the subject of the test.
     stall(srv.pid(), Duration::from_millis(1500));
-    let mut rest = String::new();
-    err.read_to_string(&mut rest).unwrap();
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(0), "{out}\n{rest}");
-    let v = common::read_result(&json);
-    let r = typed(&v);
+    let ran = run.wait();
+    let r = ran.exits(0).result();
+    let out = &ran.stdout;
     assert!(r.q().waited.get("socket").copied().unwrap() > 0, "{out}");
-    assert!(
-        out.contains("waited behind sockets the server did not read"),
-        "{out}"
+    says(
+        out,
+        &["waited behind sockets the server did not read"],
+        &["the client is the bottleneck"],
     );
-    assert!(!out.contains("the client is the bottleneck"), "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// --slack holds a due query until the first due has waited the slack; its
@@ -1309,25 +1056,13 @@ fn a_stopped_server_is_named_as_not_reading() {
 #[test]
 fn slack_holds_queries_and_their_response_time_counts_from_the_due_time() {
     let srv = server(&["--mode", "dns", "--udp"]);
-    let target = srv.addr.to_string();
-    let run = |name: &str, extra: &[&str]| {
-        let mut args = vec![
-            target.as_str(),
-            "--transport",
-            "udp",
-            "--proto",
-            "dns",
-            "-c",
-            "2",
-        ];
-        args.extend_from_slice(extra);
-        let (code, out, v, _) = client(name, &args, false);
-        assert_eq!(code, 0, "{out}");
-        let r = typed(&v);
-        all_answered(&r, &out);
+    let run = |name: &str, extra: &str| {
+        let flags = format!("--transport udp --proto dns -c 2 {extra}");
+        let (r, out) = exits(name, srv.addr, &flags, 0);
+        clean(&r, &out);
         (r, out)
     };
-    let (r, out) = run("slack-alone", &["-r", "20", "-T", "1s", "--slack", "20ms"]);
+    let (r, out) = run("slack-alone", "-r 20 -T 1s --slack 20ms");
     assert!(r.q().sent >= 18, "{out}");
     let l = r.lat();
     assert!(l.response_time_us.p50 >= 20_000, "{out}");
@@ -1345,12 +1080,12 @@ fn slack_holds_queries_and_their_response_time_counts_from_the_due_time() {
     );
     // The end of the traffic: what the slack holds then goes, every due
     // query sent and answered (none counted behind_schedule).
-    let (r, out) = run("slack-end", &["-r", "200", "-T", "1s", "--slack", "100ms"]);
+    let (r, out) = run("slack-end", "-r 200 -T 1s --slack 100ms");
     assert_eq!(r.q().sent, r.q().due, "{out}");
     // Many per batch: the same queries go as without slack.
-    let q = ["-r", "2000", "--queries", "600", "-T", "5s"];
-    let (exact, out_exact) = run("slack-none", &q);
-    let (held, out_held) = run("slack-many", &[&q[..], &["--slack", "20ms"]].concat());
+    let q = "-r 2000 --queries 600 -T 5s";
+    let (exact, out_exact) = run("slack-none", q);
+    let (held, out_held) = run("slack-many", &format!("{q} --slack 20ms"));
     assert_eq!(exact.q().sent, 600, "{out_exact}");
     assert_eq!(held.q().sent, 600, "{out_held}");
     // Each waits from its due time to the batch's (the first's + 20 ms):
@@ -1359,5 +1094,4 @@ fn slack_holds_queries_and_their_response_time_counts_from_the_due_time() {
     // No one waits past the batch's send by more than the slack and a
     // loaded machine's lateness.
     assert!(held.lat().send_lag_us.p50 < 100_000, "{out_held}");
-    drop(srv);
 }
