@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{peer, temp_dir, typed, Parts, BIN};
-use common::{all_answered, Client, Ran};
+use common::{all_answered, peer, temp_dir, Client, Parts, Ran, RunResult, BIN};
 use serde_json::Value;
 
 /// The client's input cap (`engine::proto::INPUT_CAP`, README).
@@ -24,28 +23,36 @@ const CAP: u64 = 1024 * 1024;
 /// checked.
 const READ: u64 = 64 * 1024;
 
-/// Runs `throng client ADDR <args>`: (exit code, output, JSON, seconds).
-fn run(name: &str, addr: SocketAddr, args: &[&str]) -> (i32, String, Value, f64) {
-    let (code, out, v, secs, _) = run_rss(name, addr, args);
-    (code, out, v, secs)
+/// `throng client ADDR <flags>` run to its end: it must exit `code`,
+/// within `secs` seconds. Its typed result, and its output (behind
+/// `name`) for the messages.
+#[track_caller]
+fn ends(name: &str, addr: SocketAddr, flags: &str, code: i32, secs: f64) -> (RunResult, String) {
+    let ran = Client::new(name).arg(addr.to_string()).flags(flags).run();
+    assert!(ran.secs < secs, "{name}: {} s\n{}", ran.secs, ran.out);
+    (ran.exits(code).result(), format!("{name}: {}", ran.out))
 }
 
-/// [`run`], and the client's peak resident memory in bytes (its
-/// `ru_maxrss`, from wait4 on it alone).
-fn run_rss(name: &str, addr: SocketAddr, args: &[&str]) -> (i32, String, Value, f64, u64) {
+/// Two connections, a query every 100 ms on each for a second, each
+/// timed out after 300 ms: what most runs here ask of a hostile peer.
+const PACED: &str = "-c 2 --interval 100ms -T 1s --timeout 300ms";
+
+/// Runs `throng client ADDR <flags>` as [`Client::run`] does, and gives
+/// the client's peak resident memory in bytes too (its `ru_maxrss`, from
+/// wait4 on it alone).
+fn run_rss(name: &str, addr: SocketAddr, flags: &str) -> (Ran, u64) {
     let dir = temp_dir(name);
     let json = dir.join("r.json");
-    let log = dir.join("out");
     let t = Instant::now();
     // Reaped by the wait4 below, which also gives its usage.
     #[allow(clippy::zombie_processes)]
     let child = Command::new(BIN)
         .arg("client")
         .arg(addr.to_string())
-        .args(args)
+        .args(flags.split_whitespace())
         .args(["-q", "--json", json.to_str().unwrap()])
         .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
+        .stdout(std::fs::File::create(dir.join("out")).unwrap())
         .stderr(std::fs::File::create(dir.join("err")).unwrap())
         .spawn()
         .expect("start throng client");
@@ -62,12 +69,35 @@ fn run_rss(name: &str, addr: SocketAddr, args: &[&str]) -> (i32, String, Value, 
         -1
     };
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
-    let out = format!("{}\n{}", read("out"), read("err"));
-    let v = std::fs::read_to_string(&json)
+    let (stdout, stderr) = (read("out"), read("err"));
+    let json = std::fs::read_to_string(&json)
         .map(|t| common::parse_result(&t))
         .unwrap_or(Value::Null);
     let _ = std::fs::remove_dir_all(&dir);
-    (code, out, v, secs, usage.ru_maxrss as u64 * 1024)
+    let out = format!("{stdout}\n{stderr}");
+    let rtt_log = String::new();
+    let ran = Ran {
+        code,
+        out,
+        stdout,
+        stderr,
+        json,
+        rtt_log,
+        secs,
+    };
+    (ran, usage.ru_maxrss as u64 * 1024)
+}
+
+/// Every query sent (at least `min`) timed out: none was answered, no
+/// connection failed. The number sent.
+#[track_caller]
+fn all_timed_out(r: &RunResult, min: u64, out: &str) -> u64 {
+    let q = r.q();
+    assert!(q.sent >= min, "sent {} < {min}\n{out}", q.sent);
+    assert_eq!(q.answered, 0, "answered\n{out}");
+    assert_eq!(q.timed_out, q.sent, "timed out against sent\n{out}");
+    assert_eq!(r.failed_total(), 0, "failed connections\n{out}");
+    q.sent
 }
 
 /// Reads one length-prefixed DNS message (None at the end).
@@ -92,6 +122,30 @@ fn dns_answer(query: &[u8], id: Option<u16>) -> Vec<u8> {
     f
 }
 
+/// A DNS peer that writes `answer(query)` for each query it reads.
+fn dns_peer(answer: fn(&[u8]) -> Vec<u8>) -> SocketAddr {
+    peer(move |mut s| {
+        while let Some(m) = read_dns(&mut s) {
+            if s.write_all(&answer(&m)).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// An echo peer that reads 64-byte messages and writes `answer(message)`
+/// for each.
+fn echo_peer(answer: fn([u8; 64]) -> Vec<u8>) -> SocketAddr {
+    peer(move |mut s| {
+        let mut msg = [0u8; 64];
+        while s.read_exact(&mut msg).is_ok() {
+            if s.write_all(&answer(msg)).is_err() {
+                return;
+            }
+        }
+    })
+}
+
 /// A peer that answers every read with `reply`.
 fn replying(reply: &'static [u8]) -> SocketAddr {
     peer(move |mut s| {
@@ -112,22 +166,8 @@ fn replying(reply: &'static [u8]) -> SocketAddr {
 /// flight on it is `conn_lost`; --reconnect replaces it. The default check
 /// fails the run (exit 1).
 fn garbage_ends_each_connection(proto: &str, reply: &'static [u8]) {
-    let addr = replying(reply);
-    let Ran {
-        code,
-        out,
-        json: v,
-        secs,
-        ..
-    } = Client::new(&format!("garbage-{proto}"))
-        .arg(addr.to_string())
-        .flags("--proto")
-        .arg(proto)
-        .flags("-c 2 --reconnect --interval 100ms -T 1s --timeout 300ms")
-        .run();
-    assert_eq!(code, 1, "answered < 99%: {out}");
-    assert!(secs < 5.0, "{secs} s: {out}");
-    let r = typed(&v);
+    let flags = format!("--proto {proto} --reconnect {PACED}");
+    let (r, out) = ends(&format!("garbage-{proto}"), replying(reply), &flags, 1, 5.0);
     let malformed = r.q().errors["malformed"];
     assert!(malformed >= 4, "{out}");
     assert_eq!(r.q().answered, 0, "{out}");
@@ -170,23 +210,10 @@ fn garbage_http_is_malformed() {
 #[test]
 fn garbage_ping_lines_are_mismatches() {
     let addr = replying(b"garbage\n");
-    let Ran {
-        code,
-        out,
-        json: v,
-        secs,
-        ..
-    } = Client::new("garbage-ping")
-        .arg(addr.to_string())
-        .flags("--proto ping -c 2 --interval 100ms -T 1s --timeout 300ms")
-        .run();
+    let flags = format!("--proto ping {PACED}");
     // Every ping answered, and every answer failed: the run fails.
-    assert_eq!(code, 1, "{out}");
-    assert!(secs < 5.0, "{secs} s: {out}");
-    let r = typed(&v);
-    let answered = r.q().answered;
-    assert!(answered >= 10, "{out}");
-    assert_eq!(r.q().sent, answered, "{out}");
+    let (r, out) = ends("garbage-ping", addr, &flags, 1, 5.0);
+    let answered = all_answered(&r, 10, &out);
     assert_eq!(
         r.q().failed_answers.get("mismatch").copied(),
         Some(answered),
@@ -202,29 +229,10 @@ fn garbage_ping_lines_are_mismatches() {
 #[test]
 fn garbage_raw_without_the_marker_times_out() {
     let addr = replying(b"garbage");
-    let Ran {
-        code,
-        out,
-        json: v,
-        secs,
-        ..
-    } = Client::new("garbage-raw")
-        .arg(addr.to_string())
-        .flags("--proto raw -m")
-        .arg(r"hello\n")
-        .flags("--marker")
-        .arg(r"\r\n")
-        .flags("-c 2 --interval 100ms -T 1s --timeout 300ms")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    assert!(secs < 5.0, "{secs} s: {out}");
-    let r = typed(&v);
-    let sent = r.q().sent;
-    assert!(sent >= 10, "{out}");
-    assert_eq!(r.q().timed_out, sent, "{out}");
-    assert_eq!(r.q().answered, 0, "{out}");
+    let flags = format!(r"--proto raw -m hello\n --marker \r\n {PACED}");
+    let (r, out) = ends("garbage-raw", addr, &flags, 1, 5.0);
+    let sent = all_timed_out(&r, 10, &out);
     assert_eq!(r.errors(), 0, "{out}");
-    assert_eq!(r.failed_total(), 0, "{out}");
     assert_eq!(r.q().bytes_in, 7 * sent, "{out}");
 }
 
@@ -244,24 +252,10 @@ fn dns_frame_that_never_ends_times_out() {
             thread::sleep(Duration::from_millis(100));
         }
     });
-    let Ran {
-        code,
-        out,
-        json: v,
-        secs,
-        ..
-    } = Client::new("dns-endless")
-        .arg(addr.to_string())
-        .flags("-c 1 --interval 200ms -T 1s --timeout 300ms")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    assert!(secs < 4.0, "{secs} s: {out}");
-    let r = typed(&v);
-    let sent = r.q().sent;
-    assert!(sent >= 3, "{out}");
-    assert_eq!(r.q().timed_out, sent, "{out}");
+    let flags = "-c 1 --interval 200ms -T 1s --timeout 300ms";
+    let (r, out) = ends("dns-endless", addr, flags, 1, 4.0);
+    all_timed_out(&r, 3, &out);
     assert_eq!(r.errors(), 0, "{out}");
-    assert_eq!(r.failed_total(), 0, "{out}");
 }
 
 /// A peer that answers the first request of each connection with `head`,
@@ -276,28 +270,14 @@ fn endless(head: &'static [u8], filler: &'static [u8]) -> SocketAddr {
     })
 }
 
-/// Runs `proto` (with `args`) against a reply that never ends and must be
+/// Runs `proto` (its flags) against a reply that never ends and must be
 /// kept whole to be framed (an HTTP head, a ping line): each connection is
 /// cut as `oversized` once it passes the protocol's limit (64 KiB),
 /// replaced, and the run ends on time. The client never read more than the
 /// cap and a read on any connection.
-fn endless_reply_is_cut(name: &str, addr: SocketAddr, args: &[&str]) {
-    let mut all = args.to_vec();
-    all.extend([
-        "-c",
-        "2",
-        "--reconnect",
-        "--interval",
-        "200ms",
-        "-T",
-        "1s",
-        "--timeout",
-        "300ms",
-    ]);
-    let (code, out, v, secs) = run(name, addr, &all);
-    assert_eq!(code, 1, "{out}");
-    assert!(secs < 5.0, "{secs} s: {out}");
-    let r = typed(&v);
+fn endless_reply_is_cut(name: &str, addr: SocketAddr, proto: &str) {
+    let flags = format!("{proto} -c 2 --reconnect --interval 200ms -T 1s --timeout 300ms");
+    let (r, out) = ends(name, addr, &flags, 1, 5.0);
     let cut = r.q().errors["oversized"];
     assert!(cut >= 2, "{out}");
     assert_eq!(r.q().answered, 0, "{out}");
@@ -321,36 +301,25 @@ fn http_head_that_never_ends_is_oversized() {
         b"HTTP/1.1 200 OK\r\n",
         b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaa\r\n",
     );
-    endless_reply_is_cut("http-head", addr, &["--proto", "http"]);
+    endless_reply_is_cut("http-head", addr, "--proto http");
 }
 
-/// Runs `args` against a reply that never ends but is well formed so far
-/// (an HTTP body, a raw reply whose marker has not come), sent as fast as
-/// the client reads: the client reads it all, keeping only the head and a
-/// read per connection (the body is dropped as it comes), so it reads far
-/// past the cap without cutting anything. Each query times out, no
-/// connection is lost, the run ends on time, and the client's peak memory
-/// is that of the same run against `answers` (a peer that answers) plus
-/// less than a cap and a read per connection.
-fn endless_reply_streams(name: &str, addr: SocketAddr, answers: SocketAddr, args: &[&str]) {
-    let mut all = args.to_vec();
-    all.extend([
-        "-c",
-        "2",
-        "--interval",
-        "200ms",
-        "-T",
-        "1s",
-        "--timeout",
-        "300ms",
-    ]);
-    let (code, out, v, _, normal) = run_rss(&format!("{name}-answered"), answers, &all);
-    let r = typed(&v);
-    assert_eq!((code, r.q().timed_out), (0, 0), "{out}");
-    let (code, out, v, secs, rss) = run_rss(name, addr, &all);
-    assert_eq!(code, 1, "{out}");
-    assert!(secs < 5.0, "{secs} s: {out}");
-    let r = typed(&v);
+/// Runs `proto` (its flags) against a reply that never ends but is well
+/// formed so far (an HTTP body, a raw reply whose marker has not come),
+/// sent as fast as the client reads: the client reads it all, keeping only
+/// the head and a read per connection (the body is dropped as it comes),
+/// so it reads far past the cap without cutting anything. Each query
+/// times out, no connection is lost, the run ends on time, and the
+/// client's peak memory is that of the same run against `answers` (a peer
+/// that answers) plus less than a cap and a read per connection.
+fn endless_reply_streams(name: &str, addr: SocketAddr, answers: SocketAddr, proto: &str) {
+    let flags = format!("{proto} -c 2 --interval 200ms -T 1s --timeout 300ms");
+    let (ran, normal) = run_rss(&format!("{name}-answered"), answers, &flags);
+    let r = ran.exits(0).result();
+    assert_eq!(r.q().timed_out, 0, "{}", ran.out);
+    let (ran, rss) = run_rss(name, addr, &flags);
+    let (r, out) = (ran.exits(1).result(), &ran.out);
+    assert!(ran.secs < 5.0, "{} s: {out}", ran.secs);
     let sent = r.q().sent;
     assert!(sent >= 6, "{out}");
     // Every query timed out, but one the busy loop (reading the stream as
@@ -383,7 +352,7 @@ fn http_chunked_body_that_never_ends_times_out() {
         Box::leak(chunk.into_boxed_slice()),
     );
     let ok = replying(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
-    endless_reply_streams("http-chunked", addr, ok, &["--proto", "http"]);
+    endless_reply_streams("http-chunked", addr, ok, "--proto http");
 }
 
 #[test]
@@ -393,7 +362,7 @@ fn http_content_length_never_filled_times_out() {
         &[b'z'; 4096],
     );
     let ok = replying(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
-    endless_reply_streams("http-length", addr, ok, &["--proto", "http"]);
+    endless_reply_streams("http-length", addr, ok, "--proto http");
 }
 
 #[test]
@@ -401,8 +370,8 @@ fn raw_reply_without_its_marker_times_out() {
     let filler = b"no marker here, ever. ".repeat(200);
     let addr = endless(b"", Box::leak(filler.into_boxed_slice()));
     let ok = replying(b"ok\r\n.\r\n");
-    let args = ["--proto", "raw", "-m", r"hello\n", "--marker", r"\r\n.\r\n"];
-    endless_reply_streams("raw-endless", addr, ok, &args);
+    let proto = r"--proto raw -m hello\n --marker \r\n.\r\n";
+    endless_reply_streams("raw-endless", addr, ok, proto);
 }
 
 /// An HTTP body the client reads to its end however long it is: 64 MiB
@@ -425,14 +394,10 @@ fn http_body_far_past_the_cap_is_answered() {
             }
         }
     });
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("http-huge")
+    let (r, out) = Client::new("http-huge")
         .arg(addr.to_string())
         .flags("--proto http -c 1 --queries 3 --closed-loop -T 20s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+        .ok();
     assert_eq!(r.q().answered, 3, "{out}");
     assert_eq!(r.errors(), 0, "{out}");
     assert!(r.q().bytes_in > 3 * BODY as u64, "{out}");
@@ -441,7 +406,7 @@ fn http_body_far_past_the_cap_is_answered() {
 #[test]
 fn ping_line_that_never_ends_is_oversized() {
     let addr = endless(b"pong ", b"1111111111111111");
-    endless_reply_is_cut("ping-endless", addr, &["--proto", "ping"]);
+    endless_reply_is_cut("ping-endless", addr, "--proto ping");
 }
 
 // ---- a flood on every connection -----------------------------------------
@@ -533,40 +498,22 @@ fn flooding(filler: &'static [u8], n: usize) -> (SocketAddr, Arc<AtomicBool>) {
 fn a_flood_on_ten_thousand_connections_is_read_within_bounds() {
     common::raise_fd_limit();
     const N: u64 = 10_000;
-    let args = [
-        "--proto",
-        "raw",
-        "-m",
-        r"hello\n",
-        "--marker",
-        r"\r\n.\r\n",
-        "-c",
-        "10000",
-        "--interval",
-        "1s",
-        "-T",
-        "3s",
-        "--timeout",
-        "500ms",
-    ];
+    let flags =
+        r"--proto raw -m hello\n --marker \r\n.\r\n -c 10000 --interval 1s -T 3s --timeout 500ms";
     let (silent, stop) = flooding(b"", N as usize);
-    let (code, out, v, _, quiet) = run_rss("flood-silent", silent, &args);
+    let (ran, quiet) = run_rss("flood-silent", silent, flags);
     stop.store(true, Relaxed);
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
-    assert_eq!(r.q().bytes_in, 0, "{out}");
+    let r = ran.exits(1).result();
+    assert_eq!(r.q().bytes_in, 0, "{}", ran.out);
     let filler: &'static [u8] = Box::leak(b"flood ".repeat(2000).into_boxed_slice());
     let (flood, stop) = flooding(filler, N as usize);
-    let (code, out, v, secs, rss) = run_rss("flood", flood, &args);
+    let (ran, rss) = run_rss("flood", flood, flags);
     stop.store(true, Relaxed);
-    assert_eq!(code, 1, "{out}");
+    let (r, out) = (ran.exits(1).result(), &ran.out);
     // The ramp (~1 s at the default 10,000/s), -T, --drain (--timeout).
-    assert!(secs < 2.0 + 3.0 + 0.5 + 3.0, "{secs} s: {out}");
-    let r = typed(&v);
-    assert_eq!(r.q().answered, 0, "{out}");
-    assert_eq!(r.q().timed_out, r.q().sent, "{out}");
+    assert!(ran.secs < 2.0 + 3.0 + 0.5 + 3.0, "{} s: {out}", ran.secs);
+    all_timed_out(&r, 1, out);
     assert_eq!(r.errors(), 0, "{out}");
-    assert_eq!(r.failed_total(), 0, "{out}");
     assert_eq!(r.connections.established, N, "{out}");
     let bytes_in = r.q().bytes_in;
     assert!(bytes_in > 100 * CAP, "it read: {bytes_in}: {out}");
@@ -592,36 +539,20 @@ fn server_that_never_reads_backs_up_and_is_named() {
         thread::sleep(Duration::from_secs(8));
         drop(s);
     });
-    let args = [
-        "--proto",
-        "echo",
-        "--size",
-        "1024",
-        "-c",
-        "4",
-        "-r",
-        "20k",
-        "-T",
-        "2s",
-        "--timeout",
-        "500ms",
-    ];
+    let flags = "--proto echo --size 1024 -c 4 -r 20k -T 2s --timeout 500ms";
     let srv = common::server(&[]);
-    let (code, out, v, _, answering) = run_rss("noread-answered", srv.addr, &args);
-    assert_eq!(code, 0, "{out}");
+    let (ran, answering) = run_rss("noread-answered", srv.addr, flags);
+    let due = ran.exits(0).result().q().sent;
     drop(srv);
-    let (code, out, v2, secs, rss) = run_rss("noread", addr, &args);
-    assert_eq!(code, 1, "{out}");
+    let (ran, rss) = run_rss("noread", addr, flags);
+    let (r, out) = (ran.exits(1).result(), &ran.out);
     // -T, then --drain (--timeout) at most, and the close.
-    assert!(secs < 2.0 + 0.5 + 2.0, "{secs} s: {out}");
-    let r = typed(&v);
-    let due = r.q().sent;
-    let r2 = typed(&v2);
-    let (sent, not_sent) = (r2.q().sent, r2.q().errors["not_sent"]);
+    assert!(ran.secs < 2.0 + 0.5 + 2.0, "{} s: {out}", ran.secs);
+    let (sent, not_sent) = (r.q().sent, r.q().errors["not_sent"]);
     assert!(not_sent > 0, "{out}");
-    assert_eq!(r2.q().answered, 0, "{out}");
-    assert_eq!(r2.q().timed_out, sent, "{out}");
-    assert_eq!(r2.errors(), not_sent, "{out}");
+    assert_eq!(r.q().answered, 0, "{out}");
+    assert_eq!(r.q().timed_out, sent, "{out}");
+    assert_eq!(r.errors(), not_sent, "{out}");
     // Every query due counted once: as many as the run that was answered
     // sent, within 2%.
     let all = sent + not_sent;
@@ -653,34 +584,11 @@ fn server_that_never_reads_backs_up_and_is_named() {
 /// `unmatched`, each query times out; nothing is answered twice.
 #[test]
 fn dns_answers_with_wrong_ids_are_unmatched() {
-    let addr = peer(|mut s| {
-        while let Some(m) = read_dns(&mut s) {
-            let id = u16::from_be_bytes([m[0], m[1]]) ^ 0x8000;
-            if s.write_all(&dns_answer(&m, Some(id))).is_err() {
-                return;
-            }
-        }
-    });
-    let Ran {
-        code,
-        out,
-        json: v,
-        secs,
-        ..
-    } = Client::new("dns-wrong-id")
-        .arg(addr.to_string())
-        .flags("-c 2 --interval 100ms -T 1s --timeout 300ms")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    assert!(secs < 5.0, "{secs} s: {out}");
-    let r = typed(&v);
-    let sent = r.q().sent;
-    assert!(sent >= 10, "{out}");
-    assert_eq!(r.q().answered, 0, "{out}");
-    assert_eq!(r.q().timed_out, sent, "{out}");
+    let addr = dns_peer(|m| dns_answer(m, Some(u16::from_be_bytes([m[0], m[1]]) ^ 0x8000)));
+    let (r, out) = ends("dns-wrong-id", addr, PACED, 1, 5.0);
+    let sent = all_timed_out(&r, 10, &out);
     assert_eq!(r.q().errors["unmatched"], sent, "{out}");
     assert_eq!(r.errors(), sent, "{out}");
-    assert_eq!(r.failed_total(), 0, "{out}");
 }
 
 /// Answers each HTTP request, then 50 ms later sends a response to no
@@ -700,22 +608,9 @@ fn http_response_with_no_request_is_unmatched() {
             }
         }
     });
-    let Ran {
-        code,
-        out,
-        json: v,
-        secs,
-        ..
-    } = Client::new("http-unasked")
-        .arg(addr.to_string())
-        .flags("--proto http -c 2 --interval 200ms -T 1s --timeout 300ms")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    assert!(secs < 5.0, "{secs} s: {out}");
-    let r = typed(&v);
-    let answered = r.q().answered;
-    assert!(answered >= 6, "{out}");
-    assert_eq!(r.q().sent, answered, "{out}");
+    let flags = "--proto http -c 2 --interval 200ms -T 1s --timeout 300ms";
+    let (r, out) = ends("http-unasked", addr, flags, 0, 5.0);
+    let answered = all_answered(&r, 6, &out);
     assert_eq!(r.q().http_status.get("200").copied(), Some(answered));
     // The last query's extra response may come after the connection
     // closed.
@@ -725,84 +620,60 @@ fn http_response_with_no_request_is_unmatched() {
     assert_eq!(r.failed_total(), 0, "{out}");
 }
 
-/// Echoes each message, then the same message with a sequence number never
-/// sent: `unmatched`, never an answer.
-#[test]
-fn extra_echo_messages_are_unmatched() {
-    let addr = peer(|mut s| {
-        let mut msg = [0u8; 64];
-        while s.read_exact(&mut msg).is_ok() {
-            let mut extra = msg;
-            extra[4] ^= 0x80;
-            let both = [msg, extra].concat();
-            if s.write_all(&both).is_err() {
-                return;
-            }
-        }
-    });
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("echo-extra")
-        .arg(addr.to_string())
-        .flags("--proto echo --size 64 -c 2 --interval 100ms -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
-    let answered = r.q().answered;
-    assert!(answered >= 10, "{out}");
-    assert_eq!(r.q().sent, answered, "{out}");
-    assert_eq!(r.q().errors["unmatched"], answered, "{out}");
-    assert_eq!(r.errors(), answered, "{out}");
-}
-
 // ---- twice, out of order ---------------------------------------------------
 
-/// Answers every DNS query twice: the first answer counts, the second is
-/// `unmatched`, never a second answer (in RCODEs either).
+/// Answers every query twice: the first answer counts, the second is
+/// `unmatched`, never a second answer (in RCODEs either). Or echoes each
+/// message, then the same message with a sequence number never sent:
+/// `unmatched`, never an answer.
 #[test]
-fn dns_answers_twice_count_once() {
-    let addr = peer(|mut s| {
-        while let Some(m) = read_dns(&mut s) {
-            let a = dns_answer(&m, None);
-            if s.write_all(&[a.clone(), a].concat()).is_err() {
-                return;
-            }
-        }
+fn answers_twice_count_once() {
+    let dns = dns_peer(|m| [dns_answer(m, None), dns_answer(m, None)].concat());
+    let echo = echo_peer(|m| [m, m].concat());
+    let extra = echo_peer(|m| {
+        let mut extra = m;
+        extra[4] ^= 0x80;
+        [m, extra].concat()
     });
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("dns-twice")
-        .arg(addr.to_string())
-        .flags("-c 2 -r 200 -T 1s --timeout 300ms")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
-    let answered = r.q().answered;
-    assert!(answered >= 100, "{out}");
-    assert_eq!(r.q().sent, answered, "{out}");
-    assert_eq!(r.dns().rcodes.get("NOERROR").copied(), Some(answered));
-    assert_eq!(r.q().errors["unmatched"], answered, "{out}");
-    assert_eq!(r.errors(), answered, "{out}");
-}
-
-/// Echoes every message twice: the second is `unmatched`.
-#[test]
-fn echo_answers_twice_count_once() {
-    let addr = peer(|mut s| {
-        let mut msg = [0u8; 64];
-        while s.read_exact(&mut msg).is_ok() {
-            if s.write_all(&[msg, msg].concat()).is_err() {
-                return;
-            }
+    // Each case: its name, peer and flags, the fewest answers it must get,
+    // and whether it is DNS (its RCODEs counted).
+    let echo_flags = "--proto echo --size 64 -c 2";
+    let cases = [
+        (
+            "dns-twice",
+            dns,
+            "-c 2 -r 200 -T 1s --timeout 300ms",
+            100,
+            true,
+        ),
+        (
+            "echo-twice",
+            echo,
+            &format!("{echo_flags} -r 200 -T 1s"),
+            100,
+            false,
+        ),
+        (
+            "echo-extra",
+            extra,
+            &format!("{echo_flags} --interval 100ms -T 1s"),
+            10,
+            false,
+        ),
+    ];
+    for (name, addr, flags, min, dns) in cases {
+        let ran = Client::new(name).arg(addr.to_string()).flags(flags).run();
+        let out = format!("{name}: {}", ran.out);
+        assert_eq!(ran.code, 0, "exit code\n{out}");
+        let r = ran.result();
+        let answered = all_answered(&r, min, &out);
+        assert_eq!(r.q().errors["unmatched"], answered, "{out}");
+        assert_eq!(r.errors(), answered, "{out}");
+        if dns {
+            let noerror = r.dns().rcodes.get("NOERROR").copied();
+            assert_eq!(noerror, Some(answered), "{out}");
         }
-    });
-    let (r, out) = Client::new("echo-twice")
-        .arg(addr.to_string())
-        .flags("--proto echo --size 64 -c 2 -r 200 -T 1s")
-        .ok();
-    let answered = all_answered(&r, 100, &out);
-    assert_eq!(r.q().errors["unmatched"], answered, "{out}");
-    assert_eq!(r.errors(), answered, "{out}");
+    }
 }
 
 /// Holds DNS queries in fours and answers each four in reverse: every
@@ -821,16 +692,12 @@ fn dns_answers_reordered_are_all_matched() {
             }
         }
     });
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("dns-reorder")
+    let (r, out) = Client::new("dns-reorder")
         .arg(addr.to_string())
         .flags("-c 2 --closed-loop --window 4 -T 1s")
         // A four cut short at the end is never answered.
         .flags("--drain 200ms")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+        .ok();
     let answered = r.q().answered;
     assert!(answered >= 100, "{out}");
     assert_eq!(answered % 4, 0, "whole fours: {out}");
@@ -889,20 +756,7 @@ fn reset_on_drop(s: &TcpStream) {
 /// Each of the 2 connections: one answer, then half of one and the
 /// `bucket`'s end: the connection in its bucket, the query `conn_lost`.
 fn half_answer_counted(name: &str, reset: bool, bucket: &str) {
-    let addr = half_answer_then_close(reset);
-    let Ran {
-        code,
-        out,
-        json: v,
-        secs,
-        ..
-    } = Client::new(name)
-        .arg(addr.to_string())
-        .flags("-c 2 --interval 100ms -T 1s --timeout 300ms")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    assert!(secs < 5.0, "{secs} s: {out}");
-    let r = typed(&v);
+    let (r, out) = ends(name, half_answer_then_close(reset), PACED, 1, 5.0);
     assert_eq!(r.q().answered, 2, "{out}");
     assert_eq!(r.connections.failed[bucket], 2, "{out}");
     assert_eq!(r.failed_total(), 2, "{out}");
@@ -951,22 +805,8 @@ fn one_answer_then_close(reply: &'static [u8]) -> SocketAddr {
 /// Every query answered, judged ok, the server's closes clean and replaced.
 fn answered_and_closed_cleanly(name: &str, reply: &'static [u8]) {
     let addr = one_answer_then_close(reply);
-    let Ran {
-        code,
-        out,
-        json: v,
-        secs,
-        ..
-    } = Client::new(name)
-        .arg(addr.to_string())
-        .flags("--proto http -c 5 -r 100 -T 2s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    assert!(secs < 10.0, "{secs} s: {out}");
-    let r = typed(&v);
-    let answered = r.q().answered;
-    assert!(answered >= 150, "{out}");
-    assert_eq!(r.q().sent, answered, "{out}");
+    let (r, out) = ends(name, addr, "--proto http -c 5 -r 100 -T 2s", 0, 10.0);
+    let answered = all_answered(&r, 150, &out);
     assert_eq!(r.q().ok, Some(answered), "{out}");
     assert_eq!(r.q().http_status.get("200").copied(), Some(answered));
     assert_eq!(r.q().errors["malformed"], 0, "{out}");
@@ -1013,19 +853,8 @@ fn http_body_without_a_length_cut_by_a_reset_is_conn_lost() {
             reset_on_drop(&s);
         }
     });
-    let Ran {
-        code,
-        out,
-        json: v,
-        secs,
-        ..
-    } = Client::new("http-1-0-reset")
-        .arg(addr.to_string())
-        .flags("--proto http -c 2 --interval 100ms -T 1s --timeout 300ms")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    assert!(secs < 5.0, "{secs} s: {out}");
-    let r = typed(&v);
+    let flags = format!("--proto http {PACED}");
+    let (r, out) = ends("http-1-0-reset", addr, &flags, 1, 5.0);
     let lost = r.q().errors["conn_lost"];
     assert!(lost >= 10, "{out}");
     assert_eq!(r.q().answered, 0, "{out}");
@@ -1133,10 +962,11 @@ proptest::proptest! {
         if let (Some(n), false) = (&recycle, per_query) {
             args.extend(["--max-queries-per-conn", n]);
         }
-        let (code, out, v, secs) = run("books-chaos", addr, &args);
+        let ran = Client::new("books-chaos").arg(addr.to_string()).args(&args).run();
+        let Ran { code, out, json: v, secs, .. } = ran;
         proptest::prop_assert!(code == 0 || code == 1, "exit {code}: {args:?}\n{out}");
         proptest::prop_assert!(!v.is_null(), "no result: {args:?}\n{out}");
-        let r = typed(&v);
+        let r = common::typed(&v);
         // -T 1s, --drain 0.5s, the close; a loaded machine's slack.
         proptest::prop_assert!(secs < 15.0, "{secs} s: {args:?}\n{out}");
         proptest::prop_assert!(r.q().due > 0, "{args:?}\n{out}");
