@@ -3,10 +3,38 @@
 
 mod common;
 
+use std::fmt::Display;
 use std::process::Command;
 
-use common::{output, server, temp_dir, Parts, RunResult, BIN};
+use common::{output, server, temp_dir, Client, Parts, RunResult, BIN};
 use throng::domain::RunIdFrom;
+
+/// `throng client TARGET` and the words of `flags`, run to its end:
+/// (exit code, stdout, stderr).
+fn client(target: impl Display, flags: &str) -> (i32, String, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("client").arg(target.to_string());
+    output(cmd.args(flags.split_whitespace()))
+}
+
+/// `throng client TARGET FLAGS` against an elastic server (`nofile` fds a
+/// process, planned for `max` connections), which is then stopped and must
+/// stop cleanly: the client's exit code, stdout and stderr, and the
+/// server's summary.
+fn against_elastic(nofile: u32, max: &str, flags: &str) -> (i32, String, String, String) {
+    let srv = common::elastic_server(nofile, max, &[]);
+    let (code, out, err) = client(srv.addr, flags);
+    let (status, summary) = srv.stop();
+    assert!(status.success(), "{summary}");
+    (code, out, err, summary)
+}
+
+/// `throng merge` of `files`, with the words of `flags` after them.
+fn merge_files<P: AsRef<std::ffi::OsStr>>(files: &[P], flags: &str) -> (i32, String, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("merge").args(files);
+    output(cmd.args(flags.split_whitespace()))
+}
 
 /// Server processes that are children of `pid` now.
 fn children_of(pid: i32) -> Vec<String> {
@@ -29,24 +57,12 @@ fn forty_five_thousand_connections_one_command_each_side() {
     );
     // Idle, the default costs one process.
     assert!(children_of(srv.pid()).is_empty());
-    let dir = temp_dir("45k");
-    let json = dir.join("r.json");
-    let (code, out, err) = output(
-        Command::new(BIN)
-            .args([
-                "client",
-                &srv.addr.to_string(),
-                "-c",
-                "45k",
-                "-T",
-                "1s",
-                "-q",
-            ])
-            .args(["--connect-rate", "15k", "--json", json.to_str().unwrap()]),
-    );
-    assert_eq!(code, 0, "{out}\n{err}");
+    let ran = Client::new("45k")
+        .arg(srv.addr.to_string())
+        .flags("-c 45k -T 1s --connect-rate 15k")
+        .run();
+    let (r, out) = (ran.exits(0).result(), &ran.stdout);
     assert!(out.contains("in 3 processes"), "{out}");
-    let r = common::outcome(&json);
     assert_eq!(r.connections.established, 45_000, "{out}");
     assert_eq!(r.connections.verified, 45_000, "{out}");
     assert!(!r.partial);
@@ -63,7 +79,6 @@ fn forty_five_thousand_connections_one_command_each_side() {
     assert!(summary.contains("errors       none"), "{summary}");
     assert!(summary.contains("processes    3 (up to"), "{summary}");
     assert!(!summary.contains("hand-over"), "{summary}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -73,21 +88,8 @@ fn segments_merge_into_the_whole_and_other_scenarios_are_refused() {
     let target = srv.addr.to_string();
     let part = |k: &str, c: &str| {
         let path = dir.join(format!("seg-{}-{c}.json", k.replace('/', "of")));
-        let (code, out, err) = output(Command::new(BIN).args([
-            "client",
-            &target,
-            "-c",
-            c,
-            "-r",
-            "1000",
-            "-T",
-            "1s",
-            "-q",
-            "--segment",
-            k,
-            "--json",
-            path.to_str().unwrap(),
-        ]));
+        let flags = format!("-c {c} -r 1000 -T 1s -q --segment {k} --json");
+        let (code, out, err) = client(&target, &format!("{flags} {}", path.display()));
         assert_eq!(code, 0, "{out}\n{err}");
         path
     };
@@ -98,13 +100,7 @@ fn segments_merge_into_the_whole_and_other_scenarios_are_refused() {
     assert_eq!(va.connections.target + vb.connections.target, 1001);
     assert_eq!(va.scenario.segment.map(|s| s.index), Some(1));
     let merged = dir.join("merged.json");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "merge",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--json",
-        merged.to_str().unwrap(),
-    ]));
+    let (code, out, err) = merge_files(&[&a, &b], &format!("--json {}", merged.display()));
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("established   1001"), "{out}");
     let m = common::outcome(&merged);
@@ -117,8 +113,7 @@ fn segments_merge_into_the_whole_and_other_scenarios_are_refused() {
     assert_eq!(m.connections.connect_time_us.count, 1001);
     // A result of another scenario is refused, naming the difference.
     let other = part("2/2", "2000");
-    let (code, _, err) =
-        output(Command::new(BIN).args(["merge", a.to_str().unwrap(), other.to_str().unwrap()]));
+    let (code, _, err) = merge_files(&[&a, &other], "");
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("scenario.connections (1001 vs 2000)"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -129,9 +124,9 @@ fn segments_merge_into_the_whole_and_other_scenarios_are_refused() {
 /// result to `path`; waits for it.
 fn slice_run(target: &str, k: &str, path: &std::path::Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);
-    cmd.args(["client", target, "-c", "10", "-r", "1000", "-T", "2s", "-q"])
-        .args(["--segment", k, "--json", path.to_str().unwrap()])
-        .args(extra);
+    cmd.args(["client", target])
+        .args("-c 10 -r 1000 -T 2s -q".split(' '));
+    cmd.args(["--segment", k, "--json"]).arg(path).args(extra);
     cmd
 }
 
@@ -161,12 +156,8 @@ fn merges_are_whole_or_say_they_are_not() {
         common::outcome(file(name))
     };
     let merge = |files: &[&str]| {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("merge");
-        for f in files {
-            cmd.arg(file(f));
-        }
-        output(cmd.args(["--json", file("m.json").to_str().unwrap()]))
+        let paths: Vec<_> = files.iter().map(|f| file(f)).collect();
+        merge_files(&paths, &format!("--json {}", file("m.json").display()))
     };
     // Two slices of run "seq", one after the other.
     let s1 = run("1/2", "s1.json", &["--run-id", "seq"]);
@@ -288,43 +279,25 @@ fn start_at_in_the_past_is_refused() {
 #[test]
 fn a_child_that_dies_leaves_a_partial_merge() {
     let srv = server(&[]);
-    let dir = temp_dir("partial");
-    let json = dir.join("r.json");
-    let (mut child, mut err) = common::spawn_piped(
-        Command::new(BIN)
-            .args([
-                "client",
-                &srv.addr.to_string(),
-                "-c",
-                "1000",
-                "-T",
-                "30s",
-                "--processes",
-                "2",
-            ])
-            .args(["--json", json.to_str().unwrap()]),
-    );
-    common::wait_for_line(&mut err, "ramp done");
-    let pid = child.id();
+    let run = Client::new("partial")
+        .arg(srv.addr.to_string())
+        .flags("-c 1000 -T 30s --processes 2")
+        .start("ramp done");
+    let pid = run.pid();
     let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
     let victim: i32 = kids.split_whitespace().next().unwrap().parse().unwrap();
     common::signal(victim, libc::SIGKILL);
-    common::signal(pid as i32, libc::SIGINT);
-    let status = child.wait().unwrap();
-    let mut out = String::new();
-    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    run.signal(libc::SIGINT);
+    let ran = run.wait();
     // Interrupted (the SIGINT) takes the exit code; the merge is partial.
-    assert_eq!(status.code(), Some(130), "{out}");
-    assert!(out.contains("PARTIAL"), "{out}");
-    let r = common::outcome(&json);
+    let r = ran.exits(130).result();
+    assert!(ran.stdout.contains("PARTIAL"), "{}", ran.out);
     assert!(r.partial);
     assert!(r.missing[0].contains("signal 9"), "{:?}", r.missing);
     assert_eq!(
         r.connections.established, 500,
         "the survivor's half is kept"
     );
-    let _ = std::fs::remove_dir_all(&dir);
-    drop(srv);
 }
 
 /// The children of --processes are slices of one run: one id, given by
@@ -332,16 +305,10 @@ fn a_child_that_dies_leaves_a_partial_merge() {
 #[test]
 fn processes_share_one_run_and_one_end() {
     let srv = server(&[]);
-    let dir = temp_dir("one-run");
-    let json = dir.join("r.json");
-    let (code, out, err) = output(
-        Command::new(BIN)
-            .args(["client", &srv.addr.to_string(), "-c", "20", "-r", "1000"])
-            .args(["-T", "2s", "-q", "--processes", "2"])
-            .args(["--json", json.to_str().unwrap()]),
-    );
-    assert_eq!(code, 0, "{out}\n{err}");
-    let r = common::outcome(&json);
+    let (r, _) = Client::new("one-run")
+        .arg(srv.addr.to_string())
+        .flags("-c 20 -r 1000 -T 2s --processes 2")
+        .ok();
     let slice = r.slice.as_ref().unwrap();
     let id = slice.run_id.as_str();
     assert_eq!(slice.run_id_from, RunIdFrom::Generated);
@@ -358,8 +325,6 @@ fn processes_share_one_run_and_one_end() {
     // Enter reaches both children at once.
     assert!((ends[0] - ends[1]).abs() < 0.2, "{ends:?}");
     assert!(!r.partial);
-    let _ = std::fs::remove_dir_all(&dir);
-    drop(srv);
 }
 
 #[test]
@@ -373,18 +338,8 @@ fn a_full_server_process_leaves_new_connections_to_its_siblings() {
         // 100 fds per process: each child holds about 80 connections; 160
         // connections fit only if a full child stops taking them.
         let srv = common::server_with_nofile(100, &["--processes", "2", "--workers", "1"]);
-        let (code, out, err) = output(Command::new(BIN).args([
-            "client",
-            &srv.addr.to_string(),
-            "-c",
-            "160",
-            "--connect-rate",
-            "1k",
-            "-T",
-            "1s",
-            "--processes",
-            "1",
-        ]));
+        let flags = "-c 160 --connect-rate 1k -T 1s --processes 1";
+        let (code, out, err) = client(srv.addr, flags);
         assert_eq!(code, 0, "{out}\n{err}");
         assert!(out.contains("established   160 (verified 160"), "{out}");
         let (status, summary) = srv.stop();
@@ -412,20 +367,8 @@ fn elastic_server_under_churn_reuses_its_processes() {
     // 1,024 fds a process: each takes ~800 connections before it hands
     // over, so 1,200 need two.
     let srv = common::elastic_server(1024, "4000", &[]);
-    let (code, out, err) = output(Command::new(BIN).args([
-        "client",
-        &srv.addr.to_string(),
-        "-c",
-        "1200",
-        "--lifetime",
-        "1s",
-        "--reconnect",
-        "--connect-rate",
-        "5k",
-        "-T",
-        "10s",
-        "-q",
-    ]));
+    let flags = "-c 1200 --lifetime 1s --reconnect --connect-rate 5k -T 10s -q";
+    let (code, out, err) = client(srv.addr, flags);
     assert_eq!(code, 0, "{out}\n{err}");
     let kids = children_of(srv.pid()).len();
     let (status, summary) = srv.stop();
@@ -445,22 +388,8 @@ fn elastic_server_under_churn_reuses_its_processes() {
 /// fds`.)
 #[test]
 fn a_full_elastic_member_passes_what_it_cannot_hold_to_a_sibling() {
-    let srv = common::elastic_server(400, "5000", &[]);
-    let (code, out, err) = output(Command::new(BIN).args([
-        "client",
-        &srv.addr.to_string(),
-        "-c",
-        "3000",
-        "--connect-rate",
-        "100k",
-        "-T",
-        "2s",
-        "--processes",
-        "1",
-        "-q",
-    ]));
-    let (status, summary) = srv.stop();
-    assert!(status.success(), "{summary}");
+    let flags = "-c 3000 --connect-rate 100k -T 2s --processes 1 -q";
+    let (code, out, err, summary) = against_elastic(400, "5000", flags);
     assert_eq!(code, 0, "{out}\n{err}\n{summary}");
     assert!(
         out.contains("established   3000 (verified 3000, unverified 0)"),
@@ -499,21 +428,8 @@ fn a_full_elastic_member_passes_what_it_cannot_hold_to_a_sibling() {
 /// the server's own. Both are checked against the figure it printed.
 #[test]
 fn an_elastic_group_at_its_most_is_named_full_on_both_sides() {
-    let srv = common::elastic_server(400, "600", &[]);
-    let (code, out, err) = output(Command::new(BIN).args([
-        "client",
-        &srv.addr.to_string(),
-        "-c",
-        "1500",
-        "--connect-rate",
-        "100k",
-        "-T",
-        "1s",
-        "--processes",
-        "1",
-    ]));
-    let (status, summary) = srv.stop();
-    assert!(status.success(), "{summary}");
+    let flags = "-c 1500 --connect-rate 100k -T 1s --processes 1";
+    let (code, out, err, summary) = against_elastic(400, "600", flags);
     assert_eq!(code, 1, "{out}\n{err}\n{summary}");
     assert!(summary.contains("refused: out of fds"), "{summary}");
     assert!(
