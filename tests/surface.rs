@@ -4,11 +4,19 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::{temp_dir, Parts, BIN};
-use common::{Client, Ran};
+use common::{temp_dir, Client, Parts, BIN};
+
+/// The short run of the embedded server the tests here make: `throng
+/// client` and its flags.
+const A_RUN: [&str; 7] = ["client", "-c", "10", "-r", "100", "-T", "1s"];
+
+/// [`A_RUN`], its result to `json`.
+fn a_run_to(json: &str) -> Vec<&str> {
+    [&A_RUN[..], &["--json", json]].concat()
+}
 
 /// Runs throng with `args`, its stdout a pipe whose reader is gone before
 /// it starts (every write to it fails with EPIPE): its exit code and
@@ -31,17 +39,7 @@ fn with_stdout_closed(args: &[&str]) -> (i32, String) {
 /// server), and what the run printed.
 fn a_run(dir: &std::path::Path) -> (std::path::PathBuf, String) {
     let json = dir.join("r.json");
-    let (code, out, err) = common::run(&[
-        "client",
-        "-c",
-        "10",
-        "-r",
-        "100",
-        "-T",
-        "1s",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    let (code, out, err) = common::run(&a_run_to(json.to_str().unwrap()));
     assert_eq!(code, 0, "{out}\n{err}");
     (json, out)
 }
@@ -55,31 +53,12 @@ fn a_closed_stdout_ends_the_printing_not_the_run() {
     let r = json.to_str().unwrap();
     let merged = dir.join("m.json");
     let again = dir.join("again.json");
+    let limit = "limit --find connections -c 10 --max 20 --step-time 1s";
     let runs: Vec<Vec<&str>> = vec![
-        vec![
-            "client",
-            "-c",
-            "10",
-            "-r",
-            "100",
-            "-T",
-            "1s",
-            "--json",
-            again.to_str().unwrap(),
-        ],
+        a_run_to(again.to_str().unwrap()),
         vec!["merge", r, "--json", merged.to_str().unwrap()],
         vec!["report", r],
-        vec![
-            "limit",
-            "--find",
-            "connections",
-            "-c",
-            "10",
-            "--max",
-            "20",
-            "--step-time",
-            "1s",
-        ],
+        limit.split(' ').collect(),
         vec!["tune", "--connections", "1000"],
         vec!["man"],
         vec!["completions", "bash"],
@@ -106,8 +85,7 @@ fn a_reader_that_leaves_early_does_not_fail_the_run() {
     let json = dir.join("r.json");
     let mut child = common::Daemon(
         Command::new(BIN)
-            .args(["client", "-c", "10", "-r", "100", "-T", "1s", "--json"])
-            .arg(&json)
+            .args(a_run_to(json.to_str().unwrap()))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -115,21 +93,14 @@ fn a_reader_that_leaves_early_does_not_fail_the_run() {
             .unwrap(),
     );
     let mut first = String::new();
-    BufReader::new(child.0.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let mut stdout = BufReader::new(child.0.stdout.take().unwrap());
+    stdout.read_line(&mut first).unwrap();
     assert!(!first.is_empty());
     // (The reader is dropped here: the rest of stdout goes nowhere.)
-    let mut err = String::new();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let status = child.0.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "{err}");
+    drop(stdout);
+    let ended = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&ended.stderr);
+    assert_eq!(ended.status.code(), Some(0), "{err}");
     assert!(
         !err.contains("panicked") && !err.contains("Broken pipe"),
         "{err}"
@@ -144,7 +115,7 @@ fn a_closed_stderr_ends_the_run_as_it_would() {
     let (r, w) = std::io::pipe().unwrap();
     drop(r);
     let out = Command::new(BIN)
-        .args(["client", "-c", "10", "-r", "100", "-T", "1s"])
+        .args(A_RUN)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(w)
@@ -162,7 +133,7 @@ fn json_dash_is_stdout() {
     let dir = temp_dir("surface-dash");
     let out = Command::new(BIN)
         .current_dir(&dir)
-        .args(["client", "-c", "10", "-r", "100", "-T", "1s", "--json", "-"])
+        .args(a_run_to("-"))
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -210,17 +181,7 @@ fn json_to_a_fifo_writes_in_place() {
 /// (the code of a failed check); the summary was printed first.
 #[test]
 fn results_not_written_exit_3() {
-    let (code, out, err) = common::run(&[
-        "client",
-        "-c",
-        "10",
-        "-r",
-        "100",
-        "-T",
-        "1s",
-        "--json",
-        "/dev/full",
-    ]);
+    let (code, out, err) = common::run(&a_run_to("/dev/full"));
     assert_eq!(code, 3, "{out}\n{err}");
     assert!(out.contains("verdict       PASS"), "{out}");
     assert!(err.contains("/dev/full"), "{err}");
@@ -397,26 +358,13 @@ fn help_fits_one_screen() {
 fn a_url_target_is_taken_like_wrks() {
     let http = common::server(&["--mode", "http"]);
     let url = format!("http://{}/index.html?x=1", http.addr);
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("url-target")
+    let (r, out) = Client::new("url-target")
         .arg(&url)
         .flags("-c 5 -r 100 -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = common::typed(&v);
-    assert_eq!(
-        r.scenario.traffic.as_ref().unwrap().proto,
-        throng::domain::Proto::Http
-    );
-    let ok = r
-        .queries
-        .as_ref()
-        .unwrap()
-        .http_status
-        .get("200")
-        .copied()
-        .unwrap_or(0);
+        .ok();
+    let proto = r.scenario.traffic.as_ref().unwrap().proto;
+    assert_eq!(proto, throng::domain::Proto::Http, "{out}");
+    let ok = r.q().http_status.get("200").copied().unwrap_or(0);
     assert_eq!(ok, r.q().answered, "{out}");
     assert!(ok > 0, "{out}");
     let (code, _, err) = common::run(&["client", &url, "--proto", "echo"]);
