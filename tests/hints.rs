@@ -165,8 +165,53 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{client, in_netns, output, server, set_sysctl, temp_dir, typed, Parts, BIN};
-use common::{Client, Ran};
+use common::{in_netns, output, server, set_sysctl, temp_dir, typed, Parts, BIN};
+use common::{Client, RunResult};
+
+/// `throng client TARGET <flags>`; it must exit 1 (the failure its hint
+/// names): its result, and its output.
+#[track_caller]
+fn fails(name: &str, target: impl ToString, flags: &str) -> (RunResult, String) {
+    let ran = Client::new(name).arg(target.to_string()).flags(flags).run();
+    let r = ran.exits(1).result();
+    (r, ran.out)
+}
+
+/// Each of `words` is in `out`.
+#[track_caller]
+fn says(out: &str, words: &[&str]) {
+    for w in words {
+        assert!(out.contains(w), "no {w:?} in:\n{out}");
+    }
+}
+
+/// None of `words` is in `out`.
+#[track_caller]
+fn never_says(out: &str, words: &[&str]) {
+    for w in words {
+        assert!(!out.contains(w), "{w:?} in:\n{out}");
+    }
+}
+
+/// The first line of `out` that holds `words`.
+#[track_caller]
+fn line_with<'a>(out: &'a str, words: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.contains(words))
+        .unwrap_or_else(|| panic!("no line with {words:?}:\n{out}"))
+}
+
+/// The line of `out` with `hint` holds each of `words` and none of `not`.
+#[track_caller]
+fn hint_says(out: &str, hint: &str, words: &[&str], not: &[&str]) {
+    let line = line_with(out, hint);
+    for w in words {
+        assert!(line.contains(w), "no {w:?} in {line:?}:\n{out}");
+    }
+    for w in not {
+        assert!(!line.contains(w), "{w:?} in {line:?}:\n{out}");
+    }
+}
 
 /// Inside a namespace with only loopback: a target with no route fails
 /// unreachable; one behind a `prohibit` route fails with EACCES, which
@@ -174,35 +219,26 @@ use common::{Client, Ran};
 #[test]
 fn unreachable_and_prohibited_routes_are_named_apart() {
     let done = in_netns(|| {
-        let Ran {
-            code, out, json: v, ..
-        } = Client::new("unreachable")
-            .flags("10.1.2.3:53 -c 5 -T 0s --no-verify")
-            .run();
-        assert_eq!(code, 1, "{out}");
-        let r = typed(&v);
+        let (r, out) = fails("unreachable", "10.1.2.3:53", "-c 5 -T 0s --no-verify");
         assert_eq!(r.connections.failed["unreachable"], 5, "{out}");
-        assert!(out.contains("hint (unreachable): no route"), "{out}");
-        for other in ["hint (other)", "hint (refused)", "hint (out_of_fds)"] {
-            assert!(!out.contains(other), "{out}");
-        }
+        says(&out, &["hint (unreachable): no route"]);
+        never_says(
+            &out,
+            &["hint (other)", "hint (refused)", "hint (out_of_fds)"],
+        );
 
         let ip = output(Command::new("ip").args(["route", "add", "prohibit", "10.9.9.9/32"]));
         assert_eq!(ip.0, 0, "{ip:?}");
-        let Ran {
-            code, out, json: v, ..
-        } = Client::new("prohibited")
-            .flags("10.9.9.9:53 -c 5 -T 0s --no-verify")
-            .run();
-        assert_eq!(code, 1, "{out}");
-        let r = typed(&v);
+        let (r, out) = fails("prohibited", "10.9.9.9:53", "-c 5 -T 0s --no-verify");
         assert_eq!(r.connections.failed["other"], 5, "{out}");
-        assert!(out.contains("errno 13 (Permission denied"), "{out}");
-        assert!(
-            out.contains("hint (other): connect() failed with an errno"),
-            "{out}"
+        says(
+            &out,
+            &[
+                "errno 13 (Permission denied",
+                "hint (other): connect() failed with an errno",
+            ],
         );
-        assert!(!out.contains("hint (unreachable)"), "{out}");
+        never_says(&out, &["hint (unreachable)"]);
     });
     let _ = done;
 }
@@ -227,12 +263,11 @@ fn the_clients_own_fd_limit_is_named() {
     assert_eq!(code, 1, "{out}\n{err}");
     let r = typed(&v);
     assert!(r.connections.failed["out_of_fds"] > 0, "{out}");
-    assert!(
-        out.contains("hint (out_of_fds): this process ran out of file descriptors"),
-        "{out}"
+    says(
+        &out,
+        &["hint (out_of_fds): this process ran out of file descriptors"],
     );
-    assert!(!out.contains("hint (no_free_port)"), "{out}");
-    assert!(!out.contains("cannot accept more"), "{out}");
+    never_says(&out, &["hint (no_free_port)", "cannot accept more"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -244,22 +279,17 @@ fn ports_run_out_over_tcp_without_time_wait_words() {
     let done = in_netns(|| {
         set_sysctl("net.ipv4.ip_local_port_range", "40000 40099");
         let srv = server(&[]);
-        let Ran {
-            code, out, json: v, ..
-        } = Client::new("tcp-no-port")
-            .arg(srv.addr.to_string())
-            .flags("-c 150 --source-ip 127.0.0.1 --force -T 0s")
-            .run();
-        assert_eq!(code, 1, "{out}");
-        let r = typed(&v);
-        assert!(r.connections.failed["no_free_port"] >= 50, "{out}");
-        assert!(
-            out.contains("hint (no_free_port): ephemeral ports ran out"),
-            "{out}"
+        let (r, out) = fails(
+            "tcp-no-port",
+            srv.addr,
+            "-c 150 --source-ip 127.0.0.1 --force -T 0s",
         );
-        assert!(!out.contains("hint (tcp-per-query)"), "{out}");
-        assert!(!out.contains("TIME_WAIT"), "{out}");
-        assert!(!out.contains("hint (out_of_fds)"), "{out}");
+        assert!(r.connections.failed["no_free_port"] >= 50, "{out}");
+        says(&out, &["hint (no_free_port): ephemeral ports ran out"]);
+        never_says(
+            &out,
+            &["hint (tcp-per-query)", "TIME_WAIT", "hint (out_of_fds)"],
+        );
         drop(srv);
     });
     let _ = done;
@@ -292,40 +322,33 @@ fn answers_once_then_ends(reset: bool) -> SocketAddr {
 /// neither is a half-open connection, nor the other.
 #[test]
 fn closes_and_resets_mid_query_are_named_apart() {
-    let run = |name: &str, reset: bool| {
+    // (run, the peer resets, the bucket, its hint, words of the others)
+    for (name, reset, bucket, hint, others) in [
+        (
+            "closes-mid-query",
+            false,
+            "closed_by_peer",
+            "hint (closed_by_peer): the server closed established connections",
+            &["hint (reset)", "hint (half_open)"][..],
+        ),
+        (
+            "resets-mid-query",
+            true,
+            "reset",
+            "hint (reset): the server reset established connections",
+            &[
+                "the client closed these connections",
+                "hint (closed_by_peer)",
+                "hint (half_open)",
+            ],
+        ),
+    ] {
         let addr = answers_once_then_ends(reset);
-        let Ran {
-            code, out, json: v, ..
-        } = Client::new(name)
-            .arg(addr.to_string())
-            .flags("--proto echo -c 4 -r 40 -T 1s --timeout 500ms")
-            .run();
-        assert_eq!(code, 1, "{out}");
-        (out, v)
-    };
-    let (out, v) = run("closes-mid-query", false);
-    let r = typed(&v);
-    assert!(r.connections.failed["closed_by_peer"] > 0, "{out}");
-    assert!(
-        out.contains("hint (closed_by_peer): the server closed established connections"),
-        "{out}"
-    );
-    assert!(!out.contains("hint (reset)"), "{out}");
-    assert!(!out.contains("hint (half_open)"), "{out}");
-
-    let (out, v) = run("resets-mid-query", true);
-    let r = typed(&v);
-    assert!(r.connections.failed["reset"] > 0, "{out}");
-    assert!(
-        out.contains("hint (reset): the server reset established connections"),
-        "{out}"
-    );
-    assert!(
-        !out.contains("the client closed these connections"),
-        "{out}"
-    );
-    assert!(!out.contains("hint (closed_by_peer)"), "{out}");
-    assert!(!out.contains("hint (half_open)"), "{out}");
+        let (r, out) = fails(name, addr, "--proto echo -c 4 -r 40 -T 1s --timeout 500ms");
+        assert!(r.connections.failed[bucket] > 0, "{name}: {out}");
+        says(&out, &[hint]);
+        never_says(&out, others);
+    }
 }
 
 /// An echo server that answers every other connection it takes (of any
@@ -343,36 +366,32 @@ fn every_other_answered() -> SocketAddr {
     })
 }
 
+/// `--proto echo -c 10 <flags>` against [`every_other_answered`], five of
+/// the ten never answered: the run must fail (exit 1).
+#[track_caller]
+fn ten_to_every_other_answered(name: &str, flags: &str) -> (RunResult, String) {
+    let flags = format!("--proto echo -c 10 {flags}");
+    fails(name, every_other_answered(), &flags)
+}
+
 /// A peer that echoes on every other connection it accepts and holds the
 /// rest unanswered: the unanswered ones are named as the server's (it was
 /// seen, and showed no accept queue that overflowed or fds that ran out).
 #[test]
 fn a_server_that_answers_some_connections_only() {
-    let addr = every_other_answered();
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("some-answered")
-        .arg(addr.to_string())
-        .flags("--proto echo -c 10 --connect-timeout 500ms -T 0s")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+    let (r, out) = ten_to_every_other_answered("some-answered", "--connect-timeout 500ms -T 0s");
     assert_eq!(r.connections.verified, 5, "{out}");
     assert_eq!(r.connections.unverified, 5, "{out}");
-    let line = out
-        .lines()
-        .find(|l| l.contains("hint (unverified)"))
-        .unwrap_or_else(|| panic!("{out}"));
-    assert!(
-        line.contains("5 connection(s) never got an answer"),
-        "{out}"
+    hint_says(
+        &out,
+        "hint (unverified)",
+        &[
+            "5 connection(s) never got an answer",
+            "it accepted them and did not answer them",
+        ],
+        &["full accept queue"],
     );
-    assert!(
-        line.contains("it accepted them and did not answer them"),
-        "{out}"
-    );
-    assert!(!line.contains("full accept queue"), "{out}");
-    assert!(!out.contains("no connection got an answer"), "{out}");
+    never_says(&out, &["no connection got an answer"]);
 }
 
 /// --proto push against an echo server: connections accepted, nothing
@@ -380,23 +399,27 @@ fn a_server_that_answers_some_connections_only() {
 #[test]
 fn a_server_that_pushes_nothing_is_named() {
     let srv = server(&[]);
-    let Ran { code, out, .. } = Client::new("push-nothing")
-        .arg(srv.addr.to_string())
-        .flags("--proto push --every 50ms -c 4 -T 1s")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    assert!(out.contains("got no message in all their time"), "{out}");
-    assert!(!out.contains("a full accept queue"), "{out}");
-    assert!(!out.contains("no connection got an answer"), "{out}");
+    let (_, out) = fails(
+        "push-nothing",
+        srv.addr,
+        "--proto push --every 50ms -c 4 -T 1s",
+    );
+    says(&out, &["got no message in all their time"]);
+    never_says(
+        &out,
+        &["a full accept queue", "no connection got an answer"],
+    );
 }
 
-/// `throng client <args> -q --json F` run under `taskset -c <core>` (and
-/// `nice -n <niceness>` when given); (exit code, output, the result).
+/// `throng client [TARGET] <flags> -q --json F` (the flags split at
+/// spaces) run under `taskset -c <core>` (and `nice -n <niceness>` when
+/// given); (exit code, output, the result).
 fn pinned_client(
     name: &str,
     core: &str,
     nice: Option<&str>,
-    args: &[&str],
+    target: Option<&str>,
+    flags: &str,
 ) -> (i32, String, serde_json::Value) {
     let dir = temp_dir(name);
     let json = dir.join("r.json");
@@ -406,7 +429,8 @@ fn pinned_client(
         cmd.args(["nice", "-n", n]);
     }
     cmd.args([BIN, "client"])
-        .args(args)
+        .args(target)
+        .args(flags.split(' '))
         .args(["-q", "--json", json.to_str().unwrap()]);
     let (code, out, err) = output(&mut cmd);
     let v = common::read_result(&json);
@@ -420,33 +444,9 @@ fn pinned_client(
 /// client's late reads) not as the server's Nagle.
 #[test]
 fn a_client_sharing_its_core_with_the_server_is_named() {
-    let srv = common::server_with(
-        Command::new("taskset").args(["-c", "1", BIN, "server"]),
-        &["--workers", "1"],
-    );
-    let a = srv.addr.to_string();
-    let run = |name: &str, core: &str| {
-        let args = [
-            &a,
-            "--proto",
-            "echo",
-            "-c",
-            "8",
-            "-r",
-            "400k",
-            "--workers",
-            "1",
-            "-T",
-            "1s",
-            "--check",
-            "none",
-        ];
-        let (code, out, v) = pinned_client(name, core, None, &args);
-        assert_eq!(code, 0, "{out}");
-        (out, v)
-    };
-    let (out, v) = run("one-core", "1");
-    let cpu = typed(&v).client.unwrap();
+    let flags = "--proto echo -c 8 -r 400k --workers 1 -T 1s --check none";
+    let (out, r) = pinned_to_server_on_core_1("one-core", "1", flags);
+    let cpu = r.client.unwrap();
     assert!(cpu.shares_cores_with_server, "{out}");
     // How late the client was varies with the machine's other load: a
     // warning, a note, or "sent on time"; each names the core shared.
@@ -456,10 +456,34 @@ fn a_client_sharing_its_core_with_the_server_is_named() {
             && l.contains("with the server")
     });
     assert!(said.is_some(), "{out}");
-    assert!(!out.contains("the client is the bottleneck"), "{out}");
-    assert!(!out.contains("is well above that"), "{out}");
-    assert!(!out.contains("hint (nagle)"), "{out}");
+    never_says(
+        &out,
+        &[
+            "the client is the bottleneck",
+            "is well above that",
+            "hint (nagle)",
+        ],
+    );
+}
+
+/// `throng server --workers 1` on core 1 (the clients here run on core 0
+/// unless they share it).
+fn server_on_core_1() -> common::Server {
+    common::server_with(
+        Command::new("taskset").args(["-c", "1", BIN, "server"]),
+        &["--workers", "1"],
+    )
+}
+
+/// [`pinned_client`] on `core` against a [`server_on_core_1`] of its own;
+/// the run must exit 0: its output and its result.
+#[track_caller]
+fn pinned_to_server_on_core_1(name: &str, core: &str, flags: &str) -> (String, RunResult) {
+    let srv = server_on_core_1();
+    let (code, out, v) = pinned_client(name, core, None, Some(&srv.addr.to_string()), flags);
+    assert_eq!(code, 0, "{out}");
     drop(srv);
+    (out, typed(&v))
 }
 
 /// An echo server that takes `delay` over each read it answers.
@@ -483,26 +507,27 @@ fn slow_echo(delay: Duration) -> SocketAddr {
 #[test]
 fn a_full_window_is_named_as_the_servers_pace() {
     let addr = slow_echo(Duration::from_millis(50));
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("window-full")
-        .arg(addr.to_string())
-        .flags("--proto echo -c 2 --window 1 -r 200 -T 2s --timeout 500ms")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+    let (r, out) = fails(
+        "window-full",
+        addr,
+        "--proto echo -c 2 --window 1 -r 200 -T 2s --timeout 500ms",
+    );
     assert!(r.q().waited["window"] > 100, "{out}");
-    assert!(
-        out.contains("waited for room in their connection's --window 1"),
-        "{out}"
+    says(
+        &out,
+        &[
+            "waited for room in their connection's --window 1",
+            "--window 1 full (the server answering too slowly)",
+        ],
     );
-    assert!(
-        out.contains("--window 1 full (the server answering too slowly)"),
-        "{out}"
+    never_says(
+        &out,
+        &[
+            "the client is the bottleneck",
+            "could not keep up",
+            "the server is not reading",
+        ],
     );
-    assert!(!out.contains("the client is the bottleneck"), "{out}");
-    assert!(!out.contains("could not keep up"), "{out}");
-    assert!(!out.contains("the server is not reading"), "{out}");
 }
 
 /// One source address toward one server and 14,000 ports (--force past
@@ -518,34 +543,25 @@ fn the_clients_own_port_search_is_named_as_the_clients() {
         let srv = server(&[]);
         let run = |name: &str, range: &str| {
             set_sysctl("net.ipv4.ip_local_port_range", range);
-            let Ran {
-                code, out, json: v, ..
-            } = Client::new(name)
+            let (r, out) = Client::new(name)
                 .arg(srv.addr.to_string())
                 .flags("-c 13650 --source-ip 127.0.0.1 --force --no-verify -T 0s")
-                .run();
-            assert_eq!(code, 0, "{out}");
-            let r = typed(&v);
+                .ok();
             assert_eq!(r.connections.established, 13650, "{out}");
             out
         };
         let out = run("port-search", "40000 53999");
-        let line = out
-            .lines()
-            .find(|l| l.contains("hint (client)"))
-            .unwrap_or_else(|| panic!("{out}"));
+        let line = line_with(&out, "hint (client)");
         assert!(
             line.contains("the connect times are the client's, not the server's")
                 || line.contains("the connect times include the client's own work"),
             "{out}"
         );
         assert!(line.contains("its connect() calls took"), "{out}");
-        assert!(!out.contains("hint (handshake)"), "{out}");
-        assert!(!out.contains("hint (no_free_port)"), "{out}");
+        never_says(&out, &["hint (handshake)", "hint (no_free_port)"]);
 
         let out = run("port-search-wide", "10000 60999");
-        assert!(!out.contains("hint (client)"), "{out}");
-        assert!(!out.contains("its connect() calls took"), "{out}");
+        never_says(&out, &["hint (client)", "its connect() calls took"]);
         drop(srv);
     });
     let _ = done;
@@ -558,31 +574,9 @@ fn the_clients_own_port_search_is_named_as_the_clients() {
 /// was named as the server's or the network's.
 #[test]
 fn a_client_that_cannot_keep_its_schedule_is_named() {
-    let srv = common::server_with(
-        Command::new("taskset").args(["-c", "1", BIN, "server"]),
-        &["--workers", "1"],
-    );
-    let a = srv.addr.to_string();
-    let args = [
-        &a,
-        "--proto",
-        "echo",
-        "-c",
-        "2000",
-        "-r",
-        "1M",
-        "--workers",
-        "1",
-        "--processes",
-        "1",
-        "-T",
-        "2s",
-        "--check",
-        "none",
-    ];
-    let (code, out, v) = pinned_client("client-late", "0", None, &args);
-    assert_eq!(code, 0, "{out}");
-    let cpu = typed(&v).client.unwrap();
+    let flags = "--proto echo -c 2000 -r 1M --workers 1 --processes 1 -T 2s --check none";
+    let (out, r) = pinned_to_server_on_core_1("client-late", "0", flags);
+    let cpu = r.client.unwrap();
     assert!(!cpu.shares_cores_with_server, "{out}");
     // Whether it fell short of the rate (it may catch up), how late it
     // was against the service time's tail, and how busy, vary with the
@@ -594,19 +588,19 @@ fn a_client_that_cannot_keep_its_schedule_is_named() {
             || out.contains("cannot be put on the server alone"),
         "{out}"
     );
-    for server_words in [
-        "the server was not reading",
-        "the server is not reading",
-        "the server answered slower",
-        "the server answering too slowly",
-        "waited for the server",
-        "the tail is the server's",
-        "CPU-bound",
-        "with the server",
-    ] {
-        assert!(!out.contains(server_words), "{server_words}: {out}");
-    }
-    drop(srv);
+    never_says(
+        &out,
+        &[
+            "the server was not reading",
+            "the server is not reading",
+            "the server answered slower",
+            "the server answering too slowly",
+            "waited for the server",
+            "the tail is the server's",
+            "CPU-bound",
+            "with the server",
+        ],
+    );
 }
 
 fn ip(args: &str) {
@@ -704,100 +698,80 @@ fn a_server_throng_cannot_see_is_named_with_where_to_look() {
             )
         },
         |(never, resets, late)| {
-            let run = |name: &str, addr: SocketAddr, extra: &[&str]| {
-                let a = addr.to_string();
-                let mut args = vec![a.as_str()];
-                args.extend(extra);
-                let (code, out, v, _) = client(name, &args, false);
-                // (No file at all holds no server either.)
-                let seen = (!v.is_null()).then(|| typed(&v).server_seen);
-                assert!(seen.flatten().is_none(), "{out}");
-                (code, out, v)
+            // A run to the far side, its exit code `code`: its result,
+            // which sees no server, and its output.
+            let run = |name: &str, addr: SocketAddr, flags: &str, code: i32| {
+                let ran = Client::new(name).arg(addr.to_string()).flags(flags).run();
+                let r = ran.exits(code).result();
+                assert!(r.server_seen.is_none(), "{}", ran.out);
+                (r, ran.out)
             };
 
-            let (code, out, v) = run(
+            let (r, out) = run(
                 "far-late-accept",
                 late.1,
-                &[
-                    "-c",
-                    "20",
-                    "--no-verify",
-                    "--connect-timeout",
-                    "10s",
-                    "-T",
-                    "0s",
-                ],
+                "-c 20 --no-verify --connect-timeout 10s -T 0s",
+                0,
             );
-            assert_eq!(code, 0, "{out}");
-            let r = typed(&v);
             assert_eq!(r.connections.established, 20, "{out}");
-            let line = out
-                .lines()
-                .find(|l| l.contains("hint (handshake)"))
-                .unwrap_or_else(|| panic!("{out}"));
-            assert!(line.contains("The server side dropped it"), "{out}");
-            assert!(
-                line.contains("throng cannot see the server from here"),
-                "{out}"
+            hint_says(
+                &out,
+                "hint (handshake)",
+                &[
+                    "The server side dropped it",
+                    "throng cannot see the server from here",
+                ],
+                &["had fds to spare"],
             );
-            assert!(!line.contains("had fds to spare"), "{out}");
-            for other in ["hint (client)", "hint (timed_out)", "hint (half_open)"] {
-                assert!(!out.contains(other), "{out}");
-            }
+            never_says(
+                &out,
+                &["hint (client)", "hint (timed_out)", "hint (half_open)"],
+            );
 
-            let (code, out, v) = run(
+            let (r, out) = run(
                 "far-never-accepts",
                 never.1,
+                "-c 40 --no-verify --connect-timeout 1s -T 0s",
+                1,
+            );
+            assert!(r.connections.failed["timed_out"] > 0, "{out}");
+            says(
+                &out,
                 &[
-                    "-c",
-                    "40",
-                    "--no-verify",
-                    "--connect-timeout",
-                    "1s",
-                    "-T",
-                    "0s",
+                    "hint (timed_out): SYNs went unanswered. throng cannot see the server \
+                   from here",
                 ],
             );
-            assert_eq!(code, 1, "{out}");
-            let r = typed(&v);
-            assert!(r.connections.failed["timed_out"] > 0, "{out}");
-            assert!(
-                out.contains(
-                    "hint (timed_out): SYNs went unanswered. throng cannot see the server \
-                     from here"
-                ),
-                "{out}"
+            never_says(
+                &out,
+                &[
+                    "did not take the connections",
+                    "had fds to spare",
+                    "hint (half_open)",
+                    "hint (handshake)",
+                    "hint (refused)",
+                ],
             );
-            for other in [
-                "did not take the connections",
-                "had fds to spare",
-                "hint (half_open)",
-                "hint (handshake)",
-                "hint (refused)",
-            ] {
-                assert!(!out.contains(other), "{out}");
-            }
 
-            let (code, out, v) = run("far-resets", resets, &["-c", "30", "-T", "1s"]);
-            assert_eq!(code, 1, "{out}");
-            let r = typed(&v);
+            let (r, out) = run("far-resets", resets, "-c 30 -T 1s", 1);
             assert_eq!(r.connections.failed["half_open"], 30, "{out}");
-            assert!(
-                out.contains(
+            says(
+                &out,
+                &[
                     "hint (half_open): connect() succeeded but the server reset the \
-                     connection before answering anything: on the wire that is what an \
-                     accept queue that overflowed looks like. throng cannot see the server"
-                ),
-                "{out}"
+                   connection before answering anything: on the wire that is what an \
+                   accept queue that overflowed looks like. throng cannot see the server",
+                ],
             );
-            for other in [
-                "reset connections before answering anything, though",
-                "hint (timed_out)",
-                "hint (reset)",
-                "hint (closed_by_peer)",
-            ] {
-                assert!(!out.contains(other), "{out}");
-            }
+            never_says(
+                &out,
+                &[
+                    "reset connections before answering anything, though",
+                    "hint (timed_out)",
+                    "hint (reset)",
+                    "hint (closed_by_peer)",
+                ],
+            );
             drop(never.0);
             drop(late.0);
         },
@@ -844,8 +818,10 @@ fn assert_tail_is_the_servers(v: &serde_json::Value, out: &str) {
     for c in causes {
         assert_ne!(c["side"], "client", "{c}\n{out}");
     }
-    assert!(!out.contains("the client is the bottleneck"), "{out}");
-    assert!(!out.contains("give the client more cores"), "{out}");
+    never_says(
+        out,
+        &["the client is the bottleneck", "give the client more cores"],
+    );
 }
 
 /// A client made late by a busy loop on its core (niced, so it waits for
@@ -857,10 +833,7 @@ fn assert_tail_is_the_servers(v: &serde_json::Value, out: &str) {
 /// client's process and core: neither figure is a server's own.
 #[test]
 fn a_late_idle_client_is_not_told_to_add_cores() {
-    let srv = common::server_with(
-        Command::new("taskset").args(["-c", "1", BIN, "server"]),
-        &["--workers", "1"],
-    );
+    let srv = server_on_core_1();
     let a = srv.addr.to_string();
     let ((code, out, v), (e_code, embedded, e_v)) = beside_a_busy_loop(|| {
         (
@@ -876,45 +849,29 @@ fn a_late_idle_client_is_not_told_to_add_cores() {
     assert!(!cpu.shares_cores_with_server, "{out}");
     assert!(cpu.cpu_s < 0.5 * cpu.wall_s, "{out}");
     assert!(r.lat().send_lag_us.p99 > 1000, "{out}");
-    assert!(out.contains("the client sent"), "{out}");
-    assert!(out.contains("more workers will not help"), "{out}");
-    assert!(!out.contains("the client is the bottleneck"), "{out}");
-    assert!(!out.contains("more cores"), "{out}");
-    assert!(!out.contains("embedded server"), "{out}");
+    says(&out, &["the client sent", "more workers will not help"]);
+    never_says(
+        &out,
+        &[
+            "the client is the bottleneck",
+            "more cores",
+            "embedded server",
+        ],
+    );
     assert_eq!(e_code, 0, "{embedded}");
     assert!(typed(&e_v).lat().send_lag_us.p99 > 1000, "{embedded}");
-    assert!(
-        embedded.contains("the embedded server runs in the client's process"),
-        "{embedded}"
+    says(
+        &embedded,
+        &["the embedded server runs in the client's process"],
     );
-    assert!(
-        !embedded.contains("the client is the bottleneck"),
-        "{embedded}"
-    );
-    assert!(!embedded.contains("more cores"), "{embedded}");
+    never_says(&embedded, &["the client is the bottleneck", "more cores"]);
 }
 
 /// Echoes at 400/s over 20 connections for 2 s from one client worker,
 /// niced on core 0, to `target` (None: the embedded server).
 fn client_at_400(name: &str, target: Option<&str>) -> (i32, String, serde_json::Value) {
-    let mut args: Vec<&str> = target.into_iter().collect();
-    args.extend([
-        "--proto",
-        "echo",
-        "-c",
-        "20",
-        "-r",
-        "400",
-        "--workers",
-        "1",
-        "--processes",
-        "1",
-        "-T",
-        "2s",
-        "--check",
-        "none",
-    ]);
-    pinned_client(name, "0", Some("10"), &args)
+    let flags = "--proto echo -c 20 -r 400 --workers 1 --processes 1 -T 2s --check none";
+    pinned_client(name, "0", Some("10"), target, flags)
 }
 
 /// `f`, run with a busy loop on core 0 (killed after it, or when `f`
@@ -944,14 +901,11 @@ fn answers_after_their_timeout_are_counted_late() {
             }
         }
     });
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("answered-late")
-        .arg(addr.to_string())
-        .flags("--proto echo -c 2 -r 10 --timeout 100ms --no-verify -T 2s")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+    let (r, out) = fails(
+        "answered-late",
+        addr,
+        "--proto echo -c 2 -r 10 --timeout 100ms --no-verify -T 2s",
+    );
     let q = r.q();
     assert!(q.timed_out >= 15, "{out}");
     assert_eq!(q.answered, 0, "{out}");
@@ -989,17 +943,10 @@ fn answers_after_their_timeout_are_counted_late() {
 /// five.
 #[test]
 fn connections_never_answered_fail_the_run_without_verification() {
-    let addr = every_other_answered();
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("silent-closed-loop")
-        .arg(addr.to_string())
-        .flags("--proto echo -c 10 --closed-loop --no-verify -T 1s")
-        .run();
-    assert_eq!(code, 1, "{out}");
-    let r = typed(&v);
+    let flags = "--closed-loop --no-verify -T 1s";
+    let (r, out) = ten_to_every_other_answered("silent-closed-loop", flags);
     assert_eq!(r.connections.silent, 5, "{out}");
-    assert!(out.contains("FAIL  connections.silent==0"), "{out}");
+    says(&out, &["FAIL  connections.silent==0"]);
     let verdict = r.verdict.expect("a verdict");
     assert_eq!(verdict.side, throng::verdict::Side::Server, "{out}");
     assert!(
