@@ -15,10 +15,18 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{banner_addr, client, server, temp_dir, typed, Parts, RunResult, BIN};
-use common::{Client, Ran};
+use common::{banner_addr, server, temp_dir, Client, Parts, RunResult, BIN};
 use serde_json::Value;
 use throng::outcome::PushResult;
+use throng::verdict::{Code, Side};
+
+/// `throng client TARGET --proto push <flags>`, run to its end.
+fn push_client(name: &str, target: impl ToString, flags: &str) -> Client {
+    Client::new(name)
+        .arg(target.to_string())
+        .args(["--proto", "push"])
+        .flags(flags)
+}
 
 /// received + lost = expected, and each connection's expected count is
 /// its lifetime in periods, within one at each edge.
@@ -37,16 +45,9 @@ fn assert_accounted(r: &RunResult, conns: u64, periods: u64, what: &str) {
 fn tcp_counts_are_exact_and_the_server_kept_its_period() {
     let srv = server(&["--mode", "push", "--every", "10ms", "--size", "64"]);
     let target = banner_addr(&srv, "127.0.0.1");
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("push-tcp")
-        .arg(&target)
-        .flags("--proto push --every 10ms -c 20 -T 2s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    assert_accounted(&typed(&v), 20, 200, "tcp");
-    let r = typed(&v);
-    assert_eq!(r.push().lost, 0, "{}", v["push"]);
+    let (r, out) = push_client("push-tcp", &target, "--every 10ms -c 20 -T 2s").ok();
+    assert_accounted(&r, 20, 200, "tcp");
+    assert_eq!(r.push().lost, 0, "{:?}", r.push());
     assert_eq!(r.push().duplicates, 0);
     assert_eq!(r.push().out_of_order, 0);
     assert_eq!(r.connections.verified, 20);
@@ -57,15 +58,9 @@ fn tcp_counts_are_exact_and_the_server_kept_its_period() {
     let p50 = r.push().gap_us.p50;
     assert!((9_000..=11_000).contains(&p50), "gap p50 {p50} µs");
     assert!(out.contains("the server kept its period"), "{out}");
-    let verdict = &v["verdict"];
-    assert_eq!(verdict["side"], "none", "{verdict}");
-    let codes: Vec<&str> = verdict["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["code"].as_str().unwrap())
-        .collect();
-    assert!(!codes.contains(&"push_period"), "{verdict}");
+    let verdict = r.verdict.as_ref().expect("a verdict");
+    assert_eq!(verdict.side, Side::None, "{verdict:?}");
+    assert!(!verdict.has(Code::PushPeriod), "{verdict:?}");
     assert!(!out.contains("got no message in all their time"), "{out}");
     assert!(r.per_second[1].push_received.unwrap() > 0);
     assert!(r.per_second[1].push_delay_p99_us.is_some());
@@ -79,44 +74,22 @@ fn tcp_counts_are_exact_and_the_server_kept_its_period() {
 /// closed connections counted nothing after their close.
 #[test]
 fn tcp_a_server_that_dies_owes_the_periods_to_the_end() {
-    use std::io::Read;
     let srv = server(&["--mode", "push", "--every", "10ms"]);
     let target = banner_addr(&srv, "127.0.0.1");
-    let dir = temp_dir("push-dies");
-    let json = dir.join("r.json");
-    let (cl, mut err) = common::spawn_piped(Command::new(BIN).args([
-        "client",
-        &target,
-        "--proto",
-        "push",
-        "--every",
-        "10ms",
-        "-c",
-        "5",
-        "-T",
-        "4s",
-        "--json",
-        json.to_str().unwrap(),
-    ]));
-    // The first second's line: messages are arriving.
-    let first = common::wait_for_line(&mut err, "push received");
+    let run = push_client("push-dies", &target, "--every 10ms -c 5 -T 4s")
+        // The first second's line: messages are arriving.
+        .start("push received");
     common::signal(srv.pid(), libc::SIGKILL);
-    let mut rest = String::new();
-    err.read_to_string(&mut rest).unwrap();
-    let out = cl.wait_with_output().unwrap();
-    let summary = String::from_utf8_lossy(&out.stdout);
-    let v: Value = common::read_result(&json);
-    let _ = std::fs::remove_dir_all(&dir);
-    let all = format!("{first}{rest}\n{summary}");
-    assert_eq!(out.status.code(), Some(1), "{all}");
+    let ran = run.wait();
+    let (all, summary) = (&ran.out, &ran.stdout);
+    let r = ran.exits(1).result();
     // Expected is the whole run's periods, received + lost.
-    assert_accounted(&typed(&v), 5, 400, "server killed");
-    let r = typed(&v);
+    assert_accounted(&r, 5, 400, "server killed");
     let (received, lost) = (r.push().received, r.push().lost);
     // Killed after the first second, about three before the end: at
     // least a quarter of the run was owed on each connection.
     assert!(received >= 5 * 90, "{all}");
-    assert!(lost * 4 >= received + lost, "{}", v["push"]);
+    assert!(lost * 4 >= received + lost, "{:?}", r.push());
     assert_eq!(r.push().connections_with_loss, 5, "{all}");
     assert!(!summary.contains("the server kept its period"), "{all}");
     assert!(summary.contains("did not keep its period"), "{all}");
@@ -129,15 +102,17 @@ fn udp_through_a_relay_that_drops_every_tenth_counts_ten_percent_lost() {
     let upstream: SocketAddr = banner_addr(&srv, "127.0.0.1").parse().unwrap();
     let dropped = Arc::new(AtomicU64::new(0));
     let relay = lossy_relay(upstream, 10, dropped.clone());
-    let Ran { code, out, json: v, .. } = Client::new("push-udp")
-.arg(relay.to_string())
-.flags("--proto push --transport udp --every 10ms -c 10 -T 3s --check none --check push.lost>=9% --check push.lost<=11%")
-.run();
-    assert_eq!(code, 0, "{out}\n{}", v["push"]);
-    assert_accounted(&typed(&v), 10, 300, "udp");
+    let checks = "--check none --check push.lost>=9% --check push.lost<=11%";
+    let (r, out) = push_client(
+        "push-udp",
+        relay,
+        "--transport udp --every 10ms -c 10 -T 3s",
+    )
+    .flags(checks)
+    .ok();
+    assert_accounted(&r, 10, 300, "udp");
     // The client's count is the relay's, give or take what was on its way
     // when the run ended.
-    let r = typed(&v);
     let lost = r.push().lost;
     let gone = dropped.load(Relaxed);
     assert!(
@@ -269,6 +244,16 @@ async def main():
 asyncio.run(main())
 "#;
 
+/// A peer that writes `bytes` on each connection, then holds it `secs`
+/// seconds (the client's run ends first).
+fn writes_then_holds(bytes: &'static [u8], secs: u64) -> SocketAddr {
+    common::peer(move |mut s| {
+        let _ = s.write_all(bytes);
+        // The hold is the condition: the connection stays open, silent.
+        std::thread::sleep(Duration::from_secs(secs));
+    })
+}
+
 /// Starts [`LINE_SERVER`] at `period`; its process and address.
 fn line_server(period: &str) -> (common::Daemon, String) {
     let mut py = common::Daemon(
@@ -289,17 +274,15 @@ fn line_server(period: &str) -> (common::Daemon, String) {
 #[test]
 fn reads_numbered_lines_from_a_push_server_it_did_not_write() {
     let (py, target) = line_server("0.01");
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("push-line")
-        .arg(&target)
-        .flags("--proto push --push-format line --every 10ms -c 10 -T 2s")
-        .run();
+    let (r, out) = push_client(
+        "push-line",
+        &target,
+        "--push-format line --every 10ms -c 10 -T 2s",
+    )
+    .ok();
     drop(py);
-    assert_eq!(code, 0, "{out}");
-    assert_accounted(&typed(&v), 10, 200, "line");
-    let r = typed(&v);
-    assert_eq!(r.push().lost, 0, "{}", v["push"]);
+    assert_accounted(&r, 10, 200, "line");
+    assert_eq!(r.push().lost, 0, "{:?}", r.push());
     // No stamps in a line: no delay.
     assert!(r.push().delay_us.is_none());
     assert!(out.contains("push          received"), "{out}");
@@ -310,39 +293,32 @@ fn reads_numbered_lines_from_a_push_server_it_did_not_write() {
 #[test]
 fn a_server_slower_than_its_period_loses_what_it_never_sent() {
     let (py, target) = line_server("0.02");
-    let Ran { code, out, json: v, .. } = Client::new("push-slow-server")
-.arg(&target)
-.flags("--proto push --push-format line --every 10ms -c 10 -T 2s --check none --check push.lost>=45% --check push.lost<=55%")
-.run();
+    let checks = "--check none --check push.lost>=45% --check push.lost<=55%";
+    let (r, out) = push_client(
+        "push-slow-server",
+        &target,
+        "--push-format line --every 10ms -c 10 -T 2s",
+    )
+    .flags(checks)
+    .ok();
     drop(py);
-    assert_eq!(code, 0, "{out}\n{}", v["push"]);
-    assert_accounted(&typed(&v), 10, 200, "slow server");
+    assert_accounted(&r, 10, 200, "slow server");
     assert!(out.contains("did not keep its period"), "{out}");
     // The judgement is the verdict's: the server's side, with its share.
-    let cause = v["verdict"]["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["code"] == "push_period")
-        .unwrap_or_else(|| panic!("no push_period cause: {}", v["verdict"]));
-    assert_eq!(cause["side"], "server", "{cause}");
-    let share = cause["figures"]["received_share"].as_f64().unwrap();
-    assert!((0.45..=0.55).contains(&share), "{cause}");
+    let verdict = r.verdict.as_ref().expect("a verdict");
+    let cause = verdict
+        .cause(Code::PushPeriod)
+        .unwrap_or_else(|| panic!("no push_period cause: {verdict:?}"));
+    assert_eq!(cause.side, Side::Server, "{cause:?}");
+    let share = cause.figures["received_share"];
+    assert!((0.45..=0.55).contains(&share), "{cause:?}");
 }
 
 #[test]
 fn bytes_that_are_not_push_messages_are_malformed() {
-    let addr = common::peer(|mut s| {
-        let _ = s.write_all(b"HTTP/1.1 200 OK\r\n\r\n");
-        std::thread::sleep(Duration::from_secs(3));
-    });
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("push-garbage")
-        .arg(addr.to_string())
-        .flags("--proto push -c 3 -T 1s --max-failures 10")
-        .run();
-    let r = typed(&v);
+    let addr = writes_then_holds(b"HTTP/1.1 200 OK\r\n\r\n", 3);
+    let ran = push_client("push-garbage", addr, "-c 3 -T 1s --max-failures 10").run();
+    let (r, out, code) = (ran.result(), &ran.out, ran.code);
     assert_eq!(r.push().malformed, 3, "{out}");
     assert_eq!(r.push().received, 0);
     // The client closed them: the hint says whose bytes were wrong, not
@@ -439,18 +415,9 @@ fn push_flags_elsewhere_are_refused_with_the_fix() {
 /// connections never read their first message).
 #[test]
 fn a_server_that_speaks_first_is_read_on_every_connection() {
-    let addr = common::peer(|mut s| {
-        let _ = s.write_all(b"0 hello\n");
-        std::thread::sleep(Duration::from_secs(3));
-    });
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("push-first")
-        .arg(addr.to_string())
-        .flags("--proto push --push-format line --every 10s -c 50 -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
+    let addr = writes_then_holds(b"0 hello\n", 3);
+    let flags = "--push-format line --every 10s -c 50 -T 1s";
+    let (r, out) = push_client("push-first", addr, flags).ok();
     assert_eq!(r.push().received, 50, "{out}");
     assert_eq!(r.connections.verified, 50);
 }
@@ -461,45 +428,19 @@ fn udp_messages_larger_than_two_kib_arrive_whole() {
         "--mode", "push", "--udp", "--every", "10ms", "--size", "4000",
     ]);
     let target = banner_addr(&srv, "127.0.0.1");
-    let (code, out, v, _) = client(
-        "push-udp-large",
-        &[
-            &target,
-            "--proto",
-            "push",
-            "--transport",
-            "udp",
-            "--every",
-            "10ms",
-        ]
-        .into_iter()
-        .chain(["-c", "5", "-T", "1s"])
-        .collect::<Vec<_>>(),
-        false,
-    );
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
-    assert_eq!(r.push().malformed, 0, "{}", v["push"]);
-    assert_accounted(&typed(&v), 5, 100, "udp 4 KB");
+    let flags = "--transport udp --every 10ms -c 5 -T 1s";
+    let (r, _) = push_client("push-udp-large", &target, flags).ok();
+    assert_eq!(r.push().malformed, 0, "{:?}", r.push());
+    assert_accounted(&r, 5, 100, "udp 4 KB");
 }
 
 #[test]
 fn a_burst_is_due_together() {
     let srv = server(&["--mode", "push", "--every", "10ms", "--burst", "3"]);
     let target = banner_addr(&srv, "127.0.0.1");
-    let (code, out, v, _) = client(
-        "push-burst",
-        &[
-            &target, "--proto", "push", "--every", "10ms", "--burst", "3",
-        ]
-        .into_iter()
-        .chain(["-c", "5", "-T", "2s"])
-        .collect::<Vec<_>>(),
-        false,
-    );
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&v);
-    assert_eq!(r.push().lost, 0, "{}", v["push"]);
+    let flags = "--every 10ms --burst 3 -c 5 -T 2s";
+    let (r, _) = push_client("push-burst", &target, flags).ok();
+    assert_eq!(r.push().lost, 0, "{:?}", r.push());
     // Three a period, and the two after the first of each burst are not
     // a period late.
     let expected = r.push().expected;
@@ -520,9 +461,7 @@ fn a_client_stalled_across_its_end_counts_what_waited_in_its_sockets() {
     // came before the end, so none is lost.
     let srv = server(&["--mode", "push", "--every", "10ms", "--burst", "3"]);
     let target = banner_addr(&srv, "127.0.0.1");
-    let run = Client::new("push-stalled")
-        .arg(&target)
-        .flags("--proto push --every 10ms --burst 3 -c 5 -T 1s")
+    let run = push_client("push-stalled", &target, "--every 10ms --burst 3 -c 5 -T 1s")
         .start("ramp done");
     std::thread::sleep(Duration::from_millis(300));
     run.signal(libc::SIGSTOP);
@@ -543,25 +482,10 @@ fn a_client_stalled_across_its_end_counts_what_waited_in_its_sockets() {
 fn numbers_no_period_explains_and_stamps_from_the_future_are_not_believed() {
     // Lines 0, 1, a number near 2^64, 2: the wild one is malformed, the
     // rest arrive in order with nothing lost.
-    let addr = common::peer(|mut s| {
-        let _ = s.write_all(b"0 a\n1 b\n18446744073709551614 c\n2 d\n");
-        std::thread::sleep(Duration::from_secs(2));
-    });
-    let (_, out, v, _) = client(
-        "push-wild",
-        &[
-            &addr.to_string(),
-            "--proto",
-            "push",
-            "--push-format",
-            "line",
-        ]
-        .into_iter()
-        .chain(["--every", "10s", "-c", "1", "-T", "1s"])
-        .collect::<Vec<_>>(),
-        false,
-    );
-    let r = typed(&v);
+    let addr = writes_then_holds(b"0 a\n1 b\n18446744073709551614 c\n2 d\n", 2);
+    let flags = "--push-format line --every 10s -c 1 -T 1s";
+    let ran = push_client("push-wild", addr, flags).run();
+    let (r, out) = (ran.result(), ran.out);
     assert_eq!(r.push().malformed, 1, "{out}");
     assert_eq!(r.push().received, 3);
     assert_eq!(r.push().lost, 0);
@@ -580,11 +504,8 @@ fn numbers_no_period_explains_and_stamps_from_the_future_are_not_believed() {
         let _ = s.write_all(&m);
         std::thread::sleep(Duration::from_secs(2));
     });
-    let Ran { out, json: v, .. } = Client::new("push-ahead")
-        .arg(addr.to_string())
-        .flags("--proto push --every 10s -c 1 -T 1s")
-        .run();
-    let r = typed(&v);
+    let ran = push_client("push-ahead", addr, "--every 10s -c 1 -T 1s").run();
+    let (r, out) = (ran.result(), ran.out);
     assert_eq!(r.push().stamps_ahead, 2, "{out}");
     assert!(out.contains("delay       not measured"), "{out}");
 }
@@ -600,11 +521,8 @@ fn duplicates_and_disorder_are_counted_in_their_second() {
         let mut sink = [0u8; 64];
         while matches!(std::io::Read::read(&mut s, &mut sink), Ok(n) if n > 0) {}
     });
-    let target = addr.to_string();
-    let Ran { out, json: v, .. } = Client::new("push-disorder")
-        .arg(&target)
-        .flags("--proto push --push-format line -c 1 -T 2s")
-        .run();
+    let ran = push_client("push-disorder", addr, "--push-format line -c 1 -T 2s").run();
+    let (v, out) = (&ran.json, &ran.out);
     let p = &v["push"];
     assert_eq!(p["duplicates"], 1, "{out}");
     assert!(p["out_of_order"].as_u64().unwrap() >= 1, "{out}");
