@@ -13,10 +13,8 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{
-    free_port, program, run, server, temp_dir, typed, Daemon, Parts, RunResult, Server, BIN,
-};
-use common::{Client, Ran};
+use common::{free_port, program, run, server, temp_dir, Client, Daemon, Parts, RunResult};
+use common::{Server, BIN};
 
 /// One HTTP/1.0 request (so that no answer comes chunked): (status, head,
 /// body).
@@ -117,6 +115,16 @@ fn metrics_addr(lines: &[String]) -> String {
         .to_string()
 }
 
+/// `throng server <flags> --metrics 127.0.0.1:0` (the flags split at
+/// spaces): the server, and its endpoint as its banner names it.
+fn metrics_server(flags: &str) -> (Server, String) {
+    let mut args: Vec<&str> = flags.split_whitespace().collect();
+    args.extend(["--metrics", "127.0.0.1:0"]);
+    let srv = server(&args);
+    let m = metrics_addr(&srv.banner);
+    (srv, m)
+}
+
 /// The number after `word` on the summary line that starts with `line`.
 fn summary_number(summary: &str, line: &str, word: &str) -> u64 {
     let l = summary
@@ -136,15 +144,10 @@ fn summary_number(summary: &str, line: &str, word: &str) -> u64 {
 /// 300 DNS queries over 10 connections, closed loop: the server answers
 /// each as one request.
 fn known_run(name: &str, srv: &Server) -> RunResult {
-    let addr = srv.addr.to_string();
-    let Ran {
-        code, out, json, ..
-    } = Client::new(&format!("{name}-client"))
-        .arg(&addr)
+    let (r, out) = Client::new(&format!("{name}-client"))
+        .arg(srv.addr.to_string())
         .flags("--proto dns -c 10 --closed-loop --queries 300")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let r = typed(&json);
+        .ok();
     assert_eq!(r.q().answered, 300, "{out}");
     r
 }
@@ -153,15 +156,7 @@ fn known_run(name: &str, srv: &Server) -> RunResult {
 fn server_counters_after_a_known_run_are_its_summary() {
     let dir = temp_dir("metrics-server");
     let stats = dir.join("stats.jsonl");
-    let srv = server(&[
-        "--mode",
-        "dns",
-        "--metrics",
-        "127.0.0.1:0",
-        "--stats-json",
-        stats.to_str().unwrap(),
-    ]);
-    let m = metrics_addr(&srv.banner);
+    let (srv, m) = metrics_server(&format!("--mode dns --stats-json {}", stats.display()));
 
     // Before any connection: every family, at zero, and a valid text.
     let idle = scrape(&m);
@@ -274,17 +269,7 @@ fn server_counters_after_a_known_run_are_its_summary() {
 
 #[test]
 fn a_server_of_several_processes_shows_each_and_all() {
-    let srv = server(&[
-        "--mode",
-        "dns",
-        "--processes",
-        "2",
-        "--workers",
-        "1",
-        "--metrics",
-        "127.0.0.1:0",
-    ]);
-    let m = metrics_addr(&srv.banner);
+    let (srv, m) = metrics_server("--mode dns --processes 2 --workers 1");
     let idle = scrape(&m);
     assert_eq!(count(&idle, "throng_server_processes"), 2);
     assert_eq!(
@@ -330,20 +315,10 @@ fn an_elastic_server_grows_and_its_endpoint_follows() {
     // 400 fds per process: 700 connections need three processes.
     let srv = common::elastic_server(400, "2000", &["--metrics", "127.0.0.1:0"]);
     let m = metrics_addr(&srv.banner);
-    let (code, out, err) = common::output(Command::new(BIN).args([
-        "client",
-        &srv.addr.to_string(),
-        "-c",
-        "700",
-        "--connect-rate",
-        "2k",
-        "-T",
-        "1s",
-        "--processes",
-        "1",
-        "-q",
-    ]));
-    assert_eq!(code, 0, "{out}{err}");
+    Client::new("metrics-elastic")
+        .arg(srv.addr.to_string())
+        .flags("-c 700 --connect-rate 2k -T 1s --processes 1")
+        .ok();
     let text = scrape_until(&m, "every process's closes", |t| {
         count(t, "throng_server_closed_total") == 700
     });
@@ -371,15 +346,17 @@ fn an_elastic_server_grows_and_its_endpoint_follows() {
     );
 }
 
-/// A client child with piped stdout; its stdout lines up to the one that
-/// names the endpoint, and the endpoint.
+/// `throng client TARGET <flags> -q --metrics 127.0.0.1:0` (the flags
+/// split at spaces), a child with piped stdout; its stdout lines up to the
+/// one that names the endpoint, and the endpoint.
 fn client_with_metrics(
-    args: &[&str],
+    target: &str,
+    flags: &str,
 ) -> (common::Daemon, BufReader<std::process::ChildStdout>, String) {
     let mut child = common::Daemon(
         Command::new(BIN)
-            .arg("client")
-            .args(args)
+            .args(["client", target])
+            .args(flags.split_whitespace())
             .args(["-q", "--metrics", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -459,22 +436,10 @@ fn check_client_scrape(text: &str) {
 #[test]
 fn a_client_is_scraped_while_it_runs() {
     let srv = server(&["--mode", "dns"]);
-    let target = srv.addr.to_string();
     let dir = temp_dir("metrics-client");
     let json = dir.join("r.json");
-    let (mut child, _out, m) = client_with_metrics(&[
-        &target,
-        "--proto",
-        "dns",
-        "-c",
-        "10",
-        "-r",
-        "1000",
-        "-T",
-        "3",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    let flags = format!("--proto dns -c 10 -r 1000 -T 3 --json {}", json.display());
+    let (mut child, _out, m) = client_with_metrics(&srv.addr.to_string(), &flags);
     let text = scrape_until(&m, "a second of answers timed", |t| {
         count(t, "throng_client_response_time_seconds_count") > 0
     });
@@ -496,20 +461,8 @@ fn a_client_is_scraped_while_it_runs() {
 #[test]
 fn a_client_of_several_processes_shows_their_sum() {
     let srv = server(&["--mode", "dns"]);
-    let target = srv.addr.to_string();
-    let (mut child, _out, m) = client_with_metrics(&[
-        &target,
-        "--proto",
-        "dns",
-        "--processes",
-        "2",
-        "-c",
-        "10",
-        "-r",
-        "1000",
-        "-T",
-        "3",
-    ]);
+    let flags = "--proto dns --processes 2 -c 10 -r 1000 -T 3";
+    let (mut child, _out, m) = client_with_metrics(&srv.addr.to_string(), flags);
     // Each child holds 5: the parent's figures are their sum.
     let text = scrape_until(&m, "both children's connections and answers", |t| {
         count(t, "throng_client_connections") == 10
@@ -579,8 +532,7 @@ fn scrape_threads(srv: &Server, n: usize) {
 /// scrape for as long as it kept sending.
 #[test]
 fn slow_scrapers_block_no_other_and_are_cut_at_the_deadline() {
-    let srv = server(&["--metrics", "127.0.0.1:0"]);
-    let m = metrics_addr(&srv.banner);
+    let (srv, m) = metrics_server("");
     let opened = Instant::now();
     let first = TcpStream::connect(&m).unwrap();
     // A byte every 300 ms to each slow connection, until each is closed.
@@ -649,8 +601,7 @@ fn prometheus_scrapes_a_server_and_finds_it_up() {
     let Some(prometheus) = program("prometheus", "prometheus") else {
         return;
     };
-    let srv = server(&["--metrics", "127.0.0.1:0"]);
-    let m = metrics_addr(&srv.banner);
+    let (_srv, m) = metrics_server("");
     let dir = temp_dir("metrics-prometheus");
     let config = dir.join("prometheus.yml");
     std::fs::write(
@@ -722,24 +673,12 @@ fn prometheus_scrapes_a_server_and_finds_it_up() {
 
 #[test]
 fn a_push_server_exports_its_messages_by_outcome() {
-    let srv = server(&[
-        "--mode",
-        "push",
-        "--every",
-        "10ms",
-        "--metrics",
-        "127.0.0.1:0",
-    ]);
-    let m = metrics_addr(&srv.banner);
-    let target = srv.addr.to_string();
-    let Ran {
-        code, out, json: v, ..
-    } = Client::new("metrics-push")
-        .arg(&target)
+    let (srv, m) = metrics_server("--mode push --every 10ms");
+    let (r, _) = Client::new("metrics-push")
+        .arg(srv.addr.to_string())
         .flags("--proto push --every 10ms -c 10 -T 1s")
-        .run();
-    assert_eq!(code, 0, "{out}");
-    let received = typed(&v).push().received;
+        .ok();
+    let received = r.push().received;
     // What the server counts as sent is at least what arrived.
     let text = scrape_until(&m, "counted the pushes", |t| {
         t.lines()
