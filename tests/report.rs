@@ -22,6 +22,49 @@ use std::time::{Duration, Instant};
 use common::{output, program, server, temp_dir, Parts, RunResult, BIN};
 use serde_json::Value;
 
+/// `throng` with the words of `line` (split at spaces), each `@` among
+/// them the next of `paths`, whole: (exit code, stdout, stderr).
+fn throng(line: &str, paths: &[&Path]) -> (i32, String, String) {
+    let mut paths = paths.iter();
+    let mut cmd = Command::new(BIN);
+    for word in line.split_whitespace() {
+        match word {
+            "@" => cmd.arg(paths.next().expect("a path for each @")),
+            w => cmd.arg(w),
+        };
+    }
+    assert!(paths.next().is_none(), "more paths than @ in {line}");
+    output(&mut cmd)
+}
+
+/// [`throng`], which must exit 0: its stdout and stderr.
+#[track_caller]
+fn throng_ok(line: &str, paths: &[&Path]) -> (String, String) {
+    let (code, out, err) = throng(line, paths);
+    assert_eq!(code, 0, "throng {line}: {out}\n{err}");
+    (out, err)
+}
+
+/// `throng server <args>`, and a fresh directory `name` for a run
+/// against it.
+fn server_and_dir(args: &[&str], name: &str) -> (common::Server, PathBuf) {
+    (server(args), temp_dir(name))
+}
+
+/// Each chart `id` of `page` has a legend entry `<run> <what>` for each
+/// of `runs`.
+fn assert_legend_per_run(page: &str, charts: &[(&str, &str)], runs: &[&str], name: &str) {
+    for (id, what) in charts {
+        let svg = chart(page, id);
+        for run in runs {
+            assert!(
+                svg.contains(&format!(">\n{run} {what}\n</text>")),
+                "{name}: {id}: no legend entry for {run}"
+            );
+        }
+    }
+}
+
 /// Two real runs against one server: over TCP (with --html, --hgrm and
 /// --server-stats) and over UDP.
 struct Measured {
@@ -43,35 +86,27 @@ fn measured() -> &'static Measured {
         let srv = server(&["--udp", "--stats-json", stats.to_str().unwrap()]);
         let addr = srv.addr.to_string();
         let queries = QUERIES.to_string();
-        let run = |transport: &str, extra: &[&str]| {
+        // `extra`: more words, with `@` for each of `paths`.
+        let run = |transport: &str, extra: &str, paths: &[&Path]| {
             let json = dir.join(format!("{transport}.json"));
-            let mut cmd = Command::new(BIN);
-            cmd.args(["client", &addr, "-c", "20", "--connect-rate", "200"])
-                .args(["-r", "400", "--queries", &queries, "-T", "4"])
-                .args(["--proto", "echo", "--transport", transport, "-q"])
-                .args(["--processes", "1", "--json", json.to_str().unwrap()])
-                .args(extra);
-            let (code, out, err) = output(&mut cmd);
-            assert_eq!(code, 0, "{transport}: {out}\n{err}");
+            let line = format!(
+                "client {addr} -c 20 --connect-rate 200 -r 400 --queries {queries} -T 4 \
+                 --proto echo --transport {transport} -q --processes 1 --json @ {extra}"
+            );
+            let (out, _) = throng_ok(&line, &[&[json.as_path()], paths].concat());
             (common::outcome(&json), out)
         };
         let html = dir.join("tcp.html");
         let (tcp, out) = run(
             "tcp",
-            &[
-                "--html",
-                html.to_str().unwrap(),
-                "--hgrm",
-                dir.join("tcp").to_str().unwrap(),
-                "--server-stats",
-                stats.to_str().unwrap(),
-            ],
+            "--html @ --hgrm @ --server-stats @",
+            &[&html, &dir.join("tcp"), &stats],
         );
         assert!(
             out.contains(&format!("report        {}", html.display())),
             "{out}"
         );
-        let (udp, _) = run("udp", &[]);
+        let (udp, _) = run("udp", "", &[]);
         srv.stop();
         let tcp_html = std::fs::read_to_string(&html).unwrap();
         Measured {
@@ -342,30 +377,17 @@ fn human_us(us: u64) -> String {
 fn two_results_overlay_with_a_legend_entry_each() {
     let m = measured();
     let page = m.dir.join("both.html");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "report",
-        m.dir.join("tcp.json").to_str().unwrap(),
-        m.dir.join("udp.json").to_str().unwrap(),
-        "--html",
-        page.to_str().unwrap(),
-    ]));
-    assert_eq!(code, 0, "{out}\n{err}");
+    let (tcp, udp) = (m.dir.join("tcp.json"), m.dir.join("udp.json"));
+    throng_ok("report @ @ --html @", &[&tcp, &udp, &page]);
     let text = std::fs::read_to_string(&page).unwrap();
     assert_well_formed(&text);
-    for (id, what) in [
+    let charts = [
         ("rates", "answered"),
         ("latency", "p99"),
         ("ramp", "open"),
         ("spectrum", "response"),
-    ] {
-        let svg = chart(&text, id);
-        for run in ["tcp", "udp"] {
-            assert!(
-                svg.contains(&format!(">\n{run} {what}\n</text>")),
-                "{id}: no legend entry for {run}"
-            );
-        }
-    }
+    ];
+    assert_legend_per_run(&text, &charts, &["tcp", "udp"], "both.html");
     // Side by side: a column per run, the transports in words.
     assert!(text.contains("<tr><th></th><th>tcp</th><th>udp</th></tr>"));
     assert!(text.contains("UDP, a connected socket per connection"));
@@ -387,49 +409,22 @@ fn compare_puts_the_transports_side_by_side_and_report_reads_its_file() {
         dir.join("cmp.html"),
         dir.join("again.html"),
     );
-    let (code, out, err) = output(Command::new(BIN).args([
-        "compare",
-        "--transports",
-        "udp,tcp",
-        "--rate",
-        "300",
-        "--queries",
-        "450",
-        "-c",
-        "3",
-        "--warmup",
-        "0",
-        "--json",
-        json.to_str().unwrap(),
-        "--html",
-        html.to_str().unwrap(),
-    ]));
-    assert_eq!(code, 0, "{out}\n{err}");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "report",
-        json.to_str().unwrap(),
-        "--html",
-        again.to_str().unwrap(),
-    ]));
-    assert_eq!(code, 0, "{out}\n{err}");
+    throng_ok(
+        "compare --transports udp,tcp --rate 300 --queries 450 -c 3 --warmup 0 --json @ --html @",
+        &[&json, &html],
+    );
+    throng_ok("report @ --html @", &[&json, &again]);
     for page in [&html, &again] {
         let text = std::fs::read_to_string(page).unwrap();
         assert_well_formed(&text);
         assert!(text.contains("<tr><th></th><th>udp</th><th>tcp</th></tr>"));
-        for (id, what) in [
+        let charts = [
             ("rates", "answered"),
             ("latency", "p99"),
             ("spectrum", "response"),
-        ] {
-            let svg = chart(&text, id);
-            for run in ["udp", "tcp"] {
-                assert!(
-                    svg.contains(&format!(">\n{run} {what}\n</text>")),
-                    "{}: {id}: no legend entry for {run}",
-                    page.display()
-                );
-            }
-        }
+        ];
+        let name = page.display().to_string();
+        assert_legend_per_run(&text, &charts, &["udp", "tcp"], &name);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -519,39 +514,20 @@ fn hgrm_spectra_read_back_as_the_jsons_percentiles() {
 /// --hgrm` of its result.
 #[test]
 fn a_push_runs_report_draws_its_messages_and_hgrm_writes_its_spectra() {
-    let dir = temp_dir("report-push");
-    let srv = server(&["--mode", "push", "--every", "10ms"]);
+    let (srv, dir) = server_and_dir(&["--mode", "push", "--every", "10ms"], "report-push");
     let json = dir.join("push.json");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "client",
-        &srv.addr.to_string(),
-        "--proto",
-        "push",
-        "--every",
-        "10ms",
-        "-c",
-        "20",
-        "-T",
-        "2s",
-        "-q",
-        "--json",
-        json.to_str().unwrap(),
-    ]));
+    let line = format!(
+        "client {} --proto push --every 10ms -c 20 -T 2s -q --json @",
+        srv.addr
+    );
+    let (code, out, err) = throng(&line, &[&json]);
     srv.stop();
     assert_eq!(code, 0, "{out}\n{err}");
     let r = common::outcome(&json);
     let p = r.push();
     assert!(p.received >= 20 * 180, "{p:?}");
     let (html, prefix) = (dir.join("push.html"), dir.join("push"));
-    let (code, out, err) = output(Command::new(BIN).args([
-        "report",
-        json.to_str().unwrap(),
-        "--html",
-        html.to_str().unwrap(),
-        "--hgrm",
-        prefix.to_str().unwrap(),
-    ]));
-    assert_eq!(code, 0, "{out}\n{err}");
+    let (out, err) = throng_ok("report @ --html @ --hgrm @", &[&json, &html, &prefix]);
     assert!(err.is_empty(), "{err}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert_well_formed(&page);
@@ -639,29 +615,12 @@ fn a_push_runs_report_draws_its_messages_and_hgrm_writes_its_spectra() {
 /// and why, writes nothing, and is no failure (exit 0, as before).
 #[test]
 fn hgrm_of_a_run_without_spectra_says_why() {
-    let srv = server(&[]);
-    let dir = temp_dir("report-no-spectra");
+    let (srv, dir) = server_and_dir(&[], "report-no-spectra");
     let json = dir.join("c.json");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "client",
-        &srv.addr.to_string(),
-        "-c",
-        "5",
-        "-T",
-        "1",
-        "-q",
-        "--json",
-        json.to_str().unwrap(),
-    ]));
+    let line = format!("client {} -c 5 -T 1 -q --json @", srv.addr);
+    throng_ok(&line, &[&json]);
     srv.stop();
-    assert_eq!(code, 0, "{out}\n{err}");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "report",
-        json.to_str().unwrap(),
-        "--hgrm",
-        dir.join("c").to_str().unwrap(),
-    ]));
-    assert_eq!(code, 0, "{out}\n{err}");
+    let (out, err) = throng_ok("report @ --hgrm @", &[&json, &dir.join("c")]);
     assert!(
         err.contains("no spectrum: the run sent no queries and received no push messages"),
         "{err}"
@@ -679,22 +638,10 @@ fn a_report_that_cannot_be_written_loses_nothing_of_the_run() {
     // after the run.
     let html = dir.join("taken");
     std::fs::create_dir(&html).unwrap();
-    let (code, out, err) = output(Command::new(BIN).args([
-        "client",
-        "-c",
-        "5",
-        "-r",
-        "50",
-        "-T",
-        "1",
-        "--proto",
-        "echo",
-        "-q",
-        "--json",
-        json.to_str().unwrap(),
-        "--html",
-        html.to_str().unwrap(),
-    ]));
+    let (code, out, err) = throng(
+        "client -c 5 -r 50 -T 1 --proto echo -q --json @ --html @",
+        &[&json, &html],
+    );
     assert_eq!(code, 3, "{out}\n{err}");
     assert!(err.contains("the HTML report was not written"), "{err}");
     assert!(out.contains("throng client: ") && out.contains("check         PASS"));
@@ -703,16 +650,10 @@ fn a_report_that_cannot_be_written_loses_nothing_of_the_run() {
     let bad = dir.join("stats.jsonl");
     std::fs::write(&bad, "not json\n").unwrap();
     let merged = dir.join("m.json");
-    let (code, _, err) = output(Command::new(BIN).args([
-        "merge",
-        json.to_str().unwrap(),
-        "--json",
-        merged.to_str().unwrap(),
-        "--html",
-        dir.join("m.html").to_str().unwrap(),
-        "--server-stats",
-        bad.to_str().unwrap(),
-    ]));
+    let (code, _, err) = throng(
+        "merge @ --json @ --html @ --server-stats @",
+        &[&json, &merged, &dir.join("m.html"), &bad],
+    );
     assert_eq!(code, 3);
     assert!(err.contains("line 1"), "{err}");
     assert!(merged.exists() && !dir.join("m.html").exists());
@@ -721,29 +662,13 @@ fn a_report_that_cannot_be_written_loses_nothing_of_the_run() {
 
 #[test]
 fn a_run_in_processes_reports_the_merge_of_its_slices() {
-    let srv = server(&[]);
-    let dir = temp_dir("report-processes");
+    let (srv, dir) = server_and_dir(&[], "report-processes");
     let html = dir.join("p.html");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "client",
-        &srv.addr.to_string(),
-        "-c",
-        "20",
-        "-r",
-        "200",
-        "-T",
-        "1",
-        "--proto",
-        "echo",
-        "-q",
-        "--processes",
-        "2",
-        "--html",
-        html.to_str().unwrap(),
-        "--hgrm",
-        dir.join("p").to_str().unwrap(),
-    ]));
-    assert_eq!(code, 0, "{out}\n{err}");
+    let line = format!(
+        "client {} -c 20 -r 200 -T 1 --proto echo -q --processes 2 --html @ --hgrm @",
+        srv.addr
+    );
+    throng_ok(&line, &[&html, &dir.join("p")]);
     let page = std::fs::read_to_string(&html).unwrap();
     assert_well_formed(&page);
     assert!(page.contains("<th>merged</th><td>2 results ("), "{page}");
@@ -759,37 +684,29 @@ fn report_usage_errors_exit_2() {
     let junk = dir.join("junk.json");
     std::fs::write(&junk, "{\"hello\": 1}").unwrap();
     let html = dir.join("x.html");
-    for (args, says) in [
+    // (the command, `@` the paths in order; the words of its error)
+    for (line, paths, says) in [
         (
-            vec![
-                "report",
-                junk.to_str().unwrap(),
-                "--html",
-                html.to_str().unwrap(),
-            ],
+            "report @ --html @",
+            &[&junk, &html][..],
             "not a throng result",
         ),
+        ("report @", &[&junk], "not a throng result"),
         (
-            vec!["report", junk.to_str().unwrap()],
-            "not a throng result",
-        ),
-        (
-            vec![
-                "report",
-                junk.to_str().unwrap(),
-                "--html",
-                "/nonexistent/x.html",
-            ],
+            "report @ --html /nonexistent/x.html",
+            &[&junk],
             "does not exist",
         ),
         (
-            vec!["client", "--html", "/nonexistent/x.html", "-T", "1"],
+            "client --html /nonexistent/x.html -T 1",
+            &[],
             "does not exist",
         ),
     ] {
-        let (code, out, err) = output(Command::new(BIN).args(&args));
-        assert_eq!(code, 2, "{args:?}: {out}\n{err}");
-        assert!(err.contains(says), "{args:?}: {err}");
+        let paths: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
+        let (code, out, err) = throng(line, &paths);
+        assert_eq!(code, 2, "{line}: {out}\n{err}");
+        assert!(err.contains(says), "{line}: {err}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -837,8 +754,7 @@ fn limit_file(dir: &Path) -> PathBuf {
 fn report_draws_a_limit_files_curve_as_text_and_as_a_page() {
     let dir = temp_dir("report-limit");
     let limit = limit_file(&dir);
-    let (code, out, err) = output(Command::new(BIN).arg("report").arg(&limit));
-    assert_eq!(code, 0, "{out}\n{err}");
+    let (out, _) = throng_ok("report @", &[&limit]);
     let loads: Vec<&str> = out
         .lines()
         .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
@@ -857,14 +773,7 @@ fn report_draws_a_limit_files_curve_as_text_and_as_a_page() {
     }
 
     let html = dir.join("limit.html");
-    let (code, out, err) = output(
-        Command::new(BIN)
-            .arg("report")
-            .arg(&limit)
-            .arg("--html")
-            .arg(&html),
-    );
-    assert_eq!(code, 0, "{out}\n{err}");
+    let (out, _) = throng_ok("report @ --html @", &[&limit, &html]);
     assert!(out.contains(&format!("report        {}", html.display())));
     let page = std::fs::read_to_string(&html).unwrap();
     assert_well_formed(&page);
@@ -896,13 +805,7 @@ fn a_limit_file_is_reported_alone() {
     std::fs::write(&other, "{\"connections\": {}}").unwrap();
     let html = dir.join("x.html");
     for files in [[&other, &limit], [&limit, &other]] {
-        let (code, out, err) = output(
-            Command::new(BIN)
-                .arg("report")
-                .args(files)
-                .arg("--html")
-                .arg(&html),
-        );
+        let (code, out, err) = throng("report @ @ --html @", &[files[0], files[1], &html]);
         assert_eq!(code, 2, "{out}\n{err}");
         assert!(
             err.contains(&format!(
@@ -916,12 +819,7 @@ fn a_limit_file_is_reported_alone() {
             "{err}"
         );
     }
-    let (code, _, err) = output(
-        Command::new(BIN)
-            .arg("report")
-            .arg(&limit)
-            .args(["--hgrm", dir.join("x").to_str().unwrap()]),
-    );
+    let (code, _, err) = throng("report @ --hgrm @", &[&limit, &dir.join("x")]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("drop --hgrm"), "{err}");
     assert!(!html.exists());
