@@ -39,11 +39,8 @@ fn exits(name: &str, target: impl Display, flags: &str, code: i32) -> (RunResult
 /// The same with `--rtt-log`, exit 0: the result, the output and the log.
 #[track_caller]
 fn logged(name: &str, target: impl Display, flags: &str) -> (RunResult, String, String) {
-    let ran = Client::new(name)
-        .arg(target.to_string())
-        .flags(flags)
-        .rtt_log()
-        .run();
+    let client = Client::new(name).arg(target.to_string()).rtt_log();
+    let ran = client.flags(flags).run();
     (ran.exits(0).result(), ran.out, ran.rtt_log)
 }
 
@@ -71,10 +68,8 @@ fn says(out: &str, said: &[&str], not: &[&str]) {
 /// `throng client TARGET FLAGS` started, once a line of its live view
 /// holds `ready`.
 fn start(name: &str, target: impl Display, flags: &str, ready: &str) -> Running {
-    Client::new(name)
-        .arg(target.to_string())
-        .flags(flags)
-        .start(ready)
+    let client = Client::new(name).arg(target.to_string());
+    client.flags(flags).start(ready)
 }
 
 /// What a protocol's case checks beyond [`clean`]: the result, the result
