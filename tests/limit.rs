@@ -12,9 +12,11 @@ use common::{output, temp_dir, BIN};
 use throng::outcome::limit::{LimitFile, StepResult};
 
 /// A Python server from `script`, which prints its port first: the
-/// process and its address.
-fn python_server(python: &std::path::Path, script: &str) -> (common::Daemon, String) {
-    python_server_env(python, script, &[])
+/// process and its address; None without python3 (said loudly, a failure
+/// in CI).
+fn python_server(script: &str) -> Option<(common::Daemon, String)> {
+    let python = common::program("python3", "python3")?;
+    Some(python_server_env(&python, script, &[]))
 }
 
 /// [`python_server`] with variables set in its environment.
@@ -36,26 +38,40 @@ fn python_server_env(
     (common::Daemon(srv), format!("127.0.0.1:{}", port.trim()))
 }
 
+/// What [`echo_script`]'s server does with a connection that takes it
+/// past its cap.
+#[derive(Clone, Copy)]
+enum PastCap {
+    /// Closes the new one (as nginx does past worker_connections).
+    CloseNew,
+    /// Closes its oldest to take the new one.
+    CloseOldest,
+}
+
 /// A one-thread Python echo server (selectors) that prints its port
-/// first; `cap`: it closes each connection past that many open (as nginx
-/// does past worker_connections); `busy`: it spends 1 ms of CPU on each
-/// read and writes to `BEST` (a file) the most reads it answered in one
-/// second of the monotonic clock: its own count of the rate it serves.
-fn echo_script(cap: Option<usize>, busy: bool) -> String {
-    let cap = cap.map_or("None".to_string(), |c| c.to_string());
+/// first; `cap`: the connections it holds open at most, and what it does
+/// past that; `busy`: it spends 1 ms of CPU on each read and writes to
+/// `BEST` (a file) the most reads it answered in one second of the
+/// monotonic clock: its own count of the rate it serves.
+fn echo_script(cap: Option<(usize, PastCap)>, busy: bool) -> String {
+    let (cap, oldest) = match cap {
+        None => ("None".to_string(), "False"),
+        Some((n, PastCap::CloseNew)) => (n.to_string(), "False"),
+        Some((n, PastCap::CloseOldest)) => (n.to_string(), "True"),
+    };
     let busy = if busy { "True" } else { "False" };
     format!(
         r#"
-import os, selectors, socket, time
-cap, busy = {cap}, {busy}
+import collections, os, selectors, socket, time
+cap, busy, oldest = {cap}, {busy}, {oldest}
 best_file = os.environ.get("BEST")
 second, served, best = int(time.monotonic()), 0, 0
 sel = selectors.DefaultSelector()
 l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("127.0.0.1", 0)); l.listen(1024); l.setblocking(False)
+l.bind(("127.0.0.1", 0)); l.listen(4096); l.setblocking(False)
 sel.register(l, selectors.EVENT_READ)
 print(l.getsockname()[1], flush=True)
-open_ = 0
+held = collections.OrderedDict()
 while True:
     for key, _ in sel.select():
         s = key.fileobj
@@ -64,17 +80,21 @@ while True:
                 c, _ = l.accept()
             except OSError:
                 continue
-            if cap is not None and open_ >= cap:
+            if cap is not None and not oldest and len(held) >= cap:
                 c.close(); continue
-            open_ += 1
             c.setblocking(False); sel.register(c, selectors.EVENT_READ)
+            held[c] = True
+            if cap is not None and oldest and len(held) > cap:
+                old, _ = held.popitem(last=False); sel.unregister(old); old.close()
             continue
+        if s.fileno() < 0:
+            continue  # closed above, in this round's events
         try:
             d = s.recv(65536)
         except OSError:
             d = b""
         if not d:
-            sel.unregister(s); s.close(); open_ -= 1; continue
+            sel.unregister(s); held.pop(s, None); s.close(); continue
         t = time.perf_counter()
         while busy and time.perf_counter() - t < 0.001:
             pass
@@ -92,6 +112,29 @@ while True:
                 second, served = now, 0
             served += 1
 "#
+    )
+}
+
+/// `first` (the target, or none), then `flags` split at spaces.
+fn argv<'a>(first: Option<&'a str>, flags: &'a str) -> Vec<&'a str> {
+    first.into_iter().chain(flags.split(' ')).collect()
+}
+
+/// `throng limit ADDR --find connections -c 100 --step-time 1s
+/// --connect-timeout 1s`: a connections search from 100 in 1 s steps.
+fn connections_from_100(name: &str, addr: &str) -> (i32, String, LimitFile) {
+    let flags = "--find connections -c 100 --step-time 1s --connect-timeout 1s";
+    limit(name, &argv(Some(addr), flags))
+}
+
+/// `throng limit ADDR --find rate --proto echo -c C -r 100 --step-time
+/// 1s`, without --json: (exit code, stdout, stderr).
+fn rate_search_from_100(addr: &str, c: &str) -> (i32, String, String) {
+    let flags = format!("--find rate --proto echo -c {c} -r 100 --step-time 1s");
+    output(
+        Command::new(BIN)
+            .args(["limit", addr])
+            .args(flags.split(' ')),
     )
 }
 
@@ -177,20 +220,7 @@ fn a_servers_fd_limit_is_found_and_named() {
         .unwrap()
         .count() as f64;
     let allowed = 600.0 - open;
-    let (code, out, v) = limit(
-        "limit-fds",
-        &[
-            &addr,
-            "--find",
-            "connections",
-            "-c",
-            "100",
-            "--step-time",
-            "1s",
-            "--connect-timeout",
-            "1s",
-        ],
-    );
+    let (code, out, v) = connections_from_100("limit-fds", &addr);
     drop(srv);
     assert_eq!(code, 0, "{out}");
     let l = &v.limit;
@@ -216,58 +246,11 @@ fn a_servers_fd_limit_is_found_and_named() {
 /// and the search finds 300 within 5%.
 #[test]
 fn a_server_that_drops_old_connections_for_new_ones_fails_a_held_step() {
-    let Some(python) = common::program("python3", "python3") else {
+    let Some((srv, addr)) = python_server(&echo_script(Some((300, PastCap::CloseOldest)), false))
+    else {
         return;
     };
-    let script = r#"
-import collections, selectors, socket
-sel = selectors.DefaultSelector()
-l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("127.0.0.1", 0)); l.listen(4096); l.setblocking(False)
-sel.register(l, selectors.EVENT_READ)
-held = collections.OrderedDict()
-print(l.getsockname()[1], flush=True)
-while True:
-    for key, _ in sel.select():
-        s = key.fileobj
-        if s is l:
-            try:
-                c, _ = l.accept()
-            except OSError:
-                continue
-            c.setblocking(False); sel.register(c, selectors.EVENT_READ)
-            held[c] = True
-            if len(held) > 300:
-                old, _ = held.popitem(last=False); sel.unregister(old); old.close()
-            continue
-        if s.fileno() < 0:
-            continue  # closed above, in this round's events
-        try:
-            d = s.recv(65536)
-        except OSError:
-            d = b""
-        if not d:
-            sel.unregister(s); held.pop(s, None); s.close(); continue
-        try:
-            s.sendall(d)
-        except (BlockingIOError, ConnectionError):
-            pass
-"#;
-    let (srv, addr) = python_server(&python, script);
-    let (code, out, v) = limit(
-        "limit-drops",
-        &[
-            &addr,
-            "--find",
-            "connections",
-            "-c",
-            "100",
-            "--step-time",
-            "1s",
-            "--connect-timeout",
-            "1s",
-        ],
-    );
+    let (code, out, v) = connections_from_100("limit-drops", &addr);
     drop(srv);
     assert_eq!(code, 0, "{out}");
     let value = v.limit.value.unwrap();
@@ -317,23 +300,10 @@ fn python_rate_search(name: &str, extra: &[&str]) -> Option<(String, LimitFile)>
             .expect("taskset (util-linux)");
         assert!(pinned.success());
     }
-    let mut args = vec![
-        addr.as_str(),
-        "--find",
-        "rate",
-        "--proto",
-        "echo",
-        "-c",
-        "10",
-        "--window",
-        "1",
-        "-r",
-        "250",
-        "--step-time",
-        "2s",
-        "--precision",
-        "10%",
-    ];
+    let mut args = argv(
+        Some(&addr),
+        "--find rate --proto echo -c 10 --window 1 -r 250 --step-time 2s --precision 10%",
+    );
     args.extend(extra);
     let (code, out, v) = limit_on(pin, name, &args);
     drop(srv);
@@ -395,25 +365,11 @@ fn a_server_answering_late_from_its_queue_does_not_keep_up() {
 /// failing that rate and searching a rate limit that is not there.
 #[test]
 fn a_rate_search_over_more_connections_than_the_server_keeps_says_so() {
-    let Some(python) = common::program("python3", "python3") else {
+    let Some((srv, addr)) = python_server(&echo_script(Some((20, PastCap::CloseNew)), false))
+    else {
         return;
     };
-    let script = echo_script(Some(20), false);
-    let (srv, addr) = python_server(&python, &script);
-    let (code, out, err) = output(Command::new(BIN).args([
-        "limit",
-        &addr,
-        "--find",
-        "rate",
-        "--proto",
-        "echo",
-        "-c",
-        "40",
-        "-r",
-        "100",
-        "--step-time",
-        "1s",
-    ]));
+    let (code, out, err) = rate_search_from_100(&addr, "40");
     drop(srv);
     assert_eq!(code, 2, "{out}{err}");
     // (Its count is of the connections open a second or more: the
@@ -439,23 +395,8 @@ fn a_rate_search_over_more_connections_than_the_server_keeps_says_so() {
 /// the client as the limit (exit 3) and never blames the server.
 #[test]
 fn the_client_as_the_limit_is_never_blamed_on_the_server() {
-    let (code, out, v) = limit(
-        "limit-client",
-        &[
-            "--find",
-            "rate",
-            "-r",
-            "50k",
-            "--workers",
-            "1",
-            "--processes",
-            "1",
-            "--step-time",
-            "1s",
-            "--timeout",
-            "500ms",
-        ],
-    );
+    let flags = "--find rate -r 50k --workers 1 --processes 1 --step-time 1s --timeout 500ms";
+    let (code, out, v) = limit("limit-client", &argv(None, flags));
     assert_eq!(code, 3, "{out}");
     let l = &v.limit;
     assert!(l.client_limited, "{out}");
@@ -500,20 +441,8 @@ while True:
 
 /// `throng limit ADDR --find connections --proto echo -c C --step-time 1s`.
 fn connections_search(name: &str, addr: &str, c: &str) -> (i32, String, LimitFile) {
-    limit(
-        name,
-        &[
-            addr,
-            "--find",
-            "connections",
-            "--proto",
-            "echo",
-            "-c",
-            c,
-            "--step-time",
-            "1s",
-        ],
-    )
+    let flags = format!("--find connections --proto echo -c {c} --step-time 1s");
+    limit(name, &argv(Some(addr), &flags))
 }
 
 /// A Python echo server that closes each connection 200 ms after its last
@@ -523,11 +452,9 @@ fn connections_search(name: &str, addr: &str, c: &str) -> (i32, String, LimitFil
 /// put on "a connection cap").
 #[test]
 fn a_server_that_closes_idle_connections_is_named_an_idle_timeout() {
-    let Some(python) = common::program("python3", "python3") else {
+    let Some((srv, addr)) = python_server(&threaded_echo(Some(0.2), None)) else {
         return;
     };
-    let script = threaded_echo(Some(0.2), None);
-    let (srv, addr) = python_server(&python, &script);
     let (code, out, v) = connections_search("limit-idle", &addr, "40");
     drop(srv);
     assert_eq!(code, 0, "{out}");
@@ -559,31 +486,16 @@ fn a_server_that_closes_idle_connections_is_named_an_idle_timeout() {
 /// client).
 #[test]
 fn a_server_with_a_fixed_number_of_slots_is_found_at_them() {
-    let Some(python) = common::program("python3", "python3") else {
+    let Some((srv, addr)) = python_server(&threaded_echo(None, Some(30))) else {
         return;
     };
-    let script = threaded_echo(None, Some(30));
-    let (srv, addr) = python_server(&python, &script);
     let (code, out, v) = connections_search("limit-slots", &addr, "10");
     assert_eq!(code, 0, "{out}");
     let l = &v.limit;
     let lower = l.lower.unwrap_or_else(|| panic!("{out}"));
     assert!((27.0..=30.0).contains(&lower), "{out}");
     assert_eq!(l.cause, Some(throng::verdict::Code::SlotsFull), "{out}");
-    let (code, out, err) = output(Command::new(BIN).args([
-        "limit",
-        &addr,
-        "--find",
-        "rate",
-        "--proto",
-        "echo",
-        "-c",
-        "50",
-        "-r",
-        "100",
-        "--step-time",
-        "1s",
-    ]));
+    let (code, out, err) = rate_search_from_100(&addr, "50");
     drop(srv);
     assert_eq!(code, 2, "{out}{err}");
     let kept = err
