@@ -11,8 +11,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::harness::Running;
-use common::{in_netns, output, server, set_sysctl, temp_dir, Client, Parts, RunResult, BIN};
+use common::{in_netns, output, says, server, set_sysctl, temp_dir, Client, Parts, RunResult, BIN};
 use throng::scenario::Ramp;
 
 /// `throng client TARGET FLAGS` run to its end, which must be exit
@@ -41,15 +40,6 @@ fn usage(line: &str) -> String {
     let (code, _, err) = common::run(&args);
     assert_eq!(code, 2, "{args:?}: {err}");
     err
-}
-
-/// The output says each of `said` and none of `not`.
-#[track_caller]
-fn says(out: &str, said: &[&str], not: &[&str]) {
-    let unsaid: Vec<_> = said.iter().filter(|s| !out.contains(**s)).collect();
-    let wrong: Vec<_> = not.iter().filter(|n| out.contains(**n)).collect();
-    let what = format!("not said: {unsaid:?}; said: {wrong:?}");
-    assert!(unsaid.is_empty() && wrong.is_empty(), "{what}\n{out}");
 }
 
 /// Starts `throng client <args>` with piped stdio and returns it with its
@@ -428,13 +418,6 @@ fn a_second_interrupt_ends_the_run_at_once() {
     }
 }
 
-/// `throng client TARGET FLAGS` started, once a line of its live view
-/// holds `ready`.
-fn start(name: &str, target: impl Display, flags: &str, ready: &str) -> Running {
-    let client = Client::new(name).arg(target.to_string());
-    client.flags(flags).start(ready)
-}
-
 /// A signal ends a run, which writes its result and closes every
 /// connection: SIGINT a timed run, interrupted (exit 130); SIGTERM a held
 /// run, which ends as a hold is meant to (exit 0, not interrupted).
@@ -459,7 +442,7 @@ fn a_signal_ends_the_run_and_its_result_says_whether_interrupted() {
         ),
     ] {
         let srv = server(&[]);
-        let run = start(name, srv.addr, flags, ready);
+        let run = common::start(name, srv.addr, flags, ready);
         run.signal(sig);
         let r = run.wait().exits(code).result();
         assert_eq!(r.interrupted, code == 130, "{name}");
@@ -751,7 +734,7 @@ fn a_held_run_of_several_processes_ends_at_ctrl_c_without_being_interrupted() {
     // alike; the children (run with --pause) marked their results
     // interrupted, and the merged run exited 130 where a held run ends 0.
     let srv = server(&[]);
-    let run = start(
+    let run = common::start(
         "hold-processes",
         srv.addr,
         "-c 100 --processes 2 --hold",

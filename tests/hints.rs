@@ -165,7 +165,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{in_netns, output, server, set_sysctl, temp_dir, typed, Parts, BIN};
+use common::{in_netns, output, says, server, set_sysctl, temp_dir, typed, Parts, BIN};
 use common::{Client, RunResult};
 
 /// `throng client TARGET <flags>`; it must exit 1 (the failure its hint
@@ -175,22 +175,6 @@ fn fails(name: &str, target: impl ToString, flags: &str) -> (RunResult, String) 
     let ran = Client::new(name).arg(target.to_string()).flags(flags).run();
     let r = ran.exits(1).result();
     (r, ran.out)
-}
-
-/// Each of `words` is in `out`.
-#[track_caller]
-fn says(out: &str, words: &[&str]) {
-    for w in words {
-        assert!(out.contains(w), "no {w:?} in:\n{out}");
-    }
-}
-
-/// None of `words` is in `out`.
-#[track_caller]
-fn never_says(out: &str, words: &[&str]) {
-    for w in words {
-        assert!(!out.contains(w), "{w:?} in:\n{out}");
-    }
 }
 
 /// The first line of `out` that holds `words`.
@@ -221,9 +205,10 @@ fn unreachable_and_prohibited_routes_are_named_apart() {
     let done = in_netns(|| {
         let (r, out) = fails("unreachable", "10.1.2.3:53", "-c 5 -T 0s --no-verify");
         assert_eq!(r.connections.failed["unreachable"], 5, "{out}");
-        says(&out, &["hint (unreachable): no route"]);
-        never_says(
+        says(&out, &["hint (unreachable): no route"], &[]);
+        says(
             &out,
+            &[],
             &["hint (other)", "hint (refused)", "hint (out_of_fds)"],
         );
 
@@ -237,8 +222,9 @@ fn unreachable_and_prohibited_routes_are_named_apart() {
                 "errno 13 (Permission denied",
                 "hint (other): connect() failed with an errno",
             ],
+            &[],
         );
-        never_says(&out, &["hint (unreachable)"]);
+        says(&out, &[], &["hint (unreachable)"]);
     });
     let _ = done;
 }
@@ -266,8 +252,9 @@ fn the_clients_own_fd_limit_is_named() {
     says(
         &out,
         &["hint (out_of_fds): this process ran out of file descriptors"],
+        &[],
     );
-    never_says(&out, &["hint (no_free_port)", "cannot accept more"]);
+    says(&out, &[], &["hint (no_free_port)", "cannot accept more"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -285,9 +272,10 @@ fn ports_run_out_over_tcp_without_time_wait_words() {
             "-c 150 --source-ip 127.0.0.1 --force -T 0s",
         );
         assert!(r.connections.failed["no_free_port"] >= 50, "{out}");
-        says(&out, &["hint (no_free_port): ephemeral ports ran out"]);
-        never_says(
+        says(&out, &["hint (no_free_port): ephemeral ports ran out"], &[]);
+        says(
             &out,
+            &[],
             &["hint (tcp-per-query)", "TIME_WAIT", "hint (out_of_fds)"],
         );
         drop(srv);
@@ -346,8 +334,8 @@ fn closes_and_resets_mid_query_are_named_apart() {
         let addr = answers_once_then_ends(reset);
         let (r, out) = fails(name, addr, "--proto echo -c 4 -r 40 -T 1s --timeout 500ms");
         assert!(r.connections.failed[bucket] > 0, "{name}: {out}");
-        says(&out, &[hint]);
-        never_says(&out, others);
+        says(&out, &[hint], &[]);
+        says(&out, &[], others);
     }
 }
 
@@ -391,7 +379,7 @@ fn a_server_that_answers_some_connections_only() {
         ],
         &["full accept queue"],
     );
-    never_says(&out, &["no connection got an answer"]);
+    says(&out, &[], &["no connection got an answer"]);
 }
 
 /// --proto push against an echo server: connections accepted, nothing
@@ -404,9 +392,10 @@ fn a_server_that_pushes_nothing_is_named() {
         srv.addr,
         "--proto push --every 50ms -c 4 -T 1s",
     );
-    says(&out, &["got no message in all their time"]);
-    never_says(
+    says(&out, &["got no message in all their time"], &[]);
+    says(
         &out,
+        &[],
         &["a full accept queue", "no connection got an answer"],
     );
 }
@@ -456,8 +445,9 @@ fn a_client_sharing_its_core_with_the_server_is_named() {
             && l.contains("with the server")
     });
     assert!(said.is_some(), "{out}");
-    never_says(
+    says(
         &out,
+        &[],
         &[
             "the client is the bottleneck",
             "is well above that",
@@ -519,9 +509,11 @@ fn a_full_window_is_named_as_the_servers_pace() {
             "waited for room in their connection's --window 1",
             "--window 1 full (the server answering too slowly)",
         ],
+        &[],
     );
-    never_says(
+    says(
         &out,
+        &[],
         &[
             "the client is the bottleneck",
             "could not keep up",
@@ -558,10 +550,10 @@ fn the_clients_own_port_search_is_named_as_the_clients() {
             "{out}"
         );
         assert!(line.contains("its connect() calls took"), "{out}");
-        never_says(&out, &["hint (handshake)", "hint (no_free_port)"]);
+        says(&out, &[], &["hint (handshake)", "hint (no_free_port)"]);
 
         let out = run("port-search-wide", "10000 60999");
-        never_says(&out, &["hint (client)", "its connect() calls took"]);
+        says(&out, &[], &["hint (client)", "its connect() calls took"]);
         drop(srv);
     });
     let _ = done;
@@ -588,8 +580,9 @@ fn a_client_that_cannot_keep_its_schedule_is_named() {
             || out.contains("cannot be put on the server alone"),
         "{out}"
     );
-    never_says(
+    says(
         &out,
+        &[],
         &[
             "the server was not reading",
             "the server is not reading",
@@ -723,8 +716,9 @@ fn a_server_throng_cannot_see_is_named_with_where_to_look() {
                 ],
                 &["had fds to spare"],
             );
-            never_says(
+            says(
                 &out,
+                &[],
                 &["hint (client)", "hint (timed_out)", "hint (half_open)"],
             );
 
@@ -741,9 +735,11 @@ fn a_server_throng_cannot_see_is_named_with_where_to_look() {
                     "hint (timed_out): SYNs went unanswered. throng cannot see the server \
                    from here",
                 ],
+                &[],
             );
-            never_says(
+            says(
                 &out,
+                &[],
                 &[
                     "did not take the connections",
                     "had fds to spare",
@@ -762,9 +758,11 @@ fn a_server_throng_cannot_see_is_named_with_where_to_look() {
                    connection before answering anything: on the wire that is what an \
                    accept queue that overflowed looks like. throng cannot see the server",
                 ],
+                &[],
             );
-            never_says(
+            says(
                 &out,
+                &[],
                 &[
                     "reset connections before answering anything, though",
                     "hint (timed_out)",
@@ -818,8 +816,9 @@ fn assert_tail_is_the_servers(v: &serde_json::Value, out: &str) {
     for c in causes {
         assert_ne!(c["side"], "client", "{c}\n{out}");
     }
-    never_says(
+    says(
         out,
+        &[],
         &["the client is the bottleneck", "give the client more cores"],
     );
 }
@@ -849,9 +848,14 @@ fn a_late_idle_client_is_not_told_to_add_cores() {
     assert!(!cpu.shares_cores_with_server, "{out}");
     assert!(cpu.cpu_s < 0.5 * cpu.wall_s, "{out}");
     assert!(r.lat().send_lag_us.p99 > 1000, "{out}");
-    says(&out, &["the client sent", "more workers will not help"]);
-    never_says(
+    says(
         &out,
+        &["the client sent", "more workers will not help"],
+        &[],
+    );
+    says(
+        &out,
+        &[],
         &[
             "the client is the bottleneck",
             "more cores",
@@ -863,8 +867,13 @@ fn a_late_idle_client_is_not_told_to_add_cores() {
     says(
         &embedded,
         &["the embedded server runs in the client's process"],
+        &[],
     );
-    never_says(&embedded, &["the client is the bottleneck", "more cores"]);
+    says(
+        &embedded,
+        &[],
+        &["the client is the bottleneck", "more cores"],
+    );
 }
 
 /// Echoes at 400/s over 20 connections for 2 s from one client worker,
@@ -946,7 +955,7 @@ fn connections_never_answered_fail_the_run_without_verification() {
     let flags = "--closed-loop --no-verify -T 1s";
     let (r, out) = ten_to_every_other_answered("silent-closed-loop", flags);
     assert_eq!(r.connections.silent, 5, "{out}");
-    says(&out, &["FAIL  connections.silent==0"]);
+    says(&out, &["FAIL  connections.silent==0"], &[]);
     let verdict = r.verdict.expect("a verdict");
     assert_eq!(verdict.side, throng::verdict::Side::Server, "{out}");
     assert!(

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{all_answered, peer, temp_dir, Client, Parts, Ran, RunResult, BIN};
+use common::{all_answered, ends, lost_with_its_connection, peer, temp_dir};
+use common::{Client, Parts, Ran, RunResult, BIN};
 use serde_json::Value;
 
 /// The client's input cap (`engine::proto::INPUT_CAP`, README).
@@ -22,16 +23,6 @@ const CAP: u64 = 1024 * 1024;
 /// One read of the client's scratch buffer: framed before the cap is
 /// checked.
 const READ: u64 = 64 * 1024;
-
-/// `throng client ADDR <flags>` run to its end: it must exit `code`,
-/// within `secs` seconds. Its typed result, and its output (behind
-/// `name`) for the messages.
-#[track_caller]
-fn ends(name: &str, addr: SocketAddr, flags: &str, code: i32, secs: f64) -> (RunResult, String) {
-    let ran = Client::new(name).arg(addr.to_string()).flags(flags).run();
-    assert!(ran.secs < secs, "{name}: {} s\n{}", ran.secs, ran.out);
-    (ran.exits(code).result(), format!("{name}: {}", ran.out))
-}
 
 /// Two connections, a query every 100 ms on each for a second, each
 /// timed out after 300 ms: what most runs here ask of a hostile peer.
@@ -100,15 +91,6 @@ fn all_timed_out(r: &RunResult, min: u64, out: &str) -> u64 {
     q.sent
 }
 
-/// Reads one length-prefixed DNS message (None at the end).
-fn read_dns(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut len = [0u8; 2];
-    s.read_exact(&mut len).ok()?;
-    let mut msg = vec![0; usize::from(u16::from_be_bytes(len))];
-    s.read_exact(&mut msg).ok()?;
-    Some(msg)
-}
-
 /// The answer to a DNS query, framed: the query with QR set (NOERROR, the
 /// question echoed, no records). `id` replaces its ID when given.
 fn dns_answer(query: &[u8], id: Option<u16>) -> Vec<u8> {
@@ -117,15 +99,13 @@ fn dns_answer(query: &[u8], id: Option<u16>) -> Vec<u8> {
     if let Some(id) = id {
         m[..2].copy_from_slice(&id.to_be_bytes());
     }
-    let mut f = (m.len() as u16).to_be_bytes().to_vec();
-    f.extend(m);
-    f
+    common::framed(&m)
 }
 
 /// A DNS peer that writes `answer(query)` for each query it reads.
 fn dns_peer(answer: fn(&[u8]) -> Vec<u8>) -> SocketAddr {
     peer(move |mut s| {
-        while let Some(m) = read_dns(&mut s) {
+        while let Some(m) = common::read_dns(&mut s) {
             if s.write_all(&answer(&m)).is_err() {
                 return;
             }
@@ -245,7 +225,7 @@ fn garbage_raw_without_the_marker_times_out() {
 fn dns_frame_that_never_ends_times_out() {
     let addr = peer(|mut s| {
         let _ = s.set_nodelay(true);
-        if read_dns(&mut s).is_none() || s.write_all(&[0xff, 0xff]).is_err() {
+        if common::read_dns(&mut s).is_none() || s.write_all(&[0xff, 0xff]).is_err() {
             return;
         }
         while s.write_all(b"x").is_ok() {
@@ -682,7 +662,7 @@ fn answers_twice_count_once() {
 fn dns_answers_reordered_are_all_matched() {
     let addr = peer(|mut s| {
         let mut held = Vec::new();
-        while let Some(m) = read_dns(&mut s) {
+        while let Some(m) = common::read_dns(&mut s) {
             held.push(dns_answer(&m, None));
             if held.len() == 4 {
                 let out: Vec<u8> = held.drain(..).rev().flatten().collect();
@@ -714,11 +694,15 @@ fn dns_answers_reordered_are_all_matched() {
 fn half_answer_then_close(reset: bool) -> SocketAddr {
     let serve = move |mut s: TcpStream| {
         let _ = s.set_nodelay(true);
-        let Some(m) = read_dns(&mut s) else { return };
+        let Some(m) = common::read_dns(&mut s) else {
+            return;
+        };
         if s.write_all(&dns_answer(&m, None)).is_err() {
             return;
         }
-        let Some(m) = read_dns(&mut s) else { return };
+        let Some(m) = common::read_dns(&mut s) else {
+            return;
+        };
         let a = dns_answer(&m, None);
         if s.write_all(&a[..a.len() / 2]).is_err() {
             return;
@@ -757,15 +741,8 @@ fn reset_on_drop(s: &TcpStream) {
 /// `bucket`'s end: the connection in its bucket, the query `conn_lost`.
 fn half_answer_counted(name: &str, reset: bool, bucket: &str) {
     let (r, out) = ends(name, half_answer_then_close(reset), PACED, 1, 5.0);
-    assert_eq!(r.q().answered, 2, "{out}");
-    assert_eq!(r.connections.failed[bucket], 2, "{out}");
-    assert_eq!(r.failed_total(), 2, "{out}");
-    assert_eq!(r.q().errors["conn_lost"], 2, "{out}");
-    assert_eq!(r.q().errors["malformed"], 0, "{out}");
-    assert_eq!(r.q().timed_out, 0, "{out}");
     // The rest found no connection left.
-    assert_eq!(r.errors(), 2 + r.q().errors["no_connection"], "{out}");
-    assert_eq!(r.q().in_flight_at_end, 0, "{out}");
+    lost_with_its_connection(&r, 2, bucket, &out);
 }
 
 #[test]

@@ -13,20 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread;
 
-use common::{all_answered, peer, Client, Parts, RunResult};
+use common::{all_answered, ends, lost_with_its_connection, peer, Client, Parts, RunResult};
 
 /// Two connections, a query every 100 ms on each for a second, each
 /// timed out after 300 ms.
 const PACED: &str = "-c 2 --interval 100ms -T 1s --timeout 300ms";
-
-/// `throng client ADDR <flags>`, which must exit `code` within `secs`
-/// seconds: its typed result, and its output (behind `name`).
-#[track_caller]
-fn ends(name: &str, addr: SocketAddr, flags: &str, code: i32, secs: f64) -> (RunResult, String) {
-    let ran = Client::new(name).arg(addr.to_string()).flags(flags).run();
-    assert!(ran.secs < secs, "{name}: {} s\n{}", ran.secs, ran.out);
-    (ran.exits(code).result(), format!("{name}: {}", ran.out))
-}
 
 /// `connections.tls_error`: the first TLS error, in words.
 fn tls_error(r: &RunResult) -> String {
@@ -43,22 +34,6 @@ fn dns_answer(query: &[u8], truncated: bool) -> Vec<u8> {
         m[2] |= 0x02;
     }
     m
-}
-
-/// Reads one length-prefixed DNS message (None at the end).
-fn read_dns(s: &mut impl Read) -> Option<Vec<u8>> {
-    let mut len = [0u8; 2];
-    s.read_exact(&mut len).ok()?;
-    let mut msg = vec![0; usize::from(u16::from_be_bytes(len))];
-    s.read_exact(&mut msg).ok()?;
-    Some(msg)
-}
-
-/// `m` behind its TCP length.
-fn framed(m: &[u8]) -> Vec<u8> {
-    let mut f = (m.len() as u16).to_be_bytes().to_vec();
-    f.extend_from_slice(m);
-    f
 }
 
 /// A UDP peer on 127.0.0.1:0 that receives on one socket and answers each
@@ -150,8 +125,8 @@ fn udp_truncated_answers_of_a_question_that_came_whole_are_rate_limiting() {
 #[test]
 fn tcp_truncated_answers_are_counted_apart() {
     let addr = peer(|mut s| {
-        while let Some(m) = read_dns(&mut s) {
-            if s.write_all(&framed(&dns_answer(&m, true))).is_err() {
+        while let Some(m) = common::read_dns(&mut s) {
+            if s.write_all(&common::framed(&dns_answer(&m, true))).is_err() {
                 return;
             }
         }
@@ -275,12 +250,22 @@ fn tls_broken_midway(broken: fn(Vec<u8>) -> Vec<u8>) -> SocketAddr {
     peer(move |s| {
         let conn = rustls::ServerConnection::new(server_config()).unwrap();
         let mut tls = rustls::StreamOwned::new(conn, s);
-        let Some(m) = read_dns(&mut tls) else { return };
-        if tls.write_all(&framed(&dns_answer(&m, false))).is_err() {
+        let Some(m) = common::read_dns(&mut tls) else {
+            return;
+        };
+        if tls
+            .write_all(&common::framed(&dns_answer(&m, false)))
+            .is_err()
+        {
             return;
         }
-        let Some(m) = read_dns(&mut tls) else { return };
-        let _ = tls.conn.writer().write_all(&framed(&dns_answer(&m, false)));
+        let Some(m) = common::read_dns(&mut tls) else {
+            return;
+        };
+        let _ = tls
+            .conn
+            .writer()
+            .write_all(&common::framed(&dns_answer(&m, false)));
         let mut record = Vec::new();
         while tls.conn.wants_write() {
             tls.conn.write_tls(&mut record).unwrap();
@@ -300,18 +285,11 @@ fn tls_broken_midway(broken: fn(Vec<u8>) -> Vec<u8>) -> SocketAddr {
 fn tls_broken_session_counted(name: &str, broken: fn(Vec<u8>) -> Vec<u8>, words: &str) {
     let flags = format!("--transport tls --tls-insecure {PACED}");
     let (r, out) = ends(name, tls_broken_midway(broken), &flags, 1, 5.0);
-    // Both connections made their handshake, and failed into `tls`.
+    // Both connections made their handshake, had one answer, and failed
+    // into `tls` with the query after it.
     let handshakes = r.connections.tls_handshake_us.as_ref().unwrap();
     assert_eq!(handshakes.count, 2, "{out}");
-    assert_eq!(r.connections.failed["tls"], 2, "{out}");
-    assert_eq!(r.failed_total(), 2, "{out}");
-    // One answer on each, and the query after it lost with it.
-    assert_eq!(r.q().answered, 2, "{out}");
-    assert_eq!(r.q().errors["conn_lost"], 2, "{out}");
-    assert_eq!(r.q().errors["malformed"], 0, "{out}");
-    assert_eq!(r.q().timed_out, 0, "{out}");
-    assert_eq!(r.errors(), 2 + r.q().errors["no_connection"], "{out}");
-    assert_eq!(r.q().in_flight_at_end, 0, "{out}");
+    lost_with_its_connection(&r, 2, "tls", &out);
     let e = tls_error(&r);
     assert!(e.starts_with("after the handshake: "), "{e}");
     assert!(e.contains(words), "{e}");

@@ -120,16 +120,8 @@ impl Served {
 #[track_caller]
 fn run_against(srv: Option<Served>, flags: &str, code: i32) -> Option<(Served, RunResult, String)> {
     let srv = srv?;
-    let (r, out) = exits(srv.client(flags), code);
+    let (r, out) = srv.client(flags).exits(code);
     Some((srv, r, out))
-}
-
-/// Runs `c`, which must exit `code`: its typed result, and its output for
-/// assertion messages.
-#[track_caller]
-fn exits(c: Client, code: i32) -> (RunResult, String) {
-    let ran = c.run();
-    (ran.exits(code).result(), ran.out)
 }
 
 /// [`exits`] for one case of a table: its output headed by the case's
@@ -487,7 +479,7 @@ fn nsd_answers_its_zone_and_nxdomain_outside_it() {
     };
     let names = "www.example.test\nnope.example.test\n";
     let c = asking(&nsd, names).flags("-c 2 -r 400 -T 1s");
-    let (r, out) = exits(c, 0);
+    let (r, out) = c.exits(0);
     let answered = r.q().answered;
     let ok = r.dns().rcodes["NOERROR"];
     let nx = r.dns().rcodes["NXDOMAIN"];
@@ -652,10 +644,10 @@ fn nginx_verifies_an_http_probe_and_rejects_a_dns_one() {
         return;
     };
     let probe = |name: &str, flags: &str| Client::new(name).arg(ngx.target()).flags(flags);
-    let (r, out) = exits(probe("nginx-probe-http", "--proto http -c 50 -T 0s"), 0);
+    let (r, out) = probe("nginx-probe-http", "--proto http -c 50 -T 0s").exits(0);
     assert_eq!(r.connections.verified, 50, "{out}");
     assert_eq!(r.failed_total(), 0, "{out}");
-    let (r, out) = exits(probe("nginx-probe-dns", "-c 50 -T 0s"), 1);
+    let (r, out) = probe("nginx-probe-dns", "-c 50 -T 0s").exits(1);
     assert_eq!(r.connections.probe_rejected, 50, "{out}");
     assert_eq!(r.connections.failed["rejected"], 50, "{out}");
     assert_eq!(r.connections.failed["closed_by_peer"], 0, "{out}");
@@ -700,7 +692,7 @@ fn nginx_closed_loop_keeps_its_concurrency_across_keepalive_closes() {
     let target = ngx.target();
     let conns = 16;
     let c = ngx.client(&format!("--proto http --closed-loop -c {conns} -T 3s"));
-    let (r, out) = exits(c, 0);
+    let (r, out) = c.exits(0);
     let answered = r.q().answered;
     // 16 connections of 1,000 requests each would be 16,000: replaced,
     // they go on.
@@ -764,12 +756,12 @@ fn nginx_open_loop_keeps_its_rate_across_keepalive_closes() {
         return;
     };
     let c = ngx.client("--proto http -c 4 -r 1000 -T 2s");
-    let (r, out) = exits(c.clone(), 0);
+    let (r, out) = c.clone().exits(0);
     let due = r.q().due;
     assert!(due >= 1900, "{out}");
     assert!(r.q().answered * 100 >= due * 99, "{out}");
     assert!(r.connections.peer_closed >= 15, "{out}");
-    let (r, out) = exits(c.flags("--no-reconnect"), 1);
+    let (r, out) = c.flags("--no-reconnect").exits(1);
     // 4 connections of 100 requests: the rest had no connection.
     assert_eq!(r.q().answered, 400, "{out}");
     assert!(r.q().errors["no_connection"] >= 1400, "{out}");
@@ -834,7 +826,7 @@ fn unbound_refusing_every_query_fails_and_says_why() {
         return;
     };
     let c = u.client("--qname www.example.test -c 4 -r 200 -T 1s");
-    let (r, out) = exits(c.clone(), 1);
+    let (r, out) = c.clone().exits(1);
     let answered = r.q().answered;
     assert!(answered >= 150, "{out}");
     assert_eq!(r.q().failed_answers["REFUSED"], answered, "{out}");
@@ -842,7 +834,7 @@ fn unbound_refusing_every_query_fails_and_says_why() {
     assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
     assert!(out.contains("the server refuses this client"), "{out}");
     // A server meant to refuse: --ok-rcodes says so.
-    exits(c.flags("--ok-rcodes REFUSED"), 0);
+    c.flags("--ok-rcodes REFUSED").exits(0);
 }
 
 /// nginx answering 503: every response a 503 passed. A 5xx is an answer
@@ -857,13 +849,13 @@ fn nginx_503_answers_fail_the_run() {
         .client("--proto http --http-request")
         .arg(request)
         .flags("-c 4 -r 200 -T 1s");
-    let (r, out) = exits(c.clone(), 1);
+    let (r, out) = c.clone().exits(1);
     let answered = r.q().answered;
     assert!(answered >= 150, "{out}");
     assert_eq!(r.q().http_status["503"], answered, "{out}");
     assert_eq!(r.q().failed_answers["http_503"], answered, "{out}");
     assert!(out.contains("FAIL  queries.ok>=99%"), "{out}");
-    exits(c.flags("--ok-status 503"), 0);
+    c.flags("--ok-status 503").exits(0);
 }
 
 /// nginx rate-limiting every client together (`limit_req`, 500 r/s with
@@ -991,7 +983,7 @@ fn resperf_and_throng_count_what_unbound_counts() {
     );
     // throng at the same rate, after it.
     let c = asking(&u, "www.example.test\n").flags("--transport udp -c 4 -r 1000 -T 2s");
-    let (r, out) = exits(c, 0);
+    let (r, out) = c.exits(0);
     let ours = r.q().sent;
     assert!(ours > 1500, "{out}");
     assert_eq!(r.q().answered, ours, "{out}");
@@ -1025,7 +1017,7 @@ fn refused_past_a_cap(
             "--proto raw --message {message} --marker {marker}"
         ))
         .flags(&format!("-c {asked} -r 500 -T 2s"));
-    let (r, out) = exits(c, 1);
+    let (r, out) = c.exits(1);
     let rejected = r.connections.failed["rejected"];
     assert_eq!(rejected, stats(), "{out}");
     // Past the cap, less what the server keeps of it for itself (its
@@ -1094,7 +1086,7 @@ fn redis_protected_mode_refuses_a_source_not_at_a_cap() {
         .arg(format!("127.0.0.1:{port}"))
         .flags("--proto raw --message PING\\r\\n --marker +PONG -c 40")
         .flags("--source-ip 127.0.0.1 --source-ip 127.0.0.2 -T 1s");
-    let (r, out) = exits(c, 1);
+    let (r, out) = c.exits(1);
     assert_eq!(r.connections.sources_refused, ["127.0.0.2"], "{out}");
     assert_eq!(r.connections.failed["rejected"], 20, "{out}");
     // Redis counts them as its rejections, too.

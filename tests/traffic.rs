@@ -12,8 +12,7 @@ use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
-use common::harness::Running;
-use common::{sent_balances, server, temp_dir, Client, Parts, RunResult, BIN};
+use common::{exits, says, sent_balances, server, temp_dir, Client, Parts, RunResult, BIN};
 use hickory_proto::op::{Message, MessageType};
 use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use serde_json::Value;
@@ -26,14 +25,6 @@ fn clean(r: &RunResult, out: &str) {
     sent_balances(r, 1, out);
     assert_eq!(r.q().timed_out, 0, "{out}");
     assert_eq!(r.errors(), 0, "{out}");
-}
-
-/// `throng client TARGET FLAGS` run to its end, which must be exit
-/// `code`: its result and its output.
-#[track_caller]
-fn exits(name: &str, target: impl Display, flags: &str, code: i32) -> (RunResult, String) {
-    let ran = Client::new(name).arg(target.to_string()).flags(flags).run();
-    (ran.exits(code).result(), ran.out)
 }
 
 /// The same with `--rtt-log`, exit 0: the result, the output and the log.
@@ -52,24 +43,6 @@ fn case(name: &str, target: impl Display, flags: &str) -> (RunResult, Value, Str
     let out = format!("{name}: {}", ran.out);
     assert_eq!(ran.code, 0, "exit code\n{out}");
     (ran.result(), ran.json, out)
-}
-
-/// The output says each of `said` and none of `not`.
-#[track_caller]
-fn says(out: &str, said: &[&str], not: &[&str]) {
-    for s in said {
-        assert!(out.contains(s), "{s:?} is not said: {out}");
-    }
-    for n in not {
-        assert!(!out.contains(n), "{n:?} is said: {out}");
-    }
-}
-
-/// `throng client TARGET FLAGS` started, once a line of its live view
-/// holds `ready`.
-fn start(name: &str, target: impl Display, flags: &str, ready: &str) -> Running {
-    let client = Client::new(name).arg(target.to_string());
-    client.flags(flags).start(ready)
 }
 
 /// What a protocol's case checks beyond [`clean`]: the result, the result
@@ -488,7 +461,7 @@ fn stall(pid: i32, d: Duration) {
 fn coordinated_omission_is_corrected() {
     let srv = server(&[]);
     let flags = "-c 10 -r 1000 --arrivals constant --window 1 -T 5s";
-    let run = start("co", srv.addr, flags, "ramp done");
+    let run = common::start("co", srv.addr, flags, "ramp done");
     // The stall is the subject of the test: the server stops for 1 s in
     // the middle of the 5 s of traffic.
     thread::sleep(Duration::from_secs(2));
@@ -516,7 +489,7 @@ fn deadlines_hold_through_stalls_that_fill_and_empty_them() {
     let srv = server(&[]);
     let flags = "-c 3000 -r 30000 --workers 1 --processes 1 --arrivals constant \
                  -T 6s --timeout 500ms";
-    let mut run = start("stalls", srv.addr, flags, "ramp done");
+    let mut run = common::start("stalls", srv.addr, flags, "ramp done");
     run.wait_for_line("answered");
     // The stalls are the subject of the test.
     stall(srv.pid(), Duration::from_millis(250));
@@ -1029,7 +1002,7 @@ fn a_stopped_server_is_named_as_not_reading() {
     says(&out, &[], &["did not read", "hint (nagle)"]);
 
     // Traffic under way: its first second's line.
-    let run = start("stopped", srv.addr, &format!("{flags} -T 4s"), "answered");
+    let run = common::start("stopped", srv.addr, &format!("{flags} -T 4s"), "answered");
     // The stall is the subject of the test.
     stall(srv.pid(), Duration::from_millis(1500));
     let ran = run.wait();

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::fmt::Display;
 use std::net::UdpSocket;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,17 +13,11 @@ use std::thread;
 use std::time::Duration;
 
 use common::BIN;
-use common::{output, sent_balances, server, temp_dir, typed, Client, Parts, RunResult, Server};
+use common::{
+    exits, output, sent_balances, server, temp_dir, typed, Client, Parts, RunResult, Server,
+};
 use serde_json::Value;
 use throng::domain::Transport;
-
-/// `throng client TARGET FLAGS` run to its end, which must be exit
-/// `code`: its result and its output.
-#[track_caller]
-fn exits(name: &str, target: impl Display, flags: &str, code: i32) -> (RunResult, String) {
-    let ran = Client::new(name).arg(target.to_string()).flags(flags).run();
-    (ran.exits(code).result(), ran.out)
-}
 
 /// `throng compare` with the words of `line`, its JSON to `json`: (exit
 /// code, stdout, stderr).

@@ -99,13 +99,24 @@ impl Client {
         Ran::read(code, out, err, dir, t)
     }
 
-    /// Runs it to its end; it must exit 0. The typed result, and the
+    /// A run named `name` whose first argument is `target`.
+    pub fn at(name: &str, target: impl std::fmt::Display) -> Client {
+        Client::new(name).arg(target.to_string())
+    }
+
+    /// Runs it to its end; it must exit `code`. The typed result, and the
     /// output for assertion messages.
     #[track_caller]
-    pub fn ok(self) -> (RunResult, String) {
+    pub fn exits(self, code: i32) -> (RunResult, String) {
         let ran = self.run();
-        let r = ran.exits(0).result();
+        let r = ran.exits(code).result();
         (r, ran.out)
+    }
+
+    /// [`Client::exits`] with 0.
+    #[track_caller]
+    pub fn ok(self) -> (RunResult, String) {
+        self.exits(0)
     }
 
     /// Starts it with its live view, and returns once a line of its
@@ -219,6 +230,18 @@ impl Ran {
         self
     }
 
+    /// Asserts it ran, start to exit, for less than `secs` seconds.
+    #[track_caller]
+    pub fn within(&self, secs: f64) -> &Ran {
+        assert!(
+            self.secs < secs,
+            "ran {} s, not under {secs}\n{}",
+            self.secs,
+            self.out
+        );
+        self
+    }
+
     /// The typed result; the run must have written one.
     #[track_caller]
     pub fn result(&self) -> RunResult {
@@ -261,4 +284,77 @@ pub fn sent_balances(r: &RunResult, min: u64, out: &str) -> u64 {
         "answered + in flight against sent\n{out}"
     );
     q.sent
+}
+
+/// `throng client TARGET FLAGS` run to its end, which must exit `code`:
+/// its typed result and its output.
+#[track_caller]
+pub fn exits(
+    name: &str,
+    target: impl std::fmt::Display,
+    flags: &str,
+    code: i32,
+) -> (RunResult, String) {
+    Client::at(name, target).flags(flags).exits(code)
+}
+
+/// [`exits`] within `secs` seconds, start to exit: the output behind
+/// `name` (a table's case).
+#[track_caller]
+pub fn ends(
+    name: &str,
+    target: impl std::fmt::Display,
+    flags: &str,
+    code: i32,
+    secs: f64,
+) -> (RunResult, String) {
+    let ran = Client::at(name, target).flags(flags).run();
+    let out = format!("{name}: {}", ran.out);
+    assert!(
+        ran.secs < secs,
+        "ran {} s, not under {secs}\n{out}",
+        ran.secs
+    );
+    assert_eq!(ran.code, code, "exit code\n{out}");
+    (ran.result(), out)
+}
+
+/// The output says each of `said` and none of `not`.
+#[track_caller]
+pub fn says(out: &str, said: &[&str], not: &[&str]) {
+    let unsaid: Vec<_> = said.iter().filter(|s| !out.contains(**s)).collect();
+    let wrong: Vec<_> = not.iter().filter(|n| out.contains(**n)).collect();
+    assert!(
+        unsaid.is_empty() && wrong.is_empty(),
+        "not said: {unsaid:?}; said: {wrong:?}\n{out}"
+    );
+}
+
+/// Each of `conns` connections had one answer, then failed into `bucket`
+/// with the query in flight on it (`conn_lost`): nothing malformed, nothing
+/// timed out, the rest found no connection, nothing left in flight.
+#[track_caller]
+pub fn lost_with_its_connection(r: &RunResult, conns: u64, bucket: &str, out: &str) {
+    let q = r.q();
+    assert_eq!(q.answered, conns, "answered\n{out}");
+    assert_eq!(
+        r.connections.failed[bucket], conns,
+        "failed {bucket}\n{out}"
+    );
+    assert_eq!(r.failed_total(), conns, "failed in all\n{out}");
+    assert_eq!(q.errors["conn_lost"], conns, "conn_lost\n{out}");
+    assert_eq!(q.errors["malformed"], 0, "malformed\n{out}");
+    assert_eq!(q.timed_out, 0, "timed out\n{out}");
+    assert_eq!(
+        r.errors(),
+        conns + q.errors["no_connection"],
+        "errors: conn_lost and no_connection only\n{out}"
+    );
+    assert_eq!(q.in_flight_at_end, 0, "in flight at the end\n{out}");
+}
+
+/// `throng client TARGET FLAGS` started, once a line of its live view
+/// holds `ready`.
+pub fn start(name: &str, target: impl std::fmt::Display, flags: &str, ready: &str) -> Running {
+    Client::at(name, target).flags(flags).start(ready)
 }

@@ -7,7 +7,9 @@ pub mod harness;
 pub mod lab;
 
 #[allow(unused_imports)]
-pub use harness::{all_answered, sent_balances, Client, Ran};
+pub use harness::{
+    all_answered, ends, exits, lost_with_its_connection, says, sent_balances, start, Client, Ran,
+};
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -689,4 +691,21 @@ pub fn redis_server(args: &[&str]) -> Option<(Daemon, std::path::PathBuf, u16)> 
     );
     wait_listening(port);
     Some((d, cli, port))
+}
+
+/// One DNS message read off a TCP stream (behind its length); None at its
+/// end or on an error.
+pub fn read_dns(s: &mut impl Read) -> Option<Vec<u8>> {
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).ok()?;
+    let mut msg = vec![0; usize::from(u16::from_be_bytes(len))];
+    s.read_exact(&mut msg).ok()?;
+    Some(msg)
+}
+
+/// `m` behind its TCP length.
+pub fn framed(m: &[u8]) -> Vec<u8> {
+    let mut f = (m.len() as u16).to_be_bytes().to_vec();
+    f.extend_from_slice(m);
+    f
 }
