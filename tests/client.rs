@@ -444,7 +444,9 @@ fn a_signal_ends_the_run_and_its_result_says_whether_interrupted() {
         let srv = server(&[]);
         let run = common::start(name, srv.addr, flags, ready);
         run.signal(sig);
-        let r = run.wait().exits(code).result();
+        let ran = run.wait();
+        assert_eq!(ran.code, code, "{name}: exit code\n{}", ran.out);
+        let r = ran.result();
         assert_eq!(r.interrupted, code == 130, "{name}");
         assert_eq!(r.connections.established, n, "{name}");
         assert_eq!(r.connections.closed, n, "{name}");

@@ -165,17 +165,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{in_netns, output, says, server, set_sysctl, temp_dir, typed, Parts, BIN};
+use common::{exits, in_netns, output, says, server, set_sysctl, temp_dir, typed, Parts, BIN};
 use common::{Client, RunResult};
-
-/// `throng client TARGET <flags>`; it must exit 1 (the failure its hint
-/// names): its result, and its output.
-#[track_caller]
-fn fails(name: &str, target: impl ToString, flags: &str) -> (RunResult, String) {
-    let ran = Client::new(name).arg(target.to_string()).flags(flags).run();
-    let r = ran.exits(1).result();
-    (r, ran.out)
-}
 
 /// The first line of `out` that holds `words`.
 #[track_caller]
@@ -203,7 +194,7 @@ fn hint_says(out: &str, hint: &str, words: &[&str], not: &[&str]) {
 #[test]
 fn unreachable_and_prohibited_routes_are_named_apart() {
     let done = in_netns(|| {
-        let (r, out) = fails("unreachable", "10.1.2.3:53", "-c 5 -T 0s --no-verify");
+        let (r, out) = exits("unreachable", "10.1.2.3:53", "-c 5 -T 0s --no-verify", 1);
         assert_eq!(r.connections.failed["unreachable"], 5, "{out}");
         says(&out, &["hint (unreachable): no route"], &[]);
         says(
@@ -214,7 +205,7 @@ fn unreachable_and_prohibited_routes_are_named_apart() {
 
         let ip = output(Command::new("ip").args(["route", "add", "prohibit", "10.9.9.9/32"]));
         assert_eq!(ip.0, 0, "{ip:?}");
-        let (r, out) = fails("prohibited", "10.9.9.9:53", "-c 5 -T 0s --no-verify");
+        let (r, out) = exits("prohibited", "10.9.9.9:53", "-c 5 -T 0s --no-verify", 1);
         assert_eq!(r.connections.failed["other"], 5, "{out}");
         says(
             &out,
@@ -266,10 +257,11 @@ fn ports_run_out_over_tcp_without_time_wait_words() {
     let done = in_netns(|| {
         set_sysctl("net.ipv4.ip_local_port_range", "40000 40099");
         let srv = server(&[]);
-        let (r, out) = fails(
+        let (r, out) = exits(
             "tcp-no-port",
             srv.addr,
             "-c 150 --source-ip 127.0.0.1 --force -T 0s",
+            1,
         );
         assert!(r.connections.failed["no_free_port"] >= 50, "{out}");
         says(&out, &["hint (no_free_port): ephemeral ports ran out"], &[]);
@@ -332,7 +324,12 @@ fn closes_and_resets_mid_query_are_named_apart() {
         ),
     ] {
         let addr = answers_once_then_ends(reset);
-        let (r, out) = fails(name, addr, "--proto echo -c 4 -r 40 -T 1s --timeout 500ms");
+        let (r, out) = exits(
+            name,
+            addr,
+            "--proto echo -c 4 -r 40 -T 1s --timeout 500ms",
+            1,
+        );
         assert!(r.connections.failed[bucket] > 0, "{name}: {out}");
         says(&out, &[hint], &[]);
         says(&out, &[], others);
@@ -359,7 +356,7 @@ fn every_other_answered() -> SocketAddr {
 #[track_caller]
 fn ten_to_every_other_answered(name: &str, flags: &str) -> (RunResult, String) {
     let flags = format!("--proto echo -c 10 {flags}");
-    fails(name, every_other_answered(), &flags)
+    exits(name, every_other_answered(), &flags, 1)
 }
 
 /// A peer that echoes on every other connection it accepts and holds the
@@ -387,10 +384,11 @@ fn a_server_that_answers_some_connections_only() {
 #[test]
 fn a_server_that_pushes_nothing_is_named() {
     let srv = server(&[]);
-    let (_, out) = fails(
+    let (_, out) = exits(
         "push-nothing",
         srv.addr,
         "--proto push --every 50ms -c 4 -T 1s",
+        1,
     );
     says(&out, &["got no message in all their time"], &[]);
     says(
@@ -497,10 +495,11 @@ fn slow_echo(delay: Duration) -> SocketAddr {
 #[test]
 fn a_full_window_is_named_as_the_servers_pace() {
     let addr = slow_echo(Duration::from_millis(50));
-    let (r, out) = fails(
+    let (r, out) = exits(
         "window-full",
         addr,
         "--proto echo -c 2 --window 1 -r 200 -T 2s --timeout 500ms",
+        1,
     );
     assert!(r.q().waited["window"] > 100, "{out}");
     says(
@@ -910,10 +909,11 @@ fn answers_after_their_timeout_are_counted_late() {
             }
         }
     });
-    let (r, out) = fails(
+    let (r, out) = exits(
         "answered-late",
         addr,
         "--proto echo -c 2 -r 10 --timeout 100ms --no-verify -T 2s",
+        1,
     );
     let q = r.q();
     assert!(q.timed_out >= 15, "{out}");

@@ -287,7 +287,8 @@ pub fn sent_balances(r: &RunResult, min: u64, out: &str) -> u64 {
 }
 
 /// `throng client TARGET FLAGS` run to its end, which must exit `code`:
-/// its typed result and its output.
+/// its typed result, and its output behind `name` (a table's case is
+/// named in every message).
 #[track_caller]
 pub fn exits(
     name: &str,
@@ -295,11 +296,10 @@ pub fn exits(
     flags: &str,
     code: i32,
 ) -> (RunResult, String) {
-    Client::at(name, target).flags(flags).exits(code)
+    named(Client::at(name, target).flags(flags).run(), name, code)
 }
 
-/// [`exits`] within `secs` seconds, start to exit: the output behind
-/// `name` (a table's case).
+/// [`exits`] within `secs` seconds, start to exit.
 #[track_caller]
 pub fn ends(
     name: &str,
@@ -309,14 +309,23 @@ pub fn ends(
     secs: f64,
 ) -> (RunResult, String) {
     let ran = Client::at(name, target).flags(flags).run();
-    let out = format!("{name}: {}", ran.out);
     assert!(
         ran.secs < secs,
-        "ran {} s, not under {secs}\n{out}",
-        ran.secs
+        "{name}: ran {} s, not under {secs}\n{}",
+        ran.secs,
+        ran.out
     );
+    named(ran, name, code)
+}
+
+/// `ran`'s exit code asserted and its result read, its output behind
+/// `name`.
+#[track_caller]
+fn named(ran: Ran, name: &str, code: i32) -> (RunResult, String) {
+    let out = format!("{name}: {}", ran.out);
     assert_eq!(ran.code, code, "exit code\n{out}");
-    (ran.result(), out)
+    assert!(!ran.json.is_null(), "the run wrote no result\n{out}");
+    (typed(&ran.json), out)
 }
 
 /// The output says each of `said` and none of `not`.
