@@ -123,6 +123,16 @@ impl Conns {
         self.dial.set_start(start);
     }
 
+    /// The keys of the established connections (a list: the caller may
+    /// end some while it goes through them).
+    pub(super) fn held_keys(&self) -> Vec<usize> {
+        self.slab
+            .iter()
+            .filter(|(_, c)| c.state == State::Held)
+            .map(|(k, _)| k)
+            .collect()
+    }
+
     /// `t` in ns since the start.
     #[inline]
     pub(super) fn ns(&self, t: Instant) -> u64 {

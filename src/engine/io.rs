@@ -69,13 +69,7 @@ impl Io {
         if std::mem::replace(&mut self.closing, true) {
             return false;
         }
-        let held: Vec<usize> = conns
-            .slab
-            .iter()
-            .filter(|(_, c)| c.state == State::Held)
-            .map(|(k, _)| k)
-            .collect();
-        for key in held {
+        for key in conns.held_keys() {
             let close = out.message();
             let mask = Some(ws::mask(&mut self.rng));
             wire::ws::encode_close(close, Some(wire::ws::close::NORMAL), mask);

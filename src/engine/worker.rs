@@ -437,14 +437,7 @@ impl Worker {
             // What came before the end and waits in the sockets is read
             // first: a worker that runs late at the end (a loaded host)
             // would otherwise count those messages lost.
-            let held: Vec<usize> = self
-                .conns
-                .slab
-                .iter()
-                .filter(|(_, c)| c.state == State::Held)
-                .map(|(k, _)| k)
-                .collect();
-            for key in held {
+            for key in self.conns.held_keys() {
                 if self.conns.slab.contains(key) {
                     let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
                     self.io
