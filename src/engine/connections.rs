@@ -62,7 +62,7 @@ impl EndRules {
 /// A worker's connections: the slab, the dialer that opens them and keeps
 /// their deadlines, and their one way out ([`Conns::end`]).
 pub(super) struct Conns {
-    pub(super) slab: Slab<Conn>,
+    slab: Slab<Conn>,
     pub(super) dial: Dialer,
     rules: EndRules,
     pub(super) counters: Arc<ConnCounters>,
@@ -105,6 +105,77 @@ impl Conns {
         }
     }
 
+    /// The connection under `key`, if it is still there.
+    #[inline]
+    pub(super) fn get(&self, key: usize) -> Option<&Conn> {
+        self.slab.get(key)
+    }
+
+    /// [`Conns::get`], to change it.
+    #[inline]
+    pub(super) fn get_mut(&mut self, key: usize) -> Option<&mut Conn> {
+        self.slab.get_mut(key)
+    }
+
+    #[inline]
+    pub(super) fn contains(&self, key: usize) -> bool {
+        self.slab.contains(key)
+    }
+
+    /// The connections open or opening.
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        self.slab.is_empty()
+    }
+
+    /// Every connection with its key.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (usize, &Conn)> {
+        self.slab.iter()
+    }
+
+    /// Every connection, taken out at the run's end (each is then counted
+    /// by the worker's end-of-run bookkeeping).
+    pub(super) fn take_all(&mut self) -> Vec<Conn> {
+        self.slab.drain().collect()
+    }
+
+    /// The level's bookkeeping drops the connections that are gone.
+    pub(super) fn prune_level(&mut self) {
+        self.dial.prune(&self.slab);
+    }
+
+    /// The connection a lower --connections level closes next (see
+    /// [`Dialer::level_close`]).
+    pub(super) fn level_close(&mut self) -> Option<Option<usize>> {
+        self.dial.level_close(&self.slab)
+    }
+
+    /// A connection whose connect deadline passed by `now`.
+    pub(super) fn connect_expired(&mut self, now: Instant) -> Option<usize> {
+        self.dial.connect_expired(now, &self.slab)
+    }
+
+    /// A connection whose probe or handshake deadline passed by `now`,
+    /// with the state it was in.
+    pub(super) fn probe_expired(&mut self, now: Instant) -> Option<(usize, State)> {
+        self.dial.probe_expired(now, &self.slab)
+    }
+
+    /// A connection whose --lifetime ended by `now`.
+    pub(super) fn life_expired(&mut self, now: Instant) -> Option<usize> {
+        self.dial.life_expired(now, &self.slab)
+    }
+
+    /// The steady state's connections age by `now` (see [`Dialer::age`]).
+    pub(super) fn age(&mut self, now: Instant) {
+        self.dial.age(now, &mut self.slab);
+    }
+
     /// Keeps the first bytes a connection got before any answer.
     #[inline]
     pub(super) fn got_unanswered(&mut self, key: usize, data: &[u8]) {
@@ -114,6 +185,19 @@ impl Conns {
         {
             let n = data.len().min(REFUSAL_SHOWN);
             self.first_bytes.insert(key, data[..n].to_vec());
+        }
+    }
+
+    /// An answer on `key`, which waited for one to be verified: it proves
+    /// the server accepted the connection.
+    pub(super) fn proven(&mut self, key: usize) {
+        let conn = &mut self.slab[key];
+        conn.set(Flags::UNPROVEN, false);
+        let seq = conn.seq;
+        bump(&self.counters.verified, 1);
+        self.dial.served(seq);
+        if !self.first_bytes.is_empty() {
+            self.first_bytes.remove(&key);
         }
     }
 
@@ -241,7 +325,7 @@ impl Conns {
         conn.set(Flags::PEER_CLOSING, true);
         let pos = conn.active_pos;
         if let Some(t) = mode.traffic_mut().filter(|_| pos != NOT_ACTIVE) {
-            t.leave(&mut self.slab, pos);
+            t.leave(self, pos);
         }
     }
 
@@ -434,7 +518,7 @@ impl Conns {
             }
         }
         if c.active_pos != NOT_ACTIVE {
-            t.leave(&mut self.slab, c.active_pos);
+            t.leave(self, c.active_pos);
         }
         if let Some(id) = c.flight.take_deadline() {
             t.deadlines.remove(id);
@@ -453,5 +537,21 @@ impl Conns {
         if !per_query && !t.pacing.closed_loop() {
             t.orphans.extend(c.flight.waiting);
         }
+    }
+}
+
+impl std::ops::Index<usize> for Conns {
+    type Output = Conn;
+
+    #[inline]
+    fn index(&self, key: usize) -> &Conn {
+        &self.slab[key]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Conns {
+    #[inline]
+    fn index_mut(&mut self, key: usize) -> &mut Conn {
+        &mut self.slab[key]
     }
 }

@@ -70,13 +70,13 @@ impl Handshake {
         out: &mut Outbox,
         registry: &Registry,
     ) {
-        conns.dial.prune(&conns.slab);
+        conns.prune_level();
         let Some(total) = conns.level(now, &self.sc) else {
             return;
         };
         let mine = total / self.nworkers + u64::from(self.id < total % self.nworkers);
         conns.dial.refill(now, &self.sc);
-        while conns.dial.counted(conns.slab.len()) < mine {
+        while conns.dial.counted(conns.len()) < mine {
             if !conns.dial.may_open(now) {
                 break;
             }
@@ -85,8 +85,8 @@ impl Handshake {
             };
             self.attempt(seq, false, conns, mode, out, registry);
         }
-        while conns.dial.counted(conns.slab.len()) > mine {
-            match conns.dial.level_close(&conns.slab) {
+        while conns.dial.counted(conns.len()) > mine {
+            match conns.level_close() {
                 None => break,
                 Some(Some(key)) => conns.end(key, ConnEnd::Closed, mode.as_mut()),
                 Some(None) => {}
@@ -142,7 +142,7 @@ impl Handshake {
         mode: &mut Workload,
         out: &mut Outbox,
     ) {
-        let conn = &mut conns.slab[key];
+        let conn = &mut conns[key];
         let result = match conn.link.take_error() {
             Ok(Some(e)) | Err(e) => Err(errno_of(&e)),
             Ok(None) => match conn.link.peer_addr() {
@@ -162,11 +162,11 @@ impl Handshake {
     }
 
     fn established(&self, key: usize, conns: &mut Conns, mode: &mut Workload, out: &mut Outbox) {
-        let initial = conns.slab[key].initial();
+        let initial = conns[key].initial();
         conns.dial.settled(initial);
         let now = Instant::now();
-        let conn = &mut conns.slab[key];
-        let us = now.duration_since(conn.since).as_micros() as u64;
+        let (since, seq) = (conns[key].since, conns[key].seq);
+        let us = now.duration_since(since).as_micros() as u64;
         conns.dial.connected_in(us);
         let counters = &conns.counters;
         bump(&counters.connect_buckets[connect_bucket(us)], 1);
@@ -178,21 +178,21 @@ impl Handshake {
         if !mode.per_query() {
             // (tcp-per-query keeps the connect start: its query counts
             // from there, connect included.)
-            conn.since = now;
-            conns.dial.established(key, conn.seq, now);
+            conns[key].since = now;
+            conns.dial.established(key, seq, now);
         }
         let sc = &self.sc;
         if sc.connections_schedule.is_some() || sc.control {
-            conns.dial.opened(key, conn.seq);
+            conns.dial.opened(key, seq);
         }
         if let Some(life) = sc.lifetime() {
-            conns.dial.end_of_life(key, conn.seq, now + life);
+            conns.dial.end_of_life(key, seq, now + life);
         }
         if let Some(p) = mode.push_mut() {
             // Its stream starts (UDP: it subscribes).
             let first = p.open(key, monotonic_ns(), initial, &conns.counters);
             if let Some(first) = first {
-                out.write(&mut conns.slab, key, first);
+                out.write(conns, key, first);
             }
         }
         if self.net.is_tls() {
@@ -212,7 +212,7 @@ impl Handshake {
         mode: &mut Workload,
         out: &mut Outbox,
     ) {
-        let conn = &mut conns.slab[key];
+        let conn = &mut conns[key];
         match self.net.secure(&mut conn.link, conn.target) {
             Some(Ok(())) | None => {}
             Some(Err(e)) => {
@@ -224,10 +224,11 @@ impl Handshake {
             }
         }
         conn.state = State::Handshaking;
+        let seq = conn.seq;
         conns
             .dial
-            .probe_by(key, conn.seq, now + self.sc.connect_timeout());
-        out.mark_dirty(&mut conns.slab, key);
+            .probe_by(key, seq, now + self.sc.connect_timeout());
+        out.mark_dirty(conns, key);
     }
 
     /// The TLS handshake is done: the server accepted, and it is verified.
@@ -238,15 +239,15 @@ impl Handshake {
         mode: &mut Workload,
         out: &mut Outbox,
     ) {
-        let conn = &mut conns.slab[key];
+        let conn = &mut conns[key];
         let took = conn.since.elapsed().as_micros() as u64;
-        conns.dial.tls_handshake_in(took);
         let resumed = conn.link.tls().and_then(|t| t.handshake_kind())
             == Some(rustls::HandshakeKind::Resumed);
+        conn.since = Instant::now();
+        conns.dial.tls_handshake_in(took);
         if resumed {
             bump(&conns.counters.tls_resumed, 1);
         }
-        conn.since = Instant::now();
         self.ready(key, true, conns, mode, out);
     }
 
@@ -265,14 +266,15 @@ impl Handshake {
             return self.on_ready(key, verified, conns, mode, out);
         };
         let now = Instant::now();
-        let conn = &mut conns.slab[key];
+        let conn = &mut conns[key];
         ws.request(conn.target as usize, conn.seq, out.message());
         conn.state = State::Upgrading;
         conn.since = now;
+        let seq = conn.seq;
         conns
             .dial
-            .probe_by(key, conn.seq, now + self.sc.connect_timeout());
-        out.send_message(&mut conns.slab, key);
+            .probe_by(key, seq, now + self.sc.connect_timeout());
+        out.send_message(conns, key);
     }
 
     /// The server answered the upgrade with a valid `101`: the connection
@@ -284,10 +286,10 @@ impl Handshake {
         mode: &mut Workload,
         out: &mut Outbox,
     ) {
-        let conn = &mut conns.slab[key];
+        let conn = &mut conns[key];
         let took = conn.since.elapsed().as_micros() as u64;
-        conns.dial.ws_upgrade_in(took);
         conn.since = Instant::now();
+        conns.dial.ws_upgrade_in(took);
         self.on_ready(key, true, conns, mode, out);
     }
 
@@ -326,7 +328,7 @@ impl Handshake {
     ) {
         let now = Instant::now();
         let sc = &self.sc;
-        let conn = &mut conns.slab[key];
+        let conn = &mut conns[key];
         let codec = mode.codec(&self.probe);
         let msg = out.message();
         if let Some(first) = codec.first_message() {
@@ -350,13 +352,12 @@ impl Handshake {
             let mut rng = Pcg64Mcg::seed_from_u64(conn.seq);
             codec.encode(u64::MAX, conn.target as usize, 0, &mut rng, msg);
             conn.state = State::Probing;
-            conns
-                .dial
-                .probe_by(key, conn.seq, now + sc.connect_timeout());
+            let seq = conn.seq;
+            conns.dial.probe_by(key, seq, now + sc.connect_timeout());
         }
-        out.send_message(&mut conns.slab, key);
-        if conns.slab[key].state != State::Probing {
-            let initial = conns.slab[key].initial();
+        out.send_message(conns, key);
+        if conns[key].state != State::Probing {
+            let initial = conns[key].initial();
             self.held(key, conns, mode, out);
             conns.dial.resolved(initial);
         }
@@ -370,7 +371,8 @@ impl Handshake {
         mode: &mut Workload,
         out: &mut Outbox,
     ) {
-        let conn = &mut conns.slab[key];
+        let now = conns.now_ns();
+        let conn = &mut conns[key];
         conn.state = State::Held;
         conn.pending_in = Vec::new();
         conn.resume = Default::default();
@@ -390,10 +392,9 @@ impl Handshake {
             }
             if let Some(started) = t.started {
                 // Joining a run in progress (a replacement connection).
-                let now = conns.start.elapsed().as_nanos() as u64;
                 t.pacing.join(key, conn.seq, now, started, t.window);
             }
-            if conns.slab[key].flight.waiting.is_empty() {
+            if conns[key].flight.waiting.is_empty() {
                 return;
             }
         }
@@ -410,12 +411,12 @@ impl Handshake {
         out: &mut Outbox,
     ) {
         bump(&conns.counters.verified, 1);
-        let seq = conns.slab[key].seq;
+        let seq = conns[key].seq;
         conns.dial.served(seq);
         if !conns.first_bytes.is_empty() {
             conns.first_bytes.remove(&key);
         }
-        let initial = conns.slab[key].initial();
+        let initial = conns[key].initial();
         self.held(key, conns, mode, out);
         conns.dial.resolved(initial);
     }
@@ -432,7 +433,7 @@ impl Handshake {
         registry: &Registry,
     ) {
         let now = conns.stamp_ns();
-        t.per_query_due(intended, now, conns.slab.len() as u64);
+        t.per_query_due(intended, now, conns.len() as u64);
         self.pq_fill(conns, t, registry);
     }
 
@@ -450,10 +451,10 @@ impl Handshake {
     /// transport is TCP: an attempt goes no further than its connect.)
     fn pq_open(&self, conns: &mut Conns, t: &mut TrafficState, registry: &Registry) {
         debug_assert!(!self.net.is_udp());
-        while let Some(intended) = t.next_for_slot(conns.slab.len() as u64) {
+        while let Some(intended) = t.next_for_slot(conns.len() as u64) {
             let seq = conns.dial.replacement();
             match conns.attempt(seq, false, &self.sc, &self.net, registry) {
-                Some(key) => conns.slab[key].flight.waiting.push_back(intended),
+                Some(key) => conns[key].flight.waiting.push_back(intended),
                 None => {
                     // (tcp-per-query: its connection failed to start.)
                     let now = conns.now_ns();

@@ -73,7 +73,7 @@ impl Io {
             let close = out.message();
             let mask = Some(ws::mask(&mut self.rng));
             wire::ws::encode_close(close, Some(wire::ws::close::NORMAL), mask);
-            out.send_message(&mut conns.slab, key);
+            out.send_message(conns, key);
             conns.peer_closes(key, mode);
         }
         out.flush_dirty(conns, mode);
@@ -82,7 +82,7 @@ impl Io {
 
     /// The run's close handshake is over: no upgraded connection is left.
     pub(super) fn goodbye_done(&self, conns: &Conns) -> bool {
-        conns.slab.iter().all(|(_, c)| c.state != State::Held)
+        conns.iter().all(|(_, c)| c.state != State::Held)
     }
 
     /// Connections are left to read on: the next poll must not wait.
@@ -105,7 +105,7 @@ impl Io {
         // Out of `self` while in use, so that framing can use the rest of
         // it; put back before returning (no allocation either way).
         let mut scratch = std::mem::take(&mut self.scratch);
-        if conns.slab[key].link.is_udp() {
+        if conns[key].link.is_udp() {
             self.read_udp(key, &mut scratch, conns, mode, out, open);
         } else {
             self.read_all(key, &mut scratch, closing, conns, mode, out, open);
@@ -134,7 +134,7 @@ impl Io {
         let slots = (scratch.len() / slot).clamp(1, BATCH);
         let mut lens = [0usize; BATCH];
         for _ in 0..READS {
-            let Some(conn) = conns.slab.get(key) else {
+            let Some(conn) = conns.get(key) else {
                 return;
             };
             let got = match conn
@@ -153,7 +153,7 @@ impl Io {
                 bump(&self.q.bytes_in, len as u64);
                 let data = &scratch[i * slot..i * slot + len];
                 self.on_datagram(key, data, conns, mode);
-                if !conns.slab.contains(key) {
+                if !conns.contains(key) {
                     return;
                 }
             }
@@ -169,7 +169,7 @@ impl Io {
 
     /// One datagram: one whole response (or garbage, counted).
     fn on_datagram(&mut self, key: usize, data: &[u8], conns: &mut Conns, mode: &mut Workload) {
-        conns.slab[key].set(Flags::GOT_DATA, true);
+        conns[key].set(Flags::GOT_DATA, true);
         match mode {
             Workload::Traffic(t) => match t.codec.decode_datagram(data) {
                 Frame::Response { key: q, status, .. } => t.on_answer(key, q, status, conns),
@@ -194,7 +194,7 @@ impl Io {
         open: &Handshake,
     ) {
         for _ in 0..READS {
-            let conn = &mut conns.slab[key];
+            let conn = &mut conns[key];
             // A small unfinished frame goes in front of the read, in the
             // scratch buffer: framing sees one slice, and the connection's
             // own buffer never grows to a read's size (a reply streaming by
@@ -240,7 +240,7 @@ impl Io {
             conn.set(Flags::GOT_DATA, true);
             bump(&self.q.bytes_in, n as u64);
             conns.read_at = Some(conns.now_ns());
-            let alive = if conns.slab[key].link.tls().is_some() {
+            let alive = if conns[key].link.tls().is_some() {
                 self.on_tls_bytes(key, &scratch[..n], conns, mode, out, open)
             } else {
                 self.on_bytes(key, &scratch[..k + n], conns, mode, out, open)
@@ -277,12 +277,12 @@ impl Io {
             plain.resize(16 * 1024, 0);
         }
         let alive = 'feed: loop {
-            let Some(tls) = conns.slab.get_mut(key).and_then(|c| c.link.tls_mut()) else {
+            let Some(tls) = conns.get_mut(key).and_then(|c| c.link.tls_mut()) else {
                 break false;
             };
             if data.is_empty() {
                 if tls.wants_write() {
-                    out.mark_dirty(&mut conns.slab, key);
+                    out.mark_dirty(conns, key);
                 }
                 break true;
             }
@@ -292,19 +292,19 @@ impl Io {
             }
             if let Err(e) = tls.process_new_packets() {
                 // Tell the server why (the alert), then give up.
-                let handshaking = conns.slab[key].state == State::Handshaking;
-                conns.slab[key].link.send_alert();
+                let handshaking = conns[key].state == State::Handshaking;
+                conns[key].link.send_alert();
                 tls_failed(key, &tls_error_text(&e, handshaking), conns, mode);
                 break false;
             }
-            let conn = &conns.slab[key];
+            let conn = &conns[key];
             if conn.state == State::Handshaking
                 && !conn.link.tls().is_some_and(|t| t.is_handshaking())
             {
                 open.tls_ready(key, conns, mode, out);
             }
             loop {
-                let Some(tls) = conns.slab.get_mut(key).and_then(|c| c.link.tls_mut()) else {
+                let Some(tls) = conns.get_mut(key).and_then(|c| c.link.tls_mut()) else {
                     break 'feed false;
                 };
                 match tls.reader().read(&mut plain) {
@@ -342,7 +342,7 @@ impl Io {
         out: &mut Outbox,
         open: &Handshake,
     ) -> bool {
-        if conns.slab[key].state == State::Upgrading {
+        if conns[key].state == State::Upgrading {
             return self.on_upgrade(key, data, conns, mode, out, open);
         }
         self.on_frames(key, data, conns, mode, out, open)
@@ -363,9 +363,11 @@ impl Io {
             return self.on_ws_push(key, data, conns, mode, out);
         }
         let p = mode.push_mut().expect("push");
-        let conn = &mut conns.slab[key];
         let now_ns = monotonic_ns();
-        if !p.bytes(key, &mut conn.pending_in, data, now_ns, &conns.counters) {
+        let mut pending = std::mem::take(&mut conns[key].pending_in);
+        let framed = p.bytes(key, &mut pending, data, now_ns, &conns.counters);
+        conns[key].pending_in = pending;
+        if !framed {
             conns.end(key, ConnEnd::Garbled, mode.as_mut());
             return false;
         }
@@ -386,7 +388,7 @@ impl Io {
         if mode.is_push() {
             return self.on_push(key, data, conns, mode, out, open);
         }
-        let conn = &mut conns.slab[key];
+        let conn = &mut conns[key];
         // Nothing pending: the connection keeps its (empty) buffer, and
         // what is left of `data` goes into it with no new allocation.
         let mut buf = if conn.pending_in.is_empty() {
@@ -406,7 +408,7 @@ impl Io {
         let mut hole = (0, 0);
         let mut alive = true;
         while used < input.len() {
-            let probing = conns.slab[key].state == State::Probing;
+            let probing = conns[key].state == State::Probing;
             let codec = mode.codec(&open.probe);
             match codec.decode(&input[used..], &mut resume) {
                 Frame::Incomplete => break,
@@ -417,7 +419,7 @@ impl Io {
                 Frame::UntilClose { keep, skip } => {
                     // No query more on this one: the server closes after
                     // this answer, and its close is what ends it.
-                    if !conns.slab[key].has(Flags::PEER_CLOSING) {
+                    if !conns[key].has(Flags::PEER_CLOSING) {
                         conns.peer_closes(key, mode);
                     }
                     hole = (used + keep, skip);
@@ -478,7 +480,7 @@ impl Io {
                     }
                 }
             }
-            if !conns.slab.contains(key) {
+            if !conns.contains(key) {
                 alive = false;
                 break;
             }
@@ -495,7 +497,7 @@ impl Io {
             // Bytes and still no answer: kept to show should the server
             // close now (a refusal's words); answered, nothing is kept.
             conns.got_unanswered(key, data);
-            let conn = &mut conns.slab[key];
+            let conn = &mut conns[key];
             let (at, skip) = hole;
             if used < input.len() {
                 if buf.is_empty() {
@@ -540,7 +542,7 @@ impl Io {
         out: &mut Outbox,
         open: &Handshake,
     ) {
-        let conn = &conns.slab[key];
+        let conn = &conns[key];
         if !mode.is_push() && !conn.pending_in.is_empty() {
             let codec = mode.codec(&open.probe);
             if let Frame::Response {
@@ -548,7 +550,7 @@ impl Io {
             } = codec.decode_at_close(&conn.pending_in)
             {
                 let probing = conn.state == State::Probing;
-                let conn = &mut conns.slab[key];
+                let conn = &mut conns[key];
                 conn.pending_in = Vec::new();
                 conn.resume = Default::default();
                 if whole {
@@ -557,19 +559,19 @@ impl Io {
                     } else if let Some(t) = mode.traffic_mut() {
                         t.on_answer(key, qkey, status, conns);
                     }
-                    if !conns.slab.contains(key) {
+                    if !conns.contains(key) {
                         // (Its one query done, tcp-per-query's connection
                         // ended with it.)
                         return;
                     }
                 } else if let Some(t) = mode.traffic_mut().filter(|_| !probing) {
-                    if let Answer::Matched(_) = conns.slab[key].flight.answer(qkey) {
+                    if let Answer::Matched(_) = conns[key].flight.answer(qkey) {
                         t.rec.error(E_CONN_LOST);
                     }
                 }
             }
         }
-        let why = if self.closing && conns.slab[key].state == State::Held {
+        let why = if self.closing && conns[key].state == State::Held {
             // The FIN that ends the run's close handshake.
             ConnEnd::Closed
         } else {
@@ -587,7 +589,7 @@ impl Io {
         mode: &mut Workload,
         out: &mut Outbox,
     ) {
-        conns.slab[key].set(Flags::BLOCKED, false);
+        conns[key].set(Flags::BLOCKED, false);
         if out.flush(key, conns, mode) {
             if let Some(t) = mode.traffic_mut() {
                 t.after_progress(key, conns, out);
@@ -619,10 +621,7 @@ impl Io {
     ) {
         let mut unread = std::mem::take(&mut self.unread);
         for &key in &unread {
-            let open_conn = conns
-                .slab
-                .get(key)
-                .is_some_and(|c| c.state != State::Connecting);
+            let open_conn = conns.get(key).is_some_and(|c| c.state != State::Connecting);
             if open_conn {
                 self.on_readable(key, false, conns, mode, out, open);
             }

@@ -5,8 +5,6 @@
 
 use std::sync::Arc;
 
-use slab::Slab;
-
 use super::buffer_pool::{give_back, lend, BufferPool};
 use super::conn::{Conn, ConnEnd, Flags};
 use super::connections::Conns;
@@ -42,14 +40,14 @@ impl Outbox {
     }
 
     /// Queues bytes on `key` for the end of this loop turn.
-    pub(super) fn write(&mut self, slab: &mut Slab<Conn>, key: usize, data: &[u8]) {
+    pub(super) fn write(&mut self, conns: &mut Conns, key: usize, data: &[u8]) {
         if data.is_empty() {
             return;
         }
-        let conn = &mut slab[key];
+        let conn = &mut conns[key];
         lend(&mut conn.pending_out, &mut self.spare);
         conn.link.queue(&mut conn.pending_out, data);
-        self.mark_dirty(slab, key);
+        self.mark_dirty(conns, key);
     }
 
     /// The buffer a message is built in, empty; [`Outbox::send_message`]
@@ -60,9 +58,9 @@ impl Outbox {
     }
 
     /// Queues the message built in [`Outbox::message`] on `key`.
-    pub(super) fn send_message(&mut self, slab: &mut Slab<Conn>, key: usize) {
+    pub(super) fn send_message(&mut self, conns: &mut Conns, key: usize) {
         let out = std::mem::take(&mut self.out);
-        self.write(slab, key, &out);
+        self.write(conns, key, &out);
         self.out = out;
     }
 
@@ -88,8 +86,8 @@ impl Outbox {
 
     /// Puts the connection on the list flushed at the end of this turn.
     #[inline]
-    pub(super) fn mark_dirty(&mut self, slab: &mut Slab<Conn>, key: usize) {
-        let conn = &mut slab[key];
+    pub(super) fn mark_dirty(&mut self, conns: &mut Conns, key: usize) {
+        let conn = &mut conns[key];
         if !conn.has(Flags::DIRTY) {
             conn.set(Flags::DIRTY, true);
             self.dirty.push(key);
@@ -108,7 +106,7 @@ impl Outbox {
     fn flush_all(&mut self, conns: &mut Conns, mode: &mut Workload) {
         let mut dirty = std::mem::take(&mut self.dirty);
         for &key in &dirty {
-            let Some(c) = conns.slab.get_mut(key) else {
+            let Some(c) = conns.get_mut(key) else {
                 continue;
             };
             if !c.has(Flags::DIRTY) {
@@ -130,7 +128,6 @@ impl Outbox {
     #[inline]
     pub(super) fn flush_now(&mut self, key: usize, conns: &mut Conns, mode: &mut Workload) {
         if let Some(c) = conns
-            .slab
             .get_mut(key)
             .filter(|c| c.has(Flags::DIRTY) && !c.has(Flags::BLOCKED))
         {
@@ -142,7 +139,7 @@ impl Outbox {
     /// Writes what the connection has queued; false when that failed and
     /// the connection is gone.
     pub(super) fn flush(&mut self, key: usize, conns: &mut Conns, mode: &mut Workload) -> bool {
-        let conn = &mut conns.slab[key];
+        let conn = &mut conns[key];
         match conn.link.flush(&mut conn.pending_out) {
             Ok((n, payload)) => {
                 bump(&self.q.bytes_out, payload as u64);

@@ -9,8 +9,6 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use slab::Slab;
-
 use super::conn::{Conn, ConnEnd, Flags, NOT_ACTIVE};
 use super::connections::Conns;
 use super::deadlines::Entry;
@@ -42,11 +40,11 @@ impl TrafficState {
                     return None;
                 }
                 let s = at - 1;
-                self.start(s, now_ns, &conns.slab);
+                self.start(s, now_ns, |k| conns[k].seq);
                 s
             }
         };
-        if self.second(now_ns, &mut conns.slab) {
+        if self.second(now_ns, conns) {
             out.trim();
         }
         if self.draining {
@@ -108,7 +106,7 @@ impl TrafficState {
                 }
                 Due::NewConnection(at) => return Some(at),
                 Due::Tick { key, seq, at } | Due::Think { key, seq, at } => {
-                    if conns.slab.get(key).is_none_or(|c| c.seq != seq) {
+                    if conns.get(key).is_none_or(|c| c.seq != seq) {
                         continue;
                     }
                     if matches!(due, Due::Tick { .. }) {
@@ -140,11 +138,11 @@ impl TrafficState {
         conns: &mut Conns,
         out: &mut Outbox,
     ) {
-        match self.admit(&mut conns.slab, key, intended, fresh) {
+        match self.admit(conns, key, intended, fresh) {
             Admit::Now => self.send_now(key, intended, conns, out),
             Admit::Wait => {
                 let now = conns.stamp_ns();
-                self.wait(&mut conns.slab[key], intended, now);
+                self.wait(&mut conns[key], intended, now);
             }
             Admit::No => {}
         }
@@ -161,14 +159,15 @@ impl TrafficState {
             self.q.due.fetch_sub(1, Relaxed);
             return;
         }
-        let conn = &mut conns.slab[key];
+        let start = conns.start;
+        let conn = &mut conns[key];
         let n = conn.flight.queries;
         let target = conn.target as usize;
         let (codec, rng) = (&self.codec, &mut self.rng);
         let qkey = out.queue_with(key, conn, |out| codec.encode(n, target, now, rng, out));
         // tcp-per-query: the query started with its connection.
         let now = if per_query {
-            conn.since.saturating_duration_since(conns.start).as_nanos() as u64
+            conn.since.saturating_duration_since(start).as_nanos() as u64
         } else {
             now
         };
@@ -194,7 +193,7 @@ impl TrafficState {
             .then_some(conn.active_pos);
         if let Some(pos) = retire {
             // No more queries on this one: out of the open-loop choice.
-            self.leave(&mut conns.slab, pos);
+            self.leave(conns, pos);
         }
     }
 
@@ -206,7 +205,7 @@ impl TrafficState {
     /// closes.) Its replacement (--reconnect) is owed now, so the open count
     /// does not dip.
     pub(super) fn lifetime_over(&mut self, key: usize, conns: &mut Conns) -> Option<ConnEnd> {
-        let conn = &mut conns.slab[key];
+        let conn = &mut conns[key];
         if conn.live() == 0 {
             return Some(ConnEnd::Lifetime);
         }
@@ -216,7 +215,7 @@ impl TrafficState {
             conns.dial.queue_reconnect();
         }
         if pos != NOT_ACTIVE {
-            self.leave(&mut conns.slab, pos);
+            self.leave(conns, pos);
         }
         None
     }
@@ -232,17 +231,10 @@ impl TrafficState {
         conns: &mut Conns,
     ) {
         let now = conns.stamp_ns();
-        let conn = &mut conns.slab[key];
-        if conn.has(Flags::UNPROVEN) {
-            // Any answer proves the server accepted the connection.
-            conn.set(Flags::UNPROVEN, false);
-            bump(&conns.counters.verified, 1);
-            let seq = conn.seq;
-            conns.dial.served(seq);
-            if !conns.first_bytes.is_empty() {
-                conns.first_bytes.remove(&key);
-            }
+        if conns[key].has(Flags::UNPROVEN) {
+            conns.proven(key);
         }
+        let conn = &mut conns[key];
         let draining = self.draining;
         if let Some(why) = self.answered(key, conn, qkey, status, now, draining) {
             conns.end(key, why, WorkloadMut::Traffic(self));
@@ -252,7 +244,7 @@ impl TrafficState {
     /// After a response or a flush on `key`: send what waited.
     #[inline]
     pub(super) fn after_progress(&mut self, key: usize, conns: &mut Conns, out: &mut Outbox) {
-        while let Some(c) = conns.slab.get_mut(key) {
+        while let Some(c) = conns.get_mut(key) {
             if c.flight.waiting.is_empty() || !c.room(self.window) {
                 return;
             }
@@ -266,12 +258,12 @@ impl TrafficState {
     /// left.
     pub(super) fn expire_queries(&mut self, now_ns: u64, conns: &mut Conns, out: &mut Outbox) {
         while let Some(Entry { conn: key, seq }) = self.deadlines.pop_due(now_ns) {
-            let Some(c) = conns.slab.get_mut(key).filter(|c| c.seq == seq) else {
+            let Some(c) = conns.get_mut(key).filter(|c| c.seq == seq) else {
                 continue;
             };
             c.flight.deadline = NO_DEADLINE;
             self.time_out_overdue(key, now_ns, conns, out);
-            if let Some(c) = conns.slab.get_mut(key) {
+            if let Some(c) = conns.get_mut(key) {
                 self.set_deadline(key, c);
             }
         }
@@ -279,7 +271,7 @@ impl TrafficState {
 
     /// Times out the queries of `key` past their deadline, oldest first.
     fn time_out_overdue(&mut self, key: usize, now_ns: u64, conns: &mut Conns, out: &mut Outbox) {
-        while let Some(c) = conns.slab.get_mut(key) {
+        while let Some(c) = conns.get_mut(key) {
             let Some(o) = c.flight.time_out_oldest(now_ns, self.timeout_ns) else {
                 return;
             };
@@ -292,7 +284,7 @@ impl TrafficState {
             if let Some(why) = self.completed(key, c, now_ns, draining) {
                 conns.end(key, why, WorkloadMut::Traffic(self));
             }
-            if conns.slab.contains(key) {
+            if conns.contains(key) {
                 self.after_progress(key, conns, out);
             }
         }
@@ -350,7 +342,7 @@ impl TrafficState {
         if self.quota != Some(0) || self.quota_done {
             return false;
         }
-        let idle = !self.slot_wanted() && conns.slab.iter().all(|(_, c)| c.flight.idle());
+        let idle = !self.slot_wanted() && conns.iter().all(|(_, c)| c.flight.idle());
         if idle {
             self.quota_done = true;
         }
@@ -375,7 +367,7 @@ impl TrafficState {
             let recycling = self.recycle_after.is_some();
             if conns.dial.connects_in_flight() > 0
                 || conns.dial.reconnects_pending() > 0
-                || (recycling && !conns.slab.is_empty())
+                || (recycling && !conns.is_empty())
             {
                 self.orphans.push_back(intended);
             } else {
@@ -384,12 +376,7 @@ impl TrafficState {
             return None;
         }
         if self.slack.gathers() {
-            let usable = |k| {
-                conns
-                    .slab
-                    .get(k)
-                    .is_some_and(|c| c.active_pos != NOT_ACTIVE)
-            };
+            let usable = |k| conns.get(k).is_some_and(|c| c.active_pos != NOT_ACTIVE);
             if let Some(key) = self.slack.batch_connection(usable) {
                 return Some(key);
             }
@@ -420,7 +407,7 @@ impl TrafficState {
     /// time, or not here (another connection takes it, or it is not due).
     /// `fresh`: made due here (a tick, a window's slot), not already
     /// counted due where it arrived (an arrival, a query handed on).
-    fn admit(&mut self, conns: &mut Slab<Conn>, key: usize, intended: u64, fresh: bool) -> Admit {
+    fn admit(&mut self, conns: &mut Conns, key: usize, intended: u64, fresh: bool) -> Admit {
         let conn = &mut conns[key];
         let f = &mut conn.flight;
         let capped = self
@@ -620,7 +607,7 @@ mod tests {
             datagrams: false,
             hold: false,
         });
-        t.start(0, 0, &Slab::new());
+        t.start(0, 0, |_| 0);
         t
     }
 

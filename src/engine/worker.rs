@@ -338,7 +338,7 @@ impl Worker {
                     continue;
                 }
                 let key = ev.token().0;
-                let Some(conn) = self.conns.slab.get(key) else {
+                let Some(conn) = self.conns.get(key) else {
                     continue;
                 };
                 let (state, blocked) = (conn.state, conn.has(Flags::BLOCKED));
@@ -351,10 +351,7 @@ impl Worker {
                         // A server that speaks first (a push, a banner) may
                         // have sent already: this event is the only edge
                         // those bytes make.
-                        let up = conns
-                            .slab
-                            .get(key)
-                            .is_some_and(|c| c.state != State::Connecting);
+                        let up = conns.get(key).is_some_and(|c| c.state != State::Connecting);
                         if up && (ev.is_readable() || ev.is_read_closed()) {
                             let closing = ev.is_read_closed();
                             self.io
@@ -365,7 +362,7 @@ impl Worker {
                         if ev.is_writable() && blocked {
                             self.io.on_writable(key, conns, mode, out);
                         }
-                        if conns.slab.contains(key)
+                        if conns.contains(key)
                             && (ev.is_readable() || ev.is_read_closed() || ev.is_error())
                         {
                             let closing = ev.is_read_closed() || ev.is_error();
@@ -403,7 +400,7 @@ impl Worker {
         self.drain_looked = Some(now);
         let orphans = self.mode.traffic().is_some_and(|t| !t.orphans.is_empty());
         let waiting = (self.sc.reconnect || self.sc.replace_closed) && orphans;
-        !waiting && self.conns.slab.iter().all(|(_, c)| c.flight.idle())
+        !waiting && self.conns.iter().all(|(_, c)| c.flight.idle())
     }
 
     /// WebSocket, the traffic drained: the close handshake, waited for
@@ -438,7 +435,7 @@ impl Worker {
             // first: a worker that runs late at the end (a loaded host)
             // would otherwise count those messages lost.
             for key in self.conns.held_keys() {
-                if self.conns.slab.contains(key) {
+                if self.conns.contains(key) {
                     let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
                     self.io
                         .on_readable(key, false, conns, mode, out, &self.open);
@@ -450,7 +447,6 @@ impl Worker {
             let end_ns = crate::sys::timer::monotonic_ns();
             for (key, _) in self
                 .conns
-                .slab
                 .iter()
                 .filter(|(_, c)| c.state != State::Connecting)
             {
@@ -469,7 +465,7 @@ impl Worker {
         let mut in_flight = 0;
         // (Taken out first: each is then counted by the worker's one
         // end-of-connection bookkeeping.)
-        let ended: Vec<_> = self.conns.slab.drain().collect();
+        let ended = self.conns.take_all();
         for c in &ended {
             // Due, never sent: the connection's socket or window stayed
             // full to the end.
@@ -567,10 +563,10 @@ impl Worker {
     /// Connect timeouts, probe timeouts, lifetimes, query timeouts.
     fn expire(&mut self, now: Instant) {
         let (conns, mode, out) = (&mut self.conns, &mut self.mode, &mut self.out);
-        while let Some(key) = conns.dial.connect_expired(now, &conns.slab) {
+        while let Some(key) = conns.connect_expired(now) {
             conns.end(key, ConnEnd::ConnectTimedOut, mode.as_mut());
         }
-        while let Some((key, state)) = conns.dial.probe_expired(now, &conns.slab) {
+        while let Some((key, state)) = conns.probe_expired(now) {
             if state == State::Upgrading {
                 let secs = self.sc.connect_timeout_s;
                 let what = format!("no answer to the WebSocket upgrade within {secs}s");
@@ -584,13 +580,13 @@ impl Worker {
             } else {
                 // Established but unverified: kept, not failed.
                 bump(&conns.counters.unverified, 1);
-                let initial = conns.slab[key].initial();
+                let initial = conns[key].initial();
                 self.open.held(key, conns, mode, out);
                 conns.dial.resolved(initial);
             }
         }
-        conns.dial.age(now, &mut conns.slab);
-        while let Some(key) = conns.dial.life_expired(now, &conns.slab) {
+        conns.age(now);
+        while let Some(key) = conns.life_expired(now) {
             let why = match mode.traffic_mut() {
                 Some(t) => t.lifetime_over(key, conns),
                 None => Some(ConnEnd::Lifetime),
@@ -650,10 +646,10 @@ impl Worker {
     /// never sent are counted (`behind_schedule`): at the end of the
     /// traffic, or at the stop of a run without a drain.
     fn count_behind(&mut self, now_ns: u64) {
-        let slab = &self.conns.slab;
+        let conns = &self.conns;
         if let Some(t) = self.mode.traffic_mut().filter(|t| !t.draining) {
             t.end_schedule(now_ns, |key, seq| {
-                slab.get(key).is_some_and(|c| c.seq == seq)
+                conns.get(key).is_some_and(|c| c.seq == seq)
             });
         }
     }
@@ -684,13 +680,12 @@ impl Worker {
         };
         let keys: Vec<usize> = self
             .conns
-            .slab
             .iter()
             .filter(|&(k, c)| c.state == State::Held && (all || p.waiting(k)))
             .map(|(k, _)| k)
             .collect();
         for key in keys {
-            self.out.write(&mut self.conns.slab, key, what);
+            self.out.write(&mut self.conns, key, what);
         }
         self.out.flush_dirty(&mut self.conns, &mut self.mode);
     }

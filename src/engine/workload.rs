@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
-use slab::Slab;
 
 use super::conn::{Conn, NOT_ACTIVE};
+use super::connections::Conns;
 use super::deadlines::{Deadlines, Entry};
 use super::pacing::{Pacing, Slack};
 use super::proto::Codec;
@@ -250,10 +250,11 @@ impl TrafficState {
     /// TrafficState starts at `started` (seen at `now_ns`): interval
     /// connections get their staggered first sends, closed-loop connections
     /// their first window of queries.
-    pub fn start(&mut self, started: u64, now_ns: u64, conns: &Slab<Conn>) {
+    /// `seq_of`: a held connection's attempt, by its key.
+    pub fn start(&mut self, started: u64, now_ns: u64, seq_of: impl Fn(usize) -> u64) {
         self.started = Some(started);
         self.rec.start(started, now_ns);
-        let held: Vec<(usize, u64)> = self.active.iter().map(|&k| (k, conns[k].seq)).collect();
+        let held: Vec<(usize, u64)> = self.active.iter().map(|&k| (k, seq_of(k))).collect();
         let per_query = self.per_query.as_ref().map(|pq| pq.share);
         self.pacing.begin(started, &held, self.window, per_query);
     }
@@ -261,7 +262,7 @@ impl TrafficState {
     /// A second ended by `now_ns`: its report is sent and the deadline list
     /// compacted (each connection told its entry's new place). True when
     /// it did.
-    pub fn second(&mut self, now_ns: u64, conns: &mut Slab<Conn>) -> bool {
+    pub fn second(&mut self, now_ns: u64, conns: &mut Conns) -> bool {
         if !self.rec.roll(now_ns) {
             return false;
         }
@@ -369,7 +370,7 @@ impl TrafficState {
 
     /// Takes the connection at `pos` out of the open-loop choice (the last
     /// one takes its place).
-    pub fn leave(&mut self, conns: &mut Slab<Conn>, pos: u32) {
+    pub fn leave(&mut self, conns: &mut Conns, pos: u32) {
         remove_active(&mut self.active, conns, pos);
     }
 
@@ -421,7 +422,7 @@ fn keep(
 
 /// Takes the connection at `pos` out of the active list (the last one
 /// takes its place).
-fn remove_active(active: &mut Vec<usize>, conns: &mut Slab<Conn>, pos: u32) {
+fn remove_active(active: &mut Vec<usize>, conns: &mut Conns, pos: u32) {
     let pos = pos as usize;
     let key = active.swap_remove(pos);
     if let Some(c) = conns.get_mut(key) {

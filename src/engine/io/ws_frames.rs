@@ -24,7 +24,7 @@ impl Io {
         out: &mut Outbox,
         open: &Handshake,
     ) -> bool {
-        let conn = &mut conns.slab[key];
+        let conn = &mut conns[key];
         let mut buf = std::mem::take(&mut conn.pending_in);
         buf.extend_from_slice(data);
         let ws = open.ws.as_ref().expect("upgrading: a WebSocket run");
@@ -40,7 +40,7 @@ impl Io {
             Ok(Some(wire::ws::Response::Upgraded { head_len, .. })) => {
                 open.upgraded(key, conns, mode, out);
                 let rest = &buf[head_len..];
-                return conns.slab.contains(key)
+                return conns.contains(key)
                     && (rest.is_empty() || self.on_frames(key, rest, conns, mode, out, open));
             }
             Ok(Some(wire::ws::Response::Refused { status, line, .. })) => (
@@ -82,7 +82,7 @@ impl Io {
                 let payload = &frame[usize::from(payload_at)..];
                 let mask = Some(ws::mask(&mut self.rng));
                 wire::ws::encode_frame(pong, true, Opcode::Pong, payload, mask);
-                out.send_message(&mut conns.slab, key);
+                out.send_message(conns, key);
                 true
             }
             ws::Event::Close(code) => {
@@ -92,11 +92,11 @@ impl Io {
                     let close = out.message();
                     let mask = Some(ws::mask(&mut self.rng));
                     wire::ws::encode_close(close, code.or(Some(wire::ws::close::NORMAL)), mask);
-                    out.send_message(&mut conns.slab, key);
+                    out.send_message(conns, key);
                     conns.peer_closes(key, mode);
                 }
                 out.flush_now(key, conns, mode);
-                if conns.slab.contains(key) {
+                if conns.contains(key) {
                     let why = if self.closing {
                         // The answer to the run's close.
                         ConnEnd::Closed
@@ -122,7 +122,7 @@ impl Io {
         out: &mut Outbox,
     ) -> bool {
         use wire::ws::Opcode;
-        let mut buf = std::mem::take(&mut conns.slab[key].pending_in);
+        let mut buf = std::mem::take(&mut conns[key].pending_in);
         buf.extend_from_slice(data);
         let mut used = 0;
         let now_ns = monotonic_ns();
@@ -164,7 +164,7 @@ impl Io {
         if used < buf.len() {
             // (Idle between messages, it keeps no buffer.)
             buf.drain(..used);
-            conns.slab[key].pending_in = buf;
+            conns[key].pending_in = buf;
         }
         true
     }
