@@ -210,6 +210,25 @@ impl Conn {
 }
 
 /// A connection's verification, counted when it ends.
+/// What became of a connection an event was handled on: still open, or
+/// ended (its one end counted by
+/// [`Conns::end`](super::connections::Conns::end)), so that nothing more
+/// is done on its key. Liveness is decided from this, not by looking the
+/// key up again (which a replacement may have taken).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Next {
+    Open,
+    Ended,
+}
+
+impl Next {
+    #[inline]
+    pub fn is_open(self) -> bool {
+        self == Next::Open
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verification {
     Unverified,

@@ -191,11 +191,15 @@ impl Conns {
     /// An answer on `key`, which waited for one to be verified: it proves
     /// the server accepted the connection.
     pub(super) fn proven(&mut self, key: usize) {
-        let conn = &mut self.slab[key];
-        conn.set(Flags::UNPROVEN, false);
-        let seq = conn.seq;
+        self.slab[key].set(Flags::UNPROVEN, false);
+        self.verified(key);
+    }
+
+    /// The server answered on `key` (its probe, or its first query): it
+    /// is verified, and what it said before is no refusal to keep.
+    pub(super) fn verified(&mut self, key: usize) {
         bump(&self.counters.verified, 1);
-        self.dial.served(seq);
+        self.dial.served(self.slab[key].seq);
         if !self.first_bytes.is_empty() {
             self.first_bytes.remove(&key);
         }

@@ -410,12 +410,7 @@ impl Handshake {
         mode: &mut Workload,
         out: &mut Outbox,
     ) {
-        bump(&conns.counters.verified, 1);
-        let seq = conns[key].seq;
-        conns.dial.served(seq);
-        if !conns.first_bytes.is_empty() {
-            conns.first_bytes.remove(&key);
-        }
+        conns.verified(key);
         let initial = conns[key].initial();
         self.held(key, conns, mode, out);
         conns.dial.resolved(initial);

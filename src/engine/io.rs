@@ -10,7 +10,7 @@
 use std::io::{self, Read};
 use std::sync::Arc;
 
-use super::conn::{ConnEnd, Flags, State};
+use super::conn::{ConnEnd, Flags, Next, State};
 use super::connections::Conns;
 use super::handshake::Handshake;
 use super::inflight::Answer;
@@ -105,17 +105,20 @@ impl Io {
         // Out of `self` while in use, so that framing can use the rest of
         // it; put back before returning (no allocation either way).
         let mut scratch = std::mem::take(&mut self.scratch);
-        if conns[key].link.is_udp() {
-            self.read_udp(key, &mut scratch, conns, mode, out, open);
+        let next = if conns[key].link.is_udp() {
+            self.read_udp(key, &mut scratch, conns, mode, out, open)
         } else {
-            self.read_all(key, &mut scratch, closing, conns, mode, out, open);
-        }
+            self.read_all(key, &mut scratch, closing, conns, mode, out, open)
+        };
         self.scratch = scratch;
         conns.read_at = None;
-        // Queries the answers let go (closed loop, a full window) leave
-        // now, before the next connection is read: the server works on
-        // them while this loop reads on, instead of both taking turns.
-        out.flush_now(key, conns, mode);
+        if next.is_open() {
+            // Queries the answers let go (closed loop, a full window)
+            // leave now, before the next connection is read: the server
+            // works on them while this loop reads on, instead of both
+            // taking turns.
+            let _ = out.flush_now(key, conns, mode);
+        }
     }
 
     /// Receives datagrams, a batch per call, until the socket is empty or
@@ -129,55 +132,62 @@ impl Io {
         mode: &mut Workload,
         out: &mut Outbox,
         open: &Handshake,
-    ) {
+    ) -> Next {
         let slot = open.net.slot().min(scratch.len());
         let slots = (scratch.len() / slot).clamp(1, BATCH);
         let mut lens = [0usize; BATCH];
         for _ in 0..READS {
-            let Some(conn) = conns.get(key) else {
-                return;
-            };
-            let got = match conn
-                .link
-                .recv_datagrams(&mut scratch[..slot * slots], slot, &mut lens)
-            {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // ICMP port unreachable, reported on the next call: the
-                // datagrams are lost, their queries time out.
-                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => continue,
-                Err(_) => return,
-            };
+            let got =
+                match conns[key]
+                    .link
+                    .recv_datagrams(&mut scratch[..slot * slots], slot, &mut lens)
+                {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    // ICMP port unreachable, reported on the next call: the
+                    // datagrams are lost, their queries time out.
+                    Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => continue,
+                    Err(_) => return Next::Open,
+                };
             conns.read_at = Some(conns.now_ns());
             for (i, &len) in lens.iter().enumerate().take(got) {
                 bump(&self.q.bytes_in, len as u64);
                 let data = &scratch[i * slot..i * slot + len];
-                self.on_datagram(key, data, conns, mode);
-                if !conns.contains(key) {
-                    return;
+                if !self.on_datagram(key, data, conns, mode).is_open() {
+                    return Next::Ended;
                 }
             }
             if let Some(t) = mode.traffic_mut() {
                 t.after_progress(key, conns, out);
             }
             if got < slots {
-                return;
+                return Next::Open;
             }
         }
         self.unread.push(key);
+        Next::Open
     }
 
     /// One datagram: one whole response (or garbage, counted).
-    fn on_datagram(&mut self, key: usize, data: &[u8], conns: &mut Conns, mode: &mut Workload) {
+    fn on_datagram(
+        &mut self,
+        key: usize,
+        data: &[u8],
+        conns: &mut Conns,
+        mode: &mut Workload,
+    ) -> Next {
         conns[key].set(Flags::GOT_DATA, true);
         match mode {
             Workload::Traffic(t) => match t.codec.decode_datagram(data) {
-                Frame::Response { key: q, status, .. } => t.on_answer(key, q, status, conns),
+                Frame::Response { key: q, status, .. } => {
+                    return t.on_answer(key, q, status, conns)
+                }
                 _ => t.rec.error(E_MALFORMED),
             },
             Workload::Push(p) => p.datagram(key, data, monotonic_ns(), &conns.counters),
             Workload::Hold => {}
         }
+        Next::Open
     }
 
     /// Reads until the socket is empty, or [`READS`] reads (then the
@@ -192,7 +202,7 @@ impl Io {
         mode: &mut Workload,
         out: &mut Outbox,
         open: &Handshake,
-    ) {
+    ) -> Next {
         for _ in 0..READS {
             let conn = &mut conns[key];
             // A small unfinished frame goes in front of the read, in the
@@ -223,7 +233,7 @@ impl Io {
                     return self.peer_ended(key, ended, conns, mode, out, open);
                 }
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Open,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => {
                     // A reset before any byte came back, after we sent the
@@ -240,29 +250,27 @@ impl Io {
             conn.set(Flags::GOT_DATA, true);
             bump(&self.q.bytes_in, n as u64);
             conns.read_at = Some(conns.now_ns());
-            let alive = if conns[key].link.tls().is_some() {
+            let next = if conns[key].link.tls().is_some() {
                 self.on_tls_bytes(key, &scratch[..n], conns, mode, out, open)
             } else {
                 self.on_bytes(key, &scratch[..k + n], conns, mode, out, open)
             };
-            if !alive {
-                return;
-            }
             // A short read took all there was: more data makes a new edge,
             // so skip the read that would only say WouldBlock (unless the
             // peer's close is pending, which makes no new edge).
-            if k + n < scratch.len() && !closing {
-                return;
+            if !next.is_open() || (k + n < scratch.len() && !closing) {
+                return next;
             }
         }
         // A peer that sends as fast as it is read would hold the loop here:
         // the rest waits for the next turn, after the other connections and
         // the timers.
         self.unread.push(key);
+        Next::Open
     }
 
     /// Ciphertext came in: feed the session, finish the handshake, frame
-    /// the plaintext. False when the connection is gone.
+    /// the plaintext.
     fn on_tls_bytes(
         &mut self,
         key: usize,
@@ -271,31 +279,31 @@ impl Io {
         mode: &mut Workload,
         out: &mut Outbox,
         open: &Handshake,
-    ) -> bool {
+    ) -> Next {
         let mut plain = std::mem::take(&mut self.plain);
         if plain.len() < 16 * 1024 {
             plain.resize(16 * 1024, 0);
         }
-        let alive = 'feed: loop {
-            let Some(tls) = conns.get_mut(key).and_then(|c| c.link.tls_mut()) else {
-                break false;
+        let next = 'feed: loop {
+            let Some(tls) = conns[key].link.tls_mut() else {
+                break Next::Open;
             };
             if data.is_empty() {
                 if tls.wants_write() {
                     out.mark_dirty(conns, key);
                 }
-                break true;
+                break Next::Open;
             }
             if let Err(e) = tls.read_tls(&mut data) {
                 tls_failed(key, &e, conns, mode);
-                break false;
+                break Next::Ended;
             }
             if let Err(e) = tls.process_new_packets() {
                 // Tell the server why (the alert), then give up.
                 let handshaking = conns[key].state == State::Handshaking;
                 conns[key].link.send_alert();
                 tls_failed(key, &tls_error_text(&e, handshaking), conns, mode);
-                break false;
+                break Next::Ended;
             }
             let conn = &conns[key];
             if conn.state == State::Handshaking
@@ -304,35 +312,34 @@ impl Io {
                 open.tls_ready(key, conns, mode, out);
             }
             loop {
-                let Some(tls) = conns.get_mut(key).and_then(|c| c.link.tls_mut()) else {
-                    break 'feed false;
+                let Some(tls) = conns[key].link.tls_mut() else {
+                    break 'feed Next::Open;
                 };
                 match tls.reader().read(&mut plain) {
                     Ok(0) => {
                         // close_notify: the server closed cleanly.
                         let ended = (Bucket::ClosedByPeer, true);
-                        self.peer_ended(key, ended, conns, mode, out, open);
-                        break 'feed false;
+                        break 'feed self.peer_ended(key, ended, conns, mode, out, open);
                     }
                     Ok(n) => {
-                        if !self.on_bytes(key, &plain[..n], conns, mode, out, open) {
-                            break 'feed false;
+                        let next = self.on_bytes(key, &plain[..n], conns, mode, out, open);
+                        if !next.is_open() {
+                            break 'feed next;
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(_) => {
                         let ended = (Bucket::Reset, false);
-                        self.peer_ended(key, ended, conns, mode, out, open);
-                        break 'feed false;
+                        break 'feed self.peer_ended(key, ended, conns, mode, out, open);
                     }
                 }
             }
         };
         self.plain = plain;
-        alive
+        next
     }
 
-    /// Frames bytes just read. False when the connection is gone.
+    /// Frames bytes just read.
     fn on_bytes(
         &mut self,
         key: usize,
@@ -341,15 +348,14 @@ impl Io {
         mode: &mut Workload,
         out: &mut Outbox,
         open: &Handshake,
-    ) -> bool {
+    ) -> Next {
         if conns[key].state == State::Upgrading {
             return self.on_upgrade(key, data, conns, mode, out, open);
         }
         self.on_frames(key, data, conns, mode, out, open)
     }
 
-    /// Pushed messages, on the bare stream or over WebSocket. False when
-    /// the connection is gone.
+    /// Pushed messages, on the bare stream or over WebSocket.
     fn on_push(
         &mut self,
         key: usize,
@@ -358,7 +364,7 @@ impl Io {
         mode: &mut Workload,
         out: &mut Outbox,
         open: &Handshake,
-    ) -> bool {
+    ) -> Next {
         if open.ws.is_some() {
             return self.on_ws_push(key, data, conns, mode, out);
         }
@@ -369,13 +375,12 @@ impl Io {
         conns[key].pending_in = pending;
         if !framed {
             conns.end(key, ConnEnd::Garbled, mode.as_mut());
-            return false;
+            return Next::Ended;
         }
-        true
+        Next::Open
     }
 
-    /// Frames bytes read on an established connection. False when the
-    /// connection is gone.
+    /// Frames bytes read on an established connection.
     fn on_frames(
         &mut self,
         key: usize,
@@ -384,7 +389,7 @@ impl Io {
         mode: &mut Workload,
         out: &mut Outbox,
         open: &Handshake,
-    ) -> bool {
+    ) -> Next {
         if mode.is_push() {
             return self.on_push(key, data, conns, mode, out, open);
         }
@@ -406,7 +411,7 @@ impl Io {
         let mut used = 0;
         // Read bytes of the unfinished response to drop: (from, len).
         let mut hole = (0, 0);
-        let mut alive = true;
+        let mut next = Next::Open;
         while used < input.len() {
             let probing = conns[key].state == State::Probing;
             let codec = mode.codec(&open.probe);
@@ -438,16 +443,13 @@ impl Io {
                     if probing {
                         probe_answered(key, status, conns, mode, out, open);
                     } else if let Some(t) = mode.traffic_mut() {
-                        t.on_answer(key, qkey, status, conns);
+                        next = t.on_answer(key, qkey, status, conns);
                     }
                 }
                 Frame::Ws { len, ev } => {
                     let frame = &input[used..used + len];
                     used += len;
-                    if !self.on_ws_event(key, ev, frame, conns, mode, out) {
-                        alive = false;
-                        break;
-                    }
+                    next = self.on_ws_event(key, ev, frame, conns, mode, out);
                 }
                 f @ (Frame::Malformed | Frame::Oversized | Frame::Broken(_)) => {
                     if probing {
@@ -472,59 +474,53 @@ impl Io {
                             Frame::Broken(named) => named,
                             _ => E_MALFORMED,
                         };
-                        garbled(key, cause, conns, mode);
-                        alive = false;
-                        break;
+                        next = garbled(key, cause, conns, mode);
                     } else {
                         used = input.len();
                     }
                 }
             }
-            if !conns.contains(key) {
-                alive = false;
-                break;
+            if !next.is_open() {
+                return next;
             }
         }
         let cap = mode.codec(&open.probe).input_cap();
-        if alive && input.len() - used - hole.1 > cap {
+        if input.len() - used - hole.1 > cap {
             // A response that does not end (a length or a chunk size it
             // never fills, a marker that never comes): keeping more would
             // let the peer fill the client's memory.
-            garbled(key, E_OVERSIZED, conns, mode);
-            alive = false;
+            return garbled(key, E_OVERSIZED, conns, mode);
         }
-        if alive {
-            // Bytes and still no answer: kept to show should the server
-            // close now (a refusal's words); answered, nothing is kept.
-            conns.got_unanswered(key, data);
-            let conn = &mut conns[key];
-            let (at, skip) = hole;
-            if used < input.len() {
-                if buf.is_empty() {
-                    if skip == 0 {
-                        conn.pending_in.extend_from_slice(&input[used..]);
-                    } else {
-                        conn.pending_in.extend_from_slice(&input[used..at]);
-                        conn.pending_in.extend_from_slice(&input[at + skip..]);
-                    }
+        // Bytes and still no answer: kept to show should the server close
+        // now (a refusal's words); answered, nothing is kept.
+        conns.got_unanswered(key, data);
+        let conn = &mut conns[key];
+        let (at, skip) = hole;
+        if used < input.len() {
+            if buf.is_empty() {
+                if skip == 0 {
+                    conn.pending_in.extend_from_slice(&input[used..]);
                 } else {
-                    buf.drain(at..at + skip);
-                    buf.drain(..used);
-                    if buf.capacity() > 16 * 1024 && buf.len() * 4 < buf.capacity() {
-                        // Most of it was dropped (a body streaming by): keep
-                        // what is left, not the room of the read it came in.
-                        buf.shrink_to(buf.len().max(1024));
-                    }
-                    conn.pending_in = buf;
+                    conn.pending_in.extend_from_slice(&input[used..at]);
+                    conn.pending_in.extend_from_slice(&input[at + skip..]);
                 }
-            }
-            // (The default whenever nothing is left.)
-            conn.resume = resume;
-            if let Some(t) = mode.traffic_mut() {
-                t.after_progress(key, conns, out);
+            } else {
+                buf.drain(at..at + skip);
+                buf.drain(..used);
+                if buf.capacity() > 16 * 1024 && buf.len() * 4 < buf.capacity() {
+                    // Most of it was dropped (a body streaming by): keep
+                    // what is left, not the room of the read it came in.
+                    buf.shrink_to(buf.len().max(1024));
+                }
+                conn.pending_in = buf;
             }
         }
-        alive
+        // (The default whenever nothing is left.)
+        conn.resume = resume;
+        if let Some(t) = mode.traffic_mut() {
+            t.after_progress(key, conns, out);
+        }
+        Next::Open
     }
 
     /// The server ended `key`, by a close or a reset (`bucket`). A response
@@ -541,7 +537,7 @@ impl Io {
         mode: &mut Workload,
         out: &mut Outbox,
         open: &Handshake,
-    ) {
+    ) -> Next {
         let conn = &conns[key];
         if !mode.is_push() && !conn.pending_in.is_empty() {
             let codec = mode.codec(&open.probe);
@@ -557,12 +553,11 @@ impl Io {
                     if probing {
                         probe_answered(key, status, conns, mode, out, open);
                     } else if let Some(t) = mode.traffic_mut() {
-                        t.on_answer(key, qkey, status, conns);
-                    }
-                    if !conns.contains(key) {
-                        // (Its one query done, tcp-per-query's connection
-                        // ended with it.)
-                        return;
+                        if !t.on_answer(key, qkey, status, conns).is_open() {
+                            // (Its one query done, tcp-per-query's
+                            // connection ended with it.)
+                            return Next::Ended;
+                        }
                     }
                 } else if let Some(t) = mode.traffic_mut().filter(|_| !probing) {
                     if let Answer::Matched(_) = conns[key].flight.answer(qkey) {
@@ -578,6 +573,7 @@ impl Io {
             ConnEnd::Lost(bucket)
         };
         conns.end(key, why, mode.as_mut());
+        Next::Ended
     }
 
     /// `key`'s socket has room again: what it queued goes, then what
@@ -588,13 +584,15 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-    ) {
+    ) -> Next {
         conns[key].set(Flags::BLOCKED, false);
-        if out.flush(key, conns, mode) {
+        let next = out.flush(key, conns, mode);
+        if next.is_open() {
             if let Some(t) = mode.traffic_mut() {
                 t.after_progress(key, conns, out);
             }
         }
+        next
     }
 
     /// Reads on the connections whose last read stopped at its budget.
@@ -634,7 +632,7 @@ impl Io {
 }
 
 /// The answer to the probe on `key` (`status`): it is verified, and
-/// counted refused when the answer refuses it.
+/// counted refused when the answer refuses it. (It stays open: held.)
 #[cold]
 fn probe_answered(
     key: usize,
@@ -658,11 +656,12 @@ fn tls_failed(key: usize, e: &dyn std::fmt::Display, conns: &mut Conns, mode: &m
 
 /// Bytes that cannot be answers (`cause`: malformed or oversized) end
 /// the connection: what follows them cannot be framed either.
-fn garbled(key: usize, cause: usize, conns: &mut Conns, mode: &mut Workload) {
+fn garbled(key: usize, cause: usize, conns: &mut Conns, mode: &mut Workload) -> Next {
     if let Some(t) = mode.traffic_mut() {
         t.rec.error(cause);
     }
     conns.end(key, ConnEnd::Garbled, mode.as_mut());
+    Next::Ended
 }
 
 /// Reads (TCP) or batches (UDP) of one connection in one loop turn: 1 MiB

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::buffer_pool::{give_back, lend, BufferPool};
-use super::conn::{Conn, ConnEnd, Flags};
+use super::conn::{Conn, ConnEnd, Flags, Next};
 use super::connections::Conns;
 use super::workload::Workload;
 use crate::metrics::{bump, Bucket, QueryCounters};
@@ -114,7 +114,9 @@ impl Outbox {
             }
             c.set(Flags::DIRTY, false);
             if !c.has(Flags::BLOCKED) {
-                self.flush(key, conns, mode);
+                // (An end is the connection's own: the others are written
+                // all the same.)
+                let _ = self.flush(key, conns, mode);
             }
         }
         dirty.clear();
@@ -126,19 +128,17 @@ impl Outbox {
     /// Writes now what `key` has queued, unless its socket is full (then
     /// its writable edge does).
     #[inline]
-    pub(super) fn flush_now(&mut self, key: usize, conns: &mut Conns, mode: &mut Workload) {
-        if let Some(c) = conns
-            .get_mut(key)
-            .filter(|c| c.has(Flags::DIRTY) && !c.has(Flags::BLOCKED))
-        {
-            c.set(Flags::DIRTY, false);
-            self.flush(key, conns, mode);
+    pub(super) fn flush_now(&mut self, key: usize, conns: &mut Conns, mode: &mut Workload) -> Next {
+        let c = &mut conns[key];
+        if !c.has(Flags::DIRTY) || c.has(Flags::BLOCKED) {
+            return Next::Open;
         }
+        c.set(Flags::DIRTY, false);
+        self.flush(key, conns, mode)
     }
 
-    /// Writes what the connection has queued; false when that failed and
-    /// the connection is gone.
-    pub(super) fn flush(&mut self, key: usize, conns: &mut Conns, mode: &mut Workload) -> bool {
+    /// Writes what the connection has queued; it ends when that failed.
+    pub(super) fn flush(&mut self, key: usize, conns: &mut Conns, mode: &mut Workload) -> Next {
         let conn = &mut conns[key];
         match conn.link.flush(&mut conn.pending_out) {
             Ok((n, payload)) => {
@@ -158,11 +158,11 @@ impl Outbox {
                     conn.pending_out.drain(..n);
                     conn.set(Flags::BLOCKED, true);
                 }
-                true
+                Next::Open
             }
             Err(_) => {
                 conns.end(key, ConnEnd::Lost(Bucket::Reset), mode.as_mut());
-                false
+                Next::Ended
             }
         }
     }

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::conn::{Conn, ConnEnd, Flags, NOT_ACTIVE};
+use super::conn::{Conn, ConnEnd, Flags, Next, NOT_ACTIVE};
 use super::connections::Conns;
 use super::deadlines::Entry;
 use super::inflight::{Answer, Outstanding, NO_DEADLINE};
@@ -229,15 +229,19 @@ impl TrafficState {
         qkey: Option<u64>,
         status: Status,
         conns: &mut Conns,
-    ) {
+    ) -> Next {
         let now = conns.stamp_ns();
         if conns[key].has(Flags::UNPROVEN) {
             conns.proven(key);
         }
         let conn = &mut conns[key];
         let draining = self.draining;
-        if let Some(why) = self.answered(key, conn, qkey, status, now, draining) {
-            conns.end(key, why, WorkloadMut::Traffic(self));
+        match self.answered(key, conn, qkey, status, now, draining) {
+            Some(why) => {
+                conns.end(key, why, WorkloadMut::Traffic(self));
+                Next::Ended
+            }
+            None => Next::Open,
         }
     }
 
@@ -283,10 +287,9 @@ impl TrafficState {
             let draining = self.draining;
             if let Some(why) = self.completed(key, c, now_ns, draining) {
                 conns.end(key, why, WorkloadMut::Traffic(self));
+                return;
             }
-            if conns.contains(key) {
-                self.after_progress(key, conns, out);
-            }
+            self.after_progress(key, conns, out);
         }
     }
 

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
-use super::conn::{ConnEnd, Flags, State};
+use super::conn::{ConnEnd, Flags, Next, State};
 use super::connections::{Conns, EndRules};
 use super::dialer::Dialer;
 use super::handshake::Handshake;
@@ -359,10 +359,12 @@ impl Worker {
                         }
                     }
                     State::Handshaking | State::Probing | State::Upgrading | State::Held => {
-                        if ev.is_writable() && blocked {
-                            self.io.on_writable(key, conns, mode, out);
-                        }
-                        if conns.contains(key)
+                        let next = if ev.is_writable() && blocked {
+                            self.io.on_writable(key, conns, mode, out)
+                        } else {
+                            Next::Open
+                        };
+                        if next.is_open()
                             && (ev.is_readable() || ev.is_read_closed() || ev.is_error())
                         {
                             let closing = ev.is_read_closed() || ev.is_error();

@@ -1,7 +1,7 @@
 //! The WebSocket side of the reads: the server's answer to the upgrade,
 //! its control frames, and push messages over WebSocket.
 
-use super::super::conn::ConnEnd;
+use super::super::conn::{ConnEnd, Next};
 use super::super::connections::Conns;
 use super::super::handshake::Handshake;
 use super::super::outbox::Outbox;
@@ -13,7 +13,6 @@ use crate::sys::timer::monotonic_ns;
 
 impl Io {
     /// The server's answer to the WebSocket upgrade, and what follows it.
-    /// False when the connection is gone.
     #[cold]
     pub(super) fn on_upgrade(
         &mut self,
@@ -23,7 +22,7 @@ impl Io {
         mode: &mut Workload,
         out: &mut Outbox,
         open: &Handshake,
-    ) -> bool {
+    ) -> Next {
         let conn = &mut conns[key];
         let mut buf = std::mem::take(&mut conn.pending_in);
         buf.extend_from_slice(data);
@@ -31,17 +30,20 @@ impl Io {
         let (status, what) = match ws.response(&buf, conn.seq) {
             Ok(None) if buf.len() <= super::super::proto::INPUT_CAP => {
                 conn.pending_in = buf;
-                return true;
+                return Next::Open;
             }
             Ok(None) => (
                 None,
                 "an answer to the WebSocket upgrade over 1 MiB".to_string(),
             ),
             Ok(Some(wire::ws::Response::Upgraded { head_len, .. })) => {
+                // (Upgraded, it is held: open.)
                 open.upgraded(key, conns, mode, out);
                 let rest = &buf[head_len..];
-                return conns.contains(key)
-                    && (rest.is_empty() || self.on_frames(key, rest, conns, mode, out, open));
+                if rest.is_empty() {
+                    return Next::Open;
+                }
+                return self.on_frames(key, rest, conns, mode, out, open);
             }
             Ok(Some(wire::ws::Response::Refused { status, line, .. })) => (
                 Some(status),
@@ -56,13 +58,13 @@ impl Io {
             Err(e) => (Some(101), format!("not a WebSocket upgrade: {e}")),
         };
         open.ws_refused(key, status, what, conns, mode);
-        false
+        Next::Ended
     }
 
     /// A WebSocket frame that answers no query (`ev`, the frame `frame`):
     /// a ping is answered with a pong; a close is counted by its code,
     /// answered with a close, and ends the connection as the server's
-    /// close. False when the connection is gone.
+    /// close.
     #[cold]
     pub(super) fn on_ws_event(
         &mut self,
@@ -72,10 +74,10 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-    ) -> bool {
+    ) -> Next {
         use wire::ws::Opcode;
         match ev {
-            ws::Event::Skip => true,
+            ws::Event::Skip => Next::Open,
             ws::Event::Ping { payload_at } => {
                 bump(&conns.counters.ws_pings, 1);
                 let pong = out.message();
@@ -83,7 +85,7 @@ impl Io {
                 let mask = Some(ws::mask(&mut self.rng));
                 wire::ws::encode_frame(pong, true, Opcode::Pong, payload, mask);
                 out.send_message(conns, key);
-                true
+                Next::Open
             }
             ws::Event::Close(code) => {
                 bump(&conns.counters.ws_close[ws_close_slot(code)], 1);
@@ -95,8 +97,7 @@ impl Io {
                     out.send_message(conns, key);
                     conns.peer_closes(key, mode);
                 }
-                out.flush_now(key, conns, mode);
-                if conns.contains(key) {
+                if out.flush_now(key, conns, mode).is_open() {
                     let why = if self.closing {
                         // The answer to the run's close.
                         ConnEnd::Closed
@@ -105,14 +106,13 @@ impl Io {
                     };
                     conns.end(key, why, mode.as_mut());
                 }
-                false
+                Next::Ended
             }
         }
     }
 
     /// Pushed messages over WebSocket: each message (its first frame) is
-    /// one push message; pings and closes as with queries. False when the
-    /// connection is gone.
+    /// one push message; pings and closes as with queries.
     pub(super) fn on_ws_push(
         &mut self,
         key: usize,
@@ -120,7 +120,7 @@ impl Io {
         conns: &mut Conns,
         mode: &mut Workload,
         out: &mut Outbox,
-    ) -> bool {
+    ) -> Next {
         use wire::ws::Opcode;
         let mut buf = std::mem::take(&mut conns[key].pending_in);
         buf.extend_from_slice(data);
@@ -133,7 +133,7 @@ impl Io {
                 Err(_) => {
                     bump(&conns.counters.push.malformed, 1);
                     conns.end(key, ConnEnd::Garbled, mode.as_mut());
-                    return false;
+                    return Next::Ended;
                 }
             };
             let frame = &buf[used..used + f.end()];
@@ -147,8 +147,8 @@ impl Io {
                 }
                 _ => match ws::decode(frame, &mut Default::default()) {
                     super::super::proto::Frame::Ws { ev, .. } => {
-                        if !self.on_ws_event(key, ev, frame, conns, mode, out) {
-                            return false;
+                        if !self.on_ws_event(key, ev, frame, conns, mode, out).is_open() {
+                            return Next::Ended;
                         }
                         true
                     }
@@ -158,7 +158,7 @@ impl Io {
             };
             if !alive {
                 conns.end(key, ConnEnd::Garbled, mode.as_mut());
-                return false;
+                return Next::Ended;
             }
         }
         if used < buf.len() {
@@ -166,6 +166,6 @@ impl Io {
             buf.drain(..used);
             conns[key].pending_in = buf;
         }
-        true
+        Next::Open
     }
 }
