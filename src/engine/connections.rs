@@ -17,7 +17,7 @@ use super::dialer::Dialer;
 use super::transport::ClientTransport;
 use super::workload::{Workload, WorkloadMut};
 use crate::domain::Proto;
-use crate::metrics::{bump, Bucket, ConnCounters, Shared, E_CONN_LOST};
+use crate::metrics::{bump, Bucket, ConnCounters, Shared};
 use crate::scenario::{Query, Scenario};
 use crate::sys::timer::monotonic_ns;
 
@@ -487,7 +487,7 @@ impl Conns {
                 p.close(key, monotonic_ns(), by_server, &self.counters);
             }
         }
-        let mut c = self.slab.remove(key);
+        let c = self.slab.remove(key);
         self.dial.ends(&c);
         if !connecting {
             self.shared.closed();
@@ -496,50 +496,8 @@ impl Conns {
         }
         self.count_verification_at_end(&c, by_server);
         // (Queries are in flight or waiting only where there is traffic.)
-        let WorkloadMut::Traffic(t) = mode else {
-            return;
-        };
-        let live = c.live();
-        let per_query = t.per_query.is_some();
-        let untaken = c.has(Flags::PEER_CLOSING) && !per_query;
-        if live > 0 && !untaken {
-            bump(&t.q.errors[E_CONN_LOST], live);
-        }
-        if live > 0 && untaken {
-            // The server had said its last answer was its last (HTTP
-            // `Connection: close`): queries that crossed that answer on
-            // the wire never reached its work. They count as not sent;
-            // in open loop they are due again on another connection
-            // with their intended time (closed loop's replacement
-            // connection starts its own).
-            t.rec.unsent(live);
-            // Not sent: their --queries tickets come back.
-            if let Some(q) = t.quota.as_mut() {
-                *q += live;
-            }
-            if !t.pacing.closed_loop() {
-                t.orphans.extend(c.flight.live_intended());
-            }
-        }
-        if c.active_pos != NOT_ACTIVE {
-            t.leave(self, c.active_pos);
-        }
-        if let Some(id) = c.flight.take_deadline() {
-            t.deadlines.remove(id);
-        }
-        if !connecting {
-            // (Connect failures count their own query where they happen.)
-            t.pq_lost(c.flight.done + c.live(), || self.now_ns());
-        }
-        // Due queries it never sent go to another connection (with
-        // tcp-per-query the query failed with its connection: counted). A
-        // closed loop's waiting queries are its window's slots, not a
-        // schedule's: the replacement connection opens its own window,
-        // from when it can send; handed to another connection with their
-        // old times they would stack onto its window and count the wait
-        // for this one's replacement as response time.
-        if !per_query && !t.pacing.closed_loop() {
-            t.orphans.extend(c.flight.waiting);
+        if let WorkloadMut::Traffic(t) = mode {
+            t.conn_ended(c, connecting, self);
         }
     }
 }

@@ -379,27 +379,9 @@ impl Handshake {
         let Some(t) = mode.traffic_mut() else {
             return;
         };
-        if t.per_query.is_none() {
-            conn.active_pos = t.active.len() as u32;
-            t.active.push(key);
-            let cap = t.cap.unwrap_or(u64::MAX);
-            while conn.flight.queries + (conn.flight.waiting.len() as u64) < cap {
-                // Queries that waited for a connection: this one's now.
-                let Some(intended) = t.orphans.pop_front() else {
-                    break;
-                };
-                conn.flight.waiting.push_back(intended);
-            }
-            if let Some(started) = t.started {
-                // Joining a run in progress (a replacement connection).
-                t.pacing.join(key, conn.seq, now, started, t.window);
-            }
-            if conns[key].flight.waiting.is_empty() {
-                return;
-            }
+        if t.join(key, conn, now) {
+            t.after_progress(key, conns, out);
         }
-        // tcp-per-query: its one query waits in `waiting`: sent now.
-        t.after_progress(key, conns, out);
     }
 
     /// The server answered the probe: the connection is verified.

@@ -17,7 +17,9 @@ use super::outbox::Outbox;
 use super::pacing::Due;
 use super::proto::Status;
 use super::workload::{TrafficState, WorkloadMut};
-use crate::metrics::{bump, Shared, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKET, W_WINDOW};
+use crate::metrics::{
+    bump, Shared, E_CONN_LOST, E_NO_CONNECTION, E_UNMATCHED, W_SLOT, W_SOCKET, W_WINDOW,
+};
 
 impl TrafficState {
     /// A loop turn's start at `now_ns`: the traffic starts when the main
@@ -242,6 +244,81 @@ impl TrafficState {
                 Next::Ended
             }
             None => Next::Open,
+        }
+    }
+
+    /// `key`, held now, joins the traffic: the open-loop choice, the
+    /// queries that waited for a connection (up to its cap), and a run in
+    /// progress (`now_ns`) as a replacement does. True when it has queries
+    /// waiting to be sent (tcp-per-query's one query waits there).
+    pub(super) fn join(&mut self, key: usize, conn: &mut Conn, now_ns: u64) -> bool {
+        if self.per_query.is_some() {
+            return true;
+        }
+        conn.active_pos = self.active.len() as u32;
+        self.active.push(key);
+        let cap = self.cap.unwrap_or(u64::MAX);
+        while conn.flight.queries + (conn.flight.waiting.len() as u64) < cap {
+            // Queries that waited for a connection: this one's now.
+            let Some(intended) = self.orphans.pop_front() else {
+                break;
+            };
+            conn.flight.waiting.push_back(intended);
+        }
+        if let Some(started) = self.started {
+            // Joining a run in progress (a replacement connection).
+            self.pacing
+                .join(key, conn.seq, now_ns, started, self.window);
+        }
+        !conn.flight.waiting.is_empty()
+    }
+
+    /// Connection `c` ended (`connecting`: before it was established),
+    /// taken out of `conns`: its queries in flight are lost with it, or
+    /// not sent where the server had said its last answer was its last;
+    /// its due queries go to another connection.
+    pub(super) fn conn_ended(&mut self, mut c: Conn, connecting: bool, conns: &mut Conns) {
+        let live = c.live();
+        let per_query = self.per_query.is_some();
+        let untaken = c.has(Flags::PEER_CLOSING) && !per_query;
+        if live > 0 && !untaken {
+            bump(&self.q.errors[E_CONN_LOST], live);
+        }
+        if live > 0 && untaken {
+            // The server had said its last answer was its last (HTTP
+            // `Connection: close`): queries that crossed that answer on
+            // the wire never reached its work. They count as not sent;
+            // in open loop they are due again on another connection
+            // with their intended time (closed loop's replacement
+            // connection starts its own).
+            self.rec.unsent(live);
+            // Not sent: their --queries tickets come back.
+            if let Some(q) = self.quota.as_mut() {
+                *q += live;
+            }
+            if !self.pacing.closed_loop() {
+                self.orphans.extend(c.flight.live_intended());
+            }
+        }
+        if c.active_pos != NOT_ACTIVE {
+            self.leave(conns, c.active_pos);
+        }
+        if let Some(id) = c.flight.take_deadline() {
+            self.deadlines.remove(id);
+        }
+        if !connecting {
+            // (Connect failures count their own query where they happen.)
+            self.pq_lost(c.flight.done + c.live(), || conns.now_ns());
+        }
+        // Due queries it never sent go to another connection (with
+        // tcp-per-query the query failed with its connection: counted). A
+        // closed loop's waiting queries are its window's slots, not a
+        // schedule's: the replacement connection opens its own window,
+        // from when it can send; handed to another connection with their
+        // old times they would stack onto its window and count the wait
+        // for this one's replacement as response time.
+        if !per_query && !self.pacing.closed_loop() {
+            self.orphans.extend(c.flight.waiting);
         }
     }
 
