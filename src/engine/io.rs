@@ -182,7 +182,7 @@ impl Io {
                 Frame::Response { key: q, status, .. } => {
                     return t.on_answer(key, q, status, conns)
                 }
-                _ => t.rec.error(E_MALFORMED),
+                _ => t.error(E_MALFORMED),
             },
             Workload::Push(p) => p.datagram(key, data, monotonic_ns(), &conns.counters),
             Workload::Hold => {}
@@ -561,7 +561,7 @@ impl Io {
                     }
                 } else if let Some(t) = mode.traffic_mut().filter(|_| !probing) {
                     if let Answer::Matched(_) = conns[key].flight.answer(qkey) {
-                        t.rec.error(E_CONN_LOST);
+                        t.error(E_CONN_LOST);
                     }
                 }
             }
@@ -658,7 +658,7 @@ fn tls_failed(key: usize, e: &dyn std::fmt::Display, conns: &mut Conns, mode: &m
 /// the connection: what follows them cannot be framed either.
 fn garbled(key: usize, cause: usize, conns: &mut Conns, mode: &mut Workload) -> Next {
     if let Some(t) = mode.traffic_mut() {
-        t.rec.error(cause);
+        t.error(cause);
     }
     conns.end(key, ConnEnd::Garbled, mode.as_mut());
     Next::Ended

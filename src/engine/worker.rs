@@ -400,7 +400,7 @@ impl Worker {
             return false;
         }
         self.drain_looked = Some(now);
-        let orphans = self.mode.traffic().is_some_and(|t| !t.orphans.is_empty());
+        let orphans = self.mode.traffic().is_some_and(TrafficState::has_orphans);
         let waiting = (self.sc.reconnect || self.sc.replace_closed) && orphans;
         !waiting && self.conns.iter().all(|(_, c)| c.flight.idle())
     }
@@ -458,9 +458,7 @@ impl Worker {
         }
         // Due, never sent: no connection came for them (tcp-per-query's
         // waited for a free slot to the end).
-        let waiting = self.mode.traffic().map_or(0, |t| {
-            t.orphans.len() + t.per_query.as_ref().map_or(0, |pq| pq.wait.len())
-        });
+        let waiting = self.mode.traffic().map_or(0, TrafficState::never_connected);
         bump(&self.q.errors[E_NO_CONNECTION], waiting as u64);
         // The end of the run: close everything we hold, cleanly (FIN).
         let mut held = 0;
@@ -489,7 +487,7 @@ impl Worker {
         let (handed, id) = (self.handed, self.id);
         let figures = match self.mode {
             Workload::Traffic(t) => {
-                let m = t.rec.finish();
+                let m = t.finish();
                 Finished {
                     hists: Histograms {
                         connect_time: d.connect_time,
@@ -634,13 +632,12 @@ impl Worker {
     fn end_traffic(&mut self, now: Instant) {
         let now_ns = self.conns.ns(now);
         if let Some(t) = self.mode.traffic_mut() {
-            // (--slack: what it holds goes in this last turn, not later.)
-            t.slack.end(now_ns);
+            t.last_turn(now_ns);
         }
         self.traffic_due(now);
         self.count_behind(now_ns);
         if let Some(t) = self.mode.traffic_mut() {
-            t.draining = true;
+            t.drain();
         }
     }
 
@@ -649,7 +646,7 @@ impl Worker {
     /// traffic, or at the stop of a run without a drain.
     fn count_behind(&mut self, now_ns: u64) {
         let conns = &self.conns;
-        if let Some(t) = self.mode.traffic_mut().filter(|t| !t.draining) {
+        if let Some(t) = self.mode.traffic_mut().filter(|t| !t.is_draining()) {
             t.end_schedule(now_ns, |key, seq| {
                 conns.get(key).is_some_and(|c| c.seq == seq)
             });

@@ -389,6 +389,43 @@ impl TrafficState {
         self.pacing.replace_connection(now);
     }
 
+    /// Queries due that wait for a connection to take them.
+    pub fn has_orphans(&self) -> bool {
+        !self.orphans.is_empty()
+    }
+
+    /// Queries due that no connection came for: those waiting for one,
+    /// and tcp-per-query's waiting for a free slot.
+    pub fn never_connected(&self) -> usize {
+        self.orphans.len() + self.per_query.as_ref().map_or(0, |pq| pq.wait.len())
+    }
+
+    /// The traffic's last turn is at `now_ns`: --slack sends what it holds
+    /// in it, not later.
+    pub fn last_turn(&mut self, now_ns: u64) {
+        self.slack.end(now_ns);
+    }
+
+    /// From now on, answers only: the drain.
+    pub fn drain(&mut self) {
+        self.draining = true;
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining
+    }
+
+    /// A query failed by `cause` (an error of [`crate::metrics`]).
+    #[inline]
+    pub fn error(&mut self, cause: usize) {
+        self.rec.error(cause);
+    }
+
+    /// What the worker measured, at the run's end.
+    pub fn finish(self) -> super::recorder::Measured {
+        self.rec.finish()
+    }
+
     /// Takes one query from what is left of --queries; false when none is.
     #[inline]
     pub fn take_ticket(&mut self) -> bool {
