@@ -233,10 +233,11 @@ impl TrafficState {
         conns: &mut Conns,
     ) -> Next {
         let now = conns.stamp_ns();
-        if conns[key].has(Flags::UNPROVEN) {
+        let mut conn = &mut conns[key];
+        if conn.has(Flags::UNPROVEN) {
             conns.proven(key);
+            conn = &mut conns[key];
         }
-        let conn = &mut conns[key];
         let draining = self.draining;
         match self.answered(key, conn, qkey, status, now, draining) {
             Some(why) => {
