@@ -209,7 +209,6 @@ impl Conn {
     }
 }
 
-/// A connection's verification, counted when it ends.
 /// What became of a connection an event was handled on: still open, or
 /// ended (its one end counted by
 /// [`Conns::end`](super::connections::Conns::end)), so that nothing more
@@ -229,6 +228,7 @@ impl Next {
     }
 }
 
+/// A connection's verification, counted when it ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verification {
     Unverified,
