@@ -248,6 +248,29 @@ impl TrafficState {
         }
     }
 
+    /// A second ended by `now_ns`: its report is sent and the deadline list
+    /// compacted (each connection told its entry's new place). True when
+    /// it did.
+    pub fn second(&mut self, now_ns: u64, conns: &mut Conns) -> bool {
+        if !self.rec.roll(now_ns) {
+            return false;
+        }
+        self.deadlines.compact(|entry, id| {
+            // (As when deadlines expire: an entry is its connection's only
+            // while the attempt is the same.)
+            if let Some(c) = conns.get_mut(entry.conn).filter(|c| c.seq == entry.seq) {
+                c.flight.deadline = id;
+            }
+        });
+        true
+    }
+
+    /// Takes the connection at `pos` out of the open-loop choice (the last
+    /// one takes its place).
+    pub fn leave(&mut self, conns: &mut Conns, pos: u32) {
+        remove_active(&mut self.active, conns, pos);
+    }
+
     /// `key`, held now, joins the traffic: the open-loop choice, the
     /// queries that waited for a connection (up to its cap), and a run in
     /// progress (`now_ns`) as a replacement does. True when it has queries
@@ -633,6 +656,19 @@ impl TrafficState {
             }
         }
         None
+    }
+}
+
+/// Takes the connection at `pos` out of the active list (the last one
+/// takes its place).
+fn remove_active(active: &mut Vec<usize>, conns: &mut Conns, pos: u32) {
+    let pos = pos as usize;
+    let key = active.swap_remove(pos);
+    if let Some(c) = conns.get_mut(key) {
+        c.active_pos = NOT_ACTIVE;
+    }
+    if let Some(&moved) = active.get(pos) {
+        conns[moved].active_pos = pos as u32;
     }
 }
 

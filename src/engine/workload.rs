@@ -10,8 +10,7 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
-use super::conn::{Conn, NOT_ACTIVE};
-use super::connections::Conns;
+use super::conn::Conn;
 use super::deadlines::{Deadlines, Entry};
 use super::pacing::{Pacing, Slack};
 use super::proto::Codec;
@@ -259,23 +258,6 @@ impl TrafficState {
         self.pacing.begin(started, &held, self.window, per_query);
     }
 
-    /// A second ended by `now_ns`: its report is sent and the deadline list
-    /// compacted (each connection told its entry's new place). True when
-    /// it did.
-    pub fn second(&mut self, now_ns: u64, conns: &mut Conns) -> bool {
-        if !self.rec.roll(now_ns) {
-            return false;
-        }
-        self.deadlines.compact(|entry, id| {
-            // (As when deadlines expire: an entry is its connection's only
-            // while the attempt is the same.)
-            if let Some(c) = conns.get_mut(entry.conn).filter(|c| c.seq == entry.seq) {
-                c.flight.deadline = id;
-            }
-        });
-        true
-    }
-
     /// Follows a --control rate of generation `gen` (`rate`: f64 bits)
     /// from `now_ns` on (traffic `started`), after the turn sent what was
     /// due: what a worker behind its schedule did not send of the old rate
@@ -368,12 +350,6 @@ impl TrafficState {
         true
     }
 
-    /// Takes the connection at `pos` out of the open-loop choice (the last
-    /// one takes its place).
-    pub fn leave(&mut self, conns: &mut Conns, pos: u32) {
-        remove_active(&mut self.active, conns, pos);
-    }
-
     /// A tcp-per-query connection is gone; `sent`: queries it sent (0 when
     /// it failed before its query went out, which is then an error). In
     /// closed loop the next query starts after --think. `now_ns`: the
@@ -455,19 +431,6 @@ fn keep(
         rec.error(E_NOT_SENT);
     }
     waiting.push_back(intended);
-}
-
-/// Takes the connection at `pos` out of the active list (the last one
-/// takes its place).
-fn remove_active(active: &mut Vec<usize>, conns: &mut Conns, pos: u32) {
-    let pos = pos as usize;
-    let key = active.swap_remove(pos);
-    if let Some(c) = conns.get_mut(key) {
-        c.active_pos = NOT_ACTIVE;
-    }
-    if let Some(&moved) = active.get(pos) {
-        conns[moved].active_pos = pos as u32;
-    }
 }
 
 /// The probe's query when the scenario names none: a DNS query, which
